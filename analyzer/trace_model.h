@@ -1,0 +1,111 @@
+// In-memory model of a trace directory, as the analyzer and replay use it. Filled by
+// analyzer/trace_loader (from the SQLite tables of schema/trace_schema.h); built directly by
+// tests and by the synthetic-trace generator. Plain data: no SQLite here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lockstep {
+
+// One NCCL call inside a grouped logical op (ops_parts row).
+struct OpPart {
+  std::string op;      // send, recv, all_reduce, ...
+  std::string dtype;
+  int64_t count = 0;
+  int root = -1;       // -1 = none
+  int peer = -1;       // -1 = none
+  std::string redop;   // empty = none
+};
+
+struct Frame {
+  std::string kind;      // native | python
+  std::string function;
+  std::string module;    // native
+  uint64_t offset = 0;   // native
+  std::string file;      // python
+  int line = 0;          // python
+};
+
+struct Op {
+  int64_t call_index = 0;   // process-wide order (causal order within a process)
+  int comm = -1;            // index into Process::comms
+  int64_t seq = 0;          // per-communicator logical sequence number; 0 = unsequenced
+  std::string op;
+  std::string dtype;
+  int64_t count = 0;
+  int root = -1;
+  int peer = -1;
+  std::string redop;
+  uint64_t stream = 0;
+  int64_t tid = 0;
+  std::string thread_name;
+  int64_t group_id = -1;
+  int64_t issue_mono_ns = 0;
+  int64_t issue_wall_ns = 0;
+  int rc = 0;
+  std::string state;        // schema ops.state
+  bool completed = false;
+  int64_t complete_mono_ns = 0;
+  int64_t origin_call = -1; // graph_launched rows: the captured op
+  uint64_t graph_exec = 0;
+  int64_t stack_id = -1;    // key into Process::stacks
+  std::vector<OpPart> parts;
+};
+
+struct Comm {
+  int local_id = 0;          // comms.id in the file
+  std::string hash;          // identity shared by all members
+  uint64_t handle = 0;
+  int nranks = 0;
+  int rank = 0;
+  int cuda_device = -1;
+  int parent = -1;           // index into Process::comms, -1 = none
+  int split_color = 0;
+  int split_key = 0;
+  std::string name;
+  int64_t init_call = 0;
+  int init_rc = 0;
+  std::string end_kind;      // empty while alive
+};
+
+struct HangMarker {
+  int64_t mono_ns = 0;
+  int64_t wall_ns = 0;
+  int in_flight = 0;
+  std::string message;
+};
+
+struct Process {
+  std::string path;          // trace file
+  std::string host;
+  int64_t pid = 0;
+  int global_rank = -1;
+  bool finished = false;     // meta finished=1: clean exit
+  std::string exit_reason;
+  int64_t dropped_records = 0;
+  int64_t last_flush_mono_ns = 0;
+  std::map<std::string, std::string> meta;
+  std::map<std::string, std::string> env;
+  std::vector<Comm> comms;
+  std::vector<Op> ops;       // sorted by call_index; sequenced and unsequenced
+  std::map<int64_t, std::vector<Frame>> stacks;
+  std::vector<HangMarker> hangs;
+};
+
+// A file the loader did not use, and why (shown to the user, never silent).
+struct SkippedFile {
+  std::string path;
+  std::string reason;
+};
+
+struct Trace {
+  std::string dir;
+  std::vector<Process> processes;  // sorted by global_rank, then host, pid
+  std::vector<SkippedFile> skipped;
+};
+
+}  // namespace lockstep

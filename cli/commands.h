@@ -1,0 +1,22 @@
+// The lockstep CLI: one file per subcommand (cmd_<name>.cpp), each registering itself here.
+// A command's callback stores the process exit code in *exit_code (see README "Exit codes").
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+
+namespace lockstep::cli {
+
+void add_run_command(CLI::App& app, int* exit_code);      // cmd_run.cpp
+void add_analyze_command(CLI::App& app, int* exit_code);  // cmd_analyze.cpp
+void add_check_command(CLI::App& app, int* exit_code);    // cmd_check.cpp
+void add_stacks_command(CLI::App& app, int* exit_code);   // cmd_stacks.cpp
+void add_ops_command(CLI::App& app, int* exit_code);      // cmd_ops.cpp
+void add_replay_command(CLI::App& app, int* exit_code);   // cmd_replay.cpp
+
+// Path of liblockstep.so for LD_PRELOAD: $LOCKSTEP_PRELOAD if set, else next to the executable
+// (../lib/liblockstep.so in a build or install tree).
+std::string preload_library_path();
+
+}  // namespace lockstep::cli

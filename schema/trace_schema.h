@@ -1,0 +1,182 @@
+// The one definition of a lockstep trace file: the SQLite tables written by the recorder
+// (interposer/) and read by the analyzer (analyzer/). Change a table => bump kSchemaVersion.
+//
+// One file per process: <LOCKSTEP_DIR>/<host>-<pid>.lockstep.sqlite
+// Conventions (after Nsight Systems' export): integer nanoseconds, integer ids, one table per
+// kind of event, a meta table with the schema version. Documented for users in docs/schema.md.
+#pragma once
+
+namespace lockstep::schema {
+
+inline constexpr int kSchemaVersion = 1;
+inline constexpr const char* kFileSuffix = ".lockstep.sqlite";
+inline constexpr const char* kApplicationIdHex = "0x4C4B5354";  // 'LKST'
+inline constexpr int kApplicationId = 0x4C4B5354;               // PRAGMA application_id
+
+// Executed by the writer when it creates a file. Readers check PRAGMA application_id and
+// meta('schema_version') before trusting anything else.
+inline constexpr const char* kCreateSql = R"SQL(
+CREATE TABLE IF NOT EXISTS meta(
+  key   TEXT PRIMARY KEY,
+  value TEXT
+);
+-- Keys written once at open: schema_version, lockstep_version, host, pid, global_rank
+-- (-1 if unknown), global_rank_source (RANK, SLURM_PROCID, ...), cmdline, exe,
+-- nccl_version (int code), nccl_library (path of the libnccl actually mapped), cuda_driver_version,
+-- stack_mode (none|native|python), start_wall_ns, start_mono_ns, journal_mode.
+-- Keys updated later: last_flush_mono_ns, dropped_records, finished (1 on clean exit),
+-- exit_reason (exit|SIGTERM|SIGINT|SIGABRT|SIGUSR1|abort).
+
+CREATE TABLE IF NOT EXISTS env(
+  name  TEXT PRIMARY KEY,   -- every NCCL_*, TORCH_NCCL_*, CUDA_* variable, plus LOCKSTEP_*
+  value TEXT
+);
+
+CREATE TABLE IF NOT EXISTS comms(
+  id            INTEGER PRIMARY KEY,  -- local to this file
+  comm_hash     TEXT NOT NULL,        -- 16 hex digits, equal on every member (hash of the
+                                      -- ncclUniqueId; for split/shrink: of parent hash,
+                                      -- parent split counter and color)
+  handle        INTEGER NOT NULL,     -- ncclComm_t value (reused after destroy; id is not)
+  nranks        INTEGER NOT NULL,
+  rank          INTEGER NOT NULL,     -- this process's rank in the communicator
+  cuda_device   INTEGER,              -- NULL when unknown
+  parent_id     INTEGER,              -- comms.id of the parent for split/shrink
+  split_color   INTEGER,
+  split_key     INTEGER,
+  name          TEXT,                 -- ncclConfig_t.commName when given
+  init_call     INTEGER NOT NULL,     -- process-wide call index of the creating call
+  init_mono_ns  INTEGER NOT NULL,
+  init_rc       INTEGER NOT NULL,     -- ncclResult_t of the creating call
+  end_kind      TEXT,                 -- destroy | abort | finalize | revoke, NULL while alive
+  end_call      INTEGER,
+  end_mono_ns   INTEGER
+);
+
+-- One row per logical operation: a single call outside a group, or everything one thread
+-- issued on one communicator between its outermost ncclGroupStart/ncclGroupEnd.
+-- Rows for ops that ran inside a CUDA-graph replay are written at each graph launch
+-- (state 'graph_launched', origin_call = the captured row).
+CREATE TABLE IF NOT EXISTS ops(
+  call_index    INTEGER PRIMARY KEY,  -- process-wide, increasing: order between communicators
+  comm_id       INTEGER NOT NULL REFERENCES comms(id),
+  seq           INTEGER,              -- per-communicator logical sequence number, from 1;
+                                      -- NULL when the op enqueued nothing (error, simulate,
+                                      -- captured-only row)
+  op            TEXT NOT NULL,        -- all_reduce broadcast reduce all_gather reduce_scatter
+                                      -- all_to_all gather scatter send recv
+                                      -- send_recv (grouped p2p that is not a full all-to-all)
+                                      -- coalesced (several collectives in one group)
+  dtype         TEXT,                 -- int8 uint8 int32 uint32 int64 uint64 float16 float32
+                                      -- float64 bfloat16 float8e4m3 float8e5m2; NULL if mixed
+  count         INTEGER,              -- element count as passed (sendcount for all_gather /
+                                      -- recvcount for reduce_scatter, like NCCL); for grouped
+                                      -- ops: total elements sent
+  root          INTEGER,              -- root for broadcast/reduce/gather/scatter, else NULL
+  peer          INTEGER,              -- peer for a lone send/recv, else NULL
+  redop         TEXT,                 -- sum prod max min avg premulsum, else NULL
+  stream        INTEGER,              -- cudaStream_t value (0 = legacy default stream)
+  tid           INTEGER NOT NULL,     -- kernel thread id
+  thread_name   TEXT,
+  group_id      INTEGER,              -- process-wide id of the outermost group; rows of one
+                                      -- group (several communicators) share it; NULL if none
+  issue_mono_ns INTEGER NOT NULL,     -- CLOCK_MONOTONIC at entry
+  issue_wall_ns INTEGER NOT NULL,     -- CLOCK_REALTIME at entry
+  return_mono_ns INTEGER,             -- when NCCL returned (the op is enqueued)
+  rc            INTEGER NOT NULL,     -- ncclResult_t returned to the caller
+  state         TEXT NOT NULL,        -- enqueued | failed | simulated | captured | graph_launched
+                                      -- (completion is in the completions table)
+  capture_id    INTEGER,              -- CUDA capture id when the stream was capturing
+  graph_id      INTEGER,              -- CUgraph value being captured into
+  origin_call   INTEGER,              -- for graph_launched rows: call_index of the captured op
+  graph_exec    INTEGER,              -- for graph_launched rows: cudaGraphExec_t value
+  stack_id      INTEGER REFERENCES stacks(id)  -- NULL when stacks are off
+);
+CREATE INDEX IF NOT EXISTS ops_comm_seq ON ops(comm_id, seq);
+
+-- The NCCL calls that make up a grouped logical op (all_to_all, send_recv, coalesced), in
+-- issue order. A single ungrouped call has no parts.
+CREATE TABLE IF NOT EXISTS op_parts(
+  call_index    INTEGER NOT NULL REFERENCES ops(call_index),
+  part          INTEGER NOT NULL,     -- 0, 1, ... in issue order
+  op            TEXT NOT NULL,        -- as ops.op, for one NCCL call (send, recv, all_reduce...)
+  dtype         TEXT,
+  count         INTEGER,
+  root          INTEGER,
+  peer          INTEGER,
+  redop         TEXT,
+  PRIMARY KEY(call_index, part)
+);
+
+-- Written by the watchdog when the CUDA event recorded after an op has completed.
+CREATE TABLE IF NOT EXISTS completions(
+  call_index    INTEGER PRIMARY KEY REFERENCES ops(call_index),
+  mono_ns       INTEGER NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS stacks(
+  id            INTEGER PRIMARY KEY,
+  hash          TEXT NOT NULL UNIQUE  -- 16 hex digits over native pcs and python frames
+);
+
+CREATE TABLE IF NOT EXISTS frames(
+  stack_id      INTEGER NOT NULL REFERENCES stacks(id),
+  depth         INTEGER NOT NULL,     -- 0 = innermost; python frames are listed after native
+  kind          TEXT NOT NULL,        -- native | python
+  function      TEXT,                 -- demangled native symbol or python function (qualname)
+  module        TEXT,                 -- native: shared object path
+  offset        INTEGER,              -- native: pc - module load base (offline symbolization)
+  file          TEXT,                 -- python: source file
+  line          INTEGER,              -- python: line number
+  PRIMARY KEY(stack_id, depth)
+);
+
+-- cudaGraphLaunch seen by the recorder (each replay of a captured graph).
+CREATE TABLE IF NOT EXISTS graph_launches(
+  call_index    INTEGER PRIMARY KEY,  -- shares the process-wide call counter with ops
+  graph_exec    INTEGER NOT NULL,
+  graph_id      INTEGER,              -- CUgraph it was instantiated from, if seen
+  stream        INTEGER,
+  mono_ns       INTEGER NOT NULL
+);
+
+-- Host-side waits that order work across streams/communicators (where cheaply hooked).
+CREATE TABLE IF NOT EXISTS waits(
+  call_index    INTEGER PRIMARY KEY,  -- shares the process-wide call counter with ops
+  kind          TEXT NOT NULL,        -- stream_sync | event_sync | device_sync | stream_wait_event
+                                      -- | event_record
+  stream        INTEGER,
+  event         INTEGER,
+  tid           INTEGER NOT NULL,
+  begin_mono_ns INTEGER NOT NULL,
+  end_mono_ns   INTEGER
+);
+
+-- Calls outside the op sequence: comm init/split/destroy results, registration, async errors.
+CREATE TABLE IF NOT EXISTS api_calls(
+  call_index    INTEGER PRIMARY KEY,
+  name          TEXT NOT NULL,        -- ncclCommRegister, ncclCommGetAsyncError, ...
+  comm_id       INTEGER,
+  rc            INTEGER NOT NULL,
+  detail        TEXT,
+  mono_ns       INTEGER NOT NULL
+);
+
+-- Written when the watchdog sees ops in flight and no completion for LOCKSTEP_HANG_TIMEOUT s.
+CREATE TABLE IF NOT EXISTS hangs(
+  id            INTEGER PRIMARY KEY,
+  mono_ns       INTEGER NOT NULL,
+  wall_ns       INTEGER NOT NULL,
+  in_flight     INTEGER NOT NULL,     -- number of ops enqueued and not completed
+  message       TEXT NOT NULL         -- the line printed to stderr
+);
+)SQL";
+
+// ops.state values
+inline constexpr const char* kStateEnqueued = "enqueued";
+inline constexpr const char* kStateFailed = "failed";
+inline constexpr const char* kStateSimulated = "simulated";
+inline constexpr const char* kStateCaptured = "captured";
+inline constexpr const char* kStateGraphLaunched = "graph_launched";
+
+}  // namespace lockstep::schema

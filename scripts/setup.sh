@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages lockstep needs; does nothing (fast) when all are present.
+set -euo pipefail
+pkgs=(cmake g++ make libsqlite3-dev sqlite3 libcli11-dev libunwind-dev nlohmann-json3-dev
+      libgtest-dev libbenchmark-dev python3-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -q >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if [ ! -f /usr/local/cuda/include/nccl.h ]; then
+  echo "setup: /usr/local/cuda/include/nccl.h is missing (CUDA toolkit with NCCL headers needed)" >&2
+  exit 1
+fi
