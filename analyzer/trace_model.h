@@ -72,6 +72,19 @@ struct Comm {
   std::string end_kind;      // empty while alive
 };
 
+// A host-side wait or event call (waits row): orders work across streams and communicators.
+// The model checker (analyzer/model_check.h) needs them; the hang report does not.
+struct Wait {
+  int64_t call_index = 0;   // shares the process-wide counter with Op::call_index
+  std::string kind;         // schema waits.kind: stream_sync event_sync device_sync
+                            // stream_wait_event event_record
+  uint64_t stream = 0;
+  uint64_t event = 0;
+  int64_t tid = 0;
+  int64_t begin_mono_ns = 0;
+  int64_t end_mono_ns = -1; // -1: never returned
+};
+
 struct HangMarker {
   int64_t mono_ns = 0;
   int64_t wall_ns = 0;
@@ -93,6 +106,7 @@ struct Process {
   std::vector<Comm> comms;
   std::vector<Op> ops;       // sorted by call_index; sequenced and unsequenced
   std::map<int64_t, std::vector<Frame>> stacks;
+  std::vector<Wait> waits;   // sorted by call_index; empty when the trace has none
   std::vector<HangMarker> hangs;
 };
 
