@@ -1,0 +1,431 @@
+// Python frame capture without the GIL. See python_frames.h for the contract and
+// docs/python-frames.md for what is captured when.
+//
+// Safety argument: the frames walked belong to the calling thread, which is inside our hook
+// and so cannot run Python; its frame chain, the code objects the frames hold strong
+// references to, and the strings/bytes those code objects own cannot be freed or changed by
+// other threads meanwhile. (The specializing interpreter may rewrite co_code_adaptive from
+// other threads; we never read bytecode.) Nothing here calls Python, takes the GIL or a lock.
+#include "python_frames.h"
+
+#include "python_layouts.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <vector>
+
+namespace lockstep {
+
+// Everything needed to resolve a frame after its code object is gone, plus the guard that
+// tells a live code object from a dead one whose address was reused.
+struct PyCodeInfo {
+  uintptr_t code = 0;  // address of the code object when interned
+  // guard: identity of the objects the code owned, and its exact location table
+  uintptr_t filename_obj = 0;
+  uintptr_t qualname_obj = 0;
+  uintptr_t linetable_obj = 0;
+  int firstlineno = 0;
+  uint64_t hash = 0;  // content hash: file, qualname, firstlineno (stable across processes)
+  std::string file;
+  std::string function;
+  std::vector<uint8_t> linetable;
+};
+
+namespace {
+
+using pyframes_detail::kNoField;
+using pyframes_detail::PyLayout;
+
+constexpr size_t kMaxWalk = 1u << 16;      // frames visited per capture: a corrupt cycle ends
+constexpr size_t kMaxStringChars = 4096;   // longer names are cut
+constexpr size_t kMaxLinetable = 1u << 20;  // bytes; larger tables keep only firstlineno
+constexpr unsigned kTableBits = 16;        // 65536 live code objects
+constexpr size_t kTableSize = size_t{1} << kTableBits;
+constexpr size_t kMaxProbe = 64;
+constexpr size_t kMaxInterned = size_t{1} << 18;  // bound on memory lost to code churn
+
+struct Runtime {
+  PyLayout layout;
+  int (*is_initialized)() = nullptr;
+  void* (*this_thread_state)() = nullptr;
+  uintptr_t code_type = 0;
+  uintptr_t unicode_type = 0;
+  uintptr_t bytes_type = 0;
+  bool ok = false;
+  char status[128] = {};
+};
+
+template <typename T>
+inline T load(const char* p, uint32_t off) {
+  T v;
+  std::memcpy(&v, p + off, sizeof v);
+  return v;
+}
+inline const char* load_ptr(const char* p, uint32_t off) { return load<const char*>(p, off); }
+
+uint64_t mix64(uint64_t x) {  // splitmix64 finalizer
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t fnv1a(const void* data, size_t n, uint64_t h) {
+  auto* p = static_cast<const uint8_t*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+bool layout_from_debug_offsets_313(const void* runtime_sym, PyLayout& l, char* why, size_t n) {
+  pyframes_detail::PyDebugOffsets313 d;
+  std::memcpy(&d, runtime_sym, sizeof d);
+  if (std::memcmp(d.cookie, "xdebugpy", 8) != 0) {
+    std::snprintf(why, n, "CPython 3.13: _PyRuntime.debug_offsets has no cookie");
+    return false;
+  }
+  if ((d.version >> 16) != 0x030D) {
+    std::snprintf(why, n, "CPython 3.13: debug offsets of version %#llx",
+                  static_cast<unsigned long long>(d.version));
+    return false;
+  }
+  if (d.free_threaded != 0 || d.pyobject.ob_type != 8) {
+    std::snprintf(why, n, "CPython 3.13 free-threaded build not supported");
+    return false;
+  }
+  l.minor = 13;
+  l.ts_current_frame = static_cast<uint32_t>(d.thread_state.current_frame);
+  l.fr_code = static_cast<uint32_t>(d.interpreter_frame.executable);
+  l.fr_previous = static_cast<uint32_t>(d.interpreter_frame.previous);
+  l.fr_instr = static_cast<uint32_t>(d.interpreter_frame.instr_ptr);
+  l.fr_owner = static_cast<uint32_t>(d.interpreter_frame.owner);
+  l.co_filename = static_cast<uint32_t>(d.code_object.filename);
+  l.co_qualname = static_cast<uint32_t>(d.code_object.qualname);
+  l.co_linetable = static_cast<uint32_t>(d.code_object.linetable);
+  l.co_firstlineno = static_cast<uint32_t>(d.code_object.firstlineno);
+  l.co_code_adaptive = static_cast<uint32_t>(d.code_object.co_code_adaptive);
+  l.ob_type = static_cast<uint32_t>(d.pyobject.ob_type);
+  l.bytes_size = static_cast<uint32_t>(d.bytes_object.ob_size);
+  l.bytes_sval = static_cast<uint32_t>(d.bytes_object.ob_sval);
+  l.uni_length = static_cast<uint32_t>(d.unicode_object.length);
+  l.uni_state = static_cast<uint32_t>(d.unicode_object.state);
+  l.uni_ascii_size = static_cast<uint32_t>(d.unicode_object.asciiobject_size);
+  // PyCompactUnicodeObject = PyASCIIObject + utf8_length + utf8 (checked in layout_check).
+  l.uni_compact_size = l.uni_ascii_size + 2 * sizeof(void*);
+  return true;
+}
+
+Runtime detect() {
+  Runtime rt;
+  auto* version = static_cast<const unsigned long*>(dlsym(RTLD_DEFAULT, "Py_Version"));
+  rt.is_initialized = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+  rt.this_thread_state =
+      reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
+  rt.code_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
+  rt.unicode_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyUnicode_Type"));
+  rt.bytes_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyBytes_Type"));
+  if (!rt.is_initialized || !rt.this_thread_state) {
+    std::snprintf(rt.status, sizeof rt.status, "no CPython in this process");
+    return rt;
+  }
+  if (!version) {  // Py_Version appeared in 3.11
+    std::snprintf(rt.status, sizeof rt.status, "CPython older than 3.11 not supported");
+    return rt;
+  }
+  if (!rt.code_type || !rt.unicode_type || !rt.bytes_type) {
+    std::snprintf(rt.status, sizeof rt.status, "CPython type objects not found");
+    return rt;
+  }
+  const unsigned long v = *version;
+  const unsigned major = (v >> 24) & 0xff, minor = (v >> 16) & 0xff, micro = (v >> 8) & 0xff;
+  if (major == 3 && minor == 11) {
+    rt.layout = pyframes_detail::kLayout311;
+  } else if (major == 3 && minor == 12) {
+    rt.layout = pyframes_detail::kLayout312;
+  } else if (major == 3 && minor == 13) {
+    const void* runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
+    if (!runtime) {
+      std::snprintf(rt.status, sizeof rt.status, "CPython 3.13: _PyRuntime not exported");
+      return rt;
+    }
+    if (!layout_from_debug_offsets_313(runtime, rt.layout, rt.status, sizeof rt.status))
+      return rt;
+  } else {
+    std::snprintf(rt.status, sizeof rt.status,
+                  "CPython %u.%u not supported (supported: 3.11, 3.12, 3.13)", major, minor);
+    return rt;
+  }
+  std::snprintf(rt.status, sizeof rt.status, "CPython %u.%u.%u", major, minor, micro);
+  rt.ok = true;
+  return rt;
+}
+
+const Runtime& runtime() {
+  static const Runtime rt = detect();  // first call: dlsym only, no Python call
+  return rt;
+}
+
+// --- strings and bytes, read from the object layout -------------------------------------
+
+void append_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+bool read_unicode(const Runtime& rt, const char* obj, std::string& out) {
+  const PyLayout& L = rt.layout;
+  if (!obj || load<uintptr_t>(obj, L.ob_type) != rt.unicode_type) return false;
+  const uint32_t state = load<uint32_t>(obj, L.uni_state);
+  const unsigned kind = (state >> pyframes_detail::kStateKindShift) & 7;
+  const bool compact = state & pyframes_detail::kStateCompactBit;
+  const bool ascii = state & pyframes_detail::kStateAsciiBit;
+  if (L.uni_has_ready_bit && !(state & pyframes_detail::kStateReadyBit)) return false;
+  if (kind != 1 && kind != 2 && kind != 4) return false;
+  int64_t length = load<int64_t>(obj, L.uni_length);
+  if (length < 0) return false;
+  if (static_cast<size_t>(length) > kMaxStringChars) length = kMaxStringChars;
+  const char* data;
+  if (compact)
+    data = obj + (ascii ? L.uni_ascii_size : L.uni_compact_size);
+  else
+    data = load_ptr(obj, L.uni_compact_size);  // legacy string: PyUnicodeObject.data.any
+  if (!data) return false;
+  out.clear();
+  if (ascii) {
+    out.assign(data, static_cast<size_t>(length));
+    return true;
+  }
+  out.reserve(static_cast<size_t>(length) * 2);
+  for (int64_t i = 0; i < length; ++i) {
+    uint32_t cp;
+    if (kind == 1)
+      cp = static_cast<uint8_t>(data[i]);
+    else if (kind == 2)
+      cp = load<uint16_t>(data, static_cast<uint32_t>(i * 2));
+    else
+      cp = load<uint32_t>(data, static_cast<uint32_t>(i * 4));
+    append_utf8(out, cp);
+  }
+  return true;
+}
+
+// Returns the bytes' data and size, or nullptr if `obj` is not a bytes object.
+const uint8_t* read_bytes(const Runtime& rt, const char* obj, size_t& size) {
+  const PyLayout& L = rt.layout;
+  if (!obj || load<uintptr_t>(obj, L.ob_type) != rt.bytes_type) return nullptr;
+  const int64_t n = load<int64_t>(obj, L.bytes_size);
+  if (n < 0) return nullptr;
+  size = static_cast<size_t>(n);
+  return reinterpret_cast<const uint8_t*>(obj + L.bytes_sval);
+}
+
+// --- the intern table: code object address -> PyCodeInfo ---------------------------------
+//
+// Lock-free open addressing. Slots only ever go from null to an entry, or from an entry to its
+// replacement (the old code object died and a new one took its address). Entries are never
+// freed: raw frames captured earlier may still point at them.
+
+std::atomic<const PyCodeInfo*> g_table[kTableSize];
+std::atomic<size_t> g_interned{0};
+
+// Is `info` still the description of the live code object at `code`? Same owned objects and
+// byte-identical location table (its length and contents decide every line we report).
+bool guard_matches(const Runtime& rt, const PyCodeInfo& info, const char* code) {
+  const PyLayout& L = rt.layout;
+  if (load<uintptr_t>(code, L.co_filename) != info.filename_obj ||
+      load<uintptr_t>(code, L.co_qualname) != info.qualname_obj ||
+      load<uintptr_t>(code, L.co_linetable) != info.linetable_obj ||
+      load<int32_t>(code, L.co_firstlineno) != info.firstlineno)
+    return false;
+  size_t n = 0;
+  const uint8_t* t = read_bytes(rt, load_ptr(code, L.co_linetable), n);
+  if (!t) return info.linetable.empty();
+  if (n > kMaxLinetable) return info.linetable.empty();
+  return n == info.linetable.size() && std::memcmp(t, info.linetable.data(), n) == 0;
+}
+
+const PyCodeInfo* make_info(const Runtime& rt, const char* code) {
+  if (g_interned.fetch_add(1, std::memory_order_relaxed) >= kMaxInterned) return nullptr;
+  const PyLayout& L = rt.layout;
+  auto* info = new (std::nothrow) PyCodeInfo;
+  if (!info) return nullptr;
+  info->code = reinterpret_cast<uintptr_t>(code);
+  info->filename_obj = load<uintptr_t>(code, L.co_filename);
+  info->qualname_obj = load<uintptr_t>(code, L.co_qualname);
+  info->linetable_obj = load<uintptr_t>(code, L.co_linetable);
+  info->firstlineno = load<int32_t>(code, L.co_firstlineno);
+  if (!read_unicode(rt, load_ptr(code, L.co_filename), info->file)) info->file = "<unknown>";
+  if (!read_unicode(rt, load_ptr(code, L.co_qualname), info->function))
+    info->function = "<unknown>";
+  size_t n = 0;
+  const uint8_t* t = read_bytes(rt, load_ptr(code, L.co_linetable), n);
+  if (t && n <= kMaxLinetable) info->linetable.assign(t, t + n);
+  uint64_t h = fnv1a(info->file.data(), info->file.size(), 0xcbf29ce484222325ull);
+  h = fnv1a("\0", 1, h);
+  h = fnv1a(info->function.data(), info->function.size(), h);
+  h = fnv1a(&info->firstlineno, sizeof info->firstlineno, h);
+  info->hash = mix64(h);
+  return info;
+}
+
+const PyCodeInfo* intern_code(const Runtime& rt, const char* code) {
+  const uintptr_t key = reinterpret_cast<uintptr_t>(code);
+  size_t i = static_cast<size_t>(mix64(key) >> (64 - kTableBits));
+  for (size_t probe = 0; probe < kMaxProbe; ++probe, i = (i + 1) & (kTableSize - 1)) {
+    std::atomic<const PyCodeInfo*>& slot = g_table[i];
+    const PyCodeInfo* cur = slot.load(std::memory_order_acquire);
+    while (true) {
+      if (cur && cur->code != key) break;  // another code object's slot: probe on
+      if (cur && guard_matches(rt, *cur, code)) return cur;
+      // Empty slot, or a dead code object's entry at this address: publish a new entry.
+      const PyCodeInfo* fresh = make_info(rt, code);
+      if (!fresh) return nullptr;
+      if (slot.compare_exchange_strong(cur, fresh, std::memory_order_acq_rel,
+                                       std::memory_order_acquire))
+        return fresh;
+      delete fresh;  // lost a race; `cur` now holds the winner: re-examine it
+      g_interned.fetch_sub(1, std::memory_order_relaxed);
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+namespace pyframes_detail {
+
+namespace {
+uint32_t read_varint(const uint8_t* t, size_t len, size_t& p) {
+  uint32_t value = 0;
+  unsigned shift = 0;
+  while (p < len) {
+    const uint8_t b = t[p++];
+    if (shift < 32) value |= static_cast<uint32_t>(b & 63) << shift;
+    shift += 6;
+    if (!(b & 64)) break;
+  }
+  return value;
+}
+int read_svarint(const uint8_t* t, size_t len, size_t& p) {
+  const uint32_t u = read_varint(t, len, p);
+  return (u & 1) ? -static_cast<int>(u >> 1) : static_cast<int>(u >> 1);
+}
+}  // namespace
+
+int python_linetable_line(const uint8_t* table, size_t len, int firstlineno, int addr) {
+  if (addr < 0) return firstlineno;
+  int line = firstlineno;
+  int64_t end = 0;
+  size_t i = 0;
+  while (i < len) {
+    const uint8_t head = table[i];
+    if (!(head & 0x80)) {  // not an entry start: corrupt table, resynchronize
+      ++i;
+      continue;
+    }
+    const int code = (head >> 3) & 15;
+    end += ((head & 7) + 1) * 2;  // entry covers (length + 1) code units of 2 bytes
+    size_t p = i + 1;
+    if (code == 14 || code == 13)  // long form / no columns: signed line delta first
+      line += read_svarint(table, len, p);
+    else if (code >= 10 && code <= 12)  // one-line forms: delta 0, 1, 2
+      line += code - 10;
+    if (addr < end) return code == 15 ? -1 : line;
+    for (++i; i < len && !(table[i] & 0x80); ++i) {
+    }
+  }
+  return -1;
+}
+
+}  // namespace pyframes_detail
+
+bool python_frames_available() { return runtime().ok; }
+
+const char* python_frames_status() { return runtime().status; }
+
+size_t capture_python_frames(PyFrameRaw* out, size_t max) {
+  const Runtime& rt = runtime();
+  if (!rt.ok || max == 0 || !rt.is_initialized()) return 0;
+  const char* tstate = static_cast<const char*>(rt.this_thread_state());
+  if (!tstate) return 0;
+  const PyLayout& L = rt.layout;
+  const char* frame;
+  if (L.ts_cframe != kNoField) {
+    const char* cframe = load_ptr(tstate, L.ts_cframe);
+    if (!cframe) return 0;
+    frame = load_ptr(cframe, L.cframe_current);
+  } else {
+    frame = load_ptr(tstate, L.ts_current_frame);
+  }
+  size_t n = 0;
+  for (size_t walked = 0; frame && n < max && walked < kMaxWalk; ++walked) {
+    const char* code = load_ptr(frame, L.fr_code);
+    const int owner = load<int8_t>(frame, L.fr_owner);
+    const char* instr = load_ptr(frame, L.fr_instr);
+    const char* previous = load_ptr(frame, L.fr_previous);
+    // Shim frames of the C stack (3.12+) and non-code executables (3.13) are not Python code.
+    if (owner != pyframes_detail::kOwnedByCStack && code &&
+        load<uintptr_t>(code, L.ob_type) == rt.code_type) {
+      const int64_t units = load<int64_t>(code, L.co_size);
+      const int64_t index = (instr - (code + L.co_code_adaptive)) / 2;
+      // Like _PyFrame_IsIncomplete: a frame still setting up cells/generator before its first
+      // RESUME is not yet visible to Python either.
+      const bool incomplete = L.co_firsttraceable != kNoField &&
+                              owner != pyframes_detail::kOwnedByGenerator &&
+                              index < load<int32_t>(code, L.co_firsttraceable);
+      if (!incomplete) {
+        out[n].code = intern_code(rt, code);
+        out[n].addr = (index >= 0 && index < units) ? static_cast<int32_t>(index * 2) : -1;
+        out[n].reserved = 0;
+        ++n;
+      }
+    }
+    frame = previous;
+  }
+  return n;
+}
+
+uint64_t python_frames_hash(const PyFrameRaw* frames, size_t n, uint64_t seed) {
+  uint64_t h = mix64(seed ^ 0x5079746850796874ull);
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t code_hash = frames[i].code ? frames[i].code->hash : 0;
+    h = mix64(h ^ code_hash);
+    h = mix64(h ^ static_cast<uint32_t>(frames[i].addr));
+  }
+  return h;
+}
+
+PyFrameInfo resolve_python_frame(const PyFrameRaw& frame) {
+  PyFrameInfo fi;
+  if (!frame.code) {
+    fi.file = "<unknown>";
+    fi.function = "<unknown>";
+    return fi;
+  }
+  const PyCodeInfo& c = *frame.code;
+  fi.file = c.file;
+  fi.function = c.function;
+  const int line = pyframes_detail::python_linetable_line(c.linetable.data(), c.linetable.size(),
+                                                          c.firstlineno, frame.addr);
+  fi.line = line > 0 ? line : 0;
+  return fi;
+}
+
+}  // namespace lockstep

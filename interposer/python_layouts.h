@@ -1,0 +1,143 @@
+// CPython internal struct layouts used by python_frames.cpp to walk a thread's frame chain
+// without the GIL and without calling the Python API. Internal to the recorder; public so that
+// tests/python/layout_check.cpp can verify every number against the real CPython headers
+// (static_assert, one build per interpreter found).
+//
+// 3.11 and 3.12: hard-coded below (x86-64/aarch64 LP64, default non-debug, GIL build).
+// 3.13: read at run time from _PyRuntime.debug_offsets (_Py_DebugOffsets, the table py-spy and
+// pystack use); PyDebugOffsets313 mirrors the prefix of that struct that we read.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace lockstep::pyframes_detail {
+
+inline constexpr uint32_t kNoField = 0xffffffffu;
+
+// _PyInterpreterFrame.owner values (Include/internal/pycore_frame.h). CSTACK exists from 3.12;
+// 3.11 never stores 3 there, so one check serves every version.
+inline constexpr int kOwnedByGenerator = 1;
+inline constexpr int kOwnedByCStack = 3;
+
+// PyASCIIObject.state bit positions (interned:2, kind:3, compact:1, ascii:1, ready:1 in 3.11).
+inline constexpr unsigned kStateKindShift = 2;
+inline constexpr unsigned kStateCompactBit = 1u << 5;
+inline constexpr unsigned kStateAsciiBit = 1u << 6;
+inline constexpr unsigned kStateReadyBit = 1u << 7;  // 3.11 only (uni_has_ready_bit)
+
+struct PyLayout {
+  int minor = 0;
+  // PyThreadState -> innermost _PyInterpreterFrame
+  uint32_t ts_cframe = kNoField;         // 3.11/3.12: PyThreadState.cframe
+  uint32_t cframe_current = kNoField;    // 3.11/3.12: _PyCFrame.current_frame
+  uint32_t ts_current_frame = kNoField;  // 3.13+:     PyThreadState.current_frame
+  // _PyInterpreterFrame
+  uint32_t fr_code = 0;      // f_code (3.11/3.12), f_executable (3.13)
+  uint32_t fr_previous = 0;
+  uint32_t fr_instr = 0;     // prev_instr (3.11/3.12), instr_ptr (3.13)
+  uint32_t fr_owner = 0;
+  // PyCodeObject
+  uint32_t co_size = 16;     // ob_size: number of code units
+  uint32_t co_filename = 0;
+  uint32_t co_qualname = 0;
+  uint32_t co_linetable = 0;
+  uint32_t co_firstlineno = 0;
+  uint32_t co_firsttraceable = kNoField;  // not in _Py_DebugOffsets: unused for 3.13
+  uint32_t co_code_adaptive = 0;
+  // PyObject, PyBytesObject, PyUnicodeObject
+  uint32_t ob_type = 8;
+  uint32_t bytes_size = 16;
+  uint32_t bytes_sval = 32;
+  uint32_t uni_length = 16;
+  uint32_t uni_state = 32;
+  uint32_t uni_ascii_size = 0;    // sizeof(PyASCIIObject): compact ASCII data follows it
+  uint32_t uni_compact_size = 0;  // sizeof(PyCompactUnicodeObject): compact non-ASCII data
+                                  // follows it; legacy strings keep data.any there
+  bool uni_has_ready_bit = false;
+};
+
+// Python 3.11: Include/internal/pycore_frame.h, Include/cpython/pystate.h,
+// Include/cpython/code.h, Include/cpython/unicodeobject.h of 3.11.x.
+inline constexpr PyLayout kLayout311 = [] {
+  PyLayout l;
+  l.minor = 11;
+  l.ts_cframe = 56;
+  l.cframe_current = 8;  // after uint8_t use_tracing
+  l.fr_code = 32;        // after f_func, f_globals, f_builtins, f_locals
+  l.fr_previous = 48;
+  l.fr_instr = 56;
+  l.fr_owner = 69;       // after int stacktop, bool is_entry
+  l.co_firstlineno = 72;
+  l.co_filename = 112;
+  l.co_qualname = 128;
+  l.co_linetable = 136;
+  l.co_firsttraceable = 168;
+  l.co_code_adaptive = 184;
+  l.uni_ascii_size = 48;  // still has wstr
+  l.uni_compact_size = 72;
+  l.uni_has_ready_bit = true;
+  return l;
+}();
+
+// Python 3.12: same headers of 3.12.x (f_code moved first, _PyCFrame lost use_tracing,
+// PyCodeObject gained co_framesize/co_version/monitoring fields, unicode lost wstr).
+inline constexpr PyLayout kLayout312 = [] {
+  PyLayout l;
+  l.minor = 12;
+  l.ts_cframe = 56;
+  l.cframe_current = 0;
+  l.fr_code = 0;
+  l.fr_previous = 8;
+  l.fr_instr = 56;
+  l.fr_owner = 70;  // after int stacktop, uint16_t return_offset
+  l.co_firstlineno = 68;
+  l.co_filename = 112;
+  l.co_qualname = 128;
+  l.co_linetable = 136;
+  l.co_firsttraceable = 176;
+  l.co_code_adaptive = 192;
+  l.uni_ascii_size = 40;
+  l.uni_compact_size = 56;
+  return l;
+}();
+
+// Prefix of CPython 3.13's _Py_DebugOffsets (Include/internal/pycore_runtime.h), the first
+// member of _PyRuntime. Only stable within one minor version, hence the version check on use.
+struct PyDebugOffsets313 {
+  char cookie[8];  // "xdebugpy"
+  uint64_t version;  // PY_VERSION_HEX of the runtime
+  uint64_t free_threaded;
+  struct { uint64_t size, finalizing, interpreters_head; } runtime_state;
+  struct {
+    uint64_t size, id, next, threads_head, gc, imports_modules, sysdict, builtins, ceval_gil,
+        gil_runtime_state, gil_runtime_state_enabled, gil_runtime_state_locked,
+        gil_runtime_state_holder;
+  } interpreter_state;
+  struct {
+    uint64_t size, prev, next, interp, current_frame, thread_id, native_thread_id,
+        datastack_chunk, status;
+  } thread_state;
+  struct { uint64_t size, previous, executable, instr_ptr, localsplus, owner; } interpreter_frame;
+  struct {
+    uint64_t size, filename, name, qualname, linetable, firstlineno, argcount, localsplusnames,
+        localspluskinds, co_code_adaptive;
+  } code_object;
+  struct { uint64_t size, ob_type; } pyobject;
+  struct { uint64_t size, tp_name, tp_repr, tp_flags; } type_object;
+  struct { uint64_t size, ob_item, ob_size; } tuple_object;
+  struct { uint64_t size, ob_item, ob_size; } list_object;
+  struct { uint64_t size, ma_keys, ma_values; } dict_object;
+  struct { uint64_t size, ob_fval; } float_object;
+  struct { uint64_t size, lv_tag, ob_digit; } long_object;
+  struct { uint64_t size, ob_size, ob_sval; } bytes_object;
+  struct { uint64_t size, state, length, asciiobject_size; } unicode_object;
+};
+
+// Line of the instruction at byte offset `addr` (2 * code-unit index) from a 3.11+ location
+// table (co_linetable, format of CPython's Objects/locations.md). Returns firstlineno for a
+// negative addr (frame not started), -1 where the table says "no location" or addr is past
+// its end — the same answers as PyCode_Addr2Line.
+int python_linetable_line(const uint8_t* table, size_t len, int firstlineno, int addr);
+
+}  // namespace lockstep::pyframes_detail

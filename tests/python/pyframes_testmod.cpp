@@ -1,0 +1,134 @@
+// CPython extension used by test_python_frames.py: calls lockstep's capture/resolve the way the
+// recorder's NCCL hook does (GIL released, or held), from Python threads and from a pure C
+// thread, and returns what it saw.
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <pthread.h>
+
+#include <vector>
+
+#include "python_frames.h"
+#include "python_layouts.h"
+
+namespace {
+
+using lockstep::PyFrameInfo;
+using lockstep::PyFrameRaw;
+
+PyObject* frames_to_list(const std::vector<PyFrameInfo>& infos) {
+  PyObject* list = PyList_New(static_cast<Py_ssize_t>(infos.size()));
+  if (!list) return nullptr;
+  for (size_t i = 0; i < infos.size(); ++i) {
+    PyObject* t = Py_BuildValue("(s#s#i)", infos[i].file.data(),
+                                static_cast<Py_ssize_t>(infos[i].file.size()),
+                                infos[i].function.data(),
+                                static_cast<Py_ssize_t>(infos[i].function.size()), infos[i].line);
+    if (!t) {
+      Py_DECREF(list);
+      return nullptr;
+    }
+    PyList_SET_ITEM(list, static_cast<Py_ssize_t>(i), t);
+  }
+  return list;
+}
+
+// capture(max=64, release_gil=True) -> [(file, qualname, line), ...], innermost first.
+PyObject* capture(PyObject*, PyObject* args, PyObject* kwargs) {
+  static const char* kw[] = {"max", "release_gil", nullptr};
+  Py_ssize_t max = 64;
+  int release_gil = 1;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "|np", const_cast<char**>(kw), &max,
+                                   &release_gil))
+    return nullptr;
+  if (max < 0 || max > 4096) {
+    PyErr_SetString(PyExc_ValueError, "max must be in [0, 4096]");
+    return nullptr;
+  }
+  std::vector<PyFrameRaw> raw(static_cast<size_t>(max) + 1);
+  std::vector<PyFrameInfo> infos;
+  size_t n = 0;
+  auto work = [&] {
+    n = lockstep::capture_python_frames(raw.data(), static_cast<size_t>(max));
+    for (size_t i = 0; i < n; ++i) infos.push_back(lockstep::resolve_python_frame(raw[i]));
+  };
+  if (release_gil) {
+    Py_BEGIN_ALLOW_THREADS
+    // The hook's situation: no GIL, the thread state is detached but still ours.
+    if (PyGILState_Check()) n = SIZE_MAX;
+    else work();
+    Py_END_ALLOW_THREADS
+    if (n == SIZE_MAX) {
+      PyErr_SetString(PyExc_AssertionError, "GIL still held after Py_BEGIN_ALLOW_THREADS");
+      return nullptr;
+    }
+  } else {
+    work();
+  }
+  return frames_to_list(infos);
+}
+
+// capture_hash() -> python_frames_hash of the caller's stack, captured without the GIL.
+PyObject* capture_hash(PyObject*, PyObject*) {
+  PyFrameRaw raw[128];
+  uint64_t h = 0;
+  Py_BEGIN_ALLOW_THREADS
+  h = lockstep::python_frames_hash(raw, lockstep::capture_python_frames(raw, 128));
+  Py_END_ALLOW_THREADS
+  return PyLong_FromUnsignedLongLong(h);
+}
+
+void* c_thread_main(void* arg) {
+  PyFrameRaw raw[64];
+  *static_cast<size_t*>(arg) = lockstep::capture_python_frames(raw, 64);
+  return nullptr;
+}
+
+// capture_in_c_thread() -> number of frames a pthread that never ran Python captures.
+PyObject* capture_in_c_thread(PyObject*, PyObject*) {
+  size_t n = SIZE_MAX;
+  int rc = 0;
+  Py_BEGIN_ALLOW_THREADS
+  pthread_t t;
+  rc = pthread_create(&t, nullptr, c_thread_main, &n);
+  if (rc == 0) pthread_join(t, nullptr);
+  Py_END_ALLOW_THREADS
+  if (rc != 0) return PyErr_Format(PyExc_OSError, "pthread_create failed: %d", rc);
+  return PyLong_FromSize_t(n);
+}
+
+// linetable_line(co_linetable: bytes, co_firstlineno: int, addr: int) -> int (-1: no line)
+PyObject* linetable_line(PyObject*, PyObject* args) {
+  Py_buffer buf;
+  int first = 0, addr = 0;
+  if (!PyArg_ParseTuple(args, "y*ii", &buf, &first, &addr)) return nullptr;
+  const int line = lockstep::pyframes_detail::python_linetable_line(
+      static_cast<const uint8_t*>(buf.buf), static_cast<size_t>(buf.len), first, addr);
+  PyBuffer_Release(&buf);
+  return PyLong_FromLong(line);
+}
+
+PyObject* available(PyObject*, PyObject*) {
+  return PyBool_FromLong(lockstep::python_frames_available());
+}
+
+PyObject* status(PyObject*, PyObject*) {
+  return PyUnicode_FromString(lockstep::python_frames_status());
+}
+
+PyMethodDef kMethods[] = {
+    {"capture", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(capture)),
+     METH_VARARGS | METH_KEYWORDS, "capture(max=64, release_gil=True)"},
+    {"capture_hash", capture_hash, METH_NOARGS, nullptr},
+    {"capture_in_c_thread", capture_in_c_thread, METH_NOARGS, nullptr},
+    {"linetable_line", linetable_line, METH_VARARGS, nullptr},
+    {"available", available, METH_NOARGS, nullptr},
+    {"status", status, METH_NOARGS, nullptr},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef kModule = {PyModuleDef_HEAD_INIT, "lockstep_pyframes_test", nullptr, -1, kMethods,
+                       nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit_lockstep_pyframes_test() { return PyModule_Create(&kModule); }
