@@ -1,0 +1,1010 @@
+// The model checker: a worklist over per-rank queues (streams, communicators, optionally one
+// device queue), not a state-space search. Every transition (an op becomes runnable, a
+// collective instance gets its last member, a send meets its receive) stays enabled until it
+// fires and disables nothing, so every maximal run reaches the same final state; each unit is
+// activated and completed at most once, which makes a check linear in the schedule size.
+// docs/replay.md states the semantics and the argument.
+#include "model_check.h"
+
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <memory>
+#include <queue>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+namespace lockstep::model {
+
+namespace {
+
+constexpr const char* kOpNames[] = {"all_reduce", "broadcast",  "reduce",    "all_gather",
+                                    "reduce_scatter", "all_to_all", "gather", "scatter",
+                                    "coalesced", "send", "recv", "send_recv", "unknown"};
+
+bool is_p2p(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv || k == OpKind::kSendRecv; }
+
+std::string hex(uint64_t v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "0x%" PRIx64, v);
+  return b;
+}
+
+}  // namespace
+
+OpKind parse_op_kind(const std::string& op) {
+  for (int i = 0; i < static_cast<int>(OpKind::kUnknown); ++i)
+    if (op == kOpNames[i]) return static_cast<OpKind>(i);
+  return OpKind::kUnknown;
+}
+
+const char* op_kind_name(OpKind k) { return kOpNames[static_cast<int>(k)]; }
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kCanComplete: return "can complete";
+    case Verdict::kMayDeadlock: return "may deadlock";
+    case Verdict::kDeadlock: return "deadlock";
+  }
+  return "?";
+}
+
+int16_t Schedule::intern(const std::string& s) {
+  if (s.empty()) return -1;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == s) return static_cast<int16_t>(i);
+  if (names.size() >= 32767) throw std::runtime_error("model: too many distinct dtype/redop names");
+  names.push_back(s);
+  return static_cast<int16_t>(names.size() - 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trace -> Schedule
+
+Schedule schedule_from_trace(const Trace& trace) {
+  if (trace.processes.empty())
+    throw std::runtime_error("model: the trace " + trace.dir + " has no process files");
+  Schedule s;
+  std::unordered_map<std::string, int32_t> comm_by_hash;
+  s.procs.resize(trace.processes.size());
+
+  // Labels: global ranks when every process has a distinct one, else file-based.
+  std::map<int, int> rank_uses;
+  for (const auto& p : trace.processes) rank_uses[p.global_rank]++;
+  for (size_t i = 0; i < trace.processes.size(); ++i) {
+    const Process& p = trace.processes[i];
+    if (p.global_rank >= 0 && rank_uses[p.global_rank] == 1)
+      s.procs[i].label = "rank " + std::to_string(p.global_rank);
+    else
+      s.procs[i].label = "process " + std::to_string(i) + " (" + p.host + ":" + std::to_string(p.pid) + ")";
+  }
+
+  for (size_t pi = 0; pi < trace.processes.size(); ++pi) {
+    const Process& p = trace.processes[pi];
+    ProcSchedule& ps = s.procs[pi];
+    std::vector<int32_t> local_to_global(p.comms.size(), -1);
+    for (size_t ci = 0; ci < p.comms.size(); ++ci) {
+      const Comm& c = p.comms[ci];
+      if (c.init_rc != 0) continue;  // creation failed: no communicator exists
+      auto [it, fresh] = comm_by_hash.try_emplace(c.hash, static_cast<int32_t>(s.comms.size()));
+      if (fresh) {
+        CommInfo info;
+        info.hash = c.hash;
+        info.label = !c.name.empty() ? c.name : c.hash.substr(0, 8);
+        info.nranks = c.nranks;
+        info.members.assign(std::max(c.nranks, 0), -1);
+        s.comms.push_back(std::move(info));
+      }
+      CommInfo& info = s.comms[it->second];
+      if (info.nranks != c.nranks)
+        throw std::runtime_error("model: communicator " + c.hash + " has nranks " + std::to_string(info.nranks) +
+                                 " in one file and " + std::to_string(c.nranks) + " in " + p.path);
+      if (c.rank < 0 || c.rank >= c.nranks)
+        throw std::runtime_error("model: " + p.path + ": rank " + std::to_string(c.rank) + " out of range in communicator " + c.hash);
+      int32_t& slot = info.members[c.rank];
+      if (slot >= 0 && slot != static_cast<int32_t>(pi))
+        throw std::runtime_error("model: rank " + std::to_string(c.rank) + " of communicator " + c.hash +
+                                 " appears in two files: " + trace.processes[slot].path + " and " + p.path);
+      slot = static_cast<int32_t>(pi);
+      local_to_global[ci] = it->second;
+      if (ps.comm_rank.size() < s.comms.size()) ps.comm_rank.resize(s.comms.size(), -1);
+      ps.comm_rank[it->second] = c.rank;
+    }
+
+    std::unordered_map<uint64_t, int32_t> stream_idx;
+    std::unordered_map<int64_t, int32_t> thread_idx;
+    auto stream_of = [&](uint64_t v) {
+      auto [it, fresh] = stream_idx.try_emplace(v, static_cast<int32_t>(ps.streams.size()));
+      if (fresh) ps.streams.push_back(v);
+      return it->second;
+    };
+    auto thread_of = [&](int64_t v) {
+      auto [it, fresh] = thread_idx.try_emplace(v, static_cast<int32_t>(ps.threads.size()));
+      if (fresh) ps.threads.push_back(v);
+      return it->second;
+    };
+
+    std::vector<Item> ops, waits;
+    for (const Op& o : p.ops) {
+      if (o.state != "enqueued" && o.state != "graph_launched") continue;  // enqueued nothing
+      if (o.comm < 0 || o.comm >= static_cast<int>(p.comms.size()) || local_to_global[o.comm] < 0) {
+        s.problems.push_back(p.path + ": op call " + std::to_string(o.call_index) + " on an unknown communicator; ignored");
+        continue;
+      }
+      Item it;
+      it.kind = ItemKind::kOp;
+      it.op = parse_op_kind(o.op);
+      if (it.op == OpKind::kUnknown)
+        throw std::runtime_error("model: " + p.path + ": op call " + std::to_string(o.call_index) + " has unknown type '" + o.op + "'");
+      it.call_index = o.call_index;
+      it.seq = o.seq;
+      it.comm = local_to_global[o.comm];
+      it.stream = stream_of(o.stream);
+      it.thread = thread_of(o.tid);
+      it.group = o.group_id;
+      it.count = o.count;
+      it.dtype = s.intern(o.dtype);
+      it.redop = s.intern(o.redop);
+      it.root = o.root;
+      if (is_p2p(it.op)) {
+        it.first_part = static_cast<int32_t>(ps.parts.size());
+        if (it.op == OpKind::kSendRecv) {
+          for (const OpPart& part : o.parts) {
+            if (part.op != "send" && part.op != "recv")
+              throw std::runtime_error("model: " + p.path + ": send_recv call " + std::to_string(o.call_index) + " has a '" + part.op + "' part");
+            ps.parts.push_back(Part{part.op == "send", part.peer, part.count, s.intern(part.dtype)});
+          }
+        } else {
+          ps.parts.push_back(Part{it.op == OpKind::kSend, o.peer, o.count, it.dtype});
+        }
+        it.nparts = static_cast<int32_t>(ps.parts.size()) - it.first_part;
+        for (int32_t k = it.first_part; k < it.first_part + it.nparts; ++k) {
+          const int nr = s.comms[it.comm].nranks;
+          if (ps.parts[k].peer < 0 || ps.parts[k].peer >= nr)
+            throw std::runtime_error("model: " + p.path + ": p2p call " + std::to_string(o.call_index) + " has peer " +
+                                     std::to_string(ps.parts[k].peer) + " outside communicator of " + std::to_string(nr));
+        }
+      } else if (it.op == OpKind::kCoalesced) {
+        std::string sig;
+        for (const OpPart& part : o.parts) sig += (sig.empty() ? "" : ",") + part.op + ":" + part.dtype + ":" + std::to_string(part.count);
+        it.coalesced_sig = s.intern("coalesced[" + sig + "]");
+      }
+      ops.push_back(it);
+    }
+    for (const Wait& w : p.waits) {
+      Item it;
+      if (w.kind == "stream_sync") it.kind = ItemKind::kStreamSync;
+      else if (w.kind == "event_sync") it.kind = ItemKind::kEventSync;
+      else if (w.kind == "device_sync") it.kind = ItemKind::kDeviceSync;
+      else if (w.kind == "stream_wait_event") it.kind = ItemKind::kStreamWaitEvent;
+      else if (w.kind == "event_record") it.kind = ItemKind::kEventRecord;
+      else throw std::runtime_error("model: " + p.path + ": wait call " + std::to_string(w.call_index) + " has unknown kind '" + w.kind + "'");
+      it.call_index = w.call_index;
+      it.stream = stream_of(w.stream);
+      it.thread = thread_of(w.tid);
+      it.event = static_cast<int64_t>(w.event);
+      waits.push_back(it);
+    }
+    auto by_call = [](const Item& a, const Item& b) { return a.call_index < b.call_index; };
+    std::stable_sort(ops.begin(), ops.end(), by_call);
+    std::stable_sort(waits.begin(), waits.end(), by_call);
+    ps.items.reserve(ops.size() + waits.size());
+    std::merge(ops.begin(), ops.end(), waits.begin(), waits.end(), std::back_inserter(ps.items), by_call);
+  }
+  for (auto& ps : s.procs) ps.comm_rank.resize(s.comms.size(), -1);
+  for (const CommInfo& c : s.comms)
+    for (int r = 0; r < c.nranks; ++r)
+      if (c.members[r] < 0)
+        s.problems.push_back("communicator " + c.label + ": rank " + std::to_string(r) + " of " + std::to_string(c.nranks) +
+                             " has no trace file; its ops on it are taken as never issued");
+  return s;
+}
+
+void load_waits(Trace& trace) {
+  for (Process& p : trace.processes) {
+    if (!p.waits.empty() || p.path.empty()) continue;
+    sqlite3* db = nullptr;
+    if (sqlite3_open_v2(p.path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+      std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+      sqlite3_close(db);
+      throw std::runtime_error("model: cannot open " + p.path + ": " + msg);
+    }
+    std::unique_ptr<sqlite3, int (*)(sqlite3*)> guard(db, sqlite3_close);
+    sqlite3_busy_timeout(db, 2000);
+    sqlite3_stmt* st = nullptr;
+    // An older file without the table simply has no waits.
+    if (sqlite3_prepare_v2(db, "SELECT call_index, kind, stream, event, tid, begin_mono_ns, end_mono_ns FROM waits ORDER BY call_index",
+                           -1, &st, nullptr) != SQLITE_OK)
+      continue;
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+      Wait w;
+      w.call_index = sqlite3_column_int64(st, 0);
+      const unsigned char* kind = sqlite3_column_text(st, 1);
+      w.kind = kind ? reinterpret_cast<const char*>(kind) : "";
+      w.stream = static_cast<uint64_t>(sqlite3_column_int64(st, 2));
+      w.event = static_cast<uint64_t>(sqlite3_column_int64(st, 3));
+      w.tid = sqlite3_column_int64(st, 4);
+      w.begin_mono_ns = sqlite3_column_int64(st, 5);
+      w.end_mono_ns = sqlite3_column_type(st, 6) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 6);
+      p.waits.push_back(std::move(w));
+    }
+    sqlite3_finalize(st);
+    if (rc != SQLITE_DONE) throw std::runtime_error("model: reading waits of " + p.path + ": " + sqlite3_errmsg(db));
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The engine
+
+namespace {
+
+struct Unit {
+  int32_t proc = 0;
+  int32_t thread = 0;       // host thread that issues it
+  int32_t first_item = 0;   // global item id of its first item
+  int32_t items_begin = 0;  // into Engine::unit_items
+  int32_t nitems = 0;
+  int32_t q_begin = 0;      // into Engine::unit_queues
+  int32_t nq = 0;
+  int32_t pending = 0;      // items not complete
+  int32_t marker_q = -1;    // barrier (stream_wait_event): wait until queue head >= marker_pos
+  int32_t marker_pos = 0;
+  bool barrier = false;
+  bool issued = false;
+  bool active = false;
+  bool done = false;
+};
+
+struct Queue {
+  enum Kind : uint8_t { kStream, kComm, kDevice } kind = kStream;
+  int32_t proc = 0;
+  int32_t key = 0;  // stream index or comm index
+  std::vector<int32_t> units;
+  int32_t head = 0;
+  // (position the waiter needs, waiter): waiter >= 0 is a unit, < 0 is thread -(w+1).
+  std::priority_queue<std::pair<int32_t, int32_t>, std::vector<std::pair<int32_t, int32_t>>,
+                      std::greater<>> waiters;
+};
+
+struct Marker {
+  int32_t q;
+  int32_t pos;
+};
+
+struct Instance {
+  int32_t comm = 0;
+  int32_t ordinal = 0;
+  int32_t arrived = 0;
+  int32_t slots = 0;  // into Engine::inst_slots, nranks entries (global item ids, -1 = never issued)
+  bool mismatch = false;
+};
+
+struct HostThread {
+  int32_t proc = 0;
+  int32_t tid_index = 0;
+  std::vector<int32_t> steps;  // >= 0: issue unit; < 0: wait, global item id -(s+1)
+  int32_t cursor = 0;
+};
+
+class Engine {
+ public:
+  Engine(const Schedule& s, bool serialized) : s_(s), serialized_(serialized) { build(); }
+  void run(uint64_t shuffle_seed);
+  Result witness(Verdict stuck_verdict) const;
+  bool all_done() const { return done_units_ == static_cast<int64_t>(units_.size()); }
+  int64_t op_items() const { return op_items_; }
+  int64_t completed_op_items() const { return completed_op_items_; }
+
+ private:
+  void build();
+  int32_t queue_for(int32_t proc, Queue::Kind kind, int32_t key);
+  void advance(int32_t thread);
+  void try_activate(int32_t unit);
+  void arrive(int32_t gitem);
+  void complete_item(int32_t gitem);
+  void complete_unit(int32_t unit);
+  bool marker_ok(const Marker& m) const { return queues_[m.q].head >= m.pos; }
+  static bool same_collective(const Item& a, const Item& b);
+  bool members_agree(const Instance& in) const;  // among the members that issue it
+
+  // Explanations (only after run()).
+  std::string item_desc(int32_t gitem) const;
+  std::string unit_desc(int32_t unit) const;
+  std::string wait_desc(int32_t gitem) const;
+  std::string queue_desc(int32_t q) const;
+  // Why `unit` cannot progress: text, and the unit it waits on (-1: none / not a unit).
+  std::pair<std::string, int32_t> why(int32_t unit) const;
+  std::string instance_summary(const Instance& in) const;
+
+  const Item& item(int32_t g) const { return s_.procs[item_proc_[g]].items[g - item_base_[item_proc_[g]]]; }
+  const std::string& plabel(int32_t proc) const { return s_.procs[proc].label; }
+  std::string member_label(int32_t comm, int32_t crank) const {
+    int32_t p = s_.comms[comm].members[crank];
+    return p >= 0 ? plabel(p) : "comm rank " + std::to_string(crank) + " (no trace file)";
+  }
+
+  const Schedule& s_;
+  bool serialized_;
+  std::vector<int32_t> item_base_;   // per proc: global id of its first item
+  std::vector<int32_t> item_proc_;   // per global item
+  std::vector<int32_t> item_unit_;   // per global item (-1 for host waits / event records)
+  std::vector<int32_t> item_inst_;   // collective instance, -1 otherwise
+  std::vector<int32_t> item_pending_parts_;
+  std::vector<std::vector<Marker>> wait_markers_;  // per global item (host waits only), sparse
+  std::unordered_map<int32_t, int32_t> wait_marker_idx_;
+  std::vector<int32_t> part_base_;   // per proc: global id of its first part
+  std::vector<int32_t> part_item_;
+  std::vector<int32_t> part_partner_;
+  std::vector<uint8_t> part_state_;  // 0 waiting, 1 arrived, 2 matched, 3 mismatched
+  std::vector<Unit> units_;
+  std::vector<int32_t> unit_items_;
+  std::vector<int32_t> unit_queues_;
+  std::vector<Queue> queues_;
+  std::vector<std::unordered_map<int64_t, int32_t>> queue_index_;  // per proc: (kind,key) -> queue
+  std::vector<Instance> insts_;
+  std::vector<int32_t> inst_slots_;
+  std::vector<HostThread> threads_;
+  std::vector<int32_t> thread_of_item_;  // for waits: host thread index (explanations)
+  std::vector<int32_t> work_units_, work_threads_;
+  int64_t done_units_ = 0, op_items_ = 0, completed_op_items_ = 0;
+};
+
+int32_t Engine::queue_for(int32_t proc, Queue::Kind kind, int32_t key) {
+  int64_t k = (static_cast<int64_t>(kind) << 40) | static_cast<uint32_t>(key);
+  auto [it, fresh] = queue_index_[proc].try_emplace(k, static_cast<int32_t>(queues_.size()));
+  if (fresh) {
+    Queue q;
+    q.kind = kind;
+    q.proc = proc;
+    q.key = key;
+    queues_.push_back(std::move(q));
+  }
+  return it->second;
+}
+
+void Engine::build() {
+  const int32_t nprocs = static_cast<int32_t>(s_.procs.size());
+  item_base_.resize(nprocs);
+  part_base_.resize(nprocs);
+  queue_index_.resize(nprocs);
+  int64_t total = 0, total_parts = 0;
+  for (int32_t p = 0; p < nprocs; ++p) {
+    item_base_[p] = static_cast<int32_t>(total);
+    part_base_[p] = static_cast<int32_t>(total_parts);
+    total += s_.procs[p].items.size();
+    total_parts += s_.procs[p].parts.size();
+  }
+  if (total > INT32_MAX / 2 || total_parts > INT32_MAX / 2) throw std::runtime_error("model: schedule too large");
+  item_proc_.resize(total);
+  item_unit_.assign(total, -1);
+  item_inst_.assign(total, -1);
+  item_pending_parts_.assign(total, 0);
+  thread_of_item_.assign(total, -1);
+  part_item_.resize(total_parts);
+  part_partner_.assign(total_parts, -1);
+  part_state_.assign(total_parts, 0);
+  units_.reserve(total);
+  unit_items_.reserve(total);
+  unit_queues_.reserve(total * (serialized_ ? 3 : 2));
+
+  // Collective instances: per (comm, ordinal). P2P channels: per (comm, src, dst).
+  std::vector<std::vector<int32_t>> comm_insts(s_.comms.size());
+  struct Channel { std::vector<int32_t> sends, recvs; };
+  std::unordered_map<uint64_t, Channel> channels;
+
+  for (int32_t p = 0; p < nprocs; ++p) {
+    const ProcSchedule& ps = s_.procs[p];
+    std::vector<int32_t> coll_count(s_.comms.size(), 0);
+    std::vector<int32_t> open_unit(ps.threads.size(), -1);   // per thread: open group unit
+    std::vector<int64_t> open_group(ps.threads.size(), -1);
+    std::vector<int32_t> unit_of_thread_last(ps.threads.size(), -1);
+    threads_.reserve(threads_.size() + ps.threads.size());
+    const int32_t thread_base = static_cast<int32_t>(threads_.size());
+    for (size_t t = 0; t < ps.threads.size(); ++t) {
+      HostThread h;
+      h.proc = p;
+      h.tid_index = static_cast<int32_t>(t);
+      threads_.push_back(std::move(h));
+    }
+    std::unordered_map<int64_t, Marker> events;
+    // Units are laid out item by item; a unit's queues are appended when its first item is seen
+    // and extended (for groups) by later rows. Temporary per-unit queue lists for open groups:
+    std::unordered_map<int32_t, std::vector<int32_t>> group_queues;
+    auto add_queue = [&](int32_t u, int32_t q) {
+      std::vector<int32_t>& qs = group_queues[u];
+      if (std::find(qs.begin(), qs.end(), q) != qs.end()) return;
+      qs.push_back(q);
+      queues_[q].units.push_back(u);
+    };
+    auto close_unit = [&](int32_t u) {
+      auto it = group_queues.find(u);
+      Unit& un = units_[u];
+      un.q_begin = static_cast<int32_t>(unit_queues_.size());
+      un.nq = static_cast<int32_t>(it->second.size());
+      unit_queues_.insert(unit_queues_.end(), it->second.begin(), it->second.end());
+      group_queues.erase(it);
+    };
+    auto close_thread_group = [&](int32_t t) {
+      if (open_unit[t] >= 0) close_unit(open_unit[t]);
+      open_unit[t] = -1;
+      open_group[t] = -1;
+    };
+    // Units' items must be contiguous in unit_items_; group rows of one thread can interleave
+    // with other threads' rows, so collect items per unit first.
+    std::unordered_map<int32_t, std::vector<int32_t>> pending_items;
+
+    for (size_t i = 0; i < ps.items.size(); ++i) {
+      const int32_t g = item_base_[p] + static_cast<int32_t>(i);
+      const Item& it = ps.items[i];
+      item_proc_[g] = p;
+      const int32_t t = it.thread;
+      HostThread& host = threads_[thread_base + t];
+      thread_of_item_[g] = thread_base + t;
+      if (it.kind != ItemKind::kOp) {
+        close_thread_group(t);
+        const int32_t sq = queue_for(p, Queue::kStream, it.stream);
+        switch (it.kind) {
+          case ItemKind::kEventRecord:
+            events[it.event] = Marker{sq, static_cast<int32_t>(queues_[sq].units.size())};
+            break;
+          case ItemKind::kStreamWaitEvent: {
+            auto e = events.find(it.event);
+            if (e == events.end()) break;  // never recorded: waits for nothing (as CUDA)
+            const int32_t u = static_cast<int32_t>(units_.size());
+            Unit un;
+            un.proc = p;
+            un.first_item = g;
+            un.items_begin = static_cast<int32_t>(unit_items_.size());
+            un.barrier = true;
+            un.thread = thread_base + t;
+            un.marker_q = e->second.q;
+            un.marker_pos = e->second.pos;
+            units_.push_back(un);
+            item_unit_[g] = u;
+            group_queues[u];
+            add_queue(u, sq);
+            if (serialized_) add_queue(u, queue_for(p, Queue::kDevice, 0));
+            close_unit(u);
+            host.steps.push_back(u);
+            break;
+          }
+          case ItemKind::kStreamSync:
+          case ItemKind::kEventSync:
+          case ItemKind::kDeviceSync: {
+            std::vector<Marker> ms;
+            if (it.kind == ItemKind::kStreamSync) {
+              ms.push_back(Marker{sq, static_cast<int32_t>(queues_[sq].units.size())});
+            } else if (it.kind == ItemKind::kEventSync) {
+              auto e = events.find(it.event);
+              if (e != events.end()) ms.push_back(e->second);
+            } else {
+              for (int32_t s = 0; s < static_cast<int32_t>(ps.streams.size()); ++s) {
+                auto qi = queue_index_[p].find((static_cast<int64_t>(Queue::kStream) << 40) | static_cast<uint32_t>(s));
+                if (qi != queue_index_[p].end())
+                  ms.push_back(Marker{qi->second, static_cast<int32_t>(queues_[qi->second].units.size())});
+              }
+            }
+            wait_marker_idx_[g] = static_cast<int32_t>(wait_markers_.size());
+            wait_markers_.push_back(std::move(ms));
+            host.steps.push_back(-(g + 1));
+            break;
+          }
+          default: break;
+        }
+        continue;
+      }
+
+      ++op_items_;
+      int32_t u;
+      if (it.group >= 0 && open_unit[t] >= 0 && open_group[t] == it.group) {
+        u = open_unit[t];
+      } else {
+        close_thread_group(t);
+        u = static_cast<int32_t>(units_.size());
+        Unit un;
+        un.proc = p;
+        un.first_item = g;
+        un.thread = thread_base + t;
+        units_.push_back(un);
+        group_queues[u];
+        host.steps.push_back(u);
+        if (it.group >= 0) {
+          open_unit[t] = u;
+          open_group[t] = it.group;
+        }
+      }
+      item_unit_[g] = u;
+      pending_items[u].push_back(g);
+      units_[u].pending++;
+      add_queue(u, queue_for(p, Queue::kStream, it.stream));
+      add_queue(u, queue_for(p, Queue::kComm, it.comm));
+      if (serialized_) add_queue(u, queue_for(p, Queue::kDevice, 0));
+      if (it.group < 0) close_thread_group(t), close_unit(u);
+
+      const CommInfo& c = s_.comms[it.comm];
+      const int32_t crank = ps.comm_rank[it.comm];
+      if (is_p2p(it.op)) {
+        item_pending_parts_[g] = it.nparts;
+        for (int32_t k = 0; k < it.nparts; ++k) {
+          const Part& part = ps.parts[it.first_part + k];
+          const int32_t gp = part_base_[p] + it.first_part + k;
+          part_item_[gp] = g;
+          const int32_t src = part.is_send ? crank : part.peer, dst = part.is_send ? part.peer : crank;
+          const uint64_t key = (static_cast<uint64_t>(it.comm) << 40) | (static_cast<uint64_t>(src) << 20) | static_cast<uint64_t>(dst);
+          Channel& ch = channels[key];
+          (part.is_send ? ch.sends : ch.recvs).push_back(gp);
+        }
+        if (it.nparts == 0) item_pending_parts_[g] = 0;  // an empty group: nothing to match
+      } else {
+        const int32_t ord = coll_count[it.comm]++;
+        auto& list = comm_insts[it.comm];
+        while (static_cast<int32_t>(list.size()) <= ord) {
+          Instance in;
+          in.comm = it.comm;
+          in.ordinal = static_cast<int32_t>(list.size());
+          in.slots = static_cast<int32_t>(inst_slots_.size());
+          inst_slots_.resize(inst_slots_.size() + c.nranks, -1);
+          list.push_back(static_cast<int32_t>(insts_.size()));
+          insts_.push_back(in);
+        }
+        item_inst_[g] = list[ord];
+        inst_slots_[insts_[list[ord]].slots + crank] = g;
+      }
+    }
+    for (size_t t = 0; t < ps.threads.size(); ++t) close_thread_group(static_cast<int32_t>(t));
+    // Lay out unit items contiguously (units were created in this proc's order).
+    for (auto& [u, items] : pending_items) {
+      units_[u].items_begin = static_cast<int32_t>(unit_items_.size());
+      units_[u].nitems = static_cast<int32_t>(items.size());
+      unit_items_.insert(unit_items_.end(), items.begin(), items.end());
+    }
+  }
+  for (auto& [key, ch] : channels) {
+    const size_t n = std::min(ch.sends.size(), ch.recvs.size());
+    for (size_t k = 0; k < n; ++k) {
+      part_partner_[ch.sends[k]] = ch.recvs[k];
+      part_partner_[ch.recvs[k]] = ch.sends[k];
+    }
+  }
+  // Units with nothing to wait for (an empty p2p group) complete on activation.
+}
+
+void Engine::run(uint64_t shuffle_seed) {
+  for (int32_t t = static_cast<int32_t>(threads_.size()) - 1; t >= 0; --t) work_threads_.push_back(t);
+  std::mt19937_64 rng(shuffle_seed);
+  while (shuffle_seed != 0 && (!work_threads_.empty() || !work_units_.empty())) {
+    // Any order of the enabled transitions must reach the same final state (confluence);
+    // tests check that by taking them in a random order.
+    const size_t n = work_threads_.size() + work_units_.size();
+    size_t k = std::uniform_int_distribution<size_t>(0, n - 1)(rng);
+    if (k < work_threads_.size()) {
+      std::swap(work_threads_[k], work_threads_.back());
+      int32_t t = work_threads_.back();
+      work_threads_.pop_back();
+      advance(t);
+    } else {
+      k -= work_threads_.size();
+      std::swap(work_units_[k], work_units_.back());
+      int32_t u = work_units_.back();
+      work_units_.pop_back();
+      try_activate(u);
+    }
+  }
+  while (!work_threads_.empty() || !work_units_.empty()) {
+    if (!work_threads_.empty()) {
+      int32_t t = work_threads_.back();
+      work_threads_.pop_back();
+      advance(t);
+    } else {
+      int32_t u = work_units_.back();
+      work_units_.pop_back();
+      try_activate(u);
+    }
+  }
+}
+
+void Engine::advance(int32_t t) {
+  HostThread& h = threads_[t];
+  while (h.cursor < static_cast<int32_t>(h.steps.size())) {
+    const int32_t step = h.steps[h.cursor];
+    if (step >= 0) {
+      units_[step].issued = true;
+      work_units_.push_back(step);
+      ++h.cursor;
+      continue;
+    }
+    const int32_t g = -(step + 1);
+    for (const Marker& m : wait_markers_[wait_marker_idx_.at(g)]) {
+      if (!marker_ok(m)) {
+        queues_[m.q].waiters.emplace(m.pos, -(t + 1));
+        return;
+      }
+    }
+    ++h.cursor;
+  }
+}
+
+void Engine::try_activate(int32_t u) {
+  Unit& un = units_[u];
+  if (un.done || !un.issued) return;
+  if (!un.active) {
+    for (int32_t k = 0; k < un.nq; ++k) {
+      const Queue& q = queues_[unit_queues_[un.q_begin + k]];
+      if (q.units[q.head] != u) return;
+    }
+    un.active = true;
+    if (!un.barrier) {
+      for (int32_t k = 0; k < un.nitems; ++k) arrive(unit_items_[un.items_begin + k]);
+      if (un.nitems == 0 || un.pending == 0) {
+        if (!un.done) complete_unit(u);
+      }
+      return;
+    }
+  }
+  if (un.barrier && !un.done) {
+    const Marker m{un.marker_q, un.marker_pos};
+    if (marker_ok(m)) complete_unit(u);
+    else queues_[m.q].waiters.emplace(m.pos, u);
+  }
+}
+
+bool Engine::same_collective(const Item& a, const Item& b) {
+  if (a.op != b.op || a.root != b.root || a.redop != b.redop || a.coalesced_sig != b.coalesced_sig) return false;
+  // Grouped all-to-alls record total elements sent, which uneven splits make rank-dependent.
+  return a.op == OpKind::kAllToAll || a.op == OpKind::kCoalesced || (a.count == b.count && a.dtype == b.dtype);
+}
+
+bool Engine::members_agree(const Instance& in) const {
+  const int32_t n = s_.comms[in.comm].nranks;
+  const Item* first = nullptr;
+  for (int32_t r = 0; r < n; ++r) {
+    const int32_t g = inst_slots_[in.slots + r];
+    if (g < 0) continue;
+    if (!first) first = &item(g);
+    else if (!same_collective(*first, item(g))) return false;
+  }
+  return true;
+}
+
+void Engine::arrive(int32_t g) {
+  const int32_t inst = item_inst_[g];
+  if (inst >= 0) {
+    Instance& in = insts_[inst];
+    if (++in.arrived < s_.comms[in.comm].nranks) return;
+    if (!members_agree(in)) {
+      in.mismatch = true;
+      return;
+    }
+    for (int32_t r = 0; r < s_.comms[in.comm].nranks; ++r) complete_item(inst_slots_[in.slots + r]);
+    return;
+  }
+  const Item& it = item(g);
+  const int32_t p = item_proc_[g];
+  for (int32_t k = 0; k < it.nparts; ++k) {
+    const int32_t gp = part_base_[p] + it.first_part + k;
+    part_state_[gp] = 1;
+    const int32_t other = part_partner_[gp];
+    if (other < 0 || part_state_[other] != 1) continue;
+    const Part& a = s_.procs[p].parts[it.first_part + k];
+    const int32_t og = part_item_[other];
+    const int32_t op = item_proc_[og];
+    const Part& b = s_.procs[op].parts[other - part_base_[op]];
+    if (a.count != b.count || a.dtype != b.dtype) {
+      part_state_[gp] = part_state_[other] = 3;
+      continue;
+    }
+    part_state_[gp] = part_state_[other] = 2;
+    if (--item_pending_parts_[g] == 0) complete_item(g);
+    if (--item_pending_parts_[og] == 0) complete_item(og);
+  }
+}
+
+void Engine::complete_item(int32_t g) {
+  ++completed_op_items_;
+  Unit& un = units_[item_unit_[g]];
+  if (--un.pending == 0 && un.active) complete_unit(item_unit_[g]);
+}
+
+void Engine::complete_unit(int32_t u) {
+  Unit& un = units_[u];
+  un.done = true;
+  ++done_units_;
+  for (int32_t k = 0; k < un.nq; ++k) {
+    Queue& q = queues_[unit_queues_[un.q_begin + k]];
+    ++q.head;
+    if (q.head < static_cast<int32_t>(q.units.size())) work_units_.push_back(q.units[q.head]);
+    while (!q.waiters.empty() && q.waiters.top().first <= q.head) {
+      const int32_t w = q.waiters.top().second;
+      q.waiters.pop();
+      if (w >= 0) work_units_.push_back(w);
+      else work_threads_.push_back(-(w + 1));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Explanations
+
+std::string Engine::item_desc(int32_t g) const {
+  const Item& it = item(g);
+  const ProcSchedule& ps = s_.procs[item_proc_[g]];
+  std::string d = "comm " + s_.comms[it.comm].label + " seq " + std::to_string(it.seq) + " " + op_kind_name(it.op);
+  if (it.op == OpKind::kSend || it.op == OpKind::kRecv) {
+    const Part& part = ps.parts[it.first_part];
+    d += std::string(part.is_send ? " to " : " from ") + member_label(it.comm, part.peer);
+  }
+  return d;
+}
+
+std::string Engine::queue_desc(int32_t q) const {
+  const Queue& qu = queues_[q];
+  switch (qu.kind) {
+    case Queue::kStream: return "stream " + hex(s_.procs[qu.proc].streams[qu.key]);
+    case Queue::kComm: return "comm " + s_.comms[qu.key].label;
+    case Queue::kDevice: return "the device (one NCCL kernel at a time)";
+  }
+  return "?";
+}
+
+std::string Engine::unit_desc(int32_t u) const {
+  const Unit& un = units_[u];
+  if (un.barrier) {
+    const Item& it = item(un.first_item);
+    return "stream_wait_event(event " + hex(static_cast<uint64_t>(it.event)) + ") on stream " +
+           hex(s_.procs[un.proc].streams[it.stream]);
+  }
+  if (un.nitems == 1) {
+    const int32_t g = unit_items_[un.items_begin];
+    return item_desc(g) + " on stream " + hex(s_.procs[un.proc].streams[item(g).stream]);
+  }
+  std::string d = "group {";
+  for (int32_t k = 0; k < un.nitems; ++k) d += (k ? ", " : "") + item_desc(unit_items_[un.items_begin + k]);
+  return d + "}";
+}
+
+std::string Engine::wait_desc(int32_t g) const {
+  const Item& it = item(g);
+  const ProcSchedule& ps = s_.procs[item_proc_[g]];
+  switch (it.kind) {
+    case ItemKind::kStreamSync: return "stream_sync(stream " + hex(ps.streams[it.stream]) + ")";
+    case ItemKind::kEventSync: return "event_sync(event " + hex(static_cast<uint64_t>(it.event)) + ")";
+    case ItemKind::kDeviceSync: return "device_sync";
+    default: return "wait";
+  }
+}
+
+std::string Engine::instance_summary(const Instance& in) const {
+  const CommInfo& c = s_.comms[in.comm];
+  int64_t seq = -1;
+  bool same_seq = true;
+  std::string who;
+  for (int32_t r = 0; r < c.nranks; ++r) {
+    const int32_t g = inst_slots_[in.slots + r];
+    if (g < 0) continue;
+    const Item& it = item(g);
+    if (seq < 0) seq = it.seq;
+    else if (seq != it.seq) same_seq = false;
+    who += (who.empty() ? "" : ", ") + member_label(in.comm, r) + " at " + op_kind_name(it.op);
+  }
+  std::string head = "comm " + c.label + (same_seq && seq >= 0 ? " seq " + std::to_string(seq)
+                                                                : " collective #" + std::to_string(in.ordinal + 1));
+  return head + ": " + who;
+}
+
+std::pair<std::string, int32_t> Engine::why(int32_t u) const {
+  const Unit& un = units_[u];
+  if (!un.issued) {
+    const HostThread& h = threads_[un.thread];
+    if (h.cursor < static_cast<int32_t>(h.steps.size()) && h.steps[h.cursor] < 0) {
+      const int32_t g = -(h.steps[h.cursor] + 1);
+      for (const Marker& m : wait_markers_[wait_marker_idx_.at(g)]) {
+        if (marker_ok(m)) continue;
+        const Queue& q = queues_[m.q];
+        const int32_t blocker = q.units[q.head];
+        return {"not issued: its host thread is blocked in " + wait_desc(g) + ", which waits for " + unit_desc(blocker),
+                blocker};
+      }
+    }
+    return {"not issued", -1};
+  }
+  if (!un.active) {
+    for (int32_t k = 0; k < un.nq; ++k) {
+      const int32_t qi = unit_queues_[un.q_begin + k];
+      const Queue& q = queues_[qi];
+      if (q.units[q.head] != u)
+        return {"queued on " + queue_desc(qi) + " behind " + unit_desc(q.units[q.head]), q.units[q.head]};
+    }
+    return {"not started", -1};
+  }
+  if (un.barrier) {
+    const Queue& q = queues_[un.marker_q];
+    return {"waits for the event, recorded on " + queue_desc(un.marker_q) + " behind " + unit_desc(q.units[q.head]),
+            q.units[q.head]};
+  }
+  for (int32_t k = 0; k < un.nitems; ++k) {
+    const int32_t g = unit_items_[un.items_begin + k];
+    const Item& it = item(g);
+    const int32_t inst = item_inst_[g];
+    if (inst >= 0) {
+      const Instance& in = insts_[inst];
+      if (in.mismatch || !members_agree(in)) return {"no matching op: " + instance_summary(in), -1};
+      const CommInfo& c = s_.comms[in.comm];
+      for (int32_t r = 0; r < c.nranks; ++r) {
+        const int32_t og = inst_slots_[in.slots + r];
+        if (og < 0) {
+          return {"waits on comm " + c.label + " for " + member_label(in.comm, r) + ", which never issues collective #" +
+                      std::to_string(in.ordinal + 1) + " on it",
+                  -1};
+        }
+        const int32_t ou = item_unit_[og];
+        if (!units_[ou].active)
+          return {"waits on comm " + c.label + " for " + member_label(in.comm, r) + " (not there yet)", ou};
+      }
+      continue;  // complete (or completing): look at the unit's other rows
+    }
+    const int32_t p = item_proc_[g];
+    for (int32_t j = 0; j < it.nparts; ++j) {
+      const int32_t gp = part_base_[p] + it.first_part + j;
+      if (part_state_[gp] == 2) continue;
+      const Part& part = s_.procs[p].parts[it.first_part + j];
+      const std::string peer = member_label(it.comm, part.peer);
+      const std::string what = part.is_send ? "recv" : "send";
+      const int32_t other = part_partner_[gp];
+      if (part_state_[gp] == 3)
+        return {"no matching op: its " + std::string(part.is_send ? "send to " : "recv from ") + peer + " meets a " + what +
+                    " of a different size or dtype",
+                -1};
+      if (other < 0)
+        return {"waits on comm " + s_.comms[it.comm].label + " for " + peer + ", which never posts the matching " + what, -1};
+      return {"waits on comm " + s_.comms[it.comm].label + " for " + peer + "'s matching " + what + " (not there yet)",
+              item_unit_[part_item_[other]]};
+    }
+  }
+  return {"completing", -1};
+}
+
+Result Engine::witness(Verdict stuck_verdict) const {
+  Result r;
+  r.verdict = stuck_verdict;
+  r.model = serialized_ ? "serialized" : "concurrent";
+  r.ops = op_items_;
+  r.completed_ops = completed_op_items_;
+  const int32_t nprocs = static_cast<int32_t>(s_.procs.size());
+  // Per rank: the earliest running (active) stuck unit, else the earliest stuck one.
+  std::vector<int32_t> first_active(nprocs, -1), first_stuck(nprocs, -1);
+  for (int32_t u = 0; u < static_cast<int32_t>(units_.size()); ++u) {
+    const Unit& un = units_[u];
+    if (un.done) continue;
+    if (first_stuck[un.proc] < 0) first_stuck[un.proc] = u;
+    if (un.active && first_active[un.proc] < 0) first_active[un.proc] = u;
+  }
+  for (int32_t p = 0; p < nprocs; ++p) {
+    RankWitness w;
+    w.proc = p;
+    w.label = plabel(p);
+    int32_t u = first_active[p] >= 0 ? first_active[p] : first_stuck[p];
+    if (u >= 0) {
+      w.blocked_in = unit_desc(u);
+      w.waits_for = why(u).first;
+    } else {
+      for (const HostThread& h : threads_) {
+        if (h.proc != p || h.cursor >= static_cast<int32_t>(h.steps.size())) continue;
+        const int32_t g = -(h.steps[h.cursor] + 1);
+        w.blocked_in = "host: " + wait_desc(g);
+        w.waits_for = "waits for work that cannot complete";
+        break;
+      }
+      if (w.blocked_in.empty()) continue;  // finished its schedule
+    }
+    r.ranks.push_back(std::move(w));
+  }
+
+  // Follow "waits on" edges from each stuck unit; a repeat on the current path is a cycle.
+  std::vector<uint8_t> color(units_.size(), 0);  // 0 new, 1 on path, 2 finished
+  std::vector<int32_t> cycle_units;
+  for (int32_t start = 0; start < static_cast<int32_t>(units_.size()) && cycle_units.empty(); ++start) {
+    if (units_[start].done || color[start]) continue;
+    std::vector<int32_t> path;
+    int32_t u = start;
+    while (u >= 0 && !units_[u].done && color[u] == 0) {
+      color[u] = 1;
+      path.push_back(u);
+      u = why(u).second;
+    }
+    if (u >= 0 && color[u] == 1) {
+      auto pos = std::find(path.begin(), path.end(), u);
+      cycle_units.assign(pos, path.end());
+    }
+    for (int32_t v : path) color[v] = 2;
+  }
+  bool cross_rank = false;
+  for (int32_t v : cycle_units) cross_rank |= units_[v].proc != units_[cycle_units[0]].proc;
+  if (cross_rank)
+    for (int32_t v : cycle_units) r.cycle.push_back(plabel(units_[v].proc) + ": " + unit_desc(v) + " " + why(v).first);
+
+  // Summary: a mismatched collective is the most precise statement; else the cycle; else the
+  // first stuck rank.
+  for (const Instance& in : insts_) {
+    if (in.mismatch || (in.arrived > 0 && !members_agree(in))) {
+      r.summary = instance_summary(in) + ": no matching op";
+      break;
+    }
+  }
+  if (r.summary.empty() && !r.cycle.empty()) {
+    r.summary = "wait-for cycle across " + std::to_string(r.cycle.size()) + " ops: " + r.cycle.front();
+  }
+  if (r.summary.empty() && !r.ranks.empty()) {
+    r.summary = r.ranks.front().label + " blocked in " + r.ranks.front().blocked_in + ": " + r.ranks.front().waits_for;
+  }
+  return r;
+}
+
+}  // namespace
+
+Result check(const Schedule& schedule, const Options& options) {
+  {
+    Engine concurrent(schedule, false);
+    concurrent.run(options.shuffle_seed);
+    if (!concurrent.all_done()) return concurrent.witness(Verdict::kDeadlock);
+    if (!options.check_serialized) {
+      Result r;
+      r.model = "concurrent";
+      r.ops = r.completed_ops = concurrent.op_items();
+      return r;
+    }
+  }
+  Engine serialized(schedule, true);
+  serialized.run(options.shuffle_seed);
+  if (!serialized.all_done()) return serialized.witness(Verdict::kMayDeadlock);
+  Result r;
+  r.model = "serialized";
+  r.ops = r.completed_ops = serialized.op_items();
+  return r;
+}
+
+std::string format_text(const Result& r) {
+  std::ostringstream o;
+  o << "model check: " << verdict_name(r.verdict) << " (" << r.ops << " ops";
+  if (r.verdict != Verdict::kCanComplete) o << ", " << r.completed_ops << " complete before the stuck state";
+  o << ")\n";
+  if (r.verdict == Verdict::kCanComplete) {
+    o << "every op completes, whether or not the GPU runs kernels of different streams concurrently\n";
+    return o.str();
+  }
+  if (r.verdict == Verdict::kMayDeadlock)
+    o << "latent: completes only if the GPU runs NCCL kernels of different streams concurrently;\n"
+         "with one kernel at a time, in issue order, it deadlocks:\n";
+  o << "  " << r.summary << "\n";
+  o << "stuck state (" << r.model << " model):\n";
+  for (const RankWitness& w : r.ranks) o << "  " << w.label << ": " << w.blocked_in << ": " << w.waits_for << "\n";
+  if (!r.cycle.empty()) {
+    o << "cycle:\n";
+    for (const std::string& c : r.cycle) o << "  " << c << "\n";
+  }
+  return o.str();
+}
+
+std::string format_json(const Result& r) {
+  nlohmann::json j;
+  j["verdict"] = verdict_name(r.verdict);
+  j["model"] = r.model;
+  j["summary"] = r.summary;
+  j["ops"] = r.ops;
+  j["completed_ops"] = r.completed_ops;
+  j["ranks"] = nlohmann::json::array();
+  for (const RankWitness& w : r.ranks)
+    j["ranks"].push_back({{"rank", w.label}, {"blocked_in", w.blocked_in}, {"waits_for", w.waits_for}});
+  j["cycle"] = r.cycle;
+  return j.dump(2);
+}
+
+}  // namespace lockstep::model

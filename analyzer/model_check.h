@@ -1,0 +1,134 @@
+// The model checker behind `lockstep replay --model`: decides, without running anything, whether
+// the per-rank schedules of a trace can deadlock under NCCL's semantics, and explains how.
+//
+// Semantics (docs/replay.md has the full statement and the confluence argument):
+//  - a rank's host issues its recorded calls in call_index order, one sequence per thread; NCCL
+//    calls only enqueue; stream_sync / event_sync / device_sync block that thread until the work
+//    they name has completed; stream_wait_event makes later work on a stream wait for an event;
+//  - an op (or a whole group: rows sharing group_id) occupies its stream and its communicator on
+//    that rank until it completes; the k-th collective on a communicator meets the k-th on every
+//    member and completes only when all have reached it with the same operation; sends and
+//    receives are matched pairwise per (communicator, sender, receiver) in issue order;
+//  - ops with state graph_launched are what ran at a CUDA graph launch and are modelled as such;
+//    captured, failed and simulated rows enqueued nothing and are ignored.
+// Two models: "concurrent" (different streams progress independently) and "serialized" (a rank's
+// NCCL kernels run one at a time in issue order, the worst case of GPU scheduling). A deadlock in
+// the first is a deadlock; one only in the second is a latent "may deadlock".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace_model.h"
+
+namespace lockstep::model {
+
+// Compact, self-contained input of the checker (a Trace has strings everywhere; at 1,024 ranks x
+// 10,000 ops that would be gigabytes). Built from a Trace by schedule_from_trace(), or directly
+// by generators and benchmarks.
+enum class OpKind : uint8_t {
+  kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kGather, kScatter,
+  kCoalesced, kSend, kRecv, kSendRecv, kUnknown
+};
+enum class ItemKind : uint8_t {
+  kOp,               // one ops row
+  kStreamSync,       // host blocks until `stream`'s work issued so far completed
+  kEventSync,        // host blocks until the work before `event`'s last record completed
+  kDeviceSync,       // host blocks until all work issued so far completed
+  kStreamWaitEvent,  // later work on `stream` waits for `event`
+  kEventRecord,      // `event` marks the current end of `stream`
+};
+
+struct Part {         // one send or recv of a p2p op (lone send/recv: one part)
+  bool is_send = false;
+  int32_t peer = -1;  // rank in the communicator
+  int64_t count = 0;
+  int16_t dtype = -1; // index into Schedule::names, -1 = none
+};
+
+struct Item {
+  ItemKind kind = ItemKind::kOp;
+  OpKind op = OpKind::kUnknown;
+  int64_t call_index = 0;
+  int64_t seq = 0;
+  int32_t comm = -1;       // index into Schedule::comms
+  int32_t stream = 0;      // index into ProcSchedule::streams
+  int32_t thread = 0;      // index into ProcSchedule::threads
+  int64_t group = -1;      // rows of one rank with the same group >= 0 progress together
+  int64_t count = 0;
+  int16_t dtype = -1;      // index into Schedule::names
+  int16_t redop = -1;      // index into Schedule::names
+  int32_t root = -1;
+  int64_t event = 0;
+  int32_t first_part = 0;  // into ProcSchedule::parts (p2p ops only)
+  int32_t nparts = 0;
+  int16_t coalesced_sig = -1;  // coalesced ops: index into Schedule::names of the parts' op list
+};
+
+struct CommInfo {
+  std::string label;          // name, or the first 8 hex digits of the hash
+  std::string hash;
+  int nranks = 0;
+  std::vector<int32_t> members;  // process index for each comm rank (-1 = not in the trace)
+};
+
+struct ProcSchedule {
+  std::string label;                       // "rank 3" (global rank) or the file name
+  std::vector<uint64_t> streams;           // recorded stream values
+  std::vector<int64_t> threads;            // recorded tids
+  std::vector<int32_t> comm_rank;          // by Schedule comm index: this rank's rank in it, -1
+  std::vector<Item> items;                 // ops and waits, sorted by call_index
+  std::vector<Part> parts;
+};
+
+struct Schedule {
+  std::vector<CommInfo> comms;
+  std::vector<ProcSchedule> procs;
+  std::vector<std::string> names;          // interned dtype / redop names
+  int16_t intern(const std::string& s);    // -1 for ""
+  std::vector<std::string> problems;       // input problems found while building (shown to user)
+};
+
+OpKind parse_op_kind(const std::string& op);
+const char* op_kind_name(OpKind k);
+
+// Builds the schedule of a loaded trace. Throws std::runtime_error with a clear message when the
+// trace cannot be checked (no processes, a communicator whose members are missing from it...).
+Schedule schedule_from_trace(const Trace& trace);
+
+// Reads the waits table of every process of `trace` whose waits are still empty (the analyzer's
+// loader may not fill them). Throws std::runtime_error when a file cannot be read.
+void load_waits(Trace& trace);
+
+enum class Verdict { kCanComplete, kMayDeadlock, kDeadlock };
+const char* verdict_name(Verdict v);  // "can complete" | "may deadlock" | "deadlock"
+
+struct RankWitness {
+  int proc = 0;
+  std::string label;        // "rank 1"
+  std::string blocked_in;   // "comm X seq 3750 all_to_all on stream 0x7", "host: stream_sync ...",
+                            // or "" when the rank finished its schedule
+  std::string waits_for;    // why it cannot progress
+};
+
+struct Result {
+  Verdict verdict = Verdict::kCanComplete;
+  std::string model;                    // "concurrent" or "serialized": the model of the witness
+  std::string summary;                  // one line: the first stuck point
+  std::vector<RankWitness> ranks;       // per rank in the stuck state (only blocked ranks)
+  std::vector<std::string> cycle;       // wait-for cycle across ranks/streams/comms, if any
+  int64_t ops = 0;                      // ops modelled (all ranks)
+  int64_t completed_ops = 0;            // in the witness model (or all of them)
+};
+
+struct Options {
+  bool check_serialized = true;  // also run the serialized model (latent deadlocks)
+  uint64_t shuffle_seed = 0;     // tests: take enabled transitions in a seeded random order
+};
+
+Result check(const Schedule& schedule, const Options& options = {});
+std::string format_text(const Result& result);
+std::string format_json(const Result& result);
+
+}  // namespace lockstep::model
