@@ -30,8 +30,10 @@ struct PyCodeInfo {
   uintptr_t linetable_obj = 0;
   int firstlineno = 0;
   uint64_t hash = 0;  // content hash: file, qualname, firstlineno (stable across processes)
-  std::string file;
-  std::string function;
+  std::string file;      // UTF-8
+  std::string function;  // UTF-8
+  std::string file_raw;  // as stored by CPython (kind bytes per character), for the guard
+  std::string function_raw;
   std::vector<uint8_t> linetable;
 };
 
@@ -189,41 +191,50 @@ void append_utf8(std::string& out, uint32_t cp) {
   }
 }
 
-bool read_unicode(const Runtime& rt, const char* obj, std::string& out) {
+// The character data of a str object as CPython stores it: `kind` bytes per character.
+struct RawStr {
+  const char* data = nullptr;
+  size_t nbytes = 0;
+  unsigned kind = 0;
+  bool ascii = false;
+};
+
+bool raw_unicode(const Runtime& rt, const char* obj, RawStr& out) {
   const PyLayout& L = rt.layout;
   if (!obj || load<uintptr_t>(obj, L.ob_type) != rt.unicode_type) return false;
   const uint32_t state = load<uint32_t>(obj, L.uni_state);
   const unsigned kind = (state >> pyframes_detail::kStateKindShift) & 7;
   const bool compact = state & pyframes_detail::kStateCompactBit;
-  const bool ascii = state & pyframes_detail::kStateAsciiBit;
+  out.ascii = state & pyframes_detail::kStateAsciiBit;
   if (L.uni_has_ready_bit && !(state & pyframes_detail::kStateReadyBit)) return false;
   if (kind != 1 && kind != 2 && kind != 4) return false;
   int64_t length = load<int64_t>(obj, L.uni_length);
   if (length < 0) return false;
   if (static_cast<size_t>(length) > kMaxStringChars) length = kMaxStringChars;
-  const char* data;
   if (compact)
-    data = obj + (ascii ? L.uni_ascii_size : L.uni_compact_size);
+    out.data = obj + (out.ascii ? L.uni_ascii_size : L.uni_compact_size);
   else
-    data = load_ptr(obj, L.uni_compact_size);  // legacy string: PyUnicodeObject.data.any
-  if (!data) return false;
-  out.clear();
-  if (ascii) {
-    out.assign(data, static_cast<size_t>(length));
-    return true;
-  }
-  out.reserve(static_cast<size_t>(length) * 2);
-  for (int64_t i = 0; i < length; ++i) {
+    out.data = load_ptr(obj, L.uni_compact_size);  // legacy string: PyUnicodeObject.data.any
+  out.kind = kind;
+  out.nbytes = static_cast<size_t>(length) * kind;
+  return out.data != nullptr;
+}
+
+std::string to_utf8(const RawStr& s) {
+  if (s.ascii) return std::string(s.data, s.nbytes);
+  std::string out;
+  out.reserve(s.nbytes * 2);
+  for (size_t off = 0; off < s.nbytes; off += s.kind) {
     uint32_t cp;
-    if (kind == 1)
-      cp = static_cast<uint8_t>(data[i]);
-    else if (kind == 2)
-      cp = load<uint16_t>(data, static_cast<uint32_t>(i * 2));
+    if (s.kind == 1)
+      cp = static_cast<uint8_t>(s.data[off]);
+    else if (s.kind == 2)
+      cp = load<uint16_t>(s.data, static_cast<uint32_t>(off));
     else
-      cp = load<uint32_t>(data, static_cast<uint32_t>(i * 4));
+      cp = load<uint32_t>(s.data, static_cast<uint32_t>(off));
     append_utf8(out, cp);
   }
-  return true;
+  return out;
 }
 
 // Returns the bytes' data and size, or nullptr if `obj` is not a bytes object.
@@ -245,14 +256,25 @@ const uint8_t* read_bytes(const Runtime& rt, const char* obj, size_t& size) {
 std::atomic<const PyCodeInfo*> g_table[kTableSize];
 std::atomic<size_t> g_interned{0};
 
-// Is `info` still the description of the live code object at `code`? Same owned objects and
-// byte-identical location table (its length and contents decide every line we report).
+bool same_str(const Runtime& rt, const char* obj, const std::string& raw) {
+  RawStr s;
+  if (!raw_unicode(rt, obj, s)) return raw.empty();
+  return s.nbytes == raw.size() && std::memcmp(s.data, raw.data(), s.nbytes) == 0;
+}
+
+// Is `info` still the description of the live code object at `code`? Objects it owned can die
+// with it and their addresses be reused too, so compare every byte that decides what we
+// report: file and qualname characters, first line, location table. A stale entry can then
+// never give a wrong answer; the pointer checks only make the common mismatch cheap.
 bool guard_matches(const Runtime& rt, const PyCodeInfo& info, const char* code) {
   const PyLayout& L = rt.layout;
   if (load<uintptr_t>(code, L.co_filename) != info.filename_obj ||
       load<uintptr_t>(code, L.co_qualname) != info.qualname_obj ||
       load<uintptr_t>(code, L.co_linetable) != info.linetable_obj ||
       load<int32_t>(code, L.co_firstlineno) != info.firstlineno)
+    return false;
+  if (!same_str(rt, load_ptr(code, L.co_filename), info.file_raw) ||
+      !same_str(rt, load_ptr(code, L.co_qualname), info.function_raw))
     return false;
   size_t n = 0;
   const uint8_t* t = read_bytes(rt, load_ptr(code, L.co_linetable), n);
@@ -271,9 +293,19 @@ const PyCodeInfo* make_info(const Runtime& rt, const char* code) {
   info->qualname_obj = load<uintptr_t>(code, L.co_qualname);
   info->linetable_obj = load<uintptr_t>(code, L.co_linetable);
   info->firstlineno = load<int32_t>(code, L.co_firstlineno);
-  if (!read_unicode(rt, load_ptr(code, L.co_filename), info->file)) info->file = "<unknown>";
-  if (!read_unicode(rt, load_ptr(code, L.co_qualname), info->function))
+  RawStr str;
+  if (raw_unicode(rt, load_ptr(code, L.co_filename), str)) {
+    info->file = to_utf8(str);
+    info->file_raw.assign(str.data, str.nbytes);
+  } else {
+    info->file = "<unknown>";
+  }
+  if (raw_unicode(rt, load_ptr(code, L.co_qualname), str)) {
+    info->function = to_utf8(str);
+    info->function_raw.assign(str.data, str.nbytes);
+  } else {
     info->function = "<unknown>";
+  }
   size_t n = 0;
   const uint8_t* t = read_bytes(rt, load_ptr(code, L.co_linetable), n);
   if (t && n <= kMaxLinetable) info->linetable.assign(t, t + n);

@@ -185,6 +185,16 @@ class PythonFramesTest(unittest.TestCase):
             ns.clear()  # fn <-> its globals is a cycle: break it so the code dies now
         self.assertGreater(reused, 0, "no code object address was reused: guard not exercised")
 
+    def test_reused_code_object_address_with_another_name_resolves_the_new_name(self):
+        for i in range(500):
+            # Identical bodies: only the names differ, and their str objects are freed with
+            # the code too, so their addresses can come back as well.
+            ns = {}
+            exec(compile("def f%d(m):\n    return m.capture(max=1)\n" % i, "<file%d>" % i,
+                         "exec"), ns)
+            self.assertEqual(ns["f%d" % i](m), [("<file%d>" % i, "f%d" % i, 2)], "iteration %d" % i)
+            ns.clear()
+
     def test_concurrent_threads_intern_new_code_objects_consistently(self):
         errors = []
 
