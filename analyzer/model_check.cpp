@@ -256,6 +256,7 @@ struct Unit {
   int32_t q_begin = 0;      // into Engine::unit_queues
   int32_t nq = 0;
   int32_t pending = 0;      // items not complete
+  int32_t at_head = 0;      // queues whose head it is (runnable when == nq and issued)
   int32_t marker_q = -1;    // barrier (stream_wait_event): wait until queue head >= marker_pos
   int32_t marker_pos = 0;
   bool barrier = false;
@@ -306,7 +307,7 @@ class Engine {
 
  private:
   void build();
-  int32_t queue_for(int32_t proc, Queue::Kind kind, int32_t key);
+  int32_t new_queue(int32_t proc, Queue::Kind kind, int32_t key);
   void advance(int32_t thread);
   void try_activate(int32_t unit);
   void arrive(int32_t gitem);
@@ -349,33 +350,26 @@ class Engine {
   std::vector<int32_t> unit_items_;
   std::vector<int32_t> unit_queues_;
   std::vector<Queue> queues_;
-  std::vector<std::unordered_map<int64_t, int32_t>> queue_index_;  // per proc: (kind,key) -> queue
   std::vector<Instance> insts_;
   std::vector<int32_t> inst_slots_;
   std::vector<HostThread> threads_;
-  std::vector<int32_t> thread_of_item_;  // for waits: host thread index (explanations)
   std::vector<int32_t> work_units_, work_threads_;
   int64_t done_units_ = 0, op_items_ = 0, completed_op_items_ = 0;
 };
 
-int32_t Engine::queue_for(int32_t proc, Queue::Kind kind, int32_t key) {
-  int64_t k = (static_cast<int64_t>(kind) << 40) | static_cast<uint32_t>(key);
-  auto [it, fresh] = queue_index_[proc].try_emplace(k, static_cast<int32_t>(queues_.size()));
-  if (fresh) {
-    Queue q;
-    q.kind = kind;
-    q.proc = proc;
-    q.key = key;
-    queues_.push_back(std::move(q));
-  }
-  return it->second;
+int32_t Engine::new_queue(int32_t proc, Queue::Kind kind, int32_t key) {
+  Queue q;
+  q.kind = kind;
+  q.proc = proc;
+  q.key = key;
+  queues_.push_back(std::move(q));
+  return static_cast<int32_t>(queues_.size() - 1);
 }
 
 void Engine::build() {
   const int32_t nprocs = static_cast<int32_t>(s_.procs.size());
   item_base_.resize(nprocs);
   part_base_.resize(nprocs);
-  queue_index_.resize(nprocs);
   int64_t total = 0, total_parts = 0;
   for (int32_t p = 0; p < nprocs; ++p) {
     item_base_[p] = static_cast<int32_t>(total);
@@ -388,7 +382,6 @@ void Engine::build() {
   item_unit_.assign(total, -1);
   item_inst_.assign(total, -1);
   item_pending_parts_.assign(total, 0);
-  thread_of_item_.assign(total, -1);
   part_item_.resize(total_parts);
   part_partner_.assign(total_parts, -1);
   part_state_.assign(total_parts, 0);
@@ -401,13 +394,29 @@ void Engine::build() {
   struct Channel { std::vector<int32_t> sends, recvs; };
   std::unordered_map<uint64_t, Channel> channels;
 
+  // A group being assembled on one host thread: its rows can interleave with other threads'
+  // calls, so its items and queues are collected until the thread's group ends.
+  struct OpenGroup {
+    int64_t group = -1;
+    int32_t unit = -1;
+    std::vector<int32_t> items, queues;
+  };
+  std::vector<int32_t> stream_q, comm_q, coll_count;
   for (int32_t p = 0; p < nprocs; ++p) {
     const ProcSchedule& ps = s_.procs[p];
-    std::vector<int32_t> coll_count(s_.comms.size(), 0);
-    std::vector<int32_t> open_unit(ps.threads.size(), -1);   // per thread: open group unit
-    std::vector<int64_t> open_group(ps.threads.size(), -1);
-    std::vector<int32_t> unit_of_thread_last(ps.threads.size(), -1);
-    threads_.reserve(threads_.size() + ps.threads.size());
+    stream_q.assign(ps.streams.size(), -1);
+    comm_q.assign(s_.comms.size(), -1);
+    coll_count.assign(s_.comms.size(), 0);
+    const int32_t device_q = serialized_ ? new_queue(p, Queue::kDevice, 0) : -1;
+    auto stream_queue = [&](int32_t s) {
+      if (stream_q[s] < 0) stream_q[s] = new_queue(p, Queue::kStream, s);
+      return stream_q[s];
+    };
+    auto comm_queue = [&](int32_t c) {
+      if (comm_q[c] < 0) comm_q[c] = new_queue(p, Queue::kComm, c);
+      return comm_q[c];
+    };
+    std::vector<OpenGroup> open(ps.threads.size());
     const int32_t thread_base = static_cast<int32_t>(threads_.size());
     for (size_t t = 0; t < ps.threads.size(); ++t) {
       HostThread h;
@@ -415,66 +424,61 @@ void Engine::build() {
       h.tid_index = static_cast<int32_t>(t);
       threads_.push_back(std::move(h));
     }
-    std::unordered_map<int64_t, Marker> events;
-    // Units are laid out item by item; a unit's queues are appended when its first item is seen
-    // and extended (for groups) by later rows. Temporary per-unit queue lists for open groups:
-    std::unordered_map<int32_t, std::vector<int32_t>> group_queues;
-    auto add_queue = [&](int32_t u, int32_t q) {
-      std::vector<int32_t>& qs = group_queues[u];
-      if (std::find(qs.begin(), qs.end(), q) != qs.end()) return;
-      qs.push_back(q);
-      queues_[q].units.push_back(u);
+    auto new_unit = [&](int32_t g, int32_t thread) {
+      Unit un;
+      un.proc = p;
+      un.thread = thread;
+      un.first_item = g;
+      units_.push_back(un);
+      threads_[thread].steps.push_back(static_cast<int32_t>(units_.size() - 1));
+      return static_cast<int32_t>(units_.size() - 1);
     };
-    auto close_unit = [&](int32_t u) {
-      auto it = group_queues.find(u);
+    auto finish_unit = [&](int32_t u, const int32_t* items, int32_t nitems, const int32_t* qs, int32_t nq) {
       Unit& un = units_[u];
+      un.items_begin = static_cast<int32_t>(unit_items_.size());
+      un.nitems = nitems;
+      unit_items_.insert(unit_items_.end(), items, items + nitems);
       un.q_begin = static_cast<int32_t>(unit_queues_.size());
-      un.nq = static_cast<int32_t>(it->second.size());
-      unit_queues_.insert(unit_queues_.end(), it->second.begin(), it->second.end());
-      group_queues.erase(it);
+      un.nq = nq;
+      unit_queues_.insert(unit_queues_.end(), qs, qs + nq);
     };
-    auto close_thread_group = [&](int32_t t) {
-      if (open_unit[t] >= 0) close_unit(open_unit[t]);
-      open_unit[t] = -1;
-      open_group[t] = -1;
+    auto close_group = [&](int32_t t) {
+      OpenGroup& og = open[t];
+      if (og.unit < 0) return;
+      finish_unit(og.unit, og.items.data(), static_cast<int32_t>(og.items.size()), og.queues.data(),
+                  static_cast<int32_t>(og.queues.size()));
+      og.unit = -1;
+      og.group = -1;
+      og.items.clear();
+      og.queues.clear();
     };
-    // Units' items must be contiguous in unit_items_; group rows of one thread can interleave
-    // with other threads' rows, so collect items per unit first.
-    std::unordered_map<int32_t, std::vector<int32_t>> pending_items;
+    std::unordered_map<int64_t, Marker> events;
 
     for (size_t i = 0; i < ps.items.size(); ++i) {
       const int32_t g = item_base_[p] + static_cast<int32_t>(i);
       const Item& it = ps.items[i];
       item_proc_[g] = p;
       const int32_t t = it.thread;
-      HostThread& host = threads_[thread_base + t];
-      thread_of_item_[g] = thread_base + t;
+      const int32_t thread = thread_base + t;
       if (it.kind != ItemKind::kOp) {
-        close_thread_group(t);
-        const int32_t sq = queue_for(p, Queue::kStream, it.stream);
+        close_group(t);
+        const int32_t sq = stream_queue(it.stream);
         switch (it.kind) {
           case ItemKind::kEventRecord:
             events[it.event] = Marker{sq, static_cast<int32_t>(queues_[sq].units.size())};
             break;
           case ItemKind::kStreamWaitEvent: {
             auto e = events.find(it.event);
-            if (e == events.end()) break;  // never recorded: waits for nothing (as CUDA)
-            const int32_t u = static_cast<int32_t>(units_.size());
-            Unit un;
-            un.proc = p;
-            un.first_item = g;
-            un.items_begin = static_cast<int32_t>(unit_items_.size());
-            un.barrier = true;
-            un.thread = thread_base + t;
-            un.marker_q = e->second.q;
-            un.marker_pos = e->second.pos;
-            units_.push_back(un);
+            if (e == events.end()) break;  // never recorded: waits for nothing (as in CUDA)
+            const int32_t u = new_unit(g, thread);
+            units_[u].barrier = true;
+            units_[u].marker_q = e->second.q;
+            units_[u].marker_pos = e->second.pos;
             item_unit_[g] = u;
-            group_queues[u];
-            add_queue(u, sq);
-            if (serialized_) add_queue(u, queue_for(p, Queue::kDevice, 0));
-            close_unit(u);
-            host.steps.push_back(u);
+            int32_t qs[2] = {sq, device_q};
+            for (int32_t q : qs)
+              if (q >= 0) queues_[q].units.push_back(u);
+            finish_unit(u, nullptr, 0, qs, device_q >= 0 ? 2 : 1);
             break;
           }
           case ItemKind::kStreamSync:
@@ -487,15 +491,12 @@ void Engine::build() {
               auto e = events.find(it.event);
               if (e != events.end()) ms.push_back(e->second);
             } else {
-              for (int32_t s = 0; s < static_cast<int32_t>(ps.streams.size()); ++s) {
-                auto qi = queue_index_[p].find((static_cast<int64_t>(Queue::kStream) << 40) | static_cast<uint32_t>(s));
-                if (qi != queue_index_[p].end())
-                  ms.push_back(Marker{qi->second, static_cast<int32_t>(queues_[qi->second].units.size())});
-              }
+              for (int32_t q : stream_q)
+                if (q >= 0) ms.push_back(Marker{q, static_cast<int32_t>(queues_[q].units.size())});
             }
             wait_marker_idx_[g] = static_cast<int32_t>(wait_markers_.size());
             wait_markers_.push_back(std::move(ms));
-            host.steps.push_back(-(g + 1));
+            threads_[thread].steps.push_back(-(g + 1));
             break;
           }
           default: break;
@@ -504,31 +505,31 @@ void Engine::build() {
       }
 
       ++op_items_;
+      const int32_t qs[3] = {stream_queue(it.stream), comm_queue(it.comm), device_q};
+      const int32_t nq = device_q >= 0 ? 3 : 2;
       int32_t u;
-      if (it.group >= 0 && open_unit[t] >= 0 && open_group[t] == it.group) {
-        u = open_unit[t];
+      if (it.group < 0) {
+        close_group(t);
+        u = new_unit(g, thread);
+        for (int32_t k = 0; k < nq; ++k) queues_[qs[k]].units.push_back(u);
+        finish_unit(u, &g, 1, qs, nq);
       } else {
-        close_thread_group(t);
-        u = static_cast<int32_t>(units_.size());
-        Unit un;
-        un.proc = p;
-        un.first_item = g;
-        un.thread = thread_base + t;
-        units_.push_back(un);
-        group_queues[u];
-        host.steps.push_back(u);
-        if (it.group >= 0) {
-          open_unit[t] = u;
-          open_group[t] = it.group;
+        OpenGroup& og = open[t];
+        if (og.unit < 0 || og.group != it.group) {
+          close_group(t);
+          og.unit = new_unit(g, thread);
+          og.group = it.group;
+        }
+        u = og.unit;
+        og.items.push_back(g);
+        for (int32_t k = 0; k < nq; ++k) {
+          if (std::find(og.queues.begin(), og.queues.end(), qs[k]) != og.queues.end()) continue;
+          og.queues.push_back(qs[k]);
+          queues_[qs[k]].units.push_back(u);
         }
       }
       item_unit_[g] = u;
-      pending_items[u].push_back(g);
       units_[u].pending++;
-      add_queue(u, queue_for(p, Queue::kStream, it.stream));
-      add_queue(u, queue_for(p, Queue::kComm, it.comm));
-      if (serialized_) add_queue(u, queue_for(p, Queue::kDevice, 0));
-      if (it.group < 0) close_thread_group(t), close_unit(u);
 
       const CommInfo& c = s_.comms[it.comm];
       const int32_t crank = ps.comm_rank[it.comm];
@@ -543,7 +544,6 @@ void Engine::build() {
           Channel& ch = channels[key];
           (part.is_send ? ch.sends : ch.recvs).push_back(gp);
         }
-        if (it.nparts == 0) item_pending_parts_[g] = 0;  // an empty group: nothing to match
       } else {
         const int32_t ord = coll_count[it.comm]++;
         auto& list = comm_insts[it.comm];
@@ -560,14 +560,10 @@ void Engine::build() {
         inst_slots_[insts_[list[ord]].slots + crank] = g;
       }
     }
-    for (size_t t = 0; t < ps.threads.size(); ++t) close_thread_group(static_cast<int32_t>(t));
-    // Lay out unit items contiguously (units were created in this proc's order).
-    for (auto& [u, items] : pending_items) {
-      units_[u].items_begin = static_cast<int32_t>(unit_items_.size());
-      units_[u].nitems = static_cast<int32_t>(items.size());
-      unit_items_.insert(unit_items_.end(), items.begin(), items.end());
-    }
+    for (size_t t = 0; t < ps.threads.size(); ++t) close_group(static_cast<int32_t>(t));
   }
+  for (const Queue& q : queues_)
+    if (!q.units.empty()) units_[q.units[0]].at_head++;
   for (auto& [key, ch] : channels) {
     const size_t n = std::min(ch.sends.size(), ch.recvs.size());
     for (size_t k = 0; k < n; ++k) {
@@ -575,7 +571,6 @@ void Engine::build() {
       part_partner_[ch.recvs[k]] = ch.sends[k];
     }
   }
-  // Units with nothing to wait for (an empty p2p group) complete on activation.
 }
 
 void Engine::run(uint64_t shuffle_seed) {
@@ -618,7 +613,7 @@ void Engine::advance(int32_t t) {
     const int32_t step = h.steps[h.cursor];
     if (step >= 0) {
       units_[step].issued = true;
-      work_units_.push_back(step);
+      if (units_[step].at_head == units_[step].nq) work_units_.push_back(step);
       ++h.cursor;
       continue;
     }
@@ -637,10 +632,7 @@ void Engine::try_activate(int32_t u) {
   Unit& un = units_[u];
   if (un.done || !un.issued) return;
   if (!un.active) {
-    for (int32_t k = 0; k < un.nq; ++k) {
-      const Queue& q = queues_[unit_queues_[un.q_begin + k]];
-      if (q.units[q.head] != u) return;
-    }
+    if (un.at_head < un.nq) return;
     un.active = true;
     if (!un.barrier) {
       for (int32_t k = 0; k < un.nitems; ++k) arrive(unit_items_[un.items_begin + k]);
@@ -721,7 +713,10 @@ void Engine::complete_unit(int32_t u) {
   for (int32_t k = 0; k < un.nq; ++k) {
     Queue& q = queues_[unit_queues_[un.q_begin + k]];
     ++q.head;
-    if (q.head < static_cast<int32_t>(q.units.size())) work_units_.push_back(q.units[q.head]);
+    if (q.head < static_cast<int32_t>(q.units.size())) {
+      const int32_t next = q.units[q.head];
+      if (++units_[next].at_head == units_[next].nq && units_[next].issued) work_units_.push_back(next);
+    }
     while (!q.waiters.empty() && q.waiters.top().first <= q.head) {
       const int32_t w = q.waiters.top().second;
       q.waiters.pop();
@@ -951,23 +946,28 @@ Result Engine::witness(Verdict stuck_verdict) const {
 }  // namespace
 
 Result check(const Schedule& schedule, const Options& options) {
-  {
+  // The serialized model only adds constraints (one more queue per rank), so when it completes
+  // the concurrent one does too: a good schedule needs one pass.
+  if (options.check_serialized) {
+    Engine serialized(schedule, true);
+    serialized.run(options.shuffle_seed);
+    if (serialized.all_done()) {
+      Result r;
+      r.model = "serialized";
+      r.ops = r.completed_ops = serialized.op_items();
+      return r;
+    }
     Engine concurrent(schedule, false);
     concurrent.run(options.shuffle_seed);
     if (!concurrent.all_done()) return concurrent.witness(Verdict::kDeadlock);
-    if (!options.check_serialized) {
-      Result r;
-      r.model = "concurrent";
-      r.ops = r.completed_ops = concurrent.op_items();
-      return r;
-    }
+    return serialized.witness(Verdict::kMayDeadlock);
   }
-  Engine serialized(schedule, true);
-  serialized.run(options.shuffle_seed);
-  if (!serialized.all_done()) return serialized.witness(Verdict::kMayDeadlock);
+  Engine concurrent(schedule, false);
+  concurrent.run(options.shuffle_seed);
+  if (!concurrent.all_done()) return concurrent.witness(Verdict::kDeadlock);
   Result r;
-  r.model = "serialized";
-  r.ops = r.completed_ops = serialized.op_items();
+  r.model = "concurrent";
+  r.ops = r.completed_ops = concurrent.op_items();
   return r;
 }
 
