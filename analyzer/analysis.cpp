@@ -1,0 +1,516 @@
+#include "analysis.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+namespace lockstep {
+
+Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
+  Analysis a;
+  a.schedule = &s;
+  a.index = build_comm_index(s);
+  a.divergences = find_divergences(s, a.index);
+  a.inversions = find_order_inversions(s, a.index);
+  a.hang = explain_hang(s, a.index, options.hang);
+  for (auto& p : s.procs) a.total_ops += static_cast<int64_t>(p.ops.size());
+  std::vector<const Divergence*> all;
+  for (auto& d : a.divergences) all.push_back(&d);
+  for (auto& d : a.inversions) all.push_back(&d);
+  int first = first_in_causal_order(s, all);
+  if (first >= 0) a.first = all[first];
+  return a;
+}
+
+namespace {
+
+using nlohmann::json;
+
+struct Ctx {
+  const Analysis& a;
+  const Schedule& s;
+  TraceDetails& details;
+  const ReportOptions& opt;
+
+  int rank(int proc) const { return display_rank(s, proc); }
+  const GlobalComm& comm(int g) const { return a.index.comms[g]; }
+  std::string comm_label(int g) const {
+    const GlobalComm& c = comm(g);
+    std::string l = "comm " + short_hash(c.hash) + " (" + std::to_string(c.nranks) + " ranks, role " + c.role;
+    if (c.members.size() < static_cast<size_t>(c.nranks))
+      l += ", " + std::to_string(c.members.size()) + " traced";
+    return l + ")";
+  }
+  const SchedOp& sop(const Side& sd) const { return s.procs[sd.proc].ops[sd.op]; }
+  std::optional<Op> full(const Side& sd) const {
+    if (sd.op < 0) return std::nullopt;
+    return details.op(sd.proc, sop(sd).call_index);
+  }
+  std::vector<Frame> stack_of(const Side& sd) const {
+    auto o = full(sd);
+    if (!o) return {};
+    return trim_stack(details.stack(sd.proc, o->stack_id), opt.max_frames);
+  }
+  // The newest op of a process on a comm, for members that never issued the op in question.
+  std::string last_on(int proc, int g) const {
+    int l = a.index.local_of(g, proc);
+    if (l < 0) return "not a member";
+    const ProcComm& pc = a.index.per_proc[proc][l];
+    int64_t last = -1;
+    if (!pc.colls.empty()) last = pc.colls.back();
+    if (!pc.p2p.empty()) last = std::max<int64_t>(last, pc.p2p.back());
+    if (last < 0) return "issued nothing on this comm";
+    const SchedOp& o = s.procs[proc].ops[last];
+    return "last issued " + s.sigs[o.sig].op + " seq " + std::to_string(o.seq) + (o.completed() ? " (completed)" : "");
+  }
+};
+
+std::string op_state(const Schedule& s, int proc, const SchedOp& o) {
+  if (o.completed()) return "completed";
+  if (!s.procs[proc].completion_known) return "issued";
+  return "in flight";
+}
+
+json frame_json(const Frame& f) {
+  json j = {{"kind", f.kind}, {"function", f.function}};
+  if (!f.file.empty()) j["file"] = f.file, j["line"] = f.line;
+  if (!f.module.empty()) j["module"] = f.module, j["offset"] = f.offset;
+  return j;
+}
+
+json side_json(const Ctx& c, const Side& sd, int g) {
+  json j = {{"rank", c.rank(sd.proc)}, {"comm_rank", sd.comm_rank}, {"host", c.s.procs[sd.proc].info.host},
+            {"pid", c.s.procs[sd.proc].info.pid}, {"issued", sd.op >= 0}};
+  if (sd.op < 0) {
+    j["last_on_comm"] = c.last_on(sd.proc, g);
+    return j;
+  }
+  const SchedOp& o = c.sop(sd);
+  const Signature& sig = c.s.sigs[o.sig];
+  j["op"] = sig.op;
+  j["dtype"] = sig.dtype;
+  j["count"] = sig.count;
+  j["root"] = sig.root >= 0 ? json(sig.root) : json(nullptr);
+  j["peer"] = sig.peer >= 0 ? json(sig.peer) : json(nullptr);
+  j["redop"] = sig.redop.empty() ? json(nullptr) : json(sig.redop);
+  j["seq"] = o.seq;
+  j["call_index"] = o.call_index;
+  j["state"] = op_state(c.s, sd.proc, o);
+  j["describe"] = describe_signature(sig);
+  json parts = json::array();
+  for (auto& p : sig.parts)
+    parts.push_back({{"op", p.op}, {"dtype", p.dtype}, {"count", p.count}, {"peer", p.peer >= 0 ? json(p.peer) : json(nullptr)}});
+  j["parts"] = parts;
+  auto frames = c.stack_of(sd);
+  json st = json::array();
+  for (auto& f : frames) st.push_back(frame_json(f));
+  j["stack"] = st;
+  j["from"] = frame_origin(frames);
+  return j;
+}
+
+json finding_json(const Ctx& c, const Divergence& d) {
+  json j = {{"kind", kind_name(d.kind)},
+            {"comm", c.comm(d.gcomm).hash},
+            {"role", c.comm(d.gcomm).role},
+            {"nranks", c.comm(d.gcomm).nranks},
+            {"ordinal", d.ordinal},
+            {"detail", d.detail}};
+  // seq as the members see it: equal unless point-to-point traffic shifted some members'.
+  std::set<uint32_t> seqs;
+  for (auto& sd : d.sides)
+    if (sd.op >= 0) seqs.insert(c.sop(sd).seq);
+  j["seq"] = seqs.size() == 1 ? json(*seqs.begin()) : json(nullptr);
+  json sides = json::array();
+  for (auto& sd : d.sides) sides.push_back(side_json(c, sd, d.gcomm));
+  j["sides"] = sides;
+  json odd = json::array();
+  for (int p : d.odd) odd.push_back(c.rank(p));
+  j["odd_ranks"] = odd;
+  if (d.kind == FindingKind::kOrderInversion) {
+    j["comm_b"] = c.comm(d.gcomm_b).hash;
+    j["role_b"] = c.comm(d.gcomm_b).role;
+    j["ordinal_b"] = d.ordinal_b;
+    json sb = json::array();
+    for (auto& sd : d.sides_b) sb.push_back(side_json(c, sd, d.gcomm_b));
+    j["sides_b"] = sb;
+  }
+  return j;
+}
+
+std::string bold(const Ctx& c, const std::string& s) { return c.opt.color ? "\033[1m" + s + "\033[0m" : s; }
+
+// "rank 0: reduce_scatter float32 count=4096 sum  seq 3750, in flight, from f (x.cpp:12)"
+void text_side(std::ostream& os, const Ctx& c, const Side& sd, int g, const std::string& indent) {
+  os << indent << "rank " << c.rank(sd.proc);
+  if (sd.comm_rank != c.rank(sd.proc)) os << " (comm rank " << sd.comm_rank << ")";
+  os << ": ";
+  if (sd.op < 0) {
+    os << "never issued it (" << c.last_on(sd.proc, g) << ")\n";
+    return;
+  }
+  const SchedOp& o = c.sop(sd);
+  os << describe_signature(c.s.sigs[o.sig]) << "  seq " << o.seq << ", " << op_state(c.s, sd.proc, o);
+  auto frames = c.stack_of(sd);
+  if (!frames.empty()) os << ", from " << frame_origin(frames);
+  os << "\n";
+}
+
+void text_stack_and_context(std::ostream& os, const Ctx& c, const Side& sd) {
+  if (sd.op < 0) return;
+  const SchedOp& o = c.sop(sd);
+  auto frames = c.stack_of(sd);
+  os << "  stack of rank " << c.rank(sd.proc) << " (" << c.s.sigs[o.sig].op << " seq " << o.seq << "):\n";
+  if (frames.empty()) os << "    (no stack recorded: run with --stacks native or python)\n";
+  for (auto& f : frames) os << "    " << (f.kind == "python" ? "py " : "   ") << format_frame(f) << "\n";
+  auto before = c.details.ops_between(sd.proc, 0, o.call_index - 1, c.opt.ops_before, true);
+  if (!before.empty()) {
+    os << "  ops just before on rank " << c.rank(sd.proc) << ":\n";
+    for (auto& b : before) {
+      const Comm& cm = c.s.procs[sd.proc].info.comms[b.comm];
+      os << "    seq " << b.seq << "  " << b.op << " " << b.dtype << " count=" << b.count << "  comm "
+         << short_hash(cm.hash) << (b.completed ? "  completed" : "") << "\n";
+    }
+  }
+}
+
+// Members that agreed before the divergence: "all 2 members agree on collectives #1..3749".
+std::string agreed_before(const Ctx& c, const Divergence& d) {
+  if (d.kind == FindingKind::kOrderInversion || d.ordinal <= 1) return "";
+  bool p2p = d.kind == FindingKind::kP2PPairing || d.kind == FindingKind::kP2PCount ||
+             d.kind == FindingKind::kP2PDtype || d.kind == FindingKind::kP2PInterleave;
+  if (p2p) return "messages #1.." + std::to_string(d.ordinal - 1) + " between them matched";
+  // Show it in seq numbers of the lowest member when they are plain.
+  const GlobalComm& g = c.comm(d.gcomm);
+  const auto& colls = c.a.index.of(g.members[0]).colls;
+  std::string range = "collectives #1.." + std::to_string(d.ordinal - 1);
+  if (static_cast<size_t>(d.ordinal - 1) <= colls.size() && d.ordinal >= 2) {
+    const SchedOp& prev = c.s.procs[g.members[0].proc].ops[colls[d.ordinal - 2]];
+    if (prev.seq == d.ordinal - 1) range = "seq 1.." + std::to_string(prev.seq);
+  }
+  return "all " + std::to_string(g.members.size()) + " members issued the same " + range;
+}
+
+void text_finding(std::ostream& os, const Ctx& c, const Divergence& d, bool full) {
+  std::set<uint32_t> seqs;
+  for (auto& sd : d.sides)
+    if (sd.op >= 0) seqs.insert(c.sop(sd).seq);
+  if (d.kind == FindingKind::kOrderInversion) {
+    os << "order inversion between " << c.comm_label(d.gcomm) << " and " << c.comm_label(d.gcomm_b) << ": " << d.detail
+       << "\n";
+    for (size_t i = 0; i < d.sides.size(); ++i) {
+      const Side& a = d.sides[i];
+      const Side& b = d.sides_b[i];
+      bool a_first = c.sop(a).call_index < c.sop(b).call_index;
+      const Side& x = a_first ? a : b;
+      const Side& y = a_first ? b : a;
+      os << "  rank " << c.rank(a.proc) << ": first ";
+      auto one = [&](const Side& sd) {
+        const SchedOp& o = c.sop(sd);
+        auto frames = c.stack_of(sd);
+        os << describe_signature(c.s.sigs[o.sig]) << " on comm " << short_hash(c.s.procs[sd.proc].info.comms[o.comm].hash)
+           << " seq " << o.seq;
+        if (!frames.empty()) os << " from " << frame_origin(frames);
+      };
+      one(x);
+      os << "\n          then ";
+      one(y);
+      os << "\n";
+    }
+    os << "  a latent deadlock: NCCL needs every rank to submit operations on different communicators in the same order\n";
+    if (full)
+      for (size_t i = 0; i < d.sides.size(); ++i) {
+        text_stack_and_context(os, c, d.sides[i]);
+      }
+    return;
+  }
+  os << c.comm_label(d.gcomm);
+  if (seqs.size() == 1) os << " seq " << *seqs.begin();
+  os << ": " << kind_name(d.kind) << ": " << d.detail << "\n";
+  // With many members, list the odd ones and one of the majority.
+  std::vector<Side> shown;
+  if (!d.odd.empty()) {
+    std::set<int> odd(d.odd.begin(), d.odd.end());
+    std::vector<int> major;
+    for (auto& sd : d.sides)
+      if (!odd.count(sd.proc)) major.push_back(c.rank(sd.proc));
+    for (auto& sd : d.sides)
+      if (!odd.count(sd.proc)) {
+        shown.push_back(sd);
+        break;
+      }
+    for (auto& sd : d.sides)
+      if (odd.count(sd.proc) && shown.size() < 1 + c.opt.max_findings) shown.push_back(sd);
+    std::vector<int> oddr;
+    for (int p : d.odd) oddr.push_back(c.rank(p));
+    os << "  odd one" << (oddr.size() > 1 ? "s" : "") << " out: rank" << (oddr.size() > 1 ? "s " : " ") << rank_ranges(oddr)
+       << "; majority: ranks " << rank_ranges(major) << "\n";
+  } else {
+    for (auto& sd : d.sides)
+      if (shown.size() < 2 + c.opt.max_findings) shown.push_back(sd);
+  }
+  for (auto& sd : shown) text_side(os, c, sd, d.gcomm, "  ");
+  std::string agreed = agreed_before(c, d);
+  if (!agreed.empty()) os << "  " << agreed << "\n";
+  if (full) {
+    size_t stacks = 0;
+    for (auto& sd : shown)
+      if (sd.op >= 0 && stacks++ < 4) text_stack_and_context(os, c, sd);
+  }
+}
+
+void text_hang(std::ostream& os, const Ctx& c) {
+  const HangReport& h = c.a.hang;
+  std::map<RankStatus, int> counts;
+  for (auto& r : h.ranks) ++counts[r.status];
+  os << bold(c, "HANG") << ": ";
+  bool first = true;
+  for (auto& [st, n] : counts) {
+    os << (first ? "" : ", ") << n << " " << status_name(st);
+    first = false;
+  }
+  if (h.any_marker) os << " (a recorder's hang timeout fired)";
+  os << "\n";
+  size_t shown = 0;
+  for (auto& g : h.groups) {
+    if (shown++ == 2 * c.opt.max_findings) {
+      os << "  ... " << h.groups.size() - shown + 1 << " more groups (see --json)\n";
+      break;
+    }
+    std::vector<int> ranks;
+    for (int p : g.procs) ranks.push_back(c.rank(p));
+    os << "  rank" << (ranks.size() > 1 ? "s " : " ") << rank_ranges(ranks) << ": " << g.summary << "\n";
+  }
+  for (auto& cyc : h.cycles) {
+    os << "  wait-for cycle across " << cyc.comms << " communicator" << (cyc.comms > 1 ? "s" : "") << ": ";
+    for (auto& hop : cyc.hops) {
+      const SchedOp& o = c.s.procs[hop.proc].ops[hop.op];
+      os << "rank " << c.rank(hop.proc) << " (" << c.s.sigs[o.sig].op << " on comm "
+         << short_hash(c.s.procs[hop.proc].info.comms[o.comm].hash) << " seq " << o.seq << ") -> ";
+    }
+    os << "rank " << c.rank(cyc.hops.front().proc) << "\n";
+  }
+}
+
+}  // namespace
+
+std::string summary_line(const Analysis& a) {
+  std::ostringstream os;
+  const Schedule& s = *a.schedule;
+  if (!a.problems()) {
+    os << "clean: " << s.procs.size() << " processes, " << a.index.comms.size() << " communicators, " << a.total_ops
+       << " ops; ranks agree, no order inversion, no hang";
+    return os.str();
+  }
+  std::vector<std::string> parts;
+  if (a.first) {
+    const Divergence& d = *a.first;
+    std::string seq;
+    for (auto& sd : d.sides)
+      if (sd.op >= 0) {
+        seq = " seq " + std::to_string(s.procs[sd.proc].ops[sd.op].seq);
+        break;
+      }
+    parts.push_back(std::string("first divergence: ") + kind_name(d.kind) + " on comm " + short_hash(a.index.comms[d.gcomm].hash) +
+                    (d.kind == FindingKind::kOrderInversion ? "" : seq) + ": " + d.detail);
+  }
+  size_t n = a.divergences.size() + a.inversions.size();
+  if (n > 1) parts.push_back(std::to_string(n) + " findings in all");
+  if (a.hang.hung) parts.push_back("hang (" + std::to_string(a.hang.cycles.size()) + " wait-for cycles)");
+  for (size_t i = 0; i < parts.size(); ++i) os << (i ? "; " : "") << parts[i];
+  return os.str();
+}
+
+std::string render_text(const Analysis& a, TraceDetails& details, const ReportOptions& opt) {
+  const Schedule& s = *a.schedule;
+  Ctx c{a, s, details, opt};
+  std::ostringstream os;
+  for (auto& sk : s.skipped) os << "skipped " << sk.path << ": " << sk.reason << "\n";
+  for (auto& w : a.index.warnings) os << "warning: " << w << "\n";
+  for (size_t p = 0; p < s.procs.size(); ++p)
+    if (s.procs[p].info.dropped_records > 0)
+      os << "warning: rank " << c.rank(static_cast<int>(p)) << " dropped " << s.procs[p].info.dropped_records
+         << " records (its trace has gaps)\n";
+  if (!a.problems()) {
+    os << "lockstep: " << summary_line(a) << "\n";
+    return os.str();
+  }
+  os << "lockstep: " << s.procs.size() << " processes, " << a.index.comms.size() << " communicators, " << a.total_ops
+     << " ops\n";
+  if (a.first) {
+    os << "\n" << bold(c, "FIRST DIVERGENCE") << ": ";
+    text_finding(os, c, *a.first, true);
+  }
+  std::vector<const Divergence*> rest;
+  for (auto& d : a.divergences)
+    if (&d != a.first) rest.push_back(&d);
+  for (auto& d : a.inversions)
+    if (&d != a.first) rest.push_back(&d);
+  if (!rest.empty()) {
+    os << "\n" << bold(c, "OTHER FINDINGS") << " (" << rest.size() << "):\n";
+    for (size_t i = 0; i < rest.size() && i < opt.max_findings; ++i) {
+      os << "- ";
+      text_finding(os, c, *rest[i], false);
+    }
+    if (rest.size() > opt.max_findings) os << "  ... " << rest.size() - opt.max_findings << " more (see --json)\n";
+  }
+  if (a.hang.hung) {
+    os << "\n";
+    text_hang(os, c);
+  }
+  os << "\nverdict: " << summary_line(a) << "\n";
+  return os.str();
+}
+
+std::string render_json(const Analysis& a, TraceDetails& details, const ReportOptions& opt) {
+  const Schedule& s = *a.schedule;
+  Ctx c{a, s, details, opt};
+  json j;
+  j["schema"] = "lockstep.analysis";
+  j["version"] = kJsonReportVersion;
+  j["dir"] = s.dir;
+  j["clean"] = !a.problems();
+  j["summary"] = summary_line(a);
+  json procs = json::array();
+  for (size_t p = 0; p < s.procs.size(); ++p) {
+    auto& i = s.procs[p].info;
+    procs.push_back({{"rank", c.rank(static_cast<int>(p))},
+                     {"host", i.host},
+                     {"pid", i.pid},
+                     {"file", i.path},
+                     {"ops", s.procs[p].ops.size()},
+                     {"unsequenced_ops", s.procs[p].unsequenced_ops},
+                     {"finished", i.finished},
+                     {"exit_reason", i.exit_reason},
+                     {"dropped_records", i.dropped_records},
+                     {"status", status_name(a.hang.ranks[p].status)}});
+  }
+  j["processes"] = procs;
+  json skipped = json::array();
+  for (auto& sk : s.skipped) skipped.push_back({{"path", sk.path}, {"reason", sk.reason}});
+  j["skipped"] = skipped;
+  j["warnings"] = a.index.warnings;
+  json comms = json::array();
+  for (auto& g : a.index.comms) {
+    json members = json::array();
+    size_t longest = 0;
+    for (auto& m : g.members) {
+      members.push_back({{"rank", c.rank(m.proc)}, {"comm_rank", m.rank}});
+      longest = std::max(longest, a.index.of(m).colls.size());
+    }
+    comms.push_back({{"hash", g.hash}, {"role", g.role}, {"name", g.name}, {"nranks", g.nranks}, {"members", members},
+                     {"collectives", longest}});
+  }
+  j["comms"] = comms;
+  j["first_divergence"] = a.first ? finding_json(c, *a.first) : json(nullptr);
+  json divs = json::array();
+  for (auto& d : a.divergences) divs.push_back(finding_json(c, d));
+  j["divergences"] = divs;
+  json inv = json::array();
+  for (auto& d : a.inversions) inv.push_back(finding_json(c, d));
+  j["order_inversions"] = inv;
+  json hang = {{"hung", a.hang.hung}, {"hang_timeout_fired", a.hang.any_marker}};
+  json ranks = json::array();
+  for (auto& r : a.hang.ranks) {
+    const SchedProcess& sp = s.procs[r.proc];
+    json rj = {{"rank", c.rank(r.proc)}, {"status", status_name(r.status)}, {"in_flight", r.in_flight}};
+    if (!r.why.empty()) rj["why"] = r.why;
+    auto opj = [&](uint32_t i) {
+      const SchedOp& o = sp.ops[i];
+      return json{{"comm", sp.info.comms[o.comm].hash}, {"seq", o.seq}, {"op", s.sigs[o.sig].op},
+                  {"call_index", o.call_index}, {"describe", describe_signature(s.sigs[o.sig])}};
+    };
+    rj["last_completed"] = r.last_completed >= 0 ? opj(static_cast<uint32_t>(r.last_completed)) : json(nullptr);
+    json blocked = json::array();
+    for (auto& b : r.blocked) {
+      json bj = opj(b.op);
+      bj["queued_behind_it"] = b.queued_behind_it;
+      json w = json::array();
+      for (auto& x : b.waits) w.push_back({{"rank", c.rank(x.proc)}, {"reason", x.reason}});
+      bj["waits_for"] = w;
+      blocked.push_back(bj);
+    }
+    rj["blocked"] = blocked;
+    ranks.push_back(rj);
+  }
+  hang["ranks"] = ranks;
+  json cycles = json::array();
+  for (auto& cyc : a.hang.cycles) {
+    json hops = json::array();
+    for (auto& h : cyc.hops) {
+      const SchedOp& o = s.procs[h.proc].ops[h.op];
+      hops.push_back({{"rank", c.rank(h.proc)}, {"comm", s.procs[h.proc].info.comms[o.comm].hash}, {"seq", o.seq},
+                      {"op", s.sigs[o.sig].op}, {"waits_for", c.rank(h.waits_for)}});
+    }
+    cycles.push_back({{"communicators", cyc.comms}, {"hops", hops}});
+  }
+  hang["cycles"] = cycles;
+  json groups = json::array();
+  for (auto& g : a.hang.groups) {
+    std::vector<int> r;
+    for (int p : g.procs) r.push_back(c.rank(p));
+    groups.push_back({{"ranks", rank_ranges(r)}, {"count", r.size()}, {"summary", g.summary}});
+  }
+  hang["groups"] = groups;
+  j["hang"] = hang;
+  return j.dump(2) + "\n";
+}
+
+namespace {
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += ch;
+    }
+  }
+  return o;
+}
+}  // namespace
+
+std::string render_junit(const std::string& suite, const std::vector<JUnitCase>& cases) {
+  size_t failures = 0;
+  for (auto& c : cases) failures += !c.failure.empty();
+  std::ostringstream os;
+  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"" << xml_escape(suite)
+     << "\" tests=\"" << cases.size() << "\" failures=\"" << failures << "\">\n";
+  for (auto& c : cases) {
+    os << "    <testcase classname=\"lockstep\" name=\"" << xml_escape(c.name) << "\"";
+    if (c.failure.empty()) {
+      os << "/>\n";
+      continue;
+    }
+    std::string first = c.failure.substr(0, c.failure.find('\n'));
+    os << ">\n      <failure message=\"" << xml_escape(first) << "\">" << xml_escape(c.failure) << "</failure>\n    </testcase>\n";
+  }
+  os << "  </testsuite>\n</testsuites>\n";
+  return os.str();
+}
+
+std::vector<JUnitCase> junit_cases(const Analysis& a) {
+  std::vector<JUnitCase> out;
+  std::string div;
+  for (auto& d : a.divergences)
+    div += std::string(kind_name(d.kind)) + " on comm " + short_hash(a.index.comms[d.gcomm].hash) + ": " + d.detail + "\n";
+  out.push_back({"ranks_agree", div});
+  std::string inv;
+  for (auto& d : a.inversions) inv += d.detail + "\n";
+  out.push_back({"communicator_order", inv});
+  std::string hang;
+  if (a.hang.hung)
+    for (auto& g : a.hang.groups) {
+      std::vector<int> r;
+      for (int p : g.procs) r.push_back(display_rank(*a.schedule, p));
+      hang += "ranks " + rank_ranges(r) + ": " + g.summary + "\n";
+    }
+  out.push_back({"no_hang", hang});
+  return out;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,121 @@
+#include "baseline.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+namespace lockstep {
+namespace {
+
+// Data-dependent per-peer splits (MoE routing, variable sequence lengths) change from run to
+// run: the baseline keeps that an all-to-all happened, not how much went where.
+std::string baseline_signature(const Signature& s) {
+  if (s.cls == OpClass::kAllToAll && !s.parts.empty()) return s.op + " " + s.dtype + " uneven";
+  return describe_signature(s);
+}
+
+template <class T>
+void run_length(std::ostream& os, const std::vector<T>& v, const std::string& indent) {
+  for (size_t i = 0; i < v.size();) {
+    size_t j = i;
+    while (j < v.size() && v[j] == v[i]) ++j;
+    os << indent << v[i];
+    if (j - i > 1) os << " x" << j - i;
+    os << "\n";
+    i = j;
+  }
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string l; std::getline(in, l);) {
+    while (!l.empty() && (l.back() == ' ' || l.back() == '\r' || l.back() == '\t')) l.pop_back();
+    if (l.empty() || l[0] == '#') continue;
+    out.push_back(l);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string canonical_schedule(const Analysis& a) {
+  const Schedule& s = *a.schedule;
+  std::ostringstream os;
+  os << kBaselineHeader << "\n"
+     << "# Per communicator role: its collectives in order (xN = N times). Then per group of ranks: the\n"
+     << "# order in which they issued the roles' collectives. Regenerate: lockstep check DIR --write-baseline FILE\n";
+  // Each role's schedule, from its lowest-ranked member (ranks that disagree fail `check` anyway).
+  std::map<std::string, std::vector<std::pair<int, std::vector<std::string>>>> roles;
+  for (auto& g : a.index.comms) {
+    if (g.members.empty()) continue;
+    const CommMember& m = g.members.front();
+    std::vector<std::string> ops;
+    for (uint32_t i : a.index.of(m).colls) ops.push_back(baseline_signature(s.sigs[s.procs[m.proc].ops[i].sig]));
+    auto& variants = roles[g.role];
+    bool same = false;
+    for (auto& v : variants) same |= v.second == ops && v.first == g.nranks;
+    if (!same) variants.push_back({g.nranks, std::move(ops)});
+  }
+  for (auto& [role, variants] : roles)
+    for (size_t v = 0; v < variants.size(); ++v) {
+      os << "comm " << role;
+      if (variants.size() > 1) os << " variant " << v + 1;
+      os << " nranks=" << variants[v].first << " collectives=" << variants[v].second.size() << "\n";
+      run_length(os, variants[v].second, "  ");
+    }
+  // Interleaving between roles, per process; identical ones grouped.
+  std::map<std::vector<std::string>, std::vector<int>> orders;
+  std::vector<std::vector<std::string>> first_seen;
+  for (size_t p = 0; p < s.procs.size(); ++p) {
+    std::vector<std::string> seq;
+    for (auto& o : s.procs[p].ops) {
+      const ProcComm& pc = a.index.per_proc[p][o.comm];
+      if (pc.gcomm < 0 || s.sigs[o.sig].cls == OpClass::kP2P) continue;
+      seq.push_back(a.index.comms[pc.gcomm].role);
+    }
+    // Ranks with one communicator have no interleaving to keep.
+    std::vector<std::string> distinct(seq);
+    std::sort(distinct.begin(), distinct.end());
+    if (std::unique(distinct.begin(), distinct.end()) - distinct.begin() < 2) continue;
+    auto [it, fresh] = orders.emplace(seq, std::vector<int>{});
+    if (fresh) first_seen.push_back(seq);
+    it->second.push_back(display_rank(s, static_cast<int>(p)));
+  }
+  for (auto& seq : first_seen) {
+    os << "order ranks " << rank_ranges(orders[seq]) << "\n";
+    run_length(os, seq, "  ");
+  }
+  return os.str();
+}
+
+BaselineDiff compare_baseline(const std::string& baseline, const std::string& actual) {
+  BaselineDiff d;
+  auto want = lines_of(baseline);
+  auto got = lines_of(actual);
+  if (want == got) return d;
+  d.equal = false;
+  size_t pre = 0;
+  while (pre < want.size() && pre < got.size() && want[pre] == got[pre]) ++pre;
+  size_t suf = 0;
+  while (suf < want.size() - pre && suf < got.size() - pre && want[want.size() - 1 - suf] == got[got.size() - 1 - suf]) ++suf;
+  std::ostringstream os;
+  // The section the first difference is in, for context.
+  for (size_t i = pre + 1; i-- > 0;) {
+    if (i < want.size() && i < pre && (want[i].rfind("comm ", 0) == 0 || want[i].rfind("order ", 0) == 0)) {
+      os << "in section: " << want[i] << "\n";
+      break;
+    }
+  }
+  const size_t kMax = 20;
+  if (pre > 0) os << "  " << want[pre - 1] << "\n";
+  for (size_t i = pre; i < want.size() - suf && i - pre < kMax; ++i) os << "- " << want[i] << "\n";
+  if (want.size() - suf - pre > kMax) os << "- ... " << want.size() - suf - pre - kMax << " more lines\n";
+  for (size_t i = pre; i < got.size() - suf && i - pre < kMax; ++i) os << "+ " << got[i] << "\n";
+  if (got.size() - suf - pre > kMax) os << "+ ... " << got.size() - suf - pre - kMax << " more lines\n";
+  if (suf > 0) os << "  " << want[want.size() - suf] << "\n";
+  d.text = os.str();
+  return d;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,79 @@
+#include "comm_index.h"
+
+#include <algorithm>
+#include <map>
+#include <numeric>
+
+namespace lockstep {
+
+std::string short_hash(const std::string& hash) { return hash.substr(0, 8); }
+
+std::vector<std::string> local_roles(const Process& p) {
+  std::vector<int> order(p.comms.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return p.comms[a].init_call < p.comms[b].init_call; });
+  std::vector<std::string> roles(p.comms.size());
+  std::map<int, int> children;  // parent index -> splits seen so far
+  int roots = 0;
+  // Creation order guarantees a parent's role is known before its children's.
+  for (int i : order) {
+    const Comm& c = p.comms[i];
+    std::string structural;
+    if (c.parent < 0)
+      structural = "init" + std::to_string(roots++);
+    else
+      structural = roles[c.parent] + ".split" + std::to_string(children[c.parent]++) + "(color=" +
+                   std::to_string(c.split_color) + ")";
+    roles[i] = c.name.empty() ? structural : c.name;
+  }
+  return roles;
+}
+
+int CommIndex::local_of(int gcomm, int proc) const {
+  for (auto& m : comms[gcomm].members)
+    if (m.proc == proc) return m.local;
+  return -1;
+}
+
+CommIndex build_comm_index(const Schedule& s) {
+  CommIndex idx;
+  idx.per_proc.resize(s.procs.size());
+  std::map<std::string, int> by_hash;
+  // Communicators in the order the lowest-ranked process created them: stable report order.
+  for (size_t p = 0; p < s.procs.size(); ++p) {
+    const Process& info = s.procs[p].info;
+    auto roles = local_roles(info);
+    idx.per_proc[p].resize(info.comms.size());
+    for (size_t l = 0; l < info.comms.size(); ++l) {
+      const Comm& c = info.comms[l];
+      auto [it, fresh] = by_hash.emplace(c.hash, static_cast<int>(idx.comms.size()));
+      if (fresh) idx.comms.push_back({c.hash, roles[l], c.name, c.nranks, {}});
+      GlobalComm& g = idx.comms[it->second];
+      if (g.role != roles[l])
+        idx.warnings.push_back("comm " + short_hash(c.hash) + ": rank " + std::to_string(info.global_rank) +
+                               " calls it " + roles[l] + ", an earlier rank " + g.role + " (using " + g.role + ")");
+      bool dup = false;
+      for (auto& m : g.members) dup |= m.proc == static_cast<int>(p);
+      if (dup) {
+        idx.warnings.push_back("comm " + short_hash(c.hash) + " appears twice in " + info.path + "; using the first");
+        continue;
+      }
+      g.members.push_back({static_cast<int>(p), static_cast<int>(l), c.rank});
+      idx.per_proc[p][l].gcomm = it->second;
+    }
+    const auto& ops = s.procs[p].ops;
+    for (uint32_t i = 0; i < ops.size(); ++i) {
+      ProcComm& pc = idx.per_proc[p][ops[i].comm];
+      if (s.sigs[ops[i].sig].cls == OpClass::kP2P)
+        pc.p2p.push_back(i);
+      else
+        pc.colls.push_back(i);
+    }
+  }
+  for (auto& g : idx.comms)
+    std::sort(g.members.begin(), g.members.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
+  return idx;
+}
+
+}  // namespace lockstep

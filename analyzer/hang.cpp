@@ -1,0 +1,316 @@
+#include "hang.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+namespace lockstep {
+
+const char* status_name(RankStatus s) {
+  switch (s) {
+    case RankStatus::kFinished: return "finished";
+    case RankStatus::kBlocked: return "blocked";
+    case RankStatus::kNoCollective: return "no_collective";
+    case RankStatus::kDead: return "dead";
+  }
+  return "unknown";
+}
+
+std::string rank_ranges(std::vector<int> r) {
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  std::string out;
+  for (size_t i = 0; i < r.size();) {
+    size_t j = i;
+    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    if (!out.empty()) out += ",";
+    out += std::to_string(r[i]);
+    if (j > i) out += "-" + std::to_string(r[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+namespace {
+
+struct Ctx {
+  const Schedule& s;
+  const CommIndex& idx;
+  std::vector<std::vector<uint32_t>> in_flight;  // per proc, op indices in call order
+  std::vector<std::vector<uint32_t>> oldest;     // per proc, oldest in-flight op per stream
+  std::vector<RankStatus> status;
+
+  bool is_oldest(int proc, uint32_t op) const {
+    return std::find(oldest[proc].begin(), oldest[proc].end(), op) != oldest[proc].end();
+  }
+  bool in_flight_op(int proc, uint32_t op) const {
+    return std::binary_search(in_flight[proc].begin(), in_flight[proc].end(), op);
+  }
+  std::string where(int proc, uint32_t op) const {
+    const SchedOp& o = s.procs[proc].ops[op];
+    const Comm& c = s.procs[proc].info.comms[o.comm];
+    return s.sigs[o.sig].op + " on comm " + short_hash(c.hash) + " seq " + std::to_string(o.seq);
+  }
+  // Why a peer's matching op has not let ours complete; empty = it is not the peer's fault.
+  std::string peer_state(int q, uint32_t qop) const {
+    const SchedOp& o = s.procs[q].ops[qop];
+    if (o.completed() || !in_flight_op(q, qop)) return "";
+    if (is_oldest(q, qop)) return "";
+    // Its op sits on a stream behind an older op that has not completed.
+    for (uint32_t x : oldest[q])
+      if (s.procs[q].ops[x].stream == o.stream) return "issued it, queued behind its " + where(q, x);
+    return "";
+  }
+};
+
+std::string last_on_comm(const Ctx& c, int q, const ProcComm& pc) {
+  uint32_t last = 0;
+  bool any = false;
+  if (!pc.colls.empty()) last = pc.colls.back(), any = true;
+  if (!pc.p2p.empty() && (!any || pc.p2p.back() > last)) last = pc.p2p.back(), any = true;
+  if (!any) return "it issued nothing on this comm";
+  return "its last op on the comm: " + c.s.sigs[c.s.procs[q].ops[last].sig].op + " seq " +
+         std::to_string(c.s.procs[q].ops[last].seq);
+}
+
+std::vector<WaitFor> waits_of(const Ctx& c, int p, uint32_t op) {
+  std::vector<WaitFor> out;
+  const SchedOp& o = c.s.procs[p].ops[op];
+  const ProcComm& mine = c.idx.per_proc[p][o.comm];
+  if (mine.gcomm < 0) return out;
+  const GlobalComm& g = c.idx.comms[mine.gcomm];
+  const Signature& sig = c.s.sigs[o.sig];
+  auto dead = [&](int q) { return c.status[q] == RankStatus::kDead ? "; its trace stopped" : ""; };
+  if (sig.cls != OpClass::kP2P) {
+    size_t k = std::lower_bound(mine.colls.begin(), mine.colls.end(), op) - mine.colls.begin();
+    for (auto& m : g.members) {
+      if (m.proc == p) continue;
+      const ProcComm& theirs = c.idx.of(m);
+      if (k >= theirs.colls.size()) {
+        out.push_back({m.proc, "has not issued it (" + last_on_comm(c, m.proc, theirs) + ")" + dead(m.proc)});
+        continue;
+      }
+      uint32_t qop = theirs.colls[k];
+      const SchedOp& qo = c.s.procs[m.proc].ops[qop];
+      const Signature& qs = c.s.sigs[qo.sig];
+      bool same = qo.sig == o.sig || (qs.cls == OpClass::kAllToAll && sig.cls == OpClass::kAllToAll);
+      if (!same) {
+        out.push_back({m.proc, "issued " + describe_signature(qs) + " seq " + std::to_string(qo.seq) + " instead" + dead(m.proc)});
+        continue;
+      }
+      std::string st = c.peer_state(m.proc, qop);
+      if (!st.empty()) out.push_back({m.proc, st + dead(m.proc)});
+      else if (c.status[m.proc] == RankStatus::kDead && !qo.completed())
+        out.push_back({m.proc, "issued it; its trace stopped"});
+    }
+    return out;
+  }
+  // Point-to-point: the n-th message to/from a peer needs the peer's n-th matching message.
+  std::map<int, int> proc_of;
+  for (auto& m : g.members) proc_of[m.rank] = m.proc;
+  int me = c.s.procs[p].info.comms[o.comm].rank;
+  auto messages = [&](const std::vector<OpPart>& parts, const Signature& s) {
+    std::vector<std::pair<std::string, int>> v;
+    if (parts.empty()) v.push_back({s.op, s.peer});
+    for (auto& x : parts) v.push_back({x.op, x.peer});
+    return v;
+  };
+  for (auto& [dir, peer] : messages(sig.parts, sig)) {
+    if (!proc_of.count(peer) || (dir != "send" && dir != "recv")) continue;
+    int q = proc_of[peer];
+    std::string want = dir == "send" ? "recv" : "send";
+    // How many messages in this direction up to and including `op` on p...
+    size_t n = 0;
+    for (uint32_t i : mine.p2p) {
+      if (i > op) break;
+      const Signature& x = c.s.sigs[c.s.procs[p].ops[i].sig];
+      for (auto& [d2, p2] : messages(x.parts, x)) n += d2 == dir && p2 == peer;
+    }
+    // ...and the peer's matching one.
+    const ProcComm& theirs = c.idx.per_proc[q][c.idx.local_of(mine.gcomm, q)];
+    size_t seen = 0;
+    int64_t match = -1;
+    for (uint32_t i : theirs.p2p) {
+      const Signature& x = c.s.sigs[c.s.procs[q].ops[i].sig];
+      for (auto& [d2, p2] : messages(x.parts, x))
+        if (d2 == want && p2 == me && ++seen == n) match = i;
+      if (match >= 0) break;
+    }
+    if (match < 0) {
+      out.push_back({q, "has not posted the matching " + want + " (" + last_on_comm(c, q, theirs) + ")" + dead(q)});
+      continue;
+    }
+    std::string st = c.peer_state(q, static_cast<uint32_t>(match));
+    if (!st.empty()) out.push_back({q, st + dead(q)});
+  }
+  return out;
+}
+
+}  // namespace
+
+HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptions& opt) {
+  HangReport r;
+  size_t n = s.procs.size();
+  Ctx c{s, idx, std::vector<std::vector<uint32_t>>(n), std::vector<std::vector<uint32_t>>(n),
+        std::vector<RankStatus>(n, RankStatus::kNoCollective)};
+  std::map<std::string, int64_t> freshest;  // host -> newest last_flush
+  for (auto& p : s.procs) {
+    auto& f = freshest[p.info.host];
+    f = std::max(f, p.info.last_flush_mono_ns);
+  }
+  r.ranks.resize(n);
+  for (size_t p = 0; p < n; ++p) {
+    const SchedProcess& sp = s.procs[p];
+    RankHang& rh = r.ranks[p];
+    rh.proc = static_cast<int>(p);
+    r.any_marker |= !sp.info.hangs.empty();
+    if (sp.info.finished) {
+      c.status[p] = RankStatus::kFinished;
+    } else if (!sp.info.exit_reason.empty()) {
+      c.status[p] = RankStatus::kDead;
+      rh.why = "trace stopped: " + sp.info.exit_reason;
+    } else if (sp.info.last_flush_mono_ns > 0 &&
+               freshest[sp.info.host] - sp.info.last_flush_mono_ns > opt.stale_ns) {
+      c.status[p] = RankStatus::kDead;
+      rh.why = "trace stopped " + std::to_string((freshest[sp.info.host] - sp.info.last_flush_mono_ns) / 1'000'000'000) +
+               " s before its neighbours' on " + sp.info.host + " (process died?)";
+    }
+    if (c.status[p] == RankStatus::kFinished) {
+      if (!sp.ops.empty()) rh.last_completed = static_cast<int64_t>(sp.ops.size()) - 1;
+      continue;
+    }
+    if (sp.completion_known) {
+      for (uint32_t i = 0; i < sp.ops.size(); ++i) {
+        if (sp.ops[i].completed())
+          rh.last_completed = i;
+        else
+          c.in_flight[p].push_back(i);
+      }
+    } else {
+      // No completion tracking in this trace: the newest op of each comm may still be running.
+      for (auto& pc : idx.per_proc[p]) {
+        int64_t last = -1;
+        if (!pc.colls.empty()) last = pc.colls.back();
+        if (!pc.p2p.empty()) last = std::max<int64_t>(last, pc.p2p.back());
+        if (last >= 0) c.in_flight[p].push_back(static_cast<uint32_t>(last));
+      }
+      std::sort(c.in_flight[p].begin(), c.in_flight[p].end());
+      if (!sp.ops.empty()) rh.last_completed = -1;
+    }
+    std::set<uint8_t> streams;
+    for (uint32_t i : c.in_flight[p])
+      if (streams.insert(sp.ops[i].stream).second) c.oldest[p].push_back(i);
+    rh.in_flight = c.in_flight[p].size();
+    if (c.status[p] != RankStatus::kDead && rh.in_flight) c.status[p] = RankStatus::kBlocked;
+  }
+  // Wait-for edges between processes.
+  std::vector<std::vector<std::pair<int, uint32_t>>> edges(n);  // proc -> (waits for, via op)
+  for (size_t p = 0; p < n; ++p) {
+    RankHang& rh = r.ranks[p];
+    rh.status = c.status[p];
+    if (c.status[p] == RankStatus::kFinished) continue;
+    for (uint32_t op : c.oldest[p]) {
+      BlockedOp b;
+      b.op = op;
+      for (uint32_t x : c.in_flight[p])
+        b.queued_behind_it += x > op && s.procs[p].ops[x].stream == s.procs[p].ops[op].stream;
+      b.waits = waits_of(c, static_cast<int>(p), op);
+      for (auto& w : b.waits) edges[p].push_back({w.proc, op});
+      rh.blocked.push_back(std::move(b));
+    }
+    if (c.status[p] == RankStatus::kBlocked)
+      for (auto& b : rh.blocked) r.hung |= !b.waits.empty();
+  }
+  // Cycles: Tarjan's strongly connected components; one cycle per component of 2+ processes.
+  std::vector<int> index(n, -1), low(n, 0), comp(n, -1);
+  std::vector<int> stack;
+  std::vector<bool> on(n, false);
+  int counter = 0, ncomp = 0;
+  std::function<void(int)> strong = [&](int v) {
+    index[v] = low[v] = counter++;
+    stack.push_back(v);
+    on[v] = true;
+    for (auto& [w, op] : edges[v]) {
+      if (index[w] < 0) {
+        strong(w);
+        low[v] = std::min(low[v], low[w]);
+      } else if (on[w]) {
+        low[v] = std::min(low[v], index[w]);
+      }
+    }
+    if (low[v] == index[v]) {
+      int w;
+      do {
+        w = stack.back();
+        stack.pop_back();
+        on[w] = false;
+        comp[w] = ncomp;
+      } while (w != v);
+      ++ncomp;
+    }
+  };
+  for (size_t v = 0; v < n; ++v)
+    if (index[v] < 0) strong(static_cast<int>(v));
+  std::vector<int> comp_size(ncomp, 0);
+  for (size_t v = 0; v < n; ++v) ++comp_size[comp[v]];
+  std::vector<bool> done(ncomp, false);
+  for (size_t v0 = 0; v0 < n; ++v0) {
+    int cc = comp[v0];
+    if (comp_size[cc] < 2 || done[cc]) continue;
+    done[cc] = true;
+    // Walk edges inside the component until a process repeats.
+    std::vector<WaitCycle::Hop> path;
+    std::map<int, size_t> at;
+    int v = static_cast<int>(v0);
+    while (!at.count(v)) {
+      at[v] = path.size();
+      for (auto& [w, op] : edges[v])
+        if (comp[w] == cc) {
+          path.push_back({v, op, w});
+          v = w;
+          break;
+        }
+    }
+    WaitCycle cyc;
+    cyc.hops.assign(path.begin() + static_cast<long>(at[v]), path.end());
+    std::set<std::string> comms;
+    for (auto& h : cyc.hops) comms.insert(s.procs[h.proc].info.comms[s.procs[h.proc].ops[h.op].comm].hash);
+    cyc.comms = static_cast<int>(comms.size());
+    r.cycles.push_back(std::move(cyc));
+  }
+  r.hung |= !r.cycles.empty() || r.any_marker;
+  // Groups: processes whose summaries (without their own rank) are identical.
+  std::map<std::string, std::vector<int>> groups;
+  std::vector<std::string> order;
+  for (size_t p = 0; p < n; ++p) {
+    const RankHang& rh = r.ranks[p];
+    std::string sum;
+    auto last = [&] {
+      return rh.last_completed < 0 ? std::string("nothing completed")
+                                   : "last completed " + c.where(static_cast<int>(p), static_cast<uint32_t>(rh.last_completed));
+    };
+    switch (rh.status) {
+      case RankStatus::kFinished: sum = "finished"; break;
+      case RankStatus::kNoCollective: sum = "in no collective (host code?); " + last(); break;
+      case RankStatus::kDead: sum = "dead: " + rh.why + "; " + last(); break;
+      case RankStatus::kBlocked: {
+        const BlockedOp& b = rh.blocked.front();
+        sum = "blocked in " + c.where(static_cast<int>(p), b.op);
+        std::map<std::string, std::vector<int>> by_reason;
+        for (auto& w : b.waits) by_reason[w.reason].push_back(display_rank(s, w.proc));
+        for (auto& [why, who] : by_reason)
+          sum += "; waits for rank" + std::string(who.size() > 1 ? "s " : " ") + rank_ranges(who) + " (" + why + ")";
+        if (b.waits.empty()) sum += "; every peer issued it";
+        if (rh.in_flight > 1) sum += "; " + std::to_string(rh.in_flight) + " ops in flight";
+        break;
+      }
+    }
+    if (!groups.count(sum)) order.push_back(sum);
+    groups[sum].push_back(static_cast<int>(p));
+  }
+  for (auto& sum : order) r.groups.push_back({groups[sum], sum});
+  return r;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,77 @@
+// Hang explanation: per rank, the last completed op, the ops in flight and whom each blocking op
+// waits for; wait-for cycles that span communicators; ranks in no collective; ranks whose trace
+// stopped. Ranks that look the same are grouped so 256 ranks fit on a screen.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm_index.h"
+#include "schedule.h"
+
+namespace lockstep {
+
+enum class RankStatus {
+  kFinished,      // meta finished=1: clean exit
+  kBlocked,       // ops in flight
+  kNoCollective,  // alive, nothing in flight: in host code (or between ops)
+  kDead,          // trace stopped: killed, or its writer stopped flushing long before its peers
+};
+const char* status_name(RankStatus s);  // finished blocked no_collective dead
+
+struct WaitFor {
+  int proc = -1;
+  std::string reason;  // "has not issued it (its last op on the comm: seq 41)", ...
+};
+
+struct BlockedOp {
+  uint32_t op = 0;             // index into SchedProcess::ops: the oldest op in flight on a stream
+  size_t queued_behind_it = 0; // later ops in flight on the same stream
+  std::vector<WaitFor> waits;  // empty: every peer issued it too (waits on something else)
+};
+
+struct RankHang {
+  int proc = -1;
+  RankStatus status = RankStatus::kNoCollective;
+  std::string why;             // for dead: what shows it
+  int64_t last_completed = -1; // index into ops; -1 = none
+  size_t in_flight = 0;
+  std::vector<BlockedOp> blocked;
+};
+
+struct WaitCycle {
+  struct Hop {
+    int proc;
+    uint32_t op;  // the op it is blocked in
+    int waits_for;
+  };
+  std::vector<Hop> hops;
+  int comms = 0;  // distinct communicators along the cycle
+};
+
+struct RankGroup {
+  std::vector<int> procs;
+  std::string summary;  // the same for every process of the group
+};
+
+struct HangReport {
+  bool hung = false;
+  bool any_marker = false;  // a recorder hit its hang timeout
+  std::vector<RankHang> ranks;  // one per process
+  std::vector<WaitCycle> cycles;
+  std::vector<RankGroup> groups;
+};
+
+struct HangOptions {
+  // A process whose last flush is this far behind the freshest flush of another process on the
+  // same host is dead (the recorder flushes at least every second while alive).
+  int64_t stale_ns = 10'000'000'000;
+};
+
+HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptions& opt = {});
+
+// "0-3,7,9-12"
+std::string rank_ranges(std::vector<int> ranks);
+
+}  // namespace lockstep

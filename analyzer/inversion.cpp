@@ -1,0 +1,96 @@
+// Cross-communicator order inversion. For communicators A and B and a process p in both, let
+// a_p(j) = how many of A's collectives p issued before B's j-th. Two processes with different
+// a(j) issue some A op and B#j in opposite orders: a latent deadlock (NCCL requires the same
+// submission order across communicators on every rank), even if this run completed.
+#include <algorithm>
+#include <map>
+
+#include "findings.h"
+
+namespace lockstep {
+namespace {
+
+// a(j) for every B collective j of one process: a two-pointer merge, O(|A| + |B|).
+std::vector<uint32_t> a_before_b(const std::vector<uint32_t>& a, const std::vector<uint32_t>& b) {
+  std::vector<uint32_t> out(b.size());
+  size_t i = 0;
+  for (size_t j = 0; j < b.size(); ++j) {
+    while (i < a.size() && a[i] < b[j]) ++i;
+    out[j] = static_cast<uint32_t>(i);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Divergence> find_order_inversions(const Schedule& s, const CommIndex& idx) {
+  // Pairs of communicators and the processes that are members of both.
+  std::map<std::pair<int, int>, std::vector<int>> pairs;
+  for (size_t p = 0; p < idx.per_proc.size(); ++p) {
+    const auto& pcs = idx.per_proc[p];
+    for (size_t x = 0; x < pcs.size(); ++x)
+      for (size_t y = 0; y < pcs.size(); ++y) {
+        int ga = pcs[x].gcomm, gb = pcs[y].gcomm;
+        if (ga < 0 || gb < 0 || ga >= gb || pcs[x].colls.empty() || pcs[y].colls.empty()) continue;
+        pairs[{ga, gb}].push_back(static_cast<int>(p));
+      }
+  }
+  std::vector<Divergence> out;
+  for (auto& [key, procs] : pairs) {
+    if (procs.size() < 2) continue;
+    auto [ga, gb] = key;
+    auto lists = [&](int p) {
+      return std::make_pair(&idx.per_proc[p][idx.local_of(ga, p)].colls, &idx.per_proc[p][idx.local_of(gb, p)].colls);
+    };
+    int ref = procs[0];
+    auto [ref_a, ref_b] = lists(ref);
+    auto aref = a_before_b(*ref_a, *ref_b);
+    bool found = false;
+    for (size_t pi = 1; pi < procs.size() && !found; ++pi) {
+      int p = procs[pi];
+      auto [pa, pb] = lists(p);
+      auto ap = a_before_b(*pa, *pb);
+      size_t n = std::min(ap.size(), aref.size());
+      for (size_t j = 0; j < n && !found; ++j) {
+        if (ap[j] == aref[j]) continue;
+        // On `late`, A#lo comes after B#j; on `early`, before. Only an inversion if `late` has
+        // issued A#lo at all (otherwise it simply has not got there yet).
+        bool p_late = ap[j] < aref[j];
+        int late = p_late ? p : ref, early = p_late ? ref : p;
+        uint32_t lo = std::min(ap[j], aref[j]);
+        const auto& late_a = p_late ? *pa : *ref_a;
+        if (lo >= late_a.size()) continue;
+        const auto& early_a = p_late ? *ref_a : *pa;
+        const auto& late_b = p_late ? *pb : *ref_b;
+        const auto& early_b = p_late ? *ref_b : *pb;
+        const auto& lops = s.procs[late].ops;
+        const auto& eops = s.procs[early].ops;
+        // Ops of one ncclGroupStart/End are launched together: their call order is not an order.
+        auto grouped = [](const SchedOp& x, const SchedOp& y) { return x.group && x.group == y.group; };
+        if (grouped(lops[late_a[lo]], lops[late_b[j]]) || grouped(eops[early_a[lo]], eops[early_b[j]])) continue;
+        Divergence d;
+        d.kind = FindingKind::kOrderInversion;
+        d.gcomm = ga;
+        d.ordinal = lo + 1;
+        d.gcomm_b = gb;
+        d.ordinal_b = static_cast<int64_t>(j) + 1;
+        auto rank_in = [&](int g, int proc) {
+          for (auto& m : idx.comms[g].members)
+            if (m.proc == proc) return m.rank;
+          return -1;
+        };
+        d.sides = {Side{early, rank_in(ga, early), early_a[lo]}, Side{late, rank_in(ga, late), late_a[lo]}};
+        d.sides_b = {Side{early, rank_in(gb, early), early_b[j]}, Side{late, rank_in(gb, late), late_b[j]}};
+        auto grank = [&](int proc) { return std::to_string(s.procs[proc].info.global_rank); };
+        d.detail = "rank " + grank(early) + " issues " + short_hash(idx.comms[ga].hash) + " #" + std::to_string(lo + 1) +
+                   " before " + short_hash(idx.comms[gb].hash) + " #" + std::to_string(j + 1) + ", rank " + grank(late) +
+                   " after it";
+        out.push_back(std::move(d));
+        found = true;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace lockstep

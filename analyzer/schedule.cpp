@@ -1,0 +1,104 @@
+#include "schedule.h"
+
+#include <algorithm>
+#include <map>
+
+namespace lockstep {
+
+OpClass classify_op(const std::string& op) {
+  if (op == "send" || op == "recv" || op == "send_recv") return OpClass::kP2P;
+  if (op == "all_to_all") return OpClass::kAllToAll;
+  return OpClass::kCollective;
+}
+
+std::string signature_key(const Signature& s) {
+  std::string k = s.op + '|' + s.dtype + '|' + s.redop + '|' + std::to_string(s.count) + '|' +
+                  std::to_string(s.root) + '|' + std::to_string(s.peer) + '|';
+  for (auto& p : s.parts)
+    k += p.op + ',' + p.dtype + ',' + std::to_string(p.count) + ',' + std::to_string(p.root) + ',' +
+         std::to_string(p.peer) + ',' + p.redop + ';';
+  return k;
+}
+
+uint32_t SignatureTable::intern(Signature sig) {
+  auto [it, inserted] = index_.emplace(signature_key(sig), static_cast<uint32_t>(sigs_.size()));
+  if (inserted) {
+    sig.cls = classify_op(sig.op);
+    sigs_.push_back(std::move(sig));
+  }
+  return it->second;
+}
+
+Schedule schedule_from_trace(const Trace& trace) {
+  Schedule s;
+  s.dir = trace.dir;
+  s.skipped = trace.skipped;
+  SignatureTable sigs;
+  for (const Process& p : trace.processes) {
+    SchedProcess sp;
+    sp.info = p;
+    sp.info.ops.clear();
+    sp.info.stacks.clear();
+    for (const Op& o : p.ops) {
+      if (o.seq <= 0 || o.state == "captured" || o.comm < 0) {
+        ++sp.unsequenced_ops;
+        continue;
+      }
+      SchedOp so;
+      so.call_index = o.call_index;
+      so.seq = static_cast<uint32_t>(o.seq);
+      so.comm = static_cast<uint16_t>(o.comm);
+      auto it = std::find(sp.streams.begin(), sp.streams.end(), o.stream);
+      if (it == sp.streams.end() && sp.streams.size() < 255) it = sp.streams.insert(sp.streams.end(), o.stream);
+      so.stream = static_cast<uint8_t>(std::min<ptrdiff_t>(it - sp.streams.begin(), 255));
+      so.group = o.group_id < 0 ? 0 : static_cast<uint32_t>(o.group_id) + 1;
+      if (o.completed) {
+        so.flags |= kOpCompleted;
+        sp.completion_known = true;
+      }
+      if (o.state == "graph_launched") so.flags |= kOpGraphLaunched;
+      Signature sig{o.op, o.dtype, o.count, o.root, o.peer, o.redop, o.parts, OpClass::kCollective};
+      so.sig = sigs.intern(std::move(sig));
+      sp.ops.push_back(so);
+    }
+    std::sort(sp.ops.begin(), sp.ops.end(), [](const SchedOp& a, const SchedOp& b) { return a.call_index < b.call_index; });
+    s.procs.push_back(std::move(sp));
+  }
+  s.sigs = sigs.take();
+  return s;
+}
+
+std::string describe_signature(const Signature& s) {
+  std::string d = s.op;
+  if (!s.dtype.empty()) d += " " + s.dtype;
+  if (s.cls == OpClass::kAllToAll && !s.parts.empty()) {
+    // Per-peer sends, the part that must pair up with the peers' receives.
+    std::map<int, int64_t> sends;
+    for (auto& p : s.parts)
+      if (p.op == "send") sends[p.peer] += p.count;
+    d += " sends=[";
+    bool first = true;
+    for (auto& [peer, n] : sends) {
+      d += (first ? "" : " ") + std::to_string(peer) + ":" + std::to_string(n);
+      first = false;
+    }
+    d += "]";
+  } else {
+    d += " count=" + std::to_string(s.count);
+  }
+  if (s.root >= 0) d += " root=" + std::to_string(s.root);
+  if (s.peer >= 0) d += " peer=" + std::to_string(s.peer);
+  if (!s.redop.empty()) d += " " + s.redop;
+  if (s.cls != OpClass::kAllToAll && !s.parts.empty()) {
+    d += " [";
+    for (size_t i = 0; i < s.parts.size(); ++i) {
+      auto& p = s.parts[i];
+      d += (i ? ", " : "") + p.op + " " + p.dtype + " " + std::to_string(p.count);
+      if (p.peer >= 0) d += (p.op == "recv" ? " from " : " to ") + std::to_string(p.peer);
+    }
+    d += "]";
+  }
+  return d;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,97 @@
+// Compact, analysis-ready form of a trace directory: what the analyses need of every sequenced
+// op (24 bytes each), with op descriptions interned once per directory. A 256-rank x 100,000-op
+// directory fits in ~600 MB instead of the ~8 GB the full trace_model.h structs would take.
+// Details of the few ops a report names (stacks, thread, parts) are read back on demand
+// (analyzer/trace_details.h). Built by the loader from SQLite files, or from an in-memory Trace.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "trace_model.h"
+
+namespace lockstep {
+
+// How an op involves the members of its communicator.
+enum class OpClass : uint8_t {
+  kCollective,  // every member issues the same op (all_reduce, broadcast, coalesced, ...)
+  kAllToAll,    // every member takes part; per-peer counts may differ but must pair up
+  kP2P,         // send, recv, send_recv: only the two ranks of each message take part
+};
+
+// An op description without identity: equal signatures are the same operation.
+struct Signature {
+  std::string op;
+  std::string dtype;
+  int64_t count = 0;
+  int root = -1;
+  int peer = -1;
+  std::string redop;
+  std::vector<OpPart> parts;
+  OpClass cls = OpClass::kCollective;
+};
+
+OpClass classify_op(const std::string& op);
+
+enum OpFlags : uint8_t {
+  kOpCompleted = 1,      // completion recorded
+  kOpGraphLaunched = 2,  // ran as part of a CUDA graph replay
+};
+
+struct SchedOp {
+  int64_t call_index = 0;  // process-wide order
+  uint32_t seq = 0;        // per-communicator sequence number (>= 1)
+  uint32_t sig = 0;        // index into Schedule::sigs
+  uint32_t group = 0;      // 0 = not grouped; else equal for ops of one ncclGroupStart/End
+  uint16_t comm = 0;       // index into SchedProcess::info.comms
+  uint8_t stream = 0;      // index into SchedProcess::streams (255 = overflow bucket)
+  uint8_t flags = 0;       // OpFlags
+  bool completed() const { return flags & kOpCompleted; }
+};
+static_assert(sizeof(SchedOp) == 24, "SchedOp is the per-op memory cost of the analyzer");
+
+struct SchedProcess {
+  Process info;                  // meta, env, comms, hangs; info.ops/stacks stay empty
+  std::vector<SchedOp> ops;      // sequenced ops only, by call_index
+  std::vector<uint64_t> streams; // distinct stream values, in first-seen order
+  bool completion_known = false; // at least one completion was recorded
+  int64_t unsequenced_ops = 0;   // failed / simulated / captured rows (never compared)
+};
+
+struct Schedule {
+  std::string dir;
+  std::vector<SchedProcess> procs;  // sorted by global_rank, then host, pid
+  std::vector<Signature> sigs;
+  std::vector<SkippedFile> skipped;
+};
+
+// The rank a report shows for a process: its global rank, or its position when unknown.
+inline int display_rank(const Schedule& s, int proc) {
+  int r = s.procs[proc].info.global_rank;
+  return r >= 0 ? r : proc;
+}
+
+// Interns signatures by value: equal descriptions get the same index, so comparing two ops is
+// comparing two integers.
+class SignatureTable {
+ public:
+  uint32_t intern(Signature sig);
+  const std::vector<Signature>& table() const { return sigs_; }
+  std::vector<Signature> take() { return std::move(sigs_); }
+
+ private:
+  std::vector<Signature> sigs_;
+  std::unordered_map<std::string, uint32_t> index_;
+};
+
+std::string signature_key(const Signature& s);
+
+// The compact form of a fully loaded trace (tests, small traces).
+Schedule schedule_from_trace(const Trace& trace);
+
+// Human form: "all_reduce float32 count=1024 sum", "all_to_all float32 [r0:8 r1:8]".
+std::string describe_signature(const Signature& s);
+
+}  // namespace lockstep

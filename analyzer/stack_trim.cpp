@@ -1,0 +1,63 @@
+#include <algorithm>
+
+#include "trace_details.h"
+
+namespace lockstep {
+namespace {
+
+bool contains(const std::string& s, const char* needle) { return s.find(needle) != std::string::npos; }
+
+std::string basename(const std::string& p) {
+  auto k = p.rfind('/');
+  return k == std::string::npos ? p : p.substr(k + 1);
+}
+
+// Libraries between the user's code and the NCCL call: they say nothing about *why*.
+bool glue_native(const Frame& f) {
+  std::string m = basename(f.module);
+  for (const char* lib : {"libnccl", "liblockstep", "libc.so", "libc-", "libpthread", "ld-linux", "libpython",
+                          "libstdc++", "libtorch", "libc10", "libcudart", "libcuda.so", "libgcc_s", "python3"})
+    if (m.rfind(lib, 0) == 0) return true;
+  const std::string& fn = f.function;
+  for (const char* prefix : {"_Py", "Py", "c10::", "at::", "torch::", "pybind11::", "_start", "__libc_start"})
+    if (fn.rfind(prefix, 0) == 0) return true;
+  return fn == "main" && f.module.empty();
+}
+
+bool glue_python(const Frame& f) {
+  if (f.file.rfind("<frozen", 0) == 0) return true;
+  // c10d's logging/exception wrappers sit between every collective and its caller.
+  return contains(f.file, "torch/distributed/c10d_logger.py") || contains(f.file, "torch/_ops.py") ||
+         contains(f.file, "torch/utils/_contextlib.py");
+}
+
+}  // namespace
+
+std::vector<Frame> trim_stack(const std::vector<Frame>& frames, size_t max_frames) {
+  std::vector<Frame> out;
+  for (auto& f : frames)
+    if (f.kind == "python" && !glue_python(f) && out.size() < max_frames) out.push_back(f);
+  for (auto& f : frames)
+    if (f.kind != "python" && !glue_native(f) && out.size() < max_frames) out.push_back(f);
+  return out;
+}
+
+std::string format_frame(const Frame& f) {
+  std::string s = f.function.empty() ? "??" : f.function;
+  if (!f.file.empty()) {
+    s += " (" + basename(f.file);
+    if (f.line > 0) s += ":" + std::to_string(f.line);
+    s += ")";
+  } else if (!f.module.empty()) {
+    char off[32];
+    std::snprintf(off, sizeof off, "+0x%llx", static_cast<unsigned long long>(f.offset));
+    s += " (" + basename(f.module) + off + ")";
+  }
+  return s;
+}
+
+std::string frame_origin(const std::vector<Frame>& trimmed) {
+  return trimmed.empty() ? std::string() : format_frame(trimmed.front());
+}
+
+}  // namespace lockstep

@@ -1,0 +1,35 @@
+// Details of the few ops a report names (full rows, neighbours, stacks), read on demand: from
+// the trace files (read-only, one short query each) or from an in-memory Trace.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "schedule.h"
+#include "trace_model.h"
+
+namespace lockstep {
+
+class TraceDetails {
+ public:
+  virtual ~TraceDetails() = default;
+  // `proc` indexes Schedule::procs (== Trace::processes for schedule_from_trace).
+  virtual std::optional<Op> op(int proc, int64_t call_index) = 0;
+  // Sequenced ops with call_index in [from, to], at most `limit`, oldest first; `newest` keeps
+  // the last `limit` instead of the first.
+  virtual std::vector<Op> ops_between(int proc, int64_t from, int64_t to, int limit, bool newest) = 0;
+  virtual std::vector<Frame> stack(int proc, int64_t stack_id) = 0;
+};
+
+std::unique_ptr<TraceDetails> details_from_files(const Schedule& s);
+std::unique_ptr<TraceDetails> details_from_trace(const Trace& t);
+
+// The frames worth showing: Python frames first (innermost first), then native frames outside
+// NCCL, lockstep, libc, the Python interpreter and torch's dispatch glue. At most max_frames.
+std::vector<Frame> trim_stack(const std::vector<Frame>& frames, size_t max_frames = 8);
+// "fsdp_post_backward (train.py:42)": the innermost kept frame, or "" when none.
+std::string frame_origin(const std::vector<Frame>& trimmed);
+std::string format_frame(const Frame& f);
+
+}  // namespace lockstep

@@ -1,0 +1,667 @@
+#include "trace_loader.h"
+
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "trace_details.h"
+#include "trace_schema.h"
+
+namespace fs = std::filesystem;
+
+namespace lockstep {
+namespace {
+
+// A file that cannot be used; the message is the user-facing skip reason.
+struct FileSkip : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+// The writer held the lock longer than the busy timeout: retry the whole file.
+struct FileBusy : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void fail(sqlite3* db, int rc, const std::string& what) {
+  int primary = rc & 0xff;
+  std::string msg = what + ": " + (db ? sqlite3_errmsg(db) : sqlite3_errstr(rc));
+  if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) throw FileBusy(msg);
+  if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB)
+    throw FileSkip("corrupt or truncated (" + msg + ")");
+  throw FileSkip(msg);
+}
+
+class Db {
+ public:
+  Db(const std::string& path, int flags, int busy_ms) {
+    int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+    if (rc != SQLITE_OK) fail(db_, rc, "cannot open");
+    sqlite3_busy_timeout(db_, busy_ms);
+  }
+  ~Db() { sqlite3_close_v2(db_); }
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+  sqlite3* get() const { return db_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+class Stmt {
+ public:
+  Stmt(sqlite3* db, const char* sql) : db_(db) {
+    int rc = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr);
+    if (rc != SQLITE_OK) fail(db, rc, std::string("query failed (") + sql + ")");
+  }
+  ~Stmt() { sqlite3_finalize(st_); }
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+  // true: a row is available; false: done. Errors throw.
+  bool step() {
+    int rc = sqlite3_step(st_);
+    if (rc == SQLITE_ROW) return true;
+    if (rc == SQLITE_DONE) return false;
+    fail(db_, rc, "read failed");
+  }
+  bool null(int i) const { return sqlite3_column_type(st_, i) == SQLITE_NULL; }
+  int64_t i64(int i, int64_t dflt = 0) const { return null(i) ? dflt : sqlite3_column_int64(st_, i); }
+  std::string str(int i) const {
+    const unsigned char* t = sqlite3_column_text(st_, i);
+    return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(st_, i)) : std::string();
+  }
+  // Borrowed view, valid until the next step.
+  std::string_view view(int i) const {
+    const unsigned char* t = sqlite3_column_text(st_, i);
+    return t ? std::string_view(reinterpret_cast<const char*>(t), sqlite3_column_bytes(st_, i)) : std::string_view();
+  }
+  sqlite3_stmt* get() const { return st_; }
+
+ private:
+  sqlite3* db_;
+  sqlite3_stmt* st_ = nullptr;
+};
+
+bool table_exists(sqlite3* db, const char* name) {
+  Stmt st(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?");
+  sqlite3_bind_text(st.get(), 1, name, -1, SQLITE_STATIC);
+  return st.step();
+}
+
+// Checks that come before trusting any table: magic bytes, size, application_id, schema version.
+void validate(sqlite3* db, const std::string& path) {
+  std::error_code ec;
+  auto size = fs::file_size(path, ec);
+  if (ec) throw FileSkip("cannot stat: " + ec.message());
+  if (size == 0) throw FileSkip("empty file (the recorder created it but wrote nothing)");
+  {
+    char magic[16] = {};
+    std::ifstream in(path, std::ios::binary);
+    in.read(magic, sizeof magic);
+    if (in.gcount() < 16 || std::memcmp(magic, "SQLite format 3", 16) != 0)
+      throw FileSkip(size < 100 ? "not a trace: too short to be an SQLite database"
+                                : "not a trace: not an SQLite database");
+  }
+  {
+    Stmt st(db, "PRAGMA application_id");
+    int64_t app = st.step() ? st.i64(0) : 0;
+    if (app != schema::kApplicationId) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "0x%08llX", static_cast<unsigned long long>(app));
+      throw FileSkip(std::string("not a lockstep trace (SQLite application_id ") + buf +
+                     ", expected " + schema::kApplicationIdHex + ")");
+    }
+  }
+  // A truncated copy (partial rsync, full disk) is shorter than its header says. In WAL mode
+  // the newest pages live in the -wal file, so the check does not apply there.
+  {
+    Stmt jm(db, "PRAGMA journal_mode");
+    std::string mode = jm.step() ? jm.str(0) : "";
+    Stmt pc(db, "PRAGMA page_count");
+    int64_t pages = pc.step() ? pc.i64(0) : 0;
+    Stmt ps(db, "PRAGMA page_size");
+    int64_t page_size = ps.step() ? ps.i64(0) : 0;
+    auto now_size = fs::file_size(path, ec);
+    if (mode != "wal" && !ec && static_cast<int64_t>(now_size) < pages * page_size)
+      throw FileSkip("truncated: file has " + std::to_string(now_size) + " bytes, its header says " +
+                     std::to_string(pages * page_size));
+  }
+  if (!table_exists(db, "meta")) throw FileSkip("corrupt: lockstep application_id but no meta table");
+  Stmt st(db, "SELECT value FROM meta WHERE key='schema_version'");
+  if (!st.step() || st.null(0)) throw FileSkip("no schema_version in meta (recorder died while creating the file?)");
+  std::string v = st.str(0);
+  char* end = nullptr;
+  long version = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end) throw FileSkip("bad schema_version '" + v + "'");
+  if (version > schema::kSchemaVersion)
+    throw FileSkip("schema version " + v + " is newer than this lockstep reads (" +
+                   std::to_string(schema::kSchemaVersion) + "): use a newer lockstep");
+  if (version < schema::kSchemaVersion)
+    throw FileSkip("schema version " + v + " is older than this lockstep reads (" +
+                   std::to_string(schema::kSchemaVersion) + "): analyze it with the lockstep that recorded it");
+}
+
+int64_t to_i64(const std::string& s, int64_t dflt) {
+  if (s.empty()) return dflt;
+  char* end = nullptr;
+  long long v = std::strtoll(s.c_str(), &end, 10);
+  return *end ? dflt : v;
+}
+
+// meta, env, comms, hangs: everything but ops.
+void read_header(sqlite3* db, Process& p) {
+  {
+    Stmt st(db, "SELECT key, value FROM meta");
+    while (st.step()) p.meta[st.str(0)] = st.str(1);
+  }
+  auto meta = [&](const char* k) {
+    auto it = p.meta.find(k);
+    return it == p.meta.end() ? std::string() : it->second;
+  };
+  p.host = meta("host");
+  p.pid = to_i64(meta("pid"), 0);
+  p.global_rank = static_cast<int>(to_i64(meta("global_rank"), -1));
+  p.finished = meta("finished") == "1";
+  p.exit_reason = meta("exit_reason");
+  p.dropped_records = to_i64(meta("dropped_records"), 0);
+  p.last_flush_mono_ns = to_i64(meta("last_flush_mono_ns"), 0);
+  {
+    Stmt st(db, "SELECT name, value FROM env");
+    while (st.step()) p.env[st.str(0)] = st.str(1);
+  }
+  std::vector<int64_t> parent_ids;
+  {
+    Stmt st(db,
+            "SELECT id, comm_hash, handle, nranks, rank, cuda_device, parent_id, split_color, "
+            "split_key, name, init_call, init_rc, end_kind FROM comms ORDER BY id");
+    while (st.step()) {
+      Comm c;
+      c.local_id = static_cast<int>(st.i64(0));
+      c.hash = st.str(1);
+      c.handle = static_cast<uint64_t>(st.i64(2));
+      c.nranks = static_cast<int>(st.i64(3));
+      c.rank = static_cast<int>(st.i64(4));
+      c.cuda_device = static_cast<int>(st.i64(5, -1));
+      parent_ids.push_back(st.i64(6, -1));
+      c.split_color = static_cast<int>(st.i64(7));
+      c.split_key = static_cast<int>(st.i64(8));
+      c.name = st.str(9);
+      c.init_call = st.i64(10);
+      c.init_rc = static_cast<int>(st.i64(11));
+      c.end_kind = st.str(12);
+      p.comms.push_back(std::move(c));
+    }
+  }
+  for (size_t i = 0; i < p.comms.size(); ++i) {
+    if (parent_ids[i] < 0) continue;
+    for (size_t j = 0; j < p.comms.size(); ++j)
+      if (p.comms[j].local_id == parent_ids[i]) p.comms[i].parent = static_cast<int>(j);
+  }
+  {
+    Stmt st(db, "SELECT mono_ns, wall_ns, in_flight, message FROM hangs ORDER BY id");
+    while (st.step()) p.hangs.push_back({st.i64(0), st.i64(1), static_cast<int>(st.i64(2)), st.str(3)});
+  }
+}
+
+class CommIds {
+ public:
+  explicit CommIds(const Process& p) {
+    for (size_t i = 0; i < p.comms.size(); ++i) ids_.emplace_back(p.comms[i].local_id, static_cast<int>(i));
+  }
+  int index(int64_t id) const {
+    for (auto& [k, v] : ids_)
+      if (k == id) return v;
+    return -1;
+  }
+
+ private:
+  std::vector<std::pair<int64_t, int>> ids_;
+};
+
+OpPart read_part(const Stmt& st, int c) {
+  OpPart part;
+  part.op = st.str(c);
+  part.dtype = st.str(c + 1);
+  part.count = st.i64(c + 2);
+  part.root = static_cast<int>(st.i64(c + 3, -1));
+  part.peer = static_cast<int>(st.i64(c + 4, -1));
+  part.redop = st.str(c + 5);
+  return part;
+}
+
+constexpr const char* kOpColumns =
+    "call_index, comm_id, seq, op, dtype, count, root, peer, redop, stream, tid, thread_name, group_id, "
+    "issue_mono_ns, issue_wall_ns, rc, state, origin_call, graph_exec, stack_id";
+
+Op read_op_row(const Stmt& st, const CommIds& ids) {
+  Op o;
+  o.call_index = st.i64(0);
+  o.comm = ids.index(st.i64(1));
+  o.seq = st.i64(2, 0);
+  o.op = st.str(3);
+  o.dtype = st.str(4);
+  o.count = st.i64(5);
+  o.root = static_cast<int>(st.i64(6, -1));
+  o.peer = static_cast<int>(st.i64(7, -1));
+  o.redop = st.str(8);
+  o.stream = static_cast<uint64_t>(st.i64(9));
+  o.tid = st.i64(10);
+  o.thread_name = st.str(11);
+  o.group_id = st.i64(12, -1);
+  o.issue_mono_ns = st.i64(13);
+  o.issue_wall_ns = st.i64(14);
+  o.rc = static_cast<int>(st.i64(15));
+  o.state = st.str(16);
+  o.origin_call = st.i64(17, -1);
+  o.graph_exec = static_cast<uint64_t>(st.i64(18));
+  o.stack_id = st.i64(19, -1);
+  if (o.state == schema::kStateCaptured) o.seq = 0;  // captured rows never ran as such
+  return o;
+}
+
+Frame read_frame(const Stmt& fr, int c) {
+  Frame f;
+  f.kind = fr.str(c);
+  f.function = fr.str(c + 1);
+  f.module = fr.str(c + 2);
+  f.offset = static_cast<uint64_t>(fr.i64(c + 3));
+  f.file = fr.str(c + 4);
+  f.line = static_cast<int>(fr.i64(c + 5));
+  return f;
+}
+
+void read_ops_full(sqlite3* db, Process& p) {
+  CommIds ids(p);
+  Stmt st(db, (std::string("SELECT ") + kOpColumns + " FROM ops ORDER BY call_index").c_str());
+  while (st.step()) p.ops.push_back(read_op_row(st, ids));
+  auto find = [&](int64_t ci) -> Op* {
+    auto it = std::lower_bound(p.ops.begin(), p.ops.end(), ci,
+                               [](const Op& o, int64_t v) { return o.call_index < v; });
+    return it != p.ops.end() && it->call_index == ci ? &*it : nullptr;
+  };
+  {
+    Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts ORDER BY call_index, part");
+    while (parts.step())
+      if (Op* o = find(parts.i64(0))) o->parts.push_back(read_part(parts, 1));
+  }
+  {
+    Stmt done(db, "SELECT call_index, mono_ns FROM completions");
+    while (done.step())
+      if (Op* o = find(done.i64(0))) {
+        o->completed = true;
+        o->complete_mono_ns = done.i64(1);
+      }
+  }
+  {
+    Stmt fr(db,
+            "SELECT stack_id, kind, function, module, offset, file, line FROM frames ORDER BY stack_id, depth");
+    while (fr.step()) p.stacks[fr.i64(0)].push_back(read_frame(fr, 1));
+  }
+  {
+    Stmt w(db, "SELECT call_index, kind, stream, event, tid, begin_mono_ns, end_mono_ns FROM waits ORDER BY call_index");
+    while (w.step()) {
+      Wait x;
+      x.call_index = w.i64(0);
+      x.kind = w.str(1);
+      x.stream = static_cast<uint64_t>(w.i64(2));
+      x.event = static_cast<uint64_t>(w.i64(3));
+      x.tid = w.i64(4);
+      x.begin_mono_ns = w.i64(5);
+      x.end_mono_ns = w.i64(6, -1);
+      p.waits.push_back(std::move(x));
+    }
+  }
+}
+
+// The hot loop of `lockstep analyze`: one pass over ops, one over parts, one over completions,
+// all in call_index order (the rowid), merged without lookups; op descriptions interned through
+// a reused key buffer so a repeated op allocates nothing.
+void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
+  CommIds ids(sp.info);
+  Stmt st(db,
+          "SELECT call_index, comm_id, seq, op, dtype, count, root, peer, redop, state, stream, group_id "
+          "FROM ops ORDER BY call_index");
+  Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts ORDER BY call_index, part");
+  bool parts_row = parts.step();
+  std::unordered_map<std::string, uint32_t> local;
+  std::string key;
+  Signature scratch;
+  while (st.step()) {
+    int64_t ci = st.i64(0);
+    scratch.parts.clear();
+    while (parts_row && parts.i64(0) < ci) parts_row = parts.step();
+    while (parts_row && parts.i64(0) == ci) {
+      scratch.parts.push_back(read_part(parts, 1));
+      parts_row = parts.step();
+    }
+    std::string_view state = st.view(9);
+    if (st.null(2) || state == schema::kStateCaptured) {
+      ++sp.unsequenced_ops;
+      continue;
+    }
+    SchedOp o;
+    o.call_index = ci;
+    o.seq = static_cast<uint32_t>(st.i64(2));
+    int comm = ids.index(st.i64(1));
+    if (comm < 0) throw FileSkip("corrupt: op " + std::to_string(ci) + " names unknown comm_id " + std::to_string(st.i64(1)));
+    o.comm = static_cast<uint16_t>(comm);
+    if (state == schema::kStateGraphLaunched) o.flags |= kOpGraphLaunched;
+    uint64_t stream = static_cast<uint64_t>(st.i64(10));
+    size_t s = 0;
+    while (s < sp.streams.size() && sp.streams[s] != stream) ++s;
+    if (s == sp.streams.size() && s < 255) sp.streams.push_back(stream);
+    o.stream = static_cast<uint8_t>(std::min<size_t>(s, 255));
+    o.group = st.null(11) ? 0 : static_cast<uint32_t>(st.i64(11)) + 1;
+
+    key.clear();
+    for (int c : {3, 4, 8}) {
+      key.append(st.view(c));
+      key.push_back('|');
+    }
+    for (int c : {5, 6, 7}) {
+      key.append(std::to_string(st.i64(c, -1)));
+      key.push_back('|');
+    }
+    for (auto& part : scratch.parts) {
+      key += part.op + ',' + part.dtype + ',' + std::to_string(part.count) + ',' + std::to_string(part.root) + ',' +
+             std::to_string(part.peer) + ',' + part.redop + ';';
+    }
+    auto it = local.find(key);
+    if (it == local.end()) {
+      Signature sig;
+      sig.op = st.str(3);
+      sig.dtype = st.str(4);
+      sig.redop = st.str(8);
+      sig.count = st.i64(5);
+      sig.root = static_cast<int>(st.i64(6, -1));
+      sig.peer = static_cast<int>(st.i64(7, -1));
+      sig.parts = scratch.parts;
+      it = local.emplace(key, sigs.intern(std::move(sig))).first;
+    }
+    o.sig = it->second;
+    sp.ops.push_back(o);
+  }
+  Stmt done(db, "SELECT call_index FROM completions ORDER BY call_index");
+  size_t i = 0;
+  while (done.step()) {
+    int64_t ci = done.i64(0);
+    while (i < sp.ops.size() && sp.ops[i].call_index < ci) ++i;
+    if (i < sp.ops.size() && sp.ops[i].call_index == ci) sp.ops[i].flags |= kOpCompleted;
+    sp.completion_known = true;
+  }
+}
+
+// A crashed writer can leave a hot rollback journal, which a read-only connection must not
+// replay. Read a private copy instead, so the trace itself is never modified.
+template <class Fn>
+void with_rollback_copy(const std::string& path, const LoadOptions& opt, Fn&& fn) {
+  char tmpl[] = "/tmp/lockstep-rollback-XXXXXX";
+  if (!mkdtemp(tmpl)) throw FileSkip("hot journal and no temporary directory to roll back a copy in");
+  fs::path tmp(tmpl);
+  auto copy = tmp / fs::path(path).filename();
+  try {
+    fs::copy_file(path, copy);
+    fs::copy_file(path + "-journal", copy.string() + "-journal");
+    Db db(copy.string(), SQLITE_OPEN_READWRITE, opt.busy_timeout_ms);
+    fn(db.get());
+  } catch (...) {
+    fs::remove_all(tmp);
+    throw;
+  }
+  fs::remove_all(tmp);
+}
+
+template <class Fn>
+void read_file(const std::string& path, const LoadOptions& opt, Fn&& fn) {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      Db db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, opt.busy_timeout_ms);
+      try {
+        validate(db.get(), path);
+        fn(db.get());
+      } catch (const FileSkip& e) {
+        if (sqlite3_extended_errcode(db.get()) != SQLITE_READONLY_ROLLBACK) throw;
+        with_rollback_copy(path, opt, [&](sqlite3* copy) {
+          validate(copy, path);
+          fn(copy);
+        });
+      }
+      return;
+    } catch (const FileBusy& e) {
+      if (attempt >= opt.busy_retries)
+        throw FileSkip(std::string("still locked by its writer after retries (") + e.what() + ")");
+      std::this_thread::sleep_for(std::chrono::milliseconds(50 << attempt));
+    }
+  }
+}
+
+std::vector<std::string> list_trace_files(const std::string& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) throw LoadError("no such directory: " + dir);
+  if (!fs::is_directory(dir, ec)) throw LoadError("not a directory: " + dir);
+  std::vector<std::string> files;
+  std::string suffix = schema::kFileSuffix;
+  for (auto& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+      files.push_back(e.path().string());
+  }
+  if (ec) throw LoadError("cannot list " + dir + ": " + ec.message());
+  if (files.empty()) throw LoadError("no trace files (*" + suffix + ") in " + dir);
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+template <class Fn>
+void parallel_for(size_t n, unsigned threads, Fn&& fn) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<size_t>(threads, n));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+}
+
+bool process_less(const Process& a, const Process& b) {
+  auto key = [](const Process& p) { return std::make_tuple(p.global_rank < 0, p.global_rank, p.host, p.pid, p.path); };
+  return key(a) < key(b);
+}
+
+}  // namespace
+
+Process load_process_file(const std::string& path, const LoadOptions& options) {
+  Process p;
+  try {
+    read_file(path, options, [&](sqlite3* db) {
+      p = Process{};
+      p.path = path;
+      read_header(db, p);
+      read_ops_full(db, p);
+    });
+  } catch (const FileSkip& e) {
+    throw LoadError(e.what());
+  }
+  return p;
+}
+
+Trace load_trace(const std::string& dir, const LoadOptions& options) {
+  auto files = list_trace_files(dir);
+  std::vector<Process> procs(files.size());
+  std::vector<std::string> reasons(files.size());
+  parallel_for(files.size(), options.threads, [&](size_t i) {
+    try {
+      procs[i] = load_process_file(files[i], options);
+    } catch (const LoadError& e) {
+      reasons[i] = e.what();
+    }
+  });
+  Trace t;
+  t.dir = dir;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (reasons[i].empty())
+      t.processes.push_back(std::move(procs[i]));
+    else
+      t.skipped.push_back({files[i], reasons[i]});
+  }
+  std::sort(t.processes.begin(), t.processes.end(), process_less);
+  return t;
+}
+
+Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
+  auto files = list_trace_files(dir);
+  std::vector<SchedProcess> procs(files.size());
+  std::vector<SignatureTable> local_sigs(files.size());
+  std::vector<std::string> reasons(files.size());
+  parallel_for(files.size(), options.threads, [&](size_t i) {
+    try {
+      read_file(files[i], options, [&](sqlite3* db) {
+        procs[i] = SchedProcess{};
+        local_sigs[i] = SignatureTable{};
+        procs[i].info.path = files[i];
+        read_header(db, procs[i].info);
+        read_ops_compact(db, procs[i], local_sigs[i]);
+      });
+    } catch (const FileSkip& e) {
+      reasons[i] = e.what();
+    }
+  });
+  Schedule s;
+  s.dir = dir;
+  SignatureTable global;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (!reasons[i].empty()) {
+      s.skipped.push_back({files[i], reasons[i]});
+      continue;
+    }
+    std::vector<uint32_t> remap;
+    for (auto& sig : local_sigs[i].take()) remap.push_back(global.intern(std::move(sig)));
+    for (auto& o : procs[i].ops) o.sig = remap[o.sig];
+    s.procs.push_back(std::move(procs[i]));
+  }
+  s.sigs = global.take();
+  std::sort(s.procs.begin(), s.procs.end(),
+            [](const SchedProcess& a, const SchedProcess& b) { return process_less(a.info, b.info); });
+  return s;
+}
+
+namespace {
+
+class FileDetails : public TraceDetails {
+ public:
+  explicit FileDetails(const Schedule& s) : s_(s) {}
+
+  std::optional<Op> op(int proc, int64_t call_index) override {
+    auto v = ops_between(proc, call_index, call_index, 1, false, /*sequenced_only=*/false);
+    if (v.empty()) return std::nullopt;
+    return v.front();
+  }
+  std::vector<Op> ops_between(int proc, int64_t from, int64_t to, int limit, bool newest) override {
+    return ops_between(proc, from, to, limit, newest, true);
+  }
+  std::vector<Frame> stack(int proc, int64_t stack_id) override {
+    std::vector<Frame> out;
+    if (stack_id < 0) return out;
+    try {
+      sqlite3* db = open(proc);
+      Stmt fr(db, "SELECT kind, function, module, offset, file, line FROM frames WHERE stack_id=? ORDER BY depth");
+      sqlite3_bind_int64(fr.get(), 1, stack_id);
+      while (fr.step()) out.push_back(read_frame(fr, 0));
+    } catch (const std::exception&) {
+      // A detail that cannot be read is left out of the report; the analysis stands.
+    }
+    return out;
+  }
+
+ private:
+  std::vector<Op> ops_between(int proc, int64_t from, int64_t to, int limit, bool newest, bool sequenced_only) {
+    std::vector<Op> out;
+    try {
+      sqlite3* db = open(proc);
+      CommIds ids(s_.procs[proc].info);
+      std::string sql = std::string("SELECT ") + kOpColumns + " FROM ops WHERE call_index BETWEEN ?1 AND ?2" +
+                        (sequenced_only ? " AND seq IS NOT NULL AND state != 'captured'" : "") + " ORDER BY call_index " +
+                        (newest ? "DESC" : "ASC") + " LIMIT ?3";
+      Stmt st(db, sql.c_str());
+      sqlite3_bind_int64(st.get(), 1, from);
+      sqlite3_bind_int64(st.get(), 2, to);
+      sqlite3_bind_int64(st.get(), 3, limit);
+      while (st.step()) out.push_back(read_op_row(st, ids));
+      if (newest) std::reverse(out.begin(), out.end());
+      Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts WHERE call_index=? ORDER BY part");
+      Stmt done(db, "SELECT mono_ns FROM completions WHERE call_index=?");
+      for (Op& o : out) {
+        sqlite3_reset(parts.get());
+        sqlite3_bind_int64(parts.get(), 1, o.call_index);
+        while (parts.step()) o.parts.push_back(read_part(parts, 1));
+        sqlite3_reset(done.get());
+        sqlite3_bind_int64(done.get(), 1, o.call_index);
+        if (done.step()) {
+          o.completed = true;
+          o.complete_mono_ns = done.i64(0);
+        }
+      }
+    } catch (const std::exception&) {
+    }
+    return out;
+  }
+
+  sqlite3* open(int proc) {
+    auto& db = dbs_[proc];
+    if (!db) db = std::make_unique<Db>(s_.procs[proc].info.path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, 2000);
+    return db->get();
+  }
+
+  const Schedule& s_;
+  std::map<int, std::unique_ptr<Db>> dbs_;
+};
+
+class MemoryDetails : public TraceDetails {
+ public:
+  explicit MemoryDetails(const Trace& t) : t_(t) {}
+  std::optional<Op> op(int proc, int64_t call_index) override {
+    const auto& ops = t_.processes[proc].ops;
+    auto it = std::lower_bound(ops.begin(), ops.end(), call_index,
+                               [](const Op& o, int64_t v) { return o.call_index < v; });
+    if (it == ops.end() || it->call_index != call_index) return std::nullopt;
+    return *it;
+  }
+  std::vector<Op> ops_between(int proc, int64_t from, int64_t to, int limit, bool newest) override {
+    std::vector<Op> out;
+    for (const Op& o : t_.processes[proc].ops)
+      if (o.call_index >= from && o.call_index <= to && o.seq > 0 && o.state != schema::kStateCaptured) out.push_back(o);
+    if (static_cast<int>(out.size()) > limit) {
+      if (newest)
+        out.erase(out.begin(), out.end() - limit);
+      else
+        out.resize(static_cast<size_t>(limit));
+    }
+    return out;
+  }
+  std::vector<Frame> stack(int proc, int64_t stack_id) override {
+    auto& st = t_.processes[proc].stacks;
+    auto it = st.find(stack_id);
+    return it == st.end() ? std::vector<Frame>{} : it->second;
+  }
+
+ private:
+  const Trace& t_;
+};
+
+}  // namespace
+
+std::unique_ptr<TraceDetails> details_from_files(const Schedule& s) { return std::make_unique<FileDetails>(s); }
+std::unique_ptr<TraceDetails> details_from_trace(const Trace& t) { return std::make_unique<MemoryDetails>(t); }
+
+}  // namespace lockstep

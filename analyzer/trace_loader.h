@@ -1,0 +1,34 @@
+// Loads a trace directory (every *.lockstep.sqlite in it) in parallel, read-only, validating
+// each file. The importer only imports: analyses live in their own files and never touch SQLite.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+#include "schedule.h"
+#include "trace_model.h"
+
+namespace lockstep {
+
+struct LoadOptions {
+  unsigned threads = 0;        // 0: hardware concurrency (at least 1)
+  int busy_timeout_ms = 2000;  // per statement, while a live recorder holds the write lock
+  int busy_retries = 5;        // whole-file retries after SQLITE_BUSY beyond the timeout
+};
+
+// Raised for errors about the directory itself (missing, not a directory, no trace files, no
+// usable file). Per-file problems are not errors: the file lands in skipped with its reason.
+struct LoadError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Everything, as trace_model.h structs (ops with parts, completions, stacks, waits, hangs).
+Trace load_trace(const std::string& dir, const LoadOptions& options = {});
+
+// The compact form for analyses: sequenced ops only, no stacks (see trace_details.h).
+Schedule load_schedule(const std::string& dir, const LoadOptions& options = {});
+
+// One file, full. Throws LoadError with the skip reason when the file is unusable.
+Process load_process_file(const std::string& path, const LoadOptions& options = {});
+
+}  // namespace lockstep

@@ -1,0 +1,89 @@
+// lockstep check DIR: the CI gate. Ranks must agree (no divergence, no order inversion, no hang)
+// and, with --baseline, the canonical schedule must equal the blessed one.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "analyze_common.h"
+#include "baseline.h"
+#include "commands.h"
+#include "exit_codes.h"
+
+namespace lockstep::cli {
+namespace {
+
+struct CheckArgs {
+  std::string dir;
+  std::string baseline;
+  std::string write_baseline;
+  std::string junit;
+};
+
+int check_dir(const CheckArgs& a) {
+  std::string expected;
+  if (!a.baseline.empty()) {
+    std::ifstream in(a.baseline);
+    if (!in) {
+      std::cerr << "lockstep check: cannot read baseline " << a.baseline << "\n";
+      return kExitUsage;
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    expected = ss.str();
+    if (expected.rfind(kBaselineHeader, 0) != 0) {
+      std::cerr << "lockstep check: " << a.baseline << " is not a lockstep baseline (first line must be '"
+                << kBaselineHeader << "')\n";
+      return kExitUsage;
+    }
+  }
+  auto s = load_for_analysis("check", a.dir);
+  if (!s) return kExitUsage;
+  Analysis an = analyze(*s);
+  std::vector<JUnitCase> cases = junit_cases(an);
+  int rc = an.problems() ? kExitFound : kExitOk;
+  if (an.problems()) {
+    auto details = details_from_files(*s);
+    ReportOptions ro;
+    ro.color = stdout_color();
+    std::cout << render_text(an, *details, ro);
+  } else {
+    std::cout << "lockstep check: " << summary_line(an) << "\n";
+  }
+  std::string actual = canonical_schedule(an);
+  if (!a.baseline.empty()) {
+    BaselineDiff diff = compare_baseline(expected, actual);
+    cases.push_back({"matches_baseline", diff.equal ? "" : "schedule differs from " + a.baseline + "\n" + diff.text});
+    if (diff.equal) {
+      std::cout << "lockstep check: schedule matches baseline " << a.baseline << "\n";
+    } else {
+      std::cout << "lockstep check: schedule differs from baseline " << a.baseline << " (- baseline, + this run):\n"
+                << diff.text;
+      if (rc == kExitOk) rc = kExitBaseline;
+    }
+  }
+  if (!a.write_baseline.empty()) {
+    if (an.problems()) {
+      std::cerr << "lockstep check: ranks disagree; not writing a baseline from this run\n";
+    } else {
+      if (!write_file("check", a.write_baseline, actual)) return kExitUsage;
+      std::cout << "lockstep check: wrote baseline " << a.write_baseline << " (review and commit it)\n";
+    }
+  }
+  if (!a.junit.empty() && !write_file("check", a.junit, render_junit("lockstep check " + a.dir, cases))) return kExitUsage;
+  return rc;
+}
+
+}  // namespace
+
+void add_check_command(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<CheckArgs>();
+  auto* sub = app.add_subcommand("check", "CI gate: fail when ranks' collective order disagrees or differs from a baseline");
+  sub->add_option("dir", args->dir, "Trace directory")->required();
+  sub->add_option("--baseline", args->baseline, "Compare the canonical schedule with this baseline file");
+  sub->add_option("--write-baseline", args->write_baseline, "Write this run's canonical schedule (bless it)");
+  sub->add_option("--junit", args->junit, "Also write JUnit XML to FILE");
+  sub->footer("Exit code: 0 pass, 1 ranks disagree or hang, 2 input error, 3 differs from the baseline.");
+  sub->callback([args, exit_code] { *exit_code = check_dir(*args); });
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,85 @@
+// lockstep ops DIR --rank R [--around N]: one rank's ops in call order.
+#include <iostream>
+
+#include "analyze_common.h"
+#include "commands.h"
+#include "comm_index.h"
+#include "exit_codes.h"
+
+namespace lockstep::cli {
+namespace {
+
+struct OpsArgs {
+  std::string dir;
+  int rank = 0;
+  int64_t around = -1;
+  std::string comm;
+  int window = 10;
+};
+
+int ops(const OpsArgs& a) {
+  auto s = load_for_analysis("ops", a.dir);
+  if (!s) return kExitUsage;
+  int proc = -1;
+  for (size_t p = 0; p < s->procs.size(); ++p)
+    if (display_rank(*s, static_cast<int>(p)) == a.rank) proc = static_cast<int>(p);
+  if (proc < 0) {
+    std::cerr << "lockstep ops: no trace of rank " << a.rank << " in " << a.dir << "\n";
+    return kExitUsage;
+  }
+  Process p;
+  try {
+    p = load_process_file(s->procs[proc].info.path);
+  } catch (const LoadError& e) {
+    std::cerr << "lockstep ops: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  auto roles = local_roles(p);
+  size_t center = p.ops.size();
+  if (a.around >= 0) {
+    for (size_t i = 0; i < p.ops.size() && center == p.ops.size(); ++i) {
+      const Op& o = p.ops[i];
+      if (o.seq != a.around || o.comm < 0) continue;
+      const Comm& c = p.comms[o.comm];
+      if (a.comm.empty() || c.hash.rfind(a.comm, 0) == 0 || roles[o.comm] == a.comm) center = i;
+    }
+    if (center == p.ops.size()) {
+      std::cerr << "lockstep ops: rank " << a.rank << " has no op with seq " << a.around
+                << (a.comm.empty() ? "" : " on comm " + a.comm) << "\n";
+      return kExitUsage;
+    }
+  }
+  size_t lo = center > static_cast<size_t>(a.window) ? center - a.window : 0;
+  size_t hi = std::min(p.ops.size(), center + a.window + 1);
+  std::cout << "rank " << a.rank << " (" << p.host << " pid " << p.pid << "): " << p.ops.size() << " ops";
+  if (a.around < 0) std::cout << ", the last " << hi - lo;
+  std::cout << "\n  call      comm      seq  op                                        state\n";
+  for (size_t i = lo; i < hi; ++i) {
+    const Op& o = p.ops[i];
+    Signature sig{o.op, o.dtype, o.count, o.root, o.peer, o.redop, o.parts, classify_op(o.op)};
+    std::string comm = o.comm >= 0 ? short_hash(p.comms[o.comm].hash) : "?";
+    char line[64];
+    std::snprintf(line, sizeof line, "%s %-9lld %-8s %5s  ", i == center ? ">" : " ", static_cast<long long>(o.call_index),
+                  comm.c_str(), o.seq > 0 ? std::to_string(o.seq).c_str() : "-");
+    std::string state = o.state + (o.completed ? ", completed" : "");
+    if (o.rc != 0) state += ", rc=" + std::to_string(o.rc);
+    std::cout << line << describe_signature(sig) << "  [" << state << "]"
+              << (o.thread_name.empty() ? "" : "  " + o.thread_name) << "\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_ops_command(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<OpsArgs>();
+  auto* sub = app.add_subcommand("ops", "List one rank's ops in call order (default: the last ones)");
+  sub->add_option("dir", args->dir, "Trace directory")->required();
+  sub->add_option("--rank", args->rank, "Global rank")->required();
+  sub->add_option("--around", args->around, "Centre the listing on the op with this seq");
+  sub->add_option("--comm", args->comm, "With --around: the communicator (hash prefix or role)");
+  sub->add_option("--window", args->window, "Ops shown on each side (default 10)");
+  sub->callback([args, exit_code] { *exit_code = ops(*args); });
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,81 @@
+// lockstep stacks DIR --comm C --seq N: every member's op and full stack at one point.
+#include <iostream>
+
+#include "analyze_common.h"
+#include "commands.h"
+#include "exit_codes.h"
+
+namespace lockstep::cli {
+namespace {
+
+struct StacksArgs {
+  std::string dir;
+  std::string comm;
+  int64_t seq = 0;
+  bool all_frames = false;
+};
+
+int stacks(const StacksArgs& a) {
+  auto s = load_for_analysis("stacks", a.dir);
+  if (!s) return kExitUsage;
+  CommIndex idx = build_comm_index(*s);
+  std::vector<int> matches;
+  for (size_t g = 0; g < idx.comms.size(); ++g) {
+    const auto& c = idx.comms[g];
+    if (c.hash.rfind(a.comm, 0) == 0 || c.role == a.comm || (!c.name.empty() && c.name == a.comm))
+      matches.push_back(static_cast<int>(g));
+  }
+  if (matches.empty()) {
+    std::cerr << "lockstep stacks: no communicator matches '" << a.comm << "'; communicators:\n";
+    for (auto& c : idx.comms) std::cerr << "  " << short_hash(c.hash) << "  role " << c.role << "\n";
+    return kExitUsage;
+  }
+  if (matches.size() > 1 && !(idx.comms[matches[0]].role == a.comm)) {
+    std::cerr << "lockstep stacks: '" << a.comm << "' matches " << matches.size() << " communicators; give more of the hash\n";
+    return kExitUsage;
+  }
+  auto details = details_from_files(*s);
+  bool any = false;
+  for (int g : matches) {
+    const GlobalComm& gc = idx.comms[g];
+    std::cout << "comm " << short_hash(gc.hash) << " (role " << gc.role << ", " << gc.nranks << " ranks) seq " << a.seq << ":\n";
+    for (auto& m : gc.members) {
+      const SchedProcess& sp = s->procs[m.proc];
+      int rank = display_rank(*s, m.proc);
+      const SchedOp* hit = nullptr;
+      for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
+        for (uint32_t i : *list)
+          if (sp.ops[i].seq == a.seq) hit = &sp.ops[i];
+      if (!hit) {
+        std::cout << "  rank " << rank << ": no op with seq " << a.seq << " (issued " <<
+            idx.of(m).colls.size() + idx.of(m).p2p.size() << " ops on this comm)\n";
+        continue;
+      }
+      any = true;
+      auto op = details->op(m.proc, hit->call_index);
+      std::cout << "  rank " << rank << ": " << describe_signature(s->sigs[hit->sig])
+                << (hit->completed() ? "  completed" : "  not completed");
+      if (op && !op->thread_name.empty()) std::cout << "  thread " << op->thread_name;
+      std::cout << "\n";
+      auto frames = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
+      if (!a.all_frames) frames = trim_stack(frames, 32);
+      if (frames.empty()) std::cout << "    (no stack recorded)\n";
+      for (auto& f : frames) std::cout << "    " << (f.kind == "python" ? "py " : "   ") << format_frame(f) << "\n";
+    }
+  }
+  return any ? kExitOk : kExitUsage;
+}
+
+}  // namespace
+
+void add_stacks_command(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<StacksArgs>();
+  auto* sub = app.add_subcommand("stacks", "Show every member's op and call stack at one sequence number of a communicator");
+  sub->add_option("dir", args->dir, "Trace directory")->required();
+  sub->add_option("--comm", args->comm, "Communicator: hash prefix (as printed by analyze) or role")->required();
+  sub->add_option("--seq", args->seq, "Sequence number on that communicator")->required();
+  sub->add_flag("--all-frames", args->all_frames, "Do not trim NCCL/lockstep/libc/interpreter frames");
+  sub->callback([args, exit_code] { *exit_code = stacks(*args); });
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,20 @@
+// Exit codes of `lockstep` (also in `lockstep --help` and docs/cli.md) and small helpers shared
+// by the subcommands.
+#pragma once
+
+#include <string>
+
+namespace lockstep::cli {
+
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFound = 1;     // divergence, order inversion or hang
+inline constexpr int kExitUsage = 2;     // usage or input error
+inline constexpr int kExitBaseline = 3;  // check: schedule differs from the baseline
+
+bool file_exists(const std::string& path);
+// Path of this executable (/proc/self/exe).
+std::string self_exe();
+// true when stdout is a terminal and NO_COLOR is unset.
+bool stdout_color();
+
+}  // namespace lockstep::cli

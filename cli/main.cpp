@@ -1,0 +1,59 @@
+// lockstep: record NCCL collectives of a job (run), find why it deadlocked (analyze), gate CI on
+// consistent collective order (check). Subcommands live in cmd_<name>.cpp (commands.h).
+#include <iostream>
+
+#include "commands.h"
+#include "exit_codes.h"
+
+namespace {
+
+constexpr const char* kFooter = R"(Exit codes:
+  0  clean: ranks agree (and match the baseline); for `run`: the command's own exit code
+  1  a divergence, order inversion or hang was found
+  2  usage or input error (no such directory, no usable trace file, bad option)
+  3  `check --baseline`: ranks agree but the schedule differs from the baseline
+ 128+N  `run`: the command was killed by signal N
+See docs/cli.md.)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"lockstep: find why a multi-GPU job deadlocked on NCCL collectives", "lockstep"};
+  app.footer(kFooter);
+  app.set_version_flag("--version", "lockstep 0.1.0");
+  bool preload_path = false;
+  app.add_flag("--preload-path", preload_path, "Print the path of liblockstep.so (for LD_PRELOAD in sbatch scripts)");
+  int exit_code = lockstep::cli::kExitOk;
+  lockstep::cli::add_run_command(app, &exit_code);
+  lockstep::cli::add_analyze_command(app, &exit_code);
+  lockstep::cli::add_check_command(app, &exit_code);
+  lockstep::cli::add_stacks_command(app, &exit_code);
+  lockstep::cli::add_ops_command(app, &exit_code);
+  lockstep::cli::add_replay_command(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return lockstep::cli::kExitUsage;
+  }
+  if (preload_path) {
+    std::string path = lockstep::cli::preload_library_path();
+    std::cout << path << "\n";
+    if (!lockstep::cli::file_exists(path)) {
+      std::cerr << "lockstep: warning: " << path << " does not exist (build the recorder, or set LOCKSTEP_PRELOAD)\n";
+      return lockstep::cli::kExitUsage;
+    }
+    return lockstep::cli::kExitOk;
+  }
+  if (app.get_subcommands().empty()) {
+    std::cerr << app.help();
+    return lockstep::cli::kExitUsage;
+  }
+  return exit_code;
+}
