@@ -5,6 +5,7 @@
 # and the benchmark. Usage (repo root): tests/python/gpu/run.sh [python]
 set -euo pipefail
 PY=${1:-python3}
+export PYTHONDONTWRITEBYTECODE=1
 INC=$($PY -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 SUF=$($PY -c "import sysconfig; print(sysconfig.get_config_var('EXT_SUFFIX'))")
 OUT=$(mktemp -d)
