@@ -1,0 +1,63 @@
+// Bounded multi-producer queue of fixed-size records (Vyukov's array queue): a push is one CAS
+// and two stores, never allocates, never blocks; a full queue refuses the push and the caller
+// counts the drop. One consumer (the writer thread) pops.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+
+namespace lockstep::rec {
+
+template <class T>
+class BoundedQueue {
+ public:
+  explicit BoundedQueue(size_t capacity_pow2)
+      : mask_(capacity_pow2 - 1), cells_(new Cell[capacity_pow2]) {
+    for (size_t i = 0; i < capacity_pow2; i++) cells_[i].seq.store(i, std::memory_order_relaxed);
+  }
+
+  bool push(const T& v) {
+    size_t pos = tail_.load(std::memory_order_relaxed);
+    for (;;) {
+      Cell& c = cells_[pos & mask_];
+      size_t seq = c.seq.load(std::memory_order_acquire);
+      intptr_t diff = intptr_t(seq) - intptr_t(pos);
+      if (diff == 0) {
+        if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
+          c.value = v;
+          c.seq.store(pos + 1, std::memory_order_release);
+          return true;
+        }
+      } else if (diff < 0) {
+        return false;  // full
+      } else {
+        pos = tail_.load(std::memory_order_relaxed);
+      }
+    }
+  }
+
+  bool pop(T& out) {
+    Cell& c = cells_[head_ & mask_];
+    size_t seq = c.seq.load(std::memory_order_acquire);
+    if (intptr_t(seq) - intptr_t(head_ + 1) < 0) return false;  // empty (or push in progress)
+    out = c.value;
+    c.seq.store(head_ + mask_ + 1, std::memory_order_release);
+    head_++;
+    return true;
+  }
+
+  size_t capacity() const { return mask_ + 1; }
+
+ private:
+  struct Cell {
+    std::atomic<size_t> seq;
+    T value;
+  };
+  const size_t mask_;
+  std::unique_ptr<Cell[]> cells_;
+  alignas(64) std::atomic<size_t> tail_{0};
+  alignas(64) size_t head_ = 0;  // consumer only
+};
+
+}  // namespace lockstep::rec

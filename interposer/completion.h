@@ -1,0 +1,87 @@
+// Completion tracking through the CUDA driver API: after an op is enqueued, an event is
+// recorded on its stream (cuEventRecord; events pooled, created with DISABLE_TIMING), and a
+// watchdog thread polls the oldest event of each stream (a stream completes in order). It also
+// reports hangs: ops in flight and no completion for LOCKSTEP_HANG_TIMEOUT seconds. libcuda.so.1
+// is loaded on the first op, never linked: a process without a driver simply has no completions.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "op_desc.h"
+
+namespace lockstep::rec {
+
+class Writer;
+
+struct CaptureState {
+  bool capturing = false;  // active (or invalidated) stream capture: do not record events
+  uint64_t id = 0;
+  uint64_t graph = 0;      // CUgraph being captured into
+};
+
+struct InFlightOp {
+  int64_t call_index;
+  uint64_t comm_hash;
+  int64_t seq;
+  int64_t count;
+  OpKind op;
+};
+
+class Completion {
+ public:
+  Completion(Writer* writer, int global_rank, std::string trace_dir);
+
+  // Loads the driver on first use; false when there is none (then nothing is tracked).
+  bool available();
+  CaptureState capture_state(void* stream);
+  // After a successful enqueue on a non-capturing stream. Returns false if not tracked.
+  bool track(void* stream, const InFlightOp& op);
+  void stop();
+
+ private:
+  struct Driver;
+  struct Entry {
+    InFlightOp op;
+    void* stream;
+    void* event;
+    void* ctx;
+    int64_t enqueued_mono;
+  };
+  bool load_driver();
+  void watchdog();
+  void poll_once(int64_t now);
+  void report_hang(int64_t now, int64_t stalled_ns);
+  void maybe_spawn_analyzer();
+  void* take_event(void* ctx);
+
+  Writer* writer_;
+  int global_rank_;
+  std::string trace_dir_;
+  double hang_timeout_s_ = 60;
+  Driver* drv_ = nullptr;
+  int load_state_ = 0;  // 0 = not tried, 1 = loaded, -1 = unavailable
+  std::mutex load_mu_;
+
+  std::mutex mu_;  // guards pool_ and incoming_
+  std::map<void*, std::vector<void*>> pool_;  // ctx -> free events
+  std::vector<Entry> incoming_;
+  std::vector<std::pair<void*, void*>> released_;  // (ctx, event) back from the watchdog
+  bool stop_ = false;
+  std::thread thread_;
+
+  // watchdog thread only
+  std::map<void*, std::deque<Entry>> in_flight_;  // stream -> entries in enqueue order
+  size_t n_in_flight_ = 0;
+  int64_t last_progress_ = 0;
+  bool hang_reported_ = false;
+  bool analyzer_spawned_ = false;
+  std::vector<int> children_;
+};
+
+}  // namespace lockstep::rec

@@ -1,0 +1,100 @@
+// CUDA runtime entry points liblockstep.so interposes (libcudart is loaded dynamically by torch
+// wheels, so these are seen): graph capture -> instantiate -> launch, to count what captured
+// NCCL ops execute at each replay, and host-side waits. Until the process makes its first NCCL
+// call they only forward (one relaxed load).
+#include <cuda_runtime_api.h>
+
+#include "recorder.h"
+#include "symbol_lookup.h"
+
+using namespace lockstep::rec;
+
+namespace {
+
+#define REAL_RT(name)                                                                \
+  ([]() {                                                                           \
+    static std::atomic<void*> slot{nullptr};                                        \
+    return real_fn<decltype(&name)>(slot, Library::Cudart, #name);                  \
+  }())
+
+// Not reachable in practice (the caller linked a runtime); keep the contract clear anyway.
+constexpr cudaError_t kNoRuntime = cudaErrorInitializationError;
+
+template <class Fn, class... A>
+cudaError_t wait_hook(Fn real, WaitKind kind, void* stream, void* event, A... args) {
+  if (!real) return kNoRuntime;
+  if (!recorder_active()) return real(args...);
+  HookGuard guard;
+  if (guard.nested()) return real(args...);
+  CallStart c = call_start(false);
+  cudaError_t rc = real(args...);
+  wait_done(c, kind, stream, event);
+  return rc;
+}
+
+}  // namespace
+
+#pragma GCC visibility push(default)  // the hooks are the only exported symbols
+extern "C" {
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  auto real = REAL_RT(cudaStreamEndCapture);
+  if (!real) return kNoRuntime;
+  if (!recorder_active()) return real(stream, graph);
+  HookGuard guard;
+  if (guard.nested()) return real(stream, graph);
+  uint64_t capture = capture_id_of(stream);
+  cudaError_t rc = real(stream, graph);
+  if (rc == cudaSuccess && graph) graph_captured(capture, *graph);
+  return rc;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                 unsigned long long flags) {
+  auto real = REAL_RT(cudaGraphInstantiate);
+  if (!real) return kNoRuntime;
+  cudaError_t rc = real(exec, graph, flags);
+  if (rc == cudaSuccess && exec && recorder_active()) graph_instantiated(*exec, graph);
+  return rc;
+}
+
+cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                          unsigned long long flags) {
+  auto real = REAL_RT(cudaGraphInstantiateWithFlags);
+  if (!real) return kNoRuntime;
+  cudaError_t rc = real(exec, graph, flags);
+  if (rc == cudaSuccess && exec && recorder_active()) graph_instantiated(*exec, graph);
+  return rc;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  auto real = REAL_RT(cudaGraphLaunch);
+  if (!real) return kNoRuntime;
+  if (!recorder_active()) return real(exec, stream);
+  HookGuard guard;
+  if (guard.nested()) return real(exec, stream);
+  CallStart c = call_start(false);
+  cudaError_t rc = real(exec, stream);
+  graph_launched(c, exec, stream, rc);
+  return rc;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  return wait_hook(REAL_RT(cudaStreamSynchronize), WaitKind::StreamSync, stream, nullptr, stream);
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  return wait_hook(REAL_RT(cudaEventSynchronize), WaitKind::EventSync, nullptr, event, event);
+}
+cudaError_t cudaDeviceSynchronize(void) {
+  return wait_hook(REAL_RT(cudaDeviceSynchronize), WaitKind::DeviceSync, nullptr, nullptr);
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags) {
+  return wait_hook(REAL_RT(cudaStreamWaitEvent), WaitKind::StreamWaitEvent, stream, event,
+                   stream, event, flags);
+}
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  return wait_hook(REAL_RT(cudaEventRecord), WaitKind::EventRecord, stream, event, event, stream);
+}
+
+}  // extern "C"
+#pragma GCC visibility pop

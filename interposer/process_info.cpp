@@ -1,0 +1,63 @@
+#include "process_info.h"
+
+#include <limits.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+extern char** environ;
+
+namespace lockstep::rec {
+
+ProcessInfo read_process_info() {
+  ProcessInfo p;
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  p.host = host;
+  p.pid = getpid();
+
+  // The launcher's own variable first, then the usual launchers' (torchrun, Slurm, Open MPI,
+  // MPICH/PMI).
+  for (const char* var : {"LOCKSTEP_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
+                          "PMI_RANK"}) {
+    const char* v = getenv(var);
+    if (!v || !*v) continue;
+    char* end = nullptr;
+    long r = strtol(v, &end, 10);
+    if (*end || r < 0 || r > INT_MAX) continue;
+    p.global_rank = int(r);
+    p.global_rank_source = var;
+    break;
+  }
+
+  std::ifstream cmd("/proc/self/cmdline", std::ios::binary);
+  p.cmdline.assign(std::istreambuf_iterator<char>(cmd), {});
+  while (!p.cmdline.empty() && p.cmdline.back() == '\0') p.cmdline.pop_back();
+  for (char& c : p.cmdline)
+    if (c == '\0') c = ' ';
+  char exe[PATH_MAX] = {};
+  if (readlink("/proc/self/exe", exe, sizeof exe - 1) > 0) p.exe = exe;
+
+  const char* dir = getenv("LOCKSTEP_DIR");
+  p.trace_dir = dir && *dir ? dir : "lockstep-trace";
+  if (p.trace_dir[0] != '/') {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof cwd)) p.trace_dir = std::string(cwd) + "/" + p.trace_dir;
+  }
+
+  for (char** e = environ; e && *e; e++) {
+    const char* s = *e;
+    if (strncmp(s, "NCCL_", 5) && strncmp(s, "TORCH_NCCL_", 11) && strncmp(s, "CUDA_", 5) &&
+        strncmp(s, "LOCKSTEP_", 9))
+      continue;
+    const char* eq = strchr(s, '=');
+    if (!eq) continue;
+    p.env.emplace_back(std::string(s, eq), std::string(eq + 1));
+  }
+  return p;
+}
+
+}  // namespace lockstep::rec

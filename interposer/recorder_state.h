@@ -1,0 +1,53 @@
+// Process-wide recorder state (internal to the interposer: recorder.cpp and lifecycle.cpp).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "comm_table.h"
+#include "completion.h"
+#include "process_info.h"
+#include "record.h"
+#include "stack_capture.h"
+#include "writer.h"
+
+namespace lockstep::rec {
+
+struct CapturedOp {
+  OpRec rec;          // as recorded at capture (state captured)
+  CommState* comm;
+};
+
+struct Recorder {
+  ProcessInfo info;
+  Writer* writer = nullptr;
+  Completion* completion = nullptr;
+  StackMode stack_mode = StackMode::None;
+  CommTable comms;
+  std::atomic<int64_t> next_call{1};
+  std::atomic<int64_t> next_comm_id{1};
+  std::atomic<int64_t> next_group_id{1};
+  std::atomic<int> initall_calls{0};
+
+  std::mutex graph_mu;  // capture/instantiate/launch bookkeeping (not the per-op hot path)
+  std::unordered_map<uint64_t, std::vector<CapturedOp>> by_capture;  // capture id -> ops
+  std::unordered_map<uint64_t, std::vector<CapturedOp>> by_graph;    // CUgraph -> ops
+  std::unordered_map<uint64_t, uint64_t> exec_graph;                // exec -> CUgraph
+};
+
+enum class RecorderState : int { NotStarted = 0, Active = 1, Off = -1 };
+
+// nullptr unless Active.
+Recorder* current_recorder() noexcept;
+
+// lifecycle.cpp: exit/signal/fork handling, installed once per process image at start.
+void install_lifecycle_handlers() noexcept;
+// recorder.cpp: forget everything in a forked child (it starts over on its first NCCL call).
+void reset_after_fork() noexcept;
+// recorder.cpp: stop tracing for good (exit): final commit, threads joined.
+void shutdown_recorder(const char* reason) noexcept;
+
+}  // namespace lockstep::rec

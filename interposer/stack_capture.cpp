@@ -1,0 +1,70 @@
+#include "stack_capture.h"
+
+#include <dlfcn.h>
+#include <execinfo.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "log.h"
+#include "symbol_lookup.h"
+
+namespace lockstep::rec {
+namespace {
+
+using UnwBacktrace = int (*)(void**, int);
+UnwBacktrace g_unw = nullptr;
+
+int glibc_backtrace(void** buf, int n) { return backtrace(buf, n); }
+
+// Python frames (file, function, line) of the calling thread are appended here once
+// interposer/python_frames.h (another engineer's component) lands; until then stacks are
+// native only, and meta stack_mode says "native".
+bool python_frames_available() { return false; }
+
+}  // namespace
+
+StackMode stacks_init() {
+  // RTLD_LOCAL, never DT_NEEDED: libunwind.so.8 exports the C++ exception ABI and a weak
+  // backtrace(); in the global scope they would take over the application's (DESIGN.md).
+  if (void* h = dlopen("libunwind.so.8", RTLD_LOCAL | RTLD_NOW))
+    g_unw = reinterpret_cast<UnwBacktrace>(dlsym(h, "unw_backtrace"));
+  if (!g_unw) {
+    // glibc's backtrace() loads libgcc_s on first use; do it now, not on the hot path.
+    void* warm[4];
+    backtrace(warm, 4);
+  }
+
+  const char* env = getenv("LOCKSTEP_STACKS");
+  bool has_python = dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState") != nullptr;
+  StackMode want = has_python ? StackMode::Python : StackMode::Native;
+  if (env && *env) {
+    if (!strcmp(env, "none")) want = StackMode::None;
+    else if (!strcmp(env, "native")) want = StackMode::Native;
+    else if (!strcmp(env, "python")) want = StackMode::Python;
+    else warn("LOCKSTEP_STACKS=%s is not one of none|native|python; using %s", env,
+              stack_mode_name(want));
+  }
+  if (want == StackMode::Python && !python_frames_available()) want = StackMode::Native;
+  return want;
+}
+
+const char* unwinder_name() { return g_unw ? "libunwind" : "glibc-backtrace"; }
+
+uint64_t capture_stack(StackMode mode, StackBuf& buf) {
+  buf.n = 0;
+  if (mode == StackMode::None) return 0;
+  void* raw[kMaxNativeFrames + 8];
+  int n = g_unw ? g_unw(raw, kMaxNativeFrames + 8) : glibc_backtrace(raw, kMaxNativeFrames + 8);
+  int skip = 0;
+  while (skip < n && in_own_module(raw[skip])) skip++;
+  for (int i = skip; i < n && buf.n < kMaxNativeFrames; i++)
+    buf.pcs[buf.n++] = reinterpret_cast<uintptr_t>(raw[i]);
+  uint64_t h = XXH3_64bits(buf.pcs, sizeof(uintptr_t) * buf.n);
+  return h ? h : 1;
+}
+
+}  // namespace lockstep::rec

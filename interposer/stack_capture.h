@@ -1,0 +1,35 @@
+// Call-stack capture on the hot path: native return addresses (libunwind's unw_backtrace, or
+// glibc backtrace() when libunwind.so.8 is absent), hashed for deduplication. Symbolization
+// happens later in the writer thread (symbolize.h). Python frames plug in at one point:
+// capture_python_frames() in stack_capture.cpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace lockstep::rec {
+
+enum class StackMode { None, Native, Python };
+inline const char* stack_mode_name(StackMode m) {
+  return m == StackMode::None ? "none" : m == StackMode::Native ? "native" : "python";
+}
+
+inline constexpr int kMaxNativeFrames = 64;
+
+struct StackBuf {
+  uintptr_t pcs[kMaxNativeFrames];
+  int n = 0;
+};
+
+// Chooses the unwinder and the mode (LOCKSTEP_STACKS=none|native|python; default python when
+// CPython is in the process, else native). Returns the mode actually in effect.
+StackMode stacks_init();
+
+// Fills buf with the caller's native frames (liblockstep's own frames skipped) and returns the
+// stack's hash (never 0). Allocation-free.
+uint64_t capture_stack(StackMode mode, StackBuf& buf);
+
+// Name of the unwinder in use ("libunwind", "glibc-backtrace").
+const char* unwinder_name();
+
+}  // namespace lockstep::rec

@@ -1,0 +1,124 @@
+// The trace file and the thread that fills it. The hot path only push()es fixed-size records
+// into a bounded queue; the writer thread commits them in one transaction every ~50 ms
+// (kCommitIntervalMs), interning stacks and symbolizing them on the way. Journal mode: see
+// open_trace_db() in writer.cpp and docs/recorder.md.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "bounded_queue.h"
+#include "process_info.h"
+#include "record.h"
+
+namespace lockstep::rec {
+
+inline constexpr int kCommitIntervalMs = 50;
+inline constexpr size_t kQueueRecords = 1 << 16;  // ~11 MiB of slots: the memory bound
+
+struct TraceHeader {
+  ProcessInfo info;
+  int nccl_version = 0;
+  std::string nccl_library;
+  const char* stack_mode = "none";
+  const char* unwinder = "";
+};
+
+class Writer {
+ public:
+  // Creates <dir>/<host>-<pid>.lockstep.sqlite with its meta and env rows. On failure returns
+  // nullptr with *error set (the caller warns once and stays untraced).
+  static Writer* open(const TraceHeader& header, std::string* error);
+
+  void start();  // the writer thread
+
+  // Hot path: never blocks; a refused record is counted in meta dropped_records.
+  void push(const Record& r) {
+    if (!queue_.push(r)) dropped_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // Rare events (a stack seen for the first time, meta updates, hang markers): mutex-guarded.
+  bool submit_stack(uint64_t hash, const uintptr_t* pcs, int n);
+  void set_meta(const char* key, std::string value);
+  void add_hang(int64_t mono, int64_t wall, int in_flight, std::string message);
+
+  // Blocks until everything pushed before the call is committed (or timeout_ms passes).
+  void flush(int timeout_ms);
+
+  // Async-signal-safe pair used by the signal handler: wake the writer asking for a commit that
+  // records exit_reason, then wait (poll on a pipe, bounded) until it is done.
+  void signal_flush_begin(const char* exit_reason);
+  bool signal_flush_wait(int timeout_ms);
+
+  // Final commit (meta finished=1, exit_reason), then the thread ends. Idempotent.
+  void stop(const char* exit_reason);
+
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  bool is_writer_thread() const;
+  const std::string& path() const { return path_; }
+  const std::string& journal_mode() const { return journal_mode_; }
+
+ private:
+  Writer();
+  void run();
+  void commit_batch(bool force_meta);
+  void insert(const Record& r);
+  void intern_pending_stacks();
+  int64_t stack_id_for(uint64_t hash);
+  const std::string& thread_name(int tid);
+  void fail(const char* what);
+  bool exec(const char* sql);
+
+  std::string path_;
+  std::string journal_mode_;
+  sqlite3* db_ = nullptr;
+  struct Stmts;
+  Stmts* st_ = nullptr;
+
+  BoundedQueue<Record> queue_;
+  std::atomic<uint64_t> dropped_{0};
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+  std::atomic<pid_t> writer_tid_{0};
+  int wake_fd_ = -1;     // eventfd
+  int ack_pipe_[2] = {-1, -1};
+  std::atomic<const char*> signal_reason_{nullptr};
+
+  std::mutex side_mu_;
+  struct PendingStack {
+    uint64_t hash;
+    std::vector<uintptr_t> pcs;
+  };
+  std::vector<PendingStack> pending_stacks_;
+  std::vector<std::pair<std::string, std::string>> pending_meta_;
+  struct PendingHang {
+    int64_t mono, wall;
+    int in_flight;
+    std::string message;
+  };
+  std::vector<PendingHang> pending_hangs_;
+
+  std::mutex flush_mu_;
+  std::condition_variable flush_cv_;
+  uint64_t flush_requested_ = 0;  // guarded by flush_mu_
+  uint64_t flush_done_ = 0;
+  std::atomic<uint64_t> flush_req_atomic_{0};
+
+  // writer thread only
+  std::unordered_map<uint64_t, int64_t> stack_ids_;
+  std::unordered_map<int, std::string> thread_names_;
+  int64_t last_meta_mono_ = 0;
+  uint64_t last_dropped_ = 0;
+};
+
+}  // namespace lockstep::rec

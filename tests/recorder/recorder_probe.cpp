@@ -1,0 +1,254 @@
+// A program that calls NCCL in one named way per scenario, run under LD_PRELOAD=liblockstep.so
+// by recorder_test.cpp, which then checks the trace it left. Linked with -rdynamic so stack
+// frames carry these function names.
+//   recorder_probe SCENARIO [args]     (env PROBE_NRANKS, RANK: communicator size and rank)
+#include <nccl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "stub_cuda.h"
+
+namespace {
+
+int env_int(const char* name, int dflt) {
+  const char* v = getenv(name);
+  return v && *v ? atoi(v) : dflt;
+}
+
+cudaStream_t stream(uintptr_t v = 0x5000) { return reinterpret_cast<cudaStream_t>(v); }
+
+#define CHECK(call)                                                               \
+  do {                                                                            \
+    ncclResult_t rc_ = (call);                                                    \
+    if (rc_ != ncclSuccess) {                                                     \
+      fprintf(stderr, "probe: %s failed: %d (line %d)\n", #call, int(rc_), __LINE__); \
+      exit(2);                                                                    \
+    }                                                                             \
+  } while (0)
+
+ncclComm_t init_comm(char id_byte = 1) {
+  ncclUniqueId id;
+  memset(&id, id_byte, sizeof id);
+  ncclComm_t c = nullptr;
+  CHECK(ncclCommInitRank(&c, env_int("PROBE_NRANKS", 4), id, env_int("RANK", 0)));
+  return c;
+}
+
+float buf[64];
+
+}  // namespace
+
+extern "C" {
+// Named, exported functions: the tests look for them in the recorded stacks.
+__attribute__((noinline)) void probe_issue_all_reduce(ncclComm_t c, size_t n) {
+  CHECK(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, c, stream()));
+}
+
+int scenario_basic() {
+  ncclComm_t c = init_comm();
+  probe_issue_all_reduce(c, 16);
+  CHECK(ncclBroadcast(buf, buf, 8, ncclInt32, 1, c, stream()));
+  CHECK(ncclBcast(buf, 9, ncclInt8, 2, c, stream()));  // one record, not two
+  CHECK(ncclReduce(buf, buf, 10, ncclFloat64, ncclMax, 3, c, stream()));
+  CHECK(ncclAllGather(buf, buf, 11, ncclBfloat16, c, stream()));
+  CHECK(ncclReduceScatter(buf, buf, 12, ncclFloat16, ncclAvg, c, stream()));
+  CHECK(ncclAlltoAll(buf, buf, 13, ncclUint8, c, stream()));
+  CHECK(ncclGather(buf, buf, 14, ncclInt64, 0, c, stream()));
+  CHECK(ncclScatter(buf, buf, 15, ncclUint64, 1, c, stream()));
+  CHECK(ncclSend(buf, 16, ncclFloat32, 2, c, stream()));
+  CHECK(ncclRecv(buf, 17, ncclFloat32, 3, c, stream()));
+  CHECK(ncclCommDestroy(c));
+  return 0;
+}
+
+int scenario_groups() {
+  ncclComm_t c = init_comm();           // 4 ranks, this is rank RANK (0)
+  ncclComm_t d = init_comm(2);
+  int me = env_int("RANK", 0), n = env_int("PROBE_NRANKS", 4);
+  // 1. send+recv with every peer, uneven counts, self included -> all_to_all
+  CHECK(ncclGroupStart());
+  for (int p = 0; p < n; p++) {
+    CHECK(ncclSend(buf, 10 + p, ncclFloat32, p, c, stream()));
+    CHECK(ncclRecv(buf, 20 + p, ncclFloat32, p, c, stream()));
+  }
+  CHECK(ncclGroupEnd());
+  // 2. two collectives -> coalesced
+  CHECK(ncclGroupStart());
+  CHECK(ncclAllReduce(buf, buf, 5, ncclFloat32, ncclSum, c, stream()));
+  CHECK(ncclAllReduce(buf, buf, 6, ncclFloat32, ncclSum, c, stream()));
+  CHECK(ncclGroupEnd());
+  // 3. a pipeline exchange with one neighbour -> send_recv
+  CHECK(ncclGroupStart());
+  CHECK(ncclSend(buf, 7, ncclFloat32, (me + 1) % n, c, stream()));
+  CHECK(ncclRecv(buf, 7, ncclFloat32, (me + n - 1) % n, c, stream()));
+  CHECK(ncclGroupEnd());
+  // 4. nested groups across two communicators -> one row per comm, shared group id
+  CHECK(ncclGroupStart());
+  CHECK(ncclAllGather(buf, buf, 3, ncclInt32, c, stream()));
+  CHECK(ncclGroupStart());
+  CHECK(ncclAllGather(buf, buf, 4, ncclInt32, d, stream()));
+  CHECK(ncclGroupEnd());
+  CHECK(ncclGroupEnd());
+  // 5. a lone call inside a group -> the call itself
+  CHECK(ncclGroupStart());
+  CHECK(ncclBroadcast(buf, buf, 2, ncclInt32, 0, c, stream()));
+  CHECK(ncclGroupEnd());
+  // 6. an ungrouped op afterwards: seq continues
+  CHECK(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, stream()));
+  return 0;
+}
+
+int scenario_errors() {
+  ncclComm_t c = init_comm();
+  CHECK(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, stream()));            // seq 1
+  if (ncclAllReduce(buf, buf, SIZE_MAX, ncclFloat32, ncclSum, c, stream()) == ncclSuccess)
+    return 3;                                                                       // failed
+  CHECK(ncclGroupStart());                                                          // failed group
+  CHECK(ncclAllReduce(buf, buf, 2, ncclFloat32, ncclSum, c, stream()));
+  ncclAllReduce(buf, buf, SIZE_MAX, ncclFloat32, ncclSum, c, stream());
+  if (ncclGroupEnd() == ncclSuccess) return 4;
+  ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;                                    // simulated
+  CHECK(ncclGroupStart());
+  CHECK(ncclAllReduce(buf, buf, 3, ncclFloat32, ncclSum, c, stream()));
+  CHECK(ncclGroupSimulateEnd(&sim));
+  CHECK(ncclAllReduce(buf, buf, 4, ncclFloat32, ncclSum, c, stream()));            // seq 2
+  return 0;
+}
+
+int scenario_split() {
+  ncclComm_t world = init_comm();
+  int me = env_int("RANK", 0);
+  ncclComm_t half = nullptr, again = nullptr;
+  CHECK(ncclCommSplit(world, me % 2, me, &half, nullptr));
+  CHECK(ncclCommSplit(world, me % 2, me, &again, nullptr));  // second split: another identity
+  CHECK(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, half, stream()));
+  CHECK(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, again, stream()));
+  CHECK(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, world, stream()));
+  ncclComm_t none = nullptr;
+  CHECK(ncclCommSplit(world, NCCL_SPLIT_NOCOLOR, me, &none, nullptr));
+  // Handle reuse: destroy and create again; the new comm must get a new id and seq 1.
+  CHECK(ncclCommDestroy(half));
+  ncclComm_t fresh = init_comm(9);
+  CHECK(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, fresh, stream()));
+  return 0;
+}
+
+int scenario_config_name() {
+  ncclUniqueId id;
+  memset(&id, 3, sizeof id);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.commName = "tp_group";
+  ncclComm_t c = nullptr;
+  CHECK(ncclCommInitRankConfig(&c, 2, id, 0, &cfg));
+  CHECK(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, stream()));
+  return 0;
+}
+
+int scenario_threads() {
+  int nthreads = 4, per = 500;
+  std::vector<std::thread> ts;
+  for (int t = 0; t < nthreads; t++)
+    ts.emplace_back([t, per] {
+      ncclComm_t c = init_comm(char(10 + t));
+      for (int i = 0; i < per; i++) {
+        if (i % 5 == 0) {
+          CHECK(ncclGroupStart());
+          CHECK(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, stream()));
+          CHECK(ncclAllReduce(buf, buf, 2, ncclFloat32, ncclSum, c, stream()));
+          CHECK(ncclGroupEnd());
+        } else {
+          CHECK(ncclAllReduce(buf, buf, size_t(t), ncclFloat32, ncclSum, c, stream()));
+        }
+      }
+    });
+  for (auto& t : ts) t.join();
+  return 0;
+}
+
+int scenario_fork() {
+  ncclComm_t c = init_comm();
+  probe_issue_all_reduce(c, 1);
+  pid_t child = fork();
+  if (child == 0) {
+    ncclComm_t cc = init_comm(5);
+    probe_issue_all_reduce(cc, 2);
+    probe_issue_all_reduce(cc, 3);
+    exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  probe_issue_all_reduce(c, 4);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 5;
+}
+
+// Ops on a stream whose events never complete: the watchdog must report a hang.
+int scenario_hang() {
+  ncclComm_t c = init_comm();
+  probe_issue_all_reduce(c, 1);
+  CHECK(ncclReduceScatter(buf, buf, 64, ncclFloat32, ncclSum, c, stream(stub_cuda::kStuckStream)));
+  sleep(unsigned(env_int("PROBE_SLEEP", 3)));
+  return 0;
+}
+
+// N ops, then "ready" on stdout, then a sleep (the test signals or kills it meanwhile).
+int scenario_ops_then_wait(int n) {
+  ncclComm_t c = init_comm();
+  for (int i = 0; i < n; i++) probe_issue_all_reduce(c, size_t(i));
+  printf("ready\n");
+  fflush(stdout);
+  sleep(unsigned(env_int("PROBE_SLEEP", 30)));
+  return 0;
+}
+
+int scenario_graph() {
+  ncclComm_t c = init_comm();
+  probe_issue_all_reduce(c, 1);                                                       // seq 1
+  cudaStream_t cap = stream(stub_cuda::kCapturingStream);
+  CHECK(ncclAllReduce(buf, buf, 32, ncclFloat32, ncclSum, c, cap));                  // captured
+  CHECK(ncclGroupStart());
+  for (int p = 0; p < env_int("PROBE_NRANKS", 4); p++) {
+    CHECK(ncclSend(buf, 8, ncclFloat32, p, c, cap));
+    CHECK(ncclRecv(buf, 8, ncclFloat32, p, c, cap));
+  }
+  CHECK(ncclGroupEnd());                                                              // captured
+  cudaGraph_t g = nullptr;
+  cudaStreamEndCapture(cap, &g);
+  cudaGraphExec_t exec = nullptr;
+  cudaGraphInstantiate(&exec, g, 0);
+  for (int i = 0; i < 3; i++) cudaGraphLaunch(exec, stream());                      // 3 replays
+  cudaStreamSynchronize(stream());
+  probe_issue_all_reduce(c, 2);                                                       // seq 8
+  return 0;
+}
+
+int scenario_nothing() { return 0; }
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: recorder_probe SCENARIO\n");
+    return 1;
+  }
+  std::string s = argv[1];
+  if (s == "basic") return scenario_basic();
+  if (s == "groups") return scenario_groups();
+  if (s == "errors") return scenario_errors();
+  if (s == "split") return scenario_split();
+  if (s == "config_name") return scenario_config_name();
+  if (s == "threads") return scenario_threads();
+  if (s == "fork") return scenario_fork();
+  if (s == "hang") return scenario_hang();
+  if (s == "ops_then_wait") return scenario_ops_then_wait(argc > 2 ? atoi(argv[2]) : 100);
+  if (s == "graph") return scenario_graph();
+  if (s == "nothing") return scenario_nothing();
+  fprintf(stderr, "recorder_probe: unknown scenario %s\n", s.c_str());
+  return 1;
+}

@@ -1,0 +1,448 @@
+// The recorder end to end against the stub NCCL/CUDA (tests/recorder/stub_*.cpp): run
+// recorder_probe SCENARIO under LD_PRELOAD=liblockstep.so, then check the SQLite trace.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "trace_test_util.h"
+
+using namespace lockstep::test;
+
+namespace lockstep::test {
+std::map<std::string, std::string> recorder_env(const std::string& trace_dir) {
+  return {{"LD_PRELOAD", LIBLOCKSTEP_PATH},
+          {"LD_LIBRARY_PATH", STUB_LIB_DIR},
+          {"LOCKSTEP_DIR", trace_dir},
+          {"LOCKSTEP_STACKS", "native"}};
+}
+}  // namespace lockstep::test
+
+namespace {
+
+struct Probe {
+  TempDir dir;
+  ProcResult result;
+  std::vector<std::string> files;
+
+  explicit Probe(std::vector<std::string> args, std::map<std::string, std::string> extra = {},
+                 double timeout_s = 20) {
+    std::map<std::string, std::string> env = recorder_env(dir.path);
+    for (auto& [k, v] : extra) env[k] = v;
+    args.insert(args.begin(), PROBE_PATH);
+    result = run(args, env, timeout_s);
+    files = trace_files(dir.path);
+  }
+  std::string describe() const {
+    return "exit " + std::to_string(result.exit_code) + " signal " +
+           std::to_string(result.term_signal) + "\nstderr:\n" + result.err;
+  }
+};
+
+#define ASSERT_ONE_TRACE(p)                                                          \
+  ASSERT_EQ((p).result.exit_code, 0) << (p).describe();                              \
+  ASSERT_EQ((p).files.size(), 1u) << "trace files: " << join((p).files) << "\n" << (p).describe()
+
+}  // namespace
+
+TEST(Recorder, records_every_collective_and_p2p_call_with_its_arguments) {
+  Probe p({"basic"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  auto ops = t.rows("SELECT seq, op, dtype, count, root, peer, redop, state, rc FROM ops "
+                    "ORDER BY call_index");
+  std::vector<std::vector<std::string>> expected = {
+      {"1", "all_reduce", "float32", "16", "NULL", "NULL", "sum", "enqueued", "0"},
+      {"2", "broadcast", "int32", "8", "1", "NULL", "NULL", "enqueued", "0"},
+      {"3", "broadcast", "int8", "9", "2", "NULL", "NULL", "enqueued", "0"},
+      {"4", "reduce", "float64", "10", "3", "NULL", "max", "enqueued", "0"},
+      {"5", "all_gather", "bfloat16", "11", "NULL", "NULL", "NULL", "enqueued", "0"},
+      {"6", "reduce_scatter", "float16", "12", "NULL", "NULL", "avg", "enqueued", "0"},
+      {"7", "all_to_all", "uint8", "13", "NULL", "NULL", "NULL", "enqueued", "0"},
+      {"8", "gather", "int64", "14", "0", "NULL", "NULL", "enqueued", "0"},
+      {"9", "scatter", "uint64", "15", "1", "NULL", "NULL", "enqueued", "0"},
+      {"10", "send", "float32", "16", "NULL", "2", "NULL", "enqueued", "0"},
+      {"11", "recv", "float32", "17", "NULL", "3", "NULL", "enqueued", "0"},
+  };
+  ASSERT_EQ(ops.size(), expected.size());
+  for (size_t i = 0; i < ops.size(); i++)
+    EXPECT_EQ(join(ops[i]), join(expected[i])) << "op row " << i;
+}
+
+TEST(Recorder, bcast_that_nccl_forwards_to_broadcast_is_recorded_once) {
+  Probe p({"basic"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM ops WHERE op='broadcast'"), "2")
+      << "one ncclBroadcast + one ncclBcast (whose inner ncclBroadcast must not be recorded)";
+}
+
+TEST(Recorder, communicator_row_has_identity_size_rank_and_end) {
+  Probe p({"basic"}, {{"PROBE_NRANKS", "4"}, {"RANK", "2"}});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  auto c = t.rows("SELECT length(comm_hash), nranks, rank, cuda_device, init_rc, end_kind, "
+                  "parent_id FROM comms");
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(join(c[0]), "16,4,2,0,0,destroy,NULL");
+  EXPECT_EQ(t.scalar("SELECT count(DISTINCT comm_id) FROM ops"), "1");
+}
+
+TEST(Recorder, communicator_identity_is_equal_on_all_members_and_differs_between_ids) {
+  Probe r0({"basic"}, {{"RANK", "0"}});
+  Probe r1({"basic"}, {{"RANK", "1"}});
+  Probe other({"config_name"});
+  ASSERT_ONE_TRACE(r0);
+  ASSERT_ONE_TRACE(r1);
+  ASSERT_ONE_TRACE(other);
+  std::string h0 = Trace(r0.files[0]).scalar("SELECT comm_hash FROM comms");
+  std::string h1 = Trace(r1.files[0]).scalar("SELECT comm_hash FROM comms");
+  std::string h2 = Trace(other.files[0]).scalar("SELECT comm_hash FROM comms");
+  EXPECT_EQ(h0, h1) << "same ncclUniqueId on two ranks";
+  EXPECT_NE(h0, h2) << "different ncclUniqueId";
+}
+
+TEST(Recorder, group_of_send_recv_to_every_peer_is_one_all_to_all_with_per_peer_counts) {
+  Probe p({"groups"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  auto first = t.rows("SELECT call_index, seq, op, count, dtype, group_id IS NOT NULL FROM ops "
+                      "ORDER BY call_index LIMIT 1");
+  ASSERT_EQ(first.size(), 1u);
+  // sends of 10+11+12+13 elements
+  EXPECT_EQ(join({first[0][1], first[0][2], first[0][3], first[0][4], first[0][5]}),
+            "1,all_to_all,46,float32,1");
+  auto parts = t.column("SELECT op || ':' || peer || ':' || count FROM op_parts WHERE call_index=" +
+                        first[0][0] + " ORDER BY part");
+  EXPECT_EQ(join(parts), "send:0:10,recv:0:20,send:1:11,recv:1:21,send:2:12,recv:2:22,"
+                         "send:3:13,recv:3:23");
+}
+
+TEST(Recorder, groups_fold_to_coalesced_send_recv_and_per_comm_rows_with_continuing_seq) {
+  Probe p({"groups"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  auto ops = t.rows("SELECT o.seq, o.op, o.count, c.id, o.group_id FROM ops o "
+                    "JOIN comms c ON c.id=o.comm_id ORDER BY o.call_index");
+  ASSERT_EQ(ops.size(), 7u);
+  EXPECT_EQ(join({ops[1][0], ops[1][1], ops[1][2]}), "2,coalesced,11");
+  EXPECT_EQ(t.scalar("SELECT group_concat(op || ':' || count) FROM (SELECT * FROM op_parts "
+                     "WHERE call_index=(SELECT call_index FROM ops WHERE op='coalesced') "
+                     "ORDER BY part)"),
+            "all_reduce:5,all_reduce:6");
+  EXPECT_EQ(join({ops[2][0], ops[2][1], ops[2][2]}), "3,send_recv,7");
+  // group spanning two comms: two rows, same group id, each comm's own seq
+  EXPECT_EQ(join({ops[3][0], ops[3][1], ops[3][2]}), "4,all_gather,3");
+  EXPECT_EQ(join({ops[4][0], ops[4][1], ops[4][2]}), "1,all_gather,4");
+  EXPECT_NE(ops[3][3], ops[4][3]) << "rows of different communicators";
+  EXPECT_EQ(ops[3][4], ops[4][4]) << "one group id for the whole group";
+  // a lone call in a group is that call
+  EXPECT_EQ(join({ops[5][0], ops[5][1], ops[5][2]}), "5,broadcast,2");
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM op_parts WHERE call_index=(SELECT call_index FROM ops "
+                     "WHERE op='broadcast')"),
+            "0");
+  EXPECT_EQ(join({ops[6][0], ops[6][1], ops[6][4]}), "6,all_reduce,NULL");
+}
+
+TEST(Recorder, failed_and_simulated_calls_are_recorded_outside_the_sequence) {
+  Probe p({"errors"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  auto ops = t.rows("SELECT seq, op, count, state, rc FROM ops ORDER BY call_index");
+  std::vector<std::string> got;
+  for (auto& r : ops) got.push_back(join(r, "/"));
+  // The failing call inside the group is recorded at once; the group's ok part fails with
+  // its GroupEnd.
+  EXPECT_EQ(join(got, " "),
+            "1/all_reduce/1/enqueued/0 NULL/all_reduce/-1/failed/4 "
+            "NULL/all_reduce/-1/failed/4 NULL/all_reduce/2/failed/4 "
+            "NULL/all_reduce/3/simulated/0 2/all_reduce/4/enqueued/0");
+}
+
+TEST(Recorder, split_communicators_get_identities_that_match_across_ranks) {
+  Probe r0({"split"}, {{"RANK", "0"}});
+  Probe r1({"split"}, {{"RANK", "1"}});
+  Probe r2({"split"}, {{"RANK", "2"}});
+  ASSERT_ONE_TRACE(r0);
+  ASSERT_ONE_TRACE(r1);
+  ASSERT_ONE_TRACE(r2);
+  auto q = "SELECT comm_hash FROM comms WHERE parent_id IS NOT NULL ORDER BY id";
+  auto s0 = Trace(r0.files[0]).column(q), s1 = Trace(r1.files[0]).column(q),
+       s2 = Trace(r2.files[0]).column(q);
+  ASSERT_EQ(s0.size(), 2u);
+  ASSERT_EQ(s2.size(), 2u);
+  EXPECT_EQ(s0, s2) << "ranks 0 and 2 pass color 0 to both splits";
+  EXPECT_NE(s0[0], s1[0]) << "rank 1 passes color 1";
+  EXPECT_NE(s0[0], s0[1]) << "the second split of the same parent is another communicator";
+  Trace t(r0.files[0]);
+  EXPECT_EQ(t.scalar("SELECT split_color || '/' || split_key || '/' || nranks FROM comms "
+                     "WHERE parent_id IS NOT NULL ORDER BY id LIMIT 1"),
+            "0/0/2");
+  EXPECT_EQ(t.scalar("SELECT detail FROM api_calls WHERE name='ncclCommSplit'"),
+            "color=NCCL_SPLIT_NOCOLOR (no new comm)");
+}
+
+TEST(Recorder, reused_handle_after_destroy_is_a_new_communicator_starting_at_seq_1) {
+  Probe p({"split"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  auto destroyed = t.rows("SELECT handle, id FROM comms WHERE end_kind='destroy'");
+  ASSERT_EQ(destroyed.size(), 1u);
+  auto last = t.rows("SELECT o.seq, c.id, c.handle FROM ops o JOIN comms c ON c.id=o.comm_id "
+                     "ORDER BY o.call_index DESC LIMIT 1");
+  ASSERT_EQ(last.size(), 1u);
+  EXPECT_EQ(last[0][0], "1");
+  EXPECT_NE(last[0][1], destroyed[0][1]);
+}
+
+TEST(Recorder, communicator_name_comes_from_nccl_config) {
+  Probe p({"config_name"});
+  ASSERT_ONE_TRACE(p);
+  EXPECT_EQ(Trace(p.files[0]).scalar("SELECT name FROM comms"), "tp_group");
+}
+
+TEST(Recorder, stacks_name_the_calling_function_and_are_deduplicated) {
+  Probe p({"threads"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM ops WHERE stack_id IS NULL"), "0");
+  // 2000 calls from a handful of call sites
+  int stacks = std::stoi(t.scalar("SELECT count(*) FROM stacks"));
+  EXPECT_GT(stacks, 0);
+  EXPECT_LE(stacks, 16) << "stacks are deduplicated by hash";
+
+  Probe b({"basic"});
+  ASSERT_ONE_TRACE(b);
+  Trace bt(b.files[0]);
+  auto funcs = bt.column(
+      "SELECT f.function FROM ops o JOIN frames f ON f.stack_id=o.stack_id "
+      "WHERE o.count=16 AND o.op='all_reduce' ORDER BY f.depth");
+  EXPECT_EQ(funcs.size() >= 2 ? funcs[0] : "", "probe_issue_all_reduce") << join(funcs, " < ");
+  EXPECT_NE(std::find(funcs.begin(), funcs.end(), "scenario_basic"), funcs.end())
+      << join(funcs, " < ");
+  EXPECT_NE(bt.scalar("SELECT module FROM frames WHERE function='probe_issue_all_reduce'")
+                .find("recorder_probe"),
+            std::string::npos);
+  EXPECT_EQ(bt.meta("stack_mode"), "native");
+}
+
+TEST(Recorder, stacks_off_leaves_stack_ids_null) {
+  Probe p({"basic"}, {{"LOCKSTEP_STACKS", "none"}});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM ops WHERE stack_id IS NOT NULL"), "0");
+  EXPECT_EQ(t.meta("stack_mode"), "none");
+}
+
+TEST(Recorder, every_enqueued_op_gets_a_completion_from_its_cuda_event) {
+  Probe p({"basic"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM ops o LEFT JOIN completions c USING(call_index) "
+                     "WHERE c.call_index IS NULL"),
+            "0");
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM ops o JOIN completions c USING(call_index) "
+                     "WHERE c.mono_ns < o.issue_mono_ns"),
+            "0")
+      << "completion before issue";
+}
+
+TEST(Recorder, environment_and_process_facts_are_recorded_once) {
+  Probe p({"basic"}, {{"NCCL_DEBUG", "WARN"},
+                      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"},
+                      {"CUDA_VISIBLE_DEVICES", "0"},
+                      {"LOCKSTEP_RANK", "5"},
+                      {"RANK", "3"},
+                      {"UNRELATED_VAR", "x"}});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  EXPECT_EQ(t.scalar("SELECT value FROM env WHERE name='NCCL_DEBUG'"), "WARN");
+  EXPECT_EQ(t.scalar("SELECT value FROM env WHERE name='TORCH_NCCL_ASYNC_ERROR_HANDLING'"), "1");
+  EXPECT_EQ(t.scalar("SELECT value FROM env WHERE name='CUDA_VISIBLE_DEVICES'"), "0");
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM env WHERE name='UNRELATED_VAR'"), "0");
+  EXPECT_EQ(t.meta("global_rank"), "5");
+  EXPECT_EQ(t.meta("global_rank_source"), "LOCKSTEP_RANK");
+  EXPECT_EQ(t.meta("nccl_version"), "22809");
+  EXPECT_NE(t.meta("nccl_library").find("libnccl.so.2"), std::string::npos) << t.meta("nccl_library");
+  EXPECT_EQ(t.meta("cuda_driver_version"), "13000");
+  EXPECT_EQ(t.meta("schema_version"), "1");
+  EXPECT_EQ(t.meta("finished"), "1");
+  EXPECT_EQ(t.meta("exit_reason"), "exit");
+  EXPECT_EQ(t.meta("dropped_records"), "0");
+  EXPECT_NE(t.meta("cmdline").find("recorder_probe basic"), std::string::npos) << t.meta("cmdline");
+  EXPECT_EQ(t.scalar("PRAGMA application_id"), std::to_string(0x4C4B5354));
+  EXPECT_NE(p.files[0].find("-" + t.meta("pid") + ".lockstep.sqlite"), std::string::npos);
+}
+
+TEST(Recorder, nccl_found_when_linked_dlopened_global_or_local_through_an_extension) {
+  struct Way {
+    const char* name;
+    std::vector<std::string> argv;
+    int all_reduces;
+  };
+  for (const Way& way : {Way{"linked", {PROBE_PATH, "basic"}, 1},
+                         Way{"dlopen RTLD_GLOBAL", {PROBE_DLOPEN_PATH, "global", PROBE_EXT_PATH}, 3},
+                         Way{"dlopen RTLD_LOCAL", {PROBE_DLOPEN_PATH, "local", PROBE_EXT_PATH}, 3}}) {
+    TempDir dir;
+    ProcResult r = run(way.argv, recorder_env(dir.path));
+    ASSERT_EQ(r.exit_code, 0) << way.name << "\n" << r.err;
+    auto files = trace_files(dir.path);
+    ASSERT_EQ(files.size(), 1u) << way.name << "\n" << r.err;
+    Trace t(files[0]);
+    EXPECT_EQ(t.scalar("SELECT count(*) FROM ops WHERE op='all_reduce' AND seq>0"),
+              std::to_string(way.all_reduces))
+        << way.name;
+    EXPECT_NE(t.meta("nccl_library").find(STUB_LIB_DIR), std::string::npos)
+        << way.name << ": " << t.meta("nccl_library");
+  }
+}
+
+TEST(Recorder, preloaded_into_programs_that_never_call_nccl_it_creates_nothing) {
+  TempDir dir;
+  auto env = recorder_env(dir.path + "/trace");
+  for (std::vector<std::string> argv :
+       {std::vector<std::string>{"/bin/true"},
+        std::vector<std::string>{"/bin/sh", "-c", "echo hi | cat | wc -c"},
+        std::vector<std::string>{PROBE_PATH, "nothing"}}) {
+    ProcResult r = run(argv, env);
+    EXPECT_EQ(r.exit_code, 0) << argv[0];
+    EXPECT_EQ(r.err, "") << argv[0];
+    struct stat st;
+    EXPECT_NE(stat((dir.path + "/trace").c_str(), &st), 0) << argv.back() << " created the trace dir";
+  }
+}
+
+TEST(Recorder, forked_child_writes_its_own_trace_file) {
+  Probe p({"fork"});
+  ASSERT_EQ(p.result.exit_code, 0) << p.describe();
+  ASSERT_EQ(p.files.size(), 2u) << join(p.files);
+  std::vector<std::string> counts;
+  for (auto& f : p.files) {
+    Trace t(f);
+    counts.push_back(t.meta("pid") + ":" + t.scalar("SELECT group_concat(count) FROM (SELECT count "
+                                                    "FROM ops ORDER BY call_index)"));
+  }
+  // parent: counts 1 and 4; child: 2 and 3, on its own communicator (seq from 1)
+  bool parent = false, child = false;
+  for (auto& c : counts) {
+    if (c.find(":1,4") != std::string::npos) parent = true;
+    if (c.find(":2,3") != std::string::npos) child = true;
+  }
+  EXPECT_TRUE(parent && child) << join(counts, " ");
+}
+
+TEST(Recorder, several_threads_on_several_communicators_keep_per_comm_sequences) {
+  Probe p({"threads"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  auto per_comm = t.rows("SELECT comm_id, count(*), min(seq), max(seq), count(DISTINCT seq), "
+                         "count(DISTINCT tid), sum(op='coalesced') FROM ops GROUP BY comm_id");
+  ASSERT_EQ(per_comm.size(), 4u);
+  for (auto& r : per_comm)
+    EXPECT_EQ(join({r[1], r[2], r[3], r[4], r[5], r[6]}), "500,1,500,500,1,100") << "comm " << r[0];
+  EXPECT_EQ(t.meta("dropped_records"), "0");
+}
+
+TEST(Recorder, unwritable_trace_dir_gives_one_warning_and_the_program_runs_untraced) {
+  Probe p({"basic"}, {{"LOCKSTEP_DIR", "/dev/null/not-a-dir"}});
+  EXPECT_EQ(p.result.exit_code, 0) << p.describe();
+  size_t lines = 0, pos = 0;
+  while ((pos = p.result.err.find("lockstep: ", pos)) != std::string::npos) lines++, pos++;
+  EXPECT_EQ(lines, 1u) << p.result.err;
+  EXPECT_NE(p.result.err.find("/dev/null/not-a-dir"), std::string::npos) << p.result.err;
+}
+
+TEST(Recorder, sigterm_flushes_the_trace_and_still_terminates_the_program) {
+  TempDir dir;
+  Child c({PROBE_PATH, "ops_then_wait", "2000"}, recorder_env(dir.path));
+  ASSERT_TRUE(c.wait_for_output("ready", 15));
+  c.signal(SIGTERM);
+  ProcResult r = c.wait(10);
+  EXPECT_EQ(r.term_signal, SIGTERM) << "the default action still runs after the flush";
+  auto files = trace_files(dir.path);
+  ASSERT_EQ(files.size(), 1u);
+  Trace t(files[0]);
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM ops"), "2000");
+  EXPECT_EQ(t.meta("exit_reason"), "SIGTERM");
+}
+
+TEST(Recorder, sigkill_keeps_everything_committed_a_second_earlier) {
+  TempDir dir;
+  Child c({PROBE_PATH, "ops_then_wait", "3000"}, recorder_env(dir.path));
+  ASSERT_TRUE(c.wait_for_output("ready", 15));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  // While the process still runs (a hung job), another process reads the complete trace.
+  auto files = trace_files(dir.path);
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_EQ(Trace(files[0]).scalar("SELECT count(*) FROM ops"), "3000") << "read while running";
+  c.signal(SIGKILL);
+  ProcResult r = c.wait(10);
+  EXPECT_EQ(r.term_signal, SIGKILL);
+  Trace t(files[0]);
+  EXPECT_EQ(t.scalar("PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM ops"), "3000");
+  EXPECT_EQ(t.meta("finished"), "0");
+}
+
+TEST(Recorder, stalled_ops_produce_one_hang_line_and_a_hang_row) {
+  Probe p({"hang"}, {{"LOCKSTEP_HANG_TIMEOUT", "1"}, {"PROBE_SLEEP", "3"}, {"RANK", "0"}});
+  ASSERT_ONE_TRACE(p);
+  const std::string& err = p.result.err;
+  size_t at = err.find("lockstep: rank 0 (pid ");
+  ASSERT_NE(at, std::string::npos) << err;
+  EXPECT_EQ(err.find("lockstep: rank 0", at + 1), std::string::npos) << "one line per stall: " << err;
+  EXPECT_NE(err.find("no NCCL progress for 1s; in flight: comm "), std::string::npos) << err;
+  EXPECT_NE(err.find("seq 2 reduce_scatter count 64; trace: " + p.dir.path), std::string::npos) << err;
+  Trace t(p.files[0]);
+  EXPECT_EQ(t.scalar("SELECT in_flight FROM hangs"), "1");
+  EXPECT_EQ(t.scalar("SELECT group_concat(o.seq || ':' || (c.call_index IS NOT NULL)) FROM ops o "
+                     "LEFT JOIN completions c USING(call_index)"),
+            "1:1,2:0")
+      << "seq 1 completed, seq 2 enqueued and never completed";
+}
+
+TEST(Recorder, hang_starts_the_analyzer_once_with_output_on_stderr) {
+  TempDir tools;
+  std::string script = tools.path + "/fake-lockstep";
+  {
+    FILE* f = fopen(script.c_str(), "w");
+    fprintf(f, "#!/bin/sh\necho \"analyzer-ran: $1 $2\"\n");
+    fclose(f);
+    chmod(script.c_str(), 0755);
+  }
+  Probe p({"hang"}, {{"LOCKSTEP_HANG_TIMEOUT", "1"}, {"PROBE_SLEEP", "3"}, {"RANK", "0"},
+                     {"LOCKSTEP_ANALYZER", script}});
+  ASSERT_ONE_TRACE(p);
+  EXPECT_NE(p.result.err.find("analyzer-ran: analyze " + p.dir.path), std::string::npos)
+      << p.result.err;
+  EXPECT_EQ(p.result.out.find("analyzer-ran"), std::string::npos) << "stdout went to stderr";
+}
+
+TEST(Recorder, graph_replays_record_one_sequenced_op_per_captured_op_per_launch) {
+  Probe p({"graph"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  auto rows = t.rows("SELECT ifnull(seq,'-'), op, state, ifnull(origin_call,'-'), "
+                     "ifnull(graph_exec,'-'), ifnull(graph_id,'-') FROM ops ORDER BY call_index");
+  std::vector<std::string> got;
+  for (auto& r : rows) got.push_back(r[0] + "/" + r[1] + "/" + r[2]);
+  EXPECT_EQ(join(got, " "),
+            "1/all_reduce/enqueued -/all_reduce/captured -/all_to_all/captured "
+            "2/all_reduce/graph_launched 3/all_to_all/graph_launched "
+            "4/all_reduce/graph_launched 5/all_to_all/graph_launched "
+            "6/all_reduce/graph_launched 7/all_to_all/graph_launched 8/all_reduce/enqueued");
+  EXPECT_EQ(rows[1][5], std::to_string(0x6A0)) << "graph id of the capture";
+  EXPECT_EQ(rows[3][3], t.scalar("SELECT call_index FROM ops WHERE state='captured' LIMIT 1"));
+  EXPECT_EQ(rows[3][4], std::to_string(0xE0E0));
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM graph_launches WHERE graph_exec=" +
+                     std::to_string(0xE0E0)),
+            "3");
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM completions JOIN ops USING(call_index) "
+                     "WHERE state='captured'"),
+            "0")
+      << "no event is recorded on a capturing stream";
+  EXPECT_EQ(t.scalar("SELECT group_concat(kind) FROM waits"), "stream_sync");
+}

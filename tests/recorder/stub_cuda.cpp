@@ -1,0 +1,35 @@
+// A minimal CUDA driver (libcuda.so.1) and runtime (libcudart.so.13) for the recorder's unit
+// tests: events complete as soon as they are recorded, except on kStuckStream (a hung
+// collective); kCapturingStream reports an active capture into graph kGraph.
+#include <cstddef>
+#include <cstdint>
+
+#include "stub_cuda.h"
+
+extern "C" {
+#define API extern "C" __attribute__((visibility("default")))
+
+struct StubEvent {
+  bool stuck;
+};
+
+API int cuDriverGetVersion(int* v) { *v = 13000; return 0; }
+API int cuCtxGetCurrent(void** ctx) { *ctx = reinterpret_cast<void*>(0xC0); return 0; }
+API int cuCtxSetCurrent(void*) { return 0; }
+API int cuEventCreate(void** ev, unsigned) { *ev = new StubEvent{false}; return 0; }
+API int cuEventDestroy_v2(void* ev) { delete static_cast<StubEvent*>(ev); return 0; }
+API int cuEventRecord(void* ev, void* stream) {
+  static_cast<StubEvent*>(ev)->stuck = reinterpret_cast<uintptr_t>(stream) == stub_cuda::kStuckStream;
+  return 0;
+}
+API int cuEventQuery(void* ev) { return static_cast<StubEvent*>(ev)->stuck ? 600 : 0; }
+API int cuThreadExchangeStreamCaptureMode(int* mode) { *mode = 0; return 0; }
+API int cuStreamGetCaptureInfo_v3(void* stream, int* status, unsigned long long* id, void** graph,
+                                  const void**, const void**, size_t*) {
+  bool capturing = reinterpret_cast<uintptr_t>(stream) == stub_cuda::kCapturingStream;
+  *status = capturing ? 1 : 0;
+  if (id) *id = capturing ? stub_cuda::kCaptureId : 0;
+  if (graph) *graph = capturing ? reinterpret_cast<void*>(stub_cuda::kGraph) : nullptr;
+  return 0;
+}
+}
