@@ -118,7 +118,8 @@ uint64_t stack_for(Recorder* r, ThreadState& ts) {
   if (r->stack_mode == StackMode::None) return 0;
   uint64_t h = capture_stack(r->stack_mode, ts.stack);
   uint64_t& slot = ts.seen_stacks[h & (ThreadState::kSeenStacks - 1)];
-  if (slot != h && r->writer->submit_stack(h, ts.stack.pcs, ts.stack.n)) slot = h;
+  if (slot != h && r->writer->submit_stack(h, ts.stack.pcs, ts.stack.n, ts.stack.py, ts.stack.npy))
+    slot = h;
   return h;
 }
 

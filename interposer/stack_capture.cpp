@@ -10,6 +10,7 @@
 #include <xxhash.h>
 
 #include "log.h"
+#include "python_frames.h"
 #include "symbol_lookup.h"
 
 namespace lockstep::rec {
@@ -19,11 +20,6 @@ using UnwBacktrace = int (*)(void**, int);
 UnwBacktrace g_unw = nullptr;
 
 int glibc_backtrace(void** buf, int n) { return backtrace(buf, n); }
-
-// Python frames (file, function, line) of the calling thread are appended here once
-// interposer/python_frames.h (another engineer's component) lands; until then stacks are
-// native only, and meta stack_mode says "native".
-bool python_frames_available() { return false; }
 
 }  // namespace
 
@@ -48,7 +44,12 @@ StackMode stacks_init() {
     else warn("LOCKSTEP_STACKS=%s is not one of none|native|python; using %s", env,
               stack_mode_name(want));
   }
-  if (want == StackMode::Python && !python_frames_available()) want = StackMode::Native;
+  if (want == StackMode::Python && !lockstep::python_frames_available()) {
+    if (env && !strcmp(env, "python"))
+      warn("LOCKSTEP_STACKS=python but %s; recording native stacks only",
+           lockstep::python_frames_status());
+    want = StackMode::Native;
+  }
   return want;
 }
 
@@ -56,6 +57,7 @@ const char* unwinder_name() { return g_unw ? "libunwind" : "glibc-backtrace"; }
 
 uint64_t capture_stack(StackMode mode, StackBuf& buf) {
   buf.n = 0;
+  buf.npy = 0;
   if (mode == StackMode::None) return 0;
   void* raw[kMaxNativeFrames + 8];
   int n = g_unw ? g_unw(raw, kMaxNativeFrames + 8) : glibc_backtrace(raw, kMaxNativeFrames + 8);
@@ -64,6 +66,10 @@ uint64_t capture_stack(StackMode mode, StackBuf& buf) {
   for (int i = skip; i < n && buf.n < kMaxNativeFrames; i++)
     buf.pcs[buf.n++] = reinterpret_cast<uintptr_t>(raw[i]);
   uint64_t h = XXH3_64bits(buf.pcs, sizeof(uintptr_t) * buf.n);
+  if (mode == StackMode::Python) {
+    buf.npy = int(lockstep::capture_python_frames(buf.py, kMaxPythonFrames));
+    if (buf.npy > 0) h = lockstep::python_frames_hash(buf.py, size_t(buf.npy), h);
+  }
   return h ? h : 1;
 }
 

@@ -208,10 +208,12 @@ void Writer::start() {
 
 bool Writer::is_writer_thread() const { return writer_tid_.load() == pid_t(syscall(SYS_gettid)); }
 
-bool Writer::submit_stack(uint64_t hash, const uintptr_t* pcs, int n) {
+bool Writer::submit_stack(uint64_t hash, const uintptr_t* pcs, int n, const PyFrameRaw* py,
+                          int npy) {
   std::lock_guard<std::mutex> g(side_mu_);
   if (pending_stacks_.size() >= 4096) return false;  // writer far behind: the op gets no stack
-  pending_stacks_.push_back({hash, std::vector<uintptr_t>(pcs, pcs + n)});
+  pending_stacks_.push_back({hash, std::vector<uintptr_t>(pcs, pcs + n),
+                             std::vector<PyFrameRaw>(py, py + (py ? npy : 0))});
   return true;
 }
 
@@ -337,6 +339,21 @@ void Writer::intern_pending_stacks() {
       sqlite3_bind_int64(s.frame, 6, int64_t(f.offset));
       sqlite3_bind_null(s.frame, 7);
       sqlite3_bind_null(s.frame, 8);
+      sqlite3_step(s.frame);
+      sqlite3_reset(s.frame);
+    }
+    // Python frames after the native ones, innermost first (schema: frames.depth).
+    for (size_t i = 0; i < ps.py.size(); i++) {
+      lockstep::PyFrameInfo fi = lockstep::resolve_python_frame(ps.py[i]);
+      sqlite3_bind_int64(s.frame, 1, id);
+      sqlite3_bind_int64(s.frame, 2, int64_t(ps.pcs.size() + i));
+      sqlite3_bind_text(s.frame, 3, "python", -1, SQLITE_STATIC);
+      sqlite3_bind_text(s.frame, 4, fi.function.c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_null(s.frame, 5);
+      sqlite3_bind_null(s.frame, 6);
+      sqlite3_bind_text(s.frame, 7, fi.file.c_str(), -1, SQLITE_TRANSIENT);
+      if (fi.line > 0) sqlite3_bind_int64(s.frame, 8, fi.line);
+      else sqlite3_bind_null(s.frame, 8);
       sqlite3_step(s.frame);
       sqlite3_reset(s.frame);
     }

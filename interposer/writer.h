@@ -18,9 +18,12 @@
 
 #include "bounded_queue.h"
 #include "process_info.h"
+#include "python_frames.h"
 #include "record.h"
 
 namespace lockstep::rec {
+
+using lockstep::PyFrameRaw;
 
 inline constexpr int kCommitIntervalMs = 50;
 inline constexpr size_t kQueueRecords = 1 << 16;  // ~11 MiB of slots: the memory bound
@@ -47,7 +50,8 @@ class Writer {
   }
 
   // Rare events (a stack seen for the first time, meta updates, hang markers): mutex-guarded.
-  bool submit_stack(uint64_t hash, const uintptr_t* pcs, int n);
+  bool submit_stack(uint64_t hash, const uintptr_t* pcs, int n, const PyFrameRaw* py = nullptr,
+                    int npy = 0);
   void set_meta(const char* key, std::string value);
   void add_hang(int64_t mono, int64_t wall, int in_flight, std::string message);
 
@@ -98,6 +102,7 @@ class Writer {
   struct PendingStack {
     uint64_t hash;
     std::vector<uintptr_t> pcs;
+    std::vector<PyFrameRaw> py;
   };
   std::vector<PendingStack> pending_stacks_;
   std::vector<std::pair<std::string, std::string>> pending_meta_;
