@@ -22,3 +22,9 @@ if $PY -c "import torch" 2>/dev/null; then
   PYTHONPATH="$OUT" timeout 120 $PY tests/python/gpu/torch_autograd_check.py
 fi
 PYTHONPATH="$OUT" timeout 300 $PY bench/python_frames_bench.py
+if $PY -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
+  g++ -std=c++20 -O2 -shared -fPIC -Iinterposer tests/python/gpu/nccl_hook_probe.cpp \
+      interposer/python_frames.cpp -o "$OUT/nccl_hook_probe.so" -ldl
+  PROBE_OUT="$OUT/probe.txt" LD_PRELOAD="$OUT/nccl_hook_probe.so" timeout 300 \
+      $PY tests/python/gpu/torch_nccl_probe.py
+fi
