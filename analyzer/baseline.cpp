@@ -95,25 +95,63 @@ BaselineDiff compare_baseline(const std::string& baseline, const std::string& ac
   auto got = lines_of(actual);
   if (want == got) return d;
   d.equal = false;
+  // Common prefix and suffix first, then a line LCS over what is left (bounded: a huge
+  // rewrite is shown as one block instead).
   size_t pre = 0;
   while (pre < want.size() && pre < got.size() && want[pre] == got[pre]) ++pre;
   size_t suf = 0;
   while (suf < want.size() - pre && suf < got.size() - pre && want[want.size() - 1 - suf] == got[got.size() - 1 - suf]) ++suf;
-  std::ostringstream os;
-  // The section the first difference is in, for context.
-  for (size_t i = pre + 1; i-- > 0;) {
-    if (i < want.size() && i < pre && (want[i].rfind("comm ", 0) == 0 || want[i].rfind("order ", 0) == 0)) {
-      os << "in section: " << want[i] << "\n";
-      break;
+  std::vector<std::string> a(want.begin() + pre, want.end() - suf), b(got.begin() + pre, got.end() - suf);
+  struct Line {
+    char tag;  // ' ', '-', '+'
+    std::string text;
+    size_t want_index;
+  };
+  std::vector<Line> script;
+  if (a.size() * b.size() <= 4'000'000) {
+    std::vector<std::vector<uint32_t>> lcs(a.size() + 1, std::vector<uint32_t>(b.size() + 1, 0));
+    for (size_t i = a.size(); i-- > 0;)
+      for (size_t j = b.size(); j-- > 0;)
+        lcs[i][j] = a[i] == b[j] ? lcs[i + 1][j + 1] + 1 : std::max(lcs[i + 1][j], lcs[i][j + 1]);
+    size_t i = 0, j = 0;
+    while (i < a.size() || j < b.size()) {
+      if (i < a.size() && j < b.size() && a[i] == b[j]) {
+        script.push_back({' ', a[i], pre + i}), ++i, ++j;
+      } else if (j < b.size() && (i == a.size() || lcs[i][j + 1] >= lcs[i + 1][j])) {
+        script.push_back({'+', b[j], pre + i}), ++j;
+      } else {
+        script.push_back({'-', a[i], pre + i}), ++i;
+      }
     }
+  } else {
+    for (size_t i = 0; i < a.size(); ++i) script.push_back({'-', a[i], pre + i});
+    for (size_t j = 0; j < b.size(); ++j) script.push_back({'+', b[j], pre + a.size()});
   }
-  const size_t kMax = 20;
-  if (pre > 0) os << "  " << want[pre - 1] << "\n";
-  for (size_t i = pre; i < want.size() - suf && i - pre < kMax; ++i) os << "- " << want[i] << "\n";
-  if (want.size() - suf - pre > kMax) os << "- ... " << want.size() - suf - pre - kMax << " more lines\n";
-  for (size_t i = pre; i < got.size() - suf && i - pre < kMax; ++i) os << "+ " << got[i] << "\n";
-  if (got.size() - suf - pre > kMax) os << "+ ... " << got.size() - suf - pre - kMax << " more lines\n";
-  if (suf > 0) os << "  " << want[want.size() - suf] << "\n";
+  std::ostringstream os;
+  auto section_of = [&](size_t wi) -> std::string {
+    for (size_t i = std::min(wi, want.size()); i-- > 0;)
+      if (want[i].rfind("comm ", 0) == 0 || want[i].rfind("order ", 0) == 0) return want[i];
+    return "";
+  };
+  const size_t kMaxLines = 40;
+  size_t shown = 0;
+  std::string last_section = "\x01";
+  for (size_t k = 0; k < script.size() && shown < kMaxLines; ++k) {
+    if (script[k].tag == ' ') continue;
+    std::string sec = section_of(script[k].want_index + (script[k].tag == '-' ? 1 : 0));
+    if (sec != last_section) {
+      os << "in section: " << (sec.empty() ? "(start)" : sec) << "\n";
+      last_section = sec;
+      // One line of context before the change.
+      if (k > 0 && script[k - 1].tag == ' ') os << "  " << script[k - 1].text << "\n";
+      else if (k == 0 && pre > 0) os << "  " << want[pre - 1] << "\n";
+    }
+    os << script[k].tag << " " << script[k].text << "\n";
+    ++shown;
+  }
+  size_t changed = 0;
+  for (auto& l : script) changed += l.tag != ' ';
+  if (changed > shown) os << "... " << changed - shown << " more changed lines\n";
   d.text = os.str();
   return d;
 }

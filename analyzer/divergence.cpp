@@ -239,7 +239,7 @@ void check_p2p(const Schedule& s, const CommIndex& idx, int g, std::vector<Diver
       d.detail = "comm rank " + std::to_string(src) + " sends " + std::to_string(q.sends.size()) +
                  " messages to comm rank " + std::to_string(dst) + ", which posts " + std::to_string(q.recvs.size()) +
                  " receives from it";
-      sides(more_sends ? q.sends[n].op : -1, more_sends ? -1 : q.recvs[n].op);
+      sides(more_sends ? static_cast<int64_t>(q.sends[n].op) : -1, more_sends ? -1 : static_cast<int64_t>(q.recvs[n].op));
       found = true;
     }
     if (found) out.push_back(std::move(d));

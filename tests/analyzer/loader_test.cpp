@@ -1,0 +1,198 @@
+// The loader over real trace files: round trip, every skip reason, live files, never writing.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "trace_builder.h"
+#include "trace_loader.h"
+#include "trace_schema.h"
+
+using namespace lockstep;
+using lockstep::testing::OpSpec;
+using lockstep::testing::TraceBuilder;
+namespace fs = std::filesystem;
+
+namespace {
+
+TraceBuilder two_rank_trace(int ops = 10) {
+  TraceBuilder b(2);
+  b.comm("00000000000000aa", {0, 1});
+  b.all({0, 1}, "00000000000000aa", OpSpec{.stack = 1}, ops);
+  for (int p : {0, 1})
+    b.stack(p, 1, {Frame{"python", "train_step", "", 0, "train.py", 42}, Frame{"native", "ncclAllReduce", "libnccl.so.2", 0x1234, "", 0}});
+  return b;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void sql(const std::string& path, const std::string& text) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, text.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+}
+
+std::string reason_for(const Schedule& s, const std::string& file) {
+  for (auto& sk : s.skipped)
+    if (fs::path(sk.path).filename() == file) return sk.reason;
+  return "(not skipped)";
+}
+
+}  // namespace
+
+TEST(Loader, reads_back_every_field_the_writer_stored) {
+  auto dir = lockstep::testing::fresh_dir("roundtrip");
+  TraceBuilder b = two_rank_trace();
+  b.add(0, "00000000000000aa", {.op = "all_to_all", .count = 5, .redop = "",
+                               .parts = {lockstep::testing::send_to(1, 5), lockstep::testing::recv_from(1, 5)}});
+  b.trace().processes[1].hangs.push_back({7, 8, 1, "hang!"});
+  lockstep::testing::write_trace(b.trace(), dir);
+  Trace t = load_trace(dir);
+  ASSERT_TRUE(t.skipped.empty()) << t.skipped[0].reason;
+  ASSERT_EQ(t.processes.size(), 2u);
+  const Process& p0 = t.processes[0];
+  EXPECT_EQ(p0.global_rank, 0);
+  EXPECT_EQ(p0.host, "node0");
+  EXPECT_TRUE(p0.finished);
+  ASSERT_EQ(p0.comms.size(), 1u);
+  EXPECT_EQ(p0.comms[0].hash, "00000000000000aa");
+  ASSERT_EQ(p0.ops.size(), 11u);
+  EXPECT_EQ(p0.ops[0].op, "all_reduce");
+  EXPECT_EQ(p0.ops[0].redop, "sum");
+  EXPECT_EQ(p0.ops[0].seq, 1);
+  EXPECT_TRUE(p0.ops[0].completed);
+  EXPECT_EQ(p0.ops[10].parts.size(), 2u);
+  ASSERT_EQ(p0.stacks.at(1).size(), 2u);
+  EXPECT_EQ(p0.stacks.at(1)[0].file, "train.py");
+  EXPECT_EQ(p0.stacks.at(1)[1].offset, 0x1234u);
+  ASSERT_EQ(t.processes[1].hangs.size(), 1u);
+  EXPECT_EQ(t.processes[1].hangs[0].message, "hang!");
+
+  Schedule s = load_schedule(dir);
+  ASSERT_EQ(s.procs.size(), 2u);
+  EXPECT_EQ(s.procs[0].ops.size(), 11u);
+  EXPECT_TRUE(s.procs[0].completion_known);
+  // Equal descriptions intern to one signature across files.
+  EXPECT_EQ(s.procs[0].ops[0].sig, s.procs[1].ops[0].sig);
+  EXPECT_EQ(s.sigs[s.procs[0].ops[10].sig].cls, OpClass::kAllToAll);
+}
+
+TEST(Loader, skips_each_unusable_file_with_its_reason_and_keeps_the_good_ones) {
+  auto dir = lockstep::testing::fresh_dir("skips");
+  lockstep::testing::write_trace(two_rank_trace(200).trace(), dir);
+  std::string good = dir + "/rank-0" + schema::kFileSuffix;
+  auto put = [&](const std::string& name, const std::string& bytes) { std::ofstream(dir + "/" + name) << bytes; };
+  put(std::string("text") + schema::kFileSuffix, std::string(200, 'x'));
+  put(std::string("empty") + schema::kFileSuffix, "");
+  fs::copy_file(good, dir + "/foreign" + schema::kFileSuffix);
+  sql(dir + "/foreign" + schema::kFileSuffix, "PRAGMA application_id=1234");
+  fs::copy_file(good, dir + "/newer" + schema::kFileSuffix);
+  sql(dir + "/newer" + schema::kFileSuffix, "UPDATE meta SET value='99' WHERE key='schema_version'");
+  fs::copy_file(good, dir + "/older" + schema::kFileSuffix);
+  sql(dir + "/older" + schema::kFileSuffix, "UPDATE meta SET value='0' WHERE key='schema_version'");
+  fs::copy_file(good, dir + "/truncated" + schema::kFileSuffix);
+  fs::resize_file(dir + "/truncated" + schema::kFileSuffix, fs::file_size(good) / 2);
+  put("notes.txt", "ignored: not a trace file name");
+
+  Schedule s = load_schedule(dir);
+  EXPECT_EQ(s.procs.size(), 2u);
+  EXPECT_EQ(s.skipped.size(), 6u);
+  auto expect = [&](const std::string& file, const std::string& needle) {
+    std::string r = reason_for(s, file + schema::kFileSuffix);
+    EXPECT_NE(r.find(needle), std::string::npos) << file << ": expected reason containing '" << needle << "', got '" << r << "'";
+  };
+  expect("text", "not an SQLite database");
+  expect("empty", "empty file");
+  expect("foreign", "not a lockstep trace");
+  expect("newer", "newer than this lockstep");
+  expect("older", "older than this lockstep");
+  expect("truncated", "truncated");
+}
+
+TEST(Loader, missing_or_empty_directory_is_an_error_that_says_so) {
+  try {
+    load_schedule("/nonexistent/lockstep-dir");
+    FAIL() << "expected LoadError";
+  } catch (const LoadError& e) {
+    EXPECT_NE(std::string(e.what()).find("no such directory"), std::string::npos) << e.what();
+  }
+  auto dir = lockstep::testing::fresh_dir("empty-dir");
+  try {
+    load_schedule(dir);
+    FAIL() << "expected LoadError";
+  } catch (const LoadError& e) {
+    EXPECT_NE(std::string(e.what()).find("no trace files"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Loader, reads_a_file_while_its_writer_holds_an_open_transaction) {
+  auto dir = lockstep::testing::fresh_dir("live");
+  lockstep::testing::write_trace(two_rank_trace(5).trace(), dir);
+  std::string path = dir + "/rank-0" + schema::kFileSuffix;
+  sqlite3* w = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &w), SQLITE_OK);
+  // Uncommitted rows (RESERVED lock): readers see the last committed state.
+  ASSERT_EQ(sqlite3_exec(w, "BEGIN IMMEDIATE; INSERT INTO ops(call_index, comm_id, seq, op, tid, issue_mono_ns, "
+                            "issue_wall_ns, rc, state) VALUES(1000, 1, 6, 'all_reduce', 1, 0, 0, 0, 'enqueued')",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  Schedule s = load_schedule(dir);
+  EXPECT_TRUE(s.skipped.empty()) << s.skipped[0].reason;
+  EXPECT_EQ(s.procs[0].ops.size(), 5u);
+  // An exclusive lock (the writer committing) held longer than one statement: the loader waits.
+  ASSERT_EQ(sqlite3_exec(w, "PRAGMA locking_mode=EXCLUSIVE; COMMIT; BEGIN EXCLUSIVE; "
+                            "INSERT INTO completions(call_index, mono_ns) VALUES(1000, 1)",
+                         nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    sqlite3_exec(w, "COMMIT; PRAGMA locking_mode=NORMAL; SELECT 1 FROM meta", nullptr, nullptr, nullptr);
+  });
+  Schedule s2 = load_schedule(dir);
+  release.join();
+  sqlite3_close(w);
+  ASSERT_TRUE(s2.skipped.empty()) << s2.skipped[0].reason;
+  EXPECT_EQ(s2.procs[0].ops.size(), 6u);
+  EXPECT_TRUE(s2.procs[0].ops.back().completed());
+}
+
+TEST(Loader, never_modifies_a_trace_even_one_with_a_hot_journal) {
+  auto dir = lockstep::testing::fresh_dir("readonly");
+  lockstep::testing::write_trace(two_rank_trace(50).trace(), dir);
+  std::string path = dir + "/rank-0" + schema::kFileSuffix;
+  // A writer that dies mid-transaction, after its page cache spilled into the file.
+  pid_t child = fork();
+  if (child == 0) {
+    sqlite3* w = nullptr;
+    sqlite3_open(path.c_str(), &w);
+    sqlite3_exec(w, "PRAGMA cache_size=2; BEGIN; UPDATE ops SET op='broadcast'; "
+                    "INSERT INTO ops SELECT call_index+100000, comm_id, seq+1000, op, dtype, count, root, peer, redop, stream, "
+                    "tid, thread_name, group_id, issue_mono_ns, issue_wall_ns, return_mono_ns, rc, state, capture_id, graph_id, "
+                    "origin_call, graph_exec, stack_id FROM ops",
+                 nullptr, nullptr, nullptr);
+    _exit(0);  // no COMMIT, no close: the journal stays hot
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(fs::exists(path + "-journal")) << "test setup: expected a hot journal";
+  std::string before = slurp(path), journal = slurp(path + "-journal");
+  Trace t = load_trace(dir);
+  ASSERT_TRUE(t.skipped.empty()) << t.skipped[0].reason;
+  ASSERT_EQ(t.processes[0].ops.size(), 50u) << "the uncommitted transaction must be rolled back";
+  EXPECT_EQ(t.processes[0].ops[0].op, "all_reduce");
+  EXPECT_EQ(slurp(path), before) << "the trace file was modified";
+  EXPECT_EQ(slurp(path + "-journal"), journal) << "the journal was modified";
+}

@@ -1,0 +1,115 @@
+// Diff-test style (after Perfetto's): a small trace written as files, the report, the expected
+// fields. The seed scenario is the reference: reduce_scatter vs all_to_all at seq 3750.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "analysis.h"
+#include "trace_builder.h"
+#include "trace_loader.h"
+
+using namespace lockstep;
+using lockstep::testing::OpSpec;
+using lockstep::testing::TraceBuilder;
+using nlohmann::json;
+
+namespace {
+
+// Rank 0: FSDP's reduce_scatter from post_backward; rank 1: Ulysses' all_to_all from the
+// autograd backward, both after 3749 agreeing all_reduces.
+TraceBuilder seed_trace() {
+  TraceBuilder b(2);
+  b.comm("3f2a9c0100000001", {0, 1});
+  b.all({0, 1}, "3f2a9c0100000001", OpSpec{.stack = 1}, 3749);
+  b.add(0, "3f2a9c0100000001", {.op = "reduce_scatter", .count = 4096, .completed = false, .stack = 2});
+  b.add(1, "3f2a9c0100000001", {.op = "all_to_all", .count = 2048, .redop = "", .completed = false, .stack = 3});
+  for (int p : {0, 1}) {
+    b.running(p);
+    b.stack(p, 1, {Frame{"native", "train_step", "/app/seed", 0x10, "", 0}});
+  }
+  b.stack(0, 2, {Frame{"native", "ncclReduceScatter", "/x/liblockstep.so", 1, "", 0},
+                 Frame{"native", "ncclReduceScatter", "/x/libnccl.so.2", 2, "", 0},
+                 Frame{"python", "_reduce_scatter", "", 0, "/site/torch/distributed/c10d_logger.py", 80},
+                 Frame{"python", "post_backward", "", 0, "/site/torch/distributed/fsdp/_runtime_utils.py", 733},
+                 Frame{"native", "fsdp_post_backward_reduce_scatter", "/app/seed", 0x40, "seed_deadlock.cpp", 120}});
+  b.stack(1, 3, {Frame{"python", "backward", "", 0, "/app/ulysses.py", 57},
+                 Frame{"native", "ulysses_all_to_all_backward", "/app/seed", 0x80, "seed_deadlock.cpp", 140}});
+  return b;
+}
+
+struct Report {
+  Schedule s;
+  Analysis a;
+  std::unique_ptr<TraceDetails> d;
+};
+
+std::unique_ptr<Report> report_of(TraceBuilder b, const std::string& name) {
+  auto dir = lockstep::testing::fresh_dir(name);
+  lockstep::testing::write_trace(b.trace(), dir);
+  auto r = std::make_unique<Report>();
+  r->s = load_schedule(dir);
+  r->a = analyze(r->s);
+  r->d = details_from_files(r->s);
+  return r;
+}
+
+}  // namespace
+
+TEST(Report, json_names_seed_divergence_with_ops_seq_and_user_frames) {
+  auto r = report_of(seed_trace(), "seed-json");
+  json j = json::parse(render_json(r->a, *r->d));
+  EXPECT_EQ(j["schema"], "lockstep.analysis");
+  EXPECT_EQ(j["version"], kJsonReportVersion);
+  EXPECT_EQ(j["clean"], false);
+  const json& f = j["first_divergence"];
+  ASSERT_TRUE(f.is_object()) << j.dump(2);
+  EXPECT_EQ(f["kind"], "op_type");
+  EXPECT_EQ(f["comm"], "3f2a9c0100000001");
+  EXPECT_EQ(f["role"], "init0");
+  EXPECT_EQ(f["seq"], 3750);
+  ASSERT_EQ(f["sides"].size(), 2u);
+  const json& r0 = f["sides"][0];
+  const json& r1 = f["sides"][1];
+  EXPECT_EQ(r0["rank"], 0);
+  EXPECT_EQ(r0["op"], "reduce_scatter");
+  EXPECT_EQ(r0["count"], 4096);
+  EXPECT_EQ(r0["state"], "in flight");
+  EXPECT_EQ(r1["op"], "all_to_all");
+  // Python frames first; NCCL, lockstep and c10d's wrapper trimmed.
+  ASSERT_EQ(r0["stack"].size(), 2u) << r0["stack"].dump();
+  EXPECT_EQ(r0["stack"][0]["function"], "post_backward");
+  EXPECT_EQ(r0["stack"][1]["function"], "fsdp_post_backward_reduce_scatter");
+  EXPECT_EQ(r1["from"], "backward (ulysses.py:57)");
+  EXPECT_EQ(j["hang"]["hung"], true);
+  EXPECT_EQ(j["hang"]["ranks"][0]["blocked"][0]["waits_for"][0]["rank"], 1);
+}
+
+TEST(Report, text_report_names_both_sides_stacks_and_the_agreed_prefix) {
+  auto r = report_of(seed_trace(), "seed-text");
+  std::string text = render_text(r->a, *r->d);
+  for (const char* needle :
+       {"FIRST DIVERGENCE: comm 3f2a9c01 (2 ranks, role init0) seq 3750", "rank 0: reduce_scatter float32 count=4096 sum",
+        "rank 1: all_to_all float32", "from post_backward (_runtime_utils.py:733)",
+        "all 2 members issued the same seq 1..3749", "fsdp_post_backward_reduce_scatter (seed_deadlock.cpp:120)",
+        "ops just before on rank 0:", "seq 3749  all_reduce"}) {
+    EXPECT_NE(text.find(needle), std::string::npos) << "missing '" << needle << "' in:\n" << text;
+  }
+  EXPECT_EQ(text.find("\033["), std::string::npos) << "no colour unless asked";
+}
+
+TEST(Report, clean_run_is_one_line_with_counts) {
+  TraceBuilder b(2);
+  b.comm("c1", {0, 1});
+  b.all({0, 1}, "c1", {}, 7);
+  auto r = report_of(b, "clean");
+  std::string text = render_text(r->a, *r->d);
+  EXPECT_EQ(text, "lockstep: clean: 2 processes, 1 communicators, 14 ops; ranks agree, no order inversion, no hang\n");
+}
+
+TEST(Report, junit_has_one_failing_case_per_problem_class) {
+  auto r = report_of(seed_trace(), "junit");
+  std::string xml = render_junit("suite", junit_cases(r->a));
+  EXPECT_NE(xml.find("<testcase classname=\"lockstep\" name=\"ranks_agree\">"), std::string::npos) << xml;
+  EXPECT_NE(xml.find("<testcase classname=\"lockstep\" name=\"communicator_order\"/>"), std::string::npos) << xml;
+  EXPECT_NE(xml.find("failures=\"2\""), std::string::npos) << "ranks_agree and no_hang fail:\n" << xml;
+}

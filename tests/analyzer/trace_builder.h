@@ -1,0 +1,63 @@
+// Test support: build a Trace in memory in a few lines, and write it as real trace files
+// (schema::kCreateSql, the recorder's format) for loader and CLI tests.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trace_model.h"
+
+namespace lockstep::testing {
+
+struct OpSpec {
+  std::string op = "all_reduce";
+  std::string dtype = "float32";
+  int64_t count = 1024;
+  int root = -1;
+  int peer = -1;
+  std::string redop = "sum";
+  std::vector<OpPart> parts;
+  bool completed = true;
+  int64_t group = -1;
+  uint64_t stream = 0;
+  std::string state = "enqueued";  // captured/failed/simulated rows get no seq
+  int64_t stack = -1;              // stack id (see TraceBuilder::stack)
+};
+
+class TraceBuilder {
+ public:
+  // Processes 0..n-1 with global ranks 0..n-1 on host "node0", finished cleanly.
+  explicit TraceBuilder(int nprocs);
+
+  // A communicator with the given members (comm rank = position in `procs`). parent: hash of the
+  // parent for splits ("" = created by init); name: ncclConfig_t.commName.
+  TraceBuilder& comm(const std::string& hash, const std::vector<int>& procs, const std::string& parent = "",
+                     int color = 0, const std::string& name = "");
+  // Appends an op: next call index of the process, next seq of (process, comm) unless unsequenced.
+  Op& add(int proc, const std::string& hash, const OpSpec& spec = {});
+  // The same op on every listed process, `times` times.
+  TraceBuilder& all(const std::vector<int>& procs, const std::string& hash, const OpSpec& spec, int times = 1);
+  // A stack (innermost first) shared by ops that name its id.
+  TraceBuilder& stack(int proc, int64_t id, std::vector<Frame> frames);
+  // Process state: not finished (still running or hung), or stopped with a reason.
+  TraceBuilder& running(int proc);
+  TraceBuilder& stopped(int proc, const std::string& exit_reason);
+
+  Trace& trace() { return t_; }
+
+ private:
+  int comm_index(int proc, const std::string& hash) const;
+  Trace t_;
+  std::vector<int64_t> next_call_;
+};
+
+// Convenience parts for grouped ops.
+OpPart send_to(int peer, int64_t count, const std::string& dtype = "float32");
+OpPart recv_from(int peer, int64_t count, const std::string& dtype = "float32");
+
+// One <dir>/rank-<r>.lockstep.sqlite per process, written the way the recorder writes them.
+void write_trace(const Trace& t, const std::string& dir);
+// A fresh empty directory under the test temp dir.
+std::string fresh_dir(const std::string& name);
+
+}  // namespace lockstep::testing
