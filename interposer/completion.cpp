@@ -202,7 +202,7 @@ void Completion::poll_once(int64_t now) {
     std::deque<Entry>& q = it->second;
     while (!q.empty()) {
       Entry& e = q.front();
-      if (drv_->ctx_set_current && (!ctx_known || cur_ctx != e.ctx)) {
+      if (drv_->ctx_set_current && e.ctx && (!ctx_known || cur_ctx != e.ctx)) {
         drv_->ctx_set_current(e.ctx);
         cur_ctx = e.ctx;
         ctx_known = true;

@@ -1,0 +1,136 @@
+// One rank of a multi-rank program run by lockstep-launch on the CPU NCCL fixture, under the
+// recorder (recorder_fixture_test.cpp checks the traces). Uses the CUDA runtime for memory and
+// streams, as PyTorch does, so the runtime hooks are exercised too.
+//   recorder_fixture_program mixed|graph|diverge
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "../../examples/common/bootstrap.h"
+
+using namespace lockstep_examples;
+
+#define CHECK(call)                                                                      \
+  do {                                                                                   \
+    int rc_ = int(call);                                                                 \
+    if (rc_ != 0) {                                                                      \
+      fprintf(stderr, "rank program: %s failed: %d (line %d)\n", #call, rc_, __LINE__); \
+      exit(2);                                                                           \
+    }                                                                                    \
+  } while (0)
+
+namespace {
+struct Rank {
+  int rank = 0, nranks = 1;
+  ncclComm_t world = nullptr;
+  cudaStream_t stream = nullptr;
+  float* buf = nullptr;  // device memory, big enough for every op here
+};
+
+Rank setup() {
+  Rank r;
+  WorldInfo w = world_from_env();
+  r.rank = w.rank;
+  r.nranks = w.world_size;
+  CHECK(cudaSetDevice(0));
+  CHECK(cudaStreamCreate(&r.stream));
+  CHECK(cudaMalloc(reinterpret_cast<void**>(&r.buf), 1 << 20));
+  ncclUniqueId id = exchange_unique_id("world");
+  CHECK(ncclCommInitRank(&r.world, r.nranks, id, r.rank));
+  return r;
+}
+}  // namespace
+
+extern "C" {
+// Named call sites the tests look for in the recorded stacks.
+__attribute__((noinline)) void train_step(Rank& r) {
+  CHECK(ncclAllReduce(r.buf, r.buf, 64, ncclFloat32, ncclSum, r.world, r.stream));
+}
+
+__attribute__((noinline)) void exchange_all_to_all(Rank& r) {
+  // Uneven splits: rank a sends 4+a+b elements to rank b (and receives 4+b+a from b).
+  CHECK(ncclGroupStart());
+  size_t off = 0;
+  for (int p = 0; p < r.nranks; p++) {
+    size_t n = size_t(4 + r.rank + p);
+    CHECK(ncclSend(r.buf + off, n, ncclFloat32, p, r.world, r.stream));
+    CHECK(ncclRecv(r.buf + 4096 + off, n, ncclFloat32, p, r.world, r.stream));
+    off += n;
+  }
+  CHECK(ncclGroupEnd());
+}
+
+int scenario_mixed() {
+  Rank r = setup();
+  for (int i = 0; i < 3; i++) train_step(r);
+  CHECK(ncclAllGather(r.buf, r.buf + 1024, 16, ncclFloat32, r.world, r.stream));
+  CHECK(ncclReduceScatter(r.buf, r.buf + 1024, 16, ncclFloat32, ncclSum, r.world, r.stream));
+  CHECK(ncclBroadcast(r.buf, r.buf, 32, ncclFloat32, 0, r.world, r.stream));
+  exchange_all_to_all(r);
+  CHECK(ncclGroupStart());
+  CHECK(ncclAllReduce(r.buf, r.buf, 8, ncclFloat32, ncclSum, r.world, r.stream));
+  CHECK(ncclAllReduce(r.buf + 8, r.buf + 8, 16, ncclFloat32, ncclSum, r.world, r.stream));
+  CHECK(ncclGroupEnd());
+  ncclComm_t half = nullptr;
+  CHECK(ncclCommSplit(r.world, r.rank % 2, r.rank, &half, nullptr));
+  CHECK(ncclAllReduce(r.buf, r.buf, 4, ncclFloat32, ncclSum, half, r.stream));
+  CHECK(cudaStreamSynchronize(r.stream));
+  CHECK(ncclCommDestroy(half));
+  CHECK(ncclCommDestroy(r.world));
+  return 0;
+}
+
+int scenario_graph() {
+  Rank r = setup();
+  train_step(r);
+  cudaStream_t cap = nullptr;
+  CHECK(cudaStreamCreate(&cap));
+  CHECK(cudaStreamBeginCapture(cap, cudaStreamCaptureModeGlobal));
+  CHECK(ncclAllReduce(r.buf, r.buf, 32, ncclFloat32, ncclSum, r.world, cap));
+  cudaGraph_t graph = nullptr;
+  CHECK(cudaStreamEndCapture(cap, &graph));
+  cudaGraphExec_t exec = nullptr;
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 3; i++) CHECK(cudaGraphLaunch(exec, r.stream));
+  CHECK(cudaStreamSynchronize(r.stream));
+  train_step(r);
+  CHECK(cudaStreamSynchronize(r.stream));
+  return 0;
+}
+
+// The seed's shape in small: both ranks run N matching all-reduces, then rank 0 issues a
+// reduce_scatter where rank 1 issues an all_to_all; the fixture (like NCCL) waits forever.
+__attribute__((noinline)) void fsdp_post_backward_reduce_scatter(Rank& r) {
+  CHECK(ncclReduceScatter(r.buf, r.buf + 1024, 64, ncclBfloat16, ncclSum, r.world, r.stream));
+}
+__attribute__((noinline)) void ulysses_all_to_all(Rank& r) {
+  CHECK(ncclAlltoAll(r.buf, r.buf + 1024, 64, ncclBfloat16, r.world, r.stream));
+}
+int scenario_diverge(int n) {
+  Rank r = setup();
+  for (int i = 0; i < n; i++) train_step(r);
+  CHECK(cudaStreamSynchronize(r.stream));
+  if (r.rank == 0) fsdp_post_backward_reduce_scatter(r);
+  else ulysses_all_to_all(r);
+  CHECK(cudaStreamSynchronize(r.stream));  // hangs here
+  return 0;
+}
+}
+
+int main(int argc, char** argv) {
+  std::string s = argc > 1 ? argv[1] : "";
+  try {
+    if (s == "mixed") return scenario_mixed();
+    if (s == "graph") return scenario_graph();
+    if (s == "diverge") return scenario_diverge(argc > 2 ? atoi(argv[2]) : 20);
+  } catch (const std::exception& e) {
+    fprintf(stderr, "rank program: %s\n", e.what());
+    return 2;
+  }
+  fprintf(stderr, "usage: recorder_fixture_program mixed|graph|diverge [N]\n");
+  return 1;
+}
