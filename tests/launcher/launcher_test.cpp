@@ -1,0 +1,174 @@
+// lockstep::launch_ranks and the lockstep-launch executable: environment, exit codes, output,
+// timeouts that kill whole process groups and name the ranks that were still running.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+
+#include "launcher.h"
+
+namespace {
+
+using lockstep::LaunchOptions;
+using lockstep::launch_ranks;
+
+LaunchOptions sh(int n, const std::string& script, double timeout_s = 20) {
+  LaunchOptions o;
+  o.nranks = n;
+  o.argv = {"/bin/sh", "-c", script};
+  o.timeout_s = timeout_s;
+  o.prefix_output = false;
+  return o;
+}
+
+// Running (not a zombie waiting for init to reap it).
+bool alive(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(f, line)) return false;
+  auto p = line.rfind(')');
+  return p != std::string::npos && p + 2 < line.size() && line[p + 2] != 'Z' && line[p + 2] != 'X';
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+TEST(Launcher, EveryRankGetsItsRankWorldSizeAndTheSharedRendezvousDir) {
+  auto r = launch_ranks(sh(3, "echo \"$RANK/$WORLD_SIZE/$LOCAL_RANK/$LOCAL_WORLD_SIZE\"; test -d \"$LOCKSTEP_RENDEZVOUS_DIR\" "
+                              "&& echo \"dir=$LOCKSTEP_RENDEZVOUS_DIR\""));
+  ASSERT_EQ(r.ranks.size(), 3u);
+  EXPECT_TRUE(r.all_succeeded()) << r.summary();
+  std::string dir;
+  for (int k = 0; k < 3; ++k) {
+    const auto& out = r.ranks[k].output;
+    std::string want = std::to_string(k) + "/3/" + std::to_string(k) + "/3\n";
+    EXPECT_EQ(out.substr(0, want.size()), want) << "rank " << k << " output: " << out;
+    auto p = out.find("dir=");
+    ASSERT_NE(p, std::string::npos) << "rank " << k << " did not see an existing rendezvous dir: " << out;
+    std::string d = out.substr(p + 4, out.find('\n', p) - p - 4);
+    if (k == 0) dir = d;
+    EXPECT_EQ(d, dir) << "ranks must share one rendezvous dir";
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "the temporary rendezvous dir should be removed afterwards";
+}
+
+TEST(Launcher, ExtraEnvironmentReachesEveryRank) {
+  auto o = sh(2, "echo \"x=$LOCKSTEP_TEST_VAR\"");
+  o.env["LOCKSTEP_TEST_VAR"] = "hello world";
+  auto r = launch_ranks(o);
+  for (const auto& rk : r.ranks) EXPECT_EQ(rk.output, "x=hello world\n");
+}
+
+TEST(Launcher, CollectsExitCodesSignalsAndOutputPerRank) {
+  auto r = launch_ranks(sh(3, "echo out-$RANK; echo err-$RANK >&2; if [ $RANK = 2 ]; then kill -SEGV $$; fi; exit $RANK"));
+  ASSERT_EQ(r.ranks.size(), 3u);
+  EXPECT_FALSE(r.all_succeeded());
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.ranks[0].exit_code, 0);
+  EXPECT_EQ(r.ranks[1].exit_code, 1);
+  EXPECT_EQ(r.ranks[2].term_signal, SIGSEGV);
+  for (int k = 0; k < 3; ++k) {
+    EXPECT_NE(r.ranks[k].output.find("out-" + std::to_string(k)), std::string::npos) << r.ranks[k].output;
+    EXPECT_NE(r.ranks[k].output.find("err-" + std::to_string(k)), std::string::npos) << r.ranks[k].output;
+    EXPECT_FALSE(r.ranks[k].timed_out);
+  }
+  std::string s = r.summary();
+  EXPECT_NE(s.find("rank 1 (pid " + std::to_string(r.ranks[1].pid) + "): exited 1"), std::string::npos) << s;
+  EXPECT_NE(s.find("rank 2 (pid " + std::to_string(r.ranks[2].pid) + "): killed by signal 11"), std::string::npos) << s;
+}
+
+TEST(Launcher, TimeoutKillsStuckRanksAndTheirChildrenAndNamesThem) {
+  std::string dir = (std::filesystem::temp_directory_path() / ("lockstep-launcher-test-" + std::to_string(getpid()))).string();
+  auto o = sh(3, "if [ $RANK != 0 ]; then sleep 300 & echo $! > \"$LOCKSTEP_RENDEZVOUS_DIR/child-$RANK\"; wait; fi", 1.0);
+  o.rendezvous_dir = dir;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = launch_ranks(o);
+  double secs = seconds_since(t0);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_GE(secs, 0.95);
+  EXPECT_LT(secs, 4.0) << "SIGTERM should end sh and sleep at once";
+  EXPECT_FALSE(r.ranks[0].timed_out);
+  EXPECT_EQ(r.ranks[0].exit_code, 0);
+  std::string s = r.summary();
+  for (int k = 1; k < 3; ++k) {
+    EXPECT_TRUE(r.ranks[k].timed_out);
+    EXPECT_NE(s.find("rank " + std::to_string(k) + " (pid " + std::to_string(r.ranks[k].pid) +
+                     "): still running at timeout, killed"),
+              std::string::npos)
+        << s;
+    std::ifstream f(dir + "/child-" + std::to_string(k));
+    pid_t child = 0;
+    f >> child;
+    ASSERT_GT(child, 0) << "rank " << k << " did not record its child";
+    // The launcher reaps only its ranks; the orphaned child is reaped by init, give it a moment.
+    bool gone = false;
+    for (int i = 0; i < 100 && !gone; ++i) {
+      gone = !alive(child);
+      if (!gone) usleep(10000);
+    }
+    EXPECT_TRUE(gone) << "child " << child << " of rank " << k << " survived the timeout";
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Launcher, RanksIgnoringSigtermGetSigkillTwoSecondsLater) {
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = launch_ranks(sh(1, "trap '' TERM; while :; do sleep 0.05; done", 0.5));
+  double secs = seconds_since(t0);
+  EXPECT_TRUE(r.ranks[0].timed_out);
+  EXPECT_EQ(r.ranks[0].term_signal, SIGKILL);
+  EXPECT_GE(secs, 2.4);
+  EXPECT_LT(secs, 5.0);
+}
+
+TEST(Launcher, MissingProgramFailsWithStatus127AndAMessage) {
+  LaunchOptions o;
+  o.nranks = 2;
+  o.argv = {"/nonexistent/lockstep-program"};
+  o.prefix_output = false;
+  auto r = launch_ranks(o);
+  for (const auto& rk : r.ranks) {
+    EXPECT_EQ(rk.exit_code, 127);
+    EXPECT_NE(rk.output.find("cannot run /nonexistent/lockstep-program"), std::string::npos) << rk.output;
+  }
+}
+
+TEST(Launcher, InvalidOptionsAreRejectedWithAReason) {
+  LaunchOptions o;
+  o.argv = {"/bin/true"};
+  o.nranks = 0;
+  EXPECT_THROW(launch_ranks(o), std::invalid_argument);
+  o.nranks = 2;
+  o.argv.clear();
+  EXPECT_THROW(launch_ranks(o), std::invalid_argument);
+  o.argv = {"/bin/true"};
+  o.timeout_s = 0;
+  EXPECT_THROW(launch_ranks(o), std::invalid_argument);
+}
+
+int run_cli(const std::string& args) {
+  std::string cmd = std::string(LOCKSTEP_LAUNCH_BIN) + " " + args + " >/dev/null 2>&1";
+  int st = std::system(cmd.c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(LauncherCli, ExitStatusSaysSuccessFailureTimeoutOrUsage) {
+  EXPECT_EQ(run_cli("-n 2 -- /bin/true"), 0);
+  EXPECT_EQ(run_cli("-n 2 -- /bin/sh -c 'exit $((RANK + 3))'"), 3) << "the lowest failing rank's status";
+  EXPECT_EQ(run_cli("-n 2 --timeout 0.3 -- /bin/sleep 30"), 124);
+  EXPECT_EQ(run_cli("-n 2 --env K=V -- /bin/sh -c 'test \"$K\" = V'"), 0);
+  EXPECT_EQ(run_cli("-- /bin/true"), 2) << "-n is required";
+  EXPECT_EQ(run_cli("-n 2"), 2) << "a program is required";
+  EXPECT_EQ(run_cli("-n 2 --env NOEQUALS -- /bin/true"), 2);
+  EXPECT_EQ(run_cli("-n x -- /bin/true"), 2);
+}
+
+}  // namespace
