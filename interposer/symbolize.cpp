@@ -97,8 +97,10 @@ std::unique_ptr<SymTab> load_symtab(const std::string& path) {
 }
 
 const SymTab& symtab_for(const std::string& path) {
-  static std::map<std::string, std::unique_ptr<SymTab>> cache;  // writer thread only
-  auto& slot = cache[path];
+  // Writer thread only. Never destroyed: the writer's last commit runs from an atexit handler,
+  // after function-local statics created later than it was registered are gone.
+  static auto* cache = new std::map<std::string, std::unique_ptr<SymTab>>();
+  auto& slot = (*cache)[path];
   if (!slot) slot = load_symtab(path);
   return *slot;
 }
