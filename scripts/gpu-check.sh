@@ -76,7 +76,7 @@ step fsdp-ulysses-baseline "$LS" check --write-baseline "$W/fsdp.baseline" "$W/t
 step fsdp-ulysses-compiled-fixed "$LS" run -o "$W/t-fsdp-c" --stacks python -- \
      $PY examples/torch/fsdp_ulysses.py --steps 3 --compile --fixed
 step fsdp-ulysses-compiled-analyze "$LS" analyze "$W/t-fsdp-c"
-step fsdp-stacks "$LS" stacks "$W/t-fsdp" --comm 0 --seq 10
+step fsdp-stacks "$LS" stacks "$W/t-fsdp" --comm init0 --seq 10
 
 # 4. Replay of a recorded schedule on real NCCL (one rank).
 step replay-collectives "$LS" replay "$W/t-coll" --timeout 60
@@ -84,11 +84,11 @@ step replay-model "$LS" replay --model "$W/t-coll"
 
 # 5. Overhead: 8-byte all_reduce host cost and a small training step, side by side.
 : >"$W/overhead.jsonl"
-for round in 1 2; do
-  $PY bench/torch_overhead.py --label baseline >>"$W/overhead.jsonl" 2>>"$W/overhead.err"
-  TORCH_FR_BUFFER_SIZE=20000 $PY bench/torch_overhead.py --label flight-recorder >>"$W/overhead.jsonl" 2>>"$W/overhead.err"
+for round in $(seq 1 "${OVERHEAD_ROUNDS:-2}"); do
+  $PY bench/torch_overhead.py --calls 3000 --repeats 41 --label baseline >>"$W/overhead.jsonl" 2>>"$W/overhead.err"
+  TORCH_FR_BUFFER_SIZE=20000 $PY bench/torch_overhead.py --calls 3000 --repeats 41 --label flight-recorder >>"$W/overhead.jsonl" 2>>"$W/overhead.err"
   for s in none native python; do
-    "$LS" run -o "$W/t-bench-$s-$round" --stacks $s -- $PY bench/torch_overhead.py --label "lockstep-$s" \
+    "$LS" run -o "$W/t-bench-$s-$round" --stacks $s -- $PY bench/torch_overhead.py --calls 3000 --repeats 41 --label "lockstep-$s" \
       >>"$W/overhead.jsonl" 2>>"$W/overhead.err"
   done
 done

@@ -15,11 +15,12 @@ import torch.distributed as dist
 EXPECT = []
 
 
-def expect(op, dtype, count, depth=1):
+def expect(op, dtype, count, depth=1, skip_reason=None):
     """Remember what the caller is about to issue and from which line."""
     frame = inspect.stack()[depth]
     EXPECT.append({"op": op, "dtype": dtype, "count": count,
-                   "function": frame.function, "line": frame.lineno + 1})
+                   "function": frame.function, "line": frame.lineno + 1,
+                   "skip_reason": skip_reason})
 
 
 def do_all_reduce(dev, n):
@@ -45,7 +46,10 @@ def do_all_gather(dev, n, world):
 def do_reduce_scatter(dev, n, world):
     inp = torch.ones(n * world, device=dev)
     out = torch.empty(n, device=dev)
-    expect("reduce_scatter", "float32", n)
+    # Seen on torch 2.11: at world size 1 ProcessGroupNCCL copies instead of calling NCCL.
+    expect("reduce_scatter", "float32", n,
+           skip_reason="PyTorch makes no NCCL call for reduce_scatter_tensor at world size 1"
+           if world == 1 else None)
     dist.reduce_scatter_tensor(out, inp)
 
 
