@@ -96,6 +96,5 @@ step overhead-table $PY scripts/gpu/overhead_table.py "$W/overhead.jsonl"
 { echo; echo "## Overhead"; echo; cat "$W/overhead-table.log"; } >>"$SUMMARY"
 
 echo >>"$SUMMARY"; echo "$pass passed, $fail failed" >>"$SUMMARY"
-cp "$SUMMARY" "$OUT/"
 tar -C "$W" -czf "$OUT/gpu-logs.tar.gz" . 2>/dev/null
 cat "$SUMMARY"
