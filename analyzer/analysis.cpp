@@ -28,6 +28,11 @@ namespace {
 
 using nlohmann::json;
 
+template <class N>
+std::string plural(N n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
 struct Ctx {
   const Analysis& a;
   const Schedule& s;
@@ -228,7 +233,7 @@ void text_finding(std::ostream& os, const Ctx& c, const Divergence& d, bool full
   }
   os << c.comm_label(d.gcomm);
   if (seqs.size() == 1) os << " seq " << *seqs.begin();
-  os << ": " << kind_name(d.kind) << ": " << d.detail << "\n";
+  os << ": " << d.detail << "\n";
   // With many members, list the odd ones and one of the majority.
   std::vector<Side> shown;
   if (!d.odd.empty()) {
@@ -300,8 +305,9 @@ std::string summary_line(const Analysis& a) {
   std::ostringstream os;
   const Schedule& s = *a.schedule;
   if (!a.problems()) {
-    os << "clean: " << s.procs.size() << " processes, " << a.index.comms.size() << " communicators, " << a.total_ops
-       << " ops; ranks agree, no order inversion, no hang";
+    os << "clean: " << plural(s.procs.size(), "process", "processes") << ", "
+       << plural(a.index.comms.size(), "communicator", "communicators") << ", " << plural(a.total_ops, "op", "ops")
+       << "; ranks agree, no order inversion, no hang";
     return os.str();
   }
   std::vector<std::string> parts;
@@ -318,7 +324,8 @@ std::string summary_line(const Analysis& a) {
   }
   size_t n = a.divergences.size() + a.inversions.size();
   if (n > 1) parts.push_back(std::to_string(n) + " findings in all");
-  if (a.hang.hung) parts.push_back("hang (" + std::to_string(a.hang.cycles.size()) + " wait-for cycles)");
+  if (a.hang.hung)
+    parts.push_back(a.hang.cycles.empty() ? "hang" : "hang (" + plural(a.hang.cycles.size(), "wait-for cycle", "wait-for cycles") + ")");
   for (size_t i = 0; i < parts.size(); ++i) os << (i ? "; " : "") << parts[i];
   return os.str();
 }
@@ -337,8 +344,8 @@ std::string render_text(const Analysis& a, TraceDetails& details, const ReportOp
     os << "lockstep: " << summary_line(a) << "\n";
     return os.str();
   }
-  os << "lockstep: " << s.procs.size() << " processes, " << a.index.comms.size() << " communicators, " << a.total_ops
-     << " ops\n";
+  os << "lockstep: " << plural(s.procs.size(), "process", "processes") << ", "
+     << plural(a.index.comms.size(), "communicator", "communicators") << ", " << plural(a.total_ops, "op", "ops") << "\n";
   if (a.first) {
     os << "\n" << bold(c, "FIRST DIVERGENCE") << ": ";
     text_finding(os, c, *a.first, true);

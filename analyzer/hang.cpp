@@ -167,7 +167,9 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     r.any_marker |= !sp.info.hangs.empty();
     if (sp.info.finished) {
       c.status[p] = RankStatus::kFinished;
-    } else if (!sp.info.exit_reason.empty()) {
+    } else if (!sp.info.exit_reason.empty() && sp.info.exit_reason != "SIGUSR1" && sp.info.exit_reason != "exit") {
+      // Killed (SIGUSR1 only flushes). Dead unless it was blocked in NCCL when killed: then the
+      // blocked op is the story, and the kill is the launcher's timeout.
       c.status[p] = RankStatus::kDead;
       rh.why = "trace stopped: " + sp.info.exit_reason;
     } else if (sp.info.last_flush_mono_ns > 0 &&
@@ -202,7 +204,8 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     for (uint32_t i : c.in_flight[p])
       if (streams.insert(sp.ops[i].stream).second) c.oldest[p].push_back(i);
     rh.in_flight = c.in_flight[p].size();
-    if (c.status[p] != RankStatus::kDead && rh.in_flight) c.status[p] = RankStatus::kBlocked;
+    bool stale = rh.why.find("before its neighbours") != std::string::npos;
+    if (rh.in_flight && !stale) c.status[p] = RankStatus::kBlocked;
   }
   // Wait-for edges between processes.
   std::vector<std::vector<std::pair<int, uint32_t>>> edges(n);  // proc -> (waits for, via op)
@@ -303,6 +306,7 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
           sum += "; waits for rank" + std::string(who.size() > 1 ? "s " : " ") + rank_ranges(who) + " (" + why + ")";
         if (b.waits.empty()) sum += "; every peer issued it";
         if (rh.in_flight > 1) sum += "; " + std::to_string(rh.in_flight) + " ops in flight";
+        if (!rh.why.empty()) sum += "; " + rh.why;
         break;
       }
     }

@@ -103,7 +103,7 @@ TEST(Report, clean_run_is_one_line_with_counts) {
   b.all({0, 1}, "c1", {}, 7);
   auto r = report_of(b, "clean");
   std::string text = render_text(r->a, *r->d);
-  EXPECT_EQ(text, "lockstep: clean: 2 processes, 1 communicators, 14 ops; ranks agree, no order inversion, no hang\n");
+  EXPECT_EQ(text, "lockstep: clean: 2 processes, 1 communicator, 14 ops; ranks agree, no order inversion, no hang\n");
 }
 
 TEST(Report, junit_has_one_failing_case_per_problem_class) {

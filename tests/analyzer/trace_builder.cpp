@@ -228,12 +228,26 @@ void write_trace(const Trace& t, const std::string& dir) {
   }
 }
 
+namespace {
+// Directories made by fresh_dir, removed when the test program exits.
+struct Cleanup {
+  std::vector<std::filesystem::path> dirs;
+  ~Cleanup() {
+    if (std::getenv("LOCKSTEP_KEEP_TEST_DIRS")) return;
+    std::error_code ec;
+    for (auto& d : dirs) std::filesystem::remove_all(d, ec);
+  }
+};
+Cleanup g_cleanup;
+}  // namespace
+
 std::string fresh_dir(const std::string& name) {
   const char* base = std::getenv("TEST_TMPDIR");
   std::filesystem::path dir = std::filesystem::path(base ? base : std::filesystem::temp_directory_path().string()) /
                               ("lockstep-test-" + std::to_string(getpid()) + "-" + name);
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
+  g_cleanup.dirs.push_back(dir);
   return dir.string();
 }
 
