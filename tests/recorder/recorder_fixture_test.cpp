@@ -145,3 +145,49 @@ TEST(RecorderOnFixture, diverging_ranks_leave_the_hang_in_their_traces_and_on_st
         << job.result.err;
   }
 }
+
+#ifdef SEED_DEADLOCK_PATH
+// The seed demo (examples/seed_deadlock) under the recorder: the acceptance scenario.
+TEST(RecorderOnFixture, seed_demo_traces_show_3749_completed_then_the_divergent_op_3750) {
+  TempDir dir;
+  std::map<std::string, std::string> env = {{"LD_PRELOAD", LIBLOCKSTEP_PATH},
+                                            {"LD_LIBRARY_PATH", FIXTURE_LIB_DIR},
+                                            {"LOCKSTEP_DIR", dir.path},
+                                            {"LOCKSTEP_HANG_TIMEOUT", "1"}};
+  ProcResult r = run({LAUNCHER_PATH, "-n", "2", "--timeout", "5", "--", SEED_DEADLOCK_PATH}, env, 25);
+  EXPECT_EQ(r.exit_code, 124) << "the seed order hangs until the launcher's timeout\n" << r.err;
+  std::map<int, std::string> by_rank;
+  for (auto& f : trace_files(dir.path)) by_rank[std::stoi(Trace(f).meta("global_rank"))] = f;
+  ASSERT_EQ(by_rank.size(), 2u) << r.err;
+  std::string hash[2];
+  const char* op[] = {"reduce_scatter", "all_to_all"};
+  // (GCC folds seed_deadlock's identical ulysses_* functions into one symbol: match the prefix.)
+  const char* caller[] = {"fsdp_post_backward_reduce_scatter", "ulysses_all_to_all_"};
+  for (int rank = 0; rank < 2; rank++) {
+    Trace t(by_rank[rank]);
+    EXPECT_EQ(t.scalar("SELECT count(*) || ',' || min(o.seq) || ',' || max(o.seq) FROM ops o "
+                       "JOIN completions USING(call_index) WHERE o.seq IS NOT NULL"),
+              "3749,1,3749")
+        << "rank " << rank << ": seq 1..3749 completed";
+    auto last = t.rows("SELECT o.op, o.state, c.call_index IS NULL, o.stack_id FROM ops o LEFT JOIN "
+                       "completions c USING(call_index) WHERE o.seq=3750");
+    ASSERT_EQ(last.size(), 1u) << "rank " << rank;
+    EXPECT_EQ(join({last[0][0], last[0][1], last[0][2]}), std::string(op[rank]) + ",enqueued,1")
+        << "rank " << rank << ": seq 3750 enqueued, never completed";
+    EXPECT_EQ(t.scalar("SELECT count(*) FROM frames WHERE stack_id=" + last[0][3] +
+                       " AND function LIKE '%" + caller[rank] + "%'"),
+              "1")
+        << "rank " << rank << ": the stack of seq 3750 names " << caller[rank];
+    EXPECT_EQ(t.scalar("SELECT count(*) FROM ops WHERE seq > 3750"), "0");
+    EXPECT_EQ(t.meta("exit_reason"), "SIGTERM") << "flushed when the launcher stopped it";
+    hash[rank] = t.scalar("SELECT c.comm_hash FROM ops o JOIN comms c ON c.id=o.comm_id "
+                          "WHERE o.seq=3750");
+    std::string line = "[rank " + std::to_string(rank) + "] lockstep: rank " +
+                       std::to_string(rank) + " (pid ";
+    size_t at = r.err.find(line);
+    ASSERT_NE(at, std::string::npos) << r.err;
+    EXPECT_NE(r.err.find(std::string("seq 3750 ") + op[rank], at), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(hash[0], hash[1]) << "both ops are on the same communicator";
+}
+#endif
