@@ -5,10 +5,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -45,6 +47,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+std::atomic<int> g_forwarded_signal{0};  // set by the handler, acted on by the launch loop
+
+void on_termination_signal(int sig) { g_forwarded_signal.store(sig); }
+
 struct Child {
   pid_t pid = -1;
   int out_fd = -1;     // read end of the rank's stdout+stderr pipe
@@ -52,8 +58,10 @@ struct Child {
   bool running = true;
 };
 
-[[noreturn]] void exec_rank(const LaunchOptions& o, int rank, const std::string& rdv, int out_fd) {
+[[noreturn]] void exec_rank(const LaunchOptions& o, int rank, const std::string& rdv, int out_fd, pid_t parent) {
   setpgid(0, 0);
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != parent) _exit(1);  // the launcher died before prctl took effect
   if (out_fd >= 0) {
     dup2(out_fd, STDOUT_FILENO);
     dup2(out_fd, STDERR_FILENO);
@@ -61,6 +69,7 @@ struct Child {
   // Back to default dispositions: the launcher's own handlers must not leak into ranks.
   signal(SIGINT, SIG_DFL);
   signal(SIGTERM, SIG_DFL);
+  signal(SIGHUP, SIG_DFL);
   signal(SIGPIPE, SIG_DFL);
   std::string n = std::to_string(o.nranks), r = std::to_string(rank);
   setenv("RANK", r.c_str(), 1);
@@ -91,6 +100,13 @@ void echo_lines(Child& c, int rank, bool final) {
 
 }  // namespace
 
+void forward_termination_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_termination_signal;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &sa, nullptr);
+}
+
 LaunchResult launch_ranks(const LaunchOptions& o) {
   if (o.nranks < 1) throw std::invalid_argument("launch_ranks: nranks must be >= 1, got " + std::to_string(o.nranks));
   if (o.argv.empty()) throw std::invalid_argument("launch_ranks: no program given");
@@ -111,13 +127,14 @@ LaunchResult launch_ranks(const LaunchOptions& o) {
   res.ranks.resize(o.nranks);
   std::vector<Child> kids(o.nranks);
   std::fflush(nullptr);  // no duplicated buffered output in the children
+  const pid_t self = getpid();
   for (int r = 0; r < o.nranks; ++r) {
     int fds[2] = {-1, -1};
     if (o.capture_output && pipe2(fds, O_CLOEXEC) != 0)
       throw std::runtime_error(std::string("launch_ranks: pipe: ") + std::strerror(errno));
     pid_t pid = fork();
     if (pid < 0) throw std::runtime_error(std::string("launch_ranks: fork: ") + std::strerror(errno));
-    if (pid == 0) exec_rank(o, r, rdv, fds[1]);
+    if (pid == 0) exec_rank(o, r, rdv, fds[1], self);
     setpgid(pid, pid);  // also here: no race with a kill before the child ran setpgid
     if (o.capture_output) {
       close(fds[1]);
@@ -157,6 +174,14 @@ LaunchResult launch_ranks(const LaunchOptions& o) {
       }
     }
     auto now = Clock::now();
+    if (int sig = g_forwarded_signal.exchange(0); sig && running()) {
+      for (auto& k : kids)
+        if (k.running) kill(-k.pid, sig);
+      if (!killing) {
+        killing = true;
+        kill_at = now + std::chrono::seconds(2);
+      }
+    }
     if (!killing && running() && now >= deadline) {
       res.timed_out = true;
       for (int r = 0; r < o.nranks; ++r)

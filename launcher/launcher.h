@@ -41,4 +41,10 @@ struct LaunchResult {
 
 LaunchResult launch_ranks(const LaunchOptions& options);
 
+// For executables: SIGINT/SIGTERM/SIGHUP received by this process are forwarded to every rank
+// of a running launch_ranks (their process groups; SIGKILL 2 s later if needed), which then
+// returns with the interrupted ranks marked as killed by that signal. Ranks also get SIGKILL
+// if the launching process dies (PR_SET_PDEATHSIG), so a killed launcher leaves nothing behind.
+void forward_termination_signals();
+
 }  // namespace lockstep

@@ -70,6 +70,7 @@ int main(int argc, char** argv) {
   for (; i < argc; ++i) o.argv.push_back(argv[i]);
   if (o.argv.empty()) usage("no program given after --");
 
+  lockstep::forward_termination_signals();
   lockstep::LaunchResult r;
   try {
     r = lockstep::launch_ranks(o);

@@ -171,4 +171,64 @@ TEST(LauncherCli, ExitStatusSaysSuccessFailureTimeoutOrUsage) {
   EXPECT_EQ(run_cli("-n x -- /bin/true"), 2);
 }
 
+// Starts `lockstep-launch -n 2 -- sh -c 'echo $$ > DIR/pid-$RANK; exec sleep 60'` in the background
+// and returns its pid once both ranks wrote their pids.
+pid_t start_cli_with_sleeping_ranks(const std::string& dir, pid_t rank_pids[2]) {
+  std::filesystem::create_directories(dir);
+  pid_t cli = fork();
+  if (cli == 0) {
+    std::string script = "echo $$ > " + dir + "/pid-$RANK; exec sleep 60";
+    execl(LOCKSTEP_LAUNCH_BIN, LOCKSTEP_LAUNCH_BIN, "-n", "2", "--quiet", "--timeout", "100", "--", "/bin/sh", "-c",
+          script.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 500; ++i) {
+    int found = 0;
+    for (int k = 0; k < 2; ++k) {
+      std::ifstream f(dir + "/pid-" + std::to_string(k));
+      rank_pids[k] = 0;
+      f >> rank_pids[k];
+      found += rank_pids[k] > 0;
+    }
+    if (found == 2) break;
+    usleep(10000);
+  }
+  return cli;
+}
+
+bool gone_within(pid_t pid, double secs) {
+  auto t0 = std::chrono::steady_clock::now();
+  while (seconds_since(t0) < secs) {
+    if (!alive(pid)) return true;
+    usleep(10000);
+  }
+  return false;
+}
+
+TEST(LauncherCli, SigtermToTheLauncherIsForwardedToEveryRank) {
+  std::string dir = (std::filesystem::temp_directory_path() / ("lockstep-fwd-" + std::to_string(getpid()))).string();
+  pid_t ranks[2];
+  pid_t cli = start_cli_with_sleeping_ranks(dir, ranks);
+  ASSERT_GT(ranks[0], 0);
+  ASSERT_GT(ranks[1], 0);
+  kill(cli, SIGTERM);
+  int st = 0;
+  ASSERT_EQ(waitpid(cli, &st, 0), cli);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 128 + SIGTERM) << "status " << st;
+  for (pid_t p : ranks) EXPECT_TRUE(gone_within(p, 2.0)) << "rank process " << p << " survived";
+  std::filesystem::remove_all(dir);
+}
+
+TEST(LauncherCli, RanksDieWithAKilledLauncher) {
+  std::string dir = (std::filesystem::temp_directory_path() / ("lockstep-pdeath-" + std::to_string(getpid()))).string();
+  pid_t ranks[2];
+  pid_t cli = start_cli_with_sleeping_ranks(dir, ranks);
+  ASSERT_GT(ranks[0], 0);
+  ASSERT_GT(ranks[1], 0);
+  kill(cli, SIGKILL);
+  waitpid(cli, nullptr, 0);
+  for (pid_t p : ranks) EXPECT_TRUE(gone_within(p, 2.0)) << "rank process " << p << " survived its launcher";
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
