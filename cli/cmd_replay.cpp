@@ -1,17 +1,150 @@
-// Placeholder until the replay engineer's cmd_replay.cpp lands.
+// lockstep replay DIR: re-run a recorded schedule (one process per rank, under the recorder) or
+// check it without processes (--model). docs/replay.md.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 
 #include "commands.h"
 #include "exit_codes.h"
+#include "model_check.h"
+#include "rank_schedule.h"
+#include "replay.h"
+#include "trace_loader.h"
+#include "worker.h"
 
 namespace lockstep::cli {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ReplayArgs {
+  std::string dir;
+  bool model = false;
+  bool json = false;
+  bool rank_from_env = false;
+  double timeout_s = 30;
+  int order_from = -1;
+  int perturb = 0;
+  uint64_t seed = 1;
+  int max_delay_us = 2000;
+  std::string out;
+  bool no_record = false;
+  bool verbose = false;
+};
+
+int env_rank() {
+  for (const char* v : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"})
+    if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
+  return -1;
+}
+
+int run_model(const ReplayArgs& a) {
+  std::vector<std::string> problems;
+  model::Result r = replay::model_check_dir(a.dir, a.order_from, &problems);
+  for (const auto& p : problems) std::cerr << "lockstep replay: warning: " << p << "\n";
+  std::cout << (a.json ? model::format_json(r) + "\n" : model::format_text(r));
+  return r.verdict == model::Verdict::kCanComplete ? kExitOk : kExitFound;
+}
+
+// Under srun/torchrun: this process is one rank's worker.
+int run_rank_from_env(const ReplayArgs& a) {
+  const int rank = env_rank();
+  if (rank < 0) {
+    std::cerr << "lockstep replay: --rank-from-env: none of RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK is set\n";
+    return kExitUsage;
+  }
+  const char* rdv = std::getenv("LOCKSTEP_RENDEZVOUS_DIR");
+  if (!rdv || !*rdv) {
+    std::cerr << "lockstep replay: --rank-from-env needs LOCKSTEP_RENDEZVOUS_DIR: an empty directory every rank sees "
+                 "(unique ids are exchanged there)\n";
+    return kExitUsage;
+  }
+  Trace t = load_trace(a.dir);
+  const auto files = replay::rank_files(t);
+  if (rank >= static_cast<int>(files.size())) {
+    std::cerr << "lockstep replay: rank " << rank << " is not in the trace (ranks 0.." << files.size() - 1 << ")\n";
+    return kExitUsage;
+  }
+  replay::WorkerOptions w;
+  w.trace_file = files[rank];
+  if (a.order_from >= 0) w.order_from_file = files.at(a.order_from);
+  w.rendezvous_dir = rdv;
+  if (const char* lr = std::getenv("LOCAL_RANK")) w.local_rank = std::atoi(lr);
+  else if (const char* sl = std::getenv("SLURM_LOCALID")) w.local_rank = std::atoi(sl);
+  w.timeout_s = a.timeout_s;
+  w.delay_seed = a.perturb > 0 ? a.seed : 0;
+  w.max_delay_us = a.max_delay_us;
+  w.verbose = a.verbose;
+  return replay::run_worker(w) == 0 ? kExitOk : kExitFound;
+}
+
+int run_local(const ReplayArgs& a) {
+  replay::ReplayOptions o;
+  o.trace_dir = a.dir;
+  o.out_dir = a.out.empty() ? (fs::path(a.dir).lexically_normal().string() + "-replay") : a.out;
+  o.timeout_s = a.timeout_s;
+  o.order_from = a.order_from;
+  o.perturb = a.perturb;
+  o.seed = a.seed;
+  o.max_delay_us = a.max_delay_us;
+  o.worker_exe = (fs::path(self_exe()).parent_path() / "lockstep-replay-worker").string();
+  if (const char* w = std::getenv("LOCKSTEP_REPLAY_WORKER"); w && *w) o.worker_exe = w;
+  if (!a.no_record) o.preload = preload_library_path();
+  o.echo_output = a.verbose;
+  replay::ReplayResult r = replay::run_replay(o, std::cout);
+  for (const auto& t : r.trials) {
+    if (t.completed) continue;
+    std::cout << "\n" << (t.seed ? "trial with seed " + std::to_string(t.seed) + ": " : std::string())
+              << (t.timed_out ? "the replay hangs" : "the replay failed") << " (trace: " << t.trace_dir << ")\n"
+              << t.launch_summary;
+    if (!t.report.empty()) std::cout << t.report;
+    if (a.perturb > 0) break;  // the first hanging trial is the one to look at
+  }
+  if (a.perturb > 0)
+    std::cout << (r.trials.size() - r.hung_trials()) << " of " << r.trials.size() << " perturbed trials completed\n";
+  else if (r.hung_trials() == 0)
+    std::cout << "completed: every rank issued its recorded schedule and synchronized (trace: " << o.out_dir << ")\n";
+  return r.hung_trials() == 0 ? kExitOk : kExitFound;
+}
+
+}  // namespace
+
 void add_replay_command(CLI::App& app, int* exit_code) {
-  auto* sub = app.add_subcommand("replay", "Re-run a recorded schedule (not built yet)");
-  sub->allow_extras();
-  sub->callback([exit_code] {
-    std::cerr << "replay: not built\n";
-    *exit_code = kExitUsage;
+  auto a = std::make_shared<ReplayArgs>();
+  auto* sub = app.add_subcommand("replay", "Re-run a recorded schedule, or check it for deadlocks without running it (--model)");
+  sub->add_option("dir", a->dir, "Recorded trace directory")->required()->check(CLI::ExistingDirectory);
+  sub->add_flag("--model", a->model, "Model check only: can the per-rank schedules deadlock under NCCL's semantics?");
+  sub->add_flag("--json", a->json, "With --model: the verdict and witness as JSON");
+  sub->add_option("--timeout", a->timeout_s, "Seconds before a replay is declared hung (default 30)")->check(CLI::PositiveNumber);
+  sub->add_flag("--rank-from-env", a->rank_from_env,
+                "Run only this process's rank (RANK/SLURM_PROCID...), under srun or torchrun; needs LOCKSTEP_RENDEZVOUS_DIR");
+  sub->add_option("--order-from", a->order_from,
+                  "Every rank issues its ops in RANK's order, matched by (communicator role, op kind)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--perturb", a->perturb, "N trials with seeded random delays between ops and between streams")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--seed", a->seed, "First perturbation seed (trial k uses seed+k; default 1)");
+  sub->add_option("--max-delay-us", a->max_delay_us, "Largest perturbation delay in microseconds (default 2000)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("-o,--output", a->out, "Directory for the replay's trace (default DIR-replay)");
+  sub->add_flag("--no-record", a->no_record, "Replay without the recorder (no trace, no hang report)");
+  sub->add_flag("-v,--verbose", a->verbose, "Show the workers' output");
+  sub->footer(
+      "Exit code: 0 completes (every trial; --model: can complete), 1 hangs or may deadlock, 2 input error.\n"
+      "Local runs use whatever libnccl.so.2 LD_LIBRARY_PATH selects: the CPU fixture (build/fixture-lib) or real NCCL.");
+  sub->callback([a, exit_code] {
+    try {
+      if (a->model) *exit_code = run_model(*a);
+      else if (a->rank_from_env) *exit_code = run_rank_from_env(*a);
+      else *exit_code = run_local(*a);
+    } catch (const std::exception& e) {
+      std::string msg = e.what();
+      if (msg.rfind("replay: ", 0) == 0) msg = msg.substr(8);
+      std::cerr << "lockstep replay: " << msg << "\n";
+      *exit_code = kExitUsage;
+    }
   });
 }
 

@@ -1,0 +1,466 @@
+// One rank of a replay: create the recorded communicators, issue the recorded ops in recorded
+// order (groups as recorded), then synchronize. Everything NCCL/CUDA is looked up at run time,
+// so one binary runs on a GPU box and on the CPU fixture, and a preloaded recorder sees it all.
+#include "worker.h"
+
+#include <cuda.h>
+#include <dlfcn.h>
+#include <nccl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "rank_schedule.h"
+
+namespace lockstep::replay {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The entry points the worker calls, found with dlsym(RTLD_DEFAULT) after loading the libraries
+// globally: a preloaded recorder's hooks come first, as they would for the recorded program.
+struct Api {
+  ncclResult_t (*GetUniqueId)(ncclUniqueId*);
+  ncclResult_t (*CommInitRank)(ncclComm_t*, int, ncclUniqueId, int);
+  ncclResult_t (*CommSplit)(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*);
+  ncclResult_t (*CommDestroy)(ncclComm_t);
+  ncclResult_t (*GroupStart)();
+  ncclResult_t (*GroupEnd)();
+  ncclResult_t (*AllReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Broadcast)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Reduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*AllGather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*ReduceScatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*AlltoAll)(const void*, void*, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Gather)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Scatter)(const void*, void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Send)(const void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*Recv)(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  const char* (*GetErrorString)(ncclResult_t);
+  CUresult (*Init)(unsigned);
+  CUresult (*DeviceGetCount)(int*);
+  CUresult (*DeviceGet)(CUdevice*, int);
+  CUresult (*PrimaryCtxRetain)(CUcontext*, CUdevice);
+  CUresult (*CtxSetCurrent)(CUcontext);
+  CUresult (*CtxSynchronize)();
+  CUresult (*MemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*StreamCreate)(CUstream*, unsigned);
+  CUresult (*StreamSynchronize)(CUstream);
+  CUresult (*EventCreate)(CUevent*, unsigned);
+  CUresult (*EventRecord)(CUevent, CUstream);
+  CUresult (*EventSynchronize)(CUevent);
+  CUresult (*StreamWaitEvent)(CUstream, CUevent, unsigned);
+  CUresult (*LaunchHostFunc)(CUstream, CUhostFn, void*);
+};
+
+template <typename F>
+void resolve(F& fn, const char* name) {
+  fn = reinterpret_cast<F>(dlsym(RTLD_DEFAULT, name));
+  if (!fn) throw Error(std::string("symbol ") + name + " not found in the loaded libnccl.so.2 / libcuda.so.1");
+}
+
+Api load_api() {
+  for (const char* lib : {"libcuda.so.1", "libnccl.so.2"})
+    if (!dlopen(lib, RTLD_NOW | RTLD_GLOBAL))
+      throw Error(std::string("cannot load ") + lib + ": " + dlerror() +
+                  " (on a machine without a GPU, put the CPU fixture's directory (build/fixture-lib) in LD_LIBRARY_PATH)");
+  Api a{};
+  resolve(a.GetUniqueId, "ncclGetUniqueId");
+  resolve(a.CommInitRank, "ncclCommInitRank");
+  resolve(a.CommSplit, "ncclCommSplit");
+  resolve(a.CommDestroy, "ncclCommDestroy");
+  resolve(a.GroupStart, "ncclGroupStart");
+  resolve(a.GroupEnd, "ncclGroupEnd");
+  resolve(a.AllReduce, "ncclAllReduce");
+  resolve(a.Broadcast, "ncclBroadcast");
+  resolve(a.Reduce, "ncclReduce");
+  resolve(a.AllGather, "ncclAllGather");
+  resolve(a.ReduceScatter, "ncclReduceScatter");
+  resolve(a.AlltoAll, "ncclAlltoAll");
+  resolve(a.Gather, "ncclGather");
+  resolve(a.Scatter, "ncclScatter");
+  resolve(a.Send, "ncclSend");
+  resolve(a.Recv, "ncclRecv");
+  resolve(a.GetErrorString, "ncclGetErrorString");
+  resolve(a.Init, "cuInit");
+  resolve(a.DeviceGetCount, "cuDeviceGetCount");
+  resolve(a.DeviceGet, "cuDeviceGet");
+  resolve(a.PrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+  resolve(a.CtxSetCurrent, "cuCtxSetCurrent");
+  resolve(a.CtxSynchronize, "cuCtxSynchronize");
+  resolve(a.MemAlloc, "cuMemAlloc_v2");
+  resolve(a.MemsetD8, "cuMemsetD8_v2");
+  resolve(a.StreamCreate, "cuStreamCreate");
+  resolve(a.StreamSynchronize, "cuStreamSynchronize");
+  resolve(a.EventCreate, "cuEventCreate");
+  resolve(a.EventRecord, "cuEventRecord");
+  resolve(a.EventSynchronize, "cuEventSynchronize");
+  resolve(a.StreamWaitEvent, "cuStreamWaitEvent");
+  resolve(a.LaunchHostFunc, "cuLaunchHostFunc");
+  return a;
+}
+
+ncclDataType_t dtype_of(const std::string& s) {
+  static const std::map<std::string, ncclDataType_t> m = {
+      {"int8", ncclInt8},       {"uint8", ncclUint8},     {"int32", ncclInt32},       {"uint32", ncclUint32},
+      {"int64", ncclInt64},     {"uint64", ncclUint64},   {"float16", ncclFloat16},   {"float32", ncclFloat32},
+      {"float64", ncclFloat64}, {"bfloat16", ncclBfloat16}, {"float8e4m3", ncclFloat8e4m3},
+      {"float8e5m2", ncclFloat8e5m2}};
+  auto it = m.find(s);
+  return it == m.end() ? ncclInt8 : it->second;  // NULL (mixed) dtype: count bytes
+}
+
+size_t dtype_size(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    default: return 8;
+  }
+}
+
+ncclRedOp_t redop_of(const std::string& s) {
+  if (s == "prod") return ncclProd;
+  if (s == "max") return ncclMax;
+  if (s == "min") return ncclMin;
+  if (s == "avg") return ncclAvg;
+  return ncclSum;  // sum, and premulsum (its scalar is not recorded; same matching)
+}
+
+// One NCCL call: an ungrouped op, or a part of a grouped one.
+struct Call {
+  std::string op;
+  std::string dtype;
+  int64_t count = 0;
+  int root = -1, peer = -1;
+  std::string redop;
+};
+
+// Bytes of the send and receive buffers a call needs (NCCL's count conventions).
+std::pair<size_t, size_t> buffer_bytes(const Call& c, int nranks) {
+  const size_t e = dtype_size(dtype_of(c.dtype)) * static_cast<size_t>(std::max<int64_t>(c.count, 0));
+  const size_t n = static_cast<size_t>(std::max(nranks, 1));
+  if (c.op == "all_gather" || c.op == "gather") return {e, e * n};
+  if (c.op == "reduce_scatter" || c.op == "scatter") return {e * n, e};
+  if (c.op == "all_to_all") return {e * n, e * n};
+  return {e, e};
+}
+
+std::vector<Call> calls_of(const Op& o) {
+  if (!o.parts.empty()) {
+    std::vector<Call> v;
+    for (const OpPart& p : o.parts) v.push_back(Call{p.op, p.dtype.empty() ? o.dtype : p.dtype, p.count, p.root, p.peer, p.redop});
+    return v;
+  }
+  return {Call{o.op, o.dtype, o.count, o.root, o.peer, o.redop}};
+}
+
+void host_sleep(void* us) { std::this_thread::sleep_for(std::chrono::microseconds(reinterpret_cast<uintptr_t>(us))); }
+
+class Worker {
+ public:
+  explicit Worker(const WorkerOptions& o) : o_(o) {}
+  int run();
+
+ private:
+  void check(ncclResult_t r, const std::string& what) {
+    if (r != ncclSuccess) throw Error(what + ": " + api_.GetErrorString(r));
+  }
+  void check(CUresult r, const std::string& what) {
+    if (r != CUDA_SUCCESS) throw Error(what + ": CUDA error " + std::to_string(static_cast<int>(r)));
+  }
+  void create_comms();
+  ncclUniqueId exchange_id(const Comm& c, int occurrence);
+  CUstream stream(uint64_t recorded);
+  void prepare_buffers();
+  void issue(const Op& o);
+  void issue_call(const Call& c, const Op& o);
+  void wait(const Wait& w);
+  void perturb_host();
+  void perturb_stream(CUstream s);
+
+  WorkerOptions o_;
+  Api api_{};
+  RankSchedule sched_;
+  std::string label_;
+  std::vector<ncclComm_t> comms_;
+  std::map<uint64_t, CUstream> streams_;
+  std::map<uint64_t, std::pair<CUdeviceptr, CUdeviceptr>> bufs_;  // per recorded stream
+  std::map<uint64_t, CUevent> events_;
+  std::mt19937_64 rng_;
+};
+
+ncclUniqueId Worker::exchange_id(const Comm& c, int occurrence) {
+  const fs::path file = fs::path(o_.rendezvous_dir) / ("uid-" + c.hash + "-" + std::to_string(occurrence));
+  ncclUniqueId id{};
+  if (c.rank == 0) {
+    check(api_.GetUniqueId(&id), "ncclGetUniqueId");
+    const fs::path tmp = file.string() + ".tmp." + std::to_string(getpid());
+    {
+      std::ofstream out(tmp, std::ios::binary);
+      out.write(id.internal, sizeof id.internal);
+      if (!out) throw Error("cannot write " + tmp.string());
+    }
+    fs::rename(tmp, file);  // readers never see a partial id
+    return id;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(o_.init_timeout_s);
+  while (true) {
+    std::ifstream in(file, std::ios::binary);
+    if (in && in.read(id.internal, sizeof id.internal)) return id;
+    if (std::chrono::steady_clock::now() > deadline)
+      throw Error("rank 0 of communicator " + c.hash + " did not publish its unique id in " + file.string() +
+                  " within " + std::to_string(o_.init_timeout_s) + " s");
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+void Worker::create_comms() {
+  const auto& comms = sched_.proc.comms;
+  comms_.assign(comms.size(), nullptr);
+  struct Ev { int64_t call; int comm; int parent; };
+  std::vector<Ev> evs;
+  for (size_t i = 0; i < comms.size(); ++i)
+    if (comms[i].init_rc == 0) evs.push_back({comms[i].init_call, static_cast<int>(i), comms[i].parent});
+  for (const auto& n : sched_.nocolor) evs.push_back({n.call_index, -1, n.parent});
+  std::sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.call < b.call; });
+  std::map<std::string, int> occurrences;
+  for (const Ev& e : evs) {
+    if (e.parent >= 0 && !comms_[e.parent])
+      throw Error("communicator " + comms[e.parent].hash + " is split but was never created in the trace");
+    if (e.comm < 0) {
+      ncclComm_t none = nullptr;
+      check(api_.CommSplit(comms_[e.parent], NCCL_SPLIT_NOCOLOR, 0, &none, nullptr), "ncclCommSplit(NOCOLOR)");
+      continue;
+    }
+    const Comm& c = comms[e.comm];
+    if (e.parent < 0) {
+      ncclUniqueId id = exchange_id(c, occurrences[c.hash]++);
+      check(api_.CommInitRank(&comms_[e.comm], c.nranks, id, c.rank), "ncclCommInitRank for " + c.hash);
+    } else {
+      check(api_.CommSplit(comms_[e.parent], c.split_color, c.split_key, &comms_[e.comm], nullptr),
+            "ncclCommSplit for " + c.hash);
+    }
+    if (o_.verbose)
+      std::fprintf(stderr, "lockstep replay: %s: communicator %s ready (rank %d of %d)\n", label_.c_str(),
+                   c.hash.c_str(), c.rank, c.nranks);
+  }
+}
+
+CUstream Worker::stream(uint64_t recorded) {
+  auto it = streams_.find(recorded);
+  if (it != streams_.end()) return it->second;
+  CUstream s = nullptr;
+  // Every recorded stream, the legacy default one included, becomes its own non-blocking stream:
+  // the model checker does not model the default stream's implicit synchronization either.
+  check(api_.StreamCreate(&s, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  streams_[recorded] = s;
+  return s;
+}
+
+void Worker::prepare_buffers() {
+  std::map<uint64_t, std::pair<size_t, size_t>> need;
+  for (const Op& o : sched_.proc.ops) {
+    if (!replayable(o)) continue;
+    const int n = o.comm >= 0 ? sched_.proc.comms[o.comm].nranks : 1;
+    for (const Call& c : calls_of(o)) {
+      auto [s, r] = buffer_bytes(c, n);
+      auto& nd = need[o.stream];
+      nd.first = std::max(nd.first, s);
+      nd.second = std::max(nd.second, r);
+    }
+  }
+  for (auto& [st, nd] : need) {
+    CUdeviceptr sb = 0, rb = 0;
+    check(api_.MemAlloc(&sb, std::max<size_t>(nd.first, 256)), "cuMemAlloc of " + std::to_string(nd.first) + " bytes");
+    check(api_.MemAlloc(&rb, std::max<size_t>(nd.second, 256)), "cuMemAlloc of " + std::to_string(nd.second) + " bytes");
+    check(api_.MemsetD8(sb, 1, std::max<size_t>(nd.first, 256)), "cuMemsetD8");
+    bufs_[st] = {sb, rb};
+    stream(st);
+  }
+}
+
+void Worker::issue_call(const Call& c, const Op& o) {
+  ncclComm_t comm = comms_.at(o.comm);
+  CUstream s = stream(o.stream);
+  const auto [sbp, rbp] = bufs_.at(o.stream);
+  const void* sb = reinterpret_cast<const void*>(sbp);
+  void* rb = reinterpret_cast<void*>(rbp);
+  const ncclDataType_t dt = dtype_of(c.dtype);
+  const size_t n = static_cast<size_t>(std::max<int64_t>(c.count, 0));
+  const ncclRedOp_t rop = redop_of(c.redop);
+  const int root = std::max(c.root, 0);
+  const std::string what = "nccl " + c.op + " (call " + std::to_string(o.call_index) + ")";
+  if (c.op == "all_reduce") check(api_.AllReduce(sb, rb, n, dt, rop, comm, s), what);
+  else if (c.op == "broadcast") check(api_.Broadcast(sb, rb, n, dt, root, comm, s), what);
+  else if (c.op == "reduce") check(api_.Reduce(sb, rb, n, dt, rop, root, comm, s), what);
+  else if (c.op == "all_gather") check(api_.AllGather(sb, rb, n, dt, comm, s), what);
+  else if (c.op == "reduce_scatter") check(api_.ReduceScatter(sb, rb, n, dt, rop, comm, s), what);
+  else if (c.op == "all_to_all") check(api_.AlltoAll(sb, rb, n, dt, comm, s), what);
+  else if (c.op == "gather") check(api_.Gather(sb, rb, n, dt, root, comm, s), what);
+  else if (c.op == "scatter") check(api_.Scatter(sb, rb, n, dt, root, comm, s), what);
+  else if (c.op == "send") check(api_.Send(sb, n, dt, c.peer, comm, s), what);
+  else if (c.op == "recv") check(api_.Recv(rb, n, dt, c.peer, comm, s), what);
+  else throw Error("call " + std::to_string(o.call_index) + ": cannot replay op '" + c.op + "'");
+}
+
+void Worker::issue(const Op& o) {
+  perturb_stream(stream(o.stream));
+  const auto calls = calls_of(o);
+  // Grouped rows (all_to_all from sends/recvs, send_recv, coalesced) go back inside a group.
+  const bool group = !o.parts.empty();
+  if (group) check(api_.GroupStart(), "ncclGroupStart");
+  for (const Call& c : calls) issue_call(c, o);
+  if (group) check(api_.GroupEnd(), "ncclGroupEnd");
+}
+
+void Worker::wait(const Wait& w) {
+  auto event = [&](bool create) -> CUevent {
+    auto it = events_.find(w.event);
+    if (it != events_.end()) return it->second;
+    if (!create) return nullptr;
+    CUevent e = nullptr;
+    check(api_.EventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    return events_[w.event] = e;
+  };
+  if (w.kind == "stream_sync") check(api_.StreamSynchronize(stream(w.stream)), "cuStreamSynchronize");
+  else if (w.kind == "device_sync") check(api_.CtxSynchronize(), "cuCtxSynchronize");
+  else if (w.kind == "event_record") check(api_.EventRecord(event(true), stream(w.stream)), "cuEventRecord");
+  else if (w.kind == "event_sync") { if (CUevent e = event(false)) check(api_.EventSynchronize(e), "cuEventSynchronize"); }
+  else if (w.kind == "stream_wait_event") { if (CUevent e = event(false)) check(api_.StreamWaitEvent(stream(w.stream), e, 0), "cuStreamWaitEvent"); }
+}
+
+void Worker::perturb_host() {
+  if (!o_.delay_seed || o_.max_delay_us <= 0) return;
+  if (rng_() % 2) std::this_thread::sleep_for(std::chrono::microseconds(rng_() % (o_.max_delay_us + 1)));
+}
+
+void Worker::perturb_stream(CUstream s) {
+  if (!o_.delay_seed || o_.max_delay_us <= 0 || rng_() % 4) return;
+  // Delays this stream only: the others run ahead, another interleaving between streams.
+  const uintptr_t us = rng_() % (o_.max_delay_us + 1);
+  check(api_.LaunchHostFunc(s, host_sleep, reinterpret_cast<void*>(us)), "cuLaunchHostFunc");
+}
+
+int Worker::run() {
+  sched_ = load_rank_schedule(o_.trace_file);
+  label_ = sched_.proc.global_rank >= 0 ? "rank " + std::to_string(sched_.proc.global_rank) : o_.trace_file;
+  if (!o_.order_from_file.empty()) {
+    RankSchedule source = load_rank_schedule(o_.order_from_file);
+    const int moved = reorder_like(sched_, source);
+    if (o_.verbose) std::fprintf(stderr, "lockstep replay: %s: order of %s: %d ops moved\n", label_.c_str(), o_.order_from_file.c_str(), moved);
+  }
+  rng_.seed(o_.delay_seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(sched_.proc.global_rank + 1));
+  api_ = load_api();
+  check(api_.Init(0), "cuInit");
+  int ndev = 0;
+  check(api_.DeviceGetCount(&ndev), "cuDeviceGetCount");
+  if (ndev <= 0) throw Error("no CUDA device");
+  CUdevice dev = 0;
+  check(api_.DeviceGet(&dev, o_.local_rank % ndev), "cuDeviceGet");
+  CUcontext ctx = nullptr;
+  check(api_.PrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
+  check(api_.CtxSetCurrent(ctx), "cuCtxSetCurrent");
+
+  create_comms();
+  prepare_buffers();
+
+  // Ops and waits in call order; consecutive rows of one group (same thread) in one group.
+  const auto& ops = sched_.proc.ops;
+  const auto& waits = sched_.proc.waits;
+  size_t oi = 0, wi = 0;
+  int64_t open_group = -1, open_tid = 0;
+  auto close_group = [&] {
+    if (open_group >= 0) check(api_.GroupEnd(), "ncclGroupEnd");
+    open_group = -1;
+  };
+  int64_t issued = 0;
+  while (oi < ops.size() || wi < waits.size()) {
+    if (wi < waits.size() && (oi >= ops.size() || waits[wi].call_index < ops[oi].call_index)) {
+      close_group();
+      wait(waits[wi++]);
+      continue;
+    }
+    const Op& o = ops[oi++];
+    if (!replayable(o)) continue;
+    if (o.comm < 0 || o.comm >= static_cast<int>(comms_.size()) || !comms_[o.comm])
+      throw Error("call " + std::to_string(o.call_index) + " is on a communicator that was not created");
+    if (o.group_id < 0 || o.group_id != open_group || o.tid != open_tid) {
+      close_group();
+      perturb_host();
+      if (o.group_id >= 0) {
+        check(api_.GroupStart(), "ncclGroupStart");
+        open_group = o.group_id;
+        open_tid = o.tid;
+      }
+    }
+    issue(o);
+    ++issued;
+  }
+  close_group();
+  if (o_.verbose) std::fprintf(stderr, "lockstep replay: %s: %lld ops issued, synchronizing\n", label_.c_str(), (long long)issued);
+  for (auto& [rec, s] : streams_) check(api_.StreamSynchronize(s), "cuStreamSynchronize");
+  for (ncclComm_t c : comms_)
+    if (c) check(api_.CommDestroy(c), "ncclCommDestroy");
+  std::fprintf(stderr, "lockstep replay: %s: completed %lld ops\n", label_.c_str(), (long long)issued);
+  return 0;
+}
+
+}  // namespace
+
+int run_worker(const WorkerOptions& options) {
+  if (options.rendezvous_dir.empty()) {
+    std::fprintf(stderr, "lockstep replay: no rendezvous directory (set LOCKSTEP_RENDEZVOUS_DIR to a directory every rank sees)\n");
+    return 2;
+  }
+  // The timeout: a hung rank ends itself with SIGTERM so the recorder flushes its trace.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread watchdog;
+  if (options.timeout_s > 0) {
+    watchdog = std::thread([&] {
+      std::unique_lock<std::mutex> lk(mu);
+      if (cv.wait_for(lk, std::chrono::duration<double>(options.timeout_s), [&] { return done; })) return;
+      std::fprintf(stderr, "lockstep replay: %s: not finished after %.1f s: the schedule hangs\n",
+                   options.trace_file.c_str(), options.timeout_s);
+      std::fflush(stderr);
+      kill(getpid(), SIGTERM);
+    });
+  }
+  int rc;
+  try {
+    Worker w(options);
+    rc = w.run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "lockstep replay: %s: %s\n", options.trace_file.c_str(), e.what());
+    rc = 1;
+  }
+  {
+    std::lock_guard<std::mutex> lk(mu);
+    done = true;
+  }
+  cv.notify_all();
+  if (watchdog.joinable()) watchdog.join();
+  return rc;
+}
+
+}  // namespace lockstep::replay
