@@ -11,19 +11,22 @@
 
 namespace lockstep::testing {
 
-class TraceBuilder {
+class ScheduleBuilder {
  public:
-  explicit TraceBuilder(int nprocs) {
+  explicit ScheduleBuilder(int nprocs) {
     trace.dir = "<in-memory>";
     trace.processes.resize(nprocs);
     for (int r = 0; r < nprocs; ++r) {
       trace.processes[r].global_rank = r;
       trace.processes[r].path = "rank-" + std::to_string(r);
+      trace.processes[r].host = "node0";
+      trace.processes[r].pid = 1000 + r;
+      trace.processes[r].finished = true;
     }
   }
 
   // Declares that `rank` is member `comm_rank` of communicator `name` (nranks members).
-  TraceBuilder& comm(int rank, const std::string& name, int nranks, int comm_rank) {
+  ScheduleBuilder& comm(int rank, const std::string& name, int nranks, int comm_rank) {
     Process& p = trace.processes[rank];
     Comm c;
     c.local_id = static_cast<int>(p.comms.size()) + 1;
@@ -35,8 +38,18 @@ class TraceBuilder {
     p.comms.push_back(c);
     return *this;
   }
+  // `rank` joins `name`, created by ncclCommSplit(parent, color, key).
+  ScheduleBuilder& split(int rank, const std::string& name, const std::string& parent, int nranks, int comm_rank,
+                         int color, int key) {
+    comm(rank, name, nranks, comm_rank);
+    Comm& c = trace.processes[rank].comms.back();
+    c.parent = comm_index(rank, parent);
+    c.split_color = color;
+    c.split_key = key;
+    return *this;
+  }
   // Every listed rank joins `name`, comm rank = position in the list.
-  TraceBuilder& comm_all(const std::string& name, std::initializer_list<int> ranks) {
+  ScheduleBuilder& comm_all(const std::string& name, std::initializer_list<int> ranks) {
     int i = 0;
     for (int r : ranks) comm(r, name, static_cast<int>(ranks.size()), i++);
     return *this;

@@ -1,0 +1,309 @@
+// Process replay on the CPU NCCL fixture, and its agreement with the model checker.
+// Recorded schedules come from examples/seed_deadlock run under the recorder; the others are
+// written with the trace schema by tests/replay/schedule_writer.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <sstream>
+
+#include "launcher.h"
+#include "model_builder.h"
+#include "model_check.h"
+#include "replay.h"
+#include "schedule_writer.h"
+
+namespace lockstep {
+namespace {
+
+namespace fs = std::filesystem;
+using model::Verdict;
+using testing::ScheduleBuilder;
+
+const fs::path& scratch() {
+  static const fs::path dir = [] {
+    fs::path d = fs::temp_directory_path() / ("lockstep-replay-test-" + std::to_string(getpid()));
+    fs::create_directories(d);
+    return d;
+  }();
+  return dir;
+}
+
+struct Cleanup {
+  ~Cleanup() {
+    std::error_code ec;
+    if (!std::getenv("LOCKSTEP_KEEP_TEST_DIRS")) fs::remove_all(scratch(), ec);
+  }
+} cleanup;
+
+bool contains(const std::string& hay, const std::string& needle) { return hay.find(needle) != std::string::npos; }
+
+std::map<std::string, std::string> fixture_env() { return {{"LD_LIBRARY_PATH", FIXTURE_LIB_DIR}}; }
+
+// Runs seed_deadlock on 2 ranks under the recorder; returns the trace directory.
+std::string record_seed(const std::string& name, bool fixed) {
+  const std::string dir = (scratch() / name).string();
+  LaunchOptions lo;
+  lo.nranks = 2;
+  lo.argv = {SEED_EXE, "--elems", "16"};
+  if (fixed) lo.argv.push_back("--fixed");
+  lo.timeout_s = fixed ? 60 : 4;  // the broken order hangs by design: stop it after 4 s
+  lo.env = fixture_env();
+  lo.env["LD_PRELOAD"] = LIBLOCKSTEP;
+  lo.env["LOCKSTEP_DIR"] = dir;
+  lo.prefix_output = false;
+  LaunchResult r = launch_ranks(lo);
+  EXPECT_EQ(r.all_succeeded(), fixed) << "seed_deadlock" << (fixed ? " --fixed" : "") << ":\n" << r.summary();
+  return dir;
+}
+
+replay::ReplayResult replay_dir(const std::string& dir, const std::string& out, double timeout_s, int order_from = -1,
+                                int perturb = 0, bool record = true) {
+  replay::ReplayOptions o;
+  o.trace_dir = dir;
+  o.out_dir = (scratch() / out).string();
+  o.timeout_s = timeout_s;
+  o.order_from = order_from;
+  o.perturb = perturb;
+  o.max_delay_us = 300;
+  o.worker_exe = WORKER_EXE;
+  o.preload = record ? LIBLOCKSTEP : "";
+  o.env = fixture_env();
+  std::ostringstream log;
+  return replay::run_replay(o, log);
+}
+
+std::string describe(const replay::ReplayResult& r) {
+  std::string s;
+  for (const auto& t : r.trials)
+    s += "trial seed " + std::to_string(t.seed) + ": " + (t.completed ? "completed" : "hung/failed") + "\n" +
+         t.launch_summary + t.report;
+  return s;
+}
+
+// Recorded once per test program, and only by the tests that need them (ctest runs each test
+// in its own process).
+class SeedReplay : public ::testing::Test {
+ protected:
+  static const std::string& bad() {
+    static const std::string dir = record_seed("seed-bad", false);
+    return dir;
+  }
+  static const std::string& good() {
+    static const std::string dir = record_seed("seed-good", true);
+    return dir;
+  }
+};
+
+TEST_F(SeedReplay, RankDependentOrderHangsUnderReplayAndModelRejectsItAtSeq3750) {
+  std::vector<std::string> problems;
+  model::Result m = replay::model_check_dir(bad(), -1, &problems);
+  EXPECT_EQ(m.verdict, Verdict::kDeadlock) << model::format_text(m);
+  EXPECT_TRUE(contains(m.summary, "seq 3750: rank 0 at reduce_scatter, rank 1 at all_to_all: no matching op"))
+      << model::format_text(m);
+
+  auto r = replay_dir(bad(), "seed-bad-replay", 3);
+  ASSERT_EQ(r.trials.size(), 1u);
+  EXPECT_FALSE(r.trials[0].completed) << describe(r);
+  EXPECT_TRUE(r.trials[0].timed_out) << describe(r);
+  // The analyzer's report on the replay's own trace names the same point.
+  EXPECT_TRUE(contains(r.trials[0].report, "seq 3750")) << r.trials[0].report;
+  EXPECT_TRUE(contains(r.trials[0].report, "reduce_scatter vs all_to_all")) << r.trials[0].report;
+}
+
+TEST_F(SeedReplay, FixedOrderPassesModelAndCompletesIn20PerturbedTrials) {
+  model::Result m = replay::model_check_dir(good(), -1, nullptr);
+  EXPECT_EQ(m.verdict, Verdict::kCanComplete) << model::format_text(m);
+  auto r = replay_dir(good(), "seed-good-replay", 20, -1, 20, /*record=*/false);
+  ASSERT_EQ(r.trials.size(), 20u);
+  EXPECT_EQ(r.hung_trials(), 0) << describe(r);
+  std::set<uint64_t> seeds;
+  for (const auto& t : r.trials) seeds.insert(t.seed);
+  EXPECT_EQ(seeds.size(), 20u) << "each trial must use its own seed";
+}
+
+// The seed's schedule, complete (as the compiled program would issue it, not cut at the hang):
+// a repeating [all_to_all, all_gather, all_to_all, all_gather, reduce_scatter] step, where
+// `swap_rank` issues the all_to_all of op `diverge_at + 1` before the reduce_scatter of op
+// `diverge_at`.
+ScheduleBuilder seed_like(int swap_rank, int diverge_at = 20, int nops = 30) {
+  static const char* kPattern[] = {"all_to_all", "all_gather", "all_to_all", "all_gather", "reduce_scatter"};
+  ScheduleBuilder b(2);
+  b.comm_all("world", {0, 1});
+  for (int r = 0; r < 2; ++r) {
+    std::vector<std::string> ops;
+    for (int i = 0; i < nops; ++i) ops.push_back(kPattern[i % 5]);
+    if (r == swap_rank) std::swap(ops[diverge_at - 1], ops[diverge_at]);
+    for (const auto& op : ops) b.op(r, "world", op, 7, 64);
+  }
+  return b;
+}
+
+// Pipeline stages: rank 0 sends then receives, rank 1 receives then sends. Correct only because
+// the two ranks' orders differ.
+ScheduleBuilder pipeline() {
+  ScheduleBuilder b(2);
+  b.comm_all("pp", {0, 1});
+  for (int i = 0; i < 5; ++i) {
+    b.send(0, "pp", 1);
+    b.recv(0, "pp", 1);
+    b.recv(1, "pp", 0);
+    b.send(1, "pp", 0);
+  }
+  return b;
+}
+
+std::string write(const std::string& name, const ScheduleBuilder& b) {
+  const std::string dir = (scratch() / name).string();
+  testing::write_schedule_trace(b.trace, dir);
+  return dir;
+}
+
+// Checks the model and the process replay on one schedule and that they agree.
+void expect_agreement(const std::string& dir, int order_from, bool expect_complete, const std::string& what) {
+  model::Result m = replay::model_check_dir(dir, order_from, nullptr);
+  auto r = replay_dir(dir, fs::path(dir).filename().string() + "-replay-" + std::to_string(order_from), 2.5, order_from, 0,
+                      /*record=*/false);
+  ASSERT_EQ(r.trials.size(), 1u);
+  EXPECT_EQ(r.trials[0].completed, expect_complete) << what << ": replay\n" << describe(r);
+  // The fixture runs every stream on its own thread, like a GPU running kernels concurrently:
+  // the replay must complete exactly when the concurrent model does ("may deadlock" included).
+  EXPECT_EQ(m.verdict != Verdict::kDeadlock, r.trials[0].completed)
+      << what << ": model and replay disagree\n" << model::format_text(m) << describe(r);
+}
+
+TEST(OrderFrom, TurnsTheSeedsHangingScheduleIntoOneThatCompletes) {
+  const std::string dir = write("seed-swapped", seed_like(/*swap_rank=*/1));
+  expect_agreement(dir, -1, false, "rank 1 swapped");
+  expect_agreement(dir, 0, true, "--order-from 0");
+  expect_agreement(dir, 1, true, "--order-from 1");
+}
+
+TEST(OrderFrom, TurnsAGoodPipelineScheduleIntoAHangingOneAndBack) {
+  const std::string dir = write("pipeline", pipeline());
+  expect_agreement(dir, -1, true, "as recorded");
+  expect_agreement(dir, 0, false, "--order-from 0 (both send first)");
+  expect_agreement(dir, 1, false, "--order-from 1 (both receive first)");
+}
+
+TEST(ModelAgreesWithReplay, TwoCommunicatorsOnOneStreamInOppositeOrder) {
+  ScheduleBuilder b(2);
+  b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
+  b.op(0, "A", "all_gather", 7, 32);
+  b.op(0, "B", "all_reduce", 7, 32);
+  b.op(1, "B", "all_reduce", 7, 32);
+  b.op(1, "A", "all_gather", 7, 32);
+  expect_agreement(write("two-comms-one-stream", b), -1, false, "one stream");
+}
+
+TEST(ModelAgreesWithReplay, TwoCommunicatorsOnTwoStreamsInOppositeOrderIsLatentAndCompletesOnTheFixture) {
+  ScheduleBuilder b(2);
+  b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
+  b.op(0, "A", "all_gather", 1, 32);
+  b.op(0, "B", "all_reduce", 2, 32);
+  b.op(1, "B", "all_reduce", 2, 32);
+  b.op(1, "A", "all_gather", 1, 32);
+  const std::string dir = write("two-comms-two-streams", b);
+  EXPECT_EQ(replay::model_check_dir(dir, -1, nullptr).verdict, Verdict::kMayDeadlock);
+  expect_agreement(dir, -1, true, "two streams");
+}
+
+TEST(ModelAgreesWithReplay, HostStreamSyncBetweenOppositeOrdersDeadlocks) {
+  ScheduleBuilder b(2);
+  b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
+  b.op(0, "A", "all_gather", 1, 32);
+  b.wait(0, "stream_sync", 1);
+  b.op(0, "B", "all_reduce", 2, 32);
+  b.op(1, "B", "all_reduce", 2, 32);
+  b.wait(1, "stream_sync", 2);
+  b.op(1, "A", "all_gather", 1, 32);
+  expect_agreement(write("stream-sync", b), -1, false, "stream syncs");
+}
+
+TEST(ModelAgreesWithReplay, OppositeOrderInsideOneGroupCompletes) {
+  ScheduleBuilder b(2);
+  b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
+  b.op(0, "A", "all_gather", 7, 32).group_id = 1;
+  b.op(0, "B", "all_reduce", 7, 32).group_id = 1;
+  b.op(1, "B", "all_reduce", 7, 32).group_id = 1;
+  b.op(1, "A", "all_gather", 7, 32).group_id = 1;
+  expect_agreement(write("group", b), -1, true, "group");
+}
+
+TEST(ModelAgreesWithReplay, SplitCommunicatorsOfFourRanksComplete) {
+  ScheduleBuilder b(4);
+  b.comm_all("world", {0, 1, 2, 3});
+  for (int r = 0; r < 4; ++r) b.split(r, "pair" + std::to_string(r / 2), "world", 2, r % 2, r / 2, r);
+  for (int r = 0; r < 4; ++r) {
+    const std::string pair = "pair" + std::to_string(r / 2);
+    // The two pairs interleave their own comm and the world comm differently: fine.
+    if (r < 2) { b.op(r, pair, "all_reduce", 7, 16); b.op(r, "world", "all_gather", 7, 16); }
+    else { b.op(r, "world", "all_gather", 7, 16); b.op(r, pair, "all_reduce", 7, 16); }
+    b.op(r, pair, "broadcast", 7, 16).root = 1;
+  }
+  expect_agreement(write("split", b), -1, true, "split");
+}
+
+TEST(ModelAgreesWithReplay, GraphLaunchedOpsAreReplayedAsTheyRan) {
+  ScheduleBuilder b(2);
+  b.comm_all("X", {0, 1});
+  // Rank 0 captured an all_reduce once and launched its graph twice; rank 1 ran two eagerly.
+  const int64_t captured = b.op(0, "X", "all_reduce", 7, 32).call_index;
+  b.trace.processes[0].ops.back().state = "captured";
+  b.trace.processes[0].ops.back().seq = 0;
+  for (int i = 0; i < 2; ++i) {
+    b.op(0, "X", "all_reduce", 7, 32).state = "graph_launched";
+    b.trace.processes[0].ops.back().origin_call = captured;
+  }
+  b.op(1, "X", "all_reduce", 7, 32);
+  b.op(1, "X", "all_reduce", 7, 32);
+  expect_agreement(write("graph", b), -1, true, "graph");
+  b.op(1, "X", "all_reduce", 7, 32);  // one more on rank 1: its partner never runs
+  expect_agreement(write("graph-extra", b), -1, false, "graph + extra eager op");
+}
+
+TEST(ModelAgreesWithReplay, GroupedSendRecvRingCompletesAndWrongPeerHangs) {
+  ScheduleBuilder b(3);
+  b.comm_all("R", {0, 1, 2});
+  for (int r = 0; r < 3; ++r) {
+    Op& o = b.op(r, "R", "send_recv", 7, 8);
+    o.parts = {OpPart{"send", "float32", 8, -1, (r + 1) % 3, ""}, OpPart{"recv", "float32", 8, -1, (r + 2) % 3, ""}};
+  }
+  expect_agreement(write("ring", b), -1, true, "ring");
+  b.trace.processes[2].ops.back().parts[1].peer = 0;
+  expect_agreement(write("ring-wrong-peer", b), -1, false, "ring with a wrong peer");
+}
+
+// The CLI end to end: exit codes and the first lines users see.
+std::pair<int, std::string> run_cli(const std::string& args) {
+  const std::string cmd = "env LD_LIBRARY_PATH=" FIXTURE_LIB_DIR " " LOCKSTEP_CLI " " + args + " 2>&1";
+  FILE* f = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const int status = pclose(f);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(ReplayCli, ReportsModelVerdictAndReplayResultWithExitCodes) {
+  const std::string good = write("cli-pipeline", pipeline());
+  auto [rc1, out1] = run_cli("replay --model " + good);
+  EXPECT_EQ(rc1, 0) << out1;
+  EXPECT_TRUE(contains(out1, "model check: can complete")) << out1;
+  auto [rc2, out2] = run_cli("replay --model --order-from 0 " + good);
+  EXPECT_EQ(rc2, 1) << out2;
+  EXPECT_TRUE(contains(out2, "model check: deadlock")) << out2;
+  EXPECT_TRUE(contains(out2, "never posts the matching recv") || contains(out2, "matching recv")) << out2;
+  auto [rc3, out3] = run_cli("replay --timeout 10 -o " + (scratch() / "cli-out").string() + " " + good);
+  EXPECT_EQ(rc3, 0) << out3;
+  EXPECT_TRUE(contains(out3, "completed")) << out3;
+  auto [rc4, out4] = run_cli("replay --model " + (scratch() / "no-such-dir").string());
+  EXPECT_EQ(rc4, 2) << out4;
+}
+
+}  // namespace
+}  // namespace lockstep
