@@ -324,7 +324,8 @@ class Engine {
   std::string queue_desc(int32_t q) const;
   // Why `unit` cannot progress: text, and the unit it waits on (-1: none / not a unit).
   std::pair<std::string, int32_t> why(int32_t unit) const;
-  std::string instance_summary(const Instance& in) const;
+  // "comm X seq N: rank 0 at a, rank 1 at b"; with exclude_proc, only the other members.
+  std::string instance_summary(const Instance& in, int32_t exclude_proc = -1) const;
 
   const Item& item(int32_t g) const { return s_.procs[item_proc_[g]].items[g - item_base_[item_proc_[g]]]; }
   const std::string& plabel(int32_t proc) const { return s_.procs[proc].label; }
@@ -777,19 +778,35 @@ std::string Engine::wait_desc(int32_t g) const {
   }
 }
 
-std::string Engine::instance_summary(const Instance& in) const {
+std::string Engine::instance_summary(const Instance& in, int32_t exclude_proc) const {
   const CommInfo& c = s_.comms[in.comm];
   int64_t seq = -1;
-  bool same_seq = true;
-  std::string who;
+  bool same_seq = true, same_kind = true;
+  int first_kind = -1;
   for (int32_t r = 0; r < c.nranks; ++r) {
     const int32_t g = inst_slots_[in.slots + r];
     if (g < 0) continue;
     const Item& it = item(g);
     if (seq < 0) seq = it.seq;
     else if (seq != it.seq) same_seq = false;
-    who += (who.empty() ? "" : ", ") + member_label(in.comm, r) + " at " + op_kind_name(it.op);
+    if (first_kind < 0) first_kind = static_cast<int>(it.op);
+    else if (first_kind != static_cast<int>(it.op)) same_kind = false;
   }
+  std::string who;
+  for (int32_t r = 0; r < c.nranks; ++r) {
+    const int32_t g = inst_slots_[in.slots + r];
+    if (g < 0 || item_proc_[g] == exclude_proc) continue;
+    const Item& it = item(g);
+    who += (who.empty() ? "" : ", ") + member_label(in.comm, r) + " at " + op_kind_name(it.op);
+    if (same_kind) {  // then the difference is in the arguments: show them
+      who += "(count " + std::to_string(it.count);
+      if (it.dtype >= 0) who += " " + s_.names[it.dtype];
+      if (it.root >= 0) who += " root " + std::to_string(it.root);
+      if (it.redop >= 0) who += " " + s_.names[it.redop];
+      who += ")";
+    }
+  }
+  if (exclude_proc >= 0) return who;
   std::string head = "comm " + c.label + (same_seq && seq >= 0 ? " seq " + std::to_string(seq)
                                                                 : " collective #" + std::to_string(in.ordinal + 1));
   return head + ": " + who;
@@ -831,7 +848,7 @@ std::pair<std::string, int32_t> Engine::why(int32_t u) const {
     const int32_t inst = item_inst_[g];
     if (inst >= 0) {
       const Instance& in = insts_[inst];
-      if (in.mismatch || !members_agree(in)) return {"no matching op: " + instance_summary(in), -1};
+      if (in.mismatch || !members_agree(in)) return {"no matching op: " + instance_summary(in, un.proc), -1};
       const CommInfo& c = s_.comms[in.comm];
       for (int32_t r = 0; r < c.nranks; ++r) {
         const int32_t og = inst_slots_[in.slots + r];

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <set>
 #include <stdexcept>
@@ -58,6 +59,12 @@ std::string analyze_report(const std::string& dir) {
   } catch (const std::exception& e) {
     return std::string("(cannot analyze the replay's trace: ") + e.what() + ")\n";
   }
+}
+
+std::string seconds(double s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%g s", s);
+  return b;
 }
 
 }  // namespace
@@ -145,7 +152,7 @@ ReplayResult run_replay(const ReplayOptions& o, std::ostream& log) {
       if (!o.preload.empty()) tr.report = analyze_report(tr.trace_dir);
     }
     log << "replay" << (tr.seed ? " trial " + std::to_string(k) + " (seed " + std::to_string(tr.seed) + ")" : std::string()) << ": "
-        << (tr.completed ? "completed" : tr.timed_out ? "HANG (not finished after " + std::to_string(o.timeout_s) + " s)" : "FAILED")
+        << (tr.completed ? "completed" : tr.timed_out ? "HANG (not finished after " + seconds(o.timeout_s) + ")" : "FAILED")
         << "\n";
     result.trials.push_back(std::move(tr));
   }
