@@ -254,13 +254,36 @@ std::vector<Divergence> find_divergences(const Schedule& s, const CommIndex& idx
     const GlobalComm& gc = idx.comms[g];
     if (gc.members.size() < 2) continue;
     size_t longest = 0;
-    for (auto& m : gc.members) longest = std::max(longest, idx.of(m).colls.size());
+    struct View {
+      const std::vector<uint32_t>* colls;
+      const std::vector<SchedOp>* ops;
+    };
+    std::vector<View> views;
+    for (auto& m : gc.members) {
+      longest = std::max(longest, idx.of(m).colls.size());
+      views.push_back({&idx.of(m).colls, &s.procs[m.proc].ops});
+    }
     Divergence d;
-    for (size_t k = 0; k < longest; ++k)
+    for (size_t k = 0; k < longest; ++k) {
+      // Fast path, no allocation: every member issued the same signature (and it is not an
+      // all-to-all whose per-peer splits still need pairing up).
+      bool same = true;
+      uint32_t sig0 = 0;
+      for (size_t i = 0; i < views.size() && same; ++i) {
+        if (k >= views[i].colls->size()) {
+          same = false;
+          break;
+        }
+        uint32_t sg = (*views[i].ops)[(*views[i].colls)[k]].sig;
+        if (i == 0) sig0 = sg;
+        same = sg == sig0;
+      }
+      if (same && !(s.sigs[sig0].cls == OpClass::kAllToAll && !s.sigs[sig0].parts.empty())) continue;
       if (check_ordinal(s, idx, static_cast<int>(g), k, d)) {
         out.push_back(std::move(d));
         break;
       }
+    }
     check_p2p(s, idx, static_cast<int>(g), out);
   }
   return out;

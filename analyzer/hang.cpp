@@ -52,6 +52,15 @@ struct Ctx {
     const Comm& c = s.procs[proc].info.comms[o.comm];
     return s.sigs[o.sig].op + " on comm " + short_hash(c.hash) + " seq " + std::to_string(o.seq);
   }
+  // For group summaries: the comm's role with its split color dropped, so the 32 tensor-parallel
+  // groups of a job, blocked at the same point, read as one line.
+  std::string where_family(int proc, uint32_t op) const {
+    const SchedOp& o = s.procs[proc].ops[op];
+    int g = idx.per_proc[proc][o.comm].gcomm;
+    std::string role = g < 0 ? short_hash(s.procs[proc].info.comms[o.comm].hash) : idx.comms[g].role;
+    for (size_t a; (a = role.find("(color=")) != std::string::npos;) role.erase(a, role.find(')', a) - a + 1);
+    return s.sigs[o.sig].op + " on comm " + role + " seq " + std::to_string(o.seq);
+  }
   // Why a peer's matching op has not let ours complete; empty = it is not the peer's fault.
   std::string peer_state(int q, uint32_t qop) const {
     const SchedOp& o = s.procs[q].ops[qop];
@@ -291,7 +300,7 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     std::string sum;
     auto last = [&] {
       return rh.last_completed < 0 ? std::string("nothing completed")
-                                   : "last completed " + c.where(static_cast<int>(p), static_cast<uint32_t>(rh.last_completed));
+                                   : "last completed " + c.where_family(static_cast<int>(p), static_cast<uint32_t>(rh.last_completed));
     };
     switch (rh.status) {
       case RankStatus::kFinished: sum = "finished"; break;
@@ -299,7 +308,7 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
       case RankStatus::kDead: sum = "dead: " + rh.why + "; " + last(); break;
       case RankStatus::kBlocked: {
         const BlockedOp& b = rh.blocked.front();
-        sum = "blocked in " + c.where(static_cast<int>(p), b.op);
+        sum = "blocked in " + c.where_family(static_cast<int>(p), b.op);
         std::map<std::string, std::vector<int>> by_reason;
         for (auto& w : b.waits) by_reason[w.reason].push_back(display_rank(s, w.proc));
         for (auto& [why, who] : by_reason)

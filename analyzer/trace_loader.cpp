@@ -46,6 +46,8 @@ class Db {
     int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
     if (rc != SQLITE_OK) fail(db_, rc, "cannot open");
     sqlite3_busy_timeout(db_, busy_ms);
+    // Read pages through a memory map instead of read(2) copies: the loader scans whole files.
+    sqlite3_exec(db_, "PRAGMA mmap_size=1073741824", nullptr, nullptr, nullptr);
   }
   ~Db() { sqlite3_close_v2(db_); }
   Db(const Db&) = delete;
@@ -326,54 +328,60 @@ void read_ops_full(sqlite3* db, Process& p) {
 // a reused key buffer so a repeated op allocates nothing.
 void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
   CommIds ids(sp.info);
+  // NULL handling and the state filter run inside SQLite: one column call per value here.
+  int64_t total = 0;
+  {
+    Stmt n(db, "SELECT count(*) FROM ops");
+    if (n.step()) total = n.i64(0);
+  }
+  sp.ops.reserve(static_cast<size_t>(total));
   Stmt st(db,
-          "SELECT call_index, comm_id, seq, op, dtype, count, root, peer, redop, state, stream, group_id "
-          "FROM ops ORDER BY call_index");
+          "SELECT call_index, comm_id, seq, op, IFNULL(dtype,''), IFNULL(count,0), IFNULL(root,-1), IFNULL(peer,-1), "
+          "IFNULL(redop,''), state = 'graph_launched', IFNULL(stream,0), IFNULL(group_id,-1) "
+          "FROM ops WHERE seq IS NOT NULL AND state <> 'captured' ORDER BY call_index");
   Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts ORDER BY call_index, part");
   bool parts_row = parts.step();
   std::unordered_map<std::string, uint32_t> local;
   std::string key;
   Signature scratch;
+  sqlite3_stmt* raw = st.get();
+  int64_t kept = 0;
   while (st.step()) {
-    int64_t ci = st.i64(0);
+    int64_t ci = sqlite3_column_int64(raw, 0);
     scratch.parts.clear();
     while (parts_row && parts.i64(0) < ci) parts_row = parts.step();
     while (parts_row && parts.i64(0) == ci) {
       scratch.parts.push_back(read_part(parts, 1));
       parts_row = parts.step();
     }
-    std::string_view state = st.view(9);
-    if (st.null(2) || state == schema::kStateCaptured) {
-      ++sp.unsequenced_ops;
-      continue;
-    }
+    ++kept;
     SchedOp o;
     o.call_index = ci;
-    o.seq = static_cast<uint32_t>(st.i64(2));
-    int comm = ids.index(st.i64(1));
-    if (comm < 0) throw FileSkip("corrupt: op " + std::to_string(ci) + " names unknown comm_id " + std::to_string(st.i64(1)));
+    o.seq = static_cast<uint32_t>(sqlite3_column_int64(raw, 2));
+    int64_t comm_id = sqlite3_column_int64(raw, 1);
+    int comm = ids.index(comm_id);
+    if (comm < 0) throw FileSkip("corrupt: op " + std::to_string(ci) + " names unknown comm_id " + std::to_string(comm_id));
     o.comm = static_cast<uint16_t>(comm);
-    if (state == schema::kStateGraphLaunched) o.flags |= kOpGraphLaunched;
-    uint64_t stream = static_cast<uint64_t>(st.i64(10));
-    size_t s = 0;
-    while (s < sp.streams.size() && sp.streams[s] != stream) ++s;
-    if (s == sp.streams.size() && s < 255) sp.streams.push_back(stream);
-    o.stream = static_cast<uint8_t>(std::min<size_t>(s, 255));
-    o.group = st.null(11) ? 0 : static_cast<uint32_t>(st.i64(11)) + 1;
+    if (sqlite3_column_int64(raw, 9)) o.flags |= kOpGraphLaunched;
+    uint64_t stream = static_cast<uint64_t>(sqlite3_column_int64(raw, 10));
+    size_t si = 0;
+    while (si < sp.streams.size() && sp.streams[si] != stream) ++si;
+    if (si == sp.streams.size() && si < 255) sp.streams.push_back(stream);
+    o.stream = static_cast<uint8_t>(std::min<size_t>(si, 255));
+    int64_t group = sqlite3_column_int64(raw, 11);
+    o.group = group < 0 ? 0 : static_cast<uint32_t>(group) + 1;
 
+    // Binary key: text columns with their NUL, integers as raw bytes (no formatting per row).
     key.clear();
     for (int c : {3, 4, 8}) {
       key.append(st.view(c));
-      key.push_back('|');
+      key.push_back('\0');
     }
     for (int c : {5, 6, 7}) {
-      key.append(std::to_string(st.i64(c, -1)));
-      key.push_back('|');
+      int64_t v = sqlite3_column_int64(raw, c);
+      key.append(reinterpret_cast<const char*>(&v), sizeof v);
     }
-    for (auto& part : scratch.parts) {
-      key += part.op + ',' + part.dtype + ',' + std::to_string(part.count) + ',' + std::to_string(part.root) + ',' +
-             std::to_string(part.peer) + ',' + part.redop + ';';
-    }
+    for (auto& part : scratch.parts) key += signature_key(Signature{part.op, part.dtype, part.count, part.root, part.peer, part.redop, {}, {}});
     auto it = local.find(key);
     if (it == local.end()) {
       Signature sig;
@@ -381,14 +389,15 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
       sig.dtype = st.str(4);
       sig.redop = st.str(8);
       sig.count = st.i64(5);
-      sig.root = static_cast<int>(st.i64(6, -1));
-      sig.peer = static_cast<int>(st.i64(7, -1));
+      sig.root = static_cast<int>(st.i64(6));
+      sig.peer = static_cast<int>(st.i64(7));
       sig.parts = scratch.parts;
       it = local.emplace(key, sigs.intern(std::move(sig))).first;
     }
     o.sig = it->second;
     sp.ops.push_back(o);
   }
+  sp.unsequenced_ops = total - kept;
   Stmt done(db, "SELECT call_index FROM completions ORDER BY call_index");
   size_t i = 0;
   while (done.step()) {

@@ -1,4 +1,5 @@
 // lockstep analyze DIR: first divergence, order inversions, hang explanation.
+#include <chrono>
 #include <fstream>
 #include <iostream>
 
@@ -25,19 +26,29 @@ struct AnalyzeArgs {
   bool json = false;
   std::string junit;
   double stale_s = 10;
+  bool timing = false;
 };
 
 int analyze_dir(const AnalyzeArgs& a) {
+  auto t0 = std::chrono::steady_clock::now();
   auto s = load_for_analysis("analyze", a.dir);
   if (!s) return kExitUsage;
+  auto t1 = std::chrono::steady_clock::now();
   AnalyzeOptions opt;
   opt.hang.stale_ns = static_cast<int64_t>(a.stale_s * 1e9);
   Analysis an = analyze(*s, opt);
+  auto t2 = std::chrono::steady_clock::now();
   auto details = details_from_files(*s);
   ReportOptions ro;
   ro.color = !a.json && stdout_color();
   std::cout << (a.json ? render_json(an, *details, ro) : render_text(an, *details, ro));
   std::cout.flush();
+  auto t3 = std::chrono::steady_clock::now();
+  if (a.timing) {
+    auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+    std::cerr << "lockstep analyze: load " << ms(t1 - t0) << " ms, analyse " << ms(t2 - t1) << " ms, report "
+              << ms(t3 - t2) << " ms\n";
+  }
   if (!a.junit.empty() && !write_file("analyze", a.junit, render_junit("lockstep analyze " + a.dir, junit_cases(an))))
     return kExitUsage;
   return an.problems() ? kExitFound : kExitOk;
@@ -53,6 +64,7 @@ void add_analyze_command(CLI::App& app, int* exit_code) {
   sub->add_option("--junit", args->junit, "Also write JUnit XML to FILE");
   sub->add_option("--stale-seconds", args->stale_s,
                   "A process whose trace stopped this long before its host neighbours' is dead (default 10)");
+  sub->add_flag("--timing", args->timing, "Print how long loading, analysis and the report took (stderr)");
   sub->footer("Exit code: 0 clean, 1 problem found, 2 input error. Works while the job still runs or hangs.");
   sub->callback([args, exit_code] { *exit_code = analyze_dir(*args); });
 }
