@@ -323,7 +323,12 @@ class Engine {
   std::string wait_desc(int32_t gitem) const;
   std::string queue_desc(int32_t q) const;
   // Why `unit` cannot progress: text, and the unit it waits on (-1: none / not a unit).
-  std::pair<std::string, int32_t> why(int32_t unit) const;
+  struct Why {
+    std::string text;
+    int32_t unit = -1;  // the unit it waits on, -1: none
+    int32_t proc = -1;  // the rank it waits on when that rank never issues the op, else -1
+  };
+  Why why(int32_t unit) const;
   // "comm X seq N: rank 0 at a, rank 1 at b"; with exclude_proc, only the other members.
   std::string instance_summary(const Instance& in, int32_t exclude_proc = -1) const;
 
@@ -812,7 +817,7 @@ std::string Engine::instance_summary(const Instance& in, int32_t exclude_proc) c
   return head + ": " + who;
 }
 
-std::pair<std::string, int32_t> Engine::why(int32_t u) const {
+Engine::Why Engine::why(int32_t u) const {
   const Unit& un = units_[u];
   if (!un.issued) {
     const HostThread& h = threads_[un.thread];
@@ -855,7 +860,7 @@ std::pair<std::string, int32_t> Engine::why(int32_t u) const {
         if (og < 0) {
           return {"waits on comm " + c.label + " for " + member_label(in.comm, r) + ", which never issues collective #" +
                       std::to_string(in.ordinal + 1) + " on it",
-                  -1};
+                  -1, c.members[r]};
         }
         const int32_t ou = item_unit_[og];
         if (!units_[ou].active)
@@ -876,7 +881,8 @@ std::pair<std::string, int32_t> Engine::why(int32_t u) const {
                     " of a different size or dtype",
                 -1};
       if (other < 0)
-        return {"waits on comm " + s_.comms[it.comm].label + " for " + peer + ", which never posts the matching " + what, -1};
+        return {"waits on comm " + s_.comms[it.comm].label + " for " + peer + ", which never posts the matching " + what, -1,
+                s_.comms[it.comm].members[part.peer]};
       return {"waits on comm " + s_.comms[it.comm].label + " for " + peer + "'s matching " + what + " (not there yet)",
               item_unit_[part_item_[other]]};
     }
@@ -906,7 +912,9 @@ Result Engine::witness(Verdict stuck_verdict) const {
     int32_t u = first_active[p] >= 0 ? first_active[p] : first_stuck[p];
     if (u >= 0) {
       w.blocked_in = unit_desc(u);
-      w.waits_for = why(u).first;
+      const Why y = why(u);
+      w.waits_for = y.text;
+      w.waits_on = y.proc >= 0 ? y.proc : y.unit >= 0 ? units_[y.unit].proc : -1;
     } else {
       for (const HostThread& h : threads_) {
         if (h.proc != p || h.cursor >= static_cast<int32_t>(h.steps.size())) continue;
@@ -930,7 +938,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
     while (u >= 0 && !units_[u].done && color[u] == 0) {
       color[u] = 1;
       path.push_back(u);
-      u = why(u).second;
+      u = why(u).unit;
     }
     if (u >= 0 && color[u] == 1) {
       auto pos = std::find(path.begin(), path.end(), u);
@@ -941,7 +949,32 @@ Result Engine::witness(Verdict stuck_verdict) const {
   bool cross_rank = false;
   for (int32_t v : cycle_units) cross_rank |= units_[v].proc != units_[cycle_units[0]].proc;
   if (cross_rank)
-    for (int32_t v : cycle_units) r.cycle.push_back(plabel(units_[v].proc) + ": " + unit_desc(v) + " " + why(v).first);
+    for (int32_t v : cycle_units) r.cycle.push_back(plabel(units_[v].proc) + ": " + unit_desc(v) + " " + why(v).text);
+
+  // Truncated schedules (a recorded hang) often end before the op a rank waits for: then the
+  // cycle is between ranks ("rank 0 waits for rank 1, which never issues the op, and waits for
+  // rank 0 ...").
+  if (r.cycle.empty()) {
+    std::vector<int32_t> by_proc(nprocs, -1);
+    for (size_t i = 0; i < r.ranks.size(); ++i) by_proc[r.ranks[i].proc] = static_cast<int32_t>(i);
+    std::vector<uint8_t> seen(nprocs, 0);
+    for (size_t start = 0; start < r.ranks.size() && r.cycle.empty(); ++start) {
+      std::vector<int32_t> path;
+      int32_t p = r.ranks[start].proc;
+      while (p >= 0 && by_proc[p] >= 0 && !seen[p]) {
+        seen[p] = 1;
+        path.push_back(p);
+        p = r.ranks[by_proc[p]].waits_on;
+      }
+      if (p >= 0 && std::find(path.begin(), path.end(), p) != path.end()) {
+        for (auto it = std::find(path.begin(), path.end(), p); it != path.end(); ++it) {
+          const RankWitness& w = r.ranks[by_proc[*it]];
+          if (path.size() > 1 || w.waits_on != w.proc) r.cycle.push_back(w.label + ": " + w.blocked_in + " " + w.waits_for);
+        }
+      }
+      for (int32_t q : path) seen[q] = 2;
+    }
+  }
 
   // Summary: a mismatched collective is the most precise statement; else the cycle; else the
   // first stuck rank.
@@ -952,7 +985,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
     }
   }
   if (r.summary.empty() && !r.cycle.empty()) {
-    r.summary = "wait-for cycle across " + std::to_string(r.cycle.size()) + " ops: " + r.cycle.front();
+    r.summary = "wait-for cycle of " + std::to_string(r.cycle.size()) + " waits; it starts at " + r.cycle.front();
   }
   if (r.summary.empty() && !r.ranks.empty()) {
     r.summary = r.ranks.front().label + " blocked in " + r.ranks.front().blocked_in + ": " + r.ranks.front().waits_for;

@@ -110,6 +110,7 @@ struct RankWitness {
   std::string blocked_in;   // "comm X seq 3750 all_to_all on stream 0x7", "host: stream_sync ...",
                             // or "" when the rank finished its schedule
   std::string waits_for;    // why it cannot progress
+  int waits_on = -1;        // the process it waits for, -1: none / unknown
 };
 
 struct Result {

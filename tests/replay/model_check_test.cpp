@@ -384,3 +384,26 @@ TEST(ModelCheck, ManyRanksManyOpsAreCheckedQuickly) {
 
 }  // namespace
 }  // namespace lockstep
+
+namespace lockstep {
+namespace {
+
+TEST(ModelCheck, TruncatedCrossCommunicatorHangIsACycleBetweenRanks) {
+  // What a recorded cross-communicator hang looks like: each rank's schedule stops at the op it
+  // hung in, on a communicator the other rank never reached.
+  testing::ScheduleBuilder b(2);
+  b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
+  b.op(0, "A", "all_reduce");
+  b.op(1, "A", "all_reduce");
+  b.op(0, "A", "reduce_scatter");
+  b.op(1, "B", "all_to_all");
+  auto r = model::check(model::schedule_from_trace(b.trace));
+  EXPECT_EQ(r.verdict, model::Verdict::kDeadlock) << model::format_text(r);
+  ASSERT_EQ(r.cycle.size(), 2u) << model::format_text(r);
+  EXPECT_NE(r.cycle[0].find("rank 0: comm A seq 2 reduce_scatter"), std::string::npos) << r.cycle[0];
+  EXPECT_NE(r.cycle[1].find("rank 1: comm B seq 1 all_to_all"), std::string::npos) << r.cycle[1];
+  EXPECT_NE(r.summary.find("wait-for cycle of 2 waits"), std::string::npos) << r.summary;
+}
+
+}  // namespace
+}  // namespace lockstep
