@@ -271,9 +271,7 @@ struct Queue {
   int32_t key = 0;  // stream index or comm index
   std::vector<int32_t> units;
   int32_t head = 0;
-  // (position the waiter needs, waiter): waiter >= 0 is a unit, < 0 is thread -(w+1).
-  std::priority_queue<std::pair<int32_t, int32_t>, std::vector<std::pair<int32_t, int32_t>>,
-                      std::greater<>> waiters;
+  int32_t waiters = -1;  // index into Engine::waiters_ once something waits on this queue
 };
 
 struct Marker {
@@ -314,6 +312,14 @@ class Engine {
   void complete_item(int32_t gitem);
   void complete_unit(int32_t unit);
   bool marker_ok(const Marker& m) const { return queues_[m.q].head >= m.pos; }
+  void add_waiter(const Marker& m, int32_t waiter) {
+    Queue& q = queues_[m.q];
+    if (q.waiters < 0) {
+      q.waiters = static_cast<int32_t>(waiters_.size());
+      waiters_.emplace_back();
+    }
+    waiters_[q.waiters].emplace(m.pos, waiter);
+  }
   static bool same_collective(const Item& a, const Item& b);
   bool members_agree(const Instance& in) const;  // among the members that issue it
 
@@ -356,6 +362,10 @@ class Engine {
   std::vector<int32_t> unit_items_;
   std::vector<int32_t> unit_queues_;
   std::vector<Queue> queues_;
+  // Per queue with waiters: (position needed, waiter), smallest first; waiter >= 0 is a unit
+  // (a stream_wait_event barrier), < 0 a host thread -(w+1).
+  std::vector<std::priority_queue<std::pair<int32_t, int32_t>, std::vector<std::pair<int32_t, int32_t>>, std::greater<>>>
+      waiters_;
   std::vector<Instance> insts_;
   std::vector<int32_t> inst_slots_;
   std::vector<HostThread> threads_;
@@ -393,7 +403,7 @@ void Engine::build() {
   part_state_.assign(total_parts, 0);
   units_.reserve(total);
   unit_items_.reserve(total);
-  unit_queues_.reserve(total * (serialized_ ? 3 : 2));
+  unit_queues_.reserve(serialized_ ? total : total * 2);
 
   // Collective instances: per (comm, ordinal). P2P channels: per (comm, src, dst).
   std::vector<std::vector<int32_t>> comm_insts(s_.comms.size());
@@ -405,6 +415,7 @@ void Engine::build() {
   struct OpenGroup {
     int64_t group = -1;
     int32_t unit = -1;
+    int32_t dev_pos = -1;  // serialized model: its position in the device queue
     std::vector<int32_t> items, queues;
   };
   std::vector<int32_t> stream_q, comm_q, coll_count;
@@ -413,7 +424,11 @@ void Engine::build() {
     stream_q.assign(ps.streams.size(), -1);
     comm_q.assign(s_.comms.size(), -1);
     coll_count.assign(s_.comms.size(), 0);
+    // Serialized model: the device queue is a total order that implies stream and communicator
+    // order, so it is the only queue; "stream s done up to here" becomes a device position.
     const int32_t device_q = serialized_ ? new_queue(p, Queue::kDevice, 0) : -1;
+    std::vector<int32_t> stream_end(ps.streams.size(), 0);
+    auto dev_size = [&] { return static_cast<int32_t>(queues_[device_q].units.size()); };
     auto stream_queue = [&](int32_t s) {
       if (stream_q[s] < 0) stream_q[s] = new_queue(p, Queue::kStream, s);
       return stream_q[s];
@@ -468,10 +483,13 @@ void Engine::build() {
       const int32_t thread = thread_base + t;
       if (it.kind != ItemKind::kOp) {
         close_group(t);
-        const int32_t sq = stream_queue(it.stream);
+        const int32_t sq = serialized_ ? device_q : stream_queue(it.stream);
+        // Everything issued so far on the item's stream.
+        const Marker stream_mark = serialized_ ? Marker{device_q, stream_end[it.stream]}
+                                               : Marker{sq, static_cast<int32_t>(queues_[sq].units.size())};
         switch (it.kind) {
           case ItemKind::kEventRecord:
-            events[it.event] = Marker{sq, static_cast<int32_t>(queues_[sq].units.size())};
+            events[it.event] = stream_mark;
             break;
           case ItemKind::kStreamWaitEvent: {
             auto e = events.find(it.event);
@@ -481,10 +499,8 @@ void Engine::build() {
             units_[u].marker_q = e->second.q;
             units_[u].marker_pos = e->second.pos;
             item_unit_[g] = u;
-            int32_t qs[2] = {sq, device_q};
-            for (int32_t q : qs)
-              if (q >= 0) queues_[q].units.push_back(u);
-            finish_unit(u, nullptr, 0, qs, device_q >= 0 ? 2 : 1);
+            queues_[sq].units.push_back(u);
+            finish_unit(u, nullptr, 0, &sq, 1);
             break;
           }
           case ItemKind::kStreamSync:
@@ -492,10 +508,12 @@ void Engine::build() {
           case ItemKind::kDeviceSync: {
             std::vector<Marker> ms;
             if (it.kind == ItemKind::kStreamSync) {
-              ms.push_back(Marker{sq, static_cast<int32_t>(queues_[sq].units.size())});
+              ms.push_back(stream_mark);
             } else if (it.kind == ItemKind::kEventSync) {
               auto e = events.find(it.event);
               if (e != events.end()) ms.push_back(e->second);
+            } else if (serialized_) {
+              ms.push_back(Marker{device_q, dev_size()});
             } else {
               for (int32_t q : stream_q)
                 if (q >= 0) ms.push_back(Marker{q, static_cast<int32_t>(queues_[q].units.size())});
@@ -511,23 +529,34 @@ void Engine::build() {
       }
 
       ++op_items_;
-      const int32_t qs[3] = {stream_queue(it.stream), comm_queue(it.comm), device_q};
-      const int32_t nq = device_q >= 0 ? 3 : 2;
+      int32_t qs[2];
+      int32_t nq;
+      if (serialized_) {
+        qs[0] = device_q;
+        nq = 1;
+      } else {
+        qs[0] = stream_queue(it.stream);
+        qs[1] = comm_queue(it.comm);
+        nq = 2;
+      }
       int32_t u;
       if (it.group < 0) {
         close_group(t);
         u = new_unit(g, thread);
         for (int32_t k = 0; k < nq; ++k) queues_[qs[k]].units.push_back(u);
         finish_unit(u, &g, 1, qs, nq);
+        if (serialized_) stream_end[it.stream] = dev_size();
       } else {
         OpenGroup& og = open[t];
         if (og.unit < 0 || og.group != it.group) {
           close_group(t);
           og.unit = new_unit(g, thread);
           og.group = it.group;
+          og.dev_pos = serialized_ ? dev_size() : -1;
         }
         u = og.unit;
         og.items.push_back(g);
+        if (serialized_) stream_end[it.stream] = og.dev_pos + 1;
         for (int32_t k = 0; k < nq; ++k) {
           if (std::find(og.queues.begin(), og.queues.end(), qs[k]) != og.queues.end()) continue;
           og.queues.push_back(qs[k]);
@@ -626,7 +655,7 @@ void Engine::advance(int32_t t) {
     const int32_t g = -(step + 1);
     for (const Marker& m : wait_markers_[wait_marker_idx_.at(g)]) {
       if (!marker_ok(m)) {
-        queues_[m.q].waiters.emplace(m.pos, -(t + 1));
+        add_waiter(m, -(t + 1));
         return;
       }
     }
@@ -651,7 +680,7 @@ void Engine::try_activate(int32_t u) {
   if (un.barrier && !un.done) {
     const Marker m{un.marker_q, un.marker_pos};
     if (marker_ok(m)) complete_unit(u);
-    else queues_[m.q].waiters.emplace(m.pos, u);
+    else add_waiter(m, u);
   }
 }
 
@@ -723,9 +752,11 @@ void Engine::complete_unit(int32_t u) {
       const int32_t next = q.units[q.head];
       if (++units_[next].at_head == units_[next].nq && units_[next].issued) work_units_.push_back(next);
     }
-    while (!q.waiters.empty() && q.waiters.top().first <= q.head) {
-      const int32_t w = q.waiters.top().second;
-      q.waiters.pop();
+    if (q.waiters < 0) continue;
+    auto& heap = waiters_[q.waiters];
+    while (!heap.empty() && heap.top().first <= q.head) {
+      const int32_t w = heap.top().second;
+      heap.pop();
       if (w >= 0) work_units_.push_back(w);
       else work_threads_.push_back(-(w + 1));
     }
