@@ -1,0 +1,226 @@
+// The lockstep executable as users and CI run it: exit codes, messages, files it writes.
+// Traces are written by the test writer (tests/analyzer/trace_builder.h); programs recorded
+// for real are in e2e_test.cpp.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli_runner.h"
+#include "trace_builder.h"
+#include "trace_schema.h"
+
+using namespace lockstep::testing;
+using nlohmann::json;
+
+namespace {
+
+const std::string kLockstep = LOCKSTEP_EXE;
+
+ProcResult lockstep_cli(std::vector<std::string> args, const std::map<std::string, std::string>& env = {}) {
+  args.insert(args.begin(), kLockstep);
+  return run_program(args, env, 30);
+}
+
+std::string both(const ProcResult& r) { return "stdout:\n" + r.out + "\nstderr:\n" + r.err; }
+
+std::string write(TraceBuilder b, const std::string& name) {
+  auto dir = fresh_dir(name);
+  write_trace(b.trace(), dir);
+  return dir;
+}
+
+TraceBuilder clean_two_ranks(int64_t count = 64) {
+  TraceBuilder b(2);
+  b.comm("aaaaaaaa00000001", {0, 1});
+  b.all({0, 1}, "aaaaaaaa00000001", OpSpec{.count = count, .stack = 1}, 5);
+  for (int p : {0, 1}) b.stack(p, 1, {lockstep::Frame{"python", "train_step", "", 0, "train.py", 7}});
+  return b;
+}
+
+TraceBuilder divergent_two_ranks() {
+  TraceBuilder b = clean_two_ranks();
+  b.add(0, "aaaaaaaa00000001", {.op = "broadcast", .root = 0, .completed = false, .stack = 1});
+  b.add(1, "aaaaaaaa00000001", {.op = "all_gather", .completed = false, .stack = 1});
+  b.running(0).running(1);
+  return b;
+}
+
+}  // namespace
+
+TEST(CliErrors, analyze_of_missing_directory_exits_2_and_names_it) {
+  auto r = lockstep_cli({"analyze", "/nonexistent/traces"});
+  EXPECT_EQ(r.exit_code, 2) << both(r);
+  EXPECT_NE(r.err.find("no such directory: /nonexistent/traces"), std::string::npos) << both(r);
+}
+
+TEST(CliErrors, analyze_of_directory_without_traces_exits_2) {
+  auto dir = fresh_dir("cli-empty");
+  auto r = lockstep_cli({"analyze", dir});
+  EXPECT_EQ(r.exit_code, 2) << both(r);
+  EXPECT_NE(r.err.find("no trace files"), std::string::npos) << both(r);
+}
+
+TEST(CliErrors, analyze_of_only_unusable_files_lists_each_and_exits_2) {
+  auto dir = fresh_dir("cli-foreign");
+  std::ofstream(dir + "/a" + lockstep::schema::kFileSuffix) << "not a database at all, just some text that is long enough";
+  std::ofstream(dir + "/b" + lockstep::schema::kFileSuffix);
+  auto r = lockstep_cli({"analyze", dir});
+  EXPECT_EQ(r.exit_code, 2) << both(r);
+  EXPECT_NE(r.err.find("a.lockstep.sqlite: not a trace"), std::string::npos) << both(r);
+  EXPECT_NE(r.err.find("b.lockstep.sqlite: empty file"), std::string::npos) << both(r);
+  EXPECT_NE(r.err.find("no usable trace file"), std::string::npos) << both(r);
+}
+
+TEST(CliErrors, mixed_schema_versions_analyse_the_readable_files_and_say_which_were_skipped) {
+  auto dir = write(clean_two_ranks(), "cli-mixed");
+  std::filesystem::copy_file(dir + "/rank-1" + lockstep::schema::kFileSuffix, dir + "/future" + lockstep::schema::kFileSuffix);
+  run_program({"sqlite3", dir + "/future" + lockstep::schema::kFileSuffix, "UPDATE meta SET value='2' WHERE key='schema_version'"});
+  auto r = lockstep_cli({"analyze", dir});
+  EXPECT_EQ(r.exit_code, 0) << both(r);
+  EXPECT_NE(r.out.find("future.lockstep.sqlite: schema version 2 is newer"), std::string::npos) << both(r);
+}
+
+TEST(CliErrors, unknown_option_is_a_usage_error) {
+  auto r = lockstep_cli({"analyze", "--frobnicate", "x"});
+  EXPECT_EQ(r.exit_code, 2) << both(r);
+}
+
+TEST(CliAnalyze, clean_trace_exits_0_with_one_line) {
+  auto r = lockstep_cli({"analyze", write(clean_two_ranks(), "cli-clean")});
+  EXPECT_EQ(r.exit_code, 0) << both(r);
+  EXPECT_EQ(r.out, "lockstep: clean: 2 processes, 1 communicator, 10 ops; ranks agree, no order inversion, no hang\n");
+}
+
+TEST(CliAnalyze, divergence_exits_1_and_json_names_it) {
+  auto dir = write(divergent_two_ranks(), "cli-div");
+  auto junit = dir + "/report.xml";
+  auto r = lockstep_cli({"analyze", dir, "--json", "--junit", junit});
+  EXPECT_EQ(r.exit_code, 1) << both(r);
+  json j = json::parse(r.out);
+  EXPECT_EQ(j["first_divergence"]["kind"], "op_type");
+  EXPECT_EQ(j["first_divergence"]["seq"], 6);
+  EXPECT_EQ(j["first_divergence"]["sides"][0]["op"], "broadcast");
+  EXPECT_EQ(j["first_divergence"]["sides"][1]["op"], "all_gather");
+  EXPECT_EQ(j["first_divergence"]["sides"][1]["from"], "train_step (train.py:7)");
+  std::string xml = slurp_file(junit);
+  EXPECT_NE(xml.find("<failure message=\"op_type on comm aaaaaaaa"), std::string::npos) << xml;
+}
+
+TEST(CliCheck, baseline_written_from_a_clean_run_passes_and_a_changed_run_fails_with_3) {
+  auto dir = write(clean_two_ranks(64), "cli-base");
+  auto base = dir + "/../cli-base.baseline";
+  auto w = lockstep_cli({"check", dir, "--write-baseline", base});
+  ASSERT_EQ(w.exit_code, 0) << both(w);
+  EXPECT_NE(slurp_file(base).find("all_reduce float32 count=64 sum x5"), std::string::npos) << slurp_file(base);
+  auto same = lockstep_cli({"check", write(clean_two_ranks(64), "cli-base-same"), "--baseline", base});
+  EXPECT_EQ(same.exit_code, 0) << both(same);
+  auto junit = dir + "/check.xml";
+  auto changed = lockstep_cli({"check", write(clean_two_ranks(128), "cli-base-changed"), "--baseline", base, "--junit", junit});
+  EXPECT_EQ(changed.exit_code, 3) << both(changed);
+  EXPECT_NE(changed.out.find("+   all_reduce float32 count=128 sum x5"), std::string::npos) << both(changed);
+  EXPECT_NE(slurp_file(junit).find("name=\"matches_baseline\">"), std::string::npos) << slurp_file(junit);
+  std::filesystem::remove(base);
+}
+
+TEST(CliCheck, divergent_run_fails_with_1_and_is_not_blessed) {
+  auto dir = write(divergent_two_ranks(), "cli-check-div");
+  auto base = dir + "/should-not-exist.baseline";
+  auto r = lockstep_cli({"check", dir, "--write-baseline", base});
+  EXPECT_EQ(r.exit_code, 1) << both(r);
+  EXPECT_FALSE(std::filesystem::exists(base));
+  EXPECT_NE(r.err.find("not writing a baseline"), std::string::npos) << both(r);
+}
+
+TEST(CliCheck, baseline_file_that_is_not_one_is_an_input_error) {
+  auto dir = write(clean_two_ranks(), "cli-badbase");
+  std::ofstream(dir + "/x.txt") << "hello\n";
+  auto r = lockstep_cli({"check", dir, "--baseline", dir + "/x.txt"});
+  EXPECT_EQ(r.exit_code, 2) << both(r);
+  EXPECT_NE(r.err.find("is not a lockstep baseline"), std::string::npos) << both(r);
+}
+
+TEST(CliStacks, prints_each_members_op_and_frames_at_a_seq) {
+  auto dir = write(divergent_two_ranks(), "cli-stacks");
+  auto r = lockstep_cli({"stacks", dir, "--comm", "aaaaaaaa", "--seq", "6"});
+  EXPECT_EQ(r.exit_code, 0) << both(r);
+  EXPECT_NE(r.out.find("rank 0: broadcast float32 count=1024 root=0  not completed"), std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("rank 1: all_gather float32 count=1024  not completed"), std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("py train_step (train.py:7)"), std::string::npos) << both(r);
+  auto by_role = lockstep_cli({"stacks", dir, "--comm", "init0", "--seq", "6"});
+  EXPECT_EQ(by_role.out, r.out);
+  auto none = lockstep_cli({"stacks", dir, "--comm", "ffff", "--seq", "6"});
+  EXPECT_EQ(none.exit_code, 2) << both(none);
+  EXPECT_NE(none.err.find("aaaaaaaa  role init0"), std::string::npos) << both(none);
+}
+
+TEST(CliOps, around_marks_the_op_with_that_seq) {
+  auto dir = write(divergent_two_ranks(), "cli-ops");
+  auto r = lockstep_cli({"ops", dir, "--rank", "1", "--around", "6", "--window", "2"});
+  EXPECT_EQ(r.exit_code, 0) << both(r);
+  EXPECT_NE(r.out.find("> 7 "), std::string::npos) << "call 7 (seq 6; call 1 created the comm) should be marked\n" << both(r);
+  EXPECT_NE(r.out.find("all_gather float32 count=1024  [enqueued]"), std::string::npos) << both(r);
+  auto missing = lockstep_cli({"ops", dir, "--rank", "5"});
+  EXPECT_EQ(missing.exit_code, 2) << both(missing);
+}
+
+TEST(CliRun, sets_preload_and_recorder_variables_and_returns_the_exit_code) {
+  auto dir = fresh_dir("cli-run");
+  std::string preload = LOCKSTEP_EMPTY_PRELOAD;
+  auto r = lockstep_cli({"run", "-o", dir + "/t", "--stacks", "python", "--hang-timeout", "5", "--", "sh", "-c",
+                         "echo LD_PRELOAD=$LD_PRELOAD; echo DIR=$LOCKSTEP_DIR; echo STACKS=$LOCKSTEP_STACKS; "
+                         "echo HT=$LOCKSTEP_HANG_TIMEOUT; echo AN=$LOCKSTEP_ANALYZER; exit 7"},
+                        {{"LOCKSTEP_PRELOAD", preload}, {"LD_PRELOAD", "/lib/other.so"}});
+  EXPECT_EQ(r.exit_code, 7) << both(r);
+  EXPECT_NE(r.out.find("LD_PRELOAD=" + preload + ":/lib/other.so\n"), std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("DIR=" + dir + "/t\n"), std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("STACKS=python\n"), std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("HT=5"), std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("AN=" + kLockstep), std::string::npos) << both(r);
+  EXPECT_TRUE(std::filesystem::is_directory(dir + "/t"));
+}
+
+namespace {
+int g_run_pid = 0;
+void remember(int pid) { g_run_pid = pid; }
+}  // namespace
+
+TEST(CliRun, forwards_sigterm_to_the_command_and_reports_death_by_signal) {
+  auto dir = fresh_dir("cli-run-sig");
+  std::thread killer([] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    kill(g_run_pid, SIGTERM);
+  });
+  // The command traps SIGTERM and exits 42: that proves it got the forwarded signal.
+  auto r = run_program({kLockstep, "run", "-o", dir, "--", "sh", "-c", "trap 'kill $!; exit 42' TERM; sleep 20 >/dev/null 2>&1 & wait"},
+                       {{"LOCKSTEP_PRELOAD", LOCKSTEP_EMPTY_PRELOAD}}, 15, remember);
+  killer.join();
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_EQ(r.exit_code, 42) << both(r);
+  auto killed = lockstep_cli({"run", "-o", dir, "--", "sh", "-c", "kill -KILL $$"}, {{"LOCKSTEP_PRELOAD", LOCKSTEP_EMPTY_PRELOAD}});
+  EXPECT_EQ(killed.exit_code, 128 + SIGKILL) << both(killed);
+}
+
+TEST(CliRun, missing_recorder_library_or_command_is_a_usage_error) {
+  auto r = lockstep_cli({"run", "--", "true"}, {{"LOCKSTEP_PRELOAD", "/nonexistent/liblockstep.so"}});
+  EXPECT_EQ(r.exit_code, 2) << both(r);
+  EXPECT_NE(r.err.find("recorder library not found at /nonexistent/liblockstep.so"), std::string::npos) << both(r);
+  auto nocmd = lockstep_cli({"run"}, {{"LOCKSTEP_PRELOAD", LOCKSTEP_EMPTY_PRELOAD}});
+  EXPECT_EQ(nocmd.exit_code, 2) << both(nocmd);
+  auto notfound = lockstep_cli({"run", "-o", fresh_dir("cli-run-nf"), "--", "/nonexistent/program"},
+                               {{"LOCKSTEP_PRELOAD", LOCKSTEP_EMPTY_PRELOAD}});
+  EXPECT_EQ(notfound.exit_code, 127) << both(notfound);
+}
+
+TEST(CliRun, preload_path_prints_the_library_next_to_the_executable) {
+  auto r = lockstep_cli({"--preload-path"}, {{"LOCKSTEP_PRELOAD", ""}});
+  std::string expected = std::filesystem::weakly_canonical(std::filesystem::path(kLockstep).parent_path() / ".." / "lib" /
+                                                           "liblockstep.so")
+                             .string();
+  EXPECT_EQ(r.out, expected + "\n") << both(r);
+  EXPECT_EQ(r.exit_code, std::filesystem::exists(expected) ? 0 : 2) << both(r);
+}

@@ -1,0 +1,247 @@
+// End to end on the CPU NCCL fixture: real programs (tests/cli/programs/scenarios.cpp and the
+// seed demo) recorded under `lockstep run`, then `lockstep analyze --json` / `check`, asserting
+// what they report. Hang scenarios are stopped by the launcher's timeout (SIGTERM: the recorder
+// flushes), exactly as a scheduler would stop a hung job.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli_runner.h"
+
+using lockstep::testing::ProcResult;
+using lockstep::testing::run_program;
+using nlohmann::json;
+
+namespace {
+
+std::string temp_dir(const std::string& name) {
+  std::string t = (std::filesystem::temp_directory_path() / ("lockstep-e2e-" + name + "-XXXXXX")).string();
+  if (!mkdtemp(t.data())) throw std::runtime_error("mkdtemp failed");
+  return t;
+}
+
+std::map<std::string, std::string> job_env() {
+  return {{"LD_LIBRARY_PATH", FIXTURE_LIB_DIR}, {"LOCKSTEP_PRELOAD", LOCKSTEP_RECORDER}};
+}
+
+struct Recorded {
+  std::string dir;
+  ProcResult job;
+  std::string describe() const { return "job exit " + std::to_string(job.exit_code) + "\nstderr:\n" + job.err; }
+};
+
+// `lockstep run -o DIR -- lockstep-launch -n N --timeout T -- PROGRAM ARGS...`
+Recorded record(const std::string& name, int nranks, double launcher_timeout, std::vector<std::string> program,
+                std::vector<std::string> run_flags = {}, bool quiet = true) {
+  Recorded r;
+  r.dir = temp_dir(name);
+  std::vector<std::string> argv = {LOCKSTEP_EXE, "run", "-o", r.dir};
+  argv.insert(argv.end(), run_flags.begin(), run_flags.end());
+  for (std::string a : {"--", LAUNCHER, "-n", std::to_string(nranks).c_str(), "--timeout"}) argv.push_back(a);
+  argv.push_back(std::to_string(launcher_timeout));
+  if (quiet) argv.push_back("--quiet");
+  argv.push_back("--");
+  argv.insert(argv.end(), program.begin(), program.end());
+  r.job = run_program(argv, job_env(), launcher_timeout + 30);
+  return r;
+}
+
+Recorded scenario(const std::string& mode, int nranks = 2, double timeout = 3) {
+  return record(mode, nranks, timeout, {SCENARIOS, mode});
+}
+
+struct Analysis {
+  int exit_code = -1;
+  json j;
+  std::string raw;
+};
+
+Analysis analyze(const std::string& dir) {
+  ProcResult r = run_program({LOCKSTEP_EXE, "analyze", dir, "--json"}, {}, 30);
+  Analysis a;
+  a.exit_code = r.exit_code;
+  a.raw = r.out + r.err;
+  try {
+    a.j = json::parse(r.out);
+  } catch (const std::exception& e) {
+    a.j = json::object();
+  }
+  return a;
+}
+
+const json& side(const json& finding, int rank) {
+  for (auto& s : finding["sides"])
+    if (s["rank"] == rank) return s;
+  static json none;
+  return none;
+}
+
+// A two-rank hang at op 4 of the world communicator, of the given kind.
+void expect_divergence(const std::string& mode, const std::string& kind) {
+  auto rec = scenario(mode);
+  EXPECT_EQ(rec.job.exit_code, 124) << "the launcher stops the hung job\n" << rec.describe();
+  auto a = analyze(rec.dir);
+  ASSERT_EQ(a.exit_code, 1) << a.raw;
+  const json& f = a.j["first_divergence"];
+  ASSERT_TRUE(f.is_object()) << a.raw;
+  EXPECT_EQ(f["kind"], kind) << a.raw;
+  EXPECT_EQ(f["ordinal"], 4) << "3 agreeing all_reduces come first\n" << a.raw;
+  EXPECT_EQ(a.j["hang"]["hung"], true) << a.raw;
+  std::filesystem::remove_all(rec.dir);
+}
+
+}  // namespace
+
+TEST(E2E, seed_demo_names_reduce_scatter_on_rank_0_and_all_to_all_on_rank_1_at_seq_3750_with_stacks) {
+  auto rec = record("seed", 2, 20, {SEED_DEADLOCK}, {"--stacks", "native"});
+  EXPECT_EQ(rec.job.exit_code, 124) << rec.describe();
+  auto a = analyze(rec.dir);
+  ASSERT_EQ(a.exit_code, 1) << a.raw;
+  const json& f = a.j["first_divergence"];
+  ASSERT_TRUE(f.is_object()) << a.raw;
+  EXPECT_EQ(f["kind"], "op_type");
+  EXPECT_EQ(f["seq"], 3750);
+  EXPECT_EQ(side(f, 0)["op"], "reduce_scatter") << f.dump(2);
+  EXPECT_EQ(side(f, 1)["op"], "all_to_all") << f.dump(2);
+  EXPECT_FALSE(side(f, 0)["stack"].empty()) << "rank 0 has a stack\n" << f.dump(2);
+  EXPECT_FALSE(side(f, 1)["stack"].empty()) << "rank 1 has a stack\n" << f.dump(2);
+  std::filesystem::remove_all(rec.dir);
+}
+
+TEST(E2E, count_mismatch_is_reported_as_count) { expect_divergence("count", "count"); }
+TEST(E2E, dtype_mismatch_is_reported_as_dtype) { expect_divergence("dtype", "dtype"); }
+TEST(E2E, reduction_op_mismatch_is_reported_as_redop) { expect_divergence("redop", "redop"); }
+TEST(E2E, broadcast_root_mismatch_is_reported_as_root) { expect_divergence("root", "root"); }
+TEST(E2E, different_collectives_are_reported_as_op_type) { expect_divergence("optype", "op_type"); }
+TEST(E2E, all_to_all_whose_splits_do_not_pair_up_is_reported_as_split) { expect_divergence("a2a-split", "all_to_all_split"); }
+
+TEST(E2E, unmatched_send_is_reported_as_pairing_and_the_sender_waits_for_the_receiver) {
+  auto rec = scenario("p2p-unmatched");
+  auto a = analyze(rec.dir);
+  ASSERT_EQ(a.exit_code, 1) << a.raw;
+  EXPECT_EQ(a.j["first_divergence"]["kind"], "p2p_pairing") << a.raw;
+  const json& r0 = a.j["hang"]["ranks"][0];
+  EXPECT_EQ(r0["status"], "blocked") << a.raw;
+  EXPECT_EQ(r0["blocked"][0]["waits_for"][0]["rank"], 1) << a.raw;
+  std::filesystem::remove_all(rec.dir);
+}
+
+TEST(E2E, rank_stuck_in_host_code_never_issued_and_is_in_no_collective) {
+  auto rec = scenario("never", 3);
+  auto a = analyze(rec.dir);
+  ASSERT_EQ(a.exit_code, 1) << a.raw;
+  const json& f = a.j["first_divergence"];
+  EXPECT_EQ(f["kind"], "never_issued") << a.raw;
+  EXPECT_EQ(f["odd_ranks"], json::array({2})) << a.raw;
+  EXPECT_EQ(side(f, 2)["issued"], false) << a.raw;
+  // Killed by the launcher while in host code: its trace stopped with nothing in flight.
+  EXPECT_NE(a.j["hang"]["ranks"][2]["status"], "blocked") << a.raw;
+  EXPECT_EQ(a.j["hang"]["ranks"][0]["status"], "blocked") << a.raw;
+  std::filesystem::remove_all(rec.dir);
+}
+
+TEST(E2E, rank_that_died_is_dead_and_its_peer_waits_for_it) {
+  auto rec = scenario("dead");
+  auto a = analyze(rec.dir);
+  ASSERT_EQ(a.exit_code, 1) << a.raw;
+  EXPECT_EQ(a.j["hang"]["ranks"][1]["status"], "dead") << a.raw;
+  EXPECT_EQ(a.j["hang"]["ranks"][0]["status"], "blocked") << a.raw;
+  EXPECT_EQ(a.j["hang"]["ranks"][0]["blocked"][0]["waits_for"][0]["rank"], 1) << a.raw;
+  std::filesystem::remove_all(rec.dir);
+}
+
+TEST(E2E, opposite_order_on_one_stream_deadlocks_in_a_cycle_across_two_communicators) {
+  auto rec = scenario("cycle");
+  EXPECT_EQ(rec.job.exit_code, 124) << rec.describe();
+  auto a = analyze(rec.dir);
+  ASSERT_EQ(a.exit_code, 1) << a.raw;
+  ASSERT_EQ(a.j["hang"]["cycles"].size(), 1u) << a.raw;
+  EXPECT_EQ(a.j["hang"]["cycles"][0]["communicators"], 2) << a.raw;
+  EXPECT_EQ(a.j["order_inversions"].size(), 1u) << a.raw;
+  std::filesystem::remove_all(rec.dir);
+}
+
+TEST(E2E, opposite_order_on_separate_streams_completes_but_analyze_and_check_report_the_inversion) {
+  auto rec = scenario("inversion", 2, 20);
+  ASSERT_EQ(rec.job.exit_code, 0) << "the run completes\n" << rec.describe();
+  auto a = analyze(rec.dir);
+  EXPECT_EQ(a.exit_code, 1) << a.raw;
+  ASSERT_EQ(a.j["order_inversions"].size(), 1u) << a.raw;
+  EXPECT_EQ(a.j["first_divergence"]["kind"], "order_inversion") << a.raw;
+  EXPECT_EQ(a.j["hang"]["hung"], false) << a.raw;
+  auto check = run_program({LOCKSTEP_EXE, "check", rec.dir}, {}, 30);
+  EXPECT_EQ(check.exit_code, 1) << check.out << check.err;
+  EXPECT_NE(check.out.find("order inversion between comm"), std::string::npos) << check.out;
+  std::filesystem::remove_all(rec.dir);
+}
+
+TEST(E2E, correct_program_with_splits_groups_and_uneven_all_to_all_is_clean_and_matches_its_baseline) {
+  auto rec = scenario("clean", 4, 20);
+  ASSERT_EQ(rec.job.exit_code, 0) << rec.describe();
+  auto a = analyze(rec.dir);
+  EXPECT_EQ(a.exit_code, 0) << a.raw;
+  EXPECT_EQ(a.j["clean"], true) << a.raw;
+  EXPECT_EQ(a.j["comms"].size(), 5u) << "world + 2 tp + 2 dp\n" << a.raw;
+  std::string base = rec.dir + ".baseline";
+  auto bless = run_program({LOCKSTEP_EXE, "check", rec.dir, "--write-baseline", base}, {}, 30);
+  ASSERT_EQ(bless.exit_code, 0) << bless.out << bless.err;
+  auto again = scenario("clean", 4, 20);
+  auto same = run_program({LOCKSTEP_EXE, "check", again.dir, "--baseline", base}, {}, 30);
+  EXPECT_EQ(same.exit_code, 0) << "a second run (new comm hashes) matches\n" << same.out << same.err;
+  auto other = scenario("pipeline", 4, 20);
+  auto differs = run_program({LOCKSTEP_EXE, "check", other.dir, "--baseline", base}, {}, 30);
+  EXPECT_EQ(differs.exit_code, 3) << differs.out << differs.err;
+  for (auto& d : {rec.dir, again.dir, other.dir}) std::filesystem::remove_all(d);
+  std::filesystem::remove(base);
+}
+
+TEST(E2E, pipeline_point_to_point_between_neighbour_pairs_passes_check) {
+  auto rec = scenario("pipeline", 4, 20);
+  ASSERT_EQ(rec.job.exit_code, 0) << rec.describe();
+  auto check = run_program({LOCKSTEP_EXE, "check", rec.dir}, {}, 30);
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  std::filesystem::remove_all(rec.dir);
+}
+
+namespace {
+std::atomic<int> g_job_pid{0};
+void remember_job(int pid) { g_job_pid = pid; }
+}  // namespace
+
+TEST(E2E, analyze_works_on_the_trace_of_a_job_that_is_still_hung) {
+  std::string dir = temp_dir("live");
+  ProcResult job;
+  std::thread t([&] {
+    job = run_program({LOCKSTEP_EXE, "run", "-o", dir, "--", LAUNCHER, "-n", "2", "--timeout", "40", "--quiet", "--",
+                       SCENARIOS, "count"},
+                      job_env(), 50, remember_job);
+  });
+  Analysis a;
+  // The ranks hang at op 4 within a second or two; the recorder commits every few ms.
+  for (int i = 0; i < 60; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    a = analyze(dir);
+    if (a.exit_code == 1 && a.j["first_divergence"].is_object()) break;
+  }
+  int pid = g_job_pid.load();
+  if (pid > 0) kill(-pid, SIGTERM);  // the whole job: lockstep run, launcher, ranks
+  t.join();
+  ASSERT_EQ(a.exit_code, 1) << a.raw;
+  EXPECT_EQ(a.j["first_divergence"]["kind"], "count") << a.raw;
+  EXPECT_EQ(a.j["hang"]["ranks"][0]["status"], "blocked") << "alive and blocked, not dead\n" << a.raw;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(E2E, recorder_hang_timeout_prints_the_diagnosis_into_the_jobs_own_log) {
+  auto rec = record("injob", 2, 8, {SCENARIOS, "count"}, {"--hang-timeout", "1"}, /*quiet=*/false);
+  EXPECT_EQ(rec.job.exit_code, 124) << rec.describe();
+  EXPECT_NE(rec.job.err.find("FIRST DIVERGENCE"), std::string::npos) << rec.describe();
+  EXPECT_NE(rec.job.err.find("count differs: 256 vs 300"), std::string::npos) << rec.describe();
+  std::filesystem::remove_all(rec.dir);
+}

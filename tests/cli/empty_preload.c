@@ -1,0 +1,1 @@
+void lockstep_test_empty_preload(void) {}
