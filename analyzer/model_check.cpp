@@ -828,18 +828,33 @@ std::string Engine::instance_summary(const Instance& in, int32_t exclude_proc) c
     if (first_kind < 0) first_kind = static_cast<int>(it.op);
     else if (first_kind != static_cast<int>(it.op)) same_kind = false;
   }
-  std::string who;
+  // Members grouped by what they issued, so a 1,024-rank communicator still reads in one line:
+  // "rank 1023 at all_reduce, 31 ranks at all_gather (rank 31, rank 63, rank 95, ...)".
+  std::vector<std::pair<std::string, std::vector<std::string>>> groups;
   for (int32_t r = 0; r < c.nranks; ++r) {
     const int32_t g = inst_slots_[in.slots + r];
     if (g < 0 || item_proc_[g] == exclude_proc) continue;
     const Item& it = item(g);
-    who += (who.empty() ? "" : ", ") + member_label(in.comm, r) + " at " + op_kind_name(it.op);
+    std::string what = op_kind_name(it.op);
     if (same_kind) {  // then the difference is in the arguments: show them
-      who += "(count " + std::to_string(it.count);
-      if (it.dtype >= 0) who += " " + s_.names[it.dtype];
-      if (it.root >= 0) who += " root " + std::to_string(it.root);
-      if (it.redop >= 0) who += " " + s_.names[it.redop];
-      who += ")";
+      what += "(count " + std::to_string(it.count);
+      if (it.dtype >= 0) what += " " + s_.names[it.dtype];
+      if (it.root >= 0) what += " root " + std::to_string(it.root);
+      if (it.redop >= 0) what += " " + s_.names[it.redop];
+      what += ")";
+    }
+    auto gi = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == what; });
+    if (gi == groups.end()) groups.push_back({what, {}}), gi = groups.end() - 1;
+    gi->second.push_back(member_label(in.comm, r));
+  }
+  std::string who;
+  for (const auto& [what, members] : groups) {
+    if (!who.empty()) who += ", ";
+    if (members.size() <= 3) {
+      for (size_t i = 0; i < members.size(); ++i) who += (i ? ", " : "") + members[i] + " at " + what;
+    } else {
+      who += std::to_string(members.size()) + " ranks at " + what + " (" + members[0] + ", " + members[1] + ", " +
+             members[2] + ", ...)";
     }
   }
   if (exclude_proc >= 0) return who;
