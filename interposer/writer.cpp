@@ -406,7 +406,7 @@ void Writer::insert(const Record& r) {
       bind_opt_text(q, 9, redop_name(o.redop));
       sqlite3_bind_int64(q, 10, int64_t(o.stream));
       sqlite3_bind_int64(q, 11, o.tid);
-      sqlite3_bind_text(q, 12, thread_name(o.tid).c_str(), -1, SQLITE_TRANSIENT);
+      sqlite3_bind_text(q, 12, thread_name(o.tid).c_str(), -1, SQLITE_STATIC);  // map-owned
       bind_opt_int(q, 13, o.group_id);
       sqlite3_bind_int64(q, 14, o.issue_mono);
       sqlite3_bind_int64(q, 15, o.issue_wall);
@@ -509,8 +509,7 @@ void Writer::insert(const Record& r) {
     }
   }
   int rc = sqlite3_step(q);
-  sqlite3_reset(q);
-  sqlite3_clear_bindings(q);
+  sqlite3_reset(q);  // every parameter is bound on every insert: no clear_bindings needed
   if (rc != SQLITE_DONE && rc != SQLITE_CONSTRAINT) fail("insert");
 }
 

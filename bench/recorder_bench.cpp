@@ -1,0 +1,132 @@
+// Per-call cost of the recorder over a backend that does nothing (tests/recorder/stub_nccl.cpp):
+// this executable links liblockstep.so before the stub libnccl.so.2, so ncclX resolves to the
+// hooks exactly as under LD_PRELOAD. Timings only (docs/recorder.md has the figures).
+//   recorder_bench [--stacks=none|native] [benchmark flags]
+#include <benchmark/benchmark.h>
+#include <nccl.h>
+#include <sqlite3.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace {
+
+ncclComm_t g_comm = nullptr;
+float g_buf[64];
+cudaStream_t kStream = reinterpret_cast<cudaStream_t>(0x5000);
+std::string g_dir;
+
+// The writer commits every ~50 ms; the queue holds 65,536 records. Pausing every 16,384 calls
+// lets it drain, so the timed calls are the steady-state path (push), never the drop path.
+constexpr int64_t kBurst = 16384;
+void let_writer_drain(benchmark::State& state) {
+  state.PauseTiming();
+  std::this_thread::sleep_for(std::chrono::milliseconds(120));
+  state.ResumeTiming();
+}
+
+void BM_all_reduce_without_recorder(benchmark::State& state) {
+  for (auto _ : state)
+    benchmark::DoNotOptimize(pncclAllReduce(g_buf, g_buf, 16, ncclFloat32, ncclSum, g_comm, kStream));
+}
+BENCHMARK(BM_all_reduce_without_recorder);
+
+void BM_all_reduce_recorded(benchmark::State& state) {
+  int64_t n = 0;
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(ncclAllReduce(g_buf, g_buf, 16, ncclFloat32, ncclSum, g_comm, kStream));
+    if (++n % kBurst == 0) let_writer_drain(state);
+  }
+}
+BENCHMARK(BM_all_reduce_recorded)->Iterations(1 << 18);
+
+// One logical all_to_all over 8 peers: 16 calls folded into one ops row and 16 op_parts rows.
+void BM_grouped_all_to_all_8_peers_recorded(benchmark::State& state) {
+  int64_t n = 0;
+  for (auto _ : state) {
+    ncclGroupStart();
+    for (int p = 0; p < 8; p++) {
+      ncclSend(g_buf, 4, ncclFloat32, p, g_comm, kStream);
+      ncclRecv(g_buf, 4, ncclFloat32, p, g_comm, kStream);
+    }
+    ncclGroupEnd();
+    if (++n % (kBurst / 16) == 0) let_writer_drain(state);
+  }
+}
+BENCHMARK(BM_grouped_all_to_all_8_peers_recorded)->Iterations(1 << 15);
+
+long rss_kib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
+  return -1;
+}
+
+void report_trace() {
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // last commit
+  std::string path = g_dir + "/";
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  path += std::string(host) + "-" + std::to_string(getpid()) + ".lockstep.sqlite";
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) return;
+  auto q = [&](const char* sql) {
+    sqlite3_stmt* st = nullptr;
+    std::string v = "?";
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+      v = reinterpret_cast<const char*>(sqlite3_column_text(st, 0));
+    sqlite3_finalize(st);
+    return v;
+  };
+  printf("trace: %s ops rows, %s stacks, dropped_records=%s, stack_mode=%s (%s)\n",
+         q("SELECT count(*) FROM ops").c_str(), q("SELECT count(*) FROM stacks").c_str(),
+         q("SELECT value FROM meta WHERE key='dropped_records'").c_str(),
+         q("SELECT value FROM meta WHERE key='stack_mode'").c_str(), path.c_str());
+  sqlite3_close(db);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* stacks = "none";
+  for (int i = 1; i < argc; i++)
+    if (strncmp(argv[i], "--stacks=", 9) == 0) {
+      stacks = argv[i] + 9;
+      for (int j = i; j < argc - 1; j++) argv[j] = argv[j + 1];
+      argc--;
+      break;
+    }
+  setenv("LOCKSTEP_STACKS", stacks, 1);
+  char tmpl[] = "/tmp/lockstep-bench-XXXXXX";
+  bool own_dir = !getenv("LOCKSTEP_DIR");
+  g_dir = own_dir ? mkdtemp(tmpl) : getenv("LOCKSTEP_DIR");
+  setenv("LOCKSTEP_DIR", g_dir.c_str(), 1);
+
+  long rss_before = rss_kib();
+  ncclUniqueId id;
+  memset(&id, 1, sizeof id);
+  if (ncclCommInitRank(&g_comm, 8, id, 0) != ncclSuccess) {
+    fprintf(stderr, "recorder_bench: ncclCommInitRank failed\n");
+    return 1;
+  }
+  printf("stacks=%s\n", stacks);
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  printf("recorder memory: RSS %.1f MiB before the first NCCL call, %.1f MiB after the runs\n",
+         rss_before / 1024.0, rss_kib() / 1024.0);
+  report_trace();
+  if (own_dir) {
+    // The trace holds millions of rows: do not leave it behind.
+    std::string cmd = "rm -rf '" + g_dir + "'";
+    if (system(cmd.c_str()) != 0) fprintf(stderr, "recorder_bench: could not remove %s\n", g_dir.c_str());
+  }
+  return 0;
+}
