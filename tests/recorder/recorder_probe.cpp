@@ -4,6 +4,7 @@
 //   recorder_probe SCENARIO [args]     (env PROBE_NRANKS, RANK: communicator size and rank)
 #include <nccl.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -204,7 +205,9 @@ int scenario_ops_then_wait(int n) {
   for (int i = 0; i < n; i++) probe_issue_all_reduce(c, size_t(i));
   printf("ready\n");
   fflush(stdout);
-  sleep(unsigned(env_int("PROBE_SLEEP", 30)));
+  // A signal handler (SIGUSR1 flush) interrupts sleep(): sleep until the deadline regardless.
+  unsigned left = unsigned(env_int("PROBE_SLEEP", 30));
+  while (left > 0) left = sleep(left);
   return 0;
 }
 
@@ -230,6 +233,57 @@ int scenario_graph() {
 }
 
 int scenario_nothing() { return 0; }
+
+// A handler installed before the first NCCL call (as Python installs its SIGINT handler): the
+// recorder must chain to it, and the program then exits normally.
+volatile sig_atomic_t g_interrupted = 0;
+void on_sigint(int) {
+  g_interrupted = 1;
+  const char msg[] = "app handler ran\n";
+  ssize_t ignored = write(1, msg, sizeof msg - 1);
+  (void)ignored;
+}
+int scenario_own_sigint_handler() {
+  signal(SIGINT, on_sigint);
+  ncclComm_t c = init_comm();
+  for (int i = 0; i < 10; i++) probe_issue_all_reduce(c, size_t(i));
+  printf("ready\n");
+  fflush(stdout);
+  for (int i = 0; i < 3000 && !g_interrupted; i++) usleep(10000);
+  return g_interrupted ? 0 : 9;
+}
+
+// ops, then ncclCommAbort, then SIGKILL at once: only the flush inside the abort hook can have
+// put the last rows on disk (the writer's own timer runs every 50 ms).
+int scenario_abort_then_kill() {
+  ncclComm_t c = init_comm();
+  for (int i = 0; i < 50; i++) probe_issue_all_reduce(c, size_t(i));
+  CHECK(ncclCommAbort(c));
+  raise(SIGKILL);
+  return 0;
+}
+
+// As many ops as possible, as fast as possible: the writer falls behind, the bounded queue
+// refuses records, and every refused record must be counted.
+int scenario_flood(int n) {
+  ncclComm_t c = init_comm();
+  for (int i = 0; i < n; i++) CHECK(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, stream()));
+  return 0;
+}
+
+// The trace file cannot grow past a few hundred KiB (RLIMIT_FSIZE, as on a full disk).
+int scenario_disk_full(int n) {
+  signal(SIGXFSZ, SIG_IGN);
+  struct rlimit rl = {256 << 10, 256 << 10};
+  setrlimit(RLIMIT_FSIZE, &rl);
+  ncclComm_t c = init_comm();
+  for (int i = 0; i < n; i++) {
+    CHECK(ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, stream()));
+    if (i % 1000 == 0) usleep(1000);
+  }
+  printf("all %d ops returned ncclSuccess\n", n);
+  return 0;
+}
 }
 
 int main(int argc, char** argv) {
@@ -249,6 +303,10 @@ int main(int argc, char** argv) {
   if (s == "ops_then_wait") return scenario_ops_then_wait(argc > 2 ? atoi(argv[2]) : 100);
   if (s == "graph") return scenario_graph();
   if (s == "nothing") return scenario_nothing();
+  if (s == "own_sigint_handler") return scenario_own_sigint_handler();
+  if (s == "abort_then_kill") return scenario_abort_then_kill();
+  if (s == "flood") return scenario_flood(argc > 2 ? atoi(argv[2]) : 1000000);
+  if (s == "disk_full") return scenario_disk_full(argc > 2 ? atoi(argv[2]) : 50000);
   fprintf(stderr, "recorder_probe: unknown scenario %s\n", s.c_str());
   return 1;
 }

@@ -446,3 +446,72 @@ TEST(Recorder, graph_replays_record_one_sequenced_op_per_captured_op_per_launch)
       << "no event is recorded on a capturing stream";
   EXPECT_EQ(t.scalar("SELECT group_concat(kind) FROM waits"), "stream_sync");
 }
+
+TEST(Recorder, sigint_chains_to_the_handler_the_program_installed_before) {
+  TempDir dir;
+  Child c({PROBE_PATH, "own_sigint_handler"}, recorder_env(dir.path));
+  ASSERT_TRUE(c.wait_for_output("ready", 15));
+  c.signal(SIGINT);
+  ProcResult r = c.wait(10);
+  EXPECT_EQ(r.exit_code, 0) << "the program's handler decides, and it exits cleanly\n" << r.err;
+  EXPECT_NE(r.out.find("app handler ran"), std::string::npos) << r.out;
+  auto files = trace_files(dir.path);
+  ASSERT_EQ(files.size(), 1u);
+  Trace t(files[0]);
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM ops"), "10");
+  EXPECT_EQ(t.meta("exit_reason"), "exit") << "it went on to exit normally";
+}
+
+TEST(Recorder, sigusr1_flushes_without_stopping_the_program) {
+  TempDir dir;
+  Child c({PROBE_PATH, "ops_then_wait", "100"}, recorder_env(dir.path));
+  ASSERT_TRUE(c.wait_for_output("ready", 15));
+  c.signal(SIGUSR1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto files = trace_files(dir.path);
+  ASSERT_EQ(files.size(), 1u);
+  {
+    Trace t(files[0]);
+    EXPECT_EQ(t.meta("exit_reason"), "SIGUSR1") << "the flush it asked for was committed";
+    EXPECT_EQ(t.scalar("SELECT count(*) FROM ops"), "100");
+  }
+  c.signal(SIGTERM);
+  ProcResult r = c.wait(10);
+  EXPECT_EQ(r.term_signal, SIGTERM) << "still running after SIGUSR1, stopped by SIGTERM";
+}
+
+TEST(Recorder, comm_abort_commits_the_trace_before_returning) {
+  Probe p({"abort_then_kill"});
+  EXPECT_EQ(p.result.term_signal, SIGKILL) << p.describe();
+  ASSERT_EQ(p.files.size(), 1u);
+  Trace t(p.files[0]);
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM ops"), "50");
+  EXPECT_EQ(t.scalar("SELECT end_kind FROM comms"), "abort");
+}
+
+TEST(Recorder, records_the_writer_cannot_keep_up_with_are_counted_not_lost_silently) {
+  const int n = 400000;
+  Probe p({"flood", std::to_string(n)}, {{"LOCKSTEP_STACKS", "none"}});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  long rows = std::stol(t.scalar("SELECT count(*) FROM ops"));
+  long dropped = std::stol(t.meta("dropped_records"));
+  // Each op is one record; completions are records too (the stub CUDA completes every op).
+  long completions = std::stol(t.scalar("SELECT count(*) FROM completions"));
+  EXPECT_EQ(rows + completions + dropped, 2L * n)
+      << rows << " ops rows + " << completions << " completion rows + " << dropped << " dropped";
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM ops o JOIN ops p ON p.comm_id=o.comm_id AND p.seq=o.seq "
+                     "AND p.call_index<>o.call_index"),
+            "0")
+      << "no sequence number is handed out twice";
+}
+
+TEST(Recorder, full_disk_gives_one_warning_and_the_program_continues_untraced) {
+  Probe p({"disk_full", "60000"}, {{"LOCKSTEP_STACKS", "none"}});
+  EXPECT_EQ(p.result.exit_code, 0) << p.describe();
+  EXPECT_NE(p.result.out.find("all 60000 ops returned ncclSuccess"), std::string::npos);
+  size_t lines = 0, pos = 0;
+  while ((pos = p.result.err.find("lockstep: ", pos)) != std::string::npos) lines++, pos++;
+  EXPECT_EQ(lines, 1u) << p.result.err;
+  EXPECT_NE(p.result.err.find("the program continues untraced"), std::string::npos) << p.result.err;
+}
