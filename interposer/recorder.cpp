@@ -128,10 +128,7 @@ uint64_t hash_bytes(const void* p, size_t n, uint64_t seed = 0) {
   return h ? h : 1;
 }
 
-// An op on a communicator we never saw created (created before tracing started, e.g. in a
-// parent process): registered on the spot, with an identity local to this process.
-CommState* lookup_comm(Recorder* r, void* handle, int64_t call_index) {
-  if (CommState* c = r->comms.find(handle)) return c;
+CommState* new_untracked_comm(Recorder* r, void* handle, int64_t call_index) {
   auto* c = new CommState();
   c->id = r->next_comm_id.fetch_add(1);
   struct { int pid; void* h; } key{r->info.pid, handle};
@@ -139,9 +136,10 @@ CommState* lookup_comm(Recorder* r, void* handle, int64_t call_index) {
   c->nranks = -1;
   c->rank = -1;
   using Query = int (*)(void*, int*);
-  if (auto f = reinterpret_cast<Query>(find_real(Library::Nccl, "ncclCommCount"))) f(handle, &c->nranks);
-  if (auto f = reinterpret_cast<Query>(find_real(Library::Nccl, "ncclCommUserRank"))) f(handle, &c->rank);
-  r->comms.insert(handle, c);
+  if (handle) {
+    if (auto f = reinterpret_cast<Query>(find_real(Library::Nccl, "ncclCommCount"))) f(handle, &c->nranks);
+    if (auto f = reinterpret_cast<Query>(find_real(Library::Nccl, "ncclCommUserRank"))) f(handle, &c->rank);
+  }
   Record rec;
   rec.kind = RecKind::CommInit;
   rec.comm = {};
@@ -154,8 +152,27 @@ CommState* lookup_comm(Recorder* r, void* handle, int64_t call_index) {
   rec.comm.nranks = c->nranks;
   rec.comm.rank = c->rank;
   rec.comm.device = -1;
-  snprintf(rec.comm.name, sizeof rec.comm.name, "(untracked creation)");
+  snprintf(rec.comm.name, sizeof rec.comm.name, "%s",
+           handle ? "(created before tracing)" : "(null communicator)");
   r->writer->push(rec);
+  return c;
+}
+
+// The state of an op's communicator. One we never saw created (created before tracing
+// started, e.g. in a parent process) is registered on the spot, with an identity local to this
+// process; a NULL communicator (NCCL rejects the call) gets one shared placeholder.
+CommState* lookup_comm(Recorder* r, void* handle, int64_t call_index) {
+  if (CommState* c = r->comms.find(handle)) return c;
+  if (!handle) {
+    if (CommState* c = r->null_comm.load(std::memory_order_acquire)) return c;
+    std::lock_guard<std::mutex> g(r->graph_mu);
+    if (CommState* c = r->null_comm.load()) return c;
+    CommState* c = new_untracked_comm(r, nullptr, call_index);
+    r->null_comm.store(c, std::memory_order_release);
+    return c;
+  }
+  CommState* c = new_untracked_comm(r, handle, call_index);
+  r->comms.insert(handle, c);
   return c;
 }
 
@@ -254,7 +271,8 @@ OpToken op_begin(const OpDesc& d) noexcept {
   t.issue_mono = mono_ns();
   t.issue_wall = wall_ns();
   if (!t.grouped) t.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
-  t.stack_hash = stack_for(r, ts);
+  // A group's row carries the stack of its first call: later calls need none.
+  if (!t.grouped || ts.parts.empty()) t.stack_hash = stack_for(r, ts);
   t.capture = r->completion->capture_state(d.stream);
   return t;
 }

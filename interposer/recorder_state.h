@@ -30,7 +30,7 @@ struct Recorder {
   std::atomic<int64_t> next_call{1};
   std::atomic<int64_t> next_comm_id{1};
   std::atomic<int64_t> next_group_id{1};
-  std::atomic<int> initall_calls{0};
+  std::atomic<CommState*> null_comm{nullptr};  // ops called with a NULL communicator
 
   std::mutex graph_mu;  // capture/instantiate/launch bookkeeping (not the per-op hot path)
   std::unordered_map<uint64_t, std::vector<CapturedOp>> by_capture;  // capture id -> ops

@@ -234,6 +234,12 @@ int scenario_graph() {
 
 int scenario_nothing() { return 0; }
 
+int scenario_null_comm() {
+  for (int i = 0; i < 3; i++)
+    if (ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, nullptr, stream()) == ncclSuccess) return 3;
+  return 0;
+}
+
 // A handler installed before the first NCCL call (as Python installs its SIGINT handler): the
 // recorder must chain to it, and the program then exits normally.
 volatile sig_atomic_t g_interrupted = 0;
@@ -303,6 +309,7 @@ int main(int argc, char** argv) {
   if (s == "ops_then_wait") return scenario_ops_then_wait(argc > 2 ? atoi(argv[2]) : 100);
   if (s == "graph") return scenario_graph();
   if (s == "nothing") return scenario_nothing();
+  if (s == "null_comm") return scenario_null_comm();
   if (s == "own_sigint_handler") return scenario_own_sigint_handler();
   if (s == "abort_then_kill") return scenario_abort_then_kill();
   if (s == "flood") return scenario_flood(argc > 2 ? atoi(argv[2]) : 1000000);

@@ -515,3 +515,14 @@ TEST(Recorder, full_disk_gives_one_warning_and_the_program_continues_untraced) {
   EXPECT_EQ(lines, 1u) << p.result.err;
   EXPECT_NE(p.result.err.find("the program continues untraced"), std::string::npos) << p.result.err;
 }
+
+TEST(Recorder, calls_on_a_null_communicator_are_failed_rows_of_one_placeholder_comm) {
+  Probe p({"null_comm"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  EXPECT_EQ(t.scalar("SELECT count(*) || ':' || name || ':' || handle FROM comms"),
+            "1:(null communicator):0");
+  EXPECT_EQ(t.scalar("SELECT count(*) || ':' || group_concat(DISTINCT state) || ':' || "
+                     "count(seq) FROM ops"),
+            "3:failed:0");
+}

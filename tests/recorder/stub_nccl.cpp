@@ -73,14 +73,14 @@ ALIAS(ncclCommRegister)
 STRONG ncclResult_t pncclCommDeregister(const ncclComm_t, void*) { return ncclSuccess; }
 ALIAS(ncclCommDeregister)
 
-static ncclResult_t op(size_t count) {
-  if (count == kFailCount) {
+static ncclResult_t op(size_t count, ncclComm_t comm = reinterpret_cast<ncclComm_t>(1)) {
+  if (count == kFailCount || !comm) {
     if (g_depth > 0) g_group_failed = true;
     return ncclInvalidArgument;
   }
   return ncclSuccess;
 }
-STRONG ncclResult_t pncclAllReduce(const void*, void*, size_t n, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t) { return op(n); }
+STRONG ncclResult_t pncclAllReduce(const void*, void*, size_t n, ncclDataType_t, ncclRedOp_t, ncclComm_t c, cudaStream_t) { return op(n, c); }
 ALIAS(ncclAllReduce)
 STRONG ncclResult_t pncclBroadcast(const void*, void*, size_t n, ncclDataType_t, int, ncclComm_t, cudaStream_t) { return op(n); }
 ALIAS(ncclBroadcast)
