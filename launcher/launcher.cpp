@@ -164,13 +164,16 @@ LaunchResult launch_ranks(const LaunchOptions& o) {
     for (int r = 0; r < o.nranks; ++r) {
       Child& k = kids[r];
       if (!k.running) continue;
-      int st;
-      pid_t w = waitpid(k.pid, &st, WNOHANG);
-      if (w == k.pid) {
+      siginfo_t info{};
+      if (waitid(P_PID, id_t(k.pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == k.pid) {
+        // Kill whatever the rank left behind in its group while the zombie still pins the
+        // group id (no reuse), then reap.
+        kill(-k.pid, SIGKILL);
+        int st;
+        waitpid(k.pid, &st, 0);
         k.running = false;
         if (WIFEXITED(st)) res.ranks[r].exit_code = WEXITSTATUS(st);
         else if (WIFSIGNALED(st)) res.ranks[r].term_signal = WTERMSIG(st);
-        kill(-k.pid, SIGKILL);  // whatever the rank left behind in its group
       }
     }
     auto now = Clock::now();

@@ -129,6 +129,16 @@ TEST(Launcher, RanksIgnoringSigtermGetSigkillTwoSecondsLater) {
   EXPECT_LT(secs, 5.0);
 }
 
+TEST(Launcher, UncapturedOutputStillCollectsExitCodes) {
+  auto o = sh(2, "exit $((RANK * 5))");
+  o.capture_output = false;
+  auto r = launch_ranks(o);
+  ASSERT_EQ(r.ranks.size(), 2u);
+  EXPECT_EQ(r.ranks[0].exit_code, 0);
+  EXPECT_EQ(r.ranks[1].exit_code, 5);
+  EXPECT_TRUE(r.ranks[1].output.empty());
+}
+
 TEST(Launcher, MissingProgramFailsWithStatus127AndAMessage) {
   LaunchOptions o;
   o.nranks = 2;
