@@ -41,6 +41,27 @@ std::vector<NoColorSplit> load_nocolor_splits(const Process& p) {
   return out;
 }
 
+std::vector<int> load_shrunk_comms(const Process& p) {
+  std::vector<int> out;
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(p.path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    return out;
+  }
+  std::unique_ptr<sqlite3, int (*)(sqlite3*)> guard(db, sqlite3_close);
+  sqlite3_stmt* st = nullptr;
+  if (sqlite3_prepare_v2(db, "SELECT id FROM comms WHERE parent_id IS NOT NULL AND split_color IS NULL", -1, &st,
+                         nullptr) != SQLITE_OK)
+    return out;
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    const int64_t id = sqlite3_column_int64(st, 0);
+    for (size_t i = 0; i < p.comms.size(); ++i)
+      if (p.comms[i].local_id == id) out.push_back(static_cast<int>(i));
+  }
+  sqlite3_finalize(st);
+  return out;
+}
+
 RankSchedule load_rank_schedule(const std::string& path) {
   RankSchedule r;
   try {
@@ -49,6 +70,7 @@ RankSchedule load_rank_schedule(const std::string& path) {
     throw std::runtime_error("replay: " + path + ": " + e.what());
   }
   r.nocolor = load_nocolor_splits(r.proc);
+  r.shrunk = load_shrunk_comms(r.proc);
   return r;
 }
 

@@ -18,10 +18,13 @@ struct NoColorSplit {
 struct RankSchedule {
   Process proc;
   std::vector<NoColorSplit> nocolor;
+  std::vector<int> shrunk;  // communicators created by ncclCommShrink (index into proc.comms)
 };
 
 // Reads the NOCOLOR splits of p from its file (p.path). Throws std::runtime_error.
 std::vector<NoColorSplit> load_nocolor_splits(const Process& p);
+// Communicators of p created by ncclCommShrink (parent set, no split color in the file).
+std::vector<int> load_shrunk_comms(const Process& p);
 
 // Loads one process file completely (ops, parts, waits, NOCOLOR splits). Throws.
 RankSchedule load_rank_schedule(const std::string& path);

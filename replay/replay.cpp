@@ -77,11 +77,15 @@ model::Result model_check_dir(const std::string& trace_dir, int order_from, std:
     if (order_from >= static_cast<int>(files.size()))
       throw std::runtime_error("replay: --order-from " + std::to_string(order_from) + ": the trace has ranks 0.." +
                                std::to_string(files.size() - 1));
-    RankSchedule source{t.processes[0], {}};
+    RankSchedule source;
     for (const Process& p : t.processes)
-      if (p.global_rank == order_from) source = RankSchedule{p, load_nocolor_splits(p)};
+      if (p.global_rank == order_from) {
+        source.proc = p;
+        source.nocolor = load_nocolor_splits(p);
+      }
     for (Process& p : t.processes) {
-      RankSchedule mine{std::move(p), {}};
+      RankSchedule mine;
+      mine.proc = std::move(p);
       mine.nocolor = load_nocolor_splits(mine.proc);
       reorder_like(mine, source);
       p = std::move(mine.proc);

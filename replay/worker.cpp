@@ -242,6 +242,14 @@ void Worker::create_comms() {
     if (comms[i].init_rc == 0) evs.push_back({comms[i].init_call, static_cast<int>(i), comms[i].parent});
   for (const auto& n : sched_.nocolor) evs.push_back({n.call_index, -1, n.parent});
   std::sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.call < b.call; });
+  // What the worker cannot re-create: say so instead of hanging in init.
+  for (int i : sched_.shrunk)
+    throw Error("communicator " + comms[i].hash + " was created by ncclCommShrink, which replay does not re-create");
+  std::map<std::string, int> rank_of;
+  for (const Comm& c : comms)
+    if (c.init_rc == 0 && !rank_of.try_emplace(c.hash, c.rank).second && rank_of[c.hash] != c.rank)
+      throw Error("communicator " + c.hash + " has several ranks in this process (ncclCommInitAll or "
+                  "ncclCommInitRankScalable over devices), which replay does not re-create");
   std::map<std::string, int> occurrences;
   for (const Ev& e : evs) {
     if (e.parent >= 0 && !comms_[e.parent])
