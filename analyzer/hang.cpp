@@ -108,6 +108,15 @@ std::vector<WaitFor> waits_of(const Ctx& c, int p, uint32_t op) {
         out.push_back({m.proc, "issued " + describe_signature(qs) + " seq " + std::to_string(qo.seq) + " instead" + dead(m.proc)});
         continue;
       }
+      if (sig.cls == OpClass::kAllToAll && qs.cls == OpClass::kAllToAll) {
+        int me = c.s.procs[p].info.comms[o.comm].rank;
+        int64_t want = all_to_all_amount(sig, false, m.rank), sent = all_to_all_amount(qs, true, me);
+        if (want != sent) {
+          out.push_back({m.proc, "its all-to-all sends " + std::to_string(sent) + " elements here, " +
+                                     std::to_string(want) + " expected" + dead(m.proc)});
+          continue;
+        }
+      }
       std::string st = c.peer_state(m.proc, qop);
       if (!st.empty()) out.push_back({m.proc, st + dead(m.proc)});
       else if (c.status[m.proc] == RankStatus::kDead && !qo.completed())
@@ -209,6 +218,28 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
       std::sort(c.in_flight[p].begin(), c.in_flight[p].end());
       if (!sp.ops.empty()) rh.last_completed = -1;
     }
+    // A collective that every other member completed has completed here too; only its
+    // completion row is missing (killed before the watchdog saw the event).
+    std::vector<uint32_t> still;
+    for (uint32_t i : c.in_flight[p]) {
+      const ProcComm& pc = idx.per_proc[p][sp.ops[i].comm];
+      bool done = false;
+      if (pc.gcomm >= 0 && s.sigs[sp.ops[i].sig].cls != OpClass::kP2P && idx.comms[pc.gcomm].members.size() > 1) {
+        size_t k = std::lower_bound(pc.colls.begin(), pc.colls.end(), i) - pc.colls.begin();
+        done = true;
+        for (auto& m : idx.comms[pc.gcomm].members) {
+          if (m.proc == static_cast<int>(p)) continue;
+          const auto& theirs = idx.of(m).colls;
+          const SchedOp* q = k < theirs.size() ? &s.procs[m.proc].ops[theirs[k]] : nullptr;
+          done &= q && q->completed() && s.procs[m.proc].completion_known && q->sig == sp.ops[i].sig;
+        }
+      }
+      if (done)
+        rh.last_completed = std::max<int64_t>(rh.last_completed, i);
+      else
+        still.push_back(i);
+    }
+    c.in_flight[p] = std::move(still);
     std::set<uint8_t> streams;
     for (uint32_t i : c.in_flight[p])
       if (streams.insert(sp.ops[i].stream).second) c.oldest[p].push_back(i);
@@ -231,8 +262,10 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
       for (auto& w : b.waits) edges[p].push_back({w.proc, op});
       rh.blocked.push_back(std::move(b));
     }
-    if (c.status[p] == RankStatus::kBlocked)
+    if (c.status[p] == RankStatus::kBlocked) {
       for (auto& b : rh.blocked) r.hung |= !b.waits.empty();
+      r.hung |= !rh.why.empty();  // killed (by the launcher's timeout?) while blocked in NCCL
+    }
   }
   // Cycles: Tarjan's strongly connected components; one cycle per component of 2+ processes.
   std::vector<int> index(n, -1), low(n, 0), comp(n, -1);

@@ -68,6 +68,14 @@ Schedule schedule_from_trace(const Trace& trace) {
   return s;
 }
 
+int64_t all_to_all_amount(const Signature& s, bool send, int peer) {
+  if (s.parts.empty()) return s.count;
+  int64_t n = 0;
+  for (auto& p : s.parts)
+    if (p.peer == peer && p.op == (send ? "send" : "recv")) n += p.count;
+  return n;
+}
+
 std::string describe_signature(const Signature& s) {
   std::string d = s.op;
   if (!s.dtype.empty()) d += " " + s.dtype;

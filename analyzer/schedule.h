@@ -91,6 +91,10 @@ std::string signature_key(const Signature& s);
 // The compact form of a fully loaded trace (tests, small traces).
 Schedule schedule_from_trace(const Trace& trace);
 
+// Elements an all-to-all moves to (send) or from (!send) one peer; ncclAlltoAll (no parts)
+// moves `count` to and from every peer.
+int64_t all_to_all_amount(const Signature& s, bool send, int peer);
+
 // Human form: "all_reduce float32 count=1024 sum", "all_to_all float32 [r0:8 r1:8]".
 std::string describe_signature(const Signature& s);
 

@@ -43,7 +43,9 @@ Recorded record(const std::string& name, int nranks, double launcher_timeout, st
   r.dir = temp_dir(name);
   std::vector<std::string> argv = {LOCKSTEP_EXE, "run", "-o", r.dir};
   argv.insert(argv.end(), run_flags.begin(), run_flags.end());
-  for (std::string a : {"--", LAUNCHER, "-n", std::to_string(nranks).c_str(), "--timeout"}) argv.push_back(a);
+  for (std::string a : {"--", LAUNCHER, "-n"}) argv.push_back(a);
+  argv.push_back(std::to_string(nranks));
+  argv.push_back("--timeout");
   argv.push_back(std::to_string(launcher_timeout));
   if (quiet) argv.push_back("--quiet");
   argv.push_back("--");
