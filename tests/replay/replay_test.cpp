@@ -278,8 +278,8 @@ TEST(ModelAgreesWithReplay, GroupedSendRecvRingCompletesAndWrongPeerHangs) {
 }
 
 // The CLI end to end: exit codes and the first lines users see.
-std::pair<int, std::string> run_cli(const std::string& args) {
-  const std::string cmd = "env LD_LIBRARY_PATH=" FIXTURE_LIB_DIR " " LOCKSTEP_CLI " " + args + " 2>&1";
+std::pair<int, std::string> run_cli_with(const std::string& command) {
+  const std::string cmd = "env LD_LIBRARY_PATH=" FIXTURE_LIB_DIR " " + command + " 2>&1";
   FILE* f = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -288,6 +288,7 @@ std::pair<int, std::string> run_cli(const std::string& args) {
   const int status = pclose(f);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
+std::pair<int, std::string> run_cli(const std::string& args) { return run_cli_with(LOCKSTEP_CLI " " + args); }
 
 TEST(ReplayCli, ReportsModelVerdictAndReplayResultWithExitCodes) {
   const std::string good = write("cli-pipeline", pipeline());
@@ -303,6 +304,31 @@ TEST(ReplayCli, ReportsModelVerdictAndReplayResultWithExitCodes) {
   EXPECT_TRUE(contains(out3, "completed")) << out3;
   auto [rc4, out4] = run_cli("replay --model " + (scratch() / "no-such-dir").string());
   EXPECT_EQ(rc4, 2) << out4;
+}
+
+}  // namespace
+}  // namespace lockstep
+
+namespace lockstep {
+namespace {
+
+// Under a launcher (srun, torchrun, lockstep-launch), each task runs only its own rank.
+TEST(ReplayCli, RankFromEnvRunsOneRankPerLaunchedProcess) {
+  const std::string dir = (scratch() / "rank-from-env").string();
+  testing::write_schedule_trace(pipeline().trace, dir);
+  auto [rc, out] = run_cli_with(LAUNCH_EXE " -n 2 --timeout 20 -- " LOCKSTEP_CLI " replay --rank-from-env --timeout 10 " + dir);
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(contains(out, "rank 0: completed 10 ops")) << out;
+  EXPECT_TRUE(contains(out, "rank 1: completed 10 ops")) << out;
+  // Both ranks sending first hangs: each worker gives up at its timeout.
+  auto [rc2, out2] =
+      run_cli_with(LAUNCH_EXE " -n 2 --timeout 20 -- " LOCKSTEP_CLI " replay --rank-from-env --order-from 0 --timeout 2 " + dir);
+  EXPECT_NE(rc2, 0) << out2;
+  EXPECT_TRUE(contains(out2, "not finished after 2.0 s")) << out2;
+  // Without a rendezvous directory it says what is missing.
+  auto [rc3, out3] = run_cli_with("env -u LOCKSTEP_RENDEZVOUS_DIR RANK=0 " LOCKSTEP_CLI " replay --rank-from-env " + dir);
+  EXPECT_EQ(rc3, 2) << out3;
+  EXPECT_TRUE(contains(out3, "needs LOCKSTEP_RENDEZVOUS_DIR")) << out3;
 }
 
 }  // namespace
