@@ -100,7 +100,8 @@ bool Completion::load_driver() {
 }
 
 bool Completion::available() {
-  if (load_state_ != 0) return load_state_ > 0;
+  int state = __atomic_load_n(&load_state_, __ATOMIC_ACQUIRE);
+  if (state != 0) return state > 0;
   std::lock_guard<std::mutex> g(load_mu_);
   if (load_state_ == 0) {
     bool ok = load_driver();
