@@ -118,7 +118,7 @@ void add_replay_command(CLI::App& app, int* exit_code) {
   sub->add_option("dir", a->dir, "Recorded trace directory")->required()->check(CLI::ExistingDirectory);
   sub->add_flag("--model", a->model, "Model check only: can the per-rank schedules deadlock under NCCL's semantics?");
   sub->add_flag("--json", a->json, "With --model: the verdict and witness as JSON");
-  sub->add_option("--timeout", a->timeout_s, "Seconds before a replay is declared hung (default 30)")->check(CLI::PositiveNumber);
+  sub->add_option("--timeout", a->timeout_s, "Seconds without progress (no op completing) before a replay is declared hung (default 30)")->check(CLI::PositiveNumber);
   sub->add_flag("--rank-from-env", a->rank_from_env,
                 "Run only this process's rank (RANK/SLURM_PROCID...), under srun or torchrun; needs LOCKSTEP_RENDEZVOUS_DIR");
   sub->add_option("--order-from", a->order_from,

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <set>
@@ -125,8 +126,6 @@ ReplayResult run_replay(const ReplayOptions& o, std::ostream& log) {
     lo.argv = {o.worker_exe, "--files"};
     for (const auto& f : files) lo.argv.push_back(f);
     lo.argv.push_back("--timeout");
-    // Workers stop themselves (SIGTERM, so the recorder flushes) a little before the launcher
-    // would kill them.
     lo.argv.push_back(std::to_string(o.timeout_s));
     if (o.order_from >= 0) {
       lo.argv.push_back("--order-from-file");
@@ -135,7 +134,9 @@ ReplayResult run_replay(const ReplayOptions& o, std::ostream& log) {
     if (tr.seed) {
       lo.argv.insert(lo.argv.end(), {"--delay-seed", std::to_string(tr.seed), "--max-delay-us", std::to_string(o.max_delay_us)});
     }
-    lo.timeout_s = o.timeout_s + 5;
+    // Workers end themselves after timeout_s without progress; this only bounds a worker that
+    // cannot (a stuck launcher child, a signal ignored).
+    lo.timeout_s = std::max(3600.0, o.timeout_s * 10);
     lo.env = o.env;
     if (!o.preload.empty()) {
       lo.env["LD_PRELOAD"] = o.preload;
@@ -156,7 +157,7 @@ ReplayResult run_replay(const ReplayOptions& o, std::ostream& log) {
       if (!o.preload.empty()) tr.report = analyze_report(tr.trace_dir);
     }
     log << "replay" << (tr.seed ? " trial " + std::to_string(k) + " (seed " + std::to_string(tr.seed) + ")" : std::string()) << ": "
-        << (tr.completed ? "completed" : tr.timed_out ? "HANG (not finished after " + seconds(o.timeout_s) + ")" : "FAILED")
+        << (tr.completed ? "completed" : tr.timed_out ? "HANG (no progress for " + seconds(o.timeout_s) + ")" : "FAILED")
         << "\n";
     result.trials.push_back(std::move(tr));
   }

@@ -173,6 +173,11 @@ std::vector<Call> calls_of(const Op& o) {
   return {Call{o.op, o.dtype, o.count, o.root, o.peer, o.redop}};
 }
 
+// Progress of this rank: bumped by the host loop and, through a host function enqueued after
+// each op, by every op that completes on its stream. The watchdog declares a hang when it stops.
+std::atomic<uint64_t> g_progress{0};
+void bump_progress(void*) { g_progress.fetch_add(1, std::memory_order_relaxed); }
+
 void host_sleep(void* us) { std::this_thread::sleep_for(std::chrono::microseconds(reinterpret_cast<uintptr_t>(us))); }
 
 class Worker {
@@ -267,6 +272,7 @@ void Worker::create_comms() {
       check(api_.CommSplit(comms_[e.parent], c.split_color, c.split_key, &comms_[e.comm], nullptr),
             "ncclCommSplit for " + c.hash);
     }
+    bump_progress(nullptr);
     if (o_.verbose)
       std::fprintf(stderr, "lockstep replay: %s: communicator %s ready (rank %d of %d)\n", label_.c_str(),
                    c.hash.c_str(), c.rank, c.nranks);
@@ -338,6 +344,7 @@ void Worker::issue(const Op& o) {
   if (group) check(api_.GroupStart(), "ncclGroupStart");
   for (const Call& c : calls) issue_call(c, o);
   if (group) check(api_.GroupEnd(), "ncclGroupEnd");
+  check(api_.LaunchHostFunc(stream(o.stream), bump_progress, nullptr), "cuLaunchHostFunc");
 }
 
 void Worker::wait(const Wait& w) {
@@ -405,6 +412,7 @@ int Worker::run() {
     if (wi < waits.size() && (oi >= ops.size() || waits[wi].call_index < ops[oi].call_index)) {
       close_group();
       wait(waits[wi++]);
+      bump_progress(nullptr);
       continue;
     }
     const Op& o = ops[oi++];
@@ -422,6 +430,7 @@ int Worker::run() {
     }
     issue(o);
     ++issued;
+    bump_progress(nullptr);
   }
   close_group();
   if (o_.verbose) std::fprintf(stderr, "lockstep replay: %s: %lld ops issued, synchronizing\n", label_.c_str(), (long long)issued);
@@ -446,12 +455,26 @@ int run_worker(const WorkerOptions& options) {
   std::thread watchdog;
   if (options.timeout_s > 0) {
     watchdog = std::thread([&] {
+      // A hang is no progress (no op completing, no host step) for timeout_s: slow perturbed
+      // trials are not hangs.
+      uint64_t last = g_progress.load();
+      auto last_change = std::chrono::steady_clock::now();
       std::unique_lock<std::mutex> lk(mu);
-      if (cv.wait_for(lk, std::chrono::duration<double>(options.timeout_s), [&] { return done; })) return;
-      std::fprintf(stderr, "lockstep replay: %s: not finished after %.1f s: the schedule hangs\n",
-                   options.trace_file.c_str(), options.timeout_s);
-      std::fflush(stderr);
-      kill(getpid(), SIGTERM);
+      while (!cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return done; })) {
+        const uint64_t now_value = g_progress.load(std::memory_order_relaxed);
+        const auto now = std::chrono::steady_clock::now();
+        if (now_value != last) {
+          last = now_value;
+          last_change = now;
+          continue;
+        }
+        if (now - last_change < std::chrono::duration<double>(options.timeout_s)) continue;
+        std::fprintf(stderr, "lockstep replay: %s: no progress for %.1f s: the schedule hangs\n",
+                     options.trace_file.c_str(), options.timeout_s);
+        std::fflush(stderr);
+        kill(getpid(), SIGTERM);
+        return;
+      }
     });
   }
   int rc;

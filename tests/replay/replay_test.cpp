@@ -324,11 +324,43 @@ TEST(ReplayCli, RankFromEnvRunsOneRankPerLaunchedProcess) {
   auto [rc2, out2] =
       run_cli_with(LAUNCH_EXE " -n 2 --timeout 20 -- " LOCKSTEP_CLI " replay --rank-from-env --order-from 0 --timeout 2 " + dir);
   EXPECT_NE(rc2, 0) << out2;
-  EXPECT_TRUE(contains(out2, "not finished after 2.0 s")) << out2;
+  EXPECT_TRUE(contains(out2, "no progress for 2.0 s")) << out2;
   // Without a rendezvous directory it says what is missing.
   auto [rc3, out3] = run_cli_with("env -u LOCKSTEP_RENDEZVOUS_DIR RANK=0 " LOCKSTEP_CLI " replay --rank-from-env " + dir);
   EXPECT_EQ(rc3, 2) << out3;
   EXPECT_TRUE(contains(out3, "needs LOCKSTEP_RENDEZVOUS_DIR")) << out3;
+}
+
+}  // namespace
+}  // namespace lockstep
+
+namespace lockstep {
+namespace {
+
+TEST(Perturbation, ReportsEveryHangingTrialWithItsSeedAndTrace) {
+  const std::string dir = (scratch() / "seed-swapped-perturbed").string();
+  testing::write_schedule_trace(seed_like(/*swap_rank=*/0).trace, dir);
+  replay::ReplayOptions o;
+  o.trace_dir = dir;
+  o.out_dir = (scratch() / "seed-swapped-perturbed-replay").string();
+  o.timeout_s = 1.5;
+  o.perturb = 2;
+  o.seed = 41;
+  o.max_delay_us = 200;
+  o.worker_exe = WORKER_EXE;
+  o.preload = LIBLOCKSTEP;
+  o.env = fixture_env();
+  std::ostringstream log;
+  auto r = replay::run_replay(o, log);
+  ASSERT_EQ(r.trials.size(), 2u);
+  EXPECT_EQ(r.hung_trials(), 2) << describe(r);
+  for (int k = 0; k < 2; ++k) {
+    EXPECT_EQ(r.trials[k].seed, 41u + k);
+    EXPECT_TRUE(r.trials[k].timed_out) << describe(r);
+    EXPECT_TRUE(fs::exists(r.trials[k].trace_dir)) << r.trials[k].trace_dir;
+    EXPECT_TRUE(contains(r.trials[k].report, "seq 20")) << r.trials[k].report;
+  }
+  EXPECT_TRUE(contains(log.str(), "trial 1 (seed 42): HANG")) << log.str();
 }
 
 }  // namespace
