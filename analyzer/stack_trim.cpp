@@ -42,8 +42,20 @@ std::vector<Frame> trim_stack(const std::vector<Frame>& frames, size_t max_frame
   return out;
 }
 
+// "(anonymous namespace)::fsdp_post_backward(Model&, int) [clone .constprop.0]" ->
+// "fsdp_post_backward": the name is what a reader needs; the full one stays in --json.
+std::string short_function(std::string fn) {
+  const std::string anon = "(anonymous namespace)::";
+  for (size_t a; (a = fn.find(anon)) != std::string::npos;) fn.erase(a, anon.size());
+  if (auto c = fn.find(" [clone "); c != std::string::npos) fn.erase(c);
+  size_t from = 0;
+  if (auto op = fn.find("operator()"); op != std::string::npos) from = op + 10;
+  if (auto paren = fn.find('(', from); paren != std::string::npos && paren > 0 && fn.back() == ')') fn.erase(paren);
+  return fn;
+}
+
 std::string format_frame(const Frame& f) {
-  std::string s = f.function.empty() ? "??" : f.function;
+  std::string s = f.function.empty() ? "??" : short_function(f.function);
   if (!f.file.empty()) {
     s += " (" + basename(f.file);
     if (f.line > 0) s += ":" + std::to_string(f.line);

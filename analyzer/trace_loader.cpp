@@ -528,6 +528,33 @@ Trace load_trace(const std::string& dir, const LoadOptions& options) {
   return t;
 }
 
+Trace load_trace_headers(const std::string& dir, const LoadOptions& options) {
+  auto files = list_trace_files(dir);
+  std::vector<Process> procs(files.size());
+  std::vector<std::string> reasons(files.size());
+  parallel_for(files.size(), options.threads, [&](size_t i) {
+    try {
+      read_file(files[i], options, [&](sqlite3* db) {
+        procs[i] = Process{};
+        procs[i].path = files[i];
+        read_header(db, procs[i]);
+      });
+    } catch (const FileSkip& e) {
+      reasons[i] = e.what();
+    }
+  });
+  Trace t;
+  t.dir = dir;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (reasons[i].empty())
+      t.processes.push_back(std::move(procs[i]));
+    else
+      t.skipped.push_back({files[i], reasons[i]});
+  }
+  std::sort(t.processes.begin(), t.processes.end(), process_less);
+  return t;
+}
+
 Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
   auto files = list_trace_files(dir);
   std::vector<SchedProcess> procs(files.size());

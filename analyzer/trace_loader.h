@@ -28,6 +28,9 @@ Trace load_trace(const std::string& dir, const LoadOptions& options = {});
 // The compact form for analyses: sequenced ops only, no stacks (see trace_details.h).
 Schedule load_schedule(const std::string& dir, const LoadOptions& options = {});
 
+// Only meta, env, comms and hangs of every file (no ops): finding a rank's file is cheap.
+Trace load_trace_headers(const std::string& dir, const LoadOptions& options = {});
+
 // One file, full. Throws LoadError with the skip reason when the file is unusable.
 Process load_process_file(const std::string& path, const LoadOptions& options = {});
 

@@ -18,18 +18,24 @@ struct OpsArgs {
 };
 
 int ops(const OpsArgs& a) {
-  auto s = load_for_analysis("ops", a.dir);
-  if (!s) return kExitUsage;
-  int proc = -1;
-  for (size_t p = 0; p < s->procs.size(); ++p)
-    if (display_rank(*s, static_cast<int>(p)) == a.rank) proc = static_cast<int>(p);
-  if (proc < 0) {
+  std::string path;
+  try {
+    Trace headers = load_trace_headers(a.dir);
+    for (size_t i = 0; i < headers.processes.size(); ++i) {
+      int r = headers.processes[i].global_rank >= 0 ? headers.processes[i].global_rank : static_cast<int>(i);
+      if (r == a.rank) path = headers.processes[i].path;
+    }
+  } catch (const LoadError& e) {
+    std::cerr << "lockstep ops: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (path.empty()) {
     std::cerr << "lockstep ops: no trace of rank " << a.rank << " in " << a.dir << "\n";
     return kExitUsage;
   }
   Process p;
   try {
-    p = load_process_file(s->procs[proc].info.path);
+    p = load_process_file(path);
   } catch (const LoadError& e) {
     std::cerr << "lockstep ops: " << e.what() << "\n";
     return kExitUsage;
@@ -53,13 +59,13 @@ int ops(const OpsArgs& a) {
   size_t hi = std::min(p.ops.size(), center + a.window + 1);
   std::cout << "rank " << a.rank << " (" << p.host << " pid " << p.pid << "): " << p.ops.size() << " ops";
   if (a.around < 0) std::cout << ", the last " << hi - lo;
-  std::cout << "\n  call      comm      seq  op                                        state\n";
+  std::cout << "\n  call      comm          seq  op [state]\n";
   for (size_t i = lo; i < hi; ++i) {
     const Op& o = p.ops[i];
     Signature sig{o.op, o.dtype, o.count, o.root, o.peer, o.redop, o.parts, classify_op(o.op)};
     std::string comm = o.comm >= 0 ? short_hash(p.comms[o.comm].hash) : "?";
     char line[64];
-    std::snprintf(line, sizeof line, "%s %-9lld %-8s %5s  ", i == center ? ">" : " ", static_cast<long long>(o.call_index),
+    std::snprintf(line, sizeof line, "%s %-9lld %-8s %8s  ", i == center ? ">" : " ", static_cast<long long>(o.call_index),
                   comm.c_str(), o.seq > 0 ? std::to_string(o.seq).c_str() : "-");
     std::string state = o.state + (o.completed ? ", completed" : "");
     if (o.rc != 0) state += ", rc=" + std::to_string(o.rc);
