@@ -105,11 +105,19 @@ TEST(Loader, skips_each_unusable_file_with_its_reason_and_keeps_the_good_ones) {
   sql(dir + "/older" + schema::kFileSuffix, "UPDATE meta SET value='0' WHERE key='schema_version'");
   fs::copy_file(good, dir + "/truncated" + schema::kFileSuffix);
   fs::resize_file(dir + "/truncated" + schema::kFileSuffix, fs::file_size(good) / 2);
+  fs::copy_file(good, dir + "/corrupt" + schema::kFileSuffix);
+  {
+    // Same size, garbage over the pages after the first: the b-trees no longer parse.
+    std::fstream f(dir + "/corrupt" + schema::kFileSuffix, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(4096);
+    std::string junk(fs::file_size(good) - 4096, '\x5a');
+    f.write(junk.data(), static_cast<std::streamsize>(junk.size()));
+  }
   put("notes.txt", "ignored: not a trace file name");
 
   Schedule s = load_schedule(dir);
   EXPECT_EQ(s.procs.size(), 2u);
-  EXPECT_EQ(s.skipped.size(), 6u);
+  EXPECT_EQ(s.skipped.size(), 7u);
   auto expect = [&](const std::string& file, const std::string& needle) {
     std::string r = reason_for(s, file + schema::kFileSuffix);
     EXPECT_NE(r.find(needle), std::string::npos) << file << ": expected reason containing '" << needle << "', got '" << r << "'";
@@ -120,6 +128,7 @@ TEST(Loader, skips_each_unusable_file_with_its_reason_and_keeps_the_good_ones) {
   expect("newer", "newer than this lockstep");
   expect("older", "older than this lockstep");
   expect("truncated", "truncated");
+  expect("corrupt", "corrupt");
 }
 
 TEST(Loader, missing_or_empty_directory_is_an_error_that_says_so) {

@@ -113,3 +113,22 @@ TEST(Report, junit_has_one_failing_case_per_problem_class) {
   EXPECT_NE(xml.find("<testcase classname=\"lockstep\" name=\"communicator_order\"/>"), std::string::npos) << xml;
   EXPECT_NE(xml.find("failures=\"2\""), std::string::npos) << "ranks_agree and no_hang fail:\n" << xml;
 }
+
+TEST(StackTrim, keeps_user_frames_python_first_and_shortens_cpp_names) {
+  std::vector<Frame> frames = {
+      {"native", "ncclAllReduce", "/usr/lib/libnccl.so.2", 0x10, "", 0},
+      {"native", "lockstep::rec::hook", "/b/lib/liblockstep.so", 0x20, "", 0},
+      {"native", "c10d::ProcessGroupNCCL::allreduce(std::vector<at::Tensor>&)", "/t/libtorch_cuda.so", 0x30, "", 0},
+      {"native", "(anonymous namespace)::step(Model&, int) [clone .constprop.0]", "/app/train", 0x40, "", 0},
+      {"native", "_PyEval_EvalFrameDefault", "/usr/bin/python3.11", 0x50, "", 0},
+      {"python", "all_reduce", "", 0, "/site/torch/distributed/c10d_logger.py", 83},
+      {"python", "clip_grad_norm", "", 0, "/app/train.py", 120},
+      {"python", "<module>", "", 0, "<frozen runpy>", 88},
+  };
+  auto kept = trim_stack(frames);
+  ASSERT_EQ(kept.size(), 2u);
+  EXPECT_EQ(format_frame(kept[0]), "clip_grad_norm (train.py:120)");
+  EXPECT_EQ(format_frame(kept[1]), "step (train+0x40)");
+  EXPECT_EQ(frame_origin(kept), "clip_grad_norm (train.py:120)");
+  EXPECT_EQ(trim_stack(frames, 1).size(), 1u);
+}
