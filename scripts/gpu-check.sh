@@ -93,8 +93,27 @@ for round in $(seq 1 "${OVERHEAD_ROUNDS:-2}"); do
   done
 done
 step overhead-table $PY scripts/gpu/overhead_table.py "$W/overhead.jsonl"
-{ echo; echo "## Overhead"; echo; cat "$W/overhead-table.log"; } >>"$SUMMARY"
+{ echo; echo "## Overhead under PyTorch"; echo; cat "$W/overhead-table.log"; } >>"$SUMMARY"
+
+# 6. The same without PyTorch: ncclAllReduce(8 B) issue cost, C++ (bench/nccl_call_overhead.cpp),
+#    rounds alternating between configurations so drift hits all of them alike.
+NCCL_LIB=$($PY -c 'import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__path__)[0],"lib"))' 2>/dev/null)
+if [ ! -x "$BUILD/bin/nccl_call_overhead" ]; then
+  g++ -std=c++20 -O2 -I/usr/local/cuda/include bench/nccl_call_overhead.cpp -o "$BUILD/bin/nccl_call_overhead" \
+      -L"$NCCL_LIB" -l:libnccl.so.2 -lcuda
+fi
+: >"$W/c-overhead.jsonl"
+for round in $(seq 1 "${C_ROUNDS:-5}"); do
+  LD_LIBRARY_PATH="$NCCL_LIB:$LD_LIBRARY_PATH" "$BUILD/bin/nccl_call_overhead" >>"$W/c-overhead.jsonl" 2>>"$W/c-overhead.err"
+  for s in none native; do
+    LD_LIBRARY_PATH="$NCCL_LIB:$LD_LIBRARY_PATH" "$LS" run -o "$W/t-c-$s" --stacks $s -- \
+      "$BUILD/bin/nccl_call_overhead" >>"$W/c-overhead.jsonl" 2>>"$W/c-overhead.err"
+  done
+done
+step c-overhead-table $PY scripts/gpu/c_overhead_table.py "$W/c-overhead.jsonl"
+{ echo; echo "## ncclAllReduce issue cost without PyTorch (C++)"; echo; cat "$W/c-overhead-table.log"; } >>"$SUMMARY"
+
 
 echo >>"$SUMMARY"; echo "$pass passed, $fail failed" >>"$SUMMARY"
-tar -C "$W" -czf "$OUT/gpu-logs.tar.gz" . 2>/dev/null
+tar -C "$W" -czf "$OUT/gpu-logs.tar.gz" --exclude='t-bench-*' --exclude='t-c-*' . 2>/dev/null
 cat "$SUMMARY"
