@@ -93,7 +93,13 @@ Schedule schedule_from_trace(const Trace& trace) {
     std::vector<int32_t> local_to_global(p.comms.size(), -1);
     for (size_t ci = 0; ci < p.comms.size(); ++ci) {
       const Comm& c = p.comms[ci];
-      if (c.init_rc != 0) continue;  // creation failed: no communicator exists
+      if (c.init_rc != 0 || c.nranks <= 0) continue;  // creation failed, or the NULL-comm placeholder
+      if (c.name == "(created before tracing)") {
+        // The recorder gave it an identity local to this process: members cannot be matched.
+        s.problems.push_back(p.path + ": communicator " + c.hash +
+                             " was created before tracing started; its ops are ignored (record from the start)");
+        continue;
+      }
       auto [it, fresh] = comm_by_hash.try_emplace(c.hash, static_cast<int32_t>(s.comms.size()));
       if (fresh) {
         CommInfo info;

@@ -37,7 +37,7 @@ OpClass classify_op(const std::string& op);
 
 enum OpFlags : uint8_t {
   kOpCompleted = 1,      // completion recorded
-  kOpGraphLaunched = 2,  // ran as part of a CUDA graph replay
+  kOpGraphLaunched = 2,  // ran as part of a CUDA graph replay (set from in-memory traces only)
 };
 
 struct SchedOp {

@@ -328,7 +328,9 @@ void read_ops_full(sqlite3* db, Process& p) {
 // a reused key buffer so a repeated op allocates nothing.
 void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
   CommIds ids(sp.info);
-  // NULL handling and the state filter run inside SQLite: one column call per value here.
+  // NULL handling runs inside SQLite: one column call per value here. Rows that enqueued
+  // nothing (failed, simulated, captured) have seq NULL (schema); the state column, the last of
+  // the row and the costliest to decode, is not read.
   int64_t total = 0;
   {
     Stmt n(db, "SELECT count(*) FROM ops");
@@ -337,8 +339,8 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
   sp.ops.reserve(static_cast<size_t>(total));
   Stmt st(db,
           "SELECT call_index, comm_id, seq, op, IFNULL(dtype,''), IFNULL(count,0), IFNULL(root,-1), IFNULL(peer,-1), "
-          "IFNULL(redop,''), state = 'graph_launched', IFNULL(stream,0), IFNULL(group_id,-1) "
-          "FROM ops WHERE seq IS NOT NULL AND state <> 'captured' ORDER BY call_index");
+          "IFNULL(redop,''), 0, IFNULL(stream,0), IFNULL(group_id,-1) "
+          "FROM ops WHERE seq IS NOT NULL ORDER BY call_index");
   Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts ORDER BY call_index, part");
   bool parts_row = parts.step();
   std::unordered_map<std::string, uint32_t> local;
@@ -362,7 +364,6 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     int comm = ids.index(comm_id);
     if (comm < 0) throw FileSkip("corrupt: op " + std::to_string(ci) + " names unknown comm_id " + std::to_string(comm_id));
     o.comm = static_cast<uint16_t>(comm);
-    if (sqlite3_column_int64(raw, 9)) o.flags |= kOpGraphLaunched;
     uint64_t stream = static_cast<uint64_t>(sqlite3_column_int64(raw, 10));
     size_t si = 0;
     while (si < sp.streams.size() && sp.streams[si] != stream) ++si;
