@@ -58,7 +58,8 @@ struct Child {
   bool running = true;
 };
 
-[[noreturn]] void exec_rank(const LaunchOptions& o, int rank, const std::string& rdv, int out_fd, pid_t parent) {
+[[noreturn]] void exec_rank(const LaunchOptions& o, int rank, const std::string& rdv, const std::string& launch_id,
+                           int out_fd, pid_t parent) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(1);  // the launcher died before prctl took effect
@@ -77,6 +78,7 @@ struct Child {
   setenv("LOCAL_RANK", r.c_str(), 1);
   setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
   setenv("LOCKSTEP_RENDEZVOUS_DIR", rdv.c_str(), 1);
+  setenv("LOCKSTEP_LAUNCH_ID", launch_id.c_str(), 1);
   for (const auto& [k, v] : o.env) setenv(k.c_str(), v.c_str(), 1);
   std::vector<char*> argv;
   for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -128,13 +130,17 @@ LaunchResult launch_ranks(const LaunchOptions& o) {
   std::vector<Child> kids(o.nranks);
   std::fflush(nullptr);  // no duplicated buffered output in the children
   const pid_t self = getpid();
+  static std::atomic<unsigned> launches{0};
+  const std::string launch_id = std::to_string(self) + "-" +
+                                std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" +
+                                std::to_string(launches++);
   for (int r = 0; r < o.nranks; ++r) {
     int fds[2] = {-1, -1};
     if (o.capture_output && pipe2(fds, O_CLOEXEC) != 0)
       throw std::runtime_error(std::string("launch_ranks: pipe: ") + std::strerror(errno));
     pid_t pid = fork();
     if (pid < 0) throw std::runtime_error(std::string("launch_ranks: fork: ") + std::strerror(errno));
-    if (pid == 0) exec_rank(o, r, rdv, fds[1], self);
+    if (pid == 0) exec_rank(o, r, rdv, launch_id, fds[1], self);
     setpgid(pid, pid);  // also here: no race with a kill before the child ran setpgid
     if (o.capture_output) {
       close(fds[1]);

@@ -1,7 +1,9 @@
 // Starts N ranks of a program on this machine, the way torchrun/srun would, and watches them:
 // each rank gets RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and LOCKSTEP_RENDEZVOUS_DIR
 // (a directory shared by the ranks, where examples exchange ncclUniqueIds through files; see
-// examples/common/bootstrap.h). Used by the tests, the demo and `lockstep replay`.
+// examples/common/bootstrap.h), and LOCKSTEP_LAUNCH_ID (unique per launch_ranks call, so files
+// of an earlier run in a reused rendezvous dir are not mistaken for this one's). Used by the
+// tests, the demo and `lockstep replay`.
 #pragma once
 
 #include <sys/types.h>

@@ -52,6 +52,9 @@ inline WorldInfo world_from_env() {
     throw std::runtime_error("no rank in the environment: set RANK and WORLD_SIZE (or run under lockstep-launch, "
                              "torchrun, srun or mpirun)");
   }
+  if (w.world_size == -1)
+    throw std::runtime_error("the rank is set in the environment but not the world size (WORLD_SIZE, SLURM_NTASKS or "
+                             "OMPI_COMM_WORLD_SIZE)");
   if (w.world_size < 1 || w.rank < 0 || w.rank >= w.world_size)
     throw std::runtime_error("invalid rank " + std::to_string(w.rank) + " for world size " +
                              std::to_string(w.world_size));
@@ -60,12 +63,16 @@ inline WorldInfo world_from_env() {
 
 // Rank 0 makes the id and publishes it as $LOCKSTEP_RENDEZVOUS_DIR/<name>.id (written to a
 // temporary file, then renamed, so readers never see half of it); the others poll for it.
+// Under lockstep-launch the file name also carries $LOCKSTEP_LAUNCH_ID, so a file left by an
+// earlier run in a reused directory is never read; other launchers need a fresh directory.
 inline ncclUniqueId exchange_unique_id(const char* name, double timeout_s = 60) {
   const char* dir = std::getenv("LOCKSTEP_RENDEZVOUS_DIR");
   if (!dir || !*dir)
     throw std::runtime_error("LOCKSTEP_RENDEZVOUS_DIR is not set: it must name a directory shared by all ranks");
   WorldInfo w = world_from_env();
-  std::string path = std::string(dir) + "/" + name + ".id";
+  std::string path = std::string(dir) + "/" + name;
+  if (const char* launch = std::getenv("LOCKSTEP_LAUNCH_ID"); launch && *launch) path += std::string(".") + launch;
+  path += ".id";
   ncclUniqueId id{};
   if (w.rank == 0) {
     ncclResult_t r = ncclGetUniqueId(&id);

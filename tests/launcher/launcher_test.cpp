@@ -60,6 +60,15 @@ TEST(Launcher, EveryRankGetsItsRankWorldSizeAndTheSharedRendezvousDir) {
   EXPECT_FALSE(std::filesystem::exists(dir)) << "the temporary rendezvous dir should be removed afterwards";
 }
 
+TEST(Launcher, EveryLaunchHasItsOwnLaunchIdSharedByItsRanks) {
+  auto a = launch_ranks(sh(2, "echo \"$LOCKSTEP_LAUNCH_ID\""));
+  auto b = launch_ranks(sh(1, "echo \"$LOCKSTEP_LAUNCH_ID\""));
+  ASSERT_EQ(a.ranks.size(), 2u);
+  EXPECT_GT(a.ranks[0].output.size(), 1u) << "LOCKSTEP_LAUNCH_ID is empty";
+  EXPECT_EQ(a.ranks[0].output, a.ranks[1].output);
+  EXPECT_NE(a.ranks[0].output, b.ranks[0].output);
+}
+
 TEST(Launcher, ExtraEnvironmentReachesEveryRank) {
   auto o = sh(2, "echo \"x=$LOCKSTEP_TEST_VAR\"");
   o.env["LOCKSTEP_TEST_VAR"] = "hello world";
