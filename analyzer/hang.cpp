@@ -246,6 +246,13 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     rh.in_flight = c.in_flight[p].size();
     bool stale = rh.why.find("before its neighbours") != std::string::npos;
     if (rh.in_flight && !stale) c.status[p] = RankStatus::kBlocked;
+    // Stopped by SIGTERM/SIGINT (the scheduler or launcher ending the job) with nothing in
+    // flight and not long before its neighbours: it was in host code, not dead.
+    bool ended_by_job = sp.info.exit_reason == "SIGTERM" || sp.info.exit_reason == "SIGINT";
+    if (c.status[p] == RankStatus::kDead && !rh.in_flight && !stale && ended_by_job) {
+      c.status[p] = RankStatus::kNoCollective;
+      rh.why = "stopped by " + sp.info.exit_reason + " while in host code";
+    }
   }
   // Wait-for edges between processes.
   std::vector<std::vector<std::pair<int, uint32_t>>> edges(n);  // proc -> (waits for, via op)
@@ -337,7 +344,9 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     };
     switch (rh.status) {
       case RankStatus::kFinished: sum = "finished"; break;
-      case RankStatus::kNoCollective: sum = "in no collective (host code?); " + last(); break;
+      case RankStatus::kNoCollective:
+        sum = "in no collective (host code?); " + last() + (rh.why.empty() ? "" : "; " + rh.why);
+        break;
       case RankStatus::kDead: sum = "dead: " + rh.why + "; " + last(); break;
       case RankStatus::kBlocked: {
         const BlockedOp& b = rh.blocked.front();

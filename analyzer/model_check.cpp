@@ -139,10 +139,11 @@ Schedule schedule_from_trace(const Trace& trace) {
     };
 
     std::vector<Item> ops, waits;
+    int64_t ignored = 0;  // ops on communicators the model cannot identify
     for (const Op& o : p.ops) {
       if (o.state != "enqueued" && o.state != "graph_launched") continue;  // enqueued nothing
       if (o.comm < 0 || o.comm >= static_cast<int>(p.comms.size()) || local_to_global[o.comm] < 0) {
-        s.problems.push_back(p.path + ": op call " + std::to_string(o.call_index) + " on an unknown communicator; ignored");
+        ++ignored;
         continue;
       }
       Item it;
@@ -185,6 +186,9 @@ Schedule schedule_from_trace(const Trace& trace) {
       }
       ops.push_back(it);
     }
+    if (ignored)
+      s.problems.push_back(p.path + ": " + std::to_string(ignored) +
+                           " ops on communicators that cannot be identified across ranks are ignored");
     for (const Wait& w : p.waits) {
       Item it;
       if (w.kind == "stream_sync") it.kind = ItemKind::kStreamSync;
