@@ -244,10 +244,14 @@ void Worker::create_comms() {
   struct Ev { int64_t call; int comm; int parent; };
   std::vector<Ev> evs;
   for (size_t i = 0; i < comms.size(); ++i)
-    if (comms[i].init_rc == 0) evs.push_back({comms[i].init_call, static_cast<int>(i), comms[i].parent});
+    if (comms[i].init_rc == 0 && comms[i].nranks > 0) evs.push_back({comms[i].init_call, static_cast<int>(i), comms[i].parent});
   for (const auto& n : sched_.nocolor) evs.push_back({n.call_index, -1, n.parent});
   std::sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.call < b.call; });
   // What the worker cannot re-create: say so instead of hanging in init.
+  for (const Comm& c : comms)
+    if (c.name == "(created before tracing)" && c.init_rc == 0)
+      throw Error("communicator " + c.hash + " was created before tracing started: its membership is unknown "
+                  "(record the job from its start)");
   for (int i : sched_.shrunk)
     throw Error("communicator " + comms[i].hash + " was created by ncclCommShrink, which replay does not re-create");
   std::map<std::string, int> rank_of;
