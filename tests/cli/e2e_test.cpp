@@ -101,7 +101,7 @@ void expect_divergence(const std::string& mode, const std::string& kind) {
 }  // namespace
 
 TEST(E2E, seed_demo_names_reduce_scatter_on_rank_0_and_all_to_all_on_rank_1_at_seq_3750_with_stacks) {
-  auto rec = record("seed", 2, 20, {SEED_DEADLOCK}, {"--stacks", "native"});
+  auto rec = record("seed", 2, 10, {SEED_DEADLOCK}, {"--stacks", "native"});
   EXPECT_EQ(rec.job.exit_code, 124) << rec.describe();
   auto a = analyze(rec.dir);
   ASSERT_EQ(a.exit_code, 1) << a.raw;
