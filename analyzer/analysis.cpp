@@ -195,7 +195,15 @@ std::string agreed_before(const Ctx& c, const Divergence& d) {
     const SchedOp& prev = c.s.procs[g.members[0].proc].ops[colls[d.ordinal - 2]];
     if (prev.seq == d.ordinal - 1) range = "seq 1.." + std::to_string(prev.seq);
   }
-  return "all " + std::to_string(g.members.size()) + " members issued the same " + range;
+  // "completed" only when every member recorded the completion of the op before.
+  bool completed = true;
+  for (auto& m : g.members) {
+    const auto& mc = c.a.index.of(m).colls;
+    completed &= static_cast<size_t>(d.ordinal - 1) <= mc.size() &&
+                 c.s.procs[m.proc].ops[mc[d.ordinal - 2]].completed();
+  }
+  std::string who = g.members.size() == 2 ? "both members" : "all " + std::to_string(g.members.size()) + " members";
+  return who + (completed ? " completed " : " issued the same ") + range;
 }
 
 void text_finding(std::ostream& os, const Ctx& c, const Divergence& d, bool full) {

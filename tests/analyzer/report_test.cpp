@@ -90,7 +90,7 @@ TEST(Report, text_report_names_both_sides_stacks_and_the_agreed_prefix) {
   for (const char* needle :
        {"FIRST DIVERGENCE: comm 3f2a9c01 (2 ranks, role init0) seq 3750", "rank 0: reduce_scatter float32 count=4096 sum",
         "rank 1: all_to_all float32", "from post_backward (_runtime_utils.py:733)",
-        "all 2 members issued the same seq 1..3749", "fsdp_post_backward_reduce_scatter (seed_deadlock.cpp:120)",
+        "both members completed seq 1..3749", "fsdp_post_backward_reduce_scatter (seed_deadlock.cpp:120)",
         "ops just before on rank 0:", "seq 3749  all_reduce"}) {
     EXPECT_NE(text.find(needle), std::string::npos) << "missing '" << needle << "' in:\n" << text;
   }
