@@ -44,7 +44,13 @@ class Db {
  public:
   Db(const std::string& path, int flags, int busy_ms) {
     int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
-    if (rc != SQLITE_OK) fail(db_, rc, "cannot open");
+    if (rc != SQLITE_OK) {
+      // The destructor does not run for a constructor that throws: close here.
+      std::string msg = std::string("cannot open: ") + (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
+      sqlite3_close_v2(db_);
+      db_ = nullptr;
+      throw FileSkip(msg);
+    }
     sqlite3_busy_timeout(db_, busy_ms);
     // Read pages through a memory map instead of read(2) copies: the loader scans whole files.
     sqlite3_exec(db_, "PRAGMA mmap_size=1073741824", nullptr, nullptr, nullptr);
@@ -413,8 +419,9 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
 // replay. Read a private copy instead, so the trace itself is never modified.
 template <class Fn>
 void with_rollback_copy(const std::string& path, const LoadOptions& opt, Fn&& fn) {
-  char tmpl[] = "/tmp/lockstep-rollback-XXXXXX";
-  if (!mkdtemp(tmpl)) throw FileSkip("hot journal and no temporary directory to roll back a copy in");
+  std::error_code ec;
+  std::string tmpl = (fs::temp_directory_path(ec) / "lockstep-rollback-XXXXXX").string();
+  if (ec || !mkdtemp(tmpl.data())) throw FileSkip("hot journal and no temporary directory to roll back a copy in");
   fs::path tmp(tmpl);
   auto copy = tmp / fs::path(path).filename();
   try {
