@@ -21,11 +21,13 @@ run1 --file .carry/gpu/hang/rank-0.lockstep.sqlite --timeout 5
 ngpu=$(nvidia-smi -L | wc -l)
 if [ "$ngpu" -ge 2 ]; then
   for t in seed-good seed-bad; do
-    files=$(ls .carry/gpu/$t/*.sqlite | sort)
+    # --files wants rank order; the recorder names files by pid.
+    files=$(python3 -c "import glob,sqlite3,sys;fs=glob.glob('.carry/gpu/$t/*.sqlite');print(' '.join(sorted(fs,key=lambda f:int(sqlite3.connect(f).execute(\"select value from meta where key='global_rank'\").fetchone()[0]))))")
     echo "=== 2 ranks: $t"; t0=$(date +%s.%N)
     /tmp/launch -n 2 --timeout 60 -- /tmp/w --files $files --timeout 5 2>&1 | tail -8
     echo "rc=${PIPESTATUS[0]} wall=$(python3 -c "import time;print(round(time.time()-$t0,2))")"
   done
   echo "=== 2 ranks: seed-good, 3 perturbed trials"
-  for s in 1 2 3; do /tmp/launch -n 2 --timeout 60 --quiet -- /tmp/w --files $(ls .carry/gpu/seed-good/*.sqlite | sort) --timeout 5 --delay-seed $s --max-delay-us 200; echo "seed $s rc=$?"; done
+  t=seed-good; files=$(python3 -c "import glob,sqlite3,sys;fs=glob.glob('.carry/gpu/$t/*.sqlite');print(' '.join(sorted(fs,key=lambda f:int(sqlite3.connect(f).execute(\"select value from meta where key='global_rank'\").fetchone()[0]))))")
+  for s in 1 2 3; do /tmp/launch -n 2 --timeout 60 --quiet -- /tmp/w --files $files --timeout 5 --delay-seed $s --max-delay-us 200; echo "seed $s rc=$?"; done
 fi
