@@ -234,6 +234,34 @@ int scenario_graph() {
 
 int scenario_nothing() { return 0; }
 
+// The communicator calls besides InitRank/Split/Destroy, one after the other.
+int scenario_lifecycle() {
+  ncclComm_t all[2];
+  int devs[2] = {0, 1};
+  CHECK(ncclCommInitAll(all, 2, devs));
+  ncclUniqueId ids[2];
+  memset(ids, 6, sizeof ids);
+  ncclComm_t scal = nullptr;
+  CHECK(ncclCommInitRankScalable(&scal, 4, 1, 2, ids, nullptr));
+  int excluded[1] = {3};
+  ncclComm_t shrunk = nullptr;
+  CHECK(ncclCommShrink(scal, excluded, 1, &shrunk, nullptr, NCCL_SHRINK_DEFAULT));
+  void* handle = nullptr;
+  CHECK(ncclCommRegister(scal, buf, sizeof buf, &handle));
+  CHECK(ncclCommDeregister(scal, handle));
+  ncclResult_t async = ncclSuccess;
+  CHECK(ncclCommGetAsyncError(scal, &async));  // no error: not recorded
+  ncclUniqueId id3;
+  memset(&id3, 8, sizeof id3);
+  ncclComm_t three = nullptr;
+  CHECK(ncclCommInitRank(&three, 3, id3, 0));
+  CHECK(ncclCommGetAsyncError(three, &async));  // ncclRemoteError: recorded
+  CHECK(ncclCommFinalize(all[0]));
+  CHECK(ncclCommDestroy(all[0]));
+  CHECK(ncclCommRevoke(all[1], 0));
+  return 0;
+}
+
 int scenario_null_comm() {
   for (int i = 0; i < 3; i++)
     if (ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, nullptr, stream()) == ncclSuccess) return 3;
@@ -309,6 +337,7 @@ int main(int argc, char** argv) {
   if (s == "ops_then_wait") return scenario_ops_then_wait(argc > 2 ? atoi(argv[2]) : 100);
   if (s == "graph") return scenario_graph();
   if (s == "nothing") return scenario_nothing();
+  if (s == "lifecycle") return scenario_lifecycle();
   if (s == "null_comm") return scenario_null_comm();
   if (s == "own_sigint_handler") return scenario_own_sigint_handler();
   if (s == "abort_then_kill") return scenario_abort_then_kill();

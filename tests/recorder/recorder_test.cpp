@@ -526,3 +526,50 @@ TEST(Recorder, calls_on_a_null_communicator_are_failed_rows_of_one_placeholder_c
                      "count(seq) FROM ops"),
             "3:failed:0");
 }
+
+TEST(Recorder, other_communicator_calls_are_recorded_with_identities_and_api_rows) {
+  Probe p({"lifecycle"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  auto comms = t.rows("SELECT id, nranks, rank, ifnull(parent_id,'-'), ifnull(end_kind,'-'), "
+                      "comm_hash FROM comms ORDER BY id");
+  ASSERT_EQ(comms.size(), 5u);
+  // InitAll: ranks 0 and 1 of one communicator, both handles in this process.
+  EXPECT_EQ(join({comms[0][1], comms[0][2], comms[0][4]}), "2,0,destroy") << "finalize, then destroy";
+  EXPECT_EQ(join({comms[1][1], comms[1][2], comms[1][4]}), "2,1,revoke");
+  EXPECT_EQ(comms[0][5], comms[1][5]) << "the ranks of one InitAll communicator share its identity";
+  EXPECT_EQ(join({comms[2][1], comms[2][2], comms[2][3]}), "4,1,-") << "InitRankScalable";
+  EXPECT_EQ(join({comms[3][1], comms[3][2], comms[3][3]}), "3,1," + comms[2][0]) << "shrink";
+  EXPECT_NE(comms[3][5], comms[2][5]);
+  EXPECT_EQ(t.scalar("SELECT group_concat(name || ':' || rc || ':' || ifnull(detail,''), ' ') FROM "
+                     "(SELECT * FROM api_calls ORDER BY call_index)"),
+            "ncclCommRegister:0:buff=" + t.scalar("SELECT substr(detail, 6, instr(detail, ' ')-6) "
+                                                  "FROM api_calls WHERE name='ncclCommRegister'") +
+                " size=256 ncclCommDeregister:0: ncclCommGetAsyncError:0:asyncError=6");
+}
+
+TEST(Recorder, only_the_lowest_rank_with_a_trace_in_the_directory_starts_the_analyzer) {
+  TempDir tools, dir;
+  std::string script = tools.path + "/fake-lockstep";
+  {
+    FILE* f = fopen(script.c_str(), "w");
+    fprintf(f, "#!/bin/sh\necho analyzer-ran\n");
+    fclose(f);
+    chmod(script.c_str(), 0755);
+  }
+  auto env = recorder_env(dir.path);
+  env["LOCKSTEP_HANG_TIMEOUT"] = "1";
+  env["PROBE_SLEEP"] = "2";
+  env["LOCKSTEP_ANALYZER"] = script;
+  // Rank 3 alone: the lowest rank it can see is its own.
+  env["RANK"] = "3";
+  ProcResult alone = run({PROBE_PATH, "hang"}, env);
+  EXPECT_NE(alone.err.find("analyzer-ran"), std::string::npos) << alone.err;
+  // Rank 2 of 4 beside rank 1's trace (rank 1 ran first, without hanging): rank 1 is lower.
+  env["RANK"] = "1";
+  ASSERT_EQ(run({PROBE_PATH, "basic"}, env).exit_code, 0);
+  env["RANK"] = "2";
+  ProcResult r2 = run({PROBE_PATH, "hang"}, env);
+  EXPECT_NE(r2.err.find("lockstep: rank 2"), std::string::npos) << "the hang line itself: " << r2.err;
+  EXPECT_EQ(r2.err.find("analyzer-ran"), std::string::npos) << r2.err;
+}

@@ -41,6 +41,19 @@ STRONG ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUn
   return make_comm(comm, nranks, rank);
 }
 ALIAS(ncclCommInitRankConfig)
+STRONG ncclResult_t pncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int, ncclUniqueId*, ncclConfig_t*) {
+  return make_comm(comm, nranks, rank);
+}
+ALIAS(ncclCommInitRankScalable)
+STRONG ncclResult_t pncclCommShrink(ncclComm_t comm, int* excluded, int n, ncclComm_t* newcomm, ncclConfig_t*, int) {
+  auto* c = reinterpret_cast<StubComm*>(comm);
+  int below = 0;
+  for (int i = 0; i < n; i++) below += excluded[i] < c->rank;
+  return make_comm(newcomm, c->nranks - n, c->rank - below);
+}
+ALIAS(ncclCommShrink)
+STRONG ncclResult_t pncclCommRevoke(ncclComm_t, int) { return ncclSuccess; }
+ALIAS(ncclCommRevoke)
 STRONG ncclResult_t pncclCommInitAll(ncclComm_t* comms, int n, const int*) {
   for (int i = 0; i < n; i++) make_comm(&comms[i], n, i);
   return ncclSuccess;
@@ -66,7 +79,11 @@ STRONG ncclResult_t pncclCommUserRank(const ncclComm_t comm, int* r) { *r = rein
 ALIAS(ncclCommUserRank)
 STRONG ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* d) { *d = reinterpret_cast<StubComm*>(comm)->device; return ncclSuccess; }
 ALIAS(ncclCommCuDevice)
-STRONG ncclResult_t pncclCommGetAsyncError(ncclComm_t, ncclResult_t* e) { *e = ncclSuccess; return ncclSuccess; }
+// Test convention: a communicator of 3 ranks reports a remote error.
+STRONG ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* e) {
+  *e = reinterpret_cast<StubComm*>(comm)->nranks == 3 ? ncclRemoteError : ncclSuccess;
+  return ncclSuccess;
+}
 ALIAS(ncclCommGetAsyncError)
 STRONG ncclResult_t pncclCommRegister(const ncclComm_t, void*, size_t, void** h) { *h = nullptr; return ncclSuccess; }
 ALIAS(ncclCommRegister)
