@@ -1,0 +1,79 @@
+// The recorder's lock-free structures on their own: the bounded queue and the comm table.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "bounded_queue.h"
+#include "comm_table.h"
+
+using namespace lockstep::rec;
+
+TEST(BoundedQueue, refuses_pushes_when_full_and_accepts_again_after_a_pop) {
+  BoundedQueue<int> q(4);
+  for (int i = 0; i < 4; i++) EXPECT_TRUE(q.push(i)) << i;
+  EXPECT_FALSE(q.push(99)) << "a full queue refuses instead of blocking";
+  int v = -1;
+  ASSERT_TRUE(q.pop(v));
+  EXPECT_EQ(v, 0);
+  EXPECT_TRUE(q.push(4));
+  std::vector<int> rest;
+  while (q.pop(v)) rest.push_back(v);
+  EXPECT_EQ(rest, (std::vector<int>{1, 2, 3, 4}));
+}
+
+TEST(BoundedQueue, concurrent_producers_lose_nothing_they_were_told_was_accepted) {
+  BoundedQueue<int64_t> q(1 << 10);
+  std::atomic<int64_t> accepted{0};
+  std::atomic<bool> done{false};
+  std::set<int64_t> seen;
+  std::thread consumer([&] {
+    int64_t v;
+    for (;;) {
+      if (q.pop(v)) {
+        EXPECT_TRUE(seen.insert(v).second) << "duplicate " << v;
+      } else if (done.load()) {
+        if (!q.pop(v)) break;
+        seen.insert(v);
+      }
+    }
+  });
+  std::vector<std::thread> producers;
+  for (int t = 0; t < 4; t++)
+    producers.emplace_back([&, t] {
+      for (int64_t i = 0; i < 50000; i++)
+        if (q.push(t * 1000000 + i)) accepted.fetch_add(1);
+    });
+  for (auto& p : producers) p.join();
+  done.store(true);
+  consumer.join();
+  EXPECT_EQ(int64_t(seen.size()), accepted.load());
+}
+
+TEST(CommTable, retired_handle_is_not_found_and_can_be_registered_again) {
+  static CommTable table;  // large: not on the stack
+  CommState a, b;
+  void* h = reinterpret_cast<void*>(0x1000);
+  table.insert(h, &a);
+  EXPECT_EQ(table.find(h), &a);
+  table.retire(h);
+  EXPECT_EQ(table.find(h), nullptr);
+  table.insert(h, &b);
+  EXPECT_EQ(table.find(h), &b) << "a reused handle is a new communicator";
+  EXPECT_EQ(table.find(nullptr), nullptr);
+}
+
+TEST(CommTable, many_handles_colliding_in_probing_stay_distinct) {
+  static CommTable table;
+  std::vector<CommState> states(3000);
+  for (size_t i = 0; i < states.size(); i++)
+    table.insert(reinterpret_cast<void*>(0x10000 + i * 0x1000), &states[i]);
+  for (size_t i = 0; i < states.size(); i += 2)
+    table.retire(reinterpret_cast<void*>(0x10000 + i * 0x1000));
+  for (size_t i = 0; i < states.size(); i++) {
+    CommState* want = i % 2 ? &states[i] : nullptr;
+    ASSERT_EQ(table.find(reinterpret_cast<void*>(0x10000 + i * 0x1000)), want) << i;
+  }
+}
