@@ -6,8 +6,6 @@
 // docs/replay.md states the semantics and the argument.
 #include "model_check.h"
 
-#include <sqlite3.h>
-
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -216,40 +214,6 @@ Schedule schedule_from_trace(const Trace& trace) {
         s.problems.push_back("communicator " + c.label + ": rank " + std::to_string(r) + " of " + std::to_string(c.nranks) +
                              " has no trace file; its ops on it are taken as never issued");
   return s;
-}
-
-void load_waits(Trace& trace) {
-  for (Process& p : trace.processes) {
-    if (!p.waits.empty() || p.path.empty()) continue;
-    sqlite3* db = nullptr;
-    if (sqlite3_open_v2(p.path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-      std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
-      sqlite3_close(db);
-      throw std::runtime_error("model: cannot open " + p.path + ": " + msg);
-    }
-    std::unique_ptr<sqlite3, int (*)(sqlite3*)> guard(db, sqlite3_close);
-    sqlite3_busy_timeout(db, 2000);
-    sqlite3_stmt* st = nullptr;
-    // An older file without the table simply has no waits.
-    if (sqlite3_prepare_v2(db, "SELECT call_index, kind, stream, event, tid, begin_mono_ns, end_mono_ns FROM waits ORDER BY call_index",
-                           -1, &st, nullptr) != SQLITE_OK)
-      continue;
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-      Wait w;
-      w.call_index = sqlite3_column_int64(st, 0);
-      const unsigned char* kind = sqlite3_column_text(st, 1);
-      w.kind = kind ? reinterpret_cast<const char*>(kind) : "";
-      w.stream = static_cast<uint64_t>(sqlite3_column_int64(st, 2));
-      w.event = static_cast<uint64_t>(sqlite3_column_int64(st, 3));
-      w.tid = sqlite3_column_int64(st, 4);
-      w.begin_mono_ns = sqlite3_column_int64(st, 5);
-      w.end_mono_ns = sqlite3_column_type(st, 6) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 6);
-      p.waits.push_back(std::move(w));
-    }
-    sqlite3_finalize(st);
-    if (rc != SQLITE_DONE) throw std::runtime_error("model: reading waits of " + p.path + ": " + sqlite3_errmsg(db));
-  }
 }
 
 // ---------------------------------------------------------------------------------------------

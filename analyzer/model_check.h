@@ -97,10 +97,6 @@ const char* op_kind_name(OpKind k);
 // trace cannot be checked (no processes, a communicator whose members are missing from it...).
 Schedule schedule_from_trace(const Trace& trace);
 
-// Reads the waits table of every process of `trace` whose waits are still empty (the analyzer's
-// loader may not fill them). Throws std::runtime_error when a file cannot be read.
-void load_waits(Trace& trace);
-
 enum class Verdict { kCanComplete, kMayDeadlock, kDeadlock };
 const char* verdict_name(Verdict v);  // "can complete" | "may deadlock" | "deadlock"
 

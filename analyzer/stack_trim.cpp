@@ -26,9 +26,14 @@ bool glue_native(const Frame& f) {
 
 bool glue_python(const Frame& f) {
   if (f.file.rfind("<frozen", 0) == 0) return true;
-  // c10d's logging/exception wrappers sit between every collective and its caller.
-  return contains(f.file, "torch/distributed/c10d_logger.py") || contains(f.file, "torch/_ops.py") ||
-         contains(f.file, "torch/utils/_contextlib.py");
+  // Between every collective and the code that asked for it: c10d's API and logging wrappers,
+  // op dispatch, decorators, nn.Module's call wrappers, dynamo's frame entry. What is left
+  // (FSDP's post_backward, the model, the training loop) says why the collective was issued.
+  for (const char* glue : {"torch/distributed/c10d_logger.py", "torch/distributed/distributed_c10d.py",
+                           "torch/_ops.py", "torch/utils/_contextlib.py", "torch/nn/modules/module.py",
+                           "torch/_dynamo/eval_frame.py", "torch/autograd/graph.py"})
+    if (contains(f.file, glue)) return true;
+  return false;
 }
 
 }  // namespace

@@ -121,7 +121,9 @@ TEST(StackTrim, keeps_user_frames_python_first_and_shortens_cpp_names) {
       {"native", "c10d::ProcessGroupNCCL::allreduce(std::vector<at::Tensor>&)", "/t/libtorch_cuda.so", 0x30, "", 0},
       {"native", "(anonymous namespace)::step(Model&, int) [clone .constprop.0]", "/app/train", 0x40, "", 0},
       {"native", "_PyEval_EvalFrameDefault", "/usr/bin/python3.11", 0x50, "", 0},
-      {"python", "all_reduce", "", 0, "/site/torch/distributed/c10d_logger.py", 83},
+      {"python", "wrapper", "", 0, "/site/torch/distributed/c10d_logger.py", 83},
+      {"python", "all_reduce", "", 0, "/site/torch/distributed/distributed_c10d.py", 2501},
+      {"python", "_call_impl", "", 0, "/site/torch/nn/modules/module.py", 1750},
       {"python", "clip_grad_norm", "", 0, "/app/train.py", 120},
       {"python", "<module>", "", 0, "<frozen runpy>", 88},
   };
