@@ -134,6 +134,24 @@ TEST(E2E, unmatched_send_is_reported_as_pairing_and_the_sender_waits_for_the_rec
   std::filesystem::remove_all(rec.dir);
 }
 
+TEST(E2E, send_and_receive_of_different_sizes_are_reported_as_p2p_count) {
+  auto rec = scenario("p2p-count");
+  auto a = analyze(rec.dir);
+  ASSERT_EQ(a.exit_code, 1) << a.raw;
+  EXPECT_EQ(a.j["first_divergence"]["kind"], "p2p_count") << a.raw;
+  EXPECT_EQ(side(a.j["first_divergence"], 0)["op"], "send") << a.raw;
+  EXPECT_EQ(side(a.j["first_divergence"], 1)["op"], "recv") << a.raw;
+  std::filesystem::remove_all(rec.dir);
+}
+
+TEST(E2E, send_and_receive_on_opposite_sides_of_a_collective_are_reported_as_p2p_interleave) {
+  auto rec = scenario("p2p-interleave");
+  auto a = analyze(rec.dir);
+  ASSERT_EQ(a.exit_code, 1) << a.raw;
+  EXPECT_EQ(a.j["first_divergence"]["kind"], "p2p_interleave") << a.raw;
+  std::filesystem::remove_all(rec.dir);
+}
+
 TEST(E2E, rank_stuck_in_host_code_never_issued_and_is_in_no_collective) {
   auto rec = scenario("never", 3);
   auto a = analyze(rec.dir);

@@ -36,7 +36,8 @@
 namespace {
 
 constexpr const char* kModes =
-    "clean pipeline inversion | count dtype root redop optype a2a-split p2p-unmatched never dead cycle";
+    "clean pipeline inversion | count dtype root redop optype a2a-split p2p-unmatched p2p-count p2p-interleave never "
+    "dead cycle";
 
 struct Job {
   int rank = 0, n = 0;
@@ -199,6 +200,17 @@ int main(int argc, char** argv) {
     j.agree(j.world);
     if (!r1) j.send(1, 64, j.world), j.send(1, 64, j.world);
     else j.recv(0, 64, j.world);
+    j.sync(j.s0);
+  } else if (mode == "p2p-count") {
+    j.agree(j.world);
+    if (!r1) j.send(1, 64, j.world);
+    else j.recv(0, 32, j.world);
+    j.sync(j.s0);
+  } else if (mode == "p2p-interleave") {
+    // Rank 0 sends before the all_reduce, rank 1 receives after it: the comm serializes both.
+    j.agree(j.world);
+    if (!r1) j.send(1, 64, j.world), j.all_reduce(j.world, 256, j.s0);
+    else j.all_reduce(j.world, 256, j.s0), j.recv(0, 64, j.world);
     j.sync(j.s0);
   } else if (mode == "never") {
     // The last rank stays in host code (a data loader that never returns) before op 4.
