@@ -282,6 +282,8 @@ void Writer::fail(const char* what) {
   if (failed_.exchange(true)) return;
   warn("writing the trace %s failed (%s: %s); the program continues untraced", path_.c_str(),
        what, sqlite3_errmsg(db_));
+  // Leave no open transaction (a hot journal) behind: readers keep every committed batch.
+  if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
 }
 
 void Writer::run() {
@@ -568,7 +570,7 @@ void Writer::commit_batch(bool force_meta) {
   for (int attempt = 0;; attempt++) {
     int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
     if (rc == SQLITE_OK) break;
-    if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || attempt >= 10) {
+    if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || attempt >= 4) {  // exit waits at most ~10 s
       fail("commit");
       return;
     }
