@@ -14,16 +14,39 @@ std::string baseline_signature(const Signature& s) {
   return describe_signature(s);
 }
 
-template <class T>
-void run_length(std::ostream& os, const std::vector<T>& v, const std::string& indent) {
-  for (size_t i = 0; i < v.size();) {
-    size_t j = i;
-    while (j < v.size() && v[j] == v[i]) ++j;
-    os << indent << v[i];
-    if (j - i > 1) os << " x" << j - i;
-    os << "\n";
-    i = j;
+// Run-length encoding of lines and of repeated blocks (a training step's pattern of
+// collectives repeats every step):
+//   all_reduce float32 count=8 sum x4         (one line, 4 times)
+//   repeat x4:                                (a block of lines, 4 times)
+//     all_gather float32 count=128
+//     all_reduce float32 count=32 sum
+void run_length(std::ostream& os, const std::vector<std::string>& v, size_t begin, size_t end, const std::string& indent) {
+  const size_t kMaxBlock = 32;
+  for (size_t i = begin; i < end;) {
+    // The block length that covers the most lines from i by repetition (shortest on ties).
+    size_t best_len = 1, best_reps = 1;
+    for (size_t len = 1; len <= kMaxBlock && i + 2 * len <= end; ++len) {
+      size_t reps = 1;
+      while (i + (reps + 1) * len <= end &&
+             std::equal(v.begin() + static_cast<long>(i), v.begin() + static_cast<long>(i + len),
+                        v.begin() + static_cast<long>(i + reps * len)))
+        ++reps;
+      if (reps > 1 && reps * len > best_reps * best_len) best_len = len, best_reps = reps;
+    }
+    if (best_len == 1) {
+      os << indent << v[i];
+      if (best_reps > 1) os << " x" << best_reps;
+      os << "\n";
+    } else {
+      os << indent << "repeat x" << best_reps << ":\n";
+      run_length(os, v, i, i + best_len, indent + "  ");
+    }
+    i += best_len * best_reps;
   }
+}
+
+void run_length(std::ostream& os, const std::vector<std::string>& v, const std::string& indent) {
+  run_length(os, v, 0, v.size(), indent);
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -117,10 +140,10 @@ BaselineDiff compare_baseline(const std::string& baseline, const std::string& ac
     while (i < a.size() || j < b.size()) {
       if (i < a.size() && j < b.size() && a[i] == b[j]) {
         script.push_back({' ', a[i], pre + i}), ++i, ++j;
-      } else if (j < b.size() && (i == a.size() || lcs[i][j + 1] >= lcs[i + 1][j])) {
-        script.push_back({'+', b[j], pre + i}), ++j;
+      } else if (i < a.size() && (j == b.size() || lcs[i + 1][j] >= lcs[i][j + 1])) {
+        script.push_back({'-', a[i], pre + i}), ++i;  // removals before additions, as diff -u
       } else {
-        script.push_back({'-', a[i], pre + i}), ++i;
+        script.push_back({'+', b[j], pre + i}), ++j;
       }
     }
   } else {
