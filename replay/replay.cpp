@@ -12,6 +12,7 @@
 #include "rank_schedule.h"
 #include "trace_details.h"
 #include "trace_loader.h"
+#include "trace_schema.h"
 
 namespace lockstep::replay {
 
@@ -72,7 +73,6 @@ std::string seconds(double s) {
 
 model::Result model_check_dir(const std::string& trace_dir, int order_from, std::vector<std::string>* problems) {
   Trace t = load(trace_dir);
-  model::load_waits(t);
   if (order_from >= 0) {
     const auto files = rank_files(t);
     if (order_from >= static_cast<int>(files.size()))
@@ -118,7 +118,10 @@ ReplayResult run_replay(const ReplayOptions& o, std::ostream& log) {
     tr.trace_dir = o.perturb > 0 ? (fs::path(o.out_dir) / ("trial-" + std::to_string(k))).string() : o.out_dir;
     fs::create_directories(tr.trace_dir);
     for (const auto& e : fs::directory_iterator(tr.trace_dir))
-      if (e.path().string().ends_with(".lockstep.sqlite")) fs::remove(e.path());  // a previous replay's
+      // A previous replay's files (and hot journals of killed ranks) would mix into this trace.
+      if (const std::string f = e.path().string();
+          f.ends_with(schema::kFileSuffix) || f.ends_with(std::string(schema::kFileSuffix) + "-journal"))
+        fs::remove(e.path());
 
     // The worker finds its file by rank: the launcher sets RANK; the command line lists them all.
     LaunchOptions lo;
