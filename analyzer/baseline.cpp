@@ -49,6 +49,13 @@ void run_length(std::ostream& os, const std::vector<std::string>& v, const std::
   run_length(os, v, 0, v.size(), indent);
 }
 
+// "init0.split1(color=3)" -> "init0.split1": in the order sections, the tensor-parallel groups
+// of different ranks are one role, so 256 ranks with the same step pattern share one section.
+std::string role_family(std::string role) {
+  for (size_t a; (a = role.find("(color=")) != std::string::npos;) role.erase(a, role.find(')', a) - a + 1);
+  return role;
+}
+
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
@@ -67,7 +74,8 @@ std::string canonical_schedule(const Analysis& a) {
   std::ostringstream os;
   os << kBaselineHeader << "\n"
      << "# Per communicator role: its collectives in order (xN = N times). Then per group of ranks: the\n"
-     << "# order in which they issued the roles' collectives. Regenerate: lockstep check DIR --write-baseline FILE\n";
+     << "# order in which they issued the roles' collectives (split colors omitted).\n"
+     << "# Regenerate: lockstep check DIR --write-baseline FILE\n";
   // Each role's schedule, from its lowest-ranked member (ranks that disagree fail `check` anyway).
   std::map<std::string, std::vector<std::pair<int, std::vector<std::string>>>> roles;
   for (auto& g : a.index.comms) {
@@ -95,7 +103,7 @@ std::string canonical_schedule(const Analysis& a) {
     for (auto& o : s.procs[p].ops) {
       const ProcComm& pc = a.index.per_proc[p][o.comm];
       if (pc.gcomm < 0 || s.sigs[o.sig].cls == OpClass::kP2P) continue;
-      seq.push_back(a.index.comms[pc.gcomm].role);
+      seq.push_back(role_family(a.index.comms[pc.gcomm].role));
     }
     // Ranks with one communicator have no interleaving to keep.
     std::vector<std::string> distinct(seq);
