@@ -2,7 +2,10 @@
 // as a model::Schedule (a Trace of this size would need gigabytes of strings).
 //
 //   build-replay/bin/model_check_bench [--ranks 1024] [--ops 10000] [--tp 8] [--pp 4] [--break]
+//                                      [--via-trace]
 //
+// --via-trace also builds the same schedule as an in-memory Trace (what the loader returns) and
+// times schedule_from_trace + check, the path of `lockstep replay --model`.
 // --break makes the last rank issue a different collective halfway through, so the checker has
 // to find and explain a deadlock at full size. Prints timings and peak RSS; it
 // never fails on time (timings are not tests).
@@ -124,6 +127,49 @@ Schedule generate(int nranks, int ops_per_rank, int tp, int pp, bool broken) {
   return s;
 }
 
+// The schedule as the loader would return it (strings per op), to time schedule_from_trace.
+lockstep::Trace to_trace(const Schedule& s) {
+  lockstep::Trace t;
+  t.dir = "<generated>";
+  t.processes.resize(s.procs.size());
+  for (size_t p = 0; p < s.procs.size(); ++p) {
+    const ProcSchedule& ps = s.procs[p];
+    lockstep::Process& pr = t.processes[p];
+    pr.global_rank = static_cast<int>(p);
+    pr.path = ps.label;
+    std::vector<int> local(s.comms.size(), -1);
+    for (size_t c = 0; c < s.comms.size(); ++c) {
+      if (ps.comm_rank[c] < 0) continue;
+      lockstep::Comm cm;
+      cm.hash = s.comms[c].hash;
+      cm.nranks = s.comms[c].nranks;
+      cm.rank = ps.comm_rank[c];
+      local[c] = static_cast<int>(pr.comms.size());
+      pr.comms.push_back(cm);
+    }
+    pr.ops.reserve(ps.items.size());
+    for (const Item& it : ps.items) {
+      lockstep::Op o;
+      o.call_index = it.call_index;
+      o.comm = local[it.comm];
+      o.seq = it.seq;
+      o.op = op_kind_name(it.op);
+      o.dtype = it.dtype >= 0 ? s.names[it.dtype] : "";
+      o.redop = it.redop >= 0 ? s.names[it.redop] : "";
+      o.count = it.count;
+      o.stream = ps.streams[it.stream];
+      o.tid = ps.threads[it.thread];
+      o.state = "enqueued";
+      for (int32_t k = 0; k < it.nparts; ++k) {
+        const Part& part = ps.parts[it.first_part + k];
+        o.parts.push_back(lockstep::OpPart{part.is_send ? "send" : "recv", "float32", part.count, -1, part.peer, ""});
+      }
+      pr.ops.push_back(std::move(o));
+    }
+  }
+  return t;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -144,5 +190,16 @@ int main(int argc, char** argv) {
               nranks, ops, s.comms.size(), t1 - t0, t2 - t1, (t2 - t1) * 1e9 / (double(nranks) * ops), peak_rss_mb());
   std::printf("verdict: %s (%s model)%s%s\n", verdict_name(r.verdict), r.model.c_str(),
               r.summary.empty() ? "" : ": ", r.summary.c_str());
+  if (arg_flag(argc, argv, "--via-trace")) {
+    lockstep::Trace t = to_trace(s);
+    s = Schedule{};  // only the trace from here on
+    double t3 = now_s();
+    Schedule from = schedule_from_trace(t);
+    double t4 = now_s();
+    Result r2 = check(from, o);
+    double t5 = now_s();
+    std::printf("via trace: schedule_from_trace %.2f s (%.0f ns/op), check %.2f s, peak RSS %ld MiB, verdict %s\n", t4 - t3,
+                (t4 - t3) * 1e9 / (double(nranks) * ops), t5 - t4, peak_rss_mb(), verdict_name(r2.verdict));
+  }
   return 0;
 }
