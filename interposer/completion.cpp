@@ -201,19 +201,35 @@ void Completion::watchdog() {
 void Completion::poll_once(int64_t now) {
   void* cur_ctx = nullptr;
   bool ctx_known = false;
+  auto is_done = [&](const Entry& e) {
+    if (drv_->ctx_set_current && e.ctx && (!ctx_known || cur_ctx != e.ctx)) {
+      drv_->ctx_set_current(e.ctx);
+      cur_ctx = e.ctx;
+      ctx_known = true;
+    }
+    // Completed, or failed: an errored stream will not complete later either.
+    return drv_->event_query(e.event) != kCudaErrorNotReady;
+  };
   std::vector<std::pair<void*, void*>> released;
   for (auto it = in_flight_.begin(); it != in_flight_.end();) {
     std::deque<Entry>& q = it->second;
-    while (!q.empty()) {
-      Entry& e = q.front();
-      if (drv_->ctx_set_current && e.ctx && (!ctx_known || cur_ctx != e.ctx)) {
-        drv_->ctx_set_current(e.ctx);
-        cur_ctx = e.ctx;
-        ctx_known = true;
+    // Events of one stream complete in order, so the completed ones are a prefix of q: find
+    // its end with O(log n) queries instead of one per op (cuEventQuery costs ~1.3 us of
+    // driver time on an H200, and shares the driver with the application's launches).
+    size_t done = 0;
+    if (is_done(q.back())) {
+      done = q.size();
+    } else {
+      size_t lo = 0, hi = q.size() - 1;  // q[hi] is not done
+      while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (is_done(q[mid])) lo = mid + 1;
+        else hi = mid;
       }
-      int rc = drv_->event_query(e.event);
-      if (rc == kCudaErrorNotReady) break;
-      // Completed (or failed: an errored stream will not complete later either).
+      done = lo;
+    }
+    for (size_t i = 0; i < done; i++) {
+      const Entry& e = q.front();
       Record r;
       r.kind = RecKind::Completion;
       r.done = {e.op.call_index, now};

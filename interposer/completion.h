@@ -1,8 +1,10 @@
 // Completion tracking through the CUDA driver API: after an op is enqueued, an event is
 // recorded on its stream (cuEventRecord; events pooled, created with DISABLE_TIMING), and a
-// watchdog thread polls the oldest event of each stream (a stream completes in order). It also
-// reports hangs: ops in flight and no completion for LOCKSTEP_HANG_TIMEOUT seconds. libcuda.so.1
-// is loaded on the first op, never linked: a process without a driver simply has no completions.
+// watchdog thread polls them every 10 ms. A stream's events complete in order, so each poll
+// finds the completed prefix of each stream's in-flight ops by binary search (O(log n) event
+// queries). It also reports hangs: ops in flight and no completion for LOCKSTEP_HANG_TIMEOUT
+// seconds. libcuda.so.1 is loaded on the first op, never linked: a process without a driver
+// simply has no completions.
 #pragma once
 
 #include <cstdint>

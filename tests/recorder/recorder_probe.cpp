@@ -234,6 +234,18 @@ int scenario_graph() {
 
 int scenario_nothing() { return 0; }
 
+// 60 ops 3 ms apart on a stream whose work takes 100 ms: every watchdog poll sees some of
+// them complete and some not.
+int scenario_slow_stream() {
+  ncclComm_t c = init_comm();
+  for (int i = 0; i < 60; i++) {
+    CHECK(ncclAllReduce(buf, buf, size_t(i), ncclFloat32, ncclSum, c, stream(stub_cuda::kSlowStream)));
+    usleep(3000);
+  }
+  usleep(300000);
+  return 0;
+}
+
 // The communicator calls besides InitRank/Split/Destroy, one after the other.
 int scenario_lifecycle() {
   ncclComm_t all[2];
@@ -337,6 +349,7 @@ int main(int argc, char** argv) {
   if (s == "ops_then_wait") return scenario_ops_then_wait(argc > 2 ? atoi(argv[2]) : 100);
   if (s == "graph") return scenario_graph();
   if (s == "nothing") return scenario_nothing();
+  if (s == "slow_stream") return scenario_slow_stream();
   if (s == "lifecycle") return scenario_lifecycle();
   if (s == "null_comm") return scenario_null_comm();
   if (s == "own_sigint_handler") return scenario_own_sigint_handler();

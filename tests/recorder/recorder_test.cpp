@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <set>
 #include <thread>
 
 #include "trace_test_util.h"
@@ -576,4 +577,25 @@ TEST(Recorder, only_the_lowest_rank_with_a_trace_in_the_directory_starts_the_ana
   ProcResult r2 = run({PROBE_PATH, "hang"}, env);
   EXPECT_NE(r2.err.find("lockstep: rank 2"), std::string::npos) << "the hang line itself: " << r2.err;
   EXPECT_EQ(r2.err.find("analyzer-ran"), std::string::npos) << r2.err;
+}
+
+TEST(Recorder, completions_arrive_in_stream_order_no_earlier_than_the_work_finished) {
+  Probe p({"slow_stream"}, {{"LOCKSTEP_STACKS", "none"}});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  auto rows = t.rows("SELECT o.issue_mono_ns, c.mono_ns FROM ops o LEFT JOIN completions c "
+                     "USING(call_index) ORDER BY o.call_index");
+  ASSERT_EQ(rows.size(), 60u);
+  int64_t prev = 0;
+  std::set<std::string> distinct;
+  for (size_t i = 0; i < rows.size(); i++) {
+    ASSERT_NE(rows[i][1], "NULL") << "op " << i << " never completed";
+    int64_t issued = std::stoll(rows[i][0]), done = std::stoll(rows[i][1]);
+    EXPECT_GE(done - issued, 100000000) << "op " << i << " completed before its 100 ms of work";
+    EXPECT_LE(done - issued, 1000000000) << "op " << i << " completion noticed late";
+    EXPECT_GE(done, prev) << "op " << i;
+    prev = done;
+    distinct.insert(rows[i][1]);
+  }
+  EXPECT_GT(distinct.size(), 5u) << "ops completed over several polls, not all at once";
 }

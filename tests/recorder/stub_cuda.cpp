@@ -1,6 +1,8 @@
 // A minimal CUDA driver (libcuda.so.1) and runtime (libcudart.so.13) for the recorder's unit
 // tests: events complete as soon as they are recorded, except on kStuckStream (a hung
 // collective); kCapturingStream reports an active capture into graph kGraph.
+#include <time.h>
+
 #include <cstddef>
 #include <cstdint>
 
@@ -11,18 +13,32 @@ extern "C" {
 
 struct StubEvent {
   bool stuck;
+  int64_t ready_ns;  // CLOCK_MONOTONIC time from which it reports completion
 };
+
+static int64_t mono_now() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
 
 API int cuDriverGetVersion(int* v) { *v = 13000; return 0; }
 API int cuCtxGetCurrent(void** ctx) { *ctx = reinterpret_cast<void*>(0xC0); return 0; }
 API int cuCtxSetCurrent(void*) { return 0; }
-API int cuEventCreate(void** ev, unsigned) { *ev = new StubEvent{false}; return 0; }
+API int cuEventCreate(void** ev, unsigned) { *ev = new StubEvent{false, 0}; return 0; }
 API int cuEventDestroy_v2(void* ev) { delete static_cast<StubEvent*>(ev); return 0; }
 API int cuEventRecord(void* ev, void* stream) {
-  static_cast<StubEvent*>(ev)->stuck = reinterpret_cast<uintptr_t>(stream) == stub_cuda::kStuckStream;
+  auto* e = static_cast<StubEvent*>(ev);
+  e->stuck = reinterpret_cast<uintptr_t>(stream) == stub_cuda::kStuckStream;
+  e->ready_ns = reinterpret_cast<uintptr_t>(stream) == stub_cuda::kSlowStream
+                    ? mono_now() + int64_t(stub_cuda::kSlowStreamDelayMs) * 1000000
+                    : 0;
   return 0;
 }
-API int cuEventQuery(void* ev) { return static_cast<StubEvent*>(ev)->stuck ? 600 : 0; }
+API int cuEventQuery(void* ev) {
+  auto* e = static_cast<StubEvent*>(ev);
+  return e->stuck || mono_now() < e->ready_ns ? 600 : 0;  // 600: CUDA_ERROR_NOT_READY
+}
 API int cuThreadExchangeStreamCaptureMode(int* mode) { *mode = 0; return 0; }
 API int cuStreamGetCaptureInfo_v3(void* stream, int* status, unsigned long long* id, void** graph,
                                   const void**, const void**, size_t*) {
