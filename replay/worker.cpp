@@ -200,6 +200,7 @@ class Worker {
   void issue_call(const Call& c, const Op& o);
   void wait(const Wait& w);
   void perturb_host();
+  int64_t issue_all();
   void perturb_stream(CUstream s);
 
   WorkerOptions o_;
@@ -211,6 +212,7 @@ class Worker {
   std::map<uint64_t, std::pair<CUdeviceptr, CUdeviceptr>> bufs_;  // per recorded stream
   std::map<uint64_t, CUevent> events_;
   std::mt19937_64 rng_;
+  CUcontext ctx_ = nullptr;
 };
 
 ncclUniqueId Worker::exchange_id(const Comm& c, int occurrence) {
@@ -306,6 +308,7 @@ void Worker::prepare_buffers() {
       nd.second = std::max(nd.second, r);
     }
   }
+  for (const Wait& w : sched_.proc.waits) stream(w.stream);  // created here: threads only look up
   for (auto& [st, nd] : need) {
     CUdeviceptr sb = 0, rb = 0;
     check(api_.MemAlloc(&sb, std::max<size_t>(nd.first, 256)), "cuMemAlloc of " + std::to_string(nd.first) + " bytes");
@@ -379,6 +382,146 @@ void Worker::perturb_stream(CUstream s) {
   check(api_.LaunchHostFunc(s, host_sleep, reinterpret_cast<void*>(us)), "cuLaunchHostFunc");
 }
 
+// Steps: one ungrouped op, one group (rows of one thread sharing group_id), or one host wait, in
+// call order. Each recorded thread replays its own steps on its own std::thread, so a host wait
+// blocks only its thread (as in the model checker). A step is issued only once every earlier step
+// on the same stream or communicator has been: the order on each stream and communicator is the
+// recorded one, whatever the threads' timing.
+int64_t Worker::issue_all() {
+  const auto& ops = sched_.proc.ops;
+  const auto& waits = sched_.proc.waits;
+  struct Step {
+    std::vector<size_t> ops;   // indices into ops (one, or a group's rows)
+    int64_t wait = -1;         // index into waits
+    std::vector<int> keys;     // streams (2k) and communicators (2k+1) it is ordered on
+  };
+  std::vector<Step> steps;
+  std::map<int64_t, std::vector<size_t>> by_thread;  // tid -> its steps in order
+  std::map<uint64_t, int> stream_key;
+  auto skey = [&](uint64_t st) { return stream_key.try_emplace(st, static_cast<int>(stream_key.size())).first->second * 2; };
+  for (const Op& o : ops)
+    if (replayable(o)) skey(o.stream);
+  for (const Wait& w : waits) skey(w.stream);
+  std::map<int64_t, std::pair<int64_t, size_t>> open;  // tid -> (group_id, step) of its open group
+  std::map<uint64_t, uint64_t> event_stream;           // event -> stream of its last record
+  auto add_key = [](Step& st, int k) {
+    if (std::find(st.keys.begin(), st.keys.end(), k) == st.keys.end()) st.keys.push_back(k);
+  };
+  size_t oi = 0, wi = 0;
+  while (oi < ops.size() || wi < waits.size()) {
+    if (wi < waits.size() && (oi >= ops.size() || waits[wi].call_index < ops[oi].call_index)) {
+      const Wait& w = waits[wi];
+      open.erase(w.tid);
+      Step st;
+      st.wait = static_cast<int64_t>(wi++);
+      if (w.kind == "device_sync") {
+        for (auto& [v, k] : stream_key) add_key(st, k * 2);
+      } else if (w.kind == "event_sync") {
+        auto e = event_stream.find(w.event);
+        if (e != event_stream.end()) add_key(st, skey(e->second));
+      } else {
+        add_key(st, skey(w.stream));
+        if (w.kind == "event_record") event_stream[w.event] = w.stream;
+        if (w.kind == "stream_wait_event" && event_stream.count(w.event)) add_key(st, skey(event_stream[w.event]));
+      }
+      by_thread[w.tid].push_back(steps.size());
+      steps.push_back(std::move(st));
+      continue;
+    }
+    const size_t i = oi++;
+    const Op& o = ops[i];
+    if (!replayable(o)) continue;
+    if (o.comm < 0 || o.comm >= static_cast<int>(comms_.size()) || !comms_[o.comm])
+      throw Error("call " + std::to_string(o.call_index) + " is on a communicator that was not created");
+    size_t si;
+    auto it = open.find(o.tid);
+    if (o.group_id >= 0 && it != open.end() && it->second.first == o.group_id) {
+      si = it->second.second;
+    } else {
+      si = steps.size();
+      steps.emplace_back();
+      by_thread[o.tid].push_back(si);
+      if (o.group_id >= 0) open[o.tid] = {o.group_id, si};
+      else open.erase(o.tid);
+    }
+    steps[si].ops.push_back(i);
+    add_key(steps[si], skey(o.stream));
+    add_key(steps[si], o.comm * 2 + 1);
+  }
+  // Per key, its steps in order, and how many have been issued.
+  std::map<int, std::vector<size_t>> queue;
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (int k : steps[i].keys) queue[k].push_back(i);
+  std::map<int, size_t> next;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::string error;
+  int64_t issued = 0;
+  auto ready = [&](size_t i) {
+    for (int k : steps[i].keys)
+      if (queue[k][next[k]] != i) return false;
+    return true;
+  };
+  auto run_thread = [&](const std::vector<size_t>& mine) {
+    try {
+      check(api_.CtxSetCurrent(ctx_), "cuCtxSetCurrent");
+      for (size_t i : mine) {
+        const Step& st = steps[i];
+        CUevent sync_event = nullptr;
+        std::vector<CUevent> device_events;
+        {
+          std::unique_lock<std::mutex> lk(mu);
+          cv.wait(lk, [&] { return !error.empty() || ready(i); });
+          if (!error.empty()) return;
+          perturb_host();
+          if (st.wait >= 0) {
+            const Wait& w = waits[st.wait];
+            // Blocking waits: mark "everything before this point" with events while holding the
+            // turn, then block outside it, so later steps of other threads are not waited for.
+            if (w.kind == "stream_sync") {
+              check(api_.EventCreate(&sync_event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+              check(api_.EventRecord(sync_event, stream(w.stream)), "cuEventRecord");
+            } else if (w.kind == "device_sync") {
+              for (auto& [v, strm] : streams_) {
+                CUevent e = nullptr;
+                check(api_.EventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+                check(api_.EventRecord(e, strm), "cuEventRecord");
+                device_events.push_back(e);
+              }
+            } else if (w.kind == "event_sync") {
+              auto e = events_.find(w.event);
+              if (e != events_.end()) sync_event = e->second;
+            } else {
+              wait(w);
+            }
+          } else {
+            const bool group = st.ops.size() > 1 || ops[st.ops[0]].group_id >= 0;
+            if (group) check(api_.GroupStart(), "ncclGroupStart");
+            for (size_t oi2 : st.ops) issue(ops[oi2]);
+            if (group) check(api_.GroupEnd(), "ncclGroupEnd");
+            issued += static_cast<int64_t>(st.ops.size());
+          }
+          for (int k : st.keys) ++next[k];
+        }
+        cv.notify_all();
+        if (sync_event) check(api_.EventSynchronize(sync_event), "cuEventSynchronize");
+        for (CUevent e : device_events) check(api_.EventSynchronize(e), "cuEventSynchronize");
+        bump_progress(nullptr);
+      }
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lk(mu);
+      if (error.empty()) error = e.what();
+      cv.notify_all();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (auto& [tid, mine] : by_thread) threads.emplace_back(run_thread, std::cref(mine));
+  for (auto& t : threads) t.join();
+  if (!error.empty()) throw Error(error);
+  return issued;
+}
+
 int Worker::run() {
   sched_ = load_rank_schedule(o_.trace_file);
   label_ = sched_.proc.global_rank >= 0 ? "rank " + std::to_string(sched_.proc.global_rank) : o_.trace_file;
@@ -395,48 +538,13 @@ int Worker::run() {
   if (ndev <= 0) throw Error("no CUDA device");
   CUdevice dev = 0;
   check(api_.DeviceGet(&dev, o_.local_rank % ndev), "cuDeviceGet");
-  CUcontext ctx = nullptr;
-  check(api_.PrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-  check(api_.CtxSetCurrent(ctx), "cuCtxSetCurrent");
+  check(api_.PrimaryCtxRetain(&ctx_, dev), "cuDevicePrimaryCtxRetain");
+  check(api_.CtxSetCurrent(ctx_), "cuCtxSetCurrent");
 
   create_comms();
   prepare_buffers();
 
-  // Ops and waits in call order; consecutive rows of one group (same thread) in one group.
-  const auto& ops = sched_.proc.ops;
-  const auto& waits = sched_.proc.waits;
-  size_t oi = 0, wi = 0;
-  int64_t open_group = -1, open_tid = 0;
-  auto close_group = [&] {
-    if (open_group >= 0) check(api_.GroupEnd(), "ncclGroupEnd");
-    open_group = -1;
-  };
-  int64_t issued = 0;
-  while (oi < ops.size() || wi < waits.size()) {
-    if (wi < waits.size() && (oi >= ops.size() || waits[wi].call_index < ops[oi].call_index)) {
-      close_group();
-      wait(waits[wi++]);
-      bump_progress(nullptr);
-      continue;
-    }
-    const Op& o = ops[oi++];
-    if (!replayable(o)) continue;
-    if (o.comm < 0 || o.comm >= static_cast<int>(comms_.size()) || !comms_[o.comm])
-      throw Error("call " + std::to_string(o.call_index) + " is on a communicator that was not created");
-    if (o.group_id < 0 || o.group_id != open_group || o.tid != open_tid) {
-      close_group();
-      perturb_host();
-      if (o.group_id >= 0) {
-        check(api_.GroupStart(), "ncclGroupStart");
-        open_group = o.group_id;
-        open_tid = o.tid;
-      }
-    }
-    issue(o);
-    ++issued;
-    bump_progress(nullptr);
-  }
-  close_group();
+  const int64_t issued = issue_all();
   if (o_.verbose) std::fprintf(stderr, "lockstep replay: %s: %lld ops issued, synchronizing\n", label_.c_str(), (long long)issued);
   for (auto& [rec, s] : streams_) check(api_.StreamSynchronize(s), "cuStreamSynchronize");
   for (ncclComm_t c : comms_)

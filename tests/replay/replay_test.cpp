@@ -365,3 +365,26 @@ TEST(Perturbation, ReportsEveryHangingTrialWithItsSeedAndTrace) {
 
 }  // namespace
 }  // namespace lockstep
+
+namespace lockstep {
+namespace {
+
+TEST(ModelAgreesWithReplay, HostWaitBlocksOnlyItsOwnThread) {
+  // Rank 0's main thread syncs stream 1 while its second thread issues the op rank 1 needs
+  // first; on one thread the same calls deadlock.
+  for (bool two_threads : {true, false}) {
+    ScheduleBuilder b(2);
+    b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
+    b.op(0, "A", "all_gather", 1, 32);
+    b.wait(0, "stream_sync", 1);
+    b.op(0, "B", "all_reduce", 2, 32).tid = two_threads ? 555 : 100;
+    b.op(1, "B", "all_reduce", 2, 32);
+    b.wait(1, "stream_sync", 2);
+    b.op(1, "A", "all_gather", 1, 32);
+    expect_agreement(write(two_threads ? "threads-2" : "threads-1", b), -1, two_threads,
+                     two_threads ? "two host threads" : "one host thread");
+  }
+}
+
+}  // namespace
+}  // namespace lockstep
