@@ -55,7 +55,7 @@ struct CommOrigin {
   int color = 0, key = 0;     // Split
   const int* excluded = nullptr;  // Shrink
   int n_excluded = 0;
-  int initall_index = 0;      // InitAll: which of the comms
+  int initall_index = 0;      // InitAll: which ncclCommInitAll call of this process
 };
 struct CallStart {
   bool active = false;
