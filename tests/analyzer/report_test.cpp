@@ -134,3 +134,18 @@ TEST(StackTrim, keeps_user_frames_python_first_and_shortens_cpp_names) {
   EXPECT_EQ(frame_origin(kept), "clip_grad_norm (train.py:120)");
   EXPECT_EQ(trim_stack(frames, 1).size(), 1u);
 }
+
+TEST(Report, communicator_with_a_member_whose_file_is_missing_says_how_many_were_traced) {
+  TraceBuilder b(2);
+  b.comm("c1c1c1c100000000", {0, 1});
+  b.all({0, 1}, "c1c1c1c100000000", {}, 3);
+  b.add(0, "c1c1c1c100000000", {.count = 1});
+  b.add(1, "c1c1c1c100000000", {.count = 2});
+  // Rank 2 of this 3-rank communicator left no trace file: its absence is not a divergence.
+  for (auto& p : b.trace().processes) p.comms[0].nranks = 3;
+  auto r = report_of(b, "missing-member");
+  ASSERT_EQ(r->a.divergences.size(), 1u);
+  EXPECT_EQ(r->a.divergences[0].kind, FindingKind::kCount);
+  std::string text = render_text(r->a, *r->d);
+  EXPECT_NE(text.find("comm c1c1c1c1 (3 ranks, role init0, 2 traced) seq 4"), std::string::npos) << text;
+}
