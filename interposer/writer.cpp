@@ -38,8 +38,8 @@ bool mkdir_p(const std::string& dir) {
   return stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-// Network and cluster filesystems: SQLite's WAL needs shared memory between readers and the
-// writer, which these do not provide across nodes.
+// Network and cluster filesystems: readers on other nodes see a commit only once it reached the
+// server (synchronous=NORMAL there); see the journal-mode comment in Writer::open.
 bool is_network_fs(const std::string& dir) {
   struct statfs sf {};
   if (statfs(dir.c_str(), &sf) != 0) return true;  // unknown: take the safe choice

@@ -275,6 +275,13 @@ TEST(Recorder, environment_and_process_facts_are_recorded_once) {
   EXPECT_EQ(t.meta("dropped_records"), "0");
   EXPECT_NE(t.meta("cmdline").find("recorder_probe basic"), std::string::npos) << t.meta("cmdline");
   EXPECT_EQ(t.scalar("PRAGMA application_id"), std::to_string(0x4C4B5354));
+  // Rollback journal, truncate flavour on a local fs: the journal stays as an empty file
+  // (journal mode is per connection, so only the writer's file system effects show it).
+  EXPECT_EQ(t.meta("journal_mode"), "truncate");
+  struct stat js {};
+  ASSERT_EQ(stat((p.files[0] + "-journal").c_str(), &js), 0) << "no rollback journal file";
+  EXPECT_EQ(js.st_size, 0);
+  EXPECT_NE(stat((p.files[0] + "-wal").c_str(), &js), 0) << "not WAL";
   EXPECT_NE(p.files[0].find("-" + t.meta("pid") + ".lockstep.sqlite"), std::string::npos);
 }
 
