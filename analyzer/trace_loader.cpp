@@ -343,16 +343,22 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     if (n.step()) total = n.i64(0);
   }
   sp.ops.reserve(static_cast<size_t>(total));
+  // Integers packed in SQL (comm_id:seq, root:peer) and texts read without their length calls:
+  // SQLite's per-column API calls are a quarter of the loader's time.
   Stmt st(db,
-          "SELECT call_index, comm_id, seq, op, IFNULL(dtype,''), IFNULL(count,0), IFNULL(root,-1), IFNULL(peer,-1), "
-          "IFNULL(redop,''), 0, IFNULL(stream,0), IFNULL(group_id,-1) "
-          "FROM ops WHERE seq IS NOT NULL ORDER BY call_index");
+          "SELECT call_index, comm_id * 4294967296 + seq, op, IFNULL(dtype,''), IFNULL(count,0), "
+          "(IFNULL(root,-1) + 1) * 4294967296 + (IFNULL(peer,-1) + 1), IFNULL(redop,''), IFNULL(stream,0), "
+          "IFNULL(group_id,-1) FROM ops WHERE seq IS NOT NULL ORDER BY call_index");
   Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts ORDER BY call_index, part");
   bool parts_row = parts.step();
   std::unordered_map<std::string, uint32_t> local;
   std::string key;
   Signature scratch;
   sqlite3_stmt* raw = st.get();
+  auto text = [raw](int c) {
+    const char* t = reinterpret_cast<const char*>(sqlite3_column_text(raw, c));
+    return t ? std::string_view(t) : std::string_view();
+  };
   int64_t kept = 0;
   while (st.step()) {
     int64_t ci = sqlite3_column_int64(raw, 0);
@@ -365,39 +371,40 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     ++kept;
     SchedOp o;
     o.call_index = ci;
-    o.seq = static_cast<uint32_t>(sqlite3_column_int64(raw, 2));
-    int64_t comm_id = sqlite3_column_int64(raw, 1);
+    int64_t comm_seq = sqlite3_column_int64(raw, 1);
+    o.seq = static_cast<uint32_t>(comm_seq & 0xffffffff);
+    int64_t comm_id = comm_seq >> 32;
     int comm = ids.index(comm_id);
     if (comm < 0) throw FileSkip("corrupt: op " + std::to_string(ci) + " names unknown comm_id " + std::to_string(comm_id));
     o.comm = static_cast<uint16_t>(comm);
-    uint64_t stream = static_cast<uint64_t>(sqlite3_column_int64(raw, 10));
+    uint64_t stream = static_cast<uint64_t>(sqlite3_column_int64(raw, 7));
     size_t si = 0;
     while (si < sp.streams.size() && sp.streams[si] != stream) ++si;
     if (si == sp.streams.size() && si < 255) sp.streams.push_back(stream);
     o.stream = static_cast<uint8_t>(std::min<size_t>(si, 255));
-    int64_t group = sqlite3_column_int64(raw, 11);
+    int64_t group = sqlite3_column_int64(raw, 8);
     o.group = group < 0 ? 0 : static_cast<uint32_t>(group) + 1;
 
     // Binary key: text columns with their NUL, integers as raw bytes (no formatting per row).
     key.clear();
-    for (int c : {3, 4, 8}) {
-      key.append(st.view(c));
+    std::string_view op = text(2), dtype = text(3), redop = text(6);
+    for (std::string_view t : {op, dtype, redop}) {
+      key.append(t);
       key.push_back('\0');
     }
-    for (int c : {5, 6, 7}) {
-      int64_t v = sqlite3_column_int64(raw, c);
-      key.append(reinterpret_cast<const char*>(&v), sizeof v);
-    }
+    int64_t count = sqlite3_column_int64(raw, 4), root_peer = sqlite3_column_int64(raw, 5);
+    key.append(reinterpret_cast<const char*>(&count), sizeof count);
+    key.append(reinterpret_cast<const char*>(&root_peer), sizeof root_peer);
     for (auto& part : scratch.parts) key += signature_key(Signature{part.op, part.dtype, part.count, part.root, part.peer, part.redop, {}, {}});
     auto it = local.find(key);
     if (it == local.end()) {
       Signature sig;
-      sig.op = st.str(3);
-      sig.dtype = st.str(4);
-      sig.redop = st.str(8);
-      sig.count = st.i64(5);
-      sig.root = static_cast<int>(st.i64(6));
-      sig.peer = static_cast<int>(st.i64(7));
+      sig.op = op;
+      sig.dtype = dtype;
+      sig.redop = redop;
+      sig.count = count;
+      sig.root = static_cast<int>((root_peer >> 32) - 1);
+      sig.peer = static_cast<int>((root_peer & 0xffffffff) - 1);
       sig.parts = scratch.parts;
       it = local.emplace(key, sigs.intern(std::move(sig))).first;
     }
@@ -408,7 +415,7 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
   Stmt done(db, "SELECT call_index FROM completions ORDER BY call_index");
   size_t i = 0;
   while (done.step()) {
-    int64_t ci = done.i64(0);
+    int64_t ci = sqlite3_column_int64(done.get(), 0);
     while (i < sp.ops.size() && sp.ops[i].call_index < ci) ++i;
     if (i < sp.ops.size() && sp.ops[i].call_index == ci) sp.ops[i].flags |= kOpCompleted;
     sp.completion_known = true;
