@@ -31,7 +31,7 @@ bool glue_python(const Frame& f) {
   // (FSDP's post_backward, the model, the training loop) says why the collective was issued.
   for (const char* glue : {"torch/distributed/c10d_logger.py", "torch/distributed/distributed_c10d.py",
                            "torch/_ops.py", "torch/utils/_contextlib.py", "torch/nn/modules/module.py",
-                           "torch/_dynamo/eval_frame.py", "torch/autograd/graph.py"})
+                           "torch/_dynamo/eval_frame.py", "torch/autograd/graph.py", "torch/autograd/function.py"})
     if (contains(f.file, glue)) return true;
   return false;
 }
