@@ -161,8 +161,7 @@ TEST(RecorderOnFixture, seed_demo_traces_show_3749_completed_then_the_divergent_
   ASSERT_EQ(by_rank.size(), 2u) << r.err;
   std::string hash[2];
   const char* op[] = {"reduce_scatter", "all_to_all"};
-  // (GCC folds seed_deadlock's identical ulysses_* functions into one symbol: match the prefix.)
-  const char* caller[] = {"fsdp_post_backward_reduce_scatter", "ulysses_all_to_all_"};
+  const char* caller[] = {"fsdp_post_backward_reduce_scatter", "ulysses_all_to_all_backward"};
   for (int rank = 0; rank < 2; rank++) {
     Trace t(by_rank[rank]);
     EXPECT_EQ(t.scalar("SELECT count(*) || ',' || min(o.seq) || ',' || max(o.seq) FROM ops o "
