@@ -61,6 +61,8 @@ struct Api {
   CUresult (*CtxSetCurrent)(CUcontext);
   CUresult (*CtxSynchronize)();
   CUresult (*MemAlloc)(CUdeviceptr*, size_t);
+  CUresult (*MemFree)(CUdeviceptr);
+  CUresult (*EventDestroy)(CUevent);
   CUresult (*MemsetD8)(CUdeviceptr, unsigned char, size_t);
   CUresult (*StreamCreate)(CUstream*, unsigned);
   CUresult (*StreamSynchronize)(CUstream);
@@ -107,6 +109,8 @@ Api load_api() {
   resolve(a.CtxSetCurrent, "cuCtxSetCurrent");
   resolve(a.CtxSynchronize, "cuCtxSynchronize");
   resolve(a.MemAlloc, "cuMemAlloc_v2");
+  resolve(a.MemFree, "cuMemFree_v2");
+  resolve(a.EventDestroy, "cuEventDestroy_v2");
   resolve(a.MemsetD8, "cuMemsetD8_v2");
   resolve(a.StreamCreate, "cuStreamCreate");
   resolve(a.StreamSynchronize, "cuStreamSynchronize");
@@ -506,7 +510,11 @@ int64_t Worker::issue_all() {
         }
         cv.notify_all();
         if (sync_event) check(api_.EventSynchronize(sync_event), "cuEventSynchronize");
-        for (CUevent e : device_events) check(api_.EventSynchronize(e), "cuEventSynchronize");
+        if (sync_event && waits[st.wait].kind == "stream_sync") api_.EventDestroy(sync_event);
+        for (CUevent e : device_events) {
+          check(api_.EventSynchronize(e), "cuEventSynchronize");
+          api_.EventDestroy(e);
+        }
         bump_progress(nullptr);
       }
     } catch (const std::exception& e) {
@@ -549,6 +557,11 @@ int Worker::run() {
   for (auto& [rec, s] : streams_) check(api_.StreamSynchronize(s), "cuStreamSynchronize");
   for (ncclComm_t c : comms_)
     if (c) check(api_.CommDestroy(c), "ncclCommDestroy");
+  for (auto& [st, b] : bufs_) {
+    api_.MemFree(b.first);
+    api_.MemFree(b.second);
+  }
+  for (auto& [ev, e] : events_) api_.EventDestroy(e);
   std::fprintf(stderr, "lockstep replay: %s: completed %lld ops\n", label_.c_str(), (long long)issued);
   return 0;
 }

@@ -24,12 +24,13 @@ using model::Verdict;
 using testing::ScheduleBuilder;
 
 const fs::path& scratch() {
-  static const fs::path dir = [] {
-    fs::path d = fs::temp_directory_path() / ("lockstep-replay-test-" + std::to_string(getpid()));
-    fs::create_directories(d);
+  // Never destroyed: the cleanup below runs at exit, after function-local statics are gone.
+  static const fs::path* dir = [] {
+    auto* d = new fs::path(fs::temp_directory_path() / ("lockstep-replay-test-" + std::to_string(getpid())));
+    fs::create_directories(*d);
     return d;
   }();
-  return dir;
+  return *dir;
 }
 
 struct Cleanup {
