@@ -18,24 +18,7 @@
 #include <vector>
 
 #include "common/bootstrap.h"
-
-#define CUDART_CHECK(call)                                                               \
-  do {                                                                                   \
-    cudaError_t e_ = (call);                                                             \
-    if (e_ != cudaSuccess) {                                                             \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e_));           \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
-
-#define NCCL_CHECK(call)                                                                 \
-  do {                                                                                   \
-    ncclResult_t r_ = (call);                                                            \
-    if (r_ != ncclSuccess) {                                                             \
-      std::fprintf(stderr, "%s failed: %s (%s)\n", #call, ncclGetErrorString(r_), ncclGetLastError(nullptr)); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (0)
+#include "common/check.h"
 
 namespace {
 

@@ -33,26 +33,7 @@
 #include <vector>
 
 #include "common/bootstrap.h"
-
-#define CU_CHECK(call)                                                                    \
-  do {                                                                                    \
-    CUresult e_ = (call);                                                                 \
-    if (e_ != CUDA_SUCCESS) {                                                             \
-      const char* s_ = nullptr;                                                           \
-      cuGetErrorString(e_, &s_);                                                          \
-      std::fprintf(stderr, "%s failed: %s\n", #call, s_ ? s_ : "unknown CUDA error");    \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
-
-#define NCCL_CHECK(call)                                                                  \
-  do {                                                                                    \
-    ncclResult_t r_ = (call);                                                             \
-    if (r_ != ncclSuccess) {                                                              \
-      std::fprintf(stderr, "%s failed: %s (%s)\n", #call, ncclGetErrorString(r_), ncclGetLastError(nullptr)); \
-      std::exit(1);                                                                       \
-    }                                                                                     \
-  } while (0)
+#include "common/check.h"
 
 namespace {
 
