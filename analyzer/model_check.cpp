@@ -1015,7 +1015,9 @@ Result Engine::witness(Verdict stuck_verdict) const {
 
 }  // namespace
 
-Result check(const Schedule& schedule, const Options& options) {
+namespace {
+
+Result check_models(const Schedule& schedule, const Options& options) {
   // The serialized model only adds constraints (one more queue per rank), so when it completes
   // the concurrent one does too: a good schedule needs one pass.
   if (options.check_serialized) {
@@ -1041,8 +1043,17 @@ Result check(const Schedule& schedule, const Options& options) {
   return r;
 }
 
+}  // namespace
+
+Result check(const Schedule& schedule, const Options& options) {
+  Result r = check_models(schedule, options);
+  r.problems = schedule.problems;
+  return r;
+}
+
 std::string format_text(const Result& r) {
   std::ostringstream o;
+  for (const std::string& p : r.problems) o << "warning: " << p << "\n";
   o << "model check: " << verdict_name(r.verdict) << " (" << r.ops << " ops";
   if (r.verdict != Verdict::kCanComplete) o << ", " << r.completed_ops << " complete before the stuck state";
   o << ")\n";
@@ -1074,6 +1085,7 @@ std::string format_json(const Result& r) {
   for (const RankWitness& w : r.ranks)
     j["ranks"].push_back({{"rank", w.label}, {"blocked_in", w.blocked_in}, {"waits_for", w.waits_for}});
   j["cycle"] = r.cycle;
+  j["problems"] = r.problems;
   return j.dump(2);
 }
 

@@ -117,6 +117,7 @@ struct Result {
   std::vector<std::string> cycle;       // wait-for cycle across ranks/streams/comms, if any
   int64_t ops = 0;                      // ops modelled (all ranks)
   int64_t completed_ops = 0;            // in the witness model (or all of them)
+  std::vector<std::string> problems;    // Schedule::problems: input the model had to skip or assume
 };
 
 struct Options {
