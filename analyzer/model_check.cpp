@@ -263,7 +263,6 @@ struct Instance {
 
 struct HostThread {
   int32_t proc = 0;
-  int32_t tid_index = 0;
   std::vector<int32_t> steps;  // >= 0: issue unit; < 0: wait, global item id -(s+1)
   int32_t cursor = 0;
 };
@@ -416,7 +415,6 @@ void Engine::build() {
     for (size_t t = 0; t < ps.threads.size(); ++t) {
       HostThread h;
       h.proc = p;
-      h.tid_index = static_cast<int32_t>(t);
       threads_.push_back(std::move(h));
     }
     auto new_unit = [&](int32_t g, int32_t thread) {
