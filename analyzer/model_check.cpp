@@ -412,9 +412,12 @@ void Engine::build() {
     };
     std::vector<OpenGroup> open(ps.threads.size());
     const int32_t thread_base = static_cast<int32_t>(threads_.size());
+    std::vector<int32_t> per_thread(ps.threads.size(), 0);
+    for (const Item& it : ps.items) ++per_thread[it.thread];
     for (size_t t = 0; t < ps.threads.size(); ++t) {
       HostThread h;
       h.proc = p;
+      h.steps.reserve(per_thread[t]);
       threads_.push_back(std::move(h));
     }
     auto new_unit = [&](int32_t g, int32_t thread) {
