@@ -1,0 +1,448 @@
+#include "timeline.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "hang.h"
+#include "trace_details.h"
+
+namespace lockstep {
+namespace {
+
+using nlohmann::json;
+
+int64_t meta_int(const Process& p, const char* key, bool* found) {
+  auto it = p.meta.find(key);
+  *found = false;
+  if (it == p.meta.end() || it->second.empty()) return 0;
+  char* end = nullptr;
+  long long v = std::strtoll(it->second.c_str(), &end, 10);
+  if (*end) return 0;
+  *found = true;
+  return v;
+}
+
+int shown_rank(const Process& p, size_t index) { return p.global_rank >= 0 ? p.global_rank : static_cast<int>(index); }
+
+bool comm_matches(const Comm& c, const std::string& role, const std::string& want) {
+  return c.hash.rfind(want, 0) == 0 || role == want || (!c.name.empty() && c.name == want);
+}
+
+std::string hex(uint64_t v) {
+  char b[24];
+  std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+// Per process: the offset that turns its monotonic clock into wall-clock ns. The monotonic
+// clocks of two hosts share no origin; wall clocks agree as well as NTP keeps them.
+struct Clock {
+  int64_t mono_to_wall = 0;
+  bool aligned = false;
+};
+
+Clock process_clock(const Process& p) {
+  bool has_wall = false, has_mono = false;
+  int64_t wall = meta_int(p, "start_wall_ns", &has_wall);
+  int64_t mono = meta_int(p, "start_mono_ns", &has_mono);
+  if (has_wall && has_mono) return {wall - mono, true};
+  for (const Op& o : p.ops)  // older files: any op carries both clocks
+    if (o.issue_wall_ns > 0 && o.issue_mono_ns > 0) return {o.issue_wall_ns - o.issue_mono_ns, true};
+  return {};
+}
+
+// The last moment the trace knows of for a process: where ops still in flight end.
+int64_t process_end_mono(const Process& p) {
+  int64_t end = p.last_flush_mono_ns;
+  for (const Op& o : p.ops) end = std::max({end, o.issue_mono_ns, o.completed ? o.complete_mono_ns : 0});
+  for (const Wait& w : p.waits) end = std::max({end, w.begin_mono_ns, w.end_mono_ns});
+  for (const HangMarker& h : p.hangs) end = std::max(end, h.mono_ns);
+  return end;
+}
+
+bool sequenced_run(const Op& o) {
+  return o.state == "enqueued" || o.state == "graph_launched";
+}
+
+json peers_of(const Op& o) {
+  json peers = json::array();
+  for (const OpPart& part : o.parts) {
+    json e = {{"op", part.op}, {"dtype", part.dtype}, {"count", part.count}};
+    if (part.peer >= 0) e["peer"] = part.peer;
+    if (part.root >= 0) e["root"] = part.root;
+    if (!part.redop.empty()) e["redop"] = part.redop;
+    peers.push_back(std::move(e));
+  }
+  return peers;
+}
+
+// One selected op, placed on the common timeline.
+struct Placed {
+  int pid = 0;
+  int tid = 0;
+  int64_t ts_ns = 0;  // relative to the trace origin
+  int64_t call_index = 0;
+  std::string signature;  // op dtype count root redop: equal for matching collective members
+};
+
+double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+}  // namespace
+
+std::string timeline_json(const Trace& t, const TimelineOptions& o) {
+  // Which processes, and which of their communicators.
+  std::vector<size_t> procs;
+  std::set<int> want_ranks(o.ranks.begin(), o.ranks.end());
+  std::set<int> seen_ranks;
+  for (size_t i = 0; i < t.processes.size(); ++i) {
+    int r = shown_rank(t.processes[i], i);
+    seen_ranks.insert(r);
+    if (want_ranks.empty() || want_ranks.count(r)) procs.push_back(i);
+  }
+  for (int r : want_ranks)
+    if (!seen_ranks.count(r)) {
+      std::vector<int> have(seen_ranks.begin(), seen_ranks.end());
+      throw TimelineError("no trace of rank " + std::to_string(r) + " (ranks in the trace: " + rank_ranges(have) + ")");
+    }
+  std::vector<std::vector<std::string>> roles(t.processes.size());
+  std::vector<std::vector<bool>> comm_on(t.processes.size());
+  bool any_comm = false;
+  std::set<std::string> all_comms;
+  for (size_t i : procs) {
+    const Process& p = t.processes[i];
+    roles[i] = local_roles(p);
+    comm_on[i].assign(p.comms.size(), o.comm.empty());
+    for (size_t c = 0; c < p.comms.size(); ++c) {
+      all_comms.insert(short_hash(p.comms[c].hash) + " (role " + roles[i][c] + ")");
+      if (!o.comm.empty() && comm_matches(p.comms[c], roles[i][c], o.comm)) comm_on[i][c] = any_comm = true;
+    }
+  }
+  if (!o.comm.empty() && !any_comm) {
+    std::string list;
+    for (auto& c : all_comms) list += "\n  " + c;
+    throw TimelineError("no communicator matches '" + o.comm + "'; communicators:" + list);
+  }
+  const bool seq_range = o.from_seq > 0 || o.to_seq > 0;
+  auto op_selected = [&](size_t i, const Op& op) {
+    if (op.comm >= 0 ? !comm_on[i][op.comm] : !o.comm.empty()) return false;
+    if (!seq_range) return true;
+    return op.seq > 0 && op.seq >= o.from_seq && (o.to_seq <= 0 || op.seq <= o.to_seq);
+  };
+
+  // The origin: the earliest wall-clock instant of any selected process.
+  std::vector<Clock> clocks(t.processes.size());
+  int64_t origin = INT64_MAX;
+  for (size_t i : procs) {
+    const Process& p = t.processes[i];
+    clocks[i] = process_clock(p);
+    bool has_mono = false;
+    int64_t start = meta_int(p, "start_mono_ns", &has_mono);
+    if (!has_mono) start = p.ops.empty() ? 0 : p.ops.front().issue_mono_ns;
+    origin = std::min(origin, start + clocks[i].mono_to_wall);
+  }
+  if (origin == INT64_MAX) origin = 0;
+
+  json events = json::array();
+  std::vector<Placed> placed;  // collective members, for the flows
+  std::map<std::tuple<std::string, int64_t>, std::vector<size_t>> members;  // (hash, ordinal) -> placed
+  bool all_aligned = true;
+  for (size_t i : procs) {
+    const Process& p = t.processes[i];
+    const int pid = static_cast<int>(i);
+    const int rank = shown_rank(p, i);
+    const int64_t shift = clocks[i].mono_to_wall - origin;
+    all_aligned = all_aligned && clocks[i].aligned;
+    auto ts = [&](int64_t mono) { return mono + shift; };
+    const int64_t end_ns = ts(process_end_mono(p));
+
+    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid},
+                      {"args", {{"name", "rank " + std::to_string(rank) + " (" + p.host + " " + std::to_string(p.pid) + ")"}}}});
+    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
+
+    // Tracks: one per (communicator, stream); the stream is named only when a communicator's
+    // ops use several streams. Track 0 holds host-side events (waits, graph launches).
+    std::map<int, std::set<uint64_t>> streams_of;
+    for (const Op& op : p.ops)
+      if (op_selected(i, op)) streams_of[op.comm].insert(op.stream);
+    std::map<std::pair<int, uint64_t>, int> tid_of;
+    int next_tid = 1;
+    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", "host"}}}});
+    events.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", 0}}}});
+    for (auto& [comm, streams] : streams_of)
+      for (uint64_t st : streams) {
+        int tid = next_tid++;
+        tid_of[{comm, st}] = tid;
+        std::string name = comm >= 0 ? "comm " + roles[i][comm] + " (" + short_hash(p.comms[comm].hash) + ")" : "no communicator";
+        if (streams.size() > 1) name += " stream " + hex(st);
+        events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+        events.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
+      }
+
+    // With a seq range, host-side events are kept to the time span of the selected ops.
+    int64_t lo = INT64_MIN, hi = INT64_MAX;
+    if (seq_range || !o.comm.empty()) {
+      lo = INT64_MAX;
+      hi = INT64_MIN;
+      for (const Op& op : p.ops)
+        if (op_selected(i, op)) {
+          lo = std::min(lo, ts(op.issue_mono_ns));
+          hi = std::max(hi, op.completed ? ts(op.complete_mono_ns) : end_ns);
+        }
+    }
+    auto in_span = [&](int64_t at) { return at >= lo && at <= hi; };
+
+    std::map<int, int64_t> ordinal;  // per local comm: collective ordinal (p2p ops excluded)
+    std::set<std::pair<uint64_t, int64_t>> launches;
+    for (const Op& op : p.ops) {
+      const bool counted = op.comm >= 0 && op.seq > 0 && classify_op(op.op) != OpClass::kP2P;
+      const int64_t ord = counted ? ++ordinal[op.comm] : 0;
+      if (!op_selected(i, op)) continue;
+      const int tid = tid_of.at({op.comm, op.stream});
+      const int64_t start = ts(op.issue_mono_ns);
+      json args = {{"seq", op.seq}, {"op", op.op}, {"dtype", op.dtype}, {"count", op.count}, {"state", op.state},
+                   {"call_index", op.call_index}, {"stream", hex(op.stream)}, {"host_tid", op.tid}};
+      if (op.comm >= 0) {
+        args["comm"] = p.comms[op.comm].hash;
+        args["role"] = roles[i][op.comm];
+      }
+      if (op.root >= 0) args["root"] = op.root;
+      if (op.peer >= 0) args["peer"] = op.peer;
+      if (!op.redop.empty()) args["redop"] = op.redop;
+      if (!op.parts.empty()) args["peers"] = peers_of(op);
+      if (op.rc != 0) args["rc"] = op.rc;
+      if (!op.thread_name.empty()) args["thread"] = op.thread_name;
+      if (op.graph_exec != 0) args["graph_exec"] = hex(op.graph_exec);
+      if (op.stack_id >= 0) {
+        auto it = p.stacks.find(op.stack_id);
+        if (it != p.stacks.end()) {
+          json frames = json::array();
+          for (const Frame& f : trim_stack(it->second, o.max_frames))
+            frames.push_back((f.kind == "python" ? "py " : "") + format_frame(f));
+          args["stack"] = std::move(frames);
+        }
+      }
+      if (!sequenced_run(op)) {
+        // Captured, failed or simulated: nothing ran, so no duration; a mark where it was called.
+        events.push_back({{"ph", "i"}, {"s", "t"}, {"name", op.op + " (" + op.state + ")"}, {"cat", op.state},
+                          {"pid", pid}, {"tid", tid}, {"ts", us(start)}, {"args", std::move(args)}});
+        continue;
+      }
+      if (op.state == "graph_launched" && op.graph_exec != 0) launches.insert({op.graph_exec, start});
+      std::string cat = classify_op(op.op) == OpClass::kP2P ? "p2p" : "collective";
+      int64_t stop = op.completed ? ts(op.complete_mono_ns) : end_ns;
+      if (!op.completed) {
+        cat = "in_flight";
+        args["in_flight"] = true;
+      }
+      std::string name = op.op + (op.seq > 0 ? " #" + std::to_string(op.seq) : "");
+      events.push_back({{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"ts", us(start)},
+                        {"dur", us(std::max<int64_t>(0, stop - start))}, {"args", std::move(args)}});
+      if (counted) {
+        members[{p.comms[op.comm].hash, ord}].push_back(placed.size());
+        placed.push_back({pid, tid, start, op.call_index,
+                          op.op + " " + op.dtype + " " + std::to_string(op.count) + " " + std::to_string(op.root) + " " + op.redop});
+      }
+    }
+    for (auto& [exec, at] : launches)
+      events.push_back({{"ph", "i"}, {"s", "t"}, {"name", "graph launch"}, {"cat", "graph_launch"}, {"pid", pid},
+                        {"tid", 0}, {"ts", us(at)}, {"args", {{"graph_exec", hex(exec)}}}});
+    for (const Wait& w : p.waits) {
+      if (!in_span(ts(w.begin_mono_ns))) continue;
+      json args = {{"kind", w.kind}, {"stream", hex(w.stream)}, {"host_tid", w.tid}, {"call_index", w.call_index}};
+      if (w.event != 0) args["event"] = hex(w.event);
+      if (w.end_mono_ns >= 0) args["waited_us"] = us(w.end_mono_ns - w.begin_mono_ns);
+      else args["returned"] = false;
+      events.push_back({{"ph", "i"}, {"s", "t"}, {"name", w.kind}, {"cat", w.end_mono_ns >= 0 ? "wait" : "wait_blocked"},
+                        {"pid", pid}, {"tid", 0}, {"ts", us(ts(w.begin_mono_ns))}, {"args", std::move(args)}});
+    }
+    for (const HangMarker& h : p.hangs)
+      events.push_back({{"ph", "i"}, {"s", "p"}, {"name", "hang: " + h.message}, {"cat", "hang"}, {"pid", pid},
+                        {"tid", 0}, {"ts", us(ts(h.mono_ns))}, {"args", {{"in_flight", h.in_flight}, {"message", h.message}}}});
+  }
+
+  // Flows: the members of one collective (same comm, same collective ordinal: the seq when the
+  // comm carries no point-to-point ops), chained in rank order. Category "mismatch" when the
+  // members' descriptions differ: the arrow then crosses a divergence.
+  int64_t flow_id = 0;
+  for (auto& [key, list] : members) {
+    if (list.size() < 2) continue;
+    bool same = std::all_of(list.begin(), list.end(), [&](size_t k) { return placed[k].signature == placed[list[0]].signature; });
+    std::string name = "comm " + short_hash(std::get<0>(key)) + " collective #" + std::to_string(std::get<1>(key));
+    for (size_t k = 0; k + 1 < list.size(); ++k) {
+      const Placed& a = placed[list[k]];
+      const Placed& b = placed[list[k + 1]];
+      ++flow_id;
+      events.push_back({{"ph", "s"}, {"id", flow_id}, {"name", name}, {"cat", same ? "match" : "mismatch"},
+                        {"pid", a.pid}, {"tid", a.tid}, {"ts", us(a.ts_ns)}});
+      events.push_back({{"ph", "f"}, {"bp", "e"}, {"id", flow_id}, {"name", name}, {"cat", same ? "match" : "mismatch"},
+                        {"pid", b.pid}, {"tid", b.tid}, {"ts", us(b.ts_ns)}});
+    }
+  }
+
+  // One event per line: diffable, and still one JSON document.
+  std::ostringstream out;
+  json other = {{"tool", "lockstep timeline"},
+                {"trace_dir", t.dir},
+                {"origin_wall_ns", origin},
+                {"clock", all_aligned ? "wall clock per process (start_wall_ns); across hosts as good as NTP"
+                                      : "some processes lack start_wall_ns: their times are unaligned"}};
+  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":" << other.dump() << ",\n\"traceEvents\":[\n";
+  for (size_t k = 0; k < events.size(); ++k) out << events[k].dump() << (k + 1 < events.size() ? ",\n" : "\n");
+  out << "]}\n";
+  return out.str();
+}
+
+namespace {
+
+// Display width of a UTF-8 string (code points; the markers used here are one column wide).
+size_t width(const std::string& s) {
+  size_t n = 0;
+  for (unsigned char c : s) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+std::string pad(const std::string& s, size_t w) { return s + std::string(w > width(s) ? w - width(s) : 0, ' '); }
+
+// The seq of a finding's first issued op on gcomm g, or 0.
+int64_t finding_seq(const Schedule& s, const Divergence& d, int g) {
+  const std::vector<Side>* sides = d.gcomm == g ? &d.sides : d.gcomm_b == g ? &d.sides_b : nullptr;
+  if (!sides) return 0;
+  int64_t seq = 0;
+  for (const Side& side : *sides)
+    if (side.op >= 0) {
+      int64_t q = s.procs[side.proc].ops[side.op].seq;
+      seq = seq == 0 ? q : std::min(seq, q);
+    }
+  return seq;
+}
+
+}  // namespace
+
+std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
+  const Schedule& s = *a.schedule;
+  const CommIndex& idx = a.index;
+  if (idx.comms.empty()) throw TimelineError("the trace has no communicators");
+  int g = -1;
+  if (!o.comm.empty()) {
+    std::vector<int> hits;
+    for (size_t k = 0; k < idx.comms.size(); ++k) {
+      const GlobalComm& c = idx.comms[k];
+      if (c.role == o.comm || (!c.name.empty() && c.name == o.comm)) hits.assign(1, static_cast<int>(k));
+    }
+    if (hits.empty())
+      for (size_t k = 0; k < idx.comms.size(); ++k)
+        if (idx.comms[k].hash.rfind(o.comm, 0) == 0) hits.push_back(static_cast<int>(k));
+    if (hits.size() != 1) {
+      std::string list;
+      for (auto& c : idx.comms) list += "\n  " + short_hash(c.hash) + "  role " + c.role;
+      throw TimelineError("'" + o.comm + "' matches " + std::to_string(hits.size()) + " communicators; communicators:" + list);
+    }
+    g = hits[0];
+  } else if (a.first) {
+    g = a.first->gcomm;
+  } else {
+    g = 0;
+  }
+  const GlobalComm& gc = idx.comms[g];
+
+  // The divergence on this comm: the earliest seq any finding names here.
+  int64_t diverge = 0;
+  std::string diverge_kind;
+  for (const auto* list : {&a.divergences, &a.inversions})
+    for (const Divergence& d : *list) {
+      int64_t q = finding_seq(s, d, g);
+      if (q > 0 && (diverge == 0 || q < diverge)) {
+        diverge = q;
+        diverge_kind = kind_name(d.kind);
+      }
+    }
+
+  // Members shown, and each one's ops on this comm by seq.
+  std::set<int> want(o.ranks.begin(), o.ranks.end());
+  struct Member {
+    int rank;
+    std::map<int64_t, const SchedOp*> by_seq;
+    bool completion_known;
+  };
+  std::vector<Member> shown;
+  int64_t last_seq = 0;
+  for (const CommMember& m : gc.members) {
+    int rank = display_rank(s, m.proc);
+    if (!want.empty() && !want.count(rank)) continue;
+    Member mem{rank, {}, s.procs[m.proc].completion_known};
+    for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
+      for (uint32_t k : *list) {
+        const SchedOp& op = s.procs[m.proc].ops[k];
+        mem.by_seq.emplace(op.seq, &op);
+        last_seq = std::max<int64_t>(last_seq, op.seq);
+      }
+    shown.push_back(std::move(mem));
+  }
+  if (shown.empty()) throw TimelineError("none of the selected ranks is a traced member of comm " + short_hash(gc.hash));
+  const int64_t center = o.around > 0 ? o.around : diverge > 0 ? diverge : last_seq;
+  const int64_t first = std::max<int64_t>(1, center - o.window);
+  const int64_t last = center + o.window;
+
+  const std::string ok = o.unicode ? "✓" : "ok";
+  const std::string waiting = o.unicode ? "…" : "..";
+  auto cell = [&](const Member& m, int64_t seq) -> std::string {
+    auto it = m.by_seq.find(seq);
+    if (it == m.by_seq.end()) return "-";
+    const SchedOp& op = *it->second;
+    const Signature& sig = s.sigs[op.sig];
+    std::string text = sig.op;
+    if (sig.cls == OpClass::kP2P && sig.peer >= 0) text += " r" + std::to_string(sig.peer);
+    if (m.completion_known) text += " " + (op.completed() ? ok : waiting);
+    return text;
+  };
+
+  // Group ranks whose cells are identical over the whole window (one column for 256 agreeing
+  // ranks); columns in order of their lowest rank.
+  std::map<std::vector<std::string>, std::vector<int>> groups;
+  std::vector<std::vector<std::string>> order;
+  for (const Member& m : shown) {
+    std::vector<std::string> cells;
+    for (int64_t q = first; q <= last; ++q) cells.push_back(cell(m, q));
+    auto [it, fresh] = groups.try_emplace(cells);
+    if (fresh) order.push_back(cells);
+    it->second.push_back(m.rank);
+  }
+  // Drop rows nobody has (past the end of every member's ops).
+  int64_t shown_last = first - 1;
+  for (auto& cells : order)
+    for (int64_t q = first; q <= last; ++q)
+      if (cells[q - first] != "-") shown_last = std::max(shown_last, q);
+
+  std::ostringstream out;
+  out << "comm " << short_hash(gc.hash) << " (role " << gc.role << ", " << gc.nranks << " ranks), seq " << first << ".."
+      << shown_last << "; " << ok << " completed, " << waiting << " not completed, - not issued\n";
+  std::vector<std::string> headers;
+  std::vector<size_t> widths;
+  for (auto& cells : order) {
+    const auto& ranks = groups[cells];
+    headers.push_back((ranks.size() > 1 ? "ranks " : "rank ") + rank_ranges(ranks));
+    size_t w = width(headers.back());
+    for (auto& c : cells) w = std::max(w, width(c));
+    widths.push_back(w + 2);
+  }
+  const size_t seq_w = std::max<size_t>(5, std::to_string(shown_last).size() + 2);
+  std::string head = pad("seq", seq_w);
+  for (size_t k = 0; k < headers.size(); ++k) head += pad(headers[k], widths[k]);
+  while (!head.empty() && head.back() == ' ') head.pop_back();
+  out << head << "\n";
+  for (int64_t q = first; q <= shown_last; ++q) {
+    std::string line = pad(std::to_string(q), seq_w);
+    for (size_t k = 0; k < order.size(); ++k) line += pad(order[k][q - first], widths[k]);
+    if (q == diverge) line += "<- diverges (" + diverge_kind + ")";
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  }
+  if (diverge == 0) out << "(no divergence on this communicator)\n";
+  return out.str();
+}
+
+}  // namespace lockstep

@@ -1,0 +1,46 @@
+// Timeline views of a trace (docs/timeline.md): Chrome Trace Event Format JSON for
+// ui.perfetto.dev / chrome://tracing, and a text view of a window of sequence numbers on one
+// communicator, one column per group of identical ranks. Pure functions of the model.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "analysis.h"
+#include "trace_model.h"
+
+namespace lockstep {
+
+// A bad selection (no such rank, no communicator matches): the message says what exists.
+struct TimelineError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+struct TimelineOptions {
+  std::vector<int> ranks;  // global ranks to show; empty: all
+  std::string comm;        // hash prefix, role or ncclConfig_t.commName; empty: all
+  int64_t from_seq = 0;    // with to_seq: sequenced ops in [from_seq, to_seq] only; 0: unbounded
+  int64_t to_seq = 0;
+  size_t max_frames = 8;   // trimmed stack frames per op (trim_stack)
+};
+
+// The trace as a Chrome Trace Event Format object ({"traceEvents": [...], ...}). Each process
+// is placed on the wall clock by its meta start_wall_ns/start_mono_ns; timestamps are
+// microseconds since the earliest event. Stable output: the same trace gives the same bytes.
+std::string timeline_json(const Trace& t, const TimelineOptions& options = {});
+
+struct TextTimelineOptions {
+  std::string comm;     // hash prefix, role or name; empty: the first finding's, else the first
+  int64_t around = -1;  // centre seq; -1: the divergence on that comm, else its last seq
+  int window = 5;       // seqs shown on each side of the centre
+  std::vector<int> ranks;  // empty: every member
+  bool unicode = true;  // ✓ … markers; false: ASCII (ok, ..) for pipes and logs
+};
+
+// The terminal view: rows = seqs, one column per group of ranks with identical cells, the
+// divergence row marked. `a` is the analysis of the schedule its index was built from.
+std::string timeline_text(const Analysis& a, const TextTimelineOptions& options = {});
+
+}  // namespace lockstep

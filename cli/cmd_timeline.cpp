@@ -1,0 +1,101 @@
+// lockstep timeline DIR -o FILE.json | --text: the trace as a Perfetto/Chrome timeline, or a
+// terminal view of a window of seqs on one communicator (docs/timeline.md).
+#include <unistd.h>
+
+#include <iostream>
+
+#include "analyze_common.h"
+#include "commands.h"
+#include "exit_codes.h"
+#include "timeline.h"
+
+namespace lockstep::cli {
+namespace {
+
+struct TimelineArgs {
+  std::string dir;
+  std::string output;
+  std::vector<int> ranks;
+  std::string comm;
+  int64_t from_seq = 0;
+  int64_t to_seq = 0;
+  bool text = false;
+  int64_t around = -1;
+  int window = 5;
+};
+
+int timeline(const TimelineArgs& a) {
+  if (a.text) {
+    auto s = load_for_analysis("timeline", a.dir);
+    if (!s) return kExitUsage;
+    Analysis an = analyze(*s);
+    TextTimelineOptions o;
+    o.comm = a.comm;
+    o.around = a.around;
+    o.window = a.window;
+    o.ranks = a.ranks;
+    o.unicode = isatty(STDOUT_FILENO);
+    try {
+      std::cout << timeline_text(an, o);
+    } catch (const TimelineError& e) {
+      std::cerr << "lockstep timeline: " << e.what() << "\n";
+      return kExitUsage;
+    }
+    return kExitOk;
+  }
+  if (a.output.empty()) {
+    std::cerr << "lockstep timeline: give -o FILE.json (or -o - for stdout), or --text\n";
+    return kExitUsage;
+  }
+  if (a.to_seq > 0 && a.from_seq > a.to_seq) {
+    std::cerr << "lockstep timeline: --from-seq " << a.from_seq << " is after --to-seq " << a.to_seq << "\n";
+    return kExitUsage;
+  }
+  Trace t;
+  try {
+    t = load_trace(a.dir);
+  } catch (const LoadError& e) {
+    std::cerr << "lockstep timeline: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  for (auto& sk : t.skipped) std::cerr << "skipped " << sk.path << ": " << sk.reason << "\n";
+  TimelineOptions o;
+  o.ranks = a.ranks;
+  o.comm = a.comm;
+  o.from_seq = a.from_seq;
+  o.to_seq = a.to_seq;
+  std::string json;
+  try {
+    json = timeline_json(t, o);
+  } catch (const TimelineError& e) {
+    std::cerr << "lockstep timeline: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  if (a.output == "-") {
+    std::cout << json;
+    return kExitOk;
+  }
+  if (!write_file("timeline", a.output, json)) return kExitUsage;
+  std::cerr << "wrote " << a.output << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_timeline_command(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<TimelineArgs>();
+  auto* sub = app.add_subcommand("timeline", "Timeline of every rank's ops: Perfetto/Chrome JSON (-o), or a text view (--text)");
+  sub->add_option("dir", args->dir, "Trace directory")->required();
+  sub->add_option("-o,--output", args->output, "Write Chrome Trace Event JSON here ('-' = stdout)");
+  sub->add_option("--ranks", args->ranks, "Only these global ranks (comma-separated)")->delimiter(',');
+  sub->add_option("--comm", args->comm, "Only this communicator (hash prefix, role or name)");
+  sub->add_option("--from-seq", args->from_seq, "JSON: only ops with seq >= N")->check(CLI::PositiveNumber);
+  sub->add_option("--to-seq", args->to_seq, "JSON: only ops with seq <= M")->check(CLI::PositiveNumber);
+  sub->add_flag("--text", args->text, "Print a text timeline: rows = seqs, one column per group of identical ranks");
+  sub->add_option("--around", args->around, "--text: centre on this seq (default: the divergence, else the last seq)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--window", args->window, "--text: seqs shown on each side (default 5)")->check(CLI::NonNegativeNumber);
+  sub->callback([args, exit_code] { *exit_code = timeline(*args); });
+}
+
+}  // namespace lockstep::cli
