@@ -1,0 +1,308 @@
+// Timeline views over built traces: the Chrome Trace Event JSON (tracks, in-flight ops, flows,
+// clock alignment, filters) and the text view (divergence row, grouped ranks).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "analysis.h"
+#include "timeline.h"
+#include "trace_builder.h"
+#include "trace_loader.h"
+
+using lockstep::Analysis;
+using lockstep::analyze;
+using lockstep::Frame;
+using lockstep::HangMarker;
+using lockstep::schedule_from_trace;
+using lockstep::timeline_json;
+using lockstep::timeline_text;
+using lockstep::TimelineError;
+using lockstep::TimelineOptions;
+using lockstep::TextTimelineOptions;
+using lockstep::Trace;
+using lockstep::Wait;
+using lockstep::testing::OpSpec;
+using lockstep::testing::TraceBuilder;
+using nlohmann::json;
+
+namespace {
+
+json parse(const std::string& text) {
+  try {
+    return json::parse(text);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "timeline is not valid JSON: " << e.what() << "\n" << text.substr(0, 2000);
+    return json::object();
+  }
+}
+
+std::vector<json> events(const json& j, const std::string& ph, int pid = -1) {
+  std::vector<json> out;
+  for (const json& e : j["traceEvents"])
+    if (e["ph"] == ph && (pid < 0 || e["pid"] == pid)) out.push_back(e);
+  return out;
+}
+
+std::string meta_name(const json& j, const std::string& what, int pid, int tid = -1) {
+  for (const json& e : j["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == what && e["pid"] == pid && (tid < 0 || e["tid"] == tid))
+      return e["args"]["name"];
+  return "(none)";
+}
+
+// Rank 0 and 1 agree for 3 all_to_alls, then rank 0 issues a reduce_scatter and rank 1 an
+// all_to_all, neither ever completes: the seed's shape.
+TraceBuilder seed_like() {
+  TraceBuilder b(2);
+  b.comm("aaaa1111", {0, 1});
+  b.all({0, 1}, "aaaa1111", {.op = "all_to_all"}, 3);
+  b.add(0, "aaaa1111", {.op = "reduce_scatter", .completed = false});
+  b.add(1, "aaaa1111", {.op = "all_to_all", .completed = false});
+  b.running(0).running(1);
+  return b;
+}
+
+TEST(TimelineJson, has_one_named_process_track_per_rank_and_one_complete_event_per_op) {
+  TraceBuilder b(3);
+  b.comm("c0ffee00", {0, 1, 2});
+  b.all({0, 1, 2}, "c0ffee00", {}, 4);
+  b.add(2, "c0ffee00", {});
+  json j = parse(timeline_json(b.trace()));
+  for (int pid = 0; pid < 3; ++pid) {
+    EXPECT_EQ(meta_name(j, "process_name", pid), "rank " + std::to_string(pid) + " (node0 " + std::to_string(1000 + pid) + ")");
+    EXPECT_EQ(events(j, "X", pid).size(), pid == 2 ? 5u : 4u) << "complete events of rank " << pid;
+  }
+  json x = events(j, "X", 0)[1];
+  EXPECT_EQ(x["name"], "all_reduce #2");
+  EXPECT_EQ(x["cat"], "collective");
+  EXPECT_EQ(x["args"]["seq"], 2);
+  EXPECT_EQ(x["args"]["dtype"], "float32");
+  EXPECT_EQ(x["args"]["count"], 1024);
+  EXPECT_EQ(x["args"]["comm"], "c0ffee00");
+  EXPECT_EQ(x["args"]["role"], "init0");
+  EXPECT_EQ(x["dur"], 0.5) << "completed 500 ns after issue: " << x.dump();
+  EXPECT_EQ(meta_name(j, "thread_name", 0, x["tid"]), "comm init0 (c0ffee00)");
+}
+
+TEST(TimelineJson, ops_never_completed_last_until_the_end_of_the_trace_and_are_marked_in_flight) {
+  TraceBuilder b = seed_like();
+  json j = parse(timeline_json(b.trace()));
+  for (int pid = 0; pid < 2; ++pid) {
+    auto xs = events(j, "X", pid);
+    ASSERT_EQ(xs.size(), 4u);
+    for (int k = 0; k < 3; ++k) EXPECT_EQ(xs[k]["cat"], "collective") << xs[k].dump();
+    const json& last = xs[3];
+    EXPECT_EQ(last["cat"], "in_flight") << last.dump();
+    EXPECT_EQ(last["args"]["in_flight"], true) << last.dump();
+    EXPECT_EQ(last["args"]["seq"], 4);
+    // Issued at call 5 (5 us; call 1 is the comm init), the trace ends at the last flush (5 s);
+    // the origin is the first op (call 2, 2 us).
+    EXPECT_DOUBLE_EQ(last["ts"].get<double>(), 3.0) << last.dump();
+    EXPECT_DOUBLE_EQ(last["dur"].get<double>(), 5'000'000.0 - 5.0) << last.dump();
+  }
+  EXPECT_EQ(events(j, "X", 0)[3]["args"]["op"], "reduce_scatter");
+  EXPECT_EQ(events(j, "X", 1)[3]["args"]["op"], "all_to_all");
+}
+
+TEST(TimelineJson, members_of_one_collective_are_linked_by_a_flow_and_a_divergent_pair_is_a_mismatch) {
+  TraceBuilder b = seed_like();
+  json j = parse(timeline_json(b.trace()));
+  auto starts = events(j, "s");
+  auto finishes = events(j, "f");
+  ASSERT_EQ(starts.size(), 4u) << "one flow per collective of the two ranks";
+  ASSERT_EQ(finishes.size(), 4u);
+  for (size_t k = 0; k < 4; ++k) {
+    EXPECT_EQ(starts[k]["id"], finishes[k]["id"]);
+    EXPECT_EQ(starts[k]["pid"], 0);
+    EXPECT_EQ(finishes[k]["pid"], 1);
+    EXPECT_EQ(finishes[k]["bp"], "e") << "binds to the enclosing slice";
+    // Each end sits on the start of its op's slice, on the slice's track.
+    const json x0 = events(j, "X", 0)[k];
+    const json x1 = events(j, "X", 1)[k];
+    EXPECT_EQ(starts[k]["ts"], x0["ts"]);
+    EXPECT_EQ(starts[k]["tid"], x0["tid"]);
+    EXPECT_EQ(finishes[k]["ts"], x1["ts"]);
+    EXPECT_EQ(finishes[k]["tid"], x1["tid"]);
+    EXPECT_EQ(starts[k]["cat"], k < 3 ? "match" : "mismatch") << starts[k].dump();
+  }
+}
+
+TEST(TimelineJson, processes_are_aligned_on_their_wall_clock_start_not_their_monotonic_clocks) {
+  TraceBuilder b(2);
+  b.comm("aaaa1111", {0, 1});
+  b.all({0, 1}, "aaaa1111", {}, 1);
+  Trace& t = b.trace();
+  // Two hosts: monotonic clocks with unrelated origins; rank 1 started 2 ms after rank 0.
+  t.processes[0].meta["start_wall_ns"] = "1700000000000000000";
+  t.processes[0].meta["start_mono_ns"] = "1000000000000";
+  t.processes[1].meta["start_wall_ns"] = "1700000000002000000";
+  t.processes[1].meta["start_mono_ns"] = "7000000";
+  t.processes[0].ops[0].issue_mono_ns = 1000000000000 + 10'000;  // 10 us after its start
+  t.processes[0].ops[0].complete_mono_ns = 1000000000000 + 50'000;
+  t.processes[1].ops[0].issue_mono_ns = 7000000 + 30'000;        // 30 us after its start
+  t.processes[1].ops[0].complete_mono_ns = 7000000 + 50'000;
+  json j = parse(timeline_json(t));
+  ASSERT_EQ(events(j, "X", 0).size(), 1u);
+  ASSERT_EQ(events(j, "X", 1).size(), 1u);
+  EXPECT_DOUBLE_EQ(events(j, "X", 0)[0]["ts"].get<double>(), 10.0);
+  EXPECT_DOUBLE_EQ(events(j, "X", 1)[0]["ts"].get<double>(), 2000.0 + 30.0);
+  EXPECT_DOUBLE_EQ(events(j, "X", 1)[0]["dur"].get<double>(), 20.0);
+  EXPECT_EQ(j["otherData"]["origin_wall_ns"], 1700000000000000000);
+}
+
+TEST(TimelineJson, op_args_carry_the_trimmed_stack_with_python_frames_first) {
+  TraceBuilder b(1);
+  b.comm("aaaa1111", {0});
+  b.stack(0, 7, {{.kind = "native", .function = "ncclAllReduce", .module = "libnccl.so.2"},
+                 {.kind = "native", .function = "c10d::ProcessGroupNCCL::allreduce", .module = "libtorch_cuda.so"},
+                 {.kind = "python", .function = "post_backward", .file = "fsdp.py", .line = 42}});
+  b.add(0, "aaaa1111", {.stack = 7});
+  json j = parse(timeline_json(b.trace()));
+  const json stack = events(j, "X", 0).at(0)["args"]["stack"];
+  ASSERT_TRUE(stack.is_array() && !stack.empty()) << events(j, "X", 0)[0].dump();
+  EXPECT_EQ(stack[0].get<std::string>().rfind("py post_backward", 0), 0u) << stack.dump();
+  for (const json& f : stack) EXPECT_EQ(f.get<std::string>().find("ncclAllReduce"), std::string::npos) << "NCCL frames are trimmed: " << stack.dump();
+}
+
+TEST(TimelineJson, waits_graph_launches_and_hang_markers_are_instant_events) {
+  TraceBuilder b(1);
+  b.comm("aaaa1111", {0});
+  b.add(0, "aaaa1111", {.state = "captured"});
+  lockstep::Op& replay = b.add(0, "aaaa1111", {.state = "graph_launched"});
+  replay.graph_exec = 0xabc;
+  Trace& t = b.trace();
+  t.processes[0].waits.push_back(Wait{.call_index = 9, .kind = "stream_sync", .stream = 1, .tid = 5,
+                                      .begin_mono_ns = 4000, .end_mono_ns = -1});
+  t.processes[0].hangs.push_back(HangMarker{.mono_ns = 6000, .wall_ns = 6000, .in_flight = 1, .message = "no progress for 30 s"});
+  json j = parse(timeline_json(t));
+  std::map<std::string, int> cats;
+  for (const json& e : events(j, "i")) cats[e["cat"]]++;
+  EXPECT_EQ(cats["captured"], 1) << "a captured op ran nothing: an instant, not a slice";
+  EXPECT_EQ(cats["graph_launch"], 1);
+  EXPECT_EQ(cats["wait_blocked"], 1) << "a wait that never returned";
+  EXPECT_EQ(cats["hang"], 1);
+  ASSERT_EQ(events(j, "X").size(), 1u) << "only the replayed op ran";
+  EXPECT_EQ(events(j, "X")[0]["args"]["graph_exec"], "0xabc");
+}
+
+TEST(TimelineJson, rank_comm_and_seq_filters_select_ops_and_bad_selections_say_what_exists) {
+  TraceBuilder b(3);
+  b.comm("aaaa1111", {0, 1, 2});
+  b.comm("bbbb2222", {1, 2}, "aaaa1111", 1);
+  b.all({0, 1, 2}, "aaaa1111", {}, 5);
+  b.all({1, 2}, "bbbb2222", {.op = "all_gather"}, 2);
+  TimelineOptions o;
+  o.ranks = {1, 2};
+  o.comm = "aaaa";
+  o.from_seq = 2;
+  o.to_seq = 4;
+  json j = parse(timeline_json(b.trace(), o));
+  EXPECT_EQ(events(j, "X", 0).size(), 0u) << "rank 0 not selected";
+  for (int pid : {1, 2}) {
+    auto xs = events(j, "X", pid);
+    ASSERT_EQ(xs.size(), 3u) << "seq 2..4 of comm aaaa1111 on rank " << pid;
+    EXPECT_EQ(xs[0]["args"]["seq"], 2);
+    EXPECT_EQ(xs[2]["args"]["seq"], 4);
+  }
+  o = {};
+  o.comm = "init0.split0(color=1)";
+  j = parse(timeline_json(b.trace(), o));
+  EXPECT_EQ(events(j, "X").size(), 4u) << "selected by role";
+
+  o = {};
+  o.ranks = {7};
+  try {
+    timeline_json(b.trace(), o);
+    ADD_FAILURE() << "rank 7 does not exist: expected TimelineError";
+  } catch (const TimelineError& e) {
+    EXPECT_NE(std::string(e.what()).find("0-2"), std::string::npos) << e.what();
+  }
+  o = {};
+  o.comm = "zzzz";
+  try {
+    timeline_json(b.trace(), o);
+    ADD_FAILURE() << "comm zzzz does not exist: expected TimelineError";
+  } catch (const TimelineError& e) {
+    EXPECT_NE(std::string(e.what()).find("bbbb2222"), std::string::npos) << "lists the communicators: " << e.what();
+  }
+}
+
+TEST(TimelineJson, output_from_loaded_files_is_byte_identical_across_loads) {
+  TraceBuilder b = seed_like();
+  std::string dir = lockstep::testing::fresh_dir("timeline-determinism");
+  lockstep::testing::write_trace(b.trace(), dir);
+  std::string first = timeline_json(lockstep::load_trace(dir));
+  for (int k = 0; k < 3; ++k) ASSERT_EQ(timeline_json(lockstep::load_trace(dir)), first) << "load " << k;
+  json j = parse(first);
+  EXPECT_EQ(events(j, "X").size(), 8u);
+  std::filesystem::remove_all(dir);
+}
+
+std::string text_of(const Trace& t, TextTimelineOptions o = {}) {
+  auto s = schedule_from_trace(t);
+  Analysis a = analyze(s);
+  return timeline_text(a, o);
+}
+
+std::string line_of(const std::string& text, const std::string& seq) {
+  size_t at = 0;
+  while (at < text.size()) {
+    size_t end = text.find('\n', at);
+    std::string line = text.substr(at, end - at);
+    if (line.rfind(seq + " ", 0) == 0) return line;
+    at = end == std::string::npos ? text.size() : end + 1;
+  }
+  return "(no row " + seq + ")";
+}
+
+TEST(TimelineText, marks_the_row_where_ranks_diverge_and_shows_what_each_issued) {
+  TraceBuilder b = seed_like();
+  TextTimelineOptions o;
+  o.unicode = false;
+  std::string text = text_of(b.trace(), o);
+  std::string row = line_of(text, "4");
+  EXPECT_NE(row.find("reduce_scatter .."), std::string::npos) << text;
+  EXPECT_NE(row.find("all_to_all .."), std::string::npos) << text;
+  EXPECT_NE(row.find("<- diverges (op_type)"), std::string::npos) << text;
+  EXPECT_LT(row.find("reduce_scatter"), row.find("all_to_all")) << "rank 0's column first\n" << text;
+  EXPECT_EQ(line_of(text, "3").find("diverges"), std::string::npos) << text;
+  EXPECT_NE(line_of(text, "3").find("all_to_all ok"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 0"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 1"), std::string::npos) << text;
+}
+
+TEST(TimelineText, groups_identical_ranks_into_one_column) {
+  TraceBuilder b(4);
+  b.comm("aaaa1111", {0, 1, 2, 3});
+  b.all({0, 1, 2, 3}, "aaaa1111", {}, 3);
+  for (int r : {0, 1, 2}) b.add(r, "aaaa1111", {.op = "all_gather", .completed = false});
+  b.add(3, "aaaa1111", {.op = "broadcast", .root = 0, .completed = false});
+  std::string text = text_of(b.trace());
+  EXPECT_NE(text.find("ranks 0-2"), std::string::npos) << text;
+  EXPECT_NE(text.find("rank 3"), std::string::npos) << text;
+  EXPECT_EQ(text.find("rank 1 "), std::string::npos) << "rank 1 is in the group column\n" << text;
+  EXPECT_NE(line_of(text, "4").find("all_gather …"), std::string::npos) << text;
+  EXPECT_NE(line_of(text, "4").find("broadcast …"), std::string::npos) << text;
+  EXPECT_NE(line_of(text, "3").find("all_reduce ✓"), std::string::npos) << text;
+}
+
+TEST(TimelineText, window_around_a_seq_shows_only_that_range_and_an_unknown_comm_is_an_error) {
+  TraceBuilder b(2);
+  b.comm("aaaa1111", {0, 1});
+  b.all({0, 1}, "aaaa1111", {}, 20);
+  TextTimelineOptions o;
+  o.around = 10;
+  o.window = 2;
+  o.comm = "aaaa";
+  std::string text = text_of(b.trace(), o);
+  EXPECT_EQ(line_of(text, "7"), "(no row 7)") << text;
+  EXPECT_NE(line_of(text, "8"), "(no row 8)") << text;
+  EXPECT_NE(line_of(text, "12"), "(no row 12)") << text;
+  EXPECT_EQ(line_of(text, "13"), "(no row 13)") << text;
+  EXPECT_NE(text.find("no divergence"), std::string::npos) << text;
+  o.comm = "ffff";
+  EXPECT_THROW(text_of(b.trace(), o), TimelineError);
+}
+
+}  // namespace
