@@ -15,7 +15,8 @@ using nlohmann::json;
 
 namespace {
 
-constexpr int kDivergeAt = 40;  // a reduce_scatter followed by an all_to_all with --layers 2
+// With --layers 2 a step is 15 ops; its 11th is a reduce_scatter followed by an all_to_all.
+constexpr int kDivergeAt = 15 * 2 + 11;
 
 std::string temp_dir(const std::string& name) {
   std::string t = (std::filesystem::temp_directory_path() / ("lockstep-timeline-" + name + "-XXXXXX")).string();
