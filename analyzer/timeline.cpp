@@ -165,21 +165,46 @@ std::string timeline_json(const Trace& t, const TimelineOptions& o) {
 
     // Tracks: one per (communicator, stream); the stream is named only when a communicator's
     // ops use several streams. Track 0 holds host-side events (waits, graph launches).
+    // Issue-to-completion slices of one stream overlap (the next op is issued while the previous
+    // one still runs); trace viewers need slices of one track to nest, so an op that would
+    // overlap partially goes to an extra lane of the track ("overlap N").
+    auto stop_of = [&](const Op& op) { return op.completed ? ts(op.complete_mono_ns) : end_ns; };
+    std::map<std::pair<int, uint64_t>, std::vector<std::vector<int64_t>>> lanes;  // open slice ends per lane
+    std::map<std::tuple<int, uint64_t, int>, int> tid_of;
+    std::vector<int> lane_of(p.ops.size(), 0);
     std::map<int, std::set<uint64_t>> streams_of;
-    for (const Op& op : p.ops)
-      if (op_selected(i, op)) streams_of[op.comm].insert(op.stream);
-    std::map<std::pair<int, uint64_t>, int> tid_of;
+    for (size_t k = 0; k < p.ops.size(); ++k) {
+      const Op& op = p.ops[k];
+      if (!op_selected(i, op)) continue;
+      streams_of[op.comm].insert(op.stream);
+      if (!sequenced_run(op)) continue;
+      const int64_t start = ts(op.issue_mono_ns), stop = std::max(start, stop_of(op));
+      auto& track = lanes[{op.comm, op.stream}];
+      size_t lane = 0;
+      for (; lane < track.size(); ++lane) {
+        auto& open = track[lane];
+        while (!open.empty() && open.back() <= start) open.pop_back();
+        if (open.empty() || stop <= open.back()) break;
+      }
+      if (lane == track.size()) track.emplace_back();
+      track[lane].push_back(stop);
+      lane_of[k] = static_cast<int>(lane);
+    }
     int next_tid = 1;
     events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", "host"}}}});
     events.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", 0}}}});
     for (auto& [comm, streams] : streams_of)
       for (uint64_t st : streams) {
-        int tid = next_tid++;
-        tid_of[{comm, st}] = tid;
-        std::string name = comm >= 0 ? "comm " + roles[i][comm] + " (" + short_hash(p.comms[comm].hash) + ")" : "no communicator";
-        if (streams.size() > 1) name += " stream " + hex(st);
-        events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
-        events.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
+        size_t nlanes = std::max<size_t>(1, lanes[{comm, st}].size());
+        for (size_t lane = 0; lane < nlanes; ++lane) {
+          int tid = next_tid++;
+          tid_of[{comm, st, static_cast<int>(lane)}] = tid;
+          std::string name = comm >= 0 ? "comm " + roles[i][comm] + " (" + short_hash(p.comms[comm].hash) + ")" : "no communicator";
+          if (streams.size() > 1) name += " stream " + hex(st);
+          if (lane > 0) name += " (overlap " + std::to_string(lane) + ")";
+          events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+          events.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
+        }
       }
 
     // With a seq range, host-side events are kept to the time span of the selected ops.
@@ -190,18 +215,19 @@ std::string timeline_json(const Trace& t, const TimelineOptions& o) {
       for (const Op& op : p.ops)
         if (op_selected(i, op)) {
           lo = std::min(lo, ts(op.issue_mono_ns));
-          hi = std::max(hi, op.completed ? ts(op.complete_mono_ns) : end_ns);
+          hi = std::max(hi, stop_of(op));
         }
     }
     auto in_span = [&](int64_t at) { return at >= lo && at <= hi; };
 
     std::map<int, int64_t> ordinal;  // per local comm: collective ordinal (p2p ops excluded)
     std::set<std::pair<uint64_t, int64_t>> launches;
-    for (const Op& op : p.ops) {
+    for (size_t k = 0; k < p.ops.size(); ++k) {
+      const Op& op = p.ops[k];
       const bool counted = op.comm >= 0 && op.seq > 0 && classify_op(op.op) != OpClass::kP2P;
       const int64_t ord = counted ? ++ordinal[op.comm] : 0;
       if (!op_selected(i, op)) continue;
-      const int tid = tid_of.at({op.comm, op.stream});
+      const int tid = tid_of.at({op.comm, op.stream, lane_of[k]});
       const int64_t start = ts(op.issue_mono_ns);
       json args = {{"seq", op.seq}, {"op", op.op}, {"dtype", op.dtype}, {"count", op.count}, {"state", op.state},
                    {"call_index", op.call_index}, {"stream", hex(op.stream)}, {"host_tid", op.tid}};
@@ -233,7 +259,7 @@ std::string timeline_json(const Trace& t, const TimelineOptions& o) {
       }
       if (op.state == "graph_launched" && op.graph_exec != 0) launches.insert({op.graph_exec, start});
       std::string cat = classify_op(op.op) == OpClass::kP2P ? "p2p" : "collective";
-      int64_t stop = op.completed ? ts(op.complete_mono_ns) : end_ns;
+      int64_t stop = stop_of(op);
       if (!op.completed) {
         cat = "in_flight";
         args["in_flight"] = true;

@@ -51,6 +51,23 @@ std::string meta_name(const json& j, const std::string& what, int pid, int tid =
   return "(none)";
 }
 
+// Viewers draw the slices of one track as a stack: two slices either nest or do not overlap.
+std::string overlapping_slices(const json& j) {
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> tracks;
+  for (const json& e : j["traceEvents"])
+    if (e["ph"] == "X") tracks[{e["pid"], e["tid"]}].push_back({e["ts"], e["ts"].get<double>() + e["dur"].get<double>()});
+  for (auto& [key, slices] : tracks)
+    for (size_t a = 0; a < slices.size(); ++a)
+      for (size_t b = 0; b < slices.size(); ++b) {
+        auto [s1, e1] = slices[a];
+        auto [s2, e2] = slices[b];
+        if (a != b && s1 < s2 && s2 < e1 && e1 < e2)
+          return "pid " + std::to_string(key.first) + " tid " + std::to_string(key.second) + ": [" + std::to_string(s1) + "," +
+                 std::to_string(e1) + "] and [" + std::to_string(s2) + "," + std::to_string(e2) + "]";
+      }
+  return "";
+}
+
 // Rank 0 and 1 agree for 3 all_to_alls, then rank 0 issues a reduce_scatter and rank 1 an
 // all_to_all, neither ever completes: the seed's shape.
 TraceBuilder seed_like() {
@@ -101,8 +118,30 @@ TEST(TimelineJson, ops_never_completed_last_until_the_end_of_the_trace_and_are_m
     EXPECT_DOUBLE_EQ(last["ts"].get<double>(), 3.0) << last.dump();
     EXPECT_DOUBLE_EQ(last["dur"].get<double>(), 5'000'000.0 - 5.0) << last.dump();
   }
+  EXPECT_EQ(overlapping_slices(j), "");
   EXPECT_EQ(events(j, "X", 0)[3]["args"]["op"], "reduce_scatter");
   EXPECT_EQ(events(j, "X", 1)[3]["args"]["op"], "all_to_all");
+}
+
+TEST(TimelineJson, ops_that_overlap_on_one_stream_without_nesting_go_to_an_extra_lane) {
+  TraceBuilder b(1);
+  b.comm("aaaa1111", {0});
+  lockstep::Op& a = b.add(0, "aaaa1111", {});
+  a.issue_mono_ns = 1000;
+  a.complete_mono_ns = 5000;
+  lockstep::Op& second = b.add(0, "aaaa1111", {});
+  second.issue_mono_ns = 2000;  // issued while the first still runs, completes after it
+  second.complete_mono_ns = 6000;
+  lockstep::Op& third = b.add(0, "aaaa1111", {});
+  third.issue_mono_ns = 5500;
+  third.complete_mono_ns = 5800;
+  json j = parse(timeline_json(b.trace()));
+  auto xs = events(j, "X", 0);
+  ASSERT_EQ(xs.size(), 3u);
+  EXPECT_EQ(overlapping_slices(j), "");
+  EXPECT_NE(xs[0]["tid"], xs[1]["tid"]) << "partial overlap: another lane";
+  EXPECT_EQ(xs[0]["tid"], xs[2]["tid"]) << "the first lane is free again after 5000 ns";
+  EXPECT_EQ(meta_name(j, "thread_name", 0, xs[1]["tid"]), "comm init0 (aaaa1111) (overlap 1)");
 }
 
 TEST(TimelineJson, members_of_one_collective_are_linked_by_a_flow_and_a_divergent_pair_is_a_mismatch) {
