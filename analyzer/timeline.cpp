@@ -91,41 +91,58 @@ struct Placed {
 
 double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
+// Which processes, and which of their communicators, the options select.
+struct Selection {
+  std::vector<size_t> procs;
+  std::vector<std::vector<std::string>> roles;  // [process][local comm]
+  std::vector<std::vector<bool>> comm_on;       // [process][local comm]
+
+  Selection(const Trace& t, const TimelineOptions& o) {
+    std::set<int> want_ranks(o.ranks.begin(), o.ranks.end());
+    std::set<int> seen_ranks;
+    for (size_t i = 0; i < t.processes.size(); ++i) {
+      int r = shown_rank(t.processes[i], i);
+      seen_ranks.insert(r);
+      if (want_ranks.empty() || want_ranks.count(r)) procs.push_back(i);
+    }
+    for (int r : want_ranks)
+      if (!seen_ranks.count(r)) {
+        std::vector<int> have(seen_ranks.begin(), seen_ranks.end());
+        throw TimelineError("no trace of rank " + std::to_string(r) + " (ranks in the trace: " + rank_ranges(have) + ")");
+      }
+    roles.assign(t.processes.size(), {});
+    comm_on.assign(t.processes.size(), {});
+    bool any_comm = false;
+    std::set<std::string> all_comms;
+    for (size_t i : procs) {
+      const Process& p = t.processes[i];
+      roles[i] = local_roles(p);
+      comm_on[i].assign(p.comms.size(), o.comm.empty());
+      for (size_t c = 0; c < p.comms.size(); ++c) {
+        all_comms.insert(short_hash(p.comms[c].hash) + " (role " + roles[i][c] + ")");
+        if (!o.comm.empty() && comm_matches(p.comms[c], roles[i][c], o.comm)) comm_on[i][c] = any_comm = true;
+      }
+    }
+    if (!o.comm.empty() && !any_comm) {
+      std::string list;
+      for (auto& c : all_comms) list += "\n  " + c;
+      throw TimelineError("no communicator matches '" + o.comm + "'; communicators:" + list);
+    }
+  }
+};
+
 }  // namespace
 
-std::string timeline_json(const Trace& t, const TimelineOptions& o) {
-  // Which processes, and which of their communicators.
-  std::vector<size_t> procs;
-  std::set<int> want_ranks(o.ranks.begin(), o.ranks.end());
-  std::set<int> seen_ranks;
-  for (size_t i = 0; i < t.processes.size(); ++i) {
-    int r = shown_rank(t.processes[i], i);
-    seen_ranks.insert(r);
-    if (want_ranks.empty() || want_ranks.count(r)) procs.push_back(i);
-  }
-  for (int r : want_ranks)
-    if (!seen_ranks.count(r)) {
-      std::vector<int> have(seen_ranks.begin(), seen_ranks.end());
-      throw TimelineError("no trace of rank " + std::to_string(r) + " (ranks in the trace: " + rank_ranges(have) + ")");
-    }
-  std::vector<std::vector<std::string>> roles(t.processes.size());
-  std::vector<std::vector<bool>> comm_on(t.processes.size());
-  bool any_comm = false;
-  std::set<std::string> all_comms;
-  for (size_t i : procs) {
-    const Process& p = t.processes[i];
-    roles[i] = local_roles(p);
-    comm_on[i].assign(p.comms.size(), o.comm.empty());
-    for (size_t c = 0; c < p.comms.size(); ++c) {
-      all_comms.insert(short_hash(p.comms[c].hash) + " (role " + roles[i][c] + ")");
-      if (!o.comm.empty() && comm_matches(p.comms[c], roles[i][c], o.comm)) comm_on[i][c] = any_comm = true;
-    }
-  }
-  if (!o.comm.empty() && !any_comm) {
-    std::string list;
-    for (auto& c : all_comms) list += "\n  " + c;
-    throw TimelineError("no communicator matches '" + o.comm + "'; communicators:" + list);
-  }
+void check_timeline_options(const Trace& t, const TimelineOptions& options) {
+  const Selection checked(t, options);
+  (void)checked;
+}
+
+void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream& out) {
+  const Selection sel(t, o);
+  const auto& procs = sel.procs;
+  const auto& roles = sel.roles;
+  const auto& comm_on = sel.comm_on;
   const bool seq_range = o.from_seq > 0 || o.to_seq > 0;
   auto op_selected = [&](size_t i, const Op& op) {
     if (op.comm >= 0 ? !comm_on[i][op.comm] : !o.comm.empty()) return false;
@@ -136,6 +153,7 @@ std::string timeline_json(const Trace& t, const TimelineOptions& o) {
   // The origin: the earliest wall-clock instant of any selected process.
   std::vector<Clock> clocks(t.processes.size());
   int64_t origin = INT64_MAX;
+  bool all_aligned = true;
   for (size_t i : procs) {
     const Process& p = t.processes[i];
     clocks[i] = process_clock(p);
@@ -143,25 +161,36 @@ std::string timeline_json(const Trace& t, const TimelineOptions& o) {
     int64_t start = meta_int(p, "start_mono_ns", &has_mono);
     if (!has_mono) start = p.ops.empty() ? 0 : p.ops.front().issue_mono_ns;
     origin = std::min(origin, start + clocks[i].mono_to_wall);
+    all_aligned = all_aligned && clocks[i].aligned;
   }
   if (origin == INT64_MAX) origin = 0;
 
-  json events = json::array();
+  // Events are written as they are made (one per line: diffable, and still one JSON document);
+  // only what the flows need is kept, so memory stays at the size of the loaded trace.
+  json other = {{"tool", "lockstep timeline"},
+                {"trace_dir", t.dir},
+                {"origin_wall_ns", origin},
+                {"clock", all_aligned ? "wall clock per process (start_wall_ns); across hosts as good as NTP"
+                                      : "some processes lack start_wall_ns: their times are unaligned"}};
+  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":" << other.dump() << ",\n\"traceEvents\":[\n";
+  bool first_event = true;
+  auto emit = [&](const json& e) {
+    out << (first_event ? "" : ",\n") << e.dump();
+    first_event = false;
+  };
   std::vector<Placed> placed;  // collective members, for the flows
   std::map<std::tuple<std::string, int64_t>, std::vector<size_t>> members;  // (hash, ordinal) -> placed
-  bool all_aligned = true;
   for (size_t i : procs) {
     const Process& p = t.processes[i];
     const int pid = static_cast<int>(i);
     const int rank = shown_rank(p, i);
     const int64_t shift = clocks[i].mono_to_wall - origin;
-    all_aligned = all_aligned && clocks[i].aligned;
     auto ts = [&](int64_t mono) { return mono + shift; };
     const int64_t end_ns = ts(process_end_mono(p));
 
-    events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pid},
+    emit({{"ph", "M"}, {"name", "process_name"}, {"pid", pid},
                       {"args", {{"name", "rank " + std::to_string(rank) + " (" + p.host + " " + std::to_string(p.pid) + ")"}}}});
-    events.push_back({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
+    emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
 
     // Tracks: one per (communicator, stream); the stream is named only when a communicator's
     // ops use several streams. Track 0 holds host-side events (waits, graph launches).
@@ -191,8 +220,8 @@ std::string timeline_json(const Trace& t, const TimelineOptions& o) {
       lane_of[k] = static_cast<int>(lane);
     }
     int next_tid = 1;
-    events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", "host"}}}});
-    events.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", 0}}}});
+    emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", "host"}}}});
+    emit({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", 0}}}});
     for (auto& [comm, streams] : streams_of)
       for (uint64_t st : streams) {
         size_t nlanes = std::max<size_t>(1, lanes[{comm, st}].size());
@@ -202,8 +231,8 @@ std::string timeline_json(const Trace& t, const TimelineOptions& o) {
           std::string name = comm >= 0 ? "comm " + roles[i][comm] + " (" + short_hash(p.comms[comm].hash) + ")" : "no communicator";
           if (streams.size() > 1) name += " stream " + hex(st);
           if (lane > 0) name += " (overlap " + std::to_string(lane) + ")";
-          events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
-          events.push_back({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
+          emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
+          emit({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", tid}, {"args", {{"sort_index", tid}}}});
         }
       }
 
@@ -222,6 +251,7 @@ std::string timeline_json(const Trace& t, const TimelineOptions& o) {
 
     std::map<int, int64_t> ordinal;  // per local comm: collective ordinal (p2p ops excluded)
     std::set<std::pair<uint64_t, int64_t>> launches;
+    std::map<int64_t, json> trimmed;  // stack id -> trimmed frames (stacks are shared by many ops)
     for (size_t k = 0; k < p.ops.size(); ++k) {
       const Op& op = p.ops[k];
       const bool counted = op.comm >= 0 && op.seq > 0 && classify_op(op.op) != OpClass::kP2P;
@@ -243,17 +273,22 @@ std::string timeline_json(const Trace& t, const TimelineOptions& o) {
       if (!op.thread_name.empty()) args["thread"] = op.thread_name;
       if (op.graph_exec != 0) args["graph_exec"] = hex(op.graph_exec);
       if (op.stack_id >= 0) {
-        auto it = p.stacks.find(op.stack_id);
-        if (it != p.stacks.end()) {
-          json frames = json::array();
-          for (const Frame& f : trim_stack(it->second, o.max_frames))
-            frames.push_back((f.kind == "python" ? "py " : "") + format_frame(f));
-          args["stack"] = std::move(frames);
+        auto cached = trimmed.find(op.stack_id);
+        if (cached == trimmed.end()) {
+          json frames = nullptr;
+          auto it = p.stacks.find(op.stack_id);
+          if (it != p.stacks.end()) {
+            frames = json::array();
+            for (const Frame& f : trim_stack(it->second, o.max_frames))
+              frames.push_back((f.kind == "python" ? "py " : "") + format_frame(f));
+          }
+          cached = trimmed.emplace(op.stack_id, std::move(frames)).first;
         }
+        if (!cached->second.is_null()) args["stack"] = cached->second;
       }
       if (!sequenced_run(op)) {
         // Captured, failed or simulated: nothing ran, so no duration; a mark where it was called.
-        events.push_back({{"ph", "i"}, {"s", "t"}, {"name", op.op + " (" + op.state + ")"}, {"cat", op.state},
+        emit({{"ph", "i"}, {"s", "t"}, {"name", op.op + " (" + op.state + ")"}, {"cat", op.state},
                           {"pid", pid}, {"tid", tid}, {"ts", us(start)}, {"args", std::move(args)}});
         continue;
       }
@@ -265,7 +300,7 @@ std::string timeline_json(const Trace& t, const TimelineOptions& o) {
         args["in_flight"] = true;
       }
       std::string name = op.op + (op.seq > 0 ? " #" + std::to_string(op.seq) : "");
-      events.push_back({{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"ts", us(start)},
+      emit({{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"ts", us(start)},
                         {"dur", us(std::max<int64_t>(0, stop - start))}, {"args", std::move(args)}});
       if (counted) {
         members[{p.comms[op.comm].hash, ord}].push_back(placed.size());
@@ -274,7 +309,7 @@ std::string timeline_json(const Trace& t, const TimelineOptions& o) {
       }
     }
     for (auto& [exec, at] : launches)
-      events.push_back({{"ph", "i"}, {"s", "t"}, {"name", "graph launch"}, {"cat", "graph_launch"}, {"pid", pid},
+      emit({{"ph", "i"}, {"s", "t"}, {"name", "graph launch"}, {"cat", "graph_launch"}, {"pid", pid},
                         {"tid", 0}, {"ts", us(at)}, {"args", {{"graph_exec", hex(exec)}}}});
     for (const Wait& w : p.waits) {
       if (!in_span(ts(w.begin_mono_ns))) continue;
@@ -282,11 +317,11 @@ std::string timeline_json(const Trace& t, const TimelineOptions& o) {
       if (w.event != 0) args["event"] = hex(w.event);
       if (w.end_mono_ns >= 0) args["waited_us"] = us(w.end_mono_ns - w.begin_mono_ns);
       else args["returned"] = false;
-      events.push_back({{"ph", "i"}, {"s", "t"}, {"name", w.kind}, {"cat", w.end_mono_ns >= 0 ? "wait" : "wait_blocked"},
+      emit({{"ph", "i"}, {"s", "t"}, {"name", w.kind}, {"cat", w.end_mono_ns >= 0 ? "wait" : "wait_blocked"},
                         {"pid", pid}, {"tid", 0}, {"ts", us(ts(w.begin_mono_ns))}, {"args", std::move(args)}});
     }
     for (const HangMarker& h : p.hangs)
-      events.push_back({{"ph", "i"}, {"s", "p"}, {"name", "hang: " + h.message}, {"cat", "hang"}, {"pid", pid},
+      emit({{"ph", "i"}, {"s", "p"}, {"name", "hang: " + h.message}, {"cat", "hang"}, {"pid", pid},
                         {"tid", 0}, {"ts", us(ts(h.mono_ns))}, {"args", {{"in_flight", h.in_flight}, {"message", h.message}}}});
   }
 
@@ -302,23 +337,19 @@ std::string timeline_json(const Trace& t, const TimelineOptions& o) {
       const Placed& a = placed[list[k]];
       const Placed& b = placed[list[k + 1]];
       ++flow_id;
-      events.push_back({{"ph", "s"}, {"id", flow_id}, {"name", name}, {"cat", same ? "match" : "mismatch"},
+      emit({{"ph", "s"}, {"id", flow_id}, {"name", name}, {"cat", same ? "match" : "mismatch"},
                         {"pid", a.pid}, {"tid", a.tid}, {"ts", us(a.ts_ns)}});
-      events.push_back({{"ph", "f"}, {"bp", "e"}, {"id", flow_id}, {"name", name}, {"cat", same ? "match" : "mismatch"},
+      emit({{"ph", "f"}, {"bp", "e"}, {"id", flow_id}, {"name", name}, {"cat", same ? "match" : "mismatch"},
                         {"pid", b.pid}, {"tid", b.tid}, {"ts", us(b.ts_ns)}});
     }
   }
 
-  // One event per line: diffable, and still one JSON document.
+  out << "\n]}\n";
+}
+
+std::string timeline_json(const Trace& t, const TimelineOptions& options) {
   std::ostringstream out;
-  json other = {{"tool", "lockstep timeline"},
-                {"trace_dir", t.dir},
-                {"origin_wall_ns", origin},
-                {"clock", all_aligned ? "wall clock per process (start_wall_ns); across hosts as good as NTP"
-                                      : "some processes lack start_wall_ns: their times are unaligned"}};
-  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":" << other.dump() << ",\n\"traceEvents\":[\n";
-  for (size_t k = 0; k < events.size(); ++k) out << events[k].dump() << (k + 1 < events.size() ? ",\n" : "\n");
-  out << "]}\n";
+  write_timeline_json(t, options, out);
   return out.str();
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <ostream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ struct TimelineOptions {
 // The trace as a Chrome Trace Event Format object ({"traceEvents": [...], ...}). Each process
 // is placed on the wall clock by its meta start_wall_ns/start_mono_ns; timestamps are
 // microseconds since the earliest event. Stable output: the same trace gives the same bytes.
+// Streams the same, event by event (memory: the loaded trace, not the output).
+void write_timeline_json(const Trace& t, const TimelineOptions& options, std::ostream& out);
+// Throws the TimelineError write_timeline_json would throw, before any output is made.
+void check_timeline_options(const Trace& t, const TimelineOptions& options);
 std::string timeline_json(const Trace& t, const TimelineOptions& options = {});
 
 struct TextTimelineOptions {

@@ -2,6 +2,7 @@
 // terminal view of a window of seqs on one communicator (docs/timeline.md).
 #include <unistd.h>
 
+#include <fstream>
 #include <iostream>
 
 #include "analyze_common.h"
@@ -64,18 +65,28 @@ int timeline(const TimelineArgs& a) {
   o.comm = a.comm;
   o.from_seq = a.from_seq;
   o.to_seq = a.to_seq;
-  std::string json;
   try {
-    json = timeline_json(t, o);
+    if (a.output == "-") {
+      write_timeline_json(t, o, std::cout);
+      return kExitOk;
+    }
+    // Validate the selection before creating the file: a bad --ranks leaves nothing behind.
+    check_timeline_options(t, o);
+    std::ofstream file(a.output, std::ios::binary | std::ios::trunc);
+    if (!file) {
+      std::cerr << "lockstep timeline: cannot write " << a.output << "\n";
+      return kExitUsage;
+    }
+    write_timeline_json(t, o, file);
+    file.close();
+    if (!file) {
+      std::cerr << "lockstep timeline: writing " << a.output << " failed\n";
+      return kExitUsage;
+    }
   } catch (const TimelineError& e) {
     std::cerr << "lockstep timeline: " << e.what() << "\n";
     return kExitUsage;
   }
-  if (a.output == "-") {
-    std::cout << json;
-    return kExitOk;
-  }
-  if (!write_file("timeline", a.output, json)) return kExitUsage;
   std::cerr << "wrote " << a.output << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
   return kExitOk;
 }
