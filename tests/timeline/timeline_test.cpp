@@ -311,6 +311,23 @@ TEST(TimelineText, marks_the_row_where_ranks_diverge_and_shows_what_each_issued)
   EXPECT_NE(text.find("rank 1"), std::string::npos) << text;
 }
 
+TEST(TimelineText, an_order_inversion_is_marked_on_both_communicators) {
+  TraceBuilder b(2);
+  b.comm("aaaa1111", {0, 1}).comm("bbbb2222", {0, 1});
+  b.all({0, 1}, "aaaa1111", {}, 3);
+  b.add(0, "aaaa1111", {.op = "reduce_scatter"});
+  b.add(0, "bbbb2222", {.op = "all_to_all", .redop = "", .stream = 1});
+  b.add(1, "bbbb2222", {.op = "all_to_all", .redop = "", .stream = 1});
+  b.add(1, "aaaa1111", {.op = "reduce_scatter"});
+  TextTimelineOptions o;
+  o.comm = "aaaa";
+  std::string text = text_of(b.trace(), o);
+  EXPECT_NE(line_of(text, "4").find("<- diverges (order_inversion)"), std::string::npos) << text;
+  o.comm = "bbbb";
+  text = text_of(b.trace(), o);
+  EXPECT_NE(line_of(text, "1").find("<- diverges (order_inversion)"), std::string::npos) << text;
+}
+
 TEST(TimelineText, groups_identical_ranks_into_one_column) {
   TraceBuilder b(4);
   b.comm("aaaa1111", {0, 1, 2, 3});
