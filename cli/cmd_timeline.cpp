@@ -105,7 +105,7 @@ void add_timeline_command(CLI::App& app, int* exit_code) {
   sub->add_flag("--text", args->text, "Print a text timeline: rows = seqs, one column per group of identical ranks");
   sub->add_option("--around", args->around, "--text: centre on this seq (default: the divergence, else the last seq)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--window", args->window, "--text: seqs shown on each side (default 5)")->check(CLI::NonNegativeNumber);
+  sub->add_option("--window", args->window, "--text: seqs shown on each side (default 5)")->check(CLI::Range(0, 10000));
   sub->callback([args, exit_code] { *exit_code = timeline(*args); });
 }
 
