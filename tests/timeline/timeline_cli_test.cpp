@@ -1,0 +1,91 @@
+// `lockstep timeline` as a user runs it, on trace files written with the recorder's schema: the
+// JSON file, stdout, the text view through a pipe, and exit code 2 for bad selections.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "cli_runner.h"
+#include "trace_builder.h"
+
+using lockstep::testing::OpSpec;
+using lockstep::testing::ProcResult;
+using lockstep::testing::run_program;
+using lockstep::testing::TraceBuilder;
+using nlohmann::json;
+
+namespace {
+
+// The seed's shape on 3 ranks: rank 2 issues an all_to_all where ranks 0 and 1 reduce-scatter.
+struct Written {
+  std::string dir;
+  Written() {
+    TraceBuilder b(3);
+    b.comm("aaaa1111", {0, 1, 2});
+    b.all({0, 1, 2}, "aaaa1111", {.op = "all_to_all", .redop = ""}, 3);
+    for (int r : {0, 1}) b.add(r, "aaaa1111", {.op = "reduce_scatter", .completed = false});
+    b.add(2, "aaaa1111", {.op = "all_to_all", .redop = "", .completed = false});
+    for (int r : {0, 1, 2}) b.running(r);
+    dir = lockstep::testing::fresh_dir("timeline-cli");
+    lockstep::testing::write_trace(b.trace(), dir);
+  }
+  ~Written() { std::filesystem::remove_all(dir); }
+};
+
+TEST(TimelineCli, writes_a_json_file_that_parses_with_every_rank_and_stdout_gives_the_same_bytes) {
+  Written w;
+  std::string out = w.dir + "/t.json";
+  ProcResult r = run_program({LOCKSTEP_EXE, "timeline", w.dir, "-o", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string text = lockstep::testing::slurp_file(out);
+  json j = json::parse(text, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << "not JSON:\n" << text.substr(0, 1000);
+  std::set<int> pids;
+  int in_flight = 0;
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] == "X") pids.insert(e["pid"].get<int>());
+    if (e["ph"] == "X" && e["cat"] == "in_flight") ++in_flight;
+  }
+  EXPECT_EQ(pids, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(in_flight, 3);
+  ProcResult s = run_program({LOCKSTEP_EXE, "timeline", w.dir, "-o", "-"});
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  EXPECT_EQ(s.out, text) << "-o - writes the same document to stdout";
+}
+
+TEST(TimelineCli, text_view_through_a_pipe_groups_agreeing_ranks_and_marks_the_divergence_in_ascii) {
+  Written w;
+  ProcResult r = run_program({LOCKSTEP_EXE, "timeline", w.dir, "--text"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("ranks 0-1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 2"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("✓"), std::string::npos) << "no UTF-8 markers into a pipe\n" << r.out;
+  bool marked = false;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("4 ", 0) == 0)
+      marked = line.find("reduce_scatter ..") != std::string::npos && line.find("all_to_all ..") != std::string::npos &&
+               line.find("<- diverges") != std::string::npos;
+  EXPECT_TRUE(marked) << "row 4: reduce_scatter .. | all_to_all .. <- diverges\n" << r.out;
+}
+
+TEST(TimelineCli, unknown_rank_or_comm_exits_2_with_what_exists_and_creates_no_file) {
+  Written w;
+  std::string out = w.dir + "/t.json";
+  ProcResult r = run_program({LOCKSTEP_EXE, "timeline", w.dir, "--ranks", "0,9", "-o", out});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("no trace of rank 9 (ranks in the trace: 0-2)"), std::string::npos) << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  r = run_program({LOCKSTEP_EXE, "timeline", w.dir, "--comm", "ffff", "-o", out});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("aaaa1111"), std::string::npos) << "lists the communicators\n" << r.err;
+  EXPECT_FALSE(std::filesystem::exists(out));
+  r = run_program({LOCKSTEP_EXE, "timeline", w.dir});
+  EXPECT_EQ(r.exit_code, 2) << "neither -o nor --text\n" << r.err;
+  r = run_program({LOCKSTEP_EXE, "timeline", w.dir + "/missing", "--text"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+}  // namespace
