@@ -182,7 +182,9 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
   std::map<std::tuple<std::string, int64_t>, std::vector<size_t>> members;  // (hash, ordinal) -> placed
   for (size_t i : procs) {
     const Process& p = t.processes[i];
-    const int pid = static_cast<int>(i);
+    // pid/tid 0 are the kernel's idle task to Perfetto (special-cased): numbering starts at 1.
+    const int pid = static_cast<int>(i) + 1;
+    constexpr int kHostTid = 1;
     const int rank = shown_rank(p, i);
     const int64_t shift = clocks[i].mono_to_wall - origin;
     auto ts = [&](int64_t mono) { return mono + shift; };
@@ -193,7 +195,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
     emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
 
     // Tracks: one per (communicator, stream); the stream is named only when a communicator's
-    // ops use several streams. Track 0 holds host-side events (waits, graph launches).
+    // ops use several streams. Track kHostTid holds host-side events (waits, graph launches).
     // Issue-to-completion slices of one stream overlap (the next op is issued while the previous
     // one still runs); trace viewers need slices of one track to nest, so an op that would
     // overlap partially goes to an extra lane of the track ("overlap N").
@@ -219,9 +221,9 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       track[lane].push_back(stop);
       lane_of[k] = static_cast<int>(lane);
     }
-    int next_tid = 1;
-    emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", 0}, {"args", {{"name", "host"}}}});
-    emit({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", 0}, {"args", {{"sort_index", 0}}}});
+    int next_tid = kHostTid + 1;
+    emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", kHostTid}, {"args", {{"name", "host"}}}});
+    emit({{"ph", "M"}, {"name", "thread_sort_index"}, {"pid", pid}, {"tid", kHostTid}, {"args", {{"sort_index", kHostTid}}}});
     for (auto& [comm, streams] : streams_of)
       for (uint64_t st : streams) {
         size_t nlanes = std::max<size_t>(1, lanes[{comm, st}].size());
@@ -310,7 +312,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
     }
     for (auto& [exec, at] : launches)
       emit({{"ph", "i"}, {"s", "t"}, {"name", "graph launch"}, {"cat", "graph_launch"}, {"pid", pid},
-                        {"tid", 0}, {"ts", us(at)}, {"args", {{"graph_exec", hex(exec)}}}});
+                        {"tid", kHostTid}, {"ts", us(at)}, {"args", {{"graph_exec", hex(exec)}}}});
     for (const Wait& w : p.waits) {
       if (!in_span(ts(w.begin_mono_ns))) continue;
       json args = {{"kind", w.kind}, {"stream", hex(w.stream)}, {"host_tid", w.tid}, {"call_index", w.call_index}};
@@ -318,11 +320,11 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       if (w.end_mono_ns >= 0) args["waited_us"] = us(w.end_mono_ns - w.begin_mono_ns);
       else args["returned"] = false;
       emit({{"ph", "i"}, {"s", "t"}, {"name", w.kind}, {"cat", w.end_mono_ns >= 0 ? "wait" : "wait_blocked"},
-                        {"pid", pid}, {"tid", 0}, {"ts", us(ts(w.begin_mono_ns))}, {"args", std::move(args)}});
+                        {"pid", pid}, {"tid", kHostTid}, {"ts", us(ts(w.begin_mono_ns))}, {"args", std::move(args)}});
     }
     for (const HangMarker& h : p.hangs)
       emit({{"ph", "i"}, {"s", "p"}, {"name", "hang: " + h.message}, {"cat", "hang"}, {"pid", pid},
-                        {"tid", 0}, {"ts", us(ts(h.mono_ns))}, {"args", {{"in_flight", h.in_flight}, {"message", h.message}}}});
+                        {"tid", kHostTid}, {"ts", us(ts(h.mono_ns))}, {"args", {{"in_flight", h.in_flight}, {"message", h.message}}}});
   }
 
   // Flows: the members of one collective (same comm, same collective ordinal: the seq when the

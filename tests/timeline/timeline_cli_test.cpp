@@ -48,7 +48,7 @@ TEST(TimelineCli, writes_a_json_file_that_parses_with_every_rank_and_stdout_give
     if (e["ph"] == "X") pids.insert(e["pid"].get<int>());
     if (e["ph"] == "X" && e["cat"] == "in_flight") ++in_flight;
   }
-  EXPECT_EQ(pids, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(pids, (std::set<int>{1, 2, 3})) << "pid = position + 1";
   EXPECT_EQ(in_flight, 3);
   ProcResult s = run_program({LOCKSTEP_EXE, "timeline", w.dir, "-o", "-"});
   ASSERT_EQ(s.exit_code, 0) << s.err;

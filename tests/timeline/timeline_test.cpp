@@ -37,16 +37,17 @@ json parse(const std::string& text) {
   }
 }
 
-std::vector<json> events(const json& j, const std::string& ph, int pid = -1) {
+// Process tracks are numbered from 1 (Perfetto treats pid 0 specially): pid = position + 1.
+std::vector<json> events(const json& j, const std::string& ph, int proc = -1) {
   std::vector<json> out;
   for (const json& e : j["traceEvents"])
-    if (e["ph"] == ph && (pid < 0 || e["pid"] == pid)) out.push_back(e);
+    if (e["ph"] == ph && (proc < 0 || e["pid"] == proc + 1)) out.push_back(e);
   return out;
 }
 
-std::string meta_name(const json& j, const std::string& what, int pid, int tid = -1) {
+std::string meta_name(const json& j, const std::string& what, int proc, int tid = -1) {
   for (const json& e : j["traceEvents"])
-    if (e["ph"] == "M" && e["name"] == what && e["pid"] == pid && (tid < 0 || e["tid"] == tid))
+    if (e["ph"] == "M" && e["name"] == what && e["pid"] == proc + 1 && (tid < 0 || e["tid"] == tid))
       return e["args"]["name"];
   return "(none)";
 }
@@ -153,8 +154,8 @@ TEST(TimelineJson, members_of_one_collective_are_linked_by_a_flow_and_a_divergen
   ASSERT_EQ(finishes.size(), 4u);
   for (size_t k = 0; k < 4; ++k) {
     EXPECT_EQ(starts[k]["id"], finishes[k]["id"]);
-    EXPECT_EQ(starts[k]["pid"], 0);
-    EXPECT_EQ(finishes[k]["pid"], 1);
+    EXPECT_EQ(starts[k]["pid"], 1) << "rank 0";
+    EXPECT_EQ(finishes[k]["pid"], 2) << "rank 1";
     EXPECT_EQ(finishes[k]["bp"], "e") << "binds to the enclosing slice";
     // Each end sits on the start of its op's slice, on the slice's track.
     const json x0 = events(j, "X", 0)[k];
