@@ -2,6 +2,7 @@
 // terminal view of a window of seqs on one communicator (docs/timeline.md).
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 
@@ -24,6 +25,26 @@ struct TimelineArgs {
   int64_t around = -1;
   int window = 5;
 };
+
+// With --ranks, only those ranks' files are loaded in full (a 256-rank directory holds far
+// more than memory needs for two ranks). Falls back to loading everything when some file has no
+// global rank, since ranks are then positions in the whole directory.
+Trace load_ranks(const std::string& dir, const std::vector<int>& ranks) {
+  Trace headers = load_trace_headers(dir);
+  for (const Process& p : headers.processes)
+    if (p.global_rank < 0) return load_trace(dir);
+  Trace t;
+  t.dir = headers.dir;
+  t.skipped = headers.skipped;
+  for (const Process& p : headers.processes)
+    if (std::find(ranks.begin(), ranks.end(), p.global_rank) != ranks.end()) t.processes.push_back(load_process_file(p.path));
+  std::vector<int> have;
+  for (const Process& p : headers.processes) have.push_back(p.global_rank);
+  for (int r : ranks)
+    if (std::find(have.begin(), have.end(), r) == have.end())
+      throw LoadError("no trace of rank " + std::to_string(r) + " (ranks in the trace: " + rank_ranges(have) + ")");
+  return t;
+}
 
 int timeline(const TimelineArgs& a) {
   if (a.text) {
@@ -54,7 +75,7 @@ int timeline(const TimelineArgs& a) {
   }
   Trace t;
   try {
-    t = load_trace(a.dir);
+    t = a.ranks.empty() ? load_trace(a.dir) : load_ranks(a.dir, a.ranks);
   } catch (const LoadError& e) {
     std::cerr << "lockstep timeline: " << e.what() << "\n";
     return kExitUsage;

@@ -71,6 +71,20 @@ TEST(TimelineCli, text_view_through_a_pipe_groups_agreeing_ranks_and_marks_the_d
   EXPECT_TRUE(marked) << "row 4: reduce_scatter .. | all_to_all .. <- diverges\n" << r.out;
 }
 
+TEST(TimelineCli, ranks_option_shows_only_those_ranks) {
+  Written w;
+  ProcResult r = run_program({LOCKSTEP_EXE, "timeline", w.dir, "--ranks", "2,0", "-o", "-"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out.substr(0, 1000);
+  std::vector<std::string> names;
+  for (const json& e : j["traceEvents"])
+    if (e["ph"] == "M" && e["name"] == "process_name") names.push_back(e["args"]["name"]);
+  ASSERT_EQ(names.size(), 2u) << r.out.substr(0, 1000);
+  EXPECT_EQ(names[0].rfind("rank 0 (", 0), 0u) << names[0];
+  EXPECT_EQ(names[1].rfind("rank 2 (", 0), 0u) << names[1];
+}
+
 TEST(TimelineCli, unknown_rank_or_comm_exits_2_with_what_exists_and_creates_no_file) {
   Written w;
   std::string out = w.dir + "/t.json";
