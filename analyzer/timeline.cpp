@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "hang.h"
+#include "trace_schema.h"
 #include "trace_details.h"
 
 namespace lockstep {
@@ -64,9 +65,8 @@ int64_t process_end_mono(const Process& p) {
   return end;
 }
 
-bool sequenced_run(const Op& o) {
-  return o.state == "enqueued" || o.state == "graph_launched";
-}
+// Enqueued ops and graph replays ran on a stream; captured, failed and simulated rows did not.
+bool ran(const Op& o) { return o.state == schema::kStateEnqueued || o.state == schema::kStateGraphLaunched; }
 
 json peers_of(const Op& o) {
   json peers = json::array();
@@ -85,7 +85,6 @@ struct Placed {
   int pid = 0;
   int tid = 0;
   int64_t ts_ns = 0;  // relative to the trace origin
-  int64_t call_index = 0;
   std::string signature;  // op dtype count root redop: equal for matching collective members
 };
 
@@ -191,7 +190,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
     const int64_t end_ns = ts(process_end_mono(p));
 
     emit({{"ph", "M"}, {"name", "process_name"}, {"pid", pid},
-                      {"args", {{"name", "rank " + std::to_string(rank) + " (" + p.host + " " + std::to_string(p.pid) + ")"}}}});
+          {"args", {{"name", "rank " + std::to_string(rank) + " (" + p.host + " " + std::to_string(p.pid) + ")"}}}});
     emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
 
     // Tracks: one per (communicator, stream); the stream is named only when a communicator's
@@ -208,7 +207,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       const Op& op = p.ops[k];
       if (!op_selected(i, op)) continue;
       streams_of[op.comm].insert(op.stream);
-      if (!sequenced_run(op)) continue;
+      if (!ran(op)) continue;
       const int64_t start = ts(op.issue_mono_ns), stop = std::max(start, stop_of(op));
       auto& track = lanes[{op.comm, op.stream}];
       size_t lane = 0;
@@ -288,13 +287,13 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
         }
         if (!cached->second.is_null()) args["stack"] = cached->second;
       }
-      if (!sequenced_run(op)) {
+      if (!ran(op)) {
         // Captured, failed or simulated: nothing ran, so no duration; a mark where it was called.
         emit({{"ph", "i"}, {"s", "t"}, {"name", op.op + " (" + op.state + ")"}, {"cat", op.state},
-                          {"pid", pid}, {"tid", tid}, {"ts", us(start)}, {"args", std::move(args)}});
+              {"pid", pid}, {"tid", tid}, {"ts", us(start)}, {"args", std::move(args)}});
         continue;
       }
-      if (op.state == "graph_launched" && op.graph_exec != 0) launches.insert({op.graph_exec, start});
+      if (op.state == schema::kStateGraphLaunched && op.graph_exec != 0) launches.insert({op.graph_exec, start});
       std::string cat = classify_op(op.op) == OpClass::kP2P ? "p2p" : "collective";
       int64_t stop = stop_of(op);
       if (!op.completed) {
@@ -303,16 +302,16 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       }
       std::string name = op.op + (op.seq > 0 ? " #" + std::to_string(op.seq) : "");
       emit({{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"ts", us(start)},
-                        {"dur", us(std::max<int64_t>(0, stop - start))}, {"args", std::move(args)}});
+            {"dur", us(std::max<int64_t>(0, stop - start))}, {"args", std::move(args)}});
       if (counted) {
         members[{p.comms[op.comm].hash, ord}].push_back(placed.size());
-        placed.push_back({pid, tid, start, op.call_index,
+        placed.push_back({pid, tid, start,
                           op.op + " " + op.dtype + " " + std::to_string(op.count) + " " + std::to_string(op.root) + " " + op.redop});
       }
     }
     for (auto& [exec, at] : launches)
       emit({{"ph", "i"}, {"s", "t"}, {"name", "graph launch"}, {"cat", "graph_launch"}, {"pid", pid},
-                        {"tid", kHostTid}, {"ts", us(at)}, {"args", {{"graph_exec", hex(exec)}}}});
+            {"tid", kHostTid}, {"ts", us(at)}, {"args", {{"graph_exec", hex(exec)}}}});
     for (const Wait& w : p.waits) {
       if (!in_span(ts(w.begin_mono_ns))) continue;
       json args = {{"kind", w.kind}, {"stream", hex(w.stream)}, {"host_tid", w.tid}, {"call_index", w.call_index}};
@@ -320,11 +319,11 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       if (w.end_mono_ns >= 0) args["waited_us"] = us(w.end_mono_ns - w.begin_mono_ns);
       else args["returned"] = false;
       emit({{"ph", "i"}, {"s", "t"}, {"name", w.kind}, {"cat", w.end_mono_ns >= 0 ? "wait" : "wait_blocked"},
-                        {"pid", pid}, {"tid", kHostTid}, {"ts", us(ts(w.begin_mono_ns))}, {"args", std::move(args)}});
+            {"pid", pid}, {"tid", kHostTid}, {"ts", us(ts(w.begin_mono_ns))}, {"args", std::move(args)}});
     }
     for (const HangMarker& h : p.hangs)
       emit({{"ph", "i"}, {"s", "p"}, {"name", "hang: " + h.message}, {"cat", "hang"}, {"pid", pid},
-                        {"tid", kHostTid}, {"ts", us(ts(h.mono_ns))}, {"args", {{"in_flight", h.in_flight}, {"message", h.message}}}});
+            {"tid", kHostTid}, {"ts", us(ts(h.mono_ns))}, {"args", {{"in_flight", h.in_flight}, {"message", h.message}}}});
   }
 
   // Flows: the members of one collective (same comm, same collective ordinal: the seq when the
@@ -340,9 +339,9 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       const Placed& b = placed[list[k + 1]];
       ++flow_id;
       emit({{"ph", "s"}, {"id", flow_id}, {"name", name}, {"cat", same ? "match" : "mismatch"},
-                        {"pid", a.pid}, {"tid", a.tid}, {"ts", us(a.ts_ns)}});
+            {"pid", a.pid}, {"tid", a.tid}, {"ts", us(a.ts_ns)}});
       emit({{"ph", "f"}, {"bp", "e"}, {"id", flow_id}, {"name", name}, {"cat", same ? "match" : "mismatch"},
-                        {"pid", b.pid}, {"tid", b.tid}, {"ts", us(b.ts_ns)}});
+            {"pid", b.pid}, {"tid", b.tid}, {"ts", us(b.ts_ns)}});
     }
   }
 
