@@ -475,6 +475,9 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
     for (int64_t q = first; q <= last; ++q)
       if (cells[q - first] != "-") shown_last = std::max(shown_last, q);
 
+  if (shown_last < first)
+    throw TimelineError("no rank issued seq " + std::to_string(first) + ".." + std::to_string(last) + " on comm " +
+                        short_hash(gc.hash) + " (its last seq is " + std::to_string(last_seq) + ")");
   std::ostringstream out;
   out << "comm " << short_hash(gc.hash) << " (role " << gc.role << ", " << gc.nranks << " ranks), seq " << first << ".."
       << shown_last << "; " << ok << " completed, " << waiting << " not completed, - not issued\n";

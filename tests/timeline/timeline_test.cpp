@@ -360,6 +360,14 @@ TEST(TimelineText, window_around_a_seq_shows_only_that_range_and_an_unknown_comm
   EXPECT_NE(text.find("no divergence"), std::string::npos) << text;
   o.comm = "ffff";
   EXPECT_THROW(text_of(b.trace(), o), TimelineError);
+  o.comm = "aaaa";
+  o.around = 100;
+  try {
+    text_of(b.trace(), o);
+    ADD_FAILURE() << "seq 98..102 does not exist: expected TimelineError";
+  } catch (const TimelineError& e) {
+    EXPECT_NE(std::string(e.what()).find("its last seq is 20"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
