@@ -520,30 +520,12 @@ Process load_process_file(const std::string& path, const LoadOptions& options) {
   return p;
 }
 
-Trace load_trace(const std::string& dir, const LoadOptions& options) {
-  auto files = list_trace_files(dir);
-  std::vector<Process> procs(files.size());
-  std::vector<std::string> reasons(files.size());
-  parallel_for(files.size(), options.threads, [&](size_t i) {
-    try {
-      procs[i] = load_process_file(files[i], options);
-    } catch (const LoadError& e) {
-      reasons[i] = e.what();
-    }
-  });
-  Trace t;
-  t.dir = dir;
-  for (size_t i = 0; i < files.size(); ++i) {
-    if (reasons[i].empty())
-      t.processes.push_back(std::move(procs[i]));
-    else
-      t.skipped.push_back({files[i], reasons[i]});
-  }
-  std::sort(t.processes.begin(), t.processes.end(), process_less);
-  return t;
-}
+namespace {
 
-Trace load_trace_headers(const std::string& dir, const LoadOptions& options) {
+// Reads every trace file of `dir` in parallel with `read(db, process)`; files that cannot be used
+// are listed in Trace::skipped with the reason.
+template <class Read>
+Trace load_each_file(const std::string& dir, const LoadOptions& options, Read read) {
   auto files = list_trace_files(dir);
   std::vector<Process> procs(files.size());
   std::vector<std::string> reasons(files.size());
@@ -552,7 +534,7 @@ Trace load_trace_headers(const std::string& dir, const LoadOptions& options) {
       read_file(files[i], options, [&](sqlite3* db) {
         procs[i] = Process{};
         procs[i].path = files[i];
-        read_header(db, procs[i]);
+        read(db, procs[i]);
       });
     } catch (const FileSkip& e) {
       reasons[i] = e.what();
@@ -568,6 +550,19 @@ Trace load_trace_headers(const std::string& dir, const LoadOptions& options) {
   }
   std::sort(t.processes.begin(), t.processes.end(), process_less);
   return t;
+}
+
+}  // namespace
+
+Trace load_trace(const std::string& dir, const LoadOptions& options) {
+  return load_each_file(dir, options, [](sqlite3* db, Process& p) {
+    read_header(db, p);
+    read_ops_full(db, p);
+  });
+}
+
+Trace load_trace_headers(const std::string& dir, const LoadOptions& options) {
+  return load_each_file(dir, options, [](sqlite3* db, Process& p) { read_header(db, p); });
 }
 
 Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
