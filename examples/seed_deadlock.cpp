@@ -34,6 +34,7 @@
 
 #include "common/bootstrap.h"
 #include "common/check.h"
+#include "common/device.h"
 
 namespace {
 
@@ -191,14 +192,7 @@ int main(int argc, char** argv) {
   Model m;
   m.rank = w.rank;
   m.elems = size_t(elems);
-  CU_CHECK(cuInit(0));
-  CUdevice dev;
-  int ndev = 0;
-  CU_CHECK(cuDeviceGetCount(&ndev));
-  CU_CHECK(cuDeviceGet(&dev, w.local_rank % ndev));
-  CUcontext ctx;
-  CU_CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU_CHECK(cuCtxSetCurrent(ctx));
+  lockstep_examples::use_local_device(w.local_rank);
   CU_CHECK(cuStreamCreate(&m.stream, CU_STREAM_NON_BLOCKING));
   size_t bytes = m.elems * sizeof(float);
   for (CUdeviceptr* p : {&m.shard, &m.seq, &m.grad, &m.norm}) {

@@ -15,23 +15,9 @@
 #include <vector>
 
 #include "common/bootstrap.h"
+#include "common/check.h"
+#include "common/device.h"
 
-#define CU_CHECK(call)                                                   \
-  do {                                                                   \
-    CUresult e_ = (call);                                                \
-    if (e_ != CUDA_SUCCESS) {                                            \
-      std::fprintf(stderr, "%s failed: CUDA error %d\n", #call, int(e_)); \
-      std::exit(1);                                                      \
-    }                                                                    \
-  } while (0)
-#define NCCL_CHECK(call)                                                                      \
-  do {                                                                                        \
-    ncclResult_t r_ = (call);                                                                 \
-    if (r_ != ncclSuccess) {                                                                  \
-      std::fprintf(stderr, "%s failed: %s\n", #call, ncclGetErrorString(r_));                 \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
 
 namespace {
 
@@ -99,14 +85,7 @@ int main(int argc, char** argv) {
   Job j;
   j.rank = w.rank;
   j.n = w.world_size;
-  CU_CHECK(cuInit(0));
-  CUdevice dev;
-  int ndev = 0;
-  CU_CHECK(cuDeviceGetCount(&ndev));
-  CU_CHECK(cuDeviceGet(&dev, w.local_rank % ndev));
-  CUcontext ctx;
-  CU_CHECK(cuDevicePrimaryCtxRetain(&ctx, dev));
-  CU_CHECK(cuCtxSetCurrent(ctx));
+  lockstep_examples::use_local_device(w.local_rank);
   CU_CHECK(cuStreamCreate(&j.s0, CU_STREAM_NON_BLOCKING));
   CU_CHECK(cuStreamCreate(&j.s1, CU_STREAM_NON_BLOCKING));
   CU_CHECK(cuMemAlloc(&j.a, Job::kElems * 8));
