@@ -156,6 +156,22 @@ bool Completion::track(void* stream, const InFlightOp& op) {
   return true;
 }
 
+void* Completion::current_context() {
+  if (!available() || !drv_->ctx_get_current) return nullptr;
+  void* ctx = nullptr;
+  drv_->ctx_get_current(&ctx);
+  return ctx;
+}
+
+bool Completion::track_in(void* ctx, void* stream, const InFlightOp& op) {
+  if (!available()) return false;
+  void* cur = current_context();
+  bool switched = ctx && ctx != cur && drv_->ctx_set_current && drv_->ctx_set_current(ctx) == 0;
+  bool ok = track(stream, op);
+  if (switched) drv_->ctx_set_current(cur);
+  return ok;
+}
+
 void Completion::stop() {
   {
     std::lock_guard<std::mutex> g(mu_);

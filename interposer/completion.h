@@ -44,6 +44,11 @@ class Completion {
   CaptureState capture_state(void* stream);
   // After a successful enqueue on a non-capturing stream. Returns false if not tracked.
   bool track(void* stream, const InFlightOp& op);
+  // The same from a thread whose current context may differ (an op whose completion is
+  // recorded later, from whichever thread polls ncclCommGetAsyncError): records in ctx.
+  bool track_in(void* ctx, void* stream, const InFlightOp& op);
+  // The calling thread's current CUDA context (nullptr without a driver).
+  void* current_context();
   void stop();
 
  private:

@@ -1,7 +1,7 @@
 // CUDA runtime entry points liblockstep.so interposes (libcudart is loaded dynamically by torch
-// wheels, so these are seen): graph capture -> instantiate -> launch, to count what captured
-// NCCL ops execute at each replay, and host-side waits. Until the process makes its first NCCL
-// call they only forward (one relaxed load).
+// wheels, so these are seen): graph capture -> instantiate -> launch -> destroy, to count what
+// captured NCCL ops execute at each replay, and host-side waits. Until the process makes its
+// first NCCL call they only forward (one relaxed load).
 #include <cuda_runtime_api.h>
 
 #include "recorder.h"
@@ -65,6 +65,22 @@ cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t gra
   cudaError_t rc = real(exec, graph, flags);
   if (rc == cudaSuccess && exec && recorder_active()) graph_instantiated(*exec, graph);
   return rc;
+}
+
+// The mapping goes before the real call: once the handle is freed, another thread may be
+// handed the same value for a new graph/exec, and retiring afterwards could drop its mapping.
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  auto real = REAL_RT(cudaGraphDestroy);
+  if (!real) return kNoRuntime;
+  if (recorder_active()) graph_destroyed(graph);
+  return real(graph);
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  auto real = REAL_RT(cudaGraphExecDestroy);
+  if (!real) return kNoRuntime;
+  if (recorder_active()) graph_exec_destroyed(exec);
+  return real(exec);
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {

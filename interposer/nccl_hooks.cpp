@@ -293,6 +293,7 @@ ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async) {
   ncclResult_t rc = real(comm, async);
   if (guard.nested()) return rc;
   ncclResult_t err = async ? *async : ncclSuccess;
+  if (async) comm_async_state(comm, rc, err);
   if (rc != ncclSuccess || (err != ncclSuccess && err != ncclInProgress)) {
     CallStart c = call_start();
     char d[64];

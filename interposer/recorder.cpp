@@ -191,8 +191,32 @@ OpRec base_op(const OpDesc& d, int tid) {
   return o;
 }
 
+void defer_completion(Recorder* r, void* handle, void* stream, const InFlightOp& op) {
+  void* ctx = r->completion->current_context();
+  std::lock_guard<std::mutex> g(r->deferred_mu);
+  r->deferred[handle].push_back({stream, ctx, op});
+  r->n_deferred.fetch_add(1, std::memory_order_relaxed);
+}
+
+// The ops of communicator `handle` waiting for their completion event: record the events now
+// (enqueued), or drop them (the communicator failed or is gone: no completion is ever seen).
+void release_deferred(Recorder* r, void* handle, bool enqueued) {
+  if (r->n_deferred.load(std::memory_order_relaxed) == 0) return;  // the common case
+  std::vector<DeferredTrack> ops;
+  {
+    std::lock_guard<std::mutex> g(r->deferred_mu);
+    auto it = r->deferred.find(handle);
+    if (it == r->deferred.end()) return;
+    ops.swap(it->second);
+    r->deferred.erase(it);
+    r->n_deferred.fetch_sub(int64_t(ops.size()), std::memory_order_relaxed);
+  }
+  if (enqueued)
+    for (const DeferredTrack& d : ops) r->completion->track_in(d.ctx, d.stream, d.op);
+}
+
 // Decides state/seq for a logical op, pushes it, and starts completion tracking.
-void emit_op(Recorder* r, CommState* c, OpRec& o, int rc, bool simulate) {
+void emit_op(Recorder* r, CommState* c, void* handle, OpRec& o, int rc, bool simulate) {
   o.rc = rc;
   if (simulate) {
     o.state = OpState::Simulated;
@@ -213,11 +237,19 @@ void emit_op(Recorder* r, CommState* c, OpRec& o, int rc, bool simulate) {
     if (o.capture_id) r->by_capture[o.capture_id].push_back({o, c});
     else r->by_graph[o.graph_id].push_back({o, c});
   }
-  // InProgress (nonblocking communicator): the op may not be on the stream yet, so an event
-  // recorded now could complete before it; such ops stay without completion rows.
-  if (o.state == OpState::Enqueued && rc == kNcclSuccess)
-    r->completion->track(reinterpret_cast<void*>(o.stream),
-                         {o.call_index, c->hash, o.seq, o.count, o.op});
+  if (o.state != OpState::Enqueued) return;
+  InFlightOp in_flight{o.call_index, c->hash, o.seq, o.count, o.op};
+  if (rc == kNcclSuccess) {
+    r->completion->track(reinterpret_cast<void*>(o.stream), in_flight);
+  } else {
+    // ncclInProgress (nonblocking communicator): NCCL may still be putting the kernel on the
+    // stream in the background, and its docs forbid the caller any CUDA call on that stream
+    // until ncclCommGetAsyncError reports ncclSuccess. An event recorded now could land before
+    // the kernel and report a completion for work that has not even started (hiding a hang);
+    // so the event is recorded at that point instead (comm_async_state), as the caller's own
+    // stream work would be: then it is ordered after the kernel.
+    defer_completion(r, handle, reinterpret_cast<void*>(o.stream), in_flight);
+  }
 }
 
 }  // namespace
@@ -302,7 +334,7 @@ void op_end(OpToken& t, int rc) noexcept {
     o.capture_id = t.capture.id;
     o.graph_id = t.capture.graph;
   }
-  emit_op(r, c, o, rc, false);
+  emit_op(r, c, t.desc.comm, o, rc, false);
 }
 
 void group_start() noexcept {
@@ -356,7 +388,7 @@ void group_end(int rc, bool simulate) noexcept {
       o.capture_id = first->capture.id;
       o.graph_id = first->capture.graph;
     }
-    emit_op(r, c, o, rc, simulate);
+    emit_op(r, c, comm, o, rc, simulate);
     if (!f.list_parts) continue;
     int32_t part = 0;
     for (const OpDesc* d : ts.scratch) {
@@ -484,11 +516,19 @@ void comm_ended(const CallStart& cs, void* comm, CommEnd kind, int rc) noexcept 
     r->writer->push(rec);
     if (kind == CommEnd::Destroy || kind == CommEnd::Abort) r->comms.retire(comm);
   }
+  // Ops never confirmed enqueued die with the handle (which may be reused for a new comm).
+  if (kind == CommEnd::Destroy || kind == CommEnd::Abort) release_deferred(r, comm, false);
   if (rc != kNcclSuccess) {
     static const char* const names[] = {"ncclCommDestroy", "ncclCommAbort", "ncclCommFinalize",
                                         "ncclCommRevoke"};
     api_call(cs, names[int(kind)], comm, rc, nullptr);
   }
+}
+
+void comm_async_state(void* comm, int rc, int async_err) noexcept {
+  Recorder* r = current_recorder();
+  if (!r || rc != kNcclSuccess || async_err == kNcclInProgress) return;
+  release_deferred(r, comm, async_err == kNcclSuccess);
 }
 
 void api_call(const CallStart& cs, const char* name, void* comm, int rc,
@@ -530,23 +570,42 @@ void graph_captured(uint64_t capture_id, void* graph) noexcept {
 void graph_instantiated(void* exec, void* graph) noexcept {
   Recorder* r = current_recorder();
   if (!r || !exec) return;
+  uint64_t key = reinterpret_cast<uint64_t>(exec);
   std::lock_guard<std::mutex> g(r->graph_mu);
-  r->exec_graph[reinterpret_cast<uint64_t>(exec)] = reinterpret_cast<uint64_t>(graph);
+  auto it = r->by_graph.find(reinterpret_cast<uint64_t>(graph));
+  if (it == r->by_graph.end() || it->second.empty()) {
+    r->execs.erase(key);  // no NCCL op in it (the handle may be a reused one: forget the old)
+    return;
+  }
+  r->execs[key] = {reinterpret_cast<uint64_t>(graph),
+                   std::make_shared<const std::vector<CapturedOp>>(it->second)};
+}
+
+void graph_destroyed(void* graph) noexcept {
+  Recorder* r = current_recorder();
+  if (!r || !graph) return;
+  std::lock_guard<std::mutex> g(r->graph_mu);
+  r->by_graph.erase(reinterpret_cast<uint64_t>(graph));
+}
+
+void graph_exec_destroyed(void* exec) noexcept {
+  Recorder* r = current_recorder();
+  if (!r || !exec) return;
+  std::lock_guard<std::mutex> g(r->graph_mu);
+  r->execs.erase(reinterpret_cast<uint64_t>(exec));
 }
 
 void graph_launched(const CallStart& cs, void* exec, void* stream, int rc) noexcept {
   Recorder* r = current_recorder();
   if (!r || !cs.active || rc != 0) return;
-  std::vector<CapturedOp> ops;
+  std::shared_ptr<const std::vector<CapturedOp>> ops;
   uint64_t graph = 0;
   {
     std::lock_guard<std::mutex> g(r->graph_mu);
-    auto e = r->exec_graph.find(reinterpret_cast<uint64_t>(exec));
-    if (e == r->exec_graph.end()) return;
-    graph = e->second;
-    auto it = r->by_graph.find(graph);
-    if (it == r->by_graph.end() || it->second.empty()) return;
-    ops = it->second;
+    auto e = r->execs.find(reinterpret_cast<uint64_t>(exec));
+    if (e == r->execs.end()) return;
+    graph = e->second.graph;
+    ops = e->second.ops;
   }
   Record rec;
   rec.kind = RecKind::GraphLaunch;
@@ -556,7 +615,7 @@ void graph_launched(const CallStart& cs, void* exec, void* stream, int rc) noexc
   // One executed op per captured op, in capture order, each with a fresh sequence number:
   // the ops table then shows what ran, not just what was called.
   ThreadState& ts = thread_state();
-  for (const CapturedOp& c : ops) {
+  for (const CapturedOp& c : *ops) {
     OpRec o = c.rec;
     o.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
     o.origin_call = c.rec.call_index;

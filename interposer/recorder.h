@@ -73,6 +73,10 @@ void comm_created(const CallStart& c, const CommOrigin& origin, void* newcomm, i
 void comm_ended(const CallStart& c, void* comm, CommEnd kind, int rc) noexcept;
 void api_call(const CallStart& c, const char* name, void* comm, int rc,
               const char* detail) noexcept;
+// After a real ncclCommGetAsyncError (rc, *asyncError): once a nonblocking communicator's state
+// is ncclSuccess its ncclInProgress ops are on their streams and get their completion events.
+// Never starts the recorder (frameworks poll this constantly).
+void comm_async_state(void* comm, int rc, int async_err) noexcept;
 // Blocks (bounded) until every record so far is committed: before ncclCommAbort returns.
 void flush_trace() noexcept;
 
@@ -81,6 +85,9 @@ void flush_trace() noexcept;
 uint64_t capture_id_of(void* stream) noexcept;
 void graph_captured(uint64_t capture_id, void* graph) noexcept;
 void graph_instantiated(void* exec, void* graph) noexcept;
+// Before the real cudaGraphDestroy / cudaGraphExecDestroy: the handle value may be reused.
+void graph_destroyed(void* graph) noexcept;
+void graph_exec_destroyed(void* exec) noexcept;
 void graph_launched(const CallStart& c, void* exec, void* stream, int rc) noexcept;
 void wait_done(const CallStart& c, WaitKind kind, void* stream, void* event) noexcept;
 

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -21,6 +22,22 @@ struct CapturedOp {
   CommState* comm;
 };
 
+// What a graph exec runs: its graph's captured ops as they were at instantiation. A copy, not
+// the graph's handle: CUDA lets an exec outlive its graph (cudaGraphDestroy), and a destroyed
+// graph's handle value may be handed out again for an unrelated graph.
+struct ExecOps {
+  uint64_t graph;
+  std::shared_ptr<const std::vector<CapturedOp>> ops;
+};
+
+// An op of a nonblocking communicator that returned ncclInProgress: its event is recorded once
+// the communicator's async state is ncclSuccess (see recorder.cpp, defer_completion).
+struct DeferredTrack {
+  void* stream;
+  void* ctx;  // CUDA context current when the op was issued
+  InFlightOp op;
+};
+
 struct Recorder {
   ProcessInfo info;
   Writer* writer = nullptr;
@@ -35,7 +52,11 @@ struct Recorder {
   std::mutex graph_mu;  // capture/instantiate/launch bookkeeping (not the per-op hot path)
   std::unordered_map<uint64_t, std::vector<CapturedOp>> by_capture;  // capture id -> ops
   std::unordered_map<uint64_t, std::vector<CapturedOp>> by_graph;    // CUgraph -> ops
-  std::unordered_map<uint64_t, uint64_t> exec_graph;                // exec -> CUgraph
+  std::unordered_map<uint64_t, ExecOps> execs;                      // exec -> its ops
+
+  std::mutex deferred_mu;
+  std::unordered_map<void*, std::vector<DeferredTrack>> deferred;   // comm handle -> ops
+  std::atomic<int64_t> n_deferred{0};  // lets the hot paths skip deferred_mu when none
 };
 
 enum class RecorderState : int { NotStarted = 0, Active = 1, Off = -1 };

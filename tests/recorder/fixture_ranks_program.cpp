@@ -1,7 +1,7 @@
 // One rank of a multi-rank program run by lockstep-launch on the CPU NCCL fixture, under the
 // recorder (recorder_fixture_test.cpp checks the traces). Uses the CUDA runtime for memory and
 // streams, as PyTorch does, so the runtime hooks are exercised too.
-//   recorder_fixture_program mixed|graph|diverge
+//   recorder_fixture_program mixed|graph|nonblocking|diverge
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -102,6 +102,41 @@ int scenario_graph() {
   return 0;
 }
 
+// A nonblocking communicator (config.blocking = 0): init, ops and a group return
+// ncclInProgress, and the caller polls ncclCommGetAsyncError until ncclSuccess, as NCCL's docs
+// require before touching the stream.
+void wait_enqueued(ncclComm_t c, int rc, int line) {
+  if (rc != ncclSuccess && rc != ncclInProgress) {
+    fprintf(stderr, "rank program: call failed: %d (line %d)\n", rc, line);
+    exit(2);
+  }
+  ncclResult_t async = ncclInProgress;
+  while (async == ncclInProgress) CHECK(ncclCommGetAsyncError(c, &async));
+  CHECK(async);
+}
+int scenario_nonblocking() {
+  WorldInfo w = world_from_env();
+  CHECK(cudaSetDevice(0));
+  cudaStream_t stream = nullptr;
+  CHECK(cudaStreamCreate(&stream));
+  float* buf = nullptr;
+  CHECK(cudaMalloc(reinterpret_cast<void**>(&buf), 1 << 16));
+  ncclUniqueId id = exchange_unique_id("nonblocking");
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t c = nullptr;
+  int rc = ncclCommInitRankConfig(&c, w.world_size, id, w.rank, &cfg);
+  wait_enqueued(c, rc, __LINE__);
+  for (int i = 0; i < 3; i++)
+    wait_enqueued(c, ncclAllReduce(buf, buf, 64, ncclFloat32, ncclSum, c, stream), __LINE__);
+  CHECK(ncclGroupStart());
+  CHECK(ncclAllReduce(buf, buf, 8, ncclFloat32, ncclSum, c, stream));
+  CHECK(ncclAllReduce(buf + 8, buf + 8, 8, ncclFloat32, ncclSum, c, stream));
+  wait_enqueued(c, ncclGroupEnd(), __LINE__);
+  CHECK(cudaStreamSynchronize(stream));
+  return 0;
+}
+
 // The seed's shape in small: both ranks run N matching all-reduces, then rank 0 issues a
 // reduce_scatter where rank 1 issues an all_to_all; the fixture (like NCCL) waits forever.
 __attribute__((noinline)) void fsdp_post_backward_reduce_scatter(Rank& r) {
@@ -126,11 +161,12 @@ int main(int argc, char** argv) {
   try {
     if (s == "mixed") return scenario_mixed();
     if (s == "graph") return scenario_graph();
+    if (s == "nonblocking") return scenario_nonblocking();
     if (s == "diverge") return scenario_diverge(argc > 2 ? atoi(argv[2]) : 20);
   } catch (const std::exception& e) {
     fprintf(stderr, "rank program: %s\n", e.what());
     return 2;
   }
-  fprintf(stderr, "usage: recorder_fixture_program mixed|graph|diverge [N]\n");
+  fprintf(stderr, "usage: recorder_fixture_program mixed|graph|nonblocking|diverge [N]\n");
   return 1;
 }

@@ -122,6 +122,24 @@ TEST(RecorderOnFixture, graph_replays_advance_the_sequence_on_every_rank) {
   }
 }
 
+TEST(RecorderOnFixture, in_progress_ops_of_a_nonblocking_communicator_complete) {
+  Job job(2, {"nonblocking"});
+  ASSERT_EQ(job.result.exit_code, 0) << job.describe();
+  ASSERT_EQ(job.by_rank.size(), 2u) << job.describe();
+  for (auto& [rank, file] : job.by_rank) {
+    Trace t(file);
+    EXPECT_EQ(t.scalar("SELECT group_concat(x, ' ') FROM (SELECT seq || ':' || op || ':' || "
+                       "state || ':' || rc AS x FROM ops ORDER BY call_index)"),
+              "1:all_reduce:enqueued:7 2:all_reduce:enqueued:7 3:all_reduce:enqueued:7 "
+              "4:coalesced:enqueued:7")
+        << "rank " << rank << ": every op returned ncclInProgress (7) and is enqueued";
+    EXPECT_EQ(t.scalar("SELECT count(*) FROM ops o LEFT JOIN completions c USING(call_index) "
+                       "WHERE c.call_index IS NULL"),
+              "0")
+        << "rank " << rank << ": ops without completion";
+  }
+}
+
 TEST(RecorderOnFixture, diverging_ranks_leave_the_hang_in_their_traces_and_on_stderr) {
   Job job(2, {"diverge", "20"}, {{"LOCKSTEP_HANG_TIMEOUT", "1"}}, 4);
   EXPECT_EQ(job.result.exit_code, 124) << "the launcher kills the hung job: " << job.describe();

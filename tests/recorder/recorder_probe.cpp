@@ -232,6 +232,56 @@ int scenario_graph() {
   return 0;
 }
 
+// Destroyed graphs and execs whose handle values come back (the stub always hands out kGraph
+// and kGraphExec): only what the live exec was instantiated from may be replayed.
+int scenario_graph_handle_reuse() {
+  ncclComm_t c = init_comm();
+  cudaStream_t cap = stream(stub_cuda::kCapturingStream);
+  CHECK(ncclAllReduce(buf, buf, 32, ncclFloat32, ncclSum, c, cap));                  // captured
+  cudaGraph_t g = nullptr;
+  cudaStreamEndCapture(cap, &g);
+  cudaGraphExec_t exec = nullptr;
+  cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);              // CUDA lets the exec outlive its graph: it still replays
+  cudaGraphLaunch(exec, stream());                                                    // seq 1
+  cudaGraphExecDestroy(exec);
+  cudaGraphLaunch(exec, stream());  // the stale value (the stub accepts it): nothing to replay
+  cudaGraph_t g2 = nullptr;         // a capture without NCCL ops, same handle values
+  cudaStreamEndCapture(cap, &g2);
+  cudaGraphExec_t exec2 = nullptr;
+  cudaGraphInstantiate(&exec2, g2, 0);
+  if (g2 != g || exec2 != exec) return 6;  // the stub no longer reuses handles: test is moot
+  cudaGraphLaunch(exec2, stream());                                                   // nothing
+  probe_issue_all_reduce(c, 2);                                                       // seq 2
+  return 0;
+}
+
+// An op on a nonblocking communicator returns ncclInProgress, and the stub's async state stays
+// ncclInProgress for a few polls. "marker" (an event sync, recorded as a wait) is called after
+// the op but before any poll: the op's completion must come after it.
+int scenario_nonblocking() {
+  ncclUniqueId id;
+  memset(&id, 4, sizeof id);
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t c = nullptr;
+  CHECK(ncclCommInitRankConfig(&c, 2, id, 0, &cfg));
+  for (int i = 0; i < 2; i++) {
+    if (ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, c, stream()) != ncclInProgress) return 7;
+    usleep(100000);  // ten watchdog polls: an event recorded at the call would complete now
+    cudaEventSynchronize(nullptr);  // marker
+    ncclResult_t async = ncclInProgress;
+    int polls = 0;
+    while (async == ncclInProgress) {
+      CHECK(ncclCommGetAsyncError(c, &async));
+      polls++;
+    }
+    if (async != ncclSuccess || polls < 2) return 8;  // the stub must report InProgress first
+  }
+  usleep(100000);  // let the watchdog see the completions
+  return 0;
+}
+
 int scenario_nothing() { return 0; }
 
 // 60 ops 3 ms apart on a stream whose work takes 100 ms: every watchdog poll sees some of
@@ -349,6 +399,8 @@ int main(int argc, char** argv) {
   if (s == "ops_then_wait") return scenario_ops_then_wait(argc > 2 ? atoi(argv[2]) : 100);
   if (s == "graph") return scenario_graph();
   if (s == "nothing") return scenario_nothing();
+  if (s == "graph_handle_reuse") return scenario_graph_handle_reuse();
+  if (s == "nonblocking") return scenario_nonblocking();
   if (s == "slow_stream") return scenario_slow_stream();
   if (s == "lifecycle") return scenario_lifecycle();
   if (s == "null_comm") return scenario_null_comm();

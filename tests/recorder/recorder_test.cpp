@@ -455,6 +455,40 @@ TEST(Recorder, graph_replays_record_one_sequenced_op_per_captured_op_per_launch)
   EXPECT_EQ(t.scalar("SELECT group_concat(kind) FROM waits"), "stream_sync");
 }
 
+TEST(Recorder, destroyed_graph_and_exec_handles_do_not_replay_their_old_ops_when_reused) {
+  Probe p({"graph_handle_reuse"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  EXPECT_EQ(t.scalar("SELECT group_concat(x, ' ') FROM (SELECT ifnull(seq,'-') || '/' || op || "
+                     "'/' || state AS x FROM ops ORDER BY call_index)"),
+            "-/all_reduce/captured 1/all_reduce/graph_launched 2/all_reduce/enqueued")
+      << "one replay (the exec outlived its graph); none for the stale exec or the new graph "
+         "without NCCL ops that got the same handle values";
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM graph_launches"), "1");
+}
+
+TEST(Recorder, in_progress_op_completes_only_after_its_communicator_reports_success) {
+  Probe p({"nonblocking"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  EXPECT_EQ(t.scalar("SELECT group_concat(x, ' ') FROM (SELECT seq || '/' || state || '/' || rc "
+                     "AS x FROM ops ORDER BY call_index)"),
+            "1/enqueued/7 2/enqueued/7");
+  // Each op's completion event may only be recorded once ncclCommGetAsyncError said
+  // ncclSuccess, i.e. after the marker wait that precedes the polls (an event recorded at the
+  // call itself would have completed 100 ms before the marker).
+  auto rows = t.rows("SELECT o.seq, ifnull(c.mono_ns, 'none'), (SELECT w.begin_mono_ns FROM "
+                     "waits w WHERE w.call_index > o.call_index ORDER BY w.call_index LIMIT 1) "
+                     "FROM ops o LEFT JOIN completions c USING(call_index) ORDER BY o.call_index");
+  ASSERT_EQ(rows.size(), 2u);
+  for (auto& r : rows) {
+    ASSERT_NE(r[1], "none") << "op seq " << r[0] << " has no completion";
+    EXPECT_GT(std::stoll(r[1]), std::stoll(r[2]))
+        << "op seq " << r[0] << " completed at " << r[1] << ", before its communicator left "
+        << "ncclInProgress (marker at " << r[2] << ")";
+  }
+}
+
 TEST(Recorder, sigint_chains_to_the_handler_the_program_installed_before) {
   TempDir dir;
   Child c({PROBE_PATH, "own_sigint_handler"}, recorder_env(dir.path));

@@ -17,6 +17,10 @@ API cudaError_t cudaGraphInstantiate(cudaGraphExec_t* e, cudaGraph_t, unsigned l
 API cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* e, cudaGraph_t g, unsigned long long f) {
   return cudaGraphInstantiate(e, g, f);
 }
+// Nothing to free: the stub hands out the same graph and exec values every time, as a real
+// runtime may after a destroy.
+API cudaError_t cudaGraphDestroy(cudaGraph_t) { return cudaSuccess; }
+API cudaError_t cudaGraphExecDestroy(cudaGraphExec_t) { return cudaSuccess; }
 API cudaError_t cudaGraphLaunch(cudaGraphExec_t, cudaStream_t) { return cudaSuccess; }
 API cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 API cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }

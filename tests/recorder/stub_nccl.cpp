@@ -12,7 +12,13 @@
 namespace {
 struct StubComm {
   int nranks, rank, device;
+  bool nonblocking = false;  // config->blocking == 0
+  // Nonblocking: how many more ncclCommGetAsyncError calls report ncclInProgress (as NCCL
+  // finishing the last op's enqueue in the background).
+  std::atomic<int> in_progress_polls{0};
 };
+// A nonblocking communicator's op is "enqueued in the background" for this many polls.
+constexpr int kInProgressPolls = 3;
 // SIZE_MAX as a count makes an op fail, like NCCL's argument checks.
 constexpr size_t kFailCount = SIZE_MAX;
 thread_local int g_depth = 0;
@@ -28,17 +34,19 @@ ALIAS(ncclGetVersion)
 STRONG ncclResult_t pncclGetUniqueId(ncclUniqueId* id) { memset(id, 7, sizeof *id); return ncclSuccess; }
 ALIAS(ncclGetUniqueId)
 
-static ncclResult_t make_comm(ncclComm_t* comm, int nranks, int rank) {
+static ncclResult_t make_comm(ncclComm_t* comm, int nranks, int rank, bool nonblocking = false) {
   if (!comm || nranks <= 0 || rank < 0 || rank >= nranks) return ncclInvalidArgument;
-  *comm = reinterpret_cast<ncclComm_t>(new StubComm{nranks, rank, 0});
+  auto* c = new StubComm{nranks, rank, 0};
+  c->nonblocking = nonblocking;
+  *comm = reinterpret_cast<ncclComm_t>(c);
   return ncclSuccess;
 }
 STRONG ncclResult_t pncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId, int rank) {
   return make_comm(comm, nranks, rank);
 }
 ALIAS(ncclCommInitRank)
-STRONG ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, int rank, ncclConfig_t*) {
-  return make_comm(comm, nranks, rank);
+STRONG ncclResult_t pncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId, int rank, ncclConfig_t* cfg) {
+  return make_comm(comm, nranks, rank, cfg && cfg->blocking == 0);
 }
 ALIAS(ncclCommInitRankConfig)
 STRONG ncclResult_t pncclCommInitRankScalable(ncclComm_t* comm, int nranks, int rank, int, ncclUniqueId*, ncclConfig_t*) {
@@ -80,8 +88,15 @@ ALIAS(ncclCommUserRank)
 STRONG ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int* d) { *d = reinterpret_cast<StubComm*>(comm)->device; return ncclSuccess; }
 ALIAS(ncclCommCuDevice)
 // Test convention: a communicator of 3 ranks reports a remote error.
+// A nonblocking one reports ncclInProgress for a few polls after each op.
 STRONG ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* e) {
-  *e = reinterpret_cast<StubComm*>(comm)->nranks == 3 ? ncclRemoteError : ncclSuccess;
+  auto* c = reinterpret_cast<StubComm*>(comm);
+  if (c->nonblocking && c->in_progress_polls.load() > 0) {
+    c->in_progress_polls.fetch_sub(1);
+    *e = ncclInProgress;
+    return ncclSuccess;
+  }
+  *e = c->nranks == 3 ? ncclRemoteError : ncclSuccess;
   return ncclSuccess;
 }
 ALIAS(ncclCommGetAsyncError)
@@ -94,6 +109,11 @@ static ncclResult_t op(size_t count, ncclComm_t comm = reinterpret_cast<ncclComm
   if (count == kFailCount || !comm) {
     if (g_depth > 0) g_group_failed = true;
     return ncclInvalidArgument;
+  }
+  auto* c = reinterpret_cast<StubComm*>(comm);
+  if (reinterpret_cast<uintptr_t>(comm) != 1 && c->nonblocking && g_depth == 0) {
+    c->in_progress_polls.store(kInProgressPolls);
+    return ncclInProgress;
   }
   return ncclSuccess;
 }
