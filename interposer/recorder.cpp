@@ -243,8 +243,9 @@ void emit_op(Recorder* r, CommState* c, void* handle, OpRec& o, int rc, bool sim
     r->completion->track(reinterpret_cast<void*>(o.stream), in_flight);
   } else {
     // ncclInProgress (nonblocking communicator): NCCL may still be putting the kernel on the
-    // stream in the background, and its docs forbid the caller any CUDA call on that stream
-    // until ncclCommGetAsyncError reports ncclSuccess. An event recorded now could land before
+    // stream in the background, and its docs ("Nonblocking group operation") make the caller
+    // wait for ncclCommGetAsyncError to report ncclSuccess before related CUDA calls (e.g.
+    // cudaStreamSynchronize). An event recorded now could land before
     // the kernel and report a completion for work that has not even started (hiding a hang);
     // so the event is recorded at that point instead (comm_async_state), as the caller's own
     // stream work would be: then it is ordered after the kernel.
