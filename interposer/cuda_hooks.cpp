@@ -32,6 +32,16 @@ cudaError_t wait_hook(Fn real, WaitKind kind, void* stream, void* event, A... ar
   return rc;
 }
 
+// Both instantiate entry points: forward, then map the new exec to the graph's captured ops.
+template <class Fn>
+cudaError_t instantiate_hook(Fn real, cudaGraphExec_t* exec, cudaGraph_t graph,
+                             unsigned long long flags) {
+  if (!real) return kNoRuntime;
+  cudaError_t rc = real(exec, graph, flags);
+  if (rc == cudaSuccess && exec && recorder_active()) graph_instantiated(*exec, graph);
+  return rc;
+}
+
 }  // namespace
 
 #pragma GCC visibility push(default)  // the hooks are the only exported symbols
@@ -51,20 +61,12 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
                                  unsigned long long flags) {
-  auto real = REAL_RT(cudaGraphInstantiate);
-  if (!real) return kNoRuntime;
-  cudaError_t rc = real(exec, graph, flags);
-  if (rc == cudaSuccess && exec && recorder_active()) graph_instantiated(*exec, graph);
-  return rc;
+  return instantiate_hook(REAL_RT(cudaGraphInstantiate), exec, graph, flags);
 }
 
 cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph,
                                           unsigned long long flags) {
-  auto real = REAL_RT(cudaGraphInstantiateWithFlags);
-  if (!real) return kNoRuntime;
-  cudaError_t rc = real(exec, graph, flags);
-  if (rc == cudaSuccess && exec && recorder_active()) graph_instantiated(*exec, graph);
-  return rc;
+  return instantiate_hook(REAL_RT(cudaGraphInstantiateWithFlags), exec, graph, flags);
 }
 
 // The mapping goes before the real call: once the handle is freed, another thread may be
