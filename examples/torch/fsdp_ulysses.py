@@ -141,12 +141,19 @@ def main():
     ap.add_argument("--dim", type=int, default=256)
     ap.add_argument("--heads", type=int, default=8)
     ap.add_argument("--seq", type=int, default=512, help="global sequence length")
+    ap.add_argument("--timeout-s", type=float, default=0,
+                    help="process-group timeout (NCCL watchdog), 0 = torch's default; a short one "
+                         "makes a hung run end with Flight Recorder dumps")
     ARGS = ap.parse_args()
     rank = int(os.environ.get("RANK", os.environ.get("SLURM_PROCID", 0)))
     local = int(os.environ.get("LOCAL_RANK", os.environ.get("SLURM_LOCALID", 0)))
     dev = torch.device("cuda", local)
     torch.cuda.set_device(dev)
-    dist.init_process_group("nccl", device_id=dev)
+    kw = {}
+    if ARGS.timeout_s > 0:
+        import datetime
+        kw["timeout"] = datetime.timedelta(seconds=ARGS.timeout_s)
+    dist.init_process_group("nccl", device_id=dev, **kw)
     world = dist.get_world_size()
     group = dist.group.WORLD  # FSDP and Ulysses share one process group, as in the seed
 
