@@ -6,6 +6,9 @@ collective on a second process group ("tp"), then dumps its Flight Recorder ring
 
   --out DIR       pickle: DIR/<prefix><rank>       (what the watchdog writes on a timeout)
                   JSON:   DIR/<prefix><rank>.json
+  --watchdog S    process-group timeout S seconds and a GPU sleep far longer: NCCL's watchdog
+                  times out and torch itself writes the dumps (TORCH_FR_DUMP_TEMP_FILE), then
+                  aborts the process; nothing is dumped by this script.
   --inflight      first park the stream behind a long GPU sleep, issue the collectives, and dump
                   while they are still scheduled/started, not completed.
 
@@ -55,10 +58,15 @@ def dump(out, prefix, rank):
         f.write(_dump_nccl_trace(includeCollectives=True, includeStackTraces=True, onlyActive=False))
     try:
         from torch._C._distributed_c10d import _dump_nccl_trace_json
-        with open(os.path.join(out, f"{prefix}{rank}.json"), "w") as f:
-            f.write(_dump_nccl_trace_json(includeCollectives=True, onlyActive=False))
+        js = _dump_nccl_trace_json(includeCollectives=True, onlyActive=False)
+        print(f"JSON dump: {type(js).__name__} of {len(js)}", flush=True)
+        if js:
+            jdir = out.rstrip("/") + "-json"
+            os.makedirs(jdir, exist_ok=True)
+            with open(os.path.join(jdir, f"{prefix}{rank}.json"), "w" if isinstance(js, str) else "wb") as f:
+                f.write(js)
     except Exception as e:  # older torch
-        print("no JSON dump:", e)
+        print("no JSON dump:", repr(e), flush=True)
 
 
 def main():
@@ -66,6 +74,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--prefix", default="nccl_trace_rank_")
     ap.add_argument("--inflight", action="store_true")
+    ap.add_argument("--watchdog", type=float, default=0)
     a = ap.parse_args()
     rank = int(os.environ.get("RANK", 0))
     local = int(os.environ.get("LOCAL_RANK", 0))
@@ -74,13 +83,23 @@ def main():
                           MASTER_PORT=os.environ.get("MASTER_PORT", "29571"))
     dev = torch.device("cuda", local)
     torch.cuda.set_device(dev)
-    dist.init_process_group("nccl", device_id=dev)
+    kw = {}
+    if a.watchdog > 0:
+        import datetime
+        kw["timeout"] = datetime.timedelta(seconds=a.watchdog)
+    dist.init_process_group("nccl", device_id=dev, **kw)
     world = dist.get_world_size()
     tp = dist.new_group(list(range(world)), group_desc="tp")
     dist.all_reduce(torch.ones(1, device=dev))  # warm up the communicators
     torch.cuda.synchronize()
     if a.inflight:
         torch.cuda._sleep(int(3e9))  # ~seconds of GPU time ahead of the collectives
+    if a.watchdog > 0:
+        torch.cuda._sleep(int(2e11))  # minutes of GPU time: the collectives behind it time out
+        schedule(dev, rank, world, tp)
+        import time
+        time.sleep(10 * a.watchdog + 60)  # the watchdog dumps and aborts the process first
+        return
     schedule(dev, rank, world, tp)
     if not a.inflight:
         torch.cuda.synchronize()

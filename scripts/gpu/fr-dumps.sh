@@ -22,6 +22,11 @@ cat "$F/versions.txt"
 
 timeout -s KILL 60 $PY examples/torch/fr_dump.py --out "$F/ws1-completed" >"$F/ws1-completed.log" 2>&1; echo "ws1-completed rc=$?"
 timeout -s KILL 60 $PY examples/torch/fr_dump.py --out "$F/ws1-inflight" --inflight >"$F/ws1-inflight.log" 2>&1; echo "ws1-inflight rc=$?"
+mkdir -p "$F/ws1-watchdog"
+TORCH_NCCL_DUMP_ON_TIMEOUT=1 TORCH_FR_DUMP_TEMP_FILE="$F/ws1-watchdog/nccl_trace_rank_" \
+TORCH_NCCL_DEBUG_INFO_TEMP_FILE="$F/ws1-watchdog/nccl_trace_rank_" \
+  timeout -s KILL 100 $PY examples/torch/fr_dump.py --out "$F/ws1-watchdog" --watchdog 5 >"$F/ws1-watchdog.log" 2>&1
+echo "ws1-watchdog rc=$?"
 if [ "$NG" -ge 2 ]; then
   timeout -s KILL 90 $PY -m torch.distributed.run --nproc-per-node 2 --master-port 29561 examples/torch/fr_dump.py \
     --out "$F/ws2-completed" >"$F/ws2-completed.log" 2>&1; echo "ws2-completed rc=$?"
@@ -37,7 +42,7 @@ for d in "$F"/ws*/; do ls -la "$d"; done
 
 # FR's own analyzer, beside lockstep's, on the same dumps.
 timeout 30 $PY -m torch.distributed.flight_recorder.fr_trace -h >"$F/fr_trace-help.txt" 2>&1
-for d in "$F"/ws*/; do n=$(basename "$d")
+for d in "$F"/ws*/; do n=$(basename "$d"); case $n in *-json) continue;; esac
   timeout -s KILL 60 $PY -m torch.distributed.flight_recorder.fr_trace "$d" -p nccl_trace_rank_ >"$F/fr_trace-$n.txt" 2>&1
   echo "fr_trace $n rc=$?"; tail -n 30 "$F/fr_trace-$n.txt"
 done
@@ -47,3 +52,5 @@ TC=$($PY -c 'import os,torch; print(os.path.join(os.path.dirname(torch.__file__)
 strings "$TC" 2>/dev/null | grep -oE '\bTORCH_(FR|NCCL)_[A-Z_]+' | sort -u >"$F/torch-env-names.txt"
 # Interpreters present on this image (issue: Python frames on every CPython).
 { ls -1 /usr/bin/python3* /usr/local/bin/python3* 2>/dev/null; command -v uv conda pyenv; } >"$F/pythons.txt" 2>&1
+# $OUT returns at most 8 files: everything in one archive.
+tar -C "$OUT" -czf "$OUT/fr.tgz" fr && find "$F" -mindepth 1 -delete && rmdir "$F"
