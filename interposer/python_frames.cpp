@@ -546,7 +546,9 @@ size_t python_capture_from(const PyRuntimeView& rt, const void* tstate_v, PyFram
                               index < load<int32_t>(code, L.co_firsttraceable);
       if (!incomplete) {
         out[n].code = intern_code(rt, code);
-        out[n].addr = (index >= 0 && index < units) ? static_cast<int32_t>(index * 2) : -1;
+        out[n].addr = own_bytecode                    ? kAddrNoLine
+                      : (index >= 0 && index < units) ? static_cast<int32_t>(index * 2)
+                                                      : -1;
         out[n].reserved = 0;
         ++n;
       }
@@ -584,6 +586,7 @@ PyFrameInfo resolve_python_frame(const PyFrameRaw& frame) {
   const PyCodeInfo& c = *frame.code;
   fi.file = c.file;
   fi.function = c.function;
+  if (frame.addr == pyframes_detail::kAddrNoLine) return fi;
   const int line =
       c.linetable_format == pyframes_detail::LineTable::kPep626
           ? pyframes_detail::python_linetable_line_310(c.linetable.data(), c.linetable.size(),

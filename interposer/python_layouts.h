@@ -19,6 +19,8 @@
 namespace lockstep::pyframes_detail {
 
 inline constexpr uint32_t kNoField = 0xffffffffu;
+// PyFrameRaw.addr of a frame whose instruction we cannot locate (reported with line 0).
+inline constexpr int32_t kAddrNoLine = INT32_MIN;
 
 // _PyInterpreterFrame.owner values (Include/internal/pycore_frame.h). Owners from 3 up are
 // frames that are not Python code: FRAME_OWNED_BY_CSTACK (3 in 3.12/3.13), and in 3.14
