@@ -29,6 +29,7 @@ struct PyCodeInfo {
   uintptr_t qualname_obj = 0;
   uintptr_t linetable_obj = 0;
   int firstlineno = 0;
+  pyframes_detail::LineTable linetable_format = pyframes_detail::LineTable::kLocations;
   uint64_t hash = 0;  // content hash: file, qualname, firstlineno (stable across processes)
   std::string file;      // UTF-8
   std::string function;  // UTF-8
@@ -50,16 +51,7 @@ constexpr size_t kTableSize = size_t{1} << kTableBits;
 constexpr size_t kMaxProbe = 64;
 constexpr size_t kMaxInterned = size_t{1} << 18;  // bound on memory lost to code churn
 
-struct Runtime {
-  PyLayout layout;
-  int (*is_initialized)() = nullptr;
-  void* (*this_thread_state)() = nullptr;
-  uintptr_t code_type = 0;
-  uintptr_t unicode_type = 0;
-  uintptr_t bytes_type = 0;
-  bool ok = false;
-  char status[128] = {};
-};
+using Runtime = pyframes_detail::PyRuntimeView;
 
 template <typename T>
 inline T load(const char* p, uint32_t off) {
@@ -83,28 +75,43 @@ uint64_t fnv1a(const void* data, size_t n, uint64_t h) {
   return h;
 }
 
-bool layout_from_debug_offsets_313(const void* runtime_sym, PyLayout& l, char* why, size_t n) {
-  pyframes_detail::PyDebugOffsets313 d;
-  std::memcpy(&d, runtime_sym, sizeof d);
-  if (std::memcmp(d.cookie, "xdebugpy", 8) != 0) {
-    std::snprintf(why, n, "CPython 3.13: _PyRuntime.debug_offsets has no cookie");
+// Every offset read from a debug-offsets table must lie inside the struct size the same table
+// publishes (and sizes must be plausible), or the table is not what we think it is.
+bool within(uint64_t off, uint64_t size, uint64_t width = 8) {
+  return size > 0 && size < (1u << 16) && off + width <= size;
+}
+
+template <typename D>
+bool layout_from_debug_offsets(const D& d, int minor, PyLayout& l, char* why, size_t n) {
+  const bool sane =
+      within(d.thread_state.current_frame, d.thread_state.size) &&
+      within(d.interpreter_frame.previous, d.interpreter_frame.size) &&
+      within(d.interpreter_frame.executable, d.interpreter_frame.size) &&
+      within(d.interpreter_frame.instr_ptr, d.interpreter_frame.size) &&
+      within(d.interpreter_frame.owner, d.interpreter_frame.size, 1) &&
+      within(d.code_object.filename, d.code_object.size) &&
+      within(d.code_object.qualname, d.code_object.size) &&
+      within(d.code_object.linetable, d.code_object.size) &&
+      within(d.code_object.firstlineno, d.code_object.size, 4) &&
+      d.code_object.co_code_adaptive < (1u << 16) &&
+      within(d.pyobject.ob_type, d.pyobject.size) &&
+      within(d.tuple_object.ob_size, d.tuple_object.size) &&
+      within(d.bytes_object.ob_size, d.bytes_object.size) && d.bytes_object.ob_sval < 256 &&
+      within(d.unicode_object.state, d.unicode_object.asciiobject_size, 4) &&
+      within(d.unicode_object.length, d.unicode_object.asciiobject_size) &&
+      d.unicode_object.asciiobject_size <= d.unicode_object.size && d.free_threaded <= 1;
+  if (!sane) {
+    std::snprintf(why, n, "CPython 3.%d: debug offsets fail validation; frames not read", minor);
     return false;
   }
-  if ((d.version >> 16) != 0x030D) {
-    std::snprintf(why, n, "CPython 3.13: debug offsets of version %#llx",
-                  static_cast<unsigned long long>(d.version));
-    return false;
-  }
-  if (d.free_threaded != 0 || d.pyobject.ob_type != 8) {
-    std::snprintf(why, n, "CPython 3.13 free-threaded build not supported");
-    return false;
-  }
-  l.minor = 13;
+  l.minor = minor;
+  l.free_threaded = d.free_threaded != 0;
   l.ts_current_frame = static_cast<uint32_t>(d.thread_state.current_frame);
   l.fr_code = static_cast<uint32_t>(d.interpreter_frame.executable);
   l.fr_previous = static_cast<uint32_t>(d.interpreter_frame.previous);
   l.fr_instr = static_cast<uint32_t>(d.interpreter_frame.instr_ptr);
   l.fr_owner = static_cast<uint32_t>(d.interpreter_frame.owner);
+  l.co_size = static_cast<uint32_t>(d.tuple_object.ob_size);  // PyVarObject.ob_size
   l.co_filename = static_cast<uint32_t>(d.code_object.filename);
   l.co_qualname = static_cast<uint32_t>(d.code_object.qualname);
   l.co_linetable = static_cast<uint32_t>(d.code_object.linetable);
@@ -121,53 +128,113 @@ bool layout_from_debug_offsets_313(const void* runtime_sym, PyLayout& l, char* w
   return true;
 }
 
-Runtime detect() {
+bool layout_from_runtime(const void* runtime_sym, unsigned minor, PyLayout& l, char* why,
+                         size_t n) {
+  char cookie[8];
+  uint64_t version;
+  std::memcpy(cookie, runtime_sym, sizeof cookie);
+  std::memcpy(&version, static_cast<const char*>(runtime_sym) + 8, sizeof version);
+  if (std::memcmp(cookie, "xdebugpy", 8) != 0) {
+    std::snprintf(why, n, "CPython 3.%u: _PyRuntime.debug_offsets has no cookie", minor);
+    return false;
+  }
+  // The table's own version field decides its layout, not the symbol we found it through.
+  if ((version >> 24) != 3 || ((version >> 16) & 0xff) != minor) {
+    std::snprintf(why, n, "CPython 3.%u: debug offsets of version %#llx", minor,
+                  static_cast<unsigned long long>(version));
+    return false;
+  }
+  if (minor == 13) {
+    pyframes_detail::PyDebugOffsets313 d;
+    std::memcpy(&d, runtime_sym, sizeof d);
+    return layout_from_debug_offsets(d, 13, l, why, n);
+  }
+  pyframes_detail::PyDebugOffsets314 d;
+  std::memcpy(&d, runtime_sym, sizeof d);
+  if (!layout_from_debug_offsets(d, 14, l, why, n)) return false;
+  l.executable_tagged = true;
+  if (l.free_threaded) {
+    l.state_shift = pyframes_detail::kStateShiftFreeThreaded314;
+    if (d.interpreter_frame.tlbc_index != 0 &&
+        within(d.interpreter_frame.tlbc_index, d.interpreter_frame.size, 4))
+      l.fr_tlbc_index = static_cast<uint32_t>(d.interpreter_frame.tlbc_index);
+  }
+  return true;
+}
+
+// "3.10.13 (main, ...)" -> 3, 10, 13
+bool parse_version_string(const char* s, unsigned& major, unsigned& minor, unsigned& micro) {
+  if (!s) return false;
+  return std::sscanf(s, "%u.%u.%u", &major, &minor, &micro) == 3;
+}
+
+}  // namespace
+
+namespace pyframes_detail {
+
+PyRuntimeView python_runtime_from(const PySymbols& sym) {
   Runtime rt;
-  auto* version = static_cast<const unsigned long*>(dlsym(RTLD_DEFAULT, "Py_Version"));
-  rt.is_initialized = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
-  rt.this_thread_state =
-      reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
-  rt.code_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
-  rt.unicode_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyUnicode_Type"));
-  rt.bytes_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyBytes_Type"));
-  if (!rt.is_initialized || !rt.this_thread_state) {
+  rt.sym = sym;
+  if (!sym.is_initialized || !sym.this_thread_state) {
     std::snprintf(rt.status, sizeof rt.status, "no CPython in this process");
     return rt;
   }
-  if (!version) {  // Py_Version appeared in 3.11
-    std::snprintf(rt.status, sizeof rt.status, "CPython older than 3.11 not supported");
-    return rt;
-  }
-  if (!rt.code_type || !rt.unicode_type || !rt.bytes_type) {
+  if (!sym.code_type || !sym.unicode_type || !sym.bytes_type) {
     std::snprintf(rt.status, sizeof rt.status, "CPython type objects not found");
     return rt;
   }
-  const unsigned long v = *version;
-  const unsigned major = (v >> 24) & 0xff, minor = (v >> 16) & 0xff, micro = (v >> 8) & 0xff;
-  if (major == 3 && minor == 11) {
-    rt.layout = pyframes_detail::kLayout311;
+  unsigned major = 0, minor = 0, micro = 0;
+  if (sym.py_version) {  // Py_Version appeared in 3.11
+    const unsigned long v = *sym.py_version;
+    major = (v >> 24) & 0xff, minor = (v >> 16) & 0xff, micro = (v >> 8) & 0xff;
+  } else if (!sym.get_version || !parse_version_string(sym.get_version(), major, minor, micro)) {
+    std::snprintf(rt.status, sizeof rt.status, "CPython version unknown; frames not read");
+    return rt;
+  }
+  if (major == 3 && minor == 10) {
+    rt.layout = kLayout310;
+  } else if (major == 3 && minor == 11) {
+    rt.layout = kLayout311;
   } else if (major == 3 && minor == 12) {
-    rt.layout = pyframes_detail::kLayout312;
-  } else if (major == 3 && minor == 13) {
-    const void* runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
-    if (!runtime) {
-      std::snprintf(rt.status, sizeof rt.status, "CPython 3.13: _PyRuntime not exported");
+    rt.layout = kLayout312;
+  } else if (major == 3 && (minor == 13 || minor == 14)) {
+    if (!sym.runtime) {
+      std::snprintf(rt.status, sizeof rt.status, "CPython 3.%u: _PyRuntime not exported", minor);
       return rt;
     }
-    if (!layout_from_debug_offsets_313(runtime, rt.layout, rt.status, sizeof rt.status))
+    if (!layout_from_runtime(sym.runtime, minor, rt.layout, rt.status, sizeof rt.status))
       return rt;
   } else {
     std::snprintf(rt.status, sizeof rt.status,
-                  "CPython %u.%u not supported (supported: 3.11, 3.12, 3.13)", major, minor);
+                  "CPython %u.%u not supported (supported: 3.10 to 3.14)", major, minor);
     return rt;
   }
-  std::snprintf(rt.status, sizeof rt.status, "CPython %u.%u.%u", major, minor, micro);
+  std::snprintf(rt.status, sizeof rt.status, "CPython %u.%u.%u%s", major, minor, micro,
+                rt.layout.free_threaded ? " (free-threaded)" : "");
   rt.ok = true;
   return rt;
 }
 
+}  // namespace pyframes_detail
+
+namespace {
+
+Runtime detect() {
+  pyframes_detail::PySymbols sym;
+  sym.py_version = static_cast<const unsigned long*>(dlsym(RTLD_DEFAULT, "Py_Version"));
+  sym.get_version = reinterpret_cast<const char* (*)()>(dlsym(RTLD_DEFAULT, "Py_GetVersion"));
+  sym.is_initialized = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "Py_IsInitialized"));
+  sym.this_thread_state =
+      reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState"));
+  sym.runtime = dlsym(RTLD_DEFAULT, "_PyRuntime");
+  sym.code_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
+  sym.unicode_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyUnicode_Type"));
+  sym.bytes_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyBytes_Type"));
+  return pyframes_detail::python_runtime_from(sym);
+}
+
 const Runtime& runtime() {
-  static const Runtime rt = detect();  // first call: dlsym only, no Python call
+  static const Runtime rt = detect();  // first call: dlsym (and Py_GetVersion on 3.10) only
   return rt;
 }
 
@@ -201,11 +268,11 @@ struct RawStr {
 
 bool raw_unicode(const Runtime& rt, const char* obj, RawStr& out) {
   const PyLayout& L = rt.layout;
-  if (!obj || load<uintptr_t>(obj, L.ob_type) != rt.unicode_type) return false;
+  if (!obj || load<uintptr_t>(obj, L.ob_type) != rt.sym.unicode_type) return false;
   const uint32_t state = load<uint32_t>(obj, L.uni_state);
-  const unsigned kind = (state >> pyframes_detail::kStateKindShift) & 7;
-  const bool compact = state & pyframes_detail::kStateCompactBit;
-  out.ascii = state & pyframes_detail::kStateAsciiBit;
+  const unsigned kind = (state >> (pyframes_detail::kStateKindShift + L.state_shift)) & 7;
+  const bool compact = state & (pyframes_detail::kStateCompactBit << L.state_shift);
+  out.ascii = state & (pyframes_detail::kStateAsciiBit << L.state_shift);
   if (L.uni_has_ready_bit && !(state & pyframes_detail::kStateReadyBit)) return false;
   if (kind != 1 && kind != 2 && kind != 4) return false;
   int64_t length = load<int64_t>(obj, L.uni_length);
@@ -240,7 +307,7 @@ std::string to_utf8(const RawStr& s) {
 // Returns the bytes' data and size, or nullptr if `obj` is not a bytes object.
 const uint8_t* read_bytes(const Runtime& rt, const char* obj, size_t& size) {
   const PyLayout& L = rt.layout;
-  if (!obj || load<uintptr_t>(obj, L.ob_type) != rt.bytes_type) return nullptr;
+  if (!obj || load<uintptr_t>(obj, L.ob_type) != rt.sym.bytes_type) return nullptr;
   const int64_t n = load<int64_t>(obj, L.bytes_size);
   if (n < 0) return nullptr;
   size = static_cast<size_t>(n);
@@ -293,6 +360,7 @@ const PyCodeInfo* make_info(const Runtime& rt, const char* code) {
   info->qualname_obj = load<uintptr_t>(code, L.co_qualname);
   info->linetable_obj = load<uintptr_t>(code, L.co_linetable);
   info->firstlineno = load<int32_t>(code, L.co_firstlineno);
+  info->linetable_format = L.linetable;
   RawStr str;
   if (raw_unicode(rt, load_ptr(code, L.co_filename), str)) {
     info->file = to_utf8(str);
@@ -361,6 +429,26 @@ int read_svarint(const uint8_t* t, size_t len, size_t& p) {
 }
 }  // namespace
 
+// As PyCode_Addr2Line in 3.10 (Objects/codeobject.c: advance/_PyCode_CheckLineNumber):
+// (start delta, line delta) byte pairs; line delta -128 = no line; empty ranges skipped.
+int python_linetable_line_310(const uint8_t* table, size_t len, int firstlineno, int addr) {
+  if (addr < 0) return firstlineno;
+  int computed = firstlineno;
+  int64_t end = 0;
+  for (size_t i = 0; i + 1 < len; i += 2) {
+    const int64_t start = end;
+    end += table[i];
+    const int ldelta = static_cast<int8_t>(table[i + 1]);
+    int line = -1;
+    if (ldelta != -128) {
+      computed += ldelta;
+      line = computed;
+    }
+    if (start != end && addr >= start && addr < end) return line;
+  }
+  return -1;
+}
+
 int python_linetable_line(const uint8_t* table, size_t len, int firstlineno, int addr) {
   if (addr < 0) return firstlineno;
   int line = firstlineno;
@@ -392,12 +480,38 @@ bool python_frames_available() { return runtime().ok; }
 
 const char* python_frames_status() { return runtime().status; }
 
-size_t capture_python_frames(PyFrameRaw* out, size_t max) {
-  const Runtime& rt = runtime();
-  if (!rt.ok || max == 0 || !rt.is_initialized()) return 0;
-  const char* tstate = static_cast<const char*>(rt.this_thread_state());
-  if (!tstate) return 0;
+namespace {
+
+// 3.10: the chain of PyFrameObjects from PyThreadState.frame.
+size_t capture_frame_objects(const Runtime& rt, const char* tstate, PyFrameRaw* out,
+                             size_t max) {
   const PyLayout& L = rt.layout;
+  const char* frame = load_ptr(tstate, L.ts_frame);
+  size_t n = 0;
+  for (size_t walked = 0; frame && n < max && walked < kMaxWalk; ++walked) {
+    const char* code = load_ptr(frame, L.fr_code);
+    if (code && load<uintptr_t>(code, L.ob_type) == rt.sym.code_type) {
+      const int32_t lasti = load<int32_t>(frame, L.fr_lasti);
+      out[n].code = intern_code(rt, code);
+      out[n].addr = lasti >= 0 && lasti < (1 << 29) ? lasti * 2 : -1;
+      out[n].reserved = 0;
+      ++n;
+    }
+    frame = load_ptr(frame, L.fr_previous);
+  }
+  return n;
+}
+
+}  // namespace
+
+namespace pyframes_detail {
+
+size_t python_capture_from(const PyRuntimeView& rt, const void* tstate_v, PyFrameRaw* out,
+                           size_t max) {
+  const char* tstate = static_cast<const char*>(tstate_v);
+  if (!rt.ok || max == 0 || !tstate) return 0;
+  const PyLayout& L = rt.layout;
+  if (L.ts_frame != kNoField) return capture_frame_objects(rt, tstate, out, max);
   const char* frame;
   if (L.ts_cframe != kNoField) {
     const char* cframe = load_ptr(tstate, L.ts_cframe);
@@ -406,25 +520,35 @@ size_t capture_python_frames(PyFrameRaw* out, size_t max) {
   } else {
     frame = load_ptr(tstate, L.ts_current_frame);
   }
+  // 3.14's _PyStackRef keeps tag bits below the object's alignment.
+  const uintptr_t exec_mask = L.executable_tagged ? ~uintptr_t{7} : ~uintptr_t{0};
   size_t n = 0;
   for (size_t walked = 0; frame && n < max && walked < kMaxWalk; ++walked) {
-    const char* code = load_ptr(frame, L.fr_code);
+    const char* code =
+        reinterpret_cast<const char*>(load<uintptr_t>(frame, L.fr_code) & exec_mask);
     const int owner = load<int8_t>(frame, L.fr_owner);
     const char* instr = load_ptr(frame, L.fr_instr);
     const char* previous = load_ptr(frame, L.fr_previous);
-    // Shim frames of the C stack (3.12+) and non-code executables (3.13) are not Python code.
-    if (owner != pyframes_detail::kOwnedByCStack && code &&
-        load<uintptr_t>(code, L.ob_type) == rt.code_type) {
+    // Shim frames of the C stack / interpreter entry (3.12+) and non-code executables (3.13+)
+    // are not Python code.
+    if (owner < kFirstShimOwner && code && load<uintptr_t>(code, L.ob_type) == rt.sym.code_type) {
       const int64_t units = load<int64_t>(code, L.co_size);
-      const int64_t index = (instr - (code + L.co_code_adaptive)) / 2;
+      // Free-threaded 3.14: a thread may run its own copy of the bytecode (tlbc_index > 0),
+      // whose address we do not chase (another thread may be resizing that array): the
+      // frame is reported without a line.
+      const bool own_bytecode =
+          L.fr_tlbc_index != kNoField && load<int32_t>(frame, L.fr_tlbc_index) != 0;
+      const int64_t index =
+          own_bytecode ? -1 : (instr - (code + L.co_code_adaptive)) / 2;
       // Like _PyFrame_IsIncomplete: a frame still setting up cells/generator before its first
       // RESUME is not yet visible to Python either.
-      const bool incomplete = L.co_firsttraceable != kNoField &&
-                              owner != pyframes_detail::kOwnedByGenerator &&
+      const bool incomplete = L.co_firsttraceable != kNoField && owner != kOwnedByGenerator &&
                               index < load<int32_t>(code, L.co_firsttraceable);
       if (!incomplete) {
         out[n].code = intern_code(rt, code);
-        out[n].addr = (index >= 0 && index < units) ? static_cast<int32_t>(index * 2) : -1;
+        out[n].addr = own_bytecode                    ? kAddrNoLine
+                      : (index >= 0 && index < units) ? static_cast<int32_t>(index * 2)
+                                                      : -1;
         out[n].reserved = 0;
         ++n;
       }
@@ -432,6 +556,14 @@ size_t capture_python_frames(PyFrameRaw* out, size_t max) {
     frame = previous;
   }
   return n;
+}
+
+}  // namespace pyframes_detail
+
+size_t capture_python_frames(PyFrameRaw* out, size_t max) {
+  const Runtime& rt = runtime();
+  if (!rt.ok || max == 0 || !rt.sym.is_initialized()) return 0;
+  return pyframes_detail::python_capture_from(rt, rt.sym.this_thread_state(), out, max);
 }
 
 uint64_t python_frames_hash(const PyFrameRaw* frames, size_t n, uint64_t seed) {
@@ -454,8 +586,13 @@ PyFrameInfo resolve_python_frame(const PyFrameRaw& frame) {
   const PyCodeInfo& c = *frame.code;
   fi.file = c.file;
   fi.function = c.function;
-  const int line = pyframes_detail::python_linetable_line(c.linetable.data(), c.linetable.size(),
-                                                          c.firstlineno, frame.addr);
+  if (frame.addr == pyframes_detail::kAddrNoLine) return fi;
+  const int line =
+      c.linetable_format == pyframes_detail::LineTable::kPep626
+          ? pyframes_detail::python_linetable_line_310(c.linetable.data(), c.linetable.size(),
+                                                       c.firstlineno, frame.addr)
+          : pyframes_detail::python_linetable_line(c.linetable.data(), c.linetable.size(),
+                                                   c.firstlineno, frame.addr);
   fi.line = line > 0 ? line : 0;
   return fi;
 }

@@ -103,8 +103,13 @@ PyObject* linetable_line(PyObject*, PyObject* args) {
   Py_buffer buf;
   int first = 0, addr = 0;
   if (!PyArg_ParseTuple(args, "y*ii", &buf, &first, &addr)) return nullptr;
-  const int line = lockstep::pyframes_detail::python_linetable_line(
-      static_cast<const uint8_t*>(buf.buf), static_cast<size_t>(buf.len), first, addr);
+  const auto* table = static_cast<const uint8_t*>(buf.buf);
+  const size_t len = static_cast<size_t>(buf.len);
+#if PY_VERSION_HEX < 0x030B0000
+  const int line = lockstep::pyframes_detail::python_linetable_line_310(table, len, first, addr);
+#else
+  const int line = lockstep::pyframes_detail::python_linetable_line(table, len, first, addr);
+#endif
   PyBuffer_Release(&buf);
   return PyLong_FromLong(line);
 }
