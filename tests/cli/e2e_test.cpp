@@ -176,6 +176,31 @@ TEST(E2E, rank_that_died_is_dead_and_its_peer_waits_for_it) {
   std::filesystem::remove_all(rec.dir);
 }
 
+// Issue 18: after SIGKILL of rank 1 (no exit record; what its recorder had not flushed is
+// lost) the report said "never issued" for ops rank 0 had completed with it, and put rank 1
+// "in no collective (host code?)". Now: its history after the last flush is lost, named as
+// incomplete evidence, and never_issued is not claimed for it.
+TEST(E2E, rank_killed_by_sigkill_has_lost_history_not_never_issued) {
+  auto rec = scenario("killed", 2, 8);
+  auto a = analyze(rec.dir);
+  ASSERT_TRUE(a.j.is_object() && a.j.contains("hang")) << a.raw;
+  EXPECT_NE(a.exit_code, 0) << a.raw;
+  EXPECT_NE(a.exit_code, 134) << a.raw;
+  for (auto& d : a.j["divergences"]) EXPECT_NE(d["kind"], "never_issued") << a.raw;
+  const json& r1 = a.j["hang"]["ranks"][1];
+  EXPECT_NE(r1["status"], "no_collective") << a.raw;
+  EXPECT_EQ(a.j["processes"][1]["history"], "lost") << a.raw;
+  bool named = false;
+  for (auto& e : a.j["evidence"]) named |= e["kind"] == "history_lost" && e["ranks"] == json::array({1});
+  EXPECT_TRUE(named) << a.raw;
+  ProcResult text = run_program({LOCKSTEP_EXE, "analyze", rec.dir}, {}, 30);
+  EXPECT_EQ(text.out.find("never issued"), std::string::npos) << text.out;
+  EXPECT_EQ(text.out.find("host code"), std::string::npos) << text.out;
+  ProcResult check = run_program({LOCKSTEP_EXE, "check", rec.dir}, {}, 30);
+  EXPECT_NE(check.exit_code, 0) << check.out;
+  std::filesystem::remove_all(rec.dir);
+}
+
 TEST(E2E, opposite_order_on_one_stream_deadlocks_in_a_cycle_across_two_communicators) {
   auto rec = scenario("cycle");
   EXPECT_EQ(rec.job.exit_code, 124) << rec.describe();
