@@ -261,15 +261,19 @@ OpPart read_part(const Stmt& st, int c) {
   part.root = static_cast<int>(st.i64(c + 3, -1));
   part.peer = static_cast<int>(st.i64(c + 4, -1));
   part.redop = st.str(c + 5);
-  if (part.count < 0 || part.peer < -1 || part.peer >= kMaxRanks || part.root < -1 || part.root >= kMaxRanks)
-    throw FileSkip("corrupt: a grouped call has count " + std::to_string(part.count) + ", peer " +
-                   std::to_string(part.peer) + ", root " + std::to_string(part.root));
   return part;
 }
 
 constexpr const char* kOpColumns =
     "call_index, comm_id, seq, op, dtype, count, root, peer, redop, stream, tid, thread_name, group_id, "
     "issue_mono_ns, issue_wall_ns, rc, state, origin_call, graph_exec, stack_id";
+
+// The parts of a sequenced op, checked like the op itself.
+void check_part(int64_t call_index, const OpPart& part) {
+  if (part.count < 0 || part.peer < -1 || part.peer >= kMaxRanks || part.root < -1 || part.root >= kMaxRanks)
+    throw FileSkip("corrupt: op " + std::to_string(call_index) + " has a part with count " + std::to_string(part.count) +
+                   ", peer " + std::to_string(part.peer) + ", root " + std::to_string(part.root));
+}
 
 Op read_op_row(const Stmt& st, const CommIds& ids) {
   Op o;
@@ -293,7 +297,10 @@ Op read_op_row(const Stmt& st, const CommIds& ids) {
   o.origin_call = st.i64(17, -1);
   o.graph_exec = static_cast<uint64_t>(st.i64(18));
   o.stack_id = st.i64(19, -1);
-  check_op_numbers(o.call_index, o.seq, o.count, st.i64(6, -1), st.i64(7, -1));
+  // Only sequenced rows are compared or replayed: the compact loader reads no other.
+  if (!st.null(2)) check_op_numbers(o.call_index, o.seq, o.count, st.i64(6, -1), st.i64(7, -1));
+  if (!st.null(2) && o.seq == 0)
+    throw FileSkip("corrupt: op " + std::to_string(o.call_index) + " has seq 0 (valid: 1.." + std::to_string(UINT32_MAX) + ")");
   if (o.state == schema::kStateCaptured) o.seq = 0;  // captured rows never ran as such
   return o;
 }
@@ -321,7 +328,10 @@ void read_ops_full(sqlite3* db, Process& p) {
   {
     Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts ORDER BY call_index, part");
     while (parts.step())
-      if (Op* o = find(parts.i64(0))) o->parts.push_back(read_part(parts, 1));
+      if (Op* o = find(parts.i64(0))) {
+        o->parts.push_back(read_part(parts, 1));
+        if (o->seq > 0 || o->state == schema::kStateCaptured) check_part(o->call_index, o->parts.back());
+      }
   }
   {
     Stmt done(db, "SELECT call_index, mono_ns FROM completions");
@@ -398,6 +408,7 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     while (parts_row && parts.i64(0) < ci) parts_row = parts.step();
     while (parts_row && parts.i64(0) == ci) {
       scratch.parts.push_back(read_part(parts, 1));
+      check_part(ci, scratch.parts.back());
       parts_row = parts.step();
     }
     ++kept;

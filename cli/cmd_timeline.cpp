@@ -67,8 +67,12 @@ int timeline(const TimelineArgs& a) {
       std::cerr << "lockstep timeline: " << printable(e.what()) << "\n";
       return kExitUsage;
     }
-    for (auto& e : an.evidence) std::cerr << "incomplete: " << printable(e.detail) << "\n";
-    return an.incomplete() ? kExitIncomplete : kExitOk;
+    // As for -o: the files' evidence (skipped, missing, contradictory, dropped, stopped).
+    std::vector<const Process*> procs;
+    for (auto& p : s->procs) procs.push_back(&p.info);
+    auto evidence = validate_evidence(procs, s->skipped);
+    for (auto& e : evidence) std::cerr << "incomplete: " << printable(e.detail) << "\n";
+    return evidence.empty() ? kExitOk : kExitIncomplete;
   }
   if (a.output.empty()) {
     std::cerr << "lockstep timeline: give -o FILE.json (or -o - for stdout), or --text\n";

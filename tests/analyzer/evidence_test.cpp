@@ -177,7 +177,7 @@ TEST(Evidence, rank_that_exited_with_a_record_did_never_issue) {
 }
 
 namespace {
-AnalyzeOptions live_on_node0(const TraceBuilder& b) {
+AnalyzeOptions live_on_node0(TraceBuilder& b) {
   AnalyzeOptions o;
   o.hang.this_host = "node0";
   int64_t newest = 0;
