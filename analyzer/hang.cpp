@@ -203,7 +203,8 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     RankHang& rh = r.ranks[p];
     rh.proc = static_cast<int>(p);
     r.any_marker |= !sp.info.hangs.empty();
-    bool no_record = !sp.info.finished && sp.info.exit_reason.empty();
+    // SIGUSR1 only asks for a flush: the process lives on, like one with no record at all.
+    bool no_record = !sp.info.finished && (sp.info.exit_reason.empty() || sp.info.exit_reason == "SIGUSR1");
     bool stopped = sp.info.meta.count("recorder_stopped") && !sp.info.meta.at("recorder_stopped").empty();
     rh.live = no_record && !stopped && !here.empty() && sp.info.host == here && sp.info.last_flush_mono_ns > 0 &&
               now - sp.info.last_flush_mono_ns <= opt.stale_ns;

@@ -1,6 +1,7 @@
 // lockstep timeline DIR -o FILE.json | --text: the trace as a Perfetto/Chrome timeline, or a
 // terminal view of a window of seqs on one communicator (docs/timeline.md).
 #include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -120,6 +121,9 @@ int timeline(const TimelineArgs& a) {
       std::cerr << "lockstep timeline: cannot write " << printable(a.output) << "\n";
       return kExitUsage;
     }
+    mode_t mask = umask(0);  // mkstemp creates 0600; the timeline gets the usual 0666 & ~umask
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
     close(fd);
     std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
     write_timeline_json(t, o, file);

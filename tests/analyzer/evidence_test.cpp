@@ -367,3 +367,13 @@ TEST(Escape, hostile_strings_in_a_trace_file_are_escaped_in_text_and_json) {
   EXPECT_EQ(r->json_text.find('\xff'), std::string::npos);
   EXPECT_NE(r->json_text.find("node\\\\x1b"), std::string::npos) << r->json_text.substr(0, 2000);
 }
+
+// SIGUSR1 only flushes: the process lives on, so its trace is a snapshot, not a full history.
+TEST(Evidence, sigusr1_flush_is_not_an_exit_record) {
+  TraceBuilder b = two_ranks(5);
+  b.add(0, kComm, {.completed = false});
+  b.running(0).stopped(1, "SIGUSR1");
+  auto r = run(b);
+  for (auto& d : r->a.divergences) EXPECT_NE(d.kind, FindingKind::kNeverIssued) << r->text;
+  EXPECT_EQ(r->a.history[1], History::kLost) << r->text;
+}

@@ -290,3 +290,34 @@ TEST(E2E, recorder_hang_timeout_prints_the_diagnosis_into_the_jobs_own_log) {
   EXPECT_NE(rec.job.err.find("count differs: 256 vs 300"), std::string::npos) << rec.describe();
   std::filesystem::remove_all(rec.dir);
 }
+
+// Issue 18: a healthy job analysed while it runs ended with exit 1 and a never_issued
+// divergence (the newest ops of one rank not yet issued by its peer). Now such ranks are
+// "behind": never exit 1 while the job is healthy.
+TEST(E2E, healthy_job_analysed_live_is_never_divergent) {
+  std::string dir = temp_dir("live-healthy");
+  ProcResult job;
+  std::thread t([&] {
+    job = run_program({LOCKSTEP_EXE, "run", "-o", dir, "--", LAUNCHER, "-n", "2", "--timeout", "60", "--quiet", "--",
+                       SCENARIOS, "steady"},
+                      job_env(), 70);
+  });
+  std::vector<Analysis> seen;
+  for (int i = 0; i < 40 && seen.size() < 8; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    Analysis a = analyze(dir);
+    if (a.exit_code == 2) continue;  // no trace file yet
+    seen.push_back(a);
+  }
+  t.join();
+  ASSERT_EQ(job.exit_code, 0) << job.err;
+  ASSERT_FALSE(seen.empty());
+  for (auto& a : seen) {
+    EXPECT_NE(a.exit_code, 1) << a.raw;
+    EXPECT_TRUE(a.j.is_object() && a.j["divergences"].empty()) << a.raw;
+  }
+  Analysis after = analyze(dir);
+  EXPECT_EQ(after.exit_code, 0) << after.raw;
+  EXPECT_EQ(after.j["verdict"], "clean") << after.raw;
+  std::filesystem::remove_all(dir);
+}
