@@ -5,6 +5,8 @@
 #include <map>
 #include <set>
 
+#include <errno.h>
+#include <signal.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -206,8 +208,12 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     // SIGUSR1 only asks for a flush: the process lives on, like one with no record at all.
     bool no_record = !sp.info.finished && (sp.info.exit_reason.empty() || sp.info.exit_reason == "SIGUSR1");
     bool stopped = sp.info.meta.count("recorder_stopped") && !sp.info.meta.at("recorder_stopped").empty();
+    auto alive = [&](int64_t pid) {
+      if (opt.pid_alive) return opt.pid_alive(pid);
+      return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+    };
     rh.live = no_record && !stopped && !here.empty() && sp.info.host == here && sp.info.last_flush_mono_ns > 0 &&
-              now - sp.info.last_flush_mono_ns <= opt.stale_ns;
+              now - sp.info.last_flush_mono_ns <= opt.stale_ns && alive(sp.info.pid);
     rh.history_lost = (no_record && !rh.live) || stopped;
     c.lost[p] = rh.history_lost;
     if (sp.info.finished) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,9 @@ struct HangOptions {
   // them. Monotonic clocks compare only on one host, so ranks elsewhere are never live.
   int64_t now_mono_ns = -1;
   std::string this_host;
+  // Whether a process of this host still exists; null: kill(pid, 0). A SIGKILLed rank's file
+  // can be fresh, but its process is gone.
+  std::function<bool(int64_t pid)> pid_alive;
 };
 
 HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptions& opt = {});

@@ -34,8 +34,8 @@ struct TimelineArgs {
 // With --ranks, only those ranks' files are loaded in full (a 256-rank directory holds far
 // more than memory needs for two ranks). Falls back to loading everything when some file has no
 // global rank, since ranks are then positions in the whole directory.
-Trace load_ranks(const std::string& dir, const std::vector<int>& ranks) {
-  Trace headers = load_trace_headers(dir);
+Trace load_ranks(const std::string& dir, const std::vector<int>& ranks, Trace& headers) {
+  headers = load_trace_headers(dir);
   for (const Process& p : headers.processes)
     if (p.global_rank < 0) return load_trace(dir);
   Trace t;
@@ -83,9 +83,9 @@ int timeline(const TimelineArgs& a) {
     std::cerr << "lockstep timeline: --from-seq " << a.from_seq << " is after --to-seq " << a.to_seq << "\n";
     return kExitUsage;
   }
-  Trace t;
+  Trace t, headers;
   try {
-    t = a.ranks.empty() ? load_trace(a.dir) : load_ranks(a.dir, a.ranks);
+    t = a.ranks.empty() ? load_trace(a.dir) : load_ranks(a.dir, a.ranks, headers);
   } catch (const LoadError& e) {
     std::cerr << "lockstep timeline: " << printable(e.what()) << "\n";
     return kExitUsage;
@@ -95,10 +95,12 @@ int timeline(const TimelineArgs& a) {
     std::cerr << "lockstep timeline: no usable trace file in " << printable(a.dir) << "; nothing written\n";
     return kExitUsage;
   }
-  // The timeline shows what was read; what was not is named here and in the exit code.
+  // The timeline shows what was read; what was not is named here and in the exit code. With
+  // --ranks, the other ranks' files are judged by their headers.
+  const Trace& whole = a.ranks.empty() || headers.processes.empty() ? t : headers;
   std::vector<const Process*> procs;
-  for (auto& p : t.processes) procs.push_back(&p);
-  auto evidence = validate_evidence(procs, t.skipped);
+  for (auto& p : whole.processes) procs.push_back(&p);
+  auto evidence = validate_evidence(procs, whole.skipped);
   for (auto& e : evidence) std::cerr << "incomplete: " << printable(e.detail) << "\n";
   const int done = evidence.empty() ? kExitOk : kExitIncomplete;
   TimelineOptions o;

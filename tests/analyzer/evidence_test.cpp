@@ -183,6 +183,7 @@ AnalyzeOptions live_on_node0(TraceBuilder& b) {
   int64_t newest = 0;
   for (auto& p : b.trace().processes) newest = std::max(newest, p.last_flush_mono_ns);
   o.hang.now_mono_ns = newest + 1'000'000'000;  // one second after the newest flush
+  o.hang.pid_alive = [](int64_t) { return true; };
   return o;
 }
 }  // namespace
@@ -376,4 +377,22 @@ TEST(Evidence, sigusr1_flush_is_not_an_exit_record) {
   auto r = run(b);
   for (auto& d : r->a.divergences) EXPECT_NE(d.kind, FindingKind::kNeverIssued) << r->text;
   EXPECT_EQ(r->a.history[1], History::kLost) << r->text;
+}
+
+// The SIGKILL case of issue 18 as it looked live: the killed rank's file was flushed a moment
+// ago on this host, but its process is gone. Not behind: its history is lost.
+TEST(Evidence, fresh_trace_of_a_process_that_is_gone_is_lost_not_behind) {
+  TraceBuilder b = two_ranks(5);
+  b.add(0, kComm, {.completed = true});
+  b.add(0, kComm, {.completed = false});
+  b.running(0).running(1);
+  AnalyzeOptions o = live_on_node0(b);
+  o.hang.pid_alive = [&](int64_t pid) { return pid != b.trace().processes[1].pid; };
+  auto r = run(b, o);
+  EXPECT_EQ(r->a.history[1], History::kLost) << r->text;
+  EXPECT_EQ(r->a.hang.ranks[1].status, RankStatus::kEnded) << r->text;
+  ASSERT_EQ(r->a.unproven.size(), 1u) << r->text;
+  EXPECT_TRUE(r->a.unproven[0].lost.size() == 1 && r->a.unproven[0].peer_completed) << r->text;
+  EXPECT_NE(r->a.verdict(), Verdict::kBehind);
+  EXPECT_NE(r->a.verdict(), Verdict::kClean);
 }
