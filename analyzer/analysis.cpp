@@ -6,7 +6,43 @@
 #include <set>
 #include <sstream>
 
+#include "text_escape.h"
+
 namespace lockstep {
+
+const char* history_name(History h) {
+  switch (h) {
+    case History::kComplete: return "complete";
+    case History::kBehind: return "behind";
+    case History::kLost: return "lost";
+  }
+  return "unknown";
+}
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::kClean: return "clean";
+    case Verdict::kDivergent: return "divergent";
+    case Verdict::kHang: return "hang";
+    case Verdict::kIncomplete: return "incomplete";
+    case Verdict::kBehind: return "behind";
+  }
+  return "unknown";
+}
+
+bool Analysis::behind() const {
+  for (auto& u : unproven)
+    if (!u.behind.empty()) return true;
+  return false;
+}
+
+Verdict Analysis::verdict() const {
+  if (!divergences.empty() || !inversions.empty()) return Verdict::kDivergent;
+  if (hang.hung) return Verdict::kHang;
+  if (incomplete()) return Verdict::kIncomplete;
+  if (behind()) return Verdict::kBehind;
+  return Verdict::kClean;
+}
 
 Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
   Analysis a;
@@ -16,6 +52,66 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
   a.inversions = find_order_inversions(s, a.index);
   a.hang = explain_hang(s, a.index, options.hang);
   for (auto& p : s.procs) a.total_ops += static_cast<int64_t>(p.ops.size());
+
+  // What each process's trace can prove about the ops it does not show.
+  a.history.assign(s.procs.size(), History::kComplete);
+  for (size_t p = 0; p < s.procs.size(); ++p) {
+    const RankHang& rh = a.hang.ranks[p];
+    if (rh.history_lost) a.history[p] = History::kLost;
+    else if (rh.live) a.history[p] = History::kBehind;
+    if (rh.live) a.live.push_back(static_cast<int>(p));
+  }
+  // "Never issued" needs a member whose history is complete (or a recorder's hang timeout that
+  // fired while it was live). Otherwise the member is behind, or its history was lost.
+  std::vector<Divergence> kept;
+  for (auto& d : a.divergences) {
+    if (d.kind != FindingKind::kNeverIssued && d.kind != FindingKind::kP2PPairing) {
+      kept.push_back(std::move(d));
+      continue;
+    }
+    Unproven u;
+    bool proven = false;
+    for (auto& sd : d.sides) {
+      if (sd.op >= 0) {
+        u.peer_completed |= s.procs[sd.proc].ops[sd.op].completed();
+        continue;
+      }
+      History h = a.history[sd.proc];
+      if (h == History::kComplete || (h == History::kBehind && a.hang.any_marker)) proven = true;
+      else if (h == History::kBehind) u.behind.push_back(sd.proc);
+      else u.lost.push_back(sd.proc);
+    }
+    if (proven) {
+      kept.push_back(std::move(d));
+      continue;
+    }
+    u.finding = std::move(d);
+    a.unproven.push_back(std::move(u));
+  }
+  a.divergences = std::move(kept);
+
+  std::vector<const Process*> infos;
+  for (auto& p : s.procs) infos.push_back(&p.info);
+  a.evidence = validate_evidence(infos, s.skipped);
+  for (size_t p = 0; p < s.procs.size(); ++p) {
+    const Process& info = s.procs[p].info;
+    bool stopped = info.meta.count("recorder_stopped") && !info.meta.at("recorder_stopped").empty();
+    if (a.history[p] != History::kLost || stopped) continue;  // recorder_stopped: its own issue
+    EvidenceIssue e;
+    e.kind = EvidenceKind::kHistoryLost;
+    e.procs = {static_cast<int>(p)};
+    if (info.global_rank >= 0) e.ranks = {info.global_rank};
+    e.detail = "rank " + std::to_string(display_rank(s, static_cast<int>(p))) +
+               ": trace ends without an exit record (not finished, not seen running): what it did after its last "
+               "flush is unknown";
+    for (auto& u : a.unproven)
+      if (u.peer_completed && std::find(u.lost.begin(), u.lost.end(), static_cast<int>(p)) != u.lost.end()) {
+        e.detail += "; a peer completed collective #" + std::to_string(u.finding.ordinal) + " on comm " +
+                    short_hash(a.index.comms[u.finding.gcomm].hash) + ", so it issued it (its record was lost)";
+        break;
+      }
+    a.evidence.push_back(std::move(e));
+  }
   std::vector<const Divergence*> all;
   for (auto& d : a.divergences) all.push_back(&d);
   for (auto& d : a.inversions) all.push_back(&d);
@@ -90,6 +186,7 @@ json side_json(const Ctx& c, const Side& sd, int g) {
             {"pid", c.s.procs[sd.proc].info.pid}, {"issued", sd.op >= 0}};
   if (sd.op < 0) {
     j["last_on_comm"] = c.last_on(sd.proc, g);
+    if (!c.a.history.empty()) j["history"] = history_name(c.a.history[sd.proc]);
     return j;
   }
   const SchedOp& o = c.sop(sd);
@@ -153,7 +250,13 @@ void text_side(std::ostream& os, const Ctx& c, const Side& sd, int g, const std:
   if (sd.comm_rank != c.rank(sd.proc)) os << " (comm rank " << sd.comm_rank << ")";
   os << ": ";
   if (sd.op < 0) {
-    os << "never issued it (" << c.last_on(sd.proc, g) << ")\n";
+    History h = c.a.history.empty() ? History::kComplete : c.a.history[sd.proc];
+    if (h == History::kLost)
+      os << "not in its trace; its history after its last flush is lost (" << c.last_on(sd.proc, g) << ")\n";
+    else if (h == History::kBehind && !c.a.hang.any_marker)
+      os << "not issued yet: still running (" << c.last_on(sd.proc, g) << ")\n";
+    else
+      os << "never issued it (" << c.last_on(sd.proc, g) << ")\n";
     return;
   }
   const SchedOp& o = c.sop(sd);
@@ -309,13 +412,61 @@ void text_hang(std::ostream& os, const Ctx& c) {
 
 }  // namespace
 
+namespace {
+
+std::vector<int> ranks_of(const Schedule& s, const std::vector<int>& procs) {
+  std::vector<int> r;
+  for (int p : procs) r.push_back(display_rank(s, p));
+  return r;
+}
+
+// "rank 1 is behind: has not issued collective #7 on comm 3f2a9c01 yet (still running)"
+std::string unproven_line(const Analysis& a, const Unproven& u) {
+  const Schedule& s = *a.schedule;
+  const Divergence& d = u.finding;
+  std::string what = d.kind == FindingKind::kP2PPairing ? "message #" + std::to_string(d.ordinal)
+                                                         : "collective #" + std::to_string(d.ordinal);
+  std::string where = what + " on comm " + short_hash(a.index.comms[d.gcomm].hash);
+  std::string out;
+  if (!u.behind.empty()) {
+    auto r = ranks_of(s, u.behind);
+    out += std::string("rank") + (r.size() > 1 ? "s " : " ") + rank_ranges(r) + " behind: " + where +
+           " not issued yet (still running)";
+  }
+  if (!u.lost.empty()) {
+    auto r = ranks_of(s, u.lost);
+    if (!out.empty()) out += "; ";
+    out += std::string("rank") + (r.size() > 1 ? "s " : " ") + rank_ranges(r) + ": " + where +
+           (u.peer_completed ? " completed on a peer, so issued here too: history lost after the last flush"
+                             : " not in the trace, which ends without an exit record: unknown whether issued");
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string summary_line(const Analysis& a) {
   std::ostringstream os;
   const Schedule& s = *a.schedule;
   if (!a.problems()) {
-    os << "clean: " << plural(s.procs.size(), "process", "processes") << ", "
-       << plural(a.index.comms.size(), "communicator", "communicators") << ", " << plural(a.total_ops, "op", "ops")
-       << "; ranks agree, no order inversion, no hang";
+    std::string counts = plural(s.procs.size(), "process", "processes") + ", " +
+                         plural(a.index.comms.size(), "communicator", "communicators") + ", " +
+                         plural(a.total_ops, "op", "ops");
+    if (a.incomplete()) {
+      os << "incomplete evidence: " << counts << " read; no divergence found in what was read, but "
+         << printable(evidence_summary(a.evidence));
+      return os.str();
+    }
+    if (a.behind()) {
+      std::vector<int> b;
+      for (auto& u : a.unproven) b.insert(b.end(), u.behind.begin(), u.behind.end());
+      auto r = ranks_of(s, b);
+      os << "behind: " << counts << "; no divergence so far; job still running, rank" << (r.size() > 1 ? "s " : " ")
+         << rank_ranges(r) << " behind their peers";
+      return os.str();
+    }
+    os << "clean: " << counts << "; ranks agree, no order inversion, no hang";
+    if (!a.live.empty()) os << " (so far: " << plural(a.live.size(), "process", "processes") << " still running)";
     return os.str();
   }
   std::vector<std::string> parts;
@@ -334,6 +485,7 @@ std::string summary_line(const Analysis& a) {
   if (n > 1) parts.push_back(std::to_string(n) + " findings in all");
   if (a.hang.hung)
     parts.push_back(a.hang.cycles.empty() ? "hang" : "hang (" + plural(a.hang.cycles.size(), "wait-for cycle", "wait-for cycles") + ")");
+  if (a.incomplete()) parts.push_back("incomplete evidence: " + printable(evidence_summary(a.evidence, 2)));
   for (size_t i = 0; i < parts.size(); ++i) os << (i ? "; " : "") << parts[i];
   return os.str();
 }
@@ -342,12 +494,9 @@ std::string render_text(const Analysis& a, TraceDetails& details, const ReportOp
   const Schedule& s = *a.schedule;
   Ctx c{a, s, details, opt};
   std::ostringstream os;
-  for (auto& sk : s.skipped) os << "skipped " << sk.path << ": " << sk.reason << "\n";
-  for (auto& w : a.index.warnings) os << "warning: " << w << "\n";
-  for (size_t p = 0; p < s.procs.size(); ++p)
-    if (s.procs[p].info.dropped_records > 0)
-      os << "warning: rank " << c.rank(static_cast<int>(p)) << " dropped " << s.procs[p].info.dropped_records
-         << " records (its trace has gaps)\n";
+  for (auto& e : a.evidence) os << "incomplete: " << printable(e.detail) << "\n";
+  for (auto& w : a.index.warnings) os << "warning: " << printable(w) << "\n";
+  for (auto& u : a.unproven) os << "note: " << unproven_line(a, u) << "\n";
   if (!a.problems()) {
     os << "lockstep: " << summary_line(a) << "\n";
     return os.str();
@@ -386,8 +535,23 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
   j["schema"] = "lockstep.analysis";
   j["version"] = kJsonReportVersion;
   j["dir"] = s.dir;
-  j["clean"] = !a.problems();
+  j["verdict"] = verdict_name(a.verdict());
+  j["clean"] = a.verdict() == Verdict::kClean;
+  j["incomplete"] = a.incomplete();
   j["summary"] = summary_line(a);
+  json evidence = json::array();
+  for (auto& e : a.evidence)
+    evidence.push_back({{"kind", evidence_kind_name(e.kind)}, {"contradictory", e.contradictory},
+                        {"ranks", e.ranks}, {"detail", e.detail}});
+  j["evidence"] = evidence;
+  json unproven = json::array();
+  for (auto& u : a.unproven)
+    unproven.push_back({{"kind", kind_name(u.finding.kind)}, {"comm", a.index.comms[u.finding.gcomm].hash},
+                        {"ordinal", u.finding.ordinal}, {"behind_ranks", ranks_of(s, u.behind)},
+                        {"lost_ranks", ranks_of(s, u.lost)}, {"peer_completed", u.peer_completed},
+                        {"detail", unproven_line(a, u)}});
+  j["unproven"] = unproven;
+  j["live_ranks"] = ranks_of(s, a.live);
   json procs = json::array();
   for (size_t p = 0; p < s.procs.size(); ++p) {
     auto& i = s.procs[p].info;
@@ -400,13 +564,19 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
                      {"finished", i.finished},
                      {"exit_reason", i.exit_reason},
                      {"dropped_records", i.dropped_records},
+                     {"history", history_name(a.history[p])},
                      {"status", status_name(a.hang.ranks[p].status)}});
   }
   j["processes"] = procs;
   json skipped = json::array();
   for (auto& sk : s.skipped) skipped.push_back({{"path", sk.path}, {"reason", sk.reason}});
   j["skipped"] = skipped;
-  j["warnings"] = a.index.warnings;
+  // Every caveat in one list of lines (as the text report prints them).
+  json warnings = json::array();
+  for (auto& e : a.evidence) warnings.push_back("incomplete: " + e.detail);
+  for (auto& w : a.index.warnings) warnings.push_back(w);
+  for (auto& u : a.unproven) warnings.push_back(unproven_line(a, u));
+  j["warnings"] = warnings;
   json comms = json::array();
   for (auto& g : a.index.comms) {
     json members = json::array();
@@ -470,10 +640,24 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
   }
   hang["groups"] = groups;
   j["hang"] = hang;
-  return j.dump(2) + "\n";
+  // Trace strings are printable already (loader); paths from the file system may not be UTF-8.
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 namespace {
+// Printable line by line: XML 1.0 forbids control characters even as references.
+std::string printable_lines(const std::string& s) {
+  std::string out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    size_t nl = s.find('\n', at);
+    if (nl == std::string::npos) nl = s.size();
+    out += printable(std::string_view(s).substr(at, nl - at));
+    if (nl < s.size()) out += '\n';
+    at = nl + 1;
+  }
+  return out;
+}
 std::string xml_escape(const std::string& s) {
   std::string o;
   for (char ch : s) {
@@ -493,7 +677,7 @@ std::string render_junit(const std::string& suite, const std::vector<JUnitCase>&
   size_t failures = 0;
   for (auto& c : cases) failures += !c.failure.empty();
   std::ostringstream os;
-  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"" << xml_escape(suite)
+  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"" << xml_escape(printable(suite))
      << "\" tests=\"" << cases.size() << "\" failures=\"" << failures << "\">\n";
   for (auto& c : cases) {
     os << "    <testcase classname=\"lockstep\" name=\"" << xml_escape(c.name) << "\"";
@@ -501,8 +685,9 @@ std::string render_junit(const std::string& suite, const std::vector<JUnitCase>&
       os << "/>\n";
       continue;
     }
-    std::string first = c.failure.substr(0, c.failure.find('\n'));
-    os << ">\n      <failure message=\"" << xml_escape(first) << "\">" << xml_escape(c.failure) << "</failure>\n    </testcase>\n";
+    std::string failure = printable_lines(c.failure);
+    std::string first = failure.substr(0, failure.find('\n'));
+    os << ">\n      <failure message=\"" << xml_escape(first) << "\">" << xml_escape(failure) << "</failure>\n    </testcase>\n";
   }
   os << "  </testsuite>\n</testsuites>\n";
   return os.str();
@@ -525,6 +710,11 @@ std::vector<JUnitCase> junit_cases(const Analysis& a) {
       hang += "ranks " + rank_ranges(r) + ": " + g.summary + "\n";
     }
   out.push_back({"no_hang", hang});
+  std::string ev;
+  for (auto& e : a.evidence) ev += std::string(evidence_kind_name(e.kind)) + ": " + e.detail + "\n";
+  for (auto& u : a.unproven)
+    if (!u.lost.empty()) ev += unproven_line(a, u) + "\n";
+  out.push_back({"evidence_complete", ev});
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include "hang.h"
 #include "schedule.h"
 #include "trace_details.h"
+#include "trace_validation.h"
 
 namespace lockstep {
 
@@ -18,6 +19,26 @@ inline constexpr int kJsonReportVersion = 1;  // docs/analyzer.md "JSON report"
 struct AnalyzeOptions {
   HangOptions hang;
 };
+
+// What a process's trace says about the ops it does not show.
+enum class History {
+  kComplete,  // finished, or stopped with an exit record: an op it does not show, it never issued
+  kBehind,    // live (RankHang::live): it may not have issued it yet
+  kLost,      // trace ends without an exit record, or its recorder stopped: unknown
+};
+const char* history_name(History h);  // complete behind lost
+
+// A member that a divergence would call "never issued" although its history does not show
+// that: live (behind) or lost. Kept out of Analysis::divergences.
+struct Unproven {
+  Divergence finding;       // as find_divergences reported it
+  std::vector<int> behind;  // procs: live, not issued yet
+  std::vector<int> lost;    // procs: history after the last flush unknown
+  bool peer_completed = false;  // a peer completed the op: the lost members issued it
+};
+
+enum class Verdict { kClean, kDivergent, kHang, kIncomplete, kBehind };
+const char* verdict_name(Verdict v);  // clean divergent hang incomplete behind
 
 struct Analysis {
   const Schedule* schedule = nullptr;
@@ -28,7 +49,18 @@ struct Analysis {
   const Divergence* first = nullptr;    // the first finding in causal order, or null
   int64_t total_ops = 0;
 
+  // Evidence: what the verdict does not cover (files skipped, members missing, histories lost,
+  // records dropped, contradictions). Any entry makes the verdict at most incomplete.
+  std::vector<EvidenceIssue> evidence;
+  std::vector<History> history;         // per process
+  std::vector<Unproven> unproven;       // never-issued findings the evidence does not support
+  std::vector<int> live;                // procs whose trace is still being written
+
   bool problems() const { return !divergences.empty() || !inversions.empty() || hang.hung; }
+  bool incomplete() const { return !evidence.empty(); }
+  bool behind() const;                  // some live member has not issued ops its peers did
+  // Findings first (1), then incomplete evidence (4), then behind, then clean.
+  Verdict verdict() const;
 };
 
 Analysis analyze(const Schedule& s, const AnalyzeOptions& options = {});

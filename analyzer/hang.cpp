@@ -5,6 +5,11 @@
 #include <map>
 #include <set>
 
+#include <errno.h>
+#include <signal.h>
+#include <time.h>
+#include <unistd.h>
+
 namespace lockstep {
 
 const char* status_name(RankStatus s) {
@@ -13,6 +18,7 @@ const char* status_name(RankStatus s) {
     case RankStatus::kBlocked: return "blocked";
     case RankStatus::kNoCollective: return "no_collective";
     case RankStatus::kDead: return "dead";
+    case RankStatus::kEnded: return "trace_ended";
   }
   return "unknown";
 }
@@ -40,6 +46,7 @@ struct Ctx {
   std::vector<std::vector<uint32_t>> in_flight;  // per proc, op indices in call order
   std::vector<std::vector<uint32_t>> oldest;     // per proc, oldest in-flight op per stream
   std::vector<RankStatus> status;
+  std::vector<bool> lost;  // RankHang::history_lost
 
   bool is_oldest(int proc, uint32_t op) const {
     return std::find(oldest[proc].begin(), oldest[proc].end(), op) != oldest[proc].end();
@@ -97,7 +104,11 @@ std::vector<WaitFor> waits_of(const Ctx& c, int p, uint32_t op) {
       if (m.proc == p) continue;
       const ProcComm& theirs = c.idx.of(m);
       if (k >= theirs.colls.size()) {
-        out.push_back({m.proc, "has not issued it (" + last_on_comm(c, m.proc, theirs) + ")" + dead(m.proc)});
+        if (c.lost[m.proc])
+          out.push_back({m.proc, "its trace ends before it; history after its last flush lost (" +
+                                     last_on_comm(c, m.proc, theirs) + ")"});
+        else
+          out.push_back({m.proc, "has not issued it (" + last_on_comm(c, m.proc, theirs) + ")" + dead(m.proc)});
         continue;
       }
       uint32_t qop = theirs.colls[k];
@@ -171,11 +182,22 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
   HangReport r;
   size_t n = s.procs.size();
   Ctx c{s, idx, std::vector<std::vector<uint32_t>>(n), std::vector<std::vector<uint32_t>>(n),
-        std::vector<RankStatus>(n, RankStatus::kNoCollective)};
+        std::vector<RankStatus>(n, RankStatus::kNoCollective), std::vector<bool>(n, false)};
   std::map<std::string, int64_t> freshest;  // host -> newest last_flush
   for (auto& p : s.procs) {
     auto& f = freshest[p.info.host];
     f = std::max(f, p.info.last_flush_mono_ns);
+  }
+  int64_t now = opt.now_mono_ns;
+  if (now < 0) {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    now = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  }
+  std::string here = opt.this_host;
+  if (here.empty()) {
+    char buf[256] = {};
+    if (gethostname(buf, sizeof buf - 1) == 0) here = buf;
   }
   r.ranks.resize(n);
   for (size_t p = 0; p < n; ++p) {
@@ -183,6 +205,17 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     RankHang& rh = r.ranks[p];
     rh.proc = static_cast<int>(p);
     r.any_marker |= !sp.info.hangs.empty();
+    // SIGUSR1 only asks for a flush: the process lives on, like one with no record at all.
+    bool no_record = !sp.info.finished && (sp.info.exit_reason.empty() || sp.info.exit_reason == "SIGUSR1");
+    bool stopped = sp.info.meta.count("recorder_stopped") && !sp.info.meta.at("recorder_stopped").empty();
+    auto alive = [&](int64_t pid) {
+      if (opt.pid_alive) return opt.pid_alive(pid);
+      return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+    };
+    rh.live = no_record && !stopped && !here.empty() && sp.info.host == here && sp.info.last_flush_mono_ns > 0 &&
+              now - sp.info.last_flush_mono_ns <= opt.stale_ns && alive(sp.info.pid);
+    rh.history_lost = (no_record && !rh.live) || stopped;
+    c.lost[p] = rh.history_lost;
     if (sp.info.finished) {
       c.status[p] = RankStatus::kFinished;
     } else if (!sp.info.exit_reason.empty() && sp.info.exit_reason != "SIGUSR1" && sp.info.exit_reason != "exit") {
@@ -246,6 +279,15 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     rh.in_flight = c.in_flight[p].size();
     bool stale = rh.why.find("before its neighbours") != std::string::npos;
     if (rh.in_flight && !stale) c.status[p] = RankStatus::kBlocked;
+    if (rh.history_lost && !stale && c.status[p] == RankStatus::kNoCollective) {
+      c.status[p] = RankStatus::kEnded;
+      rh.why = stopped ? "its recorder stopped recording (" + sp.info.meta.at("recorder_stopped") + ")"
+                       : "its trace ends without an exit record (killed by SIGKILL, out of memory, a lost node, "
+                         "or still running where this analyzer cannot see it)";
+    } else if (rh.history_lost && c.status[p] == RankStatus::kBlocked && rh.why.empty()) {
+      rh.why = stopped ? "its recorder stopped recording (" + sp.info.meta.at("recorder_stopped") + ")"
+                       : "its trace ends without an exit record";
+    }
     // Stopped by SIGTERM/SIGINT (the scheduler or launcher ending the job) with nothing in
     // flight and not long before its neighbours: it was in host code, not dead.
     bool ended_by_job = sp.info.exit_reason == "SIGTERM" || sp.info.exit_reason == "SIGINT";
@@ -270,8 +312,12 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
       rh.blocked.push_back(std::move(b));
     }
     if (c.status[p] == RankStatus::kBlocked) {
-      for (auto& b : rh.blocked) r.hung |= !b.waits.empty();
-      r.hung |= !rh.why.empty();  // killed (by the launcher's timeout?) while blocked in NCCL
+      // A live rank waiting for live peers is a job in progress, not a hang, until a recorder's
+      // hang timeout says otherwise.
+      for (auto& b : rh.blocked)
+        for (auto& w : b.waits)
+          r.hung |= !(rh.live && r.ranks[w.proc].live) || r.any_marker;
+      r.hung |= !rh.why.empty() && !rh.live;  // killed (by the launcher's timeout?) while blocked in NCCL
     }
   }
   // Cycles: Tarjan's strongly connected components; one cycle per component of 2+ processes.
@@ -348,6 +394,7 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
         sum = "in no collective (host code?); " + last() + (rh.why.empty() ? "" : "; " + rh.why);
         break;
       case RankStatus::kDead: sum = "dead: " + rh.why + "; " + last(); break;
+      case RankStatus::kEnded: sum = "history unknown after its last flush: " + rh.why + "; " + last(); break;
       case RankStatus::kBlocked: {
         const BlockedOp& b = rh.blocked.front();
         sum = "blocked in " + c.where_family(static_cast<int>(p), b.op);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -17,8 +18,11 @@ enum class RankStatus {
   kBlocked,       // ops in flight
   kNoCollective,  // alive, nothing in flight: in host code (or between ops)
   kDead,          // trace stopped: killed, or its writer stopped flushing long before its peers
+  kEnded,         // trace ends without an exit record and it is not seen running: killed by
+                  // SIGKILL/OOM/a lost node (or running on a host whose clock we cannot read);
+                  // what it did after its last flush is unknown
 };
-const char* status_name(RankStatus s);  // finished blocked no_collective dead
+const char* status_name(RankStatus s);  // finished blocked no_collective dead trace_ended
 
 struct WaitFor {
   int proc = -1;
@@ -38,6 +42,11 @@ struct RankHang {
   int64_t last_completed = -1; // index into ops; -1 = none
   size_t in_flight = 0;
   std::vector<BlockedOp> blocked;
+  // Its trace is still being written: not finished, no exit record, no recorder_stopped, on
+  // this host, flushed within HangOptions::stale_ns of now. Its newest ops may not be issued yet.
+  bool live = false;
+  // Not finished and no exit record, not live: history after its last flush is unknown.
+  bool history_lost = false;
 };
 
 struct WaitCycle {
@@ -67,6 +76,13 @@ struct HangOptions {
   // A process whose last flush is this far behind the freshest flush of another process on the
   // same host is dead (the recorder flushes at least every second while alive).
   int64_t stale_ns = 10'000'000'000;
+  // Liveness (RankHang::live): the analyzer's CLOCK_MONOTONIC and host name; -1 / empty: read
+  // them. Monotonic clocks compare only on one host, so ranks elsewhere are never live.
+  int64_t now_mono_ns = -1;
+  std::string this_host;
+  // Whether a process of this host still exists; null: kill(pid, 0). A SIGKILLed rank's file
+  // can be fresh, but its process is gone.
+  std::function<bool(int64_t pid)> pid_alive;
 };
 
 HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptions& opt = {});

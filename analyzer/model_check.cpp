@@ -6,6 +6,8 @@
 // docs/replay.md states the semantics and the argument.
 #include "model_check.h"
 
+#include "trace_validation.h"
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
@@ -71,6 +73,20 @@ Schedule schedule_from_trace(const Trace& trace) {
   if (trace.processes.empty())
     throw std::runtime_error("model: the trace " + trace.dir + " has no process files");
   Schedule s;
+  // The analyzer's rules (trace_validation.h): contradictions make the directory unusable,
+  // the rest (skipped files, missing members, lost histories) is named among the problems.
+  {
+    std::vector<const Process*> procs;
+    for (const auto& p : trace.processes) procs.push_back(&p);
+    for (const auto& p : trace.processes) {
+      std::string defect = header_defect(p);
+      if (!defect.empty()) throw std::runtime_error("model: " + p.path + ": " + defect);
+    }
+    for (const EvidenceIssue& e : validate_evidence(procs, trace.skipped)) {
+      if (e.contradictory) throw std::runtime_error("model: " + e.detail);
+      if (e.kind != EvidenceKind::kMissingMember) s.problems.push_back("incomplete evidence: " + e.detail);
+    }
+  }
   std::unordered_map<std::string, int32_t> comm_by_hash;
   s.procs.resize(trace.processes.size());
 

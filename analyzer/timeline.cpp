@@ -65,6 +65,15 @@ int64_t process_end_mono(const Process& p) {
   return end;
 }
 
+// At most this many bytes of one frame's text (UTF-8 cut on a character boundary).
+std::string bounded(std::string s, size_t max = 512) {
+  if (s.size() <= max) return s;
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;
+  s.resize(cut);
+  return s + "...";
+}
+
 // Enqueued ops and graph replays ran on a stream; captured, failed and simulated rows did not.
 bool ran(const Op& o) { return o.state == schema::kStateEnqueued || o.state == schema::kStateGraphLaunched; }
 
@@ -171,12 +180,19 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
                 {"origin_wall_ns", origin},
                 {"clock", all_aligned ? "wall clock per process (start_wall_ns); across hosts as good as NTP"
                                       : "some processes lack start_wall_ns: their times are unaligned"}};
-  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":" << other.dump() << ",\n\"traceEvents\":[\n";
+  json skipped = json::array();
+  for (const SkippedFile& sk : t.skipped) skipped.push_back({{"path", sk.path}, {"reason", sk.reason}});
+  other["skipped"] = std::move(skipped);
+  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":" << other.dump(-1, ' ', false, json::error_handler_t::replace)
+      << ",\n\"traceEvents\":[\n";
   bool first_event = true;
   auto emit = [&](const json& e) {
-    out << (first_event ? "" : ",\n") << e.dump();
+    out << (first_event ? "" : ",\n") << e.dump(-1, ' ', false, json::error_handler_t::replace);
     first_event = false;
   };
+  // Stacks are written once, in a table after the events; an op names its stack by key. A
+  // frame's text is bounded, so a crafted trace with huge frames cannot blow the file up.
+  json stacks = json::object();
   std::vector<Placed> placed;  // collective members, for the flows
   std::map<std::tuple<std::string, int64_t>, std::vector<size_t>> members;  // (hash, ordinal) -> placed
   for (size_t i : procs) {
@@ -252,7 +268,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
 
     std::map<int, int64_t> ordinal;  // per local comm: collective ordinal (p2p ops excluded)
     std::set<std::pair<uint64_t, int64_t>> launches;
-    std::map<int64_t, json> trimmed;  // stack id -> trimmed frames (stacks are shared by many ops)
+    std::map<int64_t, std::string> stack_key;  // stack id -> key in the stacks table ("" = none)
     for (size_t k = 0; k < p.ops.size(); ++k) {
       const Op& op = p.ops[k];
       const bool counted = op.comm >= 0 && op.seq > 0 && classify_op(op.op) != OpClass::kP2P;
@@ -274,18 +290,24 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       if (!op.thread_name.empty()) args["thread"] = op.thread_name;
       if (op.graph_exec != 0) args["graph_exec"] = hex(op.graph_exec);
       if (op.stack_id >= 0) {
-        auto cached = trimmed.find(op.stack_id);
-        if (cached == trimmed.end()) {
-          json frames = nullptr;
+        auto cached = stack_key.find(op.stack_id);
+        if (cached == stack_key.end()) {
+          std::string key;
           auto it = p.stacks.find(op.stack_id);
           if (it != p.stacks.end()) {
-            frames = json::array();
+            key = std::to_string(pid) + ":" + std::to_string(op.stack_id);
+            json frames = json::array();
             for (const Frame& f : trim_stack(it->second, o.max_frames))
-              frames.push_back((f.kind == "python" ? "py " : "") + format_frame(f));
+              frames.push_back(bounded((f.kind == "python" ? "py " : "") + format_frame(f)));
+            stacks[key] = std::move(frames);
           }
-          cached = trimmed.emplace(op.stack_id, std::move(frames)).first;
+          cached = stack_key.emplace(op.stack_id, key).first;
         }
-        if (!cached->second.is_null()) args["stack"] = cached->second;
+        if (!cached->second.empty()) {
+          args["stack"] = cached->second;
+          const json& frames = stacks[cached->second];
+          if (!frames.empty()) args["from"] = frames.front();
+        }
       }
       if (!ran(op)) {
         // Captured, failed or simulated: nothing ran, so no duration; a mark where it was called.
@@ -345,7 +367,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
     }
   }
 
-  out << "\n]}\n";
+  out << "\n],\n\"stacks\":" << stacks.dump(-1, ' ', false, json::error_handler_t::replace) << "}\n";
 }
 
 std::string timeline_json(const Trace& t, const TimelineOptions& options) {

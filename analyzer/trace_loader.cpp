@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -14,8 +15,10 @@
 #include <mutex>
 #include <thread>
 
+#include "text_escape.h"
 #include "trace_details.h"
 #include "trace_schema.h"
+#include "trace_validation.h"
 
 namespace fs = std::filesystem;
 
@@ -82,9 +85,10 @@ class Stmt {
   }
   bool null(int i) const { return sqlite3_column_type(st_, i) == SQLITE_NULL; }
   int64_t i64(int i, int64_t dflt = 0) const { return null(i) ? dflt : sqlite3_column_int64(st_, i); }
+  // Trace strings are untrusted: made printable here, once, for every output (text_escape.h).
   std::string str(int i) const {
     const unsigned char* t = sqlite3_column_text(st_, i);
-    return t ? std::string(reinterpret_cast<const char*>(t), sqlite3_column_bytes(st_, i)) : std::string();
+    return t ? printable(std::string_view(reinterpret_cast<const char*>(t), sqlite3_column_bytes(st_, i))) : std::string();
   }
   // Borrowed view, valid until the next step.
   std::string_view view(int i) const {
@@ -217,6 +221,21 @@ void read_header(sqlite3* db, Process& p) {
     Stmt st(db, "SELECT mono_ns, wall_ns, in_flight, message FROM hangs ORDER BY id");
     while (st.step()) p.hangs.push_back({st.i64(0), st.i64(1), static_cast<int>(st.i64(2)), st.str(3)});
   }
+  std::string defect = header_defect(p);
+  if (!defect.empty()) throw FileSkip(defect);
+}
+
+// Numbers of an op row checked before use (the same rule for the full and the compact loader,
+// so every reader agrees on which files are usable). seq NULL (0 here) = unsequenced.
+void check_op_numbers(int64_t call_index, int64_t seq, int64_t count, int64_t root, int64_t peer) {
+  auto bad = [&](const char* what, int64_t v, const std::string& valid) {
+    throw FileSkip("corrupt: op " + std::to_string(call_index) + " has " + what + " " + std::to_string(v) +
+                   " (valid: " + valid + ")");
+  };
+  if (seq < 0 || seq > static_cast<int64_t>(UINT32_MAX)) bad("seq", seq, "1.." + std::to_string(UINT32_MAX));
+  if (count < 0) bad("count", count, ">= 0");
+  if (root < -1 || root >= kMaxRanks) bad("root", root, "a rank");
+  if (peer < -1 || peer >= kMaxRanks) bad("peer", peer, "a rank");
 }
 
 class CommIds {
@@ -249,6 +268,13 @@ constexpr const char* kOpColumns =
     "call_index, comm_id, seq, op, dtype, count, root, peer, redop, stream, tid, thread_name, group_id, "
     "issue_mono_ns, issue_wall_ns, rc, state, origin_call, graph_exec, stack_id";
 
+// The parts of a sequenced op, checked like the op itself.
+void check_part(int64_t call_index, const OpPart& part) {
+  if (part.count < 0 || part.peer < -1 || part.peer >= kMaxRanks || part.root < -1 || part.root >= kMaxRanks)
+    throw FileSkip("corrupt: op " + std::to_string(call_index) + " has a part with count " + std::to_string(part.count) +
+                   ", peer " + std::to_string(part.peer) + ", root " + std::to_string(part.root));
+}
+
 Op read_op_row(const Stmt& st, const CommIds& ids) {
   Op o;
   o.call_index = st.i64(0);
@@ -271,6 +297,10 @@ Op read_op_row(const Stmt& st, const CommIds& ids) {
   o.origin_call = st.i64(17, -1);
   o.graph_exec = static_cast<uint64_t>(st.i64(18));
   o.stack_id = st.i64(19, -1);
+  // Only sequenced rows are compared or replayed: the compact loader reads no other.
+  if (!st.null(2)) check_op_numbers(o.call_index, o.seq, o.count, st.i64(6, -1), st.i64(7, -1));
+  if (!st.null(2) && o.seq == 0)
+    throw FileSkip("corrupt: op " + std::to_string(o.call_index) + " has seq 0 (valid: 1.." + std::to_string(UINT32_MAX) + ")");
   if (o.state == schema::kStateCaptured) o.seq = 0;  // captured rows never ran as such
   return o;
 }
@@ -298,7 +328,10 @@ void read_ops_full(sqlite3* db, Process& p) {
   {
     Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts ORDER BY call_index, part");
     while (parts.step())
-      if (Op* o = find(parts.i64(0))) o->parts.push_back(read_part(parts, 1));
+      if (Op* o = find(parts.i64(0))) {
+        o->parts.push_back(read_part(parts, 1));
+        if (o->seq > 0 || o->state == schema::kStateCaptured) check_part(o->call_index, o->parts.back());
+      }
   }
   {
     Stmt done(db, "SELECT call_index, mono_ns FROM completions");
@@ -345,10 +378,12 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
   sp.ops.reserve(static_cast<size_t>(total));
   // Integers packed in SQL (comm_id:seq, root:peer) and texts read without their length calls:
   // SQLite's per-column API calls are a quarter of the loader's time.
+  // Numbers are read as they are and range-checked here: packing them in SQL would let a
+  // crafted seq or root overflow into its neighbour.
   Stmt st(db,
-          "SELECT call_index, comm_id * 4294967296 + seq, op, IFNULL(dtype,''), IFNULL(count,0), "
-          "(IFNULL(root,-1) + 1) * 4294967296 + (IFNULL(peer,-1) + 1), IFNULL(redop,''), IFNULL(stream,0), "
-          "IFNULL(group_id,-1) FROM ops WHERE seq IS NOT NULL ORDER BY call_index");
+          "SELECT call_index, comm_id, op, IFNULL(dtype,''), IFNULL(count,0), "
+          "IFNULL(root,-1), IFNULL(redop,''), IFNULL(stream,0), "
+          "IFNULL(group_id,-1), seq, IFNULL(peer,-1) FROM ops WHERE seq IS NOT NULL ORDER BY call_index");
   Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts ORDER BY call_index, part");
   bool parts_row = parts.step();
   std::unordered_map<std::string, uint32_t> local;
@@ -357,7 +392,14 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
   sqlite3_stmt* raw = st.get();
   auto text = [raw](int c) {
     const char* t = reinterpret_cast<const char*>(sqlite3_column_text(raw, c));
-    return t ? std::string_view(t) : std::string_view();
+    return t ? std::string_view(t, static_cast<size_t>(sqlite3_column_bytes(raw, c))) : std::string_view();
+  };
+  std::string esc[3];
+  auto safe = [&](int c, std::string& buf) {
+    std::string_view v = text(c);
+    if (is_printable(v)) return v;
+    buf = printable(v);
+    return std::string_view(buf);
   };
   int64_t kept = 0;
   while (st.step()) {
@@ -366,14 +408,19 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     while (parts_row && parts.i64(0) < ci) parts_row = parts.step();
     while (parts_row && parts.i64(0) == ci) {
       scratch.parts.push_back(read_part(parts, 1));
+      check_part(ci, scratch.parts.back());
       parts_row = parts.step();
     }
     ++kept;
     SchedOp o;
     o.call_index = ci;
-    int64_t comm_seq = sqlite3_column_int64(raw, 1);
-    o.seq = static_cast<uint32_t>(comm_seq & 0xffffffff);
-    int64_t comm_id = comm_seq >> 32;
+    int64_t comm_id = sqlite3_column_int64(raw, 1);
+    int64_t seq = sqlite3_column_int64(raw, 9);
+    int64_t count = sqlite3_column_int64(raw, 4);
+    int64_t root = sqlite3_column_int64(raw, 5), peer = sqlite3_column_int64(raw, 10);
+    check_op_numbers(ci, seq, count, root, peer);
+    if (seq == 0) throw FileSkip("corrupt: op " + std::to_string(ci) + " has seq 0 (valid: 1.." + std::to_string(UINT32_MAX) + ")");
+    o.seq = static_cast<uint32_t>(seq);
     int comm = ids.index(comm_id);
     if (comm < 0) throw FileSkip("corrupt: op " + std::to_string(ci) + " names unknown comm_id " + std::to_string(comm_id));
     o.comm = static_cast<uint16_t>(comm);
@@ -387,14 +434,14 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
 
     // Binary key: text columns with their NUL, integers as raw bytes (no formatting per row).
     key.clear();
-    std::string_view op = text(2), dtype = text(3), redop = text(6);
+    std::string_view op = safe(2, esc[0]), dtype = safe(3, esc[1]), redop = safe(6, esc[2]);
     for (std::string_view t : {op, dtype, redop}) {
       key.append(t);
       key.push_back('\0');
     }
-    int64_t count = sqlite3_column_int64(raw, 4), root_peer = sqlite3_column_int64(raw, 5);
     key.append(reinterpret_cast<const char*>(&count), sizeof count);
-    key.append(reinterpret_cast<const char*>(&root_peer), sizeof root_peer);
+    key.append(reinterpret_cast<const char*>(&root), sizeof root);
+    key.append(reinterpret_cast<const char*>(&peer), sizeof peer);
     for (auto& part : scratch.parts) key += signature_key(Signature{part.op, part.dtype, part.count, part.root, part.peer, part.redop, {}, {}});
     auto it = local.find(key);
     if (it == local.end()) {
@@ -403,8 +450,8 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
       sig.dtype = dtype;
       sig.redop = redop;
       sig.count = count;
-      sig.root = static_cast<int>((root_peer >> 32) - 1);
-      sig.peer = static_cast<int>((root_peer & 0xffffffff) - 1);
+      sig.root = static_cast<int>(root);
+      sig.peer = static_cast<int>(peer);
       sig.parts = scratch.parts;
       it = local.emplace(key, sigs.intern(std::move(sig))).first;
     }
@@ -443,8 +490,27 @@ void with_rollback_copy(const std::string& path, const LoadOptions& opt, Fn&& fn
   fs::remove_all(tmp);
 }
 
+// Only regular files are opened: a FIFO, device or directory named like a trace would block or
+// mislead the reader. stat, not open, decides (opening a FIFO for reading blocks).
+std::string not_regular(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) return std::string("cannot stat: ") + std::strerror(errno);
+  if (S_ISREG(st.st_mode)) return "";
+  const char* kind = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
+                   : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : S_ISSOCK(st.st_mode) ? "a socket" : "not a file";
+  return std::string("not a regular file (") + kind + ")";
+}
+
 template <class Fn>
 void read_file(const std::string& path, const LoadOptions& opt, Fn&& fn) {
+  std::string why = not_regular(path);
+  if (!why.empty()) throw FileSkip(why);
+  // SQLite opens these beside the database: they must not be FIFOs either.
+  for (const char* side : {"-journal", "-wal", "-shm"}) {
+    struct stat st;
+    if (lstat((path + side).c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+      throw FileSkip(std::string("its ") + side + " file is not a regular file");
+  }
   for (int attempt = 0;; ++attempt) {
     try {
       Db db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, opt.busy_timeout_ms);
@@ -476,7 +542,7 @@ std::vector<std::string> list_trace_files(const std::string& dir) {
   for (auto& e : fs::directory_iterator(dir, ec)) {
     std::string name = e.path().filename().string();
     if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
-      files.push_back(e.path().string());
+      files.push_back(e.path().string());  // non-regular ones are skipped, with their reason, by read_file
   }
   if (ec) throw LoadError("cannot list " + dir + ": " + ec.message());
   if (files.empty()) throw LoadError("no trace files (*" + suffix + ") in " + dir);

@@ -51,7 +51,7 @@ int analyze_dir(const AnalyzeArgs& a) {
   }
   if (!a.junit.empty() && !write_file("analyze", a.junit, render_junit("lockstep analyze " + a.dir, junit_cases(an))))
     return kExitUsage;
-  return an.problems() ? kExitFound : kExitOk;
+  return analyze_exit_code(an);
 }
 
 }  // namespace
@@ -65,7 +65,8 @@ void add_analyze_command(CLI::App& app, int* exit_code) {
   sub->add_option("--stale-seconds", args->stale_s,
                   "A process whose trace stopped this long before its host neighbours' is dead (default 10)");
   sub->add_flag("--timing", args->timing, "Print how long loading, analysis and the report took (stderr)");
-  sub->footer("Exit code: 0 clean, 1 problem found, 2 input error. Works while the job still runs or hangs.");
+  sub->footer("Exit code: 0 clean (or a live job whose ranks are only behind), 1 problem found, 2 input error, "
+              "4 incomplete evidence. Works while the job still runs or hangs.");
   sub->callback([args, exit_code] { *exit_code = analyze_dir(*args); });
 }
 

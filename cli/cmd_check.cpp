@@ -40,8 +40,8 @@ int check_dir(const CheckArgs& a) {
   if (!s) return kExitUsage;
   Analysis an = analyze(*s);
   std::vector<JUnitCase> cases = junit_cases(an);
-  int rc = an.problems() ? kExitFound : kExitOk;
-  if (an.problems()) {
+  int rc = check_exit_code(an);
+  if (rc != kExitOk) {
     auto details = details_from_files(*s);
     ReportOptions ro;
     ro.color = stdout_color();
@@ -62,7 +62,9 @@ int check_dir(const CheckArgs& a) {
     }
   }
   if (!a.write_baseline.empty()) {
-    if (an.problems()) {
+    if (rc == kExitIncomplete) {
+      std::cerr << "lockstep check: incomplete evidence; not writing a baseline from this run\n";
+    } else if (an.problems()) {
       std::cerr << "lockstep check: ranks disagree; not writing a baseline from this run\n";
     } else {
       if (!write_file("check", a.write_baseline, actual)) return kExitUsage;
@@ -82,7 +84,8 @@ void add_check_command(CLI::App& app, int* exit_code) {
   sub->add_option("--baseline", args->baseline, "Compare the canonical schedule with this baseline file");
   sub->add_option("--write-baseline", args->write_baseline, "Write this run's canonical schedule (bless it)");
   sub->add_option("--junit", args->junit, "Also write JUnit XML to FILE");
-  sub->footer("Exit code: 0 pass, 1 ranks disagree or hang, 2 input error, 3 differs from the baseline.");
+  sub->footer("Exit code: 0 pass, 1 ranks disagree or hang, 2 input error, 3 differs from the baseline, "
+              "4 incomplete evidence (a rank's history missing, torn, skipped, dropped, or the job still running).");
   sub->callback([args, exit_code] { *exit_code = check_dir(*args); });
 }
 

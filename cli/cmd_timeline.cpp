@@ -1,15 +1,20 @@
 // lockstep timeline DIR -o FILE.json | --text: the trace as a Perfetto/Chrome timeline, or a
 // terminal view of a window of seqs on one communicator (docs/timeline.md).
+#include <stdio.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 
 #include "analyze_common.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "text_escape.h"
 #include "timeline.h"
+#include "trace_validation.h"
 
 namespace lockstep::cli {
 namespace {
@@ -29,8 +34,8 @@ struct TimelineArgs {
 // With --ranks, only those ranks' files are loaded in full (a 256-rank directory holds far
 // more than memory needs for two ranks). Falls back to loading everything when some file has no
 // global rank, since ranks are then positions in the whole directory.
-Trace load_ranks(const std::string& dir, const std::vector<int>& ranks) {
-  Trace headers = load_trace_headers(dir);
+Trace load_ranks(const std::string& dir, const std::vector<int>& ranks, Trace& headers) {
+  headers = load_trace_headers(dir);
   for (const Process& p : headers.processes)
     if (p.global_rank < 0) return load_trace(dir);
   Trace t;
@@ -60,10 +65,15 @@ int timeline(const TimelineArgs& a) {
     try {
       std::cout << timeline_text(an, o);
     } catch (const TimelineError& e) {
-      std::cerr << "lockstep timeline: " << e.what() << "\n";
+      std::cerr << "lockstep timeline: " << printable(e.what()) << "\n";
       return kExitUsage;
     }
-    return kExitOk;
+    // As for -o: the files' evidence (skipped, missing, contradictory, dropped, stopped).
+    std::vector<const Process*> procs;
+    for (auto& p : s->procs) procs.push_back(&p.info);
+    auto evidence = validate_evidence(procs, s->skipped);
+    for (auto& e : evidence) std::cerr << "incomplete: " << printable(e.detail) << "\n";
+    return evidence.empty() ? kExitOk : kExitIncomplete;
   }
   if (a.output.empty()) {
     std::cerr << "lockstep timeline: give -o FILE.json (or -o - for stdout), or --text\n";
@@ -73,43 +83,65 @@ int timeline(const TimelineArgs& a) {
     std::cerr << "lockstep timeline: --from-seq " << a.from_seq << " is after --to-seq " << a.to_seq << "\n";
     return kExitUsage;
   }
-  Trace t;
+  Trace t, headers;
   try {
-    t = a.ranks.empty() ? load_trace(a.dir) : load_ranks(a.dir, a.ranks);
+    t = a.ranks.empty() ? load_trace(a.dir) : load_ranks(a.dir, a.ranks, headers);
   } catch (const LoadError& e) {
-    std::cerr << "lockstep timeline: " << e.what() << "\n";
+    std::cerr << "lockstep timeline: " << printable(e.what()) << "\n";
     return kExitUsage;
   }
-  for (auto& sk : t.skipped) std::cerr << "skipped " << sk.path << ": " << sk.reason << "\n";
+  if (t.processes.empty()) {
+    for (auto& sk : t.skipped) std::cerr << "skipped " << printable(sk.path) << ": " << printable(sk.reason) << "\n";
+    std::cerr << "lockstep timeline: no usable trace file in " << printable(a.dir) << "; nothing written\n";
+    return kExitUsage;
+  }
+  // The timeline shows what was read; what was not is named here and in the exit code. With
+  // --ranks, the other ranks' files are judged by their headers.
+  const Trace& whole = a.ranks.empty() || headers.processes.empty() ? t : headers;
+  std::vector<const Process*> procs;
+  for (auto& p : whole.processes) procs.push_back(&p);
+  auto evidence = validate_evidence(procs, whole.skipped);
+  for (auto& e : evidence) std::cerr << "incomplete: " << printable(e.detail) << "\n";
+  const int done = evidence.empty() ? kExitOk : kExitIncomplete;
   TimelineOptions o;
   o.ranks = a.ranks;
   o.comm = a.comm;
   o.from_seq = a.from_seq;
   o.to_seq = a.to_seq;
+  std::string tmp;
   try {
     if (a.output == "-") {
       write_timeline_json(t, o, std::cout);
-      return kExitOk;
+      return done;
     }
     // Validate the selection before creating the file: a bad --ranks leaves nothing behind.
     check_timeline_options(t, o);
-    std::ofstream file(a.output, std::ios::binary | std::ios::trunc);
-    if (!file) {
-      std::cerr << "lockstep timeline: cannot write " << a.output << "\n";
+    // Written beside the target and renamed into place: a failure never leaves a partial file.
+    tmp = a.output + ".partial-XXXXXX";
+    int fd = mkstemp(tmp.data());
+    if (fd < 0) {
+      std::cerr << "lockstep timeline: cannot write " << printable(a.output) << "\n";
       return kExitUsage;
     }
+    mode_t mask = umask(0);  // mkstemp creates 0600; the timeline gets the usual 0666 & ~umask
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
+    close(fd);
+    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
     write_timeline_json(t, o, file);
     file.close();
-    if (!file) {
-      std::cerr << "lockstep timeline: writing " << a.output << " failed\n";
+    if (!file || std::rename(tmp.c_str(), a.output.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      std::cerr << "lockstep timeline: writing " << printable(a.output) << " failed\n";
       return kExitUsage;
     }
-  } catch (const TimelineError& e) {
-    std::cerr << "lockstep timeline: " << e.what() << "\n";
+  } catch (const std::exception& e) {
+    if (!tmp.empty()) std::remove(tmp.c_str());
+    std::cerr << "lockstep timeline: " << printable(e.what()) << "\n";
     return kExitUsage;
   }
-  std::cerr << "wrote " << a.output << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
-  return kExitOk;
+  std::cerr << "wrote " << printable(a.output) << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
+  return done;
 }
 
 }  // namespace

@@ -10,6 +10,9 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitFound = 1;     // divergence, order inversion or hang
 inline constexpr int kExitUsage = 2;     // usage or input error
 inline constexpr int kExitBaseline = 3;  // check: schedule differs from the baseline
+// Incomplete evidence: some expected rank's history is missing, torn, skipped, dropped or its
+// recorder stopped (docs/analyzer.md "What lockstep promises"). Never reported as clean.
+inline constexpr int kExitIncomplete = 4;
 
 bool file_exists(const std::string& path);
 // Path of this executable (/proc/self/exe).

@@ -12,6 +12,8 @@ constexpr const char* kFooter = R"(Exit codes:
   1  a divergence, order inversion or hang was found
   2  usage or input error (no such directory, no usable trace file, bad option)
   3  `check --baseline`: ranks agree but the schedule differs from the baseline
+  4  incomplete evidence: a rank's history is missing, torn, skipped, dropped or its recorder
+     stopped (never reported as clean); `check` also when the job is still running
  128+N  `run`: the command was killed by signal N
 See docs/cli.md.)";
 

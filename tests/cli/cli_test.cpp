@@ -3,6 +3,7 @@
 // for real are in e2e_test.cpp.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -81,8 +82,10 @@ TEST(CliErrors, mixed_schema_versions_analyse_the_readable_files_and_say_which_w
   std::filesystem::copy_file(dir + "/rank-1" + lockstep::schema::kFileSuffix, dir + "/future" + lockstep::schema::kFileSuffix);
   run_program({"sqlite3", dir + "/future" + lockstep::schema::kFileSuffix, "UPDATE meta SET value='2' WHERE key='schema_version'"});
   auto r = lockstep_cli({"analyze", dir});
-  EXPECT_EQ(r.exit_code, 0) << both(r);
+  // A skipped file is evidence missing: incomplete (4), never clean (issue 18).
+  EXPECT_EQ(r.exit_code, 4) << both(r);
   EXPECT_NE(r.out.find("future.lockstep.sqlite: schema version 2 is newer"), std::string::npos) << both(r);
+  EXPECT_EQ(r.out.find("lockstep: clean"), std::string::npos) << both(r);
 }
 
 TEST(CliErrors, unknown_option_is_a_usage_error) {
@@ -223,4 +226,96 @@ TEST(CliRun, preload_path_prints_the_library_next_to_the_executable) {
                              .string();
   EXPECT_EQ(r.out, expected + "\n") << both(r);
   EXPECT_EQ(r.exit_code, std::filesystem::exists(expected) ? 0 : 2) << both(r);
+}
+
+// ---- Issue 18: verdicts never stronger than their evidence, hostile input -------------------
+
+namespace {
+std::string truncated_rank_1(const std::string& name) {
+  auto dir = write(clean_two_ranks(64), name);
+  std::string f = dir + "/rank-1" + lockstep::schema::kFileSuffix;
+  std::filesystem::resize_file(f, std::filesystem::file_size(f) / 2);
+  return dir;
+}
+}  // namespace
+
+TEST(CliEvidence, truncated_file_makes_analyze_and_check_exit_4_and_never_say_clean) {
+  auto dir = truncated_rank_1("cli-ev-trunc");
+  auto junit = dir + "/report.xml";
+  auto a = lockstep_cli({"analyze", dir, "--junit", junit});
+  EXPECT_EQ(a.exit_code, 4) << both(a);
+  EXPECT_EQ(a.out.find("clean"), std::string::npos) << both(a);
+  EXPECT_NE(a.out.find("incomplete evidence"), std::string::npos) << both(a);
+  EXPECT_NE(a.out.find("rank-1.lockstep.sqlite"), std::string::npos) << both(a);
+  EXPECT_NE(slurp_file(junit).find("evidence_complete\">"), std::string::npos) << slurp_file(junit);
+  auto j = lockstep_cli({"analyze", dir, "--json"});
+  EXPECT_EQ(j.exit_code, 4) << both(j);
+  json report = json::parse(j.out);
+  EXPECT_EQ(report["verdict"], "incomplete");
+  EXPECT_EQ(report["clean"], false);
+  EXPECT_FALSE(report["warnings"].empty());
+  auto c = lockstep_cli({"check", dir});
+  EXPECT_EQ(c.exit_code, 4) << both(c);
+  EXPECT_NE(c.out.find("rank-1.lockstep.sqlite"), std::string::npos) << "check names the skipped file\n" << both(c);
+  auto base = lockstep_cli({"check", dir, "--write-baseline", dir + "/base.txt"});
+  EXPECT_EQ(base.exit_code, 4) << both(base);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/base.txt")) << "no baseline from incomplete evidence";
+}
+
+TEST(CliEvidence, help_lists_exit_code_4) {
+  auto r = lockstep_cli({"--help"});
+  EXPECT_NE(r.out.find("4  incomplete evidence"), std::string::npos) << both(r);
+}
+
+TEST(CliEvidence, non_utf8_and_escape_bytes_in_a_trace_give_valid_json_and_escaped_text) {
+  auto dir = write(divergent_two_ranks(), "cli-ev-utf8");
+  for (const char* f : {"/rank-0", "/rank-1"}) {
+    auto r = run_program({"sqlite3", dir + f + lockstep::schema::kFileSuffix,
+                          "UPDATE meta SET value=CAST(X'6E6F64651B5D323B7469746C6507FF' AS TEXT) WHERE key='host';"
+                          "UPDATE comms SET name=CAST(X'636F6D6DFE0A' AS TEXT); UPDATE frames SET function=CAST(X'66FF' AS TEXT)"});
+    ASSERT_EQ(r.exit_code, 0) << both(r);
+  }
+  auto j = lockstep_cli({"analyze", dir, "--json"});
+  EXPECT_EQ(j.exit_code, 1) << both(j);
+  EXPECT_NO_THROW(json::parse(j.out)) << j.out;
+  auto t = lockstep_cli({"analyze", dir});
+  EXPECT_EQ(t.exit_code, 1) << both(t);
+  EXPECT_EQ(t.out.find('\x1b'), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find('\x07'), std::string::npos) << t.out;
+  auto out = dir + "/t.json";
+  auto tl = lockstep_cli({"timeline", dir, "-o", out});
+  EXPECT_EQ(tl.exit_code, 0) << both(tl);
+  EXPECT_NO_THROW(json::parse(slurp_file(out)));
+  auto st = lockstep_cli({"stacks", dir, "--comm", "aaaaaaaa", "--seq", "6"});
+  EXPECT_EQ(st.out.find('\x1b'), std::string::npos) << st.out;
+}
+
+TEST(CliEvidence, fifo_named_like_a_trace_is_skipped_and_does_not_hang_analyze) {
+  auto dir = write(clean_two_ranks(), "cli-ev-fifo");
+  ASSERT_EQ(mkfifo((dir + "/x" + lockstep::schema::kFileSuffix).c_str(), 0600), 0);
+  auto r = lockstep_cli({"analyze", dir});
+  EXPECT_FALSE(r.timed_out) << both(r);
+  EXPECT_EQ(r.exit_code, 4) << both(r);
+  EXPECT_NE(r.out.find("not a regular file (a FIFO)"), std::string::npos) << both(r);
+}
+
+TEST(CliTimeline, unusable_input_exits_2_and_writes_no_file) {
+  auto dir = fresh_dir("cli-tl-unusable");
+  std::ofstream(dir + "/a" + lockstep::schema::kFileSuffix) << "not a database at all, just some text that is long enough";
+  auto out = dir + "/t.json";
+  auto r = lockstep_cli({"timeline", dir, "-o", out});
+  EXPECT_EQ(r.exit_code, 2) << both(r);
+  EXPECT_FALSE(std::filesystem::exists(out));
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find("t.json"), std::string::npos) << "no partial file: " << e.path();
+}
+
+TEST(CliTimeline, skipped_file_is_named_and_exits_4_with_the_timeline_of_the_rest) {
+  auto dir = truncated_rank_1("cli-tl-trunc");
+  auto out = dir + "/t.json";
+  auto r = lockstep_cli({"timeline", dir, "-o", out});
+  EXPECT_EQ(r.exit_code, 4) << both(r);
+  EXPECT_NE(r.err.find("rank-1.lockstep.sqlite"), std::string::npos) << both(r);
+  json j = json::parse(slurp_file(out));
+  EXPECT_EQ(j["otherData"]["skipped"].size(), 1u);
 }

@@ -199,8 +199,11 @@ TEST(TimelineJson, op_args_carry_the_trimmed_stack_with_python_frames_first) {
                  {.kind = "python", .function = "post_backward", .file = "fsdp.py", .line = 42}});
   b.add(0, "aaaa1111", {.stack = 7});
   json j = parse(timeline_json(b.trace()));
-  const json stack = events(j, "X", 0).at(0)["args"]["stack"];
-  ASSERT_TRUE(stack.is_array() && !stack.empty()) << events(j, "X", 0)[0].dump();
+  const json key = events(j, "X", 0).at(0)["args"]["stack"];
+  ASSERT_TRUE(key.is_string()) << events(j, "X", 0)[0].dump();
+  const json stack = j["stacks"][key.get<std::string>()];
+  ASSERT_TRUE(stack.is_array() && !stack.empty()) << j["stacks"].dump();
+  EXPECT_EQ(events(j, "X", 0).at(0)["args"]["from"], stack[0]);
   EXPECT_EQ(stack[0].get<std::string>().rfind("py post_backward", 0), 0u) << stack.dump();
   for (const json& f : stack) EXPECT_EQ(f.get<std::string>().find("ncclAllReduce"), std::string::npos) << "NCCL frames are trimmed: " << stack.dump();
 }
@@ -371,3 +374,29 @@ TEST(TimelineText, window_around_a_seq_shows_only_that_range_and_an_unknown_comm
 }
 
 }  // namespace
+
+// Issue 18: a trace with large stacks made `timeline -o` write 15 GB (each op embedded its full
+// stack). Stacks are one table now, ops name theirs, and a frame's text is bounded.
+TEST(TimelineJson, stacks_are_written_once_and_frames_are_bounded) {
+  TraceBuilder b(1);
+  b.comm("aaaa1111", {0});
+  b.stack(0, 3, {{.kind = "python", .function = std::string(100000, 'f'), .file = "x.py", .line = 1}});
+  for (int i = 0; i < 1000; ++i) b.add(0, "aaaa1111", {.stack = 3});
+  std::string out = timeline_json(b.trace());
+  json j = parse(out);
+  ASSERT_EQ(j["stacks"].size(), 1u);
+  EXPECT_LT(j["stacks"].begin()->at(0).get<std::string>().size(), 1000u);
+  // 1000 ops with a 100 kB frame each were > 100 MB; now the events and one bounded stack.
+  EXPECT_LT(out.size(), 2'000'000u) << out.size();
+}
+
+TEST(TimelineJson, non_utf8_strings_give_valid_json) {
+  TraceBuilder b(1);
+  b.comm("aaaa1111", {0});
+  b.trace().processes[0].host = "node\xff\xfe";
+  b.stack(0, 1, {{.kind = "native", .function = "f\xc3", .module = "m"}});
+  b.add(0, "aaaa1111", {.stack = 1});
+  std::string out;
+  ASSERT_NO_THROW(out = timeline_json(b.trace()));
+  EXPECT_NO_THROW(json::parse(out));
+}

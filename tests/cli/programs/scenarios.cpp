@@ -6,6 +6,7 @@
 //   scenarios MODE      (see kModes below; "hang" modes never finish: the launcher kills them)
 #include <cuda.h>
 #include <nccl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -23,7 +24,7 @@ namespace {
 
 constexpr const char* kModes =
     "clean pipeline inversion | count dtype root redop optype a2a-split p2p-unmatched p2p-count p2p-interleave never "
-    "dead cycle";
+    "dead cycle killed steady";
 
 struct Job {
   int rank = 0, n = 0;
@@ -196,6 +197,16 @@ int main(int argc, char** argv) {
     j.agree(j.world);
     if (j.rank == j.n - 1) pause();
     j.all_reduce(j.world, 256, j.s0);
+    j.sync(j.s0);
+  } else if (mode == "steady") {
+    // A healthy job that runs for a while (analysed live by the tests), then exits cleanly.
+    for (int i = 0; i < 20000; ++i) j.all_reduce(j.world, 16, j.s0), j.sync(j.s0);
+  } else if (mode == "killed") {
+    // Rank 1 is SIGKILLed (no exit record; what its recorder had not flushed is lost) after
+    // many completed all_reduces; rank 0 then blocks in one more, alone.
+    for (int i = 0; i < 2000; ++i) j.all_reduce(j.world, 16, j.s0), j.sync(j.s0);
+    if (r1) kill(getpid(), SIGKILL);
+    j.all_reduce(j.world, 16, j.s0);
     j.sync(j.s0);
   } else if (mode == "dead") {
     // Rank 1 dies before op 4 (abort: the recorder flushes with exit_reason SIGABRT).

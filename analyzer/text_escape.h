@@ -1,0 +1,18 @@
+// Trace strings (host names, commName, frames, paths) are untrusted: before they reach a
+// terminal, a log or a JSON document they are made printable. Invalid UTF-8 bytes and control
+// characters (C0, DEL, C1) become visible escapes (\x1b, \n, \u0085), so a crafted trace can
+// neither move the cursor, retitle the terminal, spoof report lines, nor break a JSON encoder.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace lockstep {
+
+// true when `s` needs no escaping (the common case: printable ASCII and well-formed UTF-8
+// without control characters).
+bool is_printable(std::string_view s);
+// The printable form: valid UTF-8, no control characters. Identity for printable input.
+std::string printable(std::string_view s);
+
+}  // namespace lockstep

@@ -1,0 +1,210 @@
+#include "trace_validation.h"
+
+#include <algorithm>
+#include <map>
+#include <functional>
+#include <numeric>
+#include <set>
+#include <tuple>
+
+namespace lockstep {
+
+const char* evidence_kind_name(EvidenceKind k) {
+  switch (k) {
+    case EvidenceKind::kSkippedFile: return "skipped_file";
+    case EvidenceKind::kMissingMember: return "missing_member";
+    case EvidenceKind::kDuplicateRank: return "duplicate_rank";
+    case EvidenceKind::kDuplicateCommRank: return "duplicate_comm_rank";
+    case EvidenceKind::kRankOutOfRange: return "rank_out_of_range";
+    case EvidenceKind::kNranksMismatch: return "nranks_mismatch";
+    case EvidenceKind::kDuplicateFile: return "duplicate_file";
+    case EvidenceKind::kMixedJobs: return "mixed_jobs";
+    case EvidenceKind::kDroppedRecords: return "dropped_records";
+    case EvidenceKind::kRecorderStopped: return "recorder_stopped";
+    case EvidenceKind::kHistoryLost: return "history_lost";
+  }
+  return "unknown";
+}
+
+namespace {
+
+// Communicators whose members can be matched across files: created (init_rc 0), not the
+// NULL-comm placeholder, not given a process-local identity by a recorder that started late.
+bool matchable(const Comm& c) { return c.init_rc == 0 && c.nranks > 0 && c.name != "(created before tracing)"; }
+
+std::string short8(const std::string& h) { return h.substr(0, 8); }
+
+std::string rank_label(const Process& p, int proc) {
+  return p.global_rank >= 0 ? "rank " + std::to_string(p.global_rank) : "process " + std::to_string(proc);
+}
+
+}  // namespace
+
+std::string header_defect(const Process& p) {
+  for (const Comm& c : p.comms) {
+    if (c.init_rc != 0) continue;
+    if (c.nranks < 0 || c.nranks > kMaxRanks)
+      return "corrupt: comm " + short8(c.hash) + " has nranks " + std::to_string(c.nranks) + " (valid: 1.." +
+             std::to_string(kMaxRanks) + ")";
+    if (c.nranks == 0) continue;  // the NULL-comm placeholder
+    if (c.rank < 0 || c.rank >= c.nranks)
+      return "corrupt: rank " + std::to_string(c.rank) + " is out of range in comm " + short8(c.hash) + " of " +
+             std::to_string(c.nranks) + " ranks";
+  }
+  return "";
+}
+
+std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& procs,
+                                             const std::vector<SkippedFile>& skipped) {
+  std::vector<EvidenceIssue> out;
+  auto ranks_of = [&](const std::vector<int>& ps) {
+    std::vector<int> r;
+    for (int p : ps)
+      if (procs[p]->global_rank >= 0) r.push_back(procs[p]->global_rank);
+    return r;
+  };
+  auto add = [&](EvidenceKind k, bool contradictory, std::vector<int> ps, std::string detail) {
+    EvidenceIssue e;
+    e.kind = k;
+    e.contradictory = contradictory;
+    e.ranks = ranks_of(ps);
+    e.procs = std::move(ps);
+    e.detail = std::move(detail);
+    out.push_back(std::move(e));
+  };
+  for (auto& sk : skipped) add(EvidenceKind::kSkippedFile, false, {}, "skipped " + sk.path + ": " + sk.reason);
+
+  // Same process twice (a copied file): host, pid and start time equal.
+  std::map<std::tuple<std::string, int64_t, std::string>, int> seen_proc;
+  for (size_t i = 0; i < procs.size(); ++i) {
+    const Process& p = *procs[i];
+    auto st = p.meta.find("start_mono_ns");
+    auto key = std::make_tuple(p.host, p.pid, st == p.meta.end() ? std::string() : st->second);
+    auto [it, fresh] = seen_proc.emplace(key, static_cast<int>(i));
+    if (!fresh && p.pid != 0)
+      add(EvidenceKind::kDuplicateFile, true, {it->second, static_cast<int>(i)},
+          procs[it->second]->path + " and " + p.path + " hold the same process (" + p.host + " pid " +
+              std::to_string(p.pid) + ")");
+  }
+  std::map<int, int> by_rank;
+  for (size_t i = 0; i < procs.size(); ++i) {
+    int r = procs[i]->global_rank;
+    if (r < 0) continue;
+    auto [it, fresh] = by_rank.emplace(r, static_cast<int>(i));
+    if (!fresh)
+      add(EvidenceKind::kDuplicateRank, true, {it->second, static_cast<int>(i)},
+          "global rank " + std::to_string(r) + " is claimed by two files: " + procs[it->second]->path + " and " +
+              procs[i]->path);
+  }
+
+  // Communicators by hash: size agreement, rank range, one file per rank, members present.
+  struct Members {
+    int nranks = 0;
+    int first = -1;
+    std::map<int, int> by_rank;  // comm rank -> proc
+    bool mismatch = false;
+  };
+  std::map<std::string, Members> comms;
+  std::vector<std::string> order;
+  for (size_t i = 0; i < procs.size(); ++i) {
+    for (const Comm& c : procs[i]->comms) {
+      if (!matchable(c)) continue;
+      auto [it, fresh] = comms.try_emplace(c.hash);
+      Members& m = it->second;
+      if (fresh) {
+        m.nranks = c.nranks, m.first = static_cast<int>(i);
+        order.push_back(c.hash);
+      }
+      if (m.nranks != c.nranks) {
+        if (!m.mismatch)
+          add(EvidenceKind::kNranksMismatch, true, {m.first, static_cast<int>(i)},
+              "comm " + short8(c.hash) + " has " + std::to_string(m.nranks) + " ranks in " + procs[m.first]->path +
+                  " but " + std::to_string(c.nranks) + " in " + procs[i]->path);
+        m.mismatch = true;
+      }
+      if (c.rank < 0 || c.rank >= c.nranks) {
+        add(EvidenceKind::kRankOutOfRange, true, {static_cast<int>(i)},
+            procs[i]->path + ": rank " + std::to_string(c.rank) + " is out of range in comm " + short8(c.hash) +
+                " of " + std::to_string(c.nranks) + " ranks");
+        continue;
+      }
+      auto [rt, rfresh] = m.by_rank.emplace(c.rank, static_cast<int>(i));
+      if (!rfresh && rt->second != static_cast<int>(i))
+        add(EvidenceKind::kDuplicateCommRank, true, {rt->second, static_cast<int>(i)},
+            "rank " + std::to_string(c.rank) + " of comm " + short8(c.hash) + " is claimed by two files: " +
+                procs[rt->second]->path + " and " + procs[i]->path);
+    }
+  }
+  for (auto& h : order) {
+    const Members& m = comms[h];
+    if (m.mismatch) continue;
+    std::vector<int> missing;
+    for (int r = 0; r < m.nranks; ++r)
+      if (!m.by_rank.count(r)) missing.push_back(r);
+    if (missing.empty()) continue;
+    std::string list;
+    for (size_t k = 0; k < missing.size() && k < 8; ++k) list += (k ? "," : "") + std::to_string(missing[k]);
+    if (missing.size() > 8) list += ",... (" + std::to_string(missing.size()) + " in all)";
+    add(EvidenceKind::kMissingMember, false, {},
+        "comm " + short8(h) + " has " + std::to_string(m.nranks) + " ranks, " + std::to_string(m.by_rank.size()) +
+            " traced: no usable file of comm rank" + (missing.size() > 1 ? "s " : " ") + list);
+  }
+
+  // Two jobs in one directory: the processes fall into groups that share no communicator.
+  if (procs.size() > 1) {
+    std::vector<int> parent(procs.size());
+    std::iota(parent.begin(), parent.end(), 0);
+    std::function<int(int)> find = [&](int x) { return parent[x] == x ? x : parent[x] = find(parent[x]); };
+    for (auto& [h, m] : comms)
+      for (auto& [r, p] : m.by_rank) parent[find(p)] = find(m.first);
+    std::map<int, std::vector<int>> groups;
+    for (size_t i = 0; i < procs.size(); ++i) {
+      bool member = false;
+      for (const Comm& c : procs[i]->comms) member |= matchable(c);
+      if (member) groups[find(static_cast<int>(i))].push_back(static_cast<int>(i));
+    }
+    bool any_comm = !comms.empty();
+    if (groups.size() > 1 && any_comm) {
+      std::string d = std::to_string(groups.size()) + " groups of processes share no communicator (separate jobs?):";
+      std::vector<int> all;
+      int gi = 0;
+      for (auto& [root, ps] : groups) {
+        if (gi++ >= 4) {
+          d += " ...";
+          break;
+        }
+        d += " {";
+        for (size_t k = 0; k < ps.size() && k < 4; ++k) d += (k ? ", " : "") + rank_label(*procs[ps[k]], ps[k]);
+        if (ps.size() > 4) d += ", ...";
+        d += "}";
+      }
+      for (size_t i = 0; i < procs.size(); ++i) all.push_back(static_cast<int>(i));
+      add(EvidenceKind::kMixedJobs, false, all, d);
+    }
+  }
+
+  for (size_t i = 0; i < procs.size(); ++i) {
+    const Process& p = *procs[i];
+    if (p.dropped_records > 0)
+      add(EvidenceKind::kDroppedRecords, false, {static_cast<int>(i)},
+          rank_label(p, static_cast<int>(i)) + " dropped " + std::to_string(p.dropped_records) +
+              " records (its trace has gaps)");
+    auto st = p.meta.find("recorder_stopped");
+    if (st != p.meta.end() && !st->second.empty()) {
+      auto det = p.meta.find("recorder_stopped_detail");
+      add(EvidenceKind::kRecorderStopped, false, {static_cast<int>(i)},
+          rank_label(p, static_cast<int>(i)) + ": the recorder stopped recording (" + st->second +
+              (det != p.meta.end() && !det->second.empty() ? ": " + det->second : "") + "); later calls are missing");
+    }
+  }
+  return out;
+}
+
+std::string evidence_summary(const std::vector<EvidenceIssue>& issues, size_t max_items) {
+  std::string s;
+  for (size_t i = 0; i < issues.size() && i < max_items; ++i) s += (i ? "; " : "") + issues[i].detail;
+  if (issues.size() > max_items) s += "; " + std::to_string(issues.size() - max_items) + " more";
+  return s;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,54 @@
+// What a trace directory's evidence does and does not cover, decided once for every reader
+// (analyze, check, timeline, the model checker): files skipped, members of a communicator with
+// no file, ranks claimed twice, ranks out of range, members that disagree on a communicator's
+// size, two jobs in one directory, recorders that dropped records or stopped recording.
+// Pure functions of the loaded headers (no SQLite, no clock).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "trace_model.h"
+
+namespace lockstep {
+
+enum class EvidenceKind {
+  kSkippedFile,       // a *.lockstep.sqlite the loader could not use (reason in detail)
+  kMissingMember,     // a communicator names nranks members, some have no loaded file
+  kDuplicateRank,     // two files claim the same global rank
+  kDuplicateCommRank, // two files claim the same rank of one communicator
+  kRankOutOfRange,    // comm rank outside [0, nranks)
+  kNranksMismatch,    // members of one communicator disagree on its size
+  kDuplicateFile,     // two files of the same process (host, pid, start time): a copy
+  kMixedJobs,         // processes that share no communicator: traces of separate jobs
+  kDroppedRecords,    // the recorder dropped records (meta dropped_records > 0)
+  kRecorderStopped,   // the recorder stopped recording (meta recorder_stopped)
+  kHistoryLost,       // the trace ends without an exit record (killed): history after its last flush is unknown
+};
+// "skipped_file", "missing_member", ... (the JSON spelling; docs/analyzer.md).
+const char* evidence_kind_name(EvidenceKind k);
+
+struct EvidenceIssue {
+  EvidenceKind kind = EvidenceKind::kSkippedFile;
+  // The files contradict each other: no single job's schedule can be built from them. The model
+  // checker refuses such a directory; the analyzer reports it as incomplete (exit 4).
+  bool contradictory = false;
+  std::vector<int> procs;   // indices into the process list given (empty: none loaded)
+  std::vector<int> ranks;   // global ranks concerned (-1 entries dropped), for reports
+  std::string detail;       // one line, for humans
+};
+
+// Per-file checks of the header, before any analysis trusts it: nranks in [1, kMaxRanks],
+// rank in [0, nranks). Empty: usable; else the skip reason.
+inline constexpr int kMaxRanks = 1 << 24;
+std::string header_defect(const Process& p);
+
+// Cross-file checks over the processes of one directory (the loaded ones, in order) and the
+// files that were skipped. Every issue makes a verdict incomplete.
+std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& procs,
+                                             const std::vector<SkippedFile>& skipped);
+
+// A one-line summary: "incomplete evidence: rank 1 missing (comm 3f2a9c01 has 2 members, 1 traced); ..."
+std::string evidence_summary(const std::vector<EvidenceIssue>& issues, size_t max_items = 4);
+
+}  // namespace lockstep

@@ -1,0 +1,398 @@
+// A verdict is never stronger than its evidence (docs/analyzer.md "What lockstep promises"):
+// files skipped, members missing, histories lost, records dropped, recorders stopped,
+// contradictory files and live jobs, each named in every report and never called clean.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "analysis.h"
+#include "model_check.h"
+#include "text_escape.h"
+#include "trace_builder.h"
+#include "trace_loader.h"
+#include "trace_schema.h"
+#include "trace_validation.h"
+
+using namespace lockstep;
+using lockstep::testing::OpSpec;
+using lockstep::testing::TraceBuilder;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kComm = "cccccccc00000001";
+
+TraceBuilder two_ranks(int ops = 5) {
+  TraceBuilder b(2);
+  b.comm(kComm, {0, 1});
+  b.all({0, 1}, kComm, {}, ops);
+  return b;
+}
+
+struct Run {
+  Schedule s;
+  Analysis a;
+  std::string text, json_text;
+  json j;
+};
+
+std::unique_ptr<Run> run_schedule(Schedule s, const AnalyzeOptions& opt = {}) {
+  auto r = std::make_unique<Run>();
+  r->s = std::move(s);
+  r->a = analyze(r->s, opt);
+  Trace empty;
+  auto details = details_from_files(r->s);
+  r->text = render_text(r->a, *details);
+  r->json_text = render_json(r->a, *details);
+  r->j = json::parse(r->json_text);
+  return r;
+}
+
+std::unique_ptr<Run> run(TraceBuilder& b, const AnalyzeOptions& opt = {}) {
+  auto r = std::make_unique<Run>();
+  r->s = schedule_from_trace(b.trace());
+  r->a = analyze(r->s, opt);
+  auto details = details_from_trace(b.trace());
+  r->text = render_text(r->a, *details);
+  r->json_text = render_json(r->a, *details);
+  r->j = json::parse(r->json_text);
+  return r;
+}
+
+bool has_kind(const Analysis& a, EvidenceKind k) {
+  for (auto& e : a.evidence)
+    if (e.kind == k) return true;
+  return false;
+}
+
+std::string kinds(const Analysis& a) {
+  std::string s;
+  for (auto& e : a.evidence) s += std::string(evidence_kind_name(e.kind)) + ": " + e.detail + "\n";
+  return s;
+}
+
+void sql(const std::string& path, const std::string& text) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  ASSERT_EQ(sqlite3_exec(db, text.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_close(db);
+}
+
+// Incomplete: the verdict, every format, and never the word "clean" as the verdict.
+void expect_incomplete(const Run& r, const std::string& needle) {
+  EXPECT_EQ(r.a.verdict(), Verdict::kIncomplete) << r.text;
+  EXPECT_TRUE(r.a.incomplete()) << r.text;
+  EXPECT_EQ(r.text.find("lockstep: clean"), std::string::npos) << r.text;
+  EXPECT_EQ(r.a.verdict() == Verdict::kClean, false);
+  EXPECT_NE(r.text.find(needle), std::string::npos) << "text report should name: " << needle << "\n" << r.text;
+  EXPECT_EQ(r.j["verdict"], "incomplete") << r.json_text;
+  EXPECT_EQ(r.j["clean"], false) << r.json_text;
+  EXPECT_FALSE(r.j["evidence"].empty()) << r.json_text;
+  EXPECT_NE(r.j["warnings"].dump().find(needle), std::string::npos) << r.json_text;
+  std::string junit;
+  for (auto& c : junit_cases(r.a))
+    if (c.name == "evidence_complete") junit = c.failure;
+  EXPECT_NE(junit.find(needle), std::string::npos) << "JUnit evidence_complete must fail naming: " << needle;
+}
+
+}  // namespace
+
+TEST(Evidence, complete_finished_job_is_clean) {
+  TraceBuilder b = two_ranks();
+  auto r = run(b);
+  EXPECT_EQ(r->a.verdict(), Verdict::kClean) << r->text << kinds(r->a);
+  EXPECT_EQ(r->j["verdict"], "clean");
+  EXPECT_TRUE(r->j["evidence"].empty());
+}
+
+TEST(Evidence, truncated_file_of_one_rank_is_incomplete_not_clean) {
+  auto dir = lockstep::testing::fresh_dir("ev-truncated");
+  lockstep::testing::write_trace(two_ranks(200).trace(), dir);
+  std::string f = dir + "/rank-1" + schema::kFileSuffix;
+  fs::resize_file(f, fs::file_size(f) / 2);
+  auto r = run_schedule(load_schedule(dir));
+  expect_incomplete(*r, "rank-1");
+  EXPECT_TRUE(has_kind(r->a, EvidenceKind::kSkippedFile)) << kinds(r->a);
+  EXPECT_TRUE(has_kind(r->a, EvidenceKind::kMissingMember)) << kinds(r->a);
+}
+
+TEST(Evidence, communicator_member_without_a_file_is_named) {
+  auto dir = lockstep::testing::fresh_dir("ev-missing");
+  lockstep::testing::write_trace(two_ranks().trace(), dir);
+  fs::remove(dir + "/rank-1" + schema::kFileSuffix);
+  auto r = run_schedule(load_schedule(dir));
+  expect_incomplete(*r, "no usable file of comm rank 1");
+}
+
+TEST(Evidence, dropped_records_are_in_json_warnings_and_make_it_incomplete) {
+  TraceBuilder b = two_ranks();
+  b.trace().processes[1].dropped_records = 17;
+  auto r = run(b);
+  expect_incomplete(*r, "dropped 17 records");
+}
+
+TEST(Evidence, recorder_that_stopped_recording_makes_it_incomplete) {
+  TraceBuilder b = two_ranks();
+  b.trace().processes[0].meta["recorder_stopped"] = "disk_full";
+  b.trace().processes[0].meta["recorder_stopped_detail"] = "ENOSPC on /tmp";
+  auto r = run(b);
+  expect_incomplete(*r, "disk_full");
+  EXPECT_TRUE(has_kind(r->a, EvidenceKind::kRecorderStopped));
+}
+
+// The SIGKILL report of issue 18: the peer completed seq 6, the killed rank's trace (no exit
+// record) ends at seq 5. A collective cannot complete without all members: the killed rank
+// issued it and its record was lost. Not "never issued", not "in host code".
+TEST(Evidence, killed_rank_whose_peer_completed_the_op_lost_history_and_never_issued_is_not_claimed) {
+  TraceBuilder b = two_ranks(5);
+  b.add(0, kComm, {.completed = true});
+  b.running(0).running(1);  // rank 0 blocked later, rank 1 killed by SIGKILL: no exit record
+  b.add(0, kComm, {.completed = false});
+  auto r = run(b);
+  for (auto& d : r->a.divergences) EXPECT_NE(d.kind, FindingKind::kNeverIssued) << d.detail << "\n" << r->text;
+  ASSERT_EQ(r->a.unproven.size(), 1u) << r->text;
+  EXPECT_TRUE(r->a.unproven[0].peer_completed);
+  EXPECT_EQ(r->a.history[1], History::kLost);
+  EXPECT_NE(r->a.hang.ranks[1].status, RankStatus::kNoCollective) << r->text;
+  EXPECT_EQ(r->text.find("never issued"), std::string::npos) << r->text;
+  EXPECT_EQ(r->text.find("host code"), std::string::npos) << r->text;
+  EXPECT_NE(r->text.find("history lost"), std::string::npos) << r->text;
+  EXPECT_TRUE(has_kind(r->a, EvidenceKind::kHistoryLost)) << kinds(r->a);
+  EXPECT_EQ(r->j["processes"][1]["history"], "lost");
+}
+
+TEST(Evidence, rank_that_exited_with_a_record_did_never_issue) {
+  TraceBuilder b = two_ranks(5);
+  b.add(0, kComm, {.completed = false});
+  b.running(0).stopped(1, "SIGTERM");
+  auto r = run(b);
+  ASSERT_EQ(r->a.divergences.size(), 1u) << r->text;
+  EXPECT_EQ(r->a.divergences[0].kind, FindingKind::kNeverIssued);
+}
+
+namespace {
+AnalyzeOptions live_on_node0(TraceBuilder& b) {
+  AnalyzeOptions o;
+  o.hang.this_host = "node0";
+  int64_t newest = 0;
+  for (auto& p : b.trace().processes) newest = std::max(newest, p.last_flush_mono_ns);
+  o.hang.now_mono_ns = newest + 1'000'000'000;  // one second after the newest flush
+  o.hang.pid_alive = [](int64_t) { return true; };
+  return o;
+}
+}  // namespace
+
+TEST(Evidence, live_job_whose_peer_has_not_issued_the_newest_op_is_behind_not_divergent) {
+  TraceBuilder b = two_ranks(5);
+  b.add(0, kComm, {.completed = false});
+  b.add(0, kComm, {.completed = false});
+  b.running(0).running(1);
+  auto r = run(b, live_on_node0(b));
+  EXPECT_TRUE(r->a.divergences.empty()) << r->text;
+  EXPECT_FALSE(r->a.hang.hung) << r->text;
+  EXPECT_EQ(r->a.verdict(), Verdict::kBehind) << r->text;
+  EXPECT_EQ(r->j["verdict"], "behind");
+  EXPECT_NE(r->text.find("rank 1 behind"), std::string::npos) << r->text;
+  EXPECT_EQ(r->j["unproven"][0]["behind_ranks"], json::array({1})) << r->json_text;
+}
+
+TEST(Evidence, live_job_whose_hang_timeout_fired_keeps_never_issued) {
+  TraceBuilder b = two_ranks(5);
+  b.add(0, kComm, {.completed = false});
+  b.running(0).running(1);
+  b.trace().processes[0].hangs.push_back({b.trace().processes[0].last_flush_mono_ns, 0, 1, "no progress for 60s"});
+  auto r = run(b, live_on_node0(b));
+  ASSERT_EQ(r->a.divergences.size(), 1u) << r->text;
+  EXPECT_EQ(r->a.divergences[0].kind, FindingKind::kNeverIssued);
+  EXPECT_TRUE(r->a.hang.hung);
+}
+
+TEST(Evidence, live_job_on_another_host_is_not_assumed_alive) {
+  TraceBuilder b = two_ranks(5);
+  b.add(0, kComm, {.completed = false});
+  b.running(0).running(1);
+  AnalyzeOptions o = live_on_node0(b);
+  o.hang.this_host = "elsewhere";
+  auto r = run(b, o);
+  EXPECT_NE(r->a.verdict(), Verdict::kClean);
+  EXPECT_NE(r->a.verdict(), Verdict::kBehind);
+  EXPECT_TRUE(has_kind(r->a, EvidenceKind::kHistoryLost)) << kinds(r->a);
+}
+
+TEST(Evidence, two_files_claiming_one_global_rank_are_named) {
+  TraceBuilder b = two_ranks();
+  b.trace().processes[1].global_rank = 0;
+  b.trace().processes[1].pid = 4242;
+  auto r = run(b);
+  expect_incomplete(*r, "global rank 0 is claimed by two files");
+}
+
+TEST(Evidence, two_files_claiming_one_comm_rank_are_named) {
+  TraceBuilder b = two_ranks();
+  b.trace().processes[1].comms[0].rank = 0;
+  auto r = run(b);
+  expect_incomplete(*r, "rank 0 of comm cccccccc is claimed by two files");
+}
+
+TEST(Evidence, members_that_disagree_on_nranks_are_named) {
+  TraceBuilder b = two_ranks();
+  b.trace().processes[1].comms[0].nranks = 3;
+  auto r = run(b);
+  expect_incomplete(*r, "has 2 ranks in");
+  EXPECT_TRUE(has_kind(r->a, EvidenceKind::kNranksMismatch));
+}
+
+TEST(Evidence, duplicated_file_is_named) {
+  TraceBuilder b = two_ranks();
+  b.trace().processes.push_back(b.trace().processes[1]);
+  b.trace().processes.back().path = "copy-of-rank-1";
+  auto r = run(b);
+  EXPECT_TRUE(has_kind(r->a, EvidenceKind::kDuplicateFile)) << kinds(r->a);
+  EXPECT_NE(r->a.verdict(), Verdict::kClean);
+}
+
+TEST(Evidence, two_jobs_in_one_directory_are_named) {
+  TraceBuilder b(4);
+  b.comm("aaaaaaaa00000001", {0, 1});
+  b.comm("bbbbbbbb00000001", {2, 3});
+  b.all({0, 1}, "aaaaaaaa00000001", {}, 3);
+  b.all({2, 3}, "bbbbbbbb00000001", {}, 3);
+  auto r = run(b);
+  expect_incomplete(*r, "share no communicator");
+  EXPECT_TRUE(has_kind(r->a, EvidenceKind::kMixedJobs));
+}
+
+TEST(Evidence, rank_out_of_range_file_is_skipped_by_loader_and_refused_alike_by_the_model_checker) {
+  auto dir = lockstep::testing::fresh_dir("ev-range");
+  lockstep::testing::write_trace(two_ranks().trace(), dir);
+  sql(dir + "/rank-1" + schema::kFileSuffix, "UPDATE comms SET rank=5");
+  Schedule s = load_schedule(dir);
+  ASSERT_EQ(s.skipped.size(), 1u);
+  EXPECT_NE(s.skipped[0].reason.find("out of range"), std::string::npos) << s.skipped[0].reason;
+  Trace t = load_trace(dir);
+  ASSERT_EQ(t.skipped.size(), 1u);  // the model checker's input: the same file is left out
+  auto r = run_schedule(std::move(s));
+  expect_incomplete(*r, "out of range");
+  model::Schedule m = model::schedule_from_trace(t);
+  std::string problems;
+  for (auto& p : m.problems) problems += p + "\n";
+  EXPECT_NE(problems.find("out of range"), std::string::npos) << problems;
+}
+
+TEST(Evidence, contradictory_directory_is_refused_by_the_model_checker) {
+  TraceBuilder b = two_ranks();
+  b.trace().processes[1].comms[0].rank = 0;
+  EXPECT_THROW(model::schedule_from_trace(b.trace()), std::runtime_error);
+  auto r = run(b);
+  EXPECT_TRUE(r->a.evidence[0].contradictory);
+}
+
+// seq was packed as comm_id * 2^32 + seq in SQL: a huge or negative seq shifted into comm_id
+// and the file was skipped for an "unknown comm_id". Now it is range-checked and named.
+TEST(Evidence, huge_or_negative_seq_is_named_as_such_by_both_loaders) {
+  for (const char* seq : {"8589934593", "-3"}) {
+    auto dir = lockstep::testing::fresh_dir("ev-seq");
+    lockstep::testing::write_trace(two_ranks().trace(), dir);
+    sql(dir + "/rank-1" + schema::kFileSuffix, std::string("UPDATE ops SET seq=") + seq + " WHERE call_index=(SELECT max(call_index) FROM ops)");
+    Schedule s = load_schedule(dir);
+    ASSERT_EQ(s.skipped.size(), 1u) << seq;
+    EXPECT_NE(s.skipped[0].reason.find("has seq " + std::string(seq)), std::string::npos) << s.skipped[0].reason;
+    Trace t = load_trace(dir);
+    ASSERT_EQ(t.skipped.size(), 1u) << seq;
+    EXPECT_EQ(t.skipped[0].reason, s.skipped[0].reason);
+  }
+}
+
+TEST(Evidence, negative_count_is_refused) {
+  auto dir = lockstep::testing::fresh_dir("ev-count");
+  lockstep::testing::write_trace(two_ranks().trace(), dir);
+  sql(dir + "/rank-0" + schema::kFileSuffix, "UPDATE ops SET count=-5");
+  Schedule s = load_schedule(dir);
+  ASSERT_EQ(s.skipped.size(), 1u);
+  EXPECT_NE(s.skipped[0].reason.find("count -5"), std::string::npos) << s.skipped[0].reason;
+}
+
+// A FIFO blocks open(2) for reading until a writer comes: the loader must not open it. (Before
+// the fix this test hung until ctest's timeout.)
+TEST(Evidence, fifo_and_directory_named_like_traces_are_skipped_without_opening) {
+  auto dir = lockstep::testing::fresh_dir("ev-fifo");
+  lockstep::testing::write_trace(two_ranks().trace(), dir);
+  ASSERT_EQ(mkfifo((dir + "/fifo" + schema::kFileSuffix).c_str(), 0600), 0);
+  fs::create_directory(dir + "/dir" + schema::kFileSuffix);
+  Schedule s = load_schedule(dir);
+  EXPECT_EQ(s.procs.size(), 2u);
+  ASSERT_EQ(s.skipped.size(), 2u);
+  std::string reasons = s.skipped[0].reason + " | " + s.skipped[1].reason;
+  EXPECT_NE(reasons.find("FIFO"), std::string::npos) << reasons;
+  EXPECT_NE(reasons.find("directory"), std::string::npos) << reasons;
+  Trace t = load_trace_headers(dir);
+  EXPECT_EQ(t.skipped.size(), 2u);
+  EXPECT_THROW(load_process_file(dir + "/fifo" + schema::kFileSuffix), LoadError);
+}
+
+TEST(Escape, printable_keeps_utf8_and_makes_controls_and_bad_bytes_visible) {
+  EXPECT_EQ(printable("node-1.example"), "node-1.example");
+  EXPECT_EQ(printable("h\xc3\xa9t\xc3\xa9"), "h\xc3\xa9t\xc3\xa9");
+  EXPECT_EQ(printable("a\x1b]0;pwned\x07z"), "a\\x1b]0;pwned\\x07z");
+  EXPECT_EQ(printable("line\nverdict: clean\r"), "line\\nverdict: clean\\r");
+  EXPECT_EQ(printable("bad\xff\xfe"), "bad\\xff\\xfe");
+  EXPECT_EQ(printable("\xc2\x9b" "31m"), "\\u009b31m");       // C1 CSI
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");    // a surrogate is not UTF-8
+  EXPECT_TRUE(is_printable("ok"));
+  EXPECT_FALSE(is_printable("\x7f"));
+}
+
+// Crafted strings in a trace file: the text report shows them escaped, and the JSON report is
+// valid UTF-8 instead of an uncaught encoder exception (exit 134 before).
+TEST(Escape, hostile_strings_in_a_trace_file_are_escaped_in_text_and_json) {
+  auto dir = lockstep::testing::fresh_dir("ev-escape-\xff");
+  TraceBuilder b = two_ranks();
+  b.add(0, kComm, {.op = "broadcast", .root = 0, .completed = false});
+  b.add(1, kComm, {.op = "all_gather", .completed = false});
+  b.running(0).stopped(1, "SIGTERM");
+  lockstep::testing::write_trace(b.trace(), dir);
+  sql(dir + "/rank-0" + schema::kFileSuffix,
+      "UPDATE meta SET value=CAST(X'6E6F64651B5D303B7077656E6407FF0A7665726469637420636C65616E' AS TEXT) WHERE key='host';"
+      "UPDATE comms SET name=CAST(X'FF1B5B326A' AS TEXT)");
+  sql(dir + "/rank-1" + schema::kFileSuffix, "UPDATE comms SET name=CAST(X'FF1B5B326A' AS TEXT)");
+  auto r = run_schedule(load_schedule(dir));
+  EXPECT_EQ(r->text.find('\x1b'), std::string::npos) << r->text;
+  EXPECT_EQ(r->text.find('\x07'), std::string::npos);
+  EXPECT_EQ(r->text.find("\nverdict clean"), std::string::npos);
+  EXPECT_EQ(r->json_text.find('\xff'), std::string::npos);
+  EXPECT_NE(r->json_text.find("node\\\\x1b"), std::string::npos) << r->json_text.substr(0, 2000);
+}
+
+// SIGUSR1 only flushes: the process lives on, so its trace is a snapshot, not a full history.
+TEST(Evidence, sigusr1_flush_is_not_an_exit_record) {
+  TraceBuilder b = two_ranks(5);
+  b.add(0, kComm, {.completed = false});
+  b.running(0).stopped(1, "SIGUSR1");
+  auto r = run(b);
+  for (auto& d : r->a.divergences) EXPECT_NE(d.kind, FindingKind::kNeverIssued) << r->text;
+  EXPECT_EQ(r->a.history[1], History::kLost) << r->text;
+}
+
+// The SIGKILL case of issue 18 as it looked live: the killed rank's file was flushed a moment
+// ago on this host, but its process is gone. Not behind: its history is lost.
+TEST(Evidence, fresh_trace_of_a_process_that_is_gone_is_lost_not_behind) {
+  TraceBuilder b = two_ranks(5);
+  b.add(0, kComm, {.completed = true});
+  b.add(0, kComm, {.completed = false});
+  b.running(0).running(1);
+  AnalyzeOptions o = live_on_node0(b);
+  o.hang.pid_alive = [&](int64_t pid) { return pid != b.trace().processes[1].pid; };
+  auto r = run(b, o);
+  EXPECT_EQ(r->a.history[1], History::kLost) << r->text;
+  EXPECT_EQ(r->a.hang.ranks[1].status, RankStatus::kEnded) << r->text;
+  ASSERT_EQ(r->a.unproven.size(), 1u) << r->text;
+  EXPECT_TRUE(r->a.unproven[0].lost.size() == 1 && r->a.unproven[0].peer_completed) << r->text;
+  EXPECT_NE(r->a.verdict(), Verdict::kBehind);
+  EXPECT_NE(r->a.verdict(), Verdict::kClean);
+}
