@@ -15,6 +15,7 @@
 #include <cstring>
 
 #include "clock.h"
+#include "config.h"
 #include "log.h"
 #include "record.h"
 #include "trace_schema.h"
@@ -48,12 +49,7 @@ constexpr int kWatchdogPollMs = 10;
 
 Completion::Completion(Writer* writer, int global_rank, std::string trace_dir)
     : writer_(writer), global_rank_(global_rank), trace_dir_(std::move(trace_dir)) {
-  if (const char* t = getenv("LOCKSTEP_HANG_TIMEOUT"); t && *t) {
-    char* end = nullptr;
-    double v = strtod(t, &end);
-    if (*end || v < 0) warn("LOCKSTEP_HANG_TIMEOUT=%s is not a number of seconds; using 60", t);
-    else hang_timeout_s_ = v;
-  }
+  hang_timeout_s_ = config().hang_timeout_s;
 }
 
 bool Completion::load_driver() {
@@ -331,8 +327,8 @@ int lowest_rank_in(const std::string& dir) {
 }  // namespace
 
 void Completion::maybe_spawn_analyzer() {
-  const char* analyzer = getenv("LOCKSTEP_ANALYZER");
-  if (!analyzer || !*analyzer || analyzer_spawned_) return;
+  const char* analyzer = config().analyzer.c_str();
+  if (!*analyzer || analyzer_spawned_) return;
   // One diagnosis per job: only the lowest rank that has a trace here runs it.
   if (global_rank_ != 0 && (global_rank_ < 0 || lowest_rank_in(trace_dir_) < global_rank_))
     return;
