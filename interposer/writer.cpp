@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -18,6 +19,7 @@
 #include "lockstep_version.h"
 #include "log.h"
 #include "symbolize.h"
+#include "write_errno_vfs.h"
 #include "trace_schema.h"
 
 
@@ -168,14 +170,16 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
 
   auto fail_open = [&](const std::string& what) {
     *error = what + " (" + w->path_ + "): " + (w->db_ ? sqlite3_errmsg(w->db_) : "open failed");
-    if (int e = w->db_ ? sqlite3_system_errno(w->db_) : 0) *error += std::string(" (") + strerror(e) + ")";
+    if (int e = last_write_errno() ? last_write_errno() : w->db_ ? sqlite3_system_errno(w->db_) : 0)
+      *error += std::string(" (") + strerror(e) + ")";
     if (w->db_) sqlite3_close(w->db_);
     delete w;
     return nullptr;
   };
+  clear_last_write_errno();
   if (sqlite3_open_v2(w->path_.c_str(), &w->db_,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                      nullptr) != SQLITE_OK)
+                      write_errno_vfs_name()) != SQLITE_OK)
     return fail_open("cannot create trace file");
 
   // Journal mode. A rollback journal, not WAL: WAL needs a shared-memory index that readers on
@@ -369,9 +373,16 @@ void Writer::stop(const char* exit_reason) {
 void Writer::fail(const char* what) {
   if (failed_.load()) return;
   const int rc = sqlite3_extended_errcode(db_);
-  const int sys = sqlite3_system_errno(db_);
+  // The errno of the failed write itself (write_errno_vfs.h); SQLite's own when it has none.
+  int sys = last_write_errno();
+  if (!sys) sys = sqlite3_system_errno(db_);
   std::string detail = std::string(what) + ": " + sqlite3_errmsg(db_);
   if (sys) detail += std::string(" (") + strerror(sys) + ")";
+  if (sys == EFBIG) {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+      detail += "; RLIMIT_FSIZE (ulimit -f) is " + std::to_string(lim.rlim_cur) + " bytes";
+  }
   stop_recording(classify_write_error(rc, sys), detail);
 }
 

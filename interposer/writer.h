@@ -27,6 +27,7 @@ namespace lockstep::rec {
 using lockstep::PyFrameRaw;
 
 inline constexpr int kCommitIntervalMs = 50;
+inline constexpr size_t kQueueRecords = 1 << 16;  // ~11 MiB of slots: the memory bound
 
 // Why the recorder stopped recording: meta recorder_stopped (schema/trace_schema.h). The
 // program is never affected: the recorder warns once, records what it still can, and goes quiet.

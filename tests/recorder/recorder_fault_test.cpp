@@ -10,8 +10,11 @@
 // (failing_write_shim.cpp).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sqlite3.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -64,9 +67,21 @@ struct FaultJob {
 };
 
 // What the program does without the recorder: the reference for its fate.
+// 80,000 all-reduces: a trace of ~12 MB, far past the 4 MiB limit below; the fixture's own
+// shared memory (~3 MiB for 2 ranks) fits under it.
+constexpr const char* kManyOps = "80000";
 const FaultJob& reference_many() {
-  static FaultJob* j = new FaultJob({"many", "3000"}, false, {});
+  static FaultJob* j = new FaultJob({"many", kManyOps}, false, {});
   return *j;
+}
+
+// The program's own lines (the launcher prefixes them "[rank N] "), not the recorder's.
+std::string program_lines(const ProcResult& r) {
+  std::string keep;
+  std::istringstream in(r.out + r.err);
+  for (std::string l; std::getline(in, l);)
+    if (l.find("] lockstep: ") == std::string::npos && l.rfind("lockstep: ", 0) != 0) keep += l + "\n";
+  return keep;
 }
 
 void expect_same_fate_as_without_recorder(const FaultJob& job) {
@@ -74,14 +89,17 @@ void expect_same_fate_as_without_recorder(const FaultJob& job) {
   ASSERT_EQ(ref.result.exit_code, 0) << ref.describe();
   EXPECT_EQ(job.result.term_signal, 0) << job.describe();
   EXPECT_EQ(job.result.exit_code, ref.result.exit_code) << job.describe();
-  EXPECT_EQ(sorted_lines(job.result.out), sorted_lines(ref.result.out)) << job.describe();
+  EXPECT_EQ(sorted_lines(program_lines(job.result)), sorted_lines(program_lines(ref.result))) << job.describe();
+  EXPECT_NE(program_lines(job.result).find(std::string(kManyOps) + " all-reduces done"), std::string::npos)
+      << job.describe();
 }
 
 }  // namespace
 
 TEST(RecorderFaults, file_size_limit_stops_the_recorder_not_the_program) {
-  // 192 KiB: room for the header and the first batches, not for 3000 ops with their stacks.
-  FaultJob job({"many", "3000"}, true, {}, "ulimit -f 192");
+  // 4 MiB (8192 blocks of 512 bytes: /bin/sh is dash here; 8 MiB under bash): room for the
+  // fixture's shared memory and the first batches, not for the whole trace.
+  FaultJob job({"many", kManyOps}, true, {}, "ulimit -f 8192");
   expect_same_fate_as_without_recorder(job);
   EXPECT_EQ(count_of(job.result.err, "recording stopped (file_size_limit"), 2u)
       << "once per rank\n" << job.describe();
@@ -92,7 +110,7 @@ TEST(RecorderFaults, file_size_limit_stops_the_recorder_not_the_program) {
     EXPECT_NE(t.meta("recorder_stopped_detail").find("File too large"), std::string::npos)
         << t.meta("recorder_stopped_detail");
     EXPECT_GT(std::stoll(t.meta("recorder_stopped_mono_ns")), 0);
-    EXPECT_LT(std::stoll(t.scalar("SELECT count(*) FROM ops")), 3000) << "the trace is partial";
+    EXPECT_LT(std::stoll(t.scalar("SELECT count(*) FROM ops")), 80000) << "the trace is partial";
   }
 }
 
@@ -101,14 +119,14 @@ TEST(RecorderFaults, the_programs_own_write_past_the_limit_still_gets_SIGXFSZ) {
   // killed as it is without the recorder.
   for (bool record : {false, true}) {
     TempDir out;
-    FaultJob job({"write_file", "1048576", out.path}, record, {}, "ulimit -f 256");
+    FaultJob job({"write_file", "16777216", out.path}, record, {}, "ulimit -f 8192");
     EXPECT_NE(job.result.err.find("killed by signal " + std::to_string(SIGXFSZ)), std::string::npos)
         << (record ? "with" : "without") << " the recorder\n" << job.describe();
     EXPECT_EQ(job.result.out.find("wrote"), std::string::npos) << job.describe();
     if (record) {
       ASSERT_EQ(job.traces.size(), 2u) << job.describe();
       for (const auto& f : job.traces)
-        EXPECT_EQ(Trace(f).meta("recorder_stopped"), "") << "the recorder itself was fine";
+        EXPECT_EQ(Trace(f).meta("recorder_stopped"), "<no row>") << "the recorder itself was fine";
     }
   }
 }
@@ -123,11 +141,11 @@ struct ShimCase {
 TEST(RecorderFaults, enospc_eio_erofs_stop_the_recorder_and_the_trace_says_why) {
   for (ShimCase c : {ShimCase{ENOSPC, "disk_full"}, ShimCase{EIO, "io_error"},
                      ShimCase{EROFS, "read_only"}}) {
-    // One failing write after 96 KiB (a transient fault): the stop is written afterwards.
-    FaultJob job({"many", "3000"}, true,
+    // One failing write after 1 MiB (a transient fault): the stop is written afterwards.
+    FaultJob job({"many", kManyOps}, true,
                  {{"LD_PRELOAD", std::string(FAILWRITE_SHIM_PATH) + ":" + LIBLOCKSTEP_PATH},
                   {"LOCKSTEP_TEST_FAIL_ERRNO", std::to_string(c.err)},
-                  {"LOCKSTEP_TEST_FAIL_AFTER_BYTES", "98304"},
+                  {"LOCKSTEP_TEST_FAIL_AFTER_BYTES", "1048576"},
                   {"LOCKSTEP_TEST_FAIL_COUNT", "1"}});
     expect_same_fate_as_without_recorder(job);
     EXPECT_EQ(count_of(job.result.err, std::string("recording stopped (") + c.reason), 2u)
@@ -138,21 +156,38 @@ TEST(RecorderFaults, enospc_eio_erofs_stop_the_recorder_and_the_trace_says_why) 
 }
 
 TEST(RecorderFaults, a_disk_that_stays_full_costs_the_trace_tail_not_the_program) {
-  // Every write fails from 96 KiB on: the stop cannot be written; the program is unaffected and
+  // Every write fails from 1 MiB on: the stop cannot be written; the program is unaffected and
   // the trace keeps its committed batches (still a readable file).
-  FaultJob job({"many", "3000"}, true,
+  FaultJob job({"many", kManyOps}, true,
                {{"LD_PRELOAD", std::string(FAILWRITE_SHIM_PATH) + ":" + LIBLOCKSTEP_PATH},
                 {"LOCKSTEP_TEST_FAIL_ERRNO", std::to_string(ENOSPC)},
-                {"LOCKSTEP_TEST_FAIL_AFTER_BYTES", "98304"}});
+                {"LOCKSTEP_TEST_FAIL_AFTER_BYTES", "1048576"}});
   expect_same_fate_as_without_recorder(job);
   EXPECT_EQ(count_of(job.result.err, "recording stopped (disk_full"), 2u) << job.describe();
   ASSERT_EQ(job.traces.size(), 2u) << job.describe();
-  for (const auto& f : job.traces) EXPECT_EQ(Trace(f).meta("schema_version"), "1") << f;
+  for (const auto& f : job.traces) {
+    // The failed batch could not be rolled back either (every write fails): the journal is
+    // hot. A writable copy of both rolls back on open, as SQLite does for any reader that may
+    // write, and holds every batch committed before the disk filled.
+    const std::string copy = job.dir.path + "/copy.sqlite";
+    ASSERT_EQ(system(("cp '" + f + "' '" + copy + "' && (cp '" + f + "-journal' '" + copy +
+                      "-journal' 2>/dev/null; true)").c_str()),
+              0);
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(copy.c_str(), &db), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(db, "PRAGMA quick_check", nullptr, nullptr, nullptr), SQLITE_OK) << f;
+    sqlite3_close(db);
+    Trace t(copy);
+    EXPECT_EQ(t.meta("schema_version"), "1") << f;
+    EXPECT_NE(std::stoll(t.scalar("SELECT count(*) FROM ops")), 0) << f;
+    std::remove(copy.c_str());
+    std::remove((copy + "-journal").c_str());
+  }
 }
 
 TEST(RecorderFaults, an_unwritable_trace_directory_leaves_the_program_untraced_and_unharmed) {
   // /proc/self is not a place for directories: mkdir fails (as root too).
-  FaultJob job({"many", "3000"}, true, {}, "", "/proc/self/lockstep-trace");
+  FaultJob job({"many", kManyOps}, true, {}, "", "/proc/self/lockstep-trace");
   expect_same_fate_as_without_recorder(job);
   EXPECT_EQ(count_of(job.result.err, "cannot create trace directory"), 2u) << job.describe();
 }
@@ -177,7 +212,7 @@ TEST(RecorderFaults, a_full_tmpfs_stops_the_recorder_not_the_program) {
                       "2", "--timeout", "60", "--", PROGRAM_PATH, "many", "6000"},
                      env, 90);
   EXPECT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(count_of(r.out, "all-reduces done"), 2u) << r.out;
+  EXPECT_EQ(count_of(program_lines(r), "6000 all-reduces done"), 2u) << r.out << r.err;
   EXPECT_EQ(count_of(r.err, "recording stopped (disk_full"), 2u) << r.err;
   auto traces = trace_files(out.path + "/trace");
   EXPECT_EQ(traces.size(), 2u) << r.err;
