@@ -476,11 +476,20 @@ TEST(ReplayValidation, WorkerCrashAndMissingDeviceAreCannotRunNotHang) {
   EXPECT_EQ(rc2, 5) << out2;
   EXPECT_TRUE(contains(out2, "crashed (signal 11")) << out2;
   EXPECT_FALSE(contains(out2, "hangs")) << out2;
-  // No CUDA device: the worker cannot even start (as when ncclCommInitRank fails).
-  auto [rc3, out3] = run_cli_with("env LOCKSTEP_FIXTURE_DEVICE_COUNT=0 " LOCKSTEP_CLI " replay --timeout 5 --no-record -o " + dir +
-                                  "-nodev " + dir);
+  // A worker that could not run (status 5, as when ncclCommInitRank or a CUDA call fails): the
+  // reason it printed is passed on; its peer (hung waiting for it or not) does not make it a hang.
+  const std::string failing = (scratch() / "failing-worker.sh").string();
+  {
+    FILE* f = std::fopen(failing.c_str(), "w");
+    std::fputs("#!/bin/sh\nif [ \"$RANK\" = 1 ]; then echo 'lockstep replay: ncclCommInitRank: internal error' >&2; exit 5; fi\n"
+               "sleep 2; kill -TERM $$\n", f);  // rank 0: hangs, then its timeout ends it
+    std::fclose(f);
+  }
+  fs::permissions(failing, fs::perms::owner_all);
+  auto [rc3, out3] = run_cli_with("env LOCKSTEP_REPLAY_WORKER=" + failing + " " LOCKSTEP_CLI " replay --timeout 3 --no-record -o " +
+                                  dir + "-fail " + dir);
   EXPECT_EQ(rc3, 5) << out3;
-  EXPECT_TRUE(contains(out3, "could not run")) << out3;
+  EXPECT_TRUE(contains(out3, "rank 1 could not replay: lockstep replay: ncclCommInitRank: internal error")) << out3;
 }
 
 TEST(ReplayValidation, AHangingScheduleStillExits1) {
