@@ -395,10 +395,12 @@ void Writer::stop_recording(StopReason why, const std::string& detail) {
   if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   // Best effort: the disk may still be full, the file at its size limit. A failure here is
   // silent (one warning above is all the program's stderr gets).
-  if (!write_stop_meta(why, detail)) {
-    // Without a rollback journal the few meta rows may still fit in the pages the file has.
-    if (sqlite3_exec(db_, "PRAGMA journal_mode=MEMORY", nullptr, nullptr, nullptr) == SQLITE_OK)
-      write_stop_meta(why, detail);
+  // After an I/O error SQLite may first have to roll a hot journal back: a few attempts, the
+  // last ones without a rollback journal (the few meta rows may fit in the pages the file has).
+  for (int attempt = 0; attempt < 4; attempt++) {
+    if (attempt == 2) sqlite3_exec(db_, "PRAGMA journal_mode=MEMORY", nullptr, nullptr, nullptr);
+    if (write_stop_meta(why, detail)) break;
+    usleep(10000);
   }
 }
 
