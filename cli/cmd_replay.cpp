@@ -2,6 +2,7 @@
 // check it without processes (--model). docs/replay.md.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -9,6 +10,7 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "model_check.h"
+#include "rank_env.h"
 #include "rank_schedule.h"
 #include "replay.h"
 #include "trace_loader.h"
@@ -35,23 +37,29 @@ struct ReplayArgs {
   bool verbose = false;
 };
 
-int env_rank() {
-  for (const char* v : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"})
-    if (const char* s = std::getenv(v); s && *s) return std::atoi(s);
-  return -1;
-}
+using replay::exit_code_of;
+using replay::Outcome;
 
 int run_model(const ReplayArgs& a) {
-  model::Result r = replay::model_check_dir(a.dir, a.order_from, nullptr);
+  std::vector<std::string> incomplete;
+  model::Result r = replay::model_check_dir(a.dir, a.order_from, nullptr, &incomplete);
   std::cout << (a.json ? model::format_json(r) + "\n" : model::format_text(r));
-  return r.verdict == model::Verdict::kCanComplete ? kExitOk : kExitFound;
+  if (!incomplete.empty()) {
+    // The verdict above is about the files that are there: not the recorded job's.
+    std::ostream& o = a.json ? std::cerr : std::cout;
+    o << "incomplete evidence: the verdict covers only the files present\n";
+    for (const auto& w : incomplete) o << "  " << w << "\n";
+    return exit_code_of(Outcome::kIncomplete);
+  }
+  return r.verdict == model::Verdict::kCanComplete ? exit_code_of(Outcome::kCompleted) : exit_code_of(Outcome::kHangs);
 }
 
 // Under srun/torchrun: this process is one rank's worker.
 int run_rank_from_env(const ReplayArgs& a) {
-  const int rank = env_rank();
+  const int rank = global_rank_from_env().rank;
   if (rank < 0) {
-    std::cerr << "lockstep replay: --rank-from-env: none of RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK is set\n";
+    std::cerr << "lockstep replay: --rank-from-env: none of " << rank_variable_list(kGlobalRankVariables)
+              << " is set to a rank\n";
     return kExitUsage;
   }
   const char* rdv = std::getenv("LOCKSTEP_RENDEZVOUS_DIR");
@@ -62,6 +70,8 @@ int run_rank_from_env(const ReplayArgs& a) {
   }
   Trace t = load_trace(a.dir);
   const auto files = replay::rank_files(t);
+  if (auto why = replay::incomplete_evidence(t); !why.empty())
+    throw replay::ReplayError(replay::ErrorKind::kIncomplete, "the recorded evidence is incomplete: " + why.front());
   if (rank >= static_cast<int>(files.size())) {
     std::cerr << "lockstep replay: rank " << rank << " is not in the trace (ranks 0.." << files.size() - 1 << ")\n";
     return kExitUsage;
@@ -70,13 +80,14 @@ int run_rank_from_env(const ReplayArgs& a) {
   w.trace_file = files[rank];
   if (a.order_from >= 0) w.order_from_file = files.at(a.order_from);
   w.rendezvous_dir = rdv;
-  if (const char* lr = std::getenv("LOCAL_RANK")) w.local_rank = std::atoi(lr);
-  else if (const char* sl = std::getenv("SLURM_LOCALID")) w.local_rank = std::atoi(sl);
+  w.local_rank = std::max(local_rank_from_env().rank, 0);
   w.timeout_s = a.timeout_s;
   w.delay_seed = a.perturb > 0 ? a.seed : 0;
   w.max_delay_us = a.max_delay_us;
   w.verbose = a.verbose;
-  return replay::run_worker(w) == 0 ? kExitOk : kExitFound;
+  const int rc = replay::run_worker(w);  // returns, or ends the process with SIGTERM on a hang
+  if (rc == 0) return exit_code_of(Outcome::kCompleted);
+  return rc == replay::kWorkerExitUsage ? kExitUsage : exit_code_of(Outcome::kCannotRun);
 }
 
 int run_local(const ReplayArgs& a) {
@@ -94,9 +105,10 @@ int run_local(const ReplayArgs& a) {
   o.echo_output = a.verbose;
   replay::ReplayResult r = replay::run_replay(o, std::cout);
   for (const auto& t : r.trials) {
-    if (t.completed) continue;
+    if (t.outcome == Outcome::kCompleted) continue;
     std::cout << "\n" << (t.seed ? "trial with seed " + std::to_string(t.seed) + ": " : std::string())
-              << (t.timed_out ? "the replay hangs" : "the replay failed") << " (trace: " << t.trace_dir << ")\n"
+              << (t.outcome == Outcome::kHangs ? "the replay hangs" : "the replay could not run: " + t.cannot_run_reason)
+              << " (trace: " << t.trace_dir << ")\n"
               << t.launch_summary;
     if (!t.report.empty()) std::cout << t.report;
     if (a.perturb > 0) break;  // the first hanging trial is the one to look at
@@ -105,7 +117,7 @@ int run_local(const ReplayArgs& a) {
     std::cout << (r.trials.size() - r.hung_trials()) << " of " << r.trials.size() << " perturbed trials completed\n";
   else if (r.hung_trials() == 0)
     std::cout << "completed: every rank issued its recorded schedule and synchronized (trace: " << o.out_dir << ")\n";
-  return r.hung_trials() == 0 ? kExitOk : kExitFound;
+  return exit_code_of(r.outcome());
 }
 
 }  // namespace
@@ -130,17 +142,24 @@ void add_replay_command(CLI::App& app, int* exit_code) {
   sub->add_flag("--no-record", a->no_record, "Replay without the recorder (no trace, no hang report)");
   sub->add_flag("-v,--verbose", a->verbose, "Show the workers' output");
   sub->footer(
-      "Exit code: 0 completes (every trial; --model: can complete), 1 hangs or may deadlock, 2 input error.\n"
+      "Exit code: 0 completes (every trial; --model: can complete), 1 hangs or may deadlock, 2 input error,\n"
+      "4 incomplete evidence (a rank's file missing or skipped, a recorder that stopped or dropped records),\n"
+      "5 replay could not run (invalid schedule values, unsupported op, NCCL init failure, a worker crashed).\n"
       "Local runs use whatever libnccl.so.2 LD_LIBRARY_PATH selects: the CPU fixture (build/fixture-lib) or real NCCL.");
   sub->callback([a, exit_code] {
     try {
       if (a->model) *exit_code = run_model(*a);
       else if (a->rank_from_env) *exit_code = run_rank_from_env(*a);
       else *exit_code = run_local(*a);
+    } catch (const replay::ReplayError& e) {
+      std::cerr << "lockstep replay: " << e.what() << "\n";
+      switch (e.kind) {
+        case replay::ErrorKind::kIncomplete: *exit_code = exit_code_of(Outcome::kIncomplete); break;
+        case replay::ErrorKind::kCannotRun: *exit_code = exit_code_of(Outcome::kCannotRun); break;
+        case replay::ErrorKind::kInputError: *exit_code = kExitUsage; break;
+      }
     } catch (const std::exception& e) {
-      std::string msg = e.what();
-      if (msg.rfind("replay: ", 0) == 0) msg = msg.substr(8);
-      std::cerr << "lockstep replay: " << msg << "\n";
+      std::cerr << "lockstep replay: " << e.what() << "\n";
       *exit_code = kExitUsage;
     }
   });

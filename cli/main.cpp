@@ -4,6 +4,7 @@
 
 #include "commands.h"
 #include "exit_codes.h"
+#include "lockstep_version.h"
 
 namespace {
 
@@ -22,7 +23,7 @@ See docs/cli.md.)";
 int main(int argc, char** argv) {
   CLI::App app{"lockstep: find why a multi-GPU job deadlocked on NCCL collectives", "lockstep"};
   app.footer(kFooter);
-  app.set_version_flag("--version", "lockstep 0.1.0");
+  app.set_version_flag("--version", "lockstep " LOCKSTEP_VERSION);
   bool preload_path = false;
   app.add_flag("--preload-path", preload_path, "Print the path of liblockstep.so (for LD_PRELOAD in sbatch scripts)");
   int exit_code = lockstep::cli::kExitOk;

@@ -2,8 +2,8 @@
 // recorded on its stream (cuEventRecord; events pooled, created with DISABLE_TIMING), and a
 // watchdog thread polls them every 10 ms. A stream's events complete in order, so each poll
 // finds the completed prefix of each stream's in-flight ops by binary search (O(log n) event
-// queries). It also reports hangs: ops in flight and no completion for LOCKSTEP_HANG_TIMEOUT
-// seconds. libcuda.so.1 is loaded on the first op, never linked: a process without a driver
+// queries). It also detects hangs: ops in flight and no completion for LOCKSTEP_HANG_TIMEOUT
+// seconds (what is then said and spawned: hang_report.h). libcuda.so.1 is loaded on the first op, never linked: a process without a driver
 // simply has no completions.
 #pragma once
 
@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "hang_report.h"
 #include "op_desc.h"
 
 namespace lockstep::rec {
@@ -25,14 +26,6 @@ struct CaptureState {
   bool capturing = false;  // active (or invalidated) stream capture: do not record events
   uint64_t id = 0;
   uint64_t graph = 0;      // CUgraph being captured into
-};
-
-struct InFlightOp {
-  int64_t call_index;
-  uint64_t comm_hash;
-  int64_t seq;
-  int64_t count;
-  OpKind op;
 };
 
 class Completion {
@@ -63,13 +56,10 @@ class Completion {
   bool load_driver();
   void watchdog();
   void poll_once(int64_t now);
-  void report_hang(int64_t now, int64_t stalled_ns);
-  void maybe_spawn_analyzer();
   void* take_event(void* ctx);
 
   Writer* writer_;
-  int global_rank_;
-  std::string trace_dir_;
+  HangReporter hang_reporter_;
   double hang_timeout_s_ = 60;
   Driver* drv_ = nullptr;
   int load_state_ = 0;  // 0 = not tried, 1 = loaded, -1 = unavailable
@@ -87,8 +77,6 @@ class Completion {
   size_t n_in_flight_ = 0;
   int64_t last_progress_ = 0;
   bool hang_reported_ = false;
-  bool analyzer_spawned_ = false;
-  std::vector<int> children_;
 };
 
 }  // namespace lockstep::rec

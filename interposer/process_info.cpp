@@ -8,6 +8,9 @@
 #include <fstream>
 #include <iterator>
 
+#include "config.h"
+#include "rank_env.h"
+
 extern char** environ;
 
 namespace lockstep::rec {
@@ -19,18 +22,11 @@ ProcessInfo read_process_info() {
   p.host = host;
   p.pid = getpid();
 
-  // The launcher's own variable first, then the usual launchers' (torchrun, Slurm, Open MPI,
-  // MPICH/PMI).
-  for (const char* var : {"LOCKSTEP_RANK", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK",
-                          "PMI_RANK"}) {
-    const char* v = getenv(var);
-    if (!v || !*v) continue;
-    char* end = nullptr;
-    long r = strtol(v, &end, 10);
-    if (*end || r < 0 || r > INT_MAX) continue;
-    p.global_rank = int(r);
-    p.global_rank_source = var;
-    break;
+  // LOCKSTEP_RANK, then the launchers' variables: schema/rank_env.h.
+  RankFromEnv rank = global_rank_from_env();
+  if (rank.rank >= 0) {
+    p.global_rank = rank.rank;
+    p.global_rank_source = rank.source;
   }
 
   std::ifstream cmd("/proc/self/cmdline", std::ios::binary);
@@ -41,8 +37,7 @@ ProcessInfo read_process_info() {
   char exe[PATH_MAX] = {};
   if (readlink("/proc/self/exe", exe, sizeof exe - 1) > 0) p.exe = exe;
 
-  const char* dir = getenv("LOCKSTEP_DIR");
-  p.trace_dir = dir && *dir ? dir : "lockstep-trace";
+  p.trace_dir = config().dir;
   if (p.trace_dir[0] != '/') {
     char cwd[PATH_MAX];
     if (getcwd(cwd, sizeof cwd)) p.trace_dir = std::string(cwd) + "/" + p.trace_dir;

@@ -9,6 +9,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "config.h"
 #include "log.h"
 #include "python_frames.h"
 #include "symbol_lookup.h"
@@ -34,18 +35,14 @@ StackMode stacks_init() {
     backtrace(warm, 4);
   }
 
-  const char* env = getenv("LOCKSTEP_STACKS");
+  const StacksSetting setting = config().stacks;  // bad values: warned there, default here
   bool has_python = dlsym(RTLD_DEFAULT, "PyGILState_GetThisThreadState") != nullptr;
   StackMode want = has_python ? StackMode::Python : StackMode::Native;
-  if (env && *env) {
-    if (!strcmp(env, "none")) want = StackMode::None;
-    else if (!strcmp(env, "native")) want = StackMode::Native;
-    else if (!strcmp(env, "python")) want = StackMode::Python;
-    else warn("LOCKSTEP_STACKS=%s is not one of none|native|python; using %s", env,
-              stack_mode_name(want));
-  }
+  if (setting == StacksSetting::None) want = StackMode::None;
+  else if (setting == StacksSetting::Native) want = StackMode::Native;
+  else if (setting == StacksSetting::Python) want = StackMode::Python;
   if (want == StackMode::Python && !lockstep::python_frames_available()) {
-    if (env && !strcmp(env, "python"))
+    if (setting == StacksSetting::Python)
       warn("LOCKSTEP_STACKS=python but %s; recording native stacks only",
            lockstep::python_frames_status());
     want = StackMode::Native;

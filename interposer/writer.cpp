@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -15,13 +16,12 @@
 #include <fstream>
 
 #include "clock.h"
+#include "lockstep_version.h"
 #include "log.h"
 #include "symbolize.h"
+#include "write_errno_vfs.h"
 #include "trace_schema.h"
 
-#ifndef LOCKSTEP_VERSION
-#define LOCKSTEP_VERSION "0.0.0"
-#endif
 
 namespace lockstep::rec {
 namespace {
@@ -61,6 +61,70 @@ bool is_network_fs(const std::string& dir) {
 
 }  // namespace
 
+const char* stop_reason_name(StopReason r) {
+  switch (r) {
+    case StopReason::DiskFull: return "disk_full";
+    case StopReason::FileSizeLimit: return "file_size_limit";
+    case StopReason::IoError: return "io_error";
+    case StopReason::ReadOnly: return "read_only";
+    case StopReason::Unwritable: return "unwritable";
+    case StopReason::Internal: return "internal";
+  }
+  return "internal";
+}
+
+StopReason classify_write_error(int rc, int sys_errno) {
+  switch (sys_errno) {
+    case ENOSPC:
+    case EDQUOT: return StopReason::DiskFull;
+    case EFBIG: return StopReason::FileSizeLimit;
+    case EROFS: return StopReason::ReadOnly;
+    case EACCES:
+    case EPERM: return StopReason::Unwritable;
+    case EIO: return StopReason::IoError;
+    default: break;
+  }
+  switch (rc & 0xff) {
+    case SQLITE_FULL: return StopReason::DiskFull;
+    case SQLITE_READONLY: return StopReason::ReadOnly;
+    case SQLITE_PERM:
+    case SQLITE_CANTOPEN: return StopReason::Unwritable;
+    case SQLITE_IOERR: return StopReason::IoError;
+    default: return StopReason::Internal;
+  }
+}
+
+void block_sigxfsz_in_this_thread(sigset_t* previous) {
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGXFSZ);
+  pthread_sigmask(SIG_BLOCK, &s, previous);
+}
+
+namespace {
+bool sigxfsz_pending() {
+  sigset_t p;
+  sigemptyset(&p);
+  return sigpending(&p) == 0 && sigismember(&p, SIGXFSZ) == 1;
+}
+}  // namespace
+
+SigxfszBlocked::SigxfszBlocked() {
+  block_sigxfsz_in_this_thread(&previous_);
+  was_pending_ = sigxfsz_pending();
+}
+
+SigxfszBlocked::~SigxfszBlocked() {
+  if (!was_pending_ && sigxfsz_pending()) {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGXFSZ);
+    timespec zero{0, 0};
+    sigtimedwait(&s, nullptr, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
+}
+
 struct Writer::Stmts {
   sqlite3_stmt *op = nullptr, *part = nullptr, *comm = nullptr, *comm_end = nullptr,
                *api = nullptr, *done = nullptr, *launch = nullptr, *wait = nullptr,
@@ -68,6 +132,15 @@ struct Writer::Stmts {
 };
 
 Writer::Writer() : queue_(kQueueRecords) {}
+
+// One insert; a failure stops the recording with the cause SQLite saw (disk full, EFBIG, ...).
+bool Writer::step(sqlite3_stmt* q, const char* what) {
+  int rc = sqlite3_step(q);
+  bool ok = rc == SQLITE_DONE || rc == SQLITE_CONSTRAINT;
+  if (!ok) fail(what);
+  sqlite3_reset(q);
+  return ok;
+}
 
 bool Writer::exec(const char* sql) {
   char* err = nullptr;
@@ -77,6 +150,12 @@ bool Writer::exec(const char* sql) {
 }
 
 Writer* Writer::open(const TraceHeader& h, std::string* error) {
+  // The header is written in the calling (application) thread: SIGXFSZ blocked meanwhile.
+  SigxfszBlocked blocked;
+  return open_unguarded(h, error);
+}
+
+Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   const ProcessInfo& info = h.info;
   if (!mkdir_p(info.trace_dir)) {
     *error = "cannot create trace directory " + info.trace_dir + ": " + strerror(errno);
@@ -91,13 +170,16 @@ Writer* Writer::open(const TraceHeader& h, std::string* error) {
 
   auto fail_open = [&](const std::string& what) {
     *error = what + " (" + w->path_ + "): " + (w->db_ ? sqlite3_errmsg(w->db_) : "open failed");
+    if (int e = last_write_errno() ? last_write_errno() : w->db_ ? sqlite3_system_errno(w->db_) : 0)
+      *error += std::string(" (") + strerror(e) + ")";
     if (w->db_) sqlite3_close(w->db_);
     delete w;
     return nullptr;
   };
+  clear_last_write_errno();
   if (sqlite3_open_v2(w->path_.c_str(), &w->db_,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                      nullptr) != SQLITE_OK)
+                      write_errno_vfs_name()) != SQLITE_OK)
     return fail_open("cannot create trace file");
 
   // Journal mode. A rollback journal, not WAL: WAL needs a shared-memory index that readers on
@@ -200,9 +282,19 @@ Writer* Writer::open(const TraceHeader& h, std::string* error) {
 
 void Writer::start() {
   thread_ = std::thread([this] {
+    sigset_t ignored;
+    block_sigxfsz_in_this_thread(&ignored);  // for the thread's whole life: writes get EFBIG
     writer_tid_.store(pid_t(syscall(SYS_gettid)));
     pthread_setname_np(pthread_self(), "lockstep-writer");
-    run();
+    try {
+      run();
+    } catch (const std::exception& e) {
+      stop_recording(StopReason::Internal, std::string("writer thread: ") + e.what());
+      run_failed_until_stop();
+    } catch (...) {
+      stop_recording(StopReason::Internal, "writer thread: unknown exception");
+      run_failed_until_stop();
+    }
   });
 }
 
@@ -279,11 +371,81 @@ void Writer::stop(const char* exit_reason) {
 }
 
 void Writer::fail(const char* what) {
+  if (failed_.load()) return;
+  const int rc = sqlite3_extended_errcode(db_);
+  // The errno of the failed write itself (write_errno_vfs.h); SQLite's own when it has none.
+  int sys = last_write_errno();
+  if (!sys) sys = sqlite3_system_errno(db_);
+  std::string detail = std::string(what) + ": " + sqlite3_errmsg(db_);
+  if (sys) detail += std::string(" (") + strerror(sys) + ")";
+  if (sys == EFBIG) {
+    rlimit lim{};
+    if (getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+      detail += "; RLIMIT_FSIZE (ulimit -f) is " + std::to_string(lim.rlim_cur) + " bytes";
+  }
+  stop_recording(classify_write_error(rc, sys), detail);
+}
+
+void Writer::stop_recording(StopReason why, const std::string& detail) {
   if (failed_.exchange(true)) return;
-  warn("writing the trace %s failed (%s: %s); the program continues untraced", path_.c_str(),
-       what, sqlite3_errmsg(db_));
+  warn("recording stopped (%s: %s); the trace %s keeps what was committed before; the program "
+       "continues untraced",
+       stop_reason_name(why), detail.c_str(), path_.c_str());
   // Leave no open transaction (a hot journal) behind: readers keep every committed batch.
   if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  // Best effort: the disk may still be full, the file at its size limit. A failure here is
+  // silent (one warning above is all the program's stderr gets).
+  // After an I/O error SQLite may first have to roll a hot journal back: a few attempts, the
+  // last ones without a rollback journal (the few meta rows may fit in the pages the file has).
+  for (int attempt = 0; attempt < 4; attempt++) {
+    if (attempt == 2) sqlite3_exec(db_, "PRAGMA journal_mode=MEMORY", nullptr, nullptr, nullptr);
+    if (write_stop_meta(why, detail)) break;
+    usleep(10000);
+  }
+}
+
+bool Writer::write_stop_meta(StopReason why, const std::string& detail) {
+  if (!st_ || !st_->meta) return false;
+  if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) return false;
+  const std::pair<const char*, std::string> rows[] = {
+      {"recorder_stopped", stop_reason_name(why)},
+      {"recorder_stopped_detail", detail},
+      {"recorder_stopped_mono_ns", std::to_string(mono_ns())},
+      {"dropped_records", std::to_string(dropped_.load())},
+  };
+  bool ok = true;
+  for (const auto& [k, v] : rows) {
+    sqlite3_bind_text(st_->meta, 1, k, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st_->meta, 2, v.c_str(), -1, SQLITE_TRANSIENT);
+    ok = ok && sqlite3_step(st_->meta) == SQLITE_DONE;
+    sqlite3_reset(st_->meta);
+  }
+  if (ok && sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK) return true;
+  if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+  return false;
+}
+
+// After an internal error: keep answering flush and signal-flush requests (they find the
+// recorder stopped) until stop(), so no caller waits for its timeout.
+void Writer::run_failed_until_stop() {
+  for (;;) {
+    pollfd p{wake_fd_, POLLIN, 0};
+    poll(&p, 1, kCommitIntervalMs);
+    uint64_t drained;
+    ssize_t ignored = read(wake_fd_, &drained, sizeof drained);
+    (void)ignored;
+    uint64_t flush_target = flush_req_atomic_.load();
+    {
+      std::lock_guard<std::mutex> g(flush_mu_);
+      flush_done_ = flush_target;
+    }
+    flush_cv_.notify_all();
+    if (signal_reason_.exchange(nullptr)) {
+      char c = 1;
+      ignored = write(ack_pipe_[1], &c, 1);
+    }
+    if (stop_.load()) return;
+  }
 }
 
 void Writer::run() {
@@ -327,8 +489,7 @@ void Writer::intern_pending_stacks() {
     snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(ps.hash));
     sqlite3_bind_int64(s.stack, 1, id);
     sqlite3_bind_text(s.stack, 2, hex, -1, SQLITE_TRANSIENT);
-    sqlite3_step(s.stack);
-    sqlite3_reset(s.stack);
+    if (!step(s.stack, "insert stack")) return;
     for (size_t d = 0; d < ps.pcs.size(); d++) {
       NativeFrame f = symbolize(ps.pcs[d], d == 0);
       sqlite3_bind_int64(s.frame, 1, id);
@@ -341,8 +502,7 @@ void Writer::intern_pending_stacks() {
       sqlite3_bind_int64(s.frame, 6, int64_t(f.offset));
       sqlite3_bind_null(s.frame, 7);
       sqlite3_bind_null(s.frame, 8);
-      sqlite3_step(s.frame);
-      sqlite3_reset(s.frame);
+      if (!step(s.frame, "insert frame")) return;
     }
     // Python frames after the native ones, innermost first (schema: frames.depth).
     for (size_t i = 0; i < ps.py.size(); i++) {
@@ -356,8 +516,7 @@ void Writer::intern_pending_stacks() {
       sqlite3_bind_text(s.frame, 7, fi.file.c_str(), -1, SQLITE_TRANSIENT);
       if (fi.line > 0) sqlite3_bind_int64(s.frame, 8, fi.line);
       else sqlite3_bind_null(s.frame, 8);
-      sqlite3_step(s.frame);
-      sqlite3_reset(s.frame);
+      if (!step(s.frame, "insert frame")) return;
     }
   }
 }
@@ -510,9 +669,7 @@ void Writer::insert(const Record& r) {
       break;
     }
   }
-  int rc = sqlite3_step(q);
-  sqlite3_reset(q);  // every parameter is bound on every insert: no clear_bindings needed
-  if (rc != SQLITE_DONE && rc != SQLITE_CONSTRAINT) fail("insert");
+  step(q, "insert");  // every parameter is bound on every insert: no clear_bindings needed
 }
 
 void Writer::commit_batch(bool force_meta) {
@@ -538,6 +695,7 @@ void Writer::commit_batch(bool force_meta) {
     have = queue_.pop(r);
   }
   if (have && !failed()) insert(r);
+  if (failed()) return;  // stop_recording() rolled the batch back
 
   std::vector<std::pair<std::string, std::string>> meta;
   std::vector<PendingHang> hangs;
@@ -552,8 +710,7 @@ void Writer::commit_batch(bool force_meta) {
     sqlite3_bind_int64(s.hang, 2, h.wall);
     sqlite3_bind_int64(s.hang, 3, h.in_flight);
     sqlite3_bind_text(s.hang, 4, h.message.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_step(s.hang);
-    sqlite3_reset(s.hang);
+    if (!step(s.hang, "insert hang")) return;
   }
   last_dropped_ = dropped_.load();
   last_meta_mono_ = mono_ns();
@@ -562,8 +719,7 @@ void Writer::commit_batch(bool force_meta) {
   for (const auto& [k, v] : meta) {
     sqlite3_bind_text(s.meta, 1, k.c_str(), -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s.meta, 2, v.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_step(s.meta);
-    sqlite3_reset(s.meta);
+    if (!step(s.meta, "update meta")) return;
   }
   // A reader holding its shared lock past busy_timeout makes COMMIT return BUSY: the
   // transaction stays open and is retried, so nothing is lost.

@@ -4,6 +4,7 @@
 // open_trace_db() in writer.cpp and docs/recorder.md.
 #pragma once
 
+#include <signal.h>
 #include <sqlite3.h>
 
 #include <atomic>
@@ -27,6 +28,33 @@ using lockstep::PyFrameRaw;
 
 inline constexpr int kCommitIntervalMs = 50;
 inline constexpr size_t kQueueRecords = 1 << 16;  // ~11 MiB of slots: the memory bound
+
+// Why the recorder stopped recording: meta recorder_stopped (schema/trace_schema.h). The
+// program is never affected: the recorder warns once, records what it still can, and goes quiet.
+enum class StopReason { DiskFull, FileSizeLimit, IoError, ReadOnly, Unwritable, Internal };
+const char* stop_reason_name(StopReason r);
+// From a failed SQLite call's extended result code and the errno under it (sqlite3_system_errno).
+StopReason classify_write_error(int sqlite_extended_rc, int sys_errno);
+
+// SIGXFSZ is sent to the thread whose write(2) crosses RLIMIT_FSIZE; its default action kills
+// the process. The recorder's own writes run with SIGXFSZ blocked in their thread (the writer
+// thread for good; the starting thread around Writer::open), so a write past the limit fails
+// with EFBIG instead. The application's threads keep their mask: its own oversized writes get
+// SIGXFSZ as without the recorder.
+void block_sigxfsz_in_this_thread(sigset_t* previous);
+// Around recorder writes in an application thread: blocks SIGXFSZ, and on destruction discards
+// a SIGXFSZ that became pending meanwhile (raised by those writes) before restoring the mask.
+class SigxfszBlocked {
+ public:
+  SigxfszBlocked();
+  ~SigxfszBlocked();
+  SigxfszBlocked(const SigxfszBlocked&) = delete;
+  SigxfszBlocked& operator=(const SigxfszBlocked&) = delete;
+
+ private:
+  sigset_t previous_;
+  bool was_pending_ = false;
+};
 
 struct TraceHeader {
   ProcessInfo info;
@@ -73,13 +101,18 @@ class Writer {
 
  private:
   Writer();
+  static Writer* open_unguarded(const TraceHeader& header, std::string* error);
+  bool step(sqlite3_stmt* q, const char* what);
   void run();
+  void run_failed_until_stop();
   void commit_batch(bool force_meta);
   void insert(const Record& r);
   void intern_pending_stacks();
   int64_t stack_id_for(uint64_t hash);
   const std::string& thread_name(int tid);
   void fail(const char* what);
+  void stop_recording(StopReason why, const std::string& detail);
+  bool write_stop_meta(StopReason why, const std::string& detail);
   bool exec(const char* sql);
 
   std::string path_;

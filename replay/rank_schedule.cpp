@@ -19,7 +19,7 @@ std::vector<NoColorSplit> load_nocolor_splits(const Process& p) {
   if (sqlite3_open_v2(p.path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
     std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
     sqlite3_close(db);
-    throw std::runtime_error("replay: cannot open " + p.path + ": " + msg);
+    throw std::runtime_error("cannot open " + p.path + ": " + msg);
   }
   std::unique_ptr<sqlite3, int (*)(sqlite3*)> guard(db, sqlite3_close);
   sqlite3_busy_timeout(db, 2000);
@@ -67,7 +67,7 @@ RankSchedule load_rank_schedule(const std::string& path) {
   try {
     r.proc = load_process_file(path);
   } catch (const LoadError& e) {
-    throw std::runtime_error("replay: " + path + ": " + e.what());
+    throw std::runtime_error(path + ": " + e.what());
   }
   r.nocolor = load_nocolor_splits(r.proc);
   r.shrunk = load_shrunk_comms(r.proc);

@@ -1,15 +1,20 @@
 #include "replay.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <filesystem>
 #include <set>
 #include <stdexcept>
 
 #include "analysis.h"
 #include "rank_schedule.h"
+#include "schedule_check.h"
+#include "worker.h"
 #include "trace_details.h"
 #include "trace_loader.h"
 #include "trace_schema.h"
@@ -18,24 +23,82 @@ namespace lockstep::replay {
 
 namespace fs = std::filesystem;
 
+const char* outcome_name(Outcome o) {
+  switch (o) {
+    case Outcome::kCompleted: return "completed";
+    case Outcome::kHangs: return "hangs";
+    case Outcome::kIncomplete: return "incomplete";
+    case Outcome::kCannotRun: return "cannot run";
+  }
+  return "cannot run";
+}
+
 int ReplayResult::hung_trials() const {
   int n = 0;
   for (const auto& t : trials) n += !t.completed;
   return n;
 }
 
-std::vector<std::string> rank_files(const Trace& trace) {
-  const int n = static_cast<int>(trace.processes.size());
-  std::vector<std::string> files(n);
+Outcome ReplayResult::outcome() const {
+  Outcome o = Outcome::kCompleted;
+  for (const auto& t : trials) {
+    if (t.outcome == Outcome::kCannotRun) return Outcome::kCannotRun;
+    if (t.outcome == Outcome::kHangs) o = Outcome::kHangs;
+  }
+  return o;
+}
+
+std::vector<std::string> incomplete_evidence(const Trace& trace) {
+  std::vector<std::string> why;
+  for (const SkippedFile& f : trace.skipped) why.push_back(f.path + " was skipped: " + f.reason);
+  int max_rank = -1;
+  std::set<int> ranks;
   for (const Process& p : trace.processes) {
-    if (p.global_rank < 0 || p.global_rank >= n)
-      throw std::runtime_error("replay: " + p.path + " has global rank " + std::to_string(p.global_rank) + ", expected 0.." +
-                               std::to_string(n - 1) + " (one file per rank; set RANK when recording)");
+    if (p.global_rank >= 0) ranks.insert(p.global_rank);
+    max_rank = std::max(max_rank, p.global_rank);
+    auto stopped = p.meta.find("recorder_stopped");
+    if (stopped != p.meta.end())
+      why.push_back(p.path + ": the recorder stopped recording (" + stopped->second + ")");
+    if (p.dropped_records > 0)
+      why.push_back(p.path + ": the recorder dropped " + std::to_string(p.dropped_records) + " records");
+  }
+  for (int r = 0; r <= max_rank; ++r)
+    if (!ranks.count(r)) why.push_back("global rank " + std::to_string(r) + " has no trace file");
+  // Members of each communicator: every rank 0..nranks-1 must have a file.
+  std::map<std::string, std::pair<int, std::set<int>>> members;  // hash -> (nranks, ranks seen)
+  for (const Process& p : trace.processes)
+    for (const Comm& c : p.comms) {
+      if (c.init_rc != 0) continue;
+      auto& m = members[c.hash];
+      m.first = std::max(m.first, c.nranks);
+      m.second.insert(c.rank);
+    }
+  for (const auto& [hash, m] : members) {
+    if (static_cast<int>(m.second.size()) >= m.first) continue;
+    int missing = m.first - static_cast<int>(m.second.size());
+    why.push_back("communicator " + hash + ": " + std::to_string(missing) + " of its " + std::to_string(m.first) +
+                  " ranks have no trace file");
+    if (why.size() > 20) break;
+  }
+  return why;
+}
+
+std::vector<std::string> rank_files(const Trace& trace) {
+  int n = 0;
+  for (const Process& p : trace.processes) n = std::max(n, p.global_rank + 1);
+  std::vector<std::string> files(static_cast<size_t>(std::max(n, 0)));
+  for (const Process& p : trace.processes) {
+    if (p.global_rank < 0)
+      throw ReplayError(ErrorKind::kInputError, p.path + " has no global rank (one file per rank; set RANK when recording)");
     if (!files[p.global_rank].empty())
-      throw std::runtime_error("replay: global rank " + std::to_string(p.global_rank) + " appears in two files: " +
-                               files[p.global_rank] + " and " + p.path);
+      throw ReplayError(ErrorKind::kInputError, "global rank " + std::to_string(p.global_rank) + " appears in two files: " +
+                                                    files[p.global_rank] + " and " + p.path);
     files[p.global_rank] = p.path;
   }
+  for (int r = 0; r < n; ++r)
+    if (files[r].empty())
+      throw ReplayError(ErrorKind::kIncomplete, "global rank " + std::to_string(r) + " of 0.." + std::to_string(n - 1) +
+                                                    " has no trace file: its schedule cannot be replayed");
   return files;
 }
 
@@ -44,10 +107,38 @@ namespace {
 Trace load(const std::string& dir) {
   try {
     Trace t = load_trace(dir);
-    if (t.processes.empty()) throw std::runtime_error("replay: no usable trace file in " + dir);
+    if (t.processes.empty()) throw ReplayError(ErrorKind::kInputError, "no usable trace file in " + dir);
     return t;
   } catch (const LoadError& e) {
-    throw std::runtime_error(std::string("replay: ") + e.what());
+    throw ReplayError(ErrorKind::kInputError, e.what());
+  }
+}
+
+// The last line a rank printed: its worker's reason (for humans only; the outcome is typed).
+std::string last_line(const std::string& text) {
+  size_t end = text.find_last_not_of("\n");
+  if (end == std::string::npos) return "";
+  size_t begin = text.rfind('\n', end);
+  return text.substr(begin == std::string::npos ? 0 : begin + 1, end - (begin == std::string::npos ? 0 : begin + 1) + 1);
+}
+
+// A trial's outcome from its workers' exit statuses (worker.h): a worker that could not run
+// or crashed makes the whole trial "cannot run" — its peers' waiting is a consequence.
+void classify(const LaunchResult& lr, TrialResult& tr) {
+  tr.completed = lr.all_succeeded();
+  tr.outcome = tr.completed ? Outcome::kCompleted : Outcome::kHangs;
+  for (const auto& r : lr.ranks) {
+    const bool hung = r.timed_out || r.term_signal == SIGTERM || (r.term_signal == 0 && r.exit_code == 124);
+    tr.timed_out |= hung;
+    if (hung || (r.term_signal == 0 && r.exit_code == 0)) continue;
+    std::string why = r.term_signal ? "crashed (signal " + std::to_string(r.term_signal) + ", " + strsignal(r.term_signal) + ")"
+                      : r.exit_code == kWorkerExitCannotRun ? "could not replay"
+                                                            : "exited with status " + std::to_string(r.exit_code);
+    if (tr.outcome != Outcome::kCannotRun) {
+      tr.outcome = Outcome::kCannotRun;
+      tr.cannot_run_reason = "rank " + std::to_string(r.rank) + " " + why;
+      if (std::string l = last_line(r.output); !l.empty()) tr.cannot_run_reason += ": " + l;
+    }
   }
 }
 
@@ -71,13 +162,15 @@ std::string seconds(double s) {
 
 }  // namespace
 
-model::Result model_check_dir(const std::string& trace_dir, int order_from, std::vector<std::string>* problems) {
+model::Result model_check_dir(const std::string& trace_dir, int order_from, std::vector<std::string>* problems,
+                              std::vector<std::string>* incomplete) {
   Trace t = load(trace_dir);
+  if (incomplete) *incomplete = incomplete_evidence(t);
   if (order_from >= 0) {
     const auto files = rank_files(t);
     if (order_from >= static_cast<int>(files.size()))
-      throw std::runtime_error("replay: --order-from " + std::to_string(order_from) + ": the trace has ranks 0.." +
-                               std::to_string(files.size() - 1));
+      throw ReplayError(ErrorKind::kInputError, "--order-from " + std::to_string(order_from) + ": the trace has ranks 0.." +
+                                                    std::to_string(files.size() - 1));
     RankSchedule source;
     for (const Process& p : t.processes)
       if (p.global_rank == order_from) {
@@ -98,16 +191,32 @@ model::Result model_check_dir(const std::string& trace_dir, int order_from, std:
 }
 
 ReplayResult run_replay(const ReplayOptions& o, std::ostream& log) {
-  if (o.out_dir.empty()) throw std::runtime_error("replay: no output directory");
+  if (o.out_dir.empty()) throw ReplayError(ErrorKind::kInputError, "no output directory");
   if (o.worker_exe.empty() || access(o.worker_exe.c_str(), X_OK) != 0)
-    throw std::runtime_error("replay: worker executable not found: '" + o.worker_exe + "' (build target lockstep-replay-worker)");
+    throw ReplayError(ErrorKind::kInputError,
+                      "worker executable not found: '" + o.worker_exe + "' (build target lockstep-replay-worker)");
   if (!o.preload.empty() && access(o.preload.c_str(), R_OK) != 0)
-    throw std::runtime_error("replay: recorder library not found: " + o.preload + " (build it, or set LOCKSTEP_PRELOAD)");
+    throw ReplayError(ErrorKind::kInputError, "recorder library not found: " + o.preload + " (build it, or set LOCKSTEP_PRELOAD)");
   const Trace t = load(o.trace_dir);
   const auto files = rank_files(t);
   const int n = static_cast<int>(files.size());
   if (o.order_from >= n)
-    throw std::runtime_error("replay: --order-from " + std::to_string(o.order_from) + ": the trace has ranks 0.." + std::to_string(n - 1));
+    throw ReplayError(ErrorKind::kInputError,
+                      "--order-from " + std::to_string(o.order_from) + ": the trace has ranks 0.." + std::to_string(n - 1));
+  if (auto why = incomplete_evidence(t); !why.empty()) {
+    std::string all;
+    for (const auto& w : why) all += "\n  " + w;
+    throw ReplayError(ErrorKind::kIncomplete, "the recorded evidence is incomplete; a replay would not be the recorded job:" + all);
+  }
+  // Every rank's schedule checked here, before any process starts (the worker checks again).
+  for (int r = 0; r < n; ++r) {
+    const auto problems = schedule_problems(load_rank_schedule(files[r]));
+    if (problems.empty()) continue;
+    std::string all;
+    for (const auto& p : problems) all += "\n  " + p;
+    throw ReplayError(ErrorKind::kCannotRun, "rank " + std::to_string(r) + "'s schedule (" + files[r] +
+                                                 ") cannot be replayed as recorded:" + all);
+  }
   fs::create_directories(o.out_dir);
 
   ReplayResult result;
@@ -148,8 +257,7 @@ ReplayResult run_replay(const ReplayOptions& o, std::ostream& log) {
     }
     lo.prefix_output = o.echo_output;
     LaunchResult lr = launch_ranks(lo);
-    tr.completed = lr.all_succeeded();
-    for (const auto& r : lr.ranks) tr.timed_out |= r.timed_out || r.term_signal == 15 || r.exit_code == 124;
+    classify(lr, tr);
     tr.launch_summary = lr.summary();
     if (!tr.completed) {
       std::string out;
@@ -160,7 +268,9 @@ ReplayResult run_replay(const ReplayOptions& o, std::ostream& log) {
       if (!o.preload.empty()) tr.report = analyze_report(tr.trace_dir);
     }
     log << "replay" << (tr.seed ? " trial " + std::to_string(k) + " (seed " + std::to_string(tr.seed) + ")" : std::string()) << ": "
-        << (tr.completed ? "completed" : tr.timed_out ? "HANG (no progress for " + seconds(o.timeout_s) + ")" : "FAILED")
+        << (tr.outcome == Outcome::kCompleted ? "completed"
+            : tr.outcome == Outcome::kHangs ? "HANG (no progress for " + seconds(o.timeout_s) + ")"
+                                            : "COULD NOT RUN (" + tr.cannot_run_reason + ")")
         << "\n";
     result.trials.push_back(std::move(tr));
   }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <ostream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,26 @@
 #include "model_check.h"
 
 namespace lockstep::replay {
+
+// What a replay found, typed: the CLI maps it to its exit code (docs/replay.md) and never reads
+// prose. Ordered by precedence: a trial that could not run says nothing about hangs.
+enum class Outcome {
+  kCompleted = 0,   // every rank issued its schedule and synchronized (--model: can complete)
+  kHangs = 1,       // no progress for the timeout (--model: may deadlock / deadlock)
+  kIncomplete = 4,  // the recorded evidence is incomplete: a rank's file missing or skipped, a
+                    // recorder that stopped or dropped records
+  kCannotRun = 5,   // replay could not run: invalid schedule values, unsupported op, NCCL/CUDA
+                    // init or call failed, a worker crashed
+};
+inline int exit_code_of(Outcome o) { return static_cast<int>(o); }
+const char* outcome_name(Outcome o);  // "completed" | "hangs" | "incomplete" | "cannot run"
+
+// Thrown before anything runs; the message has no "replay: " prefix (the CLI adds its own).
+enum class ErrorKind { kInputError, kIncomplete, kCannotRun };
+struct ReplayError : std::runtime_error {
+  ReplayError(ErrorKind k, const std::string& message) : std::runtime_error(message), kind(k) {}
+  ErrorKind kind;
+};
 
 struct ReplayOptions {
   std::string trace_dir;         // recorded trace
@@ -30,6 +51,8 @@ struct ReplayOptions {
 
 struct TrialResult {
   uint64_t seed = 0;             // 0: no perturbation
+  Outcome outcome = Outcome::kCompleted;  // kCompleted, kHangs or kCannotRun
+  std::string cannot_run_reason; // kCannotRun: which rank, and its own words (for humans)
   bool completed = false;
   bool timed_out = false;
   std::string trace_dir;         // the replay's trace
@@ -39,18 +62,27 @@ struct TrialResult {
 
 struct ReplayResult {
   std::vector<TrialResult> trials;
-  int hung_trials() const;
+  int hung_trials() const;    // trials that did not complete (hung or could not run)
+  Outcome outcome() const;    // the strongest over the trials: cannot run > hangs > completed
 };
 
-// Throws std::runtime_error on bad input (no trace, missing worker, ranks not 0..N-1).
+// Throws ReplayError before launching: kInputError (no trace, missing worker, duplicate or
+// out-of-range ranks), kIncomplete (a rank's file missing, skipped, or from a recorder that
+// stopped or dropped records), kCannotRun (a schedule value replay cannot honour).
 ReplayResult run_replay(const ReplayOptions& options, std::ostream& log);
 
 // The model check of a trace directory, with --order-from applied the same way as in the
-// process replay. Throws std::runtime_error on bad input.
-model::Result model_check_dir(const std::string& trace_dir, int order_from, std::vector<std::string>* problems);
+// process replay. Throws ReplayError on bad input. incomplete (optional): why the evidence is
+// incomplete (empty: complete); the verdict is then not to be trusted.
+model::Result model_check_dir(const std::string& trace_dir, int order_from, std::vector<std::string>* problems,
+                              std::vector<std::string>* incomplete = nullptr);
 
-// The trace file of each global rank 0..N-1 in a trace directory (throws if ranks are missing
-// or repeated).
+// Why a trace directory is incomplete evidence: skipped files, communicator members or global
+// ranks without a file, recorders that stopped or dropped records. Empty: complete.
+std::vector<std::string> incomplete_evidence(const Trace& trace);
+
+// The trace file of each global rank 0..N-1 in a trace directory. Throws ReplayError:
+// kIncomplete if ranks are missing, kInputError if repeated or out of range.
 std::vector<std::string> rank_files(const Trace& trace);
 
 }  // namespace lockstep::replay

@@ -23,6 +23,7 @@
 #include <thread>
 
 #include "rank_schedule.h"
+#include "schedule_check.h"
 
 namespace lockstep::replay {
 
@@ -132,15 +133,6 @@ ncclDataType_t dtype_of(const std::string& s) {
   return it == m.end() ? ncclInt8 : it->second;  // NULL (mixed) dtype: count bytes
 }
 
-size_t dtype_size(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    default: return 8;
-  }
-}
-
 ncclRedOp_t redop_of(const std::string& s) {
   if (s == "prod") return ncclProd;
   if (s == "max") return ncclMax;
@@ -158,14 +150,13 @@ struct Call {
   std::string redop;
 };
 
-// Bytes of the send and receive buffers a call needs (NCCL's count conventions).
+// Bytes of the send and receive buffers a call needs (NCCL's count conventions). The schedule
+// was validated (schedule_problems), so the values are in range.
 std::pair<size_t, size_t> buffer_bytes(const Call& c, int nranks) {
-  const size_t e = dtype_size(dtype_of(c.dtype)) * static_cast<size_t>(std::max<int64_t>(c.count, 0));
-  const size_t n = static_cast<size_t>(std::max(nranks, 1));
-  if (c.op == "all_gather" || c.op == "gather") return {e, e * n};
-  if (c.op == "reduce_scatter" || c.op == "scatter") return {e * n, e};
-  if (c.op == "all_to_all") return {e * n, e * n};
-  return {e, e};
+  uint64_t send = 0, recv = 0;
+  if (!call_buffer_bytes(c.op, c.dtype, c.count, nranks, &send, &recv))
+    throw Error("call of " + c.op + ": count " + std::to_string(c.count) + " is out of range");
+  return {static_cast<size_t>(send), static_cast<size_t>(recv)};
 }
 
 std::vector<Call> calls_of(const Op& o) {
@@ -538,6 +529,13 @@ int Worker::run() {
     const int moved = reorder_like(sched_, source);
     if (o_.verbose) std::fprintf(stderr, "lockstep replay: %s: order of %s: %d ops moved\n", label_.c_str(), o_.order_from_file.c_str(), moved);
   }
+  // Untrusted input: every value checked before a buffer is sized or a call issued.
+  const std::vector<std::string> problems = schedule_problems(sched_);
+  if (!problems.empty()) {
+    std::string all;
+    for (const std::string& p : problems) all += "\n  " + p;
+    throw Error("the schedule cannot be replayed as recorded:" + all);
+  }
   rng_.seed(o_.delay_seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(sched_.proc.global_rank + 1));
   api_ = load_api();
   check(api_.Init(0), "cuInit");
@@ -571,7 +569,7 @@ int Worker::run() {
 int run_worker(const WorkerOptions& options) {
   if (options.rendezvous_dir.empty()) {
     std::fprintf(stderr, "lockstep replay: no rendezvous directory (set LOCKSTEP_RENDEZVOUS_DIR to a directory every rank sees)\n");
-    return 2;
+    return kWorkerExitUsage;
   }
   // The timeout: a hung rank ends itself with SIGTERM so the recorder flushes its trace.
   std::mutex mu;
@@ -608,7 +606,7 @@ int run_worker(const WorkerOptions& options) {
     rc = w.run();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "lockstep replay: %s: %s\n", options.trace_file.c_str(), e.what());
-    rc = 1;
+    rc = kWorkerExitCannotRun;
   }
   {
     std::lock_guard<std::mutex> lk(mu);

@@ -20,8 +20,15 @@ struct WorkerOptions {
   bool verbose = false;
 };
 
-// Runs the worker; returns the process exit code (0: every op completed). Errors go to stderr
-// prefixed "lockstep replay:".
+// The worker's exit status, read by the orchestrator (replay.cpp): 0 every op completed;
+// kWorkerExitCannotRun when it could not replay (invalid schedule, unsupported op, NCCL/CUDA
+// call failed); kWorkerExitUsage for bad arguments. A hang ends the worker with SIGTERM (so a
+// preloaded recorder flushes); any other signal is a crash.
+inline constexpr int kWorkerExitCannotRun = 5;
+inline constexpr int kWorkerExitUsage = 2;
+
+// Runs the worker; returns its exit status (above). Errors go to stderr prefixed
+// "lockstep replay:".
 int run_worker(const WorkerOptions& options);
 
 }  // namespace lockstep::replay

@@ -1,57 +1,57 @@
 // lockstep-replay-worker: one rank of `lockstep replay` (started by it through the launcher).
 //   lockstep-replay-worker (--file F | --files F0 F1 ...) [--timeout S] [--order-from-file F]
 //                          [--delay-seed N --max-delay-us US] [--verbose]
-// With --files, the rank comes from $RANK (set by the launcher, torchrun or srun wrappers).
-// Unique ids are exchanged through files in $LOCKSTEP_RENDEZVOUS_DIR.
+// With --files, the rank comes from the rank variables (schema/rank_env.h: RANK set by the
+// launcher, torchrun; SLURM_PROCID under srun, ...). Unique ids are exchanged through files in
+// $LOCKSTEP_RENDEZVOUS_DIR. Exit status: worker.h.
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "rank_env.h"
 #include "worker.h"
-
-namespace {
-
-int env_int(const char* name, int def) {
-  const char* v = std::getenv(name);
-  return v && *v ? std::atoi(v) : def;
-}
-
-int usage(const char* why) {
-  std::fprintf(stderr,
-               "lockstep-replay-worker: %s\n"
-               "usage: lockstep-replay-worker (--file F | --files F0 F1 ...) [--timeout S] [--order-from-file F]\n"
-               "       [--delay-seed N --max-delay-us US] [--verbose]\n",
-               why);
-  return 2;
-}
-
-}  // namespace
 
 int main(int argc, char** argv) {
   lockstep::replay::WorkerOptions o;
   std::vector<std::string> files;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "--file") { const char* v = value(); if (!v) return usage("--file needs a path"); o.trace_file = v; }
-    else if (a == "--files") { while (i + 1 < argc && std::strncmp(argv[i + 1], "--", 2) != 0) files.push_back(argv[++i]); }
-    else if (a == "--timeout") { const char* v = value(); if (!v) return usage("--timeout needs seconds"); o.timeout_s = std::atof(v); }
-    else if (a == "--order-from-file") { const char* v = value(); if (!v) return usage("--order-from-file needs a path"); o.order_from_file = v; }
-    else if (a == "--delay-seed") { const char* v = value(); if (!v) return usage("--delay-seed needs a number"); o.delay_seed = std::strtoull(v, nullptr, 10); }
-    else if (a == "--max-delay-us") { const char* v = value(); if (!v) return usage("--max-delay-us needs a number"); o.max_delay_us = std::atoi(v); }
-    else if (a == "--verbose") o.verbose = true;
-    else return usage(("unknown argument " + a).c_str());
+  CLI::App app{"One rank of `lockstep replay`: re-issues a recorded schedule", "lockstep-replay-worker"};
+  auto* file = app.add_option("--file", o.trace_file, "This rank's trace file");
+  auto* many = app.add_option("--files", files, "Every rank's trace file, in rank order (this rank's: by $RANK)")
+                   ->expected(1, -1);
+  file->excludes(many);
+  app.add_option("--timeout", o.timeout_s, "Seconds without progress before the worker declares a hang (0: never)")
+      ->check(CLI::Range(0.0, 1e7));
+  app.add_option("--order-from-file", o.order_from_file, "Issue ops in this file's order (--order-from)");
+  app.add_option("--delay-seed", o.delay_seed, "Perturbation seed (0: none)");
+  app.add_option("--max-delay-us", o.max_delay_us, "Largest perturbation delay in microseconds")
+      ->check(CLI::Range(0, 60000000));
+  app.add_flag("--verbose", o.verbose, "Progress on stderr");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return lockstep::replay::kWorkerExitUsage;
   }
   if (o.trace_file.empty()) {
-    if (files.empty()) return usage("no trace file (--file or --files)");
-    const int rank = env_int("RANK", -1);
-    if (rank < 0 || rank >= static_cast<int>(files.size()))
-      return usage(("$RANK must be 0.." + std::to_string(files.size() - 1)).c_str());
-    o.trace_file = files[rank];
+    if (files.empty()) {
+      std::fprintf(stderr, "lockstep-replay-worker: no trace file (--file or --files)\n");
+      return lockstep::replay::kWorkerExitUsage;
+    }
+    const lockstep::RankFromEnv rank = lockstep::global_rank_from_env();
+    if (rank.rank < 0 || rank.rank >= static_cast<int>(files.size())) {
+      std::fprintf(stderr, "lockstep-replay-worker: the rank (%s) must be 0..%zu\n",
+                   lockstep::rank_variable_list(lockstep::kGlobalRankVariables).c_str(), files.size() - 1);
+      return lockstep::replay::kWorkerExitUsage;
+    }
+    o.trace_file = files[rank.rank];
   }
-  o.local_rank = env_int("LOCAL_RANK", 0);
+  const lockstep::RankFromEnv local = lockstep::local_rank_from_env();
+  o.local_rank = local.rank >= 0 ? local.rank : 0;
   if (const char* d = std::getenv("LOCKSTEP_RENDEZVOUS_DIR")) o.rendezvous_dir = d;
   return lockstep::replay::run_worker(o);
 }

@@ -26,6 +26,10 @@ CREATE TABLE IF NOT EXISTS meta(
 -- stack_mode (none|native|python), start_wall_ns, start_mono_ns, journal_mode.
 -- Keys updated later: last_flush_mono_ns, dropped_records, finished (1 on clean exit),
 -- exit_reason (exit|SIGTERM|SIGINT|SIGABRT|SIGUSR1|abort).
+-- Keys present only when the recorder stopped recording before the process ended (its history
+-- after that is missing: readers treat the file as incomplete evidence):
+-- recorder_stopped (disk_full|file_size_limit|io_error|read_only|unwritable|internal),
+-- recorder_stopped_detail (free text, for humans only), recorder_stopped_mono_ns.
 
 CREATE TABLE IF NOT EXISTS env(
   name  TEXT PRIMARY KEY,   -- every NCCL_*, TORCH_NCCL_*, CUDA_* variable, plus LOCKSTEP_*

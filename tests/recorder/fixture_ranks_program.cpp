@@ -1,7 +1,7 @@
 // One rank of a multi-rank program run by lockstep-launch on the CPU NCCL fixture, under the
 // recorder (recorder_fixture_test.cpp checks the traces). Uses the CUDA runtime for memory and
 // streams, as PyTorch does, so the runtime hooks are exercised too.
-//   recorder_fixture_program mixed|graph|nonblocking|diverge
+//   recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|write_file BYTES DIR
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -156,6 +156,39 @@ int scenario_diverge(int n) {
 }
 }
 
+// Many small ops: a trace that outgrows a small RLIMIT_FSIZE or a tiny filesystem.
+int scenario_many(int n) {
+  Rank r = setup();
+  for (int i = 0; i < n; i++) {
+    train_step(r);
+    if (i % 256 == 255) CHECK(cudaStreamSynchronize(r.stream));
+  }
+  CHECK(cudaStreamSynchronize(r.stream));
+  CHECK(ncclCommDestroy(r.world));
+  printf("rank %d: %d all-reduces done\n", r.rank, n);
+  return 0;
+}
+
+// The program itself writes `bytes` to a file (after some ops): past RLIMIT_FSIZE it must get
+// SIGXFSZ with or without the recorder.
+int scenario_write_file(long bytes, const char* dir) {
+  Rank r = setup();
+  for (int i = 0; i < 8; i++) train_step(r);
+  CHECK(cudaStreamSynchronize(r.stream));
+  std::string path = std::string(dir) + "/rank-" + std::to_string(r.rank) + ".bin";
+  FILE* f = fopen(path.c_str(), "wb");
+  if (!f) return 3;
+  static char chunk[4096];
+  for (long done = 0; done < bytes; done += long(sizeof chunk))
+    if (fwrite(chunk, 1, sizeof chunk, f) != sizeof chunk || fflush(f) != 0) {
+      printf("rank %d: write failed\n", r.rank);
+      return 4;
+    }
+  fclose(f);
+  printf("rank %d: wrote %ld bytes\n", r.rank, bytes);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   std::string s = argc > 1 ? argv[1] : "";
   try {
@@ -163,10 +196,12 @@ int main(int argc, char** argv) {
     if (s == "graph") return scenario_graph();
     if (s == "nonblocking") return scenario_nonblocking();
     if (s == "diverge") return scenario_diverge(argc > 2 ? atoi(argv[2]) : 20);
+    if (s == "many") return scenario_many(argc > 2 ? atoi(argv[2]) : 1000);
+    if (s == "write_file" && argc > 3) return scenario_write_file(atol(argv[2]), argv[3]);
   } catch (const std::exception& e) {
     fprintf(stderr, "rank program: %s\n", e.what());
     return 2;
   }
-  fprintf(stderr, "usage: recorder_fixture_program mixed|graph|nonblocking|diverge [N]\n");
+  fprintf(stderr, "usage: recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|write_file BYTES DIR\n");
   return 1;
 }

@@ -2,6 +2,7 @@
 // Recorded schedules come from examples/seed_deadlock run under the recorder; the others are
 // written with the trace schema by tests/replay/schedule_writer.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "model_check.h"
 #include "replay.h"
 #include "schedule_writer.h"
+#include "trace_schema.h"
 
 namespace lockstep {
 namespace {
@@ -385,6 +387,133 @@ TEST(ModelAgreesWithReplay, HostWaitBlocksOnlyItsOwnThread) {
     expect_agreement(write(two_threads ? "threads-2" : "threads-1", b), -1, two_threads,
                      two_threads ? "two host threads" : "one host thread");
   }
+}
+
+}  // namespace
+}  // namespace lockstep
+
+// ---- Untrusted schedules and typed outcomes -------------------------------------------------
+// Replay validates a schedule before running it and tells "the schedule hangs" (1) from
+// "incomplete evidence" (4) and "replay could not run" (5). Before: a count of INT64_MAX
+// overflowed the buffer size and the worker segfaulted, and that, an unknown op and a failed
+// init were all reported as a hang or failure with exit 1.
+namespace lockstep {
+namespace {
+
+void sql(const std::string& file, const std::string& statement) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(file.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, statement.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "") << statement;
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+std::string rank_file(const std::string& dir, int r) { return dir + "/rank-" + std::to_string(r) + schema::kFileSuffix; }
+
+// The pipeline schedule with one statement applied to rank 0's file.
+std::string mutated(const std::string& name, const std::string& statement) {
+  const std::string dir = write(name, pipeline());
+  sql(rank_file(dir, 0), statement);
+  return dir;
+}
+
+std::pair<int, std::string> replay_cli(const std::string& dir, const std::string& extra = "") {
+  return run_cli(extra + "replay --timeout 5 --no-record -o " + dir + "-out " + dir);
+}
+
+const char* kFirstOp = "(SELECT min(call_index) FROM ops)";
+
+TEST(ReplayValidation, HugeCountIsCannotRunWithTheReasonNotACrashReportedAsHang) {
+  const std::string dir = mutated("v-huge-count", std::string("UPDATE ops SET count=9223372036854775807 WHERE call_index=") + kFirstOp);
+  auto [rc, out] = replay_cli(dir);
+  EXPECT_EQ(rc, 5) << out;
+  EXPECT_TRUE(contains(out, "count 9223372036854775807")) << out;
+  EXPECT_FALSE(contains(out, "HANG")) << out;
+  // The worker on its own (no orchestrator check first) refuses it too, with status 5.
+  auto [wrc, wout] = run_cli_with("env LOCKSTEP_RENDEZVOUS_DIR=" + dir + " " WORKER_EXE " --file " + rank_file(dir, 0) +
+                                  " --timeout 5");
+  EXPECT_EQ(wrc, 5) << wout;
+  EXPECT_TRUE(contains(wout, "out of range")) << wout;
+}
+
+TEST(ReplayValidation, NegativeCountUnknownOpPeerAndRootOutOfRangeAreCannotRun) {
+  struct Case {
+    const char* name;
+    std::string statement;
+    const char* says;
+  };
+  const std::string first = kFirstOp;
+  for (const Case& c : {Case{"v-negative", "UPDATE ops SET count=-4 WHERE call_index=" + first, "count -4"},
+                        Case{"v-unknown-op", "UPDATE ops SET op='all_gossip' WHERE call_index=" + first,
+                             "op 'all_gossip' cannot be replayed"},
+                        Case{"v-peer", "UPDATE ops SET peer=7 WHERE call_index=" + first, "peer 7"},
+                        Case{"v-root", "UPDATE ops SET op='broadcast', root=9, peer=NULL WHERE call_index=" + first,
+                             "root 9"},
+                        Case{"v-dtype", "UPDATE ops SET dtype='float128' WHERE call_index=" + first,
+                             "unknown dtype 'float128'"},
+                        Case{"v-nranks", "UPDATE comms SET rank=5", "rank 5 of 2"}}) {
+    const std::string dir = mutated(c.name, c.statement);
+    auto [rc, out] = replay_cli(dir);
+    EXPECT_EQ(rc, 5) << c.name << "\n" << out;
+    EXPECT_TRUE(contains(out, c.says)) << c.name << "\n" << out;
+  }
+}
+
+TEST(ReplayValidation, WorkerCrashAndMissingDeviceAreCannotRunNotHang) {
+  const std::string dir = write("v-crash", pipeline());
+  const std::string crasher = (scratch() / "crashing-worker.sh").string();
+  {
+    FILE* f = std::fopen(crasher.c_str(), "w");
+    std::fputs("#!/bin/sh\nkill -SEGV $$\n", f);
+    std::fclose(f);
+  }
+  fs::permissions(crasher, fs::perms::owner_all);
+  auto [rc, out] = replay_cli(dir, "");
+  EXPECT_EQ(rc, 0) << "the schedule itself completes\n" << out;
+  auto [rc2, out2] = run_cli_with("env LOCKSTEP_REPLAY_WORKER=" + crasher + " " LOCKSTEP_CLI " replay --timeout 5 --no-record -o " +
+                                  dir + "-crash " + dir);
+  EXPECT_EQ(rc2, 5) << out2;
+  EXPECT_TRUE(contains(out2, "crashed (signal 11")) << out2;
+  EXPECT_FALSE(contains(out2, "hangs")) << out2;
+  // A worker that could not run (status 5, as when ncclCommInitRank or a CUDA call fails): the
+  // reason it printed is passed on; its peer (hung waiting for it or not) does not make it a hang.
+  const std::string failing = (scratch() / "failing-worker.sh").string();
+  {
+    FILE* f = std::fopen(failing.c_str(), "w");
+    std::fputs("#!/bin/sh\nif [ \"$RANK\" = 1 ]; then echo 'lockstep replay: ncclCommInitRank: internal error' >&2; exit 5; fi\n"
+               "sleep 2; kill -TERM $$\n", f);  // rank 0: hangs, then its timeout ends it
+    std::fclose(f);
+  }
+  fs::permissions(failing, fs::perms::owner_all);
+  auto [rc3, out3] = run_cli_with("env LOCKSTEP_REPLAY_WORKER=" + failing + " " LOCKSTEP_CLI " replay --timeout 3 --no-record -o " +
+                                  dir + "-fail " + dir);
+  EXPECT_EQ(rc3, 5) << out3;
+  EXPECT_TRUE(contains(out3, "rank 1 could not replay: lockstep replay: ncclCommInitRank: internal error")) << out3;
+}
+
+TEST(ReplayValidation, AHangingScheduleStillExits1) {
+  const std::string dir = write("v-hang", pipeline());
+  auto [rc, out] = run_cli("replay --timeout 2 --no-record --order-from 0 -o " + dir + "-out " + dir);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_TRUE(contains(out, "the replay hangs")) << out;
+}
+
+TEST(ReplayValidation, MissingRankFileOrStoppedRecorderIsIncompleteEvidence) {
+  const std::string dir = write("v-missing", pipeline());
+  fs::remove(rank_file(dir, 1));
+  auto [rc, out] = replay_cli(dir);
+  EXPECT_EQ(rc, 4) << out;
+  auto [mrc, mout] = run_cli("replay --model " + dir);
+  EXPECT_EQ(mrc, 4) << "before: 'deadlock' (exit 1) for a rank that has no file\n" << mout;
+  EXPECT_TRUE(contains(mout, "incomplete evidence")) << mout;
+
+  const std::string stopped = mutated("v-stopped", "INSERT OR REPLACE INTO meta(key,value) VALUES('recorder_stopped','disk_full')");
+  auto [src, sout] = replay_cli(stopped);
+  EXPECT_EQ(src, 4) << sout;
+  EXPECT_TRUE(contains(sout, "recorder stopped recording (disk_full)")) << sout;
+  auto [smrc, smout] = run_cli("replay --model " + stopped);
+  EXPECT_EQ(smrc, 4) << smout;
 }
 
 }  // namespace

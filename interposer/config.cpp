@@ -1,0 +1,71 @@
+#include "config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "log.h"
+
+namespace lockstep::rec {
+
+bool parse_seconds(const char* s, double min, double max, double* out) {
+  if (!s || !*s) return false;
+  // strtod accepts "inf", "nan", hex floats and leading spaces: only plain decimal numbers here.
+  for (const char* p = s; *p; p++)
+    if (!strchr("0123456789.eE+-", *p)) return false;
+  errno = 0;
+  char* end = nullptr;
+  double v = strtod(s, &end);
+  if (end == s || *end || errno == ERANGE || !std::isfinite(v) || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
+Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
+  Config c;
+  auto warn_default = [&](const char* name, const char* value, const char* expected,
+                          const std::string& dflt) {
+    char buf[512];
+    snprintf(buf, sizeof buf, "%s=%.200s is not %s; using %s", name, value, expected,
+             dflt.c_str());
+    warnings->push_back(buf);
+  };
+
+  if (const char* v = env("LOCKSTEP_DIR"); v && *v) c.dir = v;
+
+  if (const char* v = env("LOCKSTEP_STACKS"); v && *v) {
+    if (!strcmp(v, "none")) c.stacks = StacksSetting::None;
+    else if (!strcmp(v, "native")) c.stacks = StacksSetting::Native;
+    else if (!strcmp(v, "python")) c.stacks = StacksSetting::Python;
+    else warn_default("LOCKSTEP_STACKS", v, "one of none|native|python", "the default");
+  }
+
+  if (const char* v = env("LOCKSTEP_HANG_TIMEOUT"); v && *v) {
+    char expected[96];
+    snprintf(expected, sizeof expected, "a number of seconds in [0, %.0f] (0 = off)",
+             kMaxHangTimeoutS);
+    if (!parse_seconds(v, 0, kMaxHangTimeoutS, &c.hang_timeout_s)) {
+      c.hang_timeout_s = kDefaultHangTimeoutS;
+      warn_default("LOCKSTEP_HANG_TIMEOUT", v, expected, "60");
+    }
+  }
+
+  if (const char* v = env("LOCKSTEP_ANALYZER"); v && *v) c.analyzer = v;
+  return c;
+}
+
+const Config& config() {
+  static Config* c = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    std::vector<std::string> warnings;
+    c = new Config(parse_config([](const char* n) { return getenv(n); }, &warnings));
+    for (const std::string& w : warnings) warn("%s", w.c_str());
+  });
+  return *c;
+}
+
+}  // namespace lockstep::rec

@@ -1,0 +1,38 @@
+// Every environment variable the recorder reads, in one place (in the spirit of NCCL's
+// NCCL_PARAM): name, type, default and accepted range. A value that does not parse or is out
+// of range gives one warning and the default. docs/recorder.md lists the same table.
+// The rank variables (LOCKSTEP_RANK, RANK, SLURM_PROCID, ...) are schema/rank_env.h's table.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace lockstep::rec {
+
+enum class StacksSetting { Auto, None, Native, Python };
+
+inline constexpr double kDefaultHangTimeoutS = 60;
+// Above this a timeout is no timeout; also keeps seconds * 1e9 far inside int64 nanoseconds.
+inline constexpr double kMaxHangTimeoutS = 1e7;  // ~116 days
+
+struct Config {
+  std::string dir = "lockstep-trace";              // LOCKSTEP_DIR (relative: to the cwd)
+  StacksSetting stacks = StacksSetting::Auto;      // LOCKSTEP_STACKS none|native|python
+  double hang_timeout_s = kDefaultHangTimeoutS;    // LOCKSTEP_HANG_TIMEOUT, 0 = off
+  std::string analyzer;                            // LOCKSTEP_ANALYZER ("" = no diagnosis)
+};
+
+using EnvLookup = std::function<const char*(const char*)>;
+
+// Pure: reads through `env`, appends one message per rejected value to `warnings`.
+Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings);
+
+// Parsers with range checks, shared with the tests. false: not a value (out untouched).
+bool parse_seconds(const char* s, double min, double max, double* out);
+
+// The process's configuration, read from the environment on first use (warnings go to stderr,
+// once). Called when the recorder starts, not on the hot path.
+const Config& config();
+
+}  // namespace lockstep::rec

@@ -1,0 +1,83 @@
+// The environment variables that name a process's global and local rank: one table, read by the
+// recorder (meta global_rank / global_rank_source), replay (--rank-from-env, the worker) and any
+// other component. Header-only and dependency-free, so including it links nothing.
+#pragma once
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <string>
+
+namespace lockstep {
+
+struct RankVariable {
+  const char* name;
+  const char* set_by;  // for documentation and messages
+};
+
+// In the order they are consulted: the first one set to a valid rank wins.
+inline constexpr RankVariable kGlobalRankVariables[] = {
+    {"LOCKSTEP_RANK", "the user (overrides every launcher's)"},
+    {"RANK", "torchrun, lockstep-launch"},
+    {"SLURM_PROCID", "Slurm (srun)"},
+    {"OMPI_COMM_WORLD_RANK", "Open MPI"},
+    {"PMI_RANK", "MPICH, Intel MPI (PMI)"},
+    {"PMIX_RANK", "PMIx"},
+    {"MV2_COMM_WORLD_RANK", "MVAPICH2"},
+};
+
+inline constexpr RankVariable kLocalRankVariables[] = {
+    {"LOCAL_RANK", "torchrun, lockstep-launch"},
+    {"SLURM_LOCALID", "Slurm (srun)"},
+    {"OMPI_COMM_WORLD_LOCAL_RANK", "Open MPI"},
+    {"MPI_LOCALRANKID", "MPICH, Intel MPI"},
+    {"MV2_COMM_WORLD_LOCAL_RANK", "MVAPICH2"},
+};
+
+// A rank value: decimal digits only, 0..INT_MAX (no sign, no spaces, no trailing text).
+inline bool parse_rank_value(const char* s, int* out) {
+  if (!s || *s < '0' || *s > '9') return false;
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(s, &end, 10);
+  if (errno != 0 || *end != '\0' || v < 0 || v > INT_MAX) return false;
+  *out = static_cast<int>(v);
+  return true;
+}
+
+struct RankFromEnv {
+  int rank = -1;                // -1: none of the variables holds a valid rank
+  const char* source = "";      // the variable it came from
+};
+
+// The first variable of `table` that holds a valid rank. getenv_fn: const char*(const char*).
+template <typename Table, typename Getenv>
+RankFromEnv rank_from_env(const Table& table, Getenv getenv_fn) {
+  RankFromEnv r;
+  for (const RankVariable& v : table) {
+    int value = -1;
+    if (parse_rank_value(getenv_fn(v.name), &value)) {
+      r.rank = value;
+      r.source = v.name;
+      return r;
+    }
+  }
+  return r;
+}
+
+inline RankFromEnv global_rank_from_env() {
+  return rank_from_env(kGlobalRankVariables, [](const char* n) { return std::getenv(n); });
+}
+inline RankFromEnv local_rank_from_env() {
+  return rank_from_env(kLocalRankVariables, [](const char* n) { return std::getenv(n); });
+}
+
+// "LOCKSTEP_RANK, RANK, SLURM_PROCID, ..." for messages.
+template <typename Table>
+std::string rank_variable_list(const Table& table) {
+  std::string s;
+  for (const RankVariable& v : table) s += (s.empty() ? "" : ", ") + std::string(v.name);
+  return s;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,102 @@
+// interposer/config.*: every LOCKSTEP_* variable parsed with range checks (a bad value: one
+// warning and the default), and the shared rank-variable table (schema/rank_env.h).
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "config.h"
+#include "rank_env.h"
+#include "writer.h"
+
+using namespace lockstep::rec;
+
+namespace {
+Config parse(std::map<std::string, std::string> env, std::vector<std::string>* warnings) {
+  return parse_config(
+      [&env](const char* n) -> const char* {
+        auto it = env.find(n);
+        return it == env.end() ? nullptr : it->second.c_str();
+      },
+      warnings);
+}
+}  // namespace
+
+TEST(RecorderConfig, defaults_without_variables) {
+  std::vector<std::string> w;
+  Config c = parse({}, &w);
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(c.dir, "lockstep-trace");
+  EXPECT_EQ(c.hang_timeout_s, 60);
+  EXPECT_EQ(c.stacks, StacksSetting::Auto);
+  EXPECT_EQ(c.analyzer, "");
+}
+
+TEST(RecorderConfig, hang_timeout_out_of_range_or_not_a_number_warns_once_and_keeps_60) {
+  // 1e12 and inf used to become 0 s ("no NCCL progress for 0s" on a healthy run).
+  for (const char* bad : {"1e12", "inf", "INF", "nan", "-1", "abc", "10s", "0x10", " 5", "1e400"}) {
+    std::vector<std::string> w;
+    Config c = parse({{"LOCKSTEP_HANG_TIMEOUT", bad}}, &w);
+    EXPECT_EQ(c.hang_timeout_s, 60) << bad;
+    ASSERT_EQ(w.size(), 1u) << bad;
+    EXPECT_NE(w[0].find("LOCKSTEP_HANG_TIMEOUT"), std::string::npos) << w[0];
+    EXPECT_NE(w[0].find("using 60"), std::string::npos) << w[0];
+  }
+}
+
+TEST(RecorderConfig, hang_timeout_in_range_is_taken) {
+  for (auto [text, value] : {std::pair{"0", 0.0}, {"0.5", 0.5}, {"15", 15.0}, {"1e6", 1e6},
+                             {"10000000", 1e7}}) {
+    std::vector<std::string> w;
+    EXPECT_EQ(parse({{"LOCKSTEP_HANG_TIMEOUT", text}}, &w).hang_timeout_s, value) << text;
+    EXPECT_TRUE(w.empty()) << text;
+  }
+}
+
+TEST(RecorderConfig, stacks_and_other_variables) {
+  std::vector<std::string> w;
+  Config c = parse({{"LOCKSTEP_STACKS", "native"}, {"LOCKSTEP_DIR", "/tmp/x"},
+                    {"LOCKSTEP_ANALYZER", "/bin/lockstep"}},
+                   &w);
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(c.stacks, StacksSetting::Native);
+  EXPECT_EQ(c.dir, "/tmp/x");
+  EXPECT_EQ(c.analyzer, "/bin/lockstep");
+  c = parse({{"LOCKSTEP_STACKS", "everything"}}, &w);
+  EXPECT_EQ(c.stacks, StacksSetting::Auto);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("LOCKSTEP_STACKS=everything"), std::string::npos) << w[0];
+}
+
+TEST(RankVariables, one_table_first_valid_wins) {
+  std::map<std::string, std::string> env = {{"SLURM_PROCID", "3"}, {"PMI_RANK", "7"}};
+  auto get = [&env](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  auto r = lockstep::rank_from_env(lockstep::kGlobalRankVariables, get);
+  EXPECT_EQ(r.rank, 3);
+  EXPECT_STREQ(r.source, "SLURM_PROCID");
+  env["RANK"] = "-1";  // invalid: skipped, not taken as 0 or -1
+  r = lockstep::rank_from_env(lockstep::kGlobalRankVariables, get);
+  EXPECT_EQ(r.rank, 3);
+  env["LOCKSTEP_RANK"] = "5";
+  EXPECT_EQ(lockstep::rank_from_env(lockstep::kGlobalRankVariables, get).rank, 5);
+  int v = 0;
+  for (const char* bad : {"", "+1", "1x", "99999999999", " 1", "-0"})
+    EXPECT_FALSE(lockstep::parse_rank_value(bad, &v)) << bad;
+  EXPECT_TRUE(lockstep::parse_rank_value("2147483647", &v));
+  EXPECT_EQ(v, 2147483647);
+  EXPECT_EQ(lockstep::rank_variable_list(lockstep::kLocalRankVariables).rfind("LOCAL_RANK, ", 0), 0u);
+}
+
+TEST(RecorderHealth, write_errors_map_to_the_documented_stop_reasons) {
+  EXPECT_STREQ(stop_reason_name(classify_write_error(SQLITE_FULL, ENOSPC)), "disk_full");
+  EXPECT_STREQ(stop_reason_name(classify_write_error(SQLITE_FULL, 0)), "disk_full");
+  EXPECT_STREQ(stop_reason_name(classify_write_error(SQLITE_IOERR_WRITE, EFBIG)), "file_size_limit");
+  EXPECT_STREQ(stop_reason_name(classify_write_error(SQLITE_IOERR_WRITE, EIO)), "io_error");
+  EXPECT_STREQ(stop_reason_name(classify_write_error(SQLITE_IOERR_WRITE, EROFS)), "read_only");
+  EXPECT_STREQ(stop_reason_name(classify_write_error(SQLITE_READONLY, 0)), "read_only");
+  EXPECT_STREQ(stop_reason_name(classify_write_error(SQLITE_CANTOPEN, EACCES)), "unwritable");
+  EXPECT_STREQ(stop_reason_name(classify_write_error(SQLITE_ERROR, 0)), "internal");
+}
