@@ -95,6 +95,7 @@ int64_t meta_int(const Process& p, const char* key, bool* ok) {
 }
 
 struct Builder {
+  Builder(const Analysis& an, TraceDetails& d, const ReportOptions& o) : a(an), s(*an.schedule), details(d), opt(o) {}
   const Analysis& a;
   const Schedule& s;
   TraceDetails& details;
@@ -681,7 +682,7 @@ struct Builder {
 }  // namespace
 
 std::string report_data_json(const Analysis& a, TraceDetails& details, const ReportOptions& options) {
-  Builder b{a, *a.schedule, details, options};
+  Builder b(a, details, options);
   return b.build().dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
