@@ -44,13 +44,10 @@ case $case_name in
   cycle) record 3 "$bin/lockstep_e2e_scenarios" cycle ;;
   synthetic)
     "$bin/gen_trace" "$trace" --ranks 16384 --ops 16 --diverge-from-end 8 --threads 2 >/dev/null
-    # A host whose processes left no file (rank 8000-8007), and one that stopped early: its
-    # ranks issued only the first 12 ops and nothing of theirs completed after the 10th.
+    # A host whose processes left no file (ranks 8000-8007), and one whose GPU work stopped
+    # early (ranks 8008-8015: nothing completed from their 5th op on).
     rm -f "$trace"/rank-800[0-7].lockstep.sqlite
-    for r in $(seq 8008 8015); do
-      sqlite3 "$trace/rank-$r.lockstep.sqlite" \
-        "DELETE FROM ops WHERE call_index >= 22; DELETE FROM completions WHERE call_index >= 20;"
-    done
+    python3 "$(dirname "$0")/host_behind.py" "$trace" 8008 14
     ;;
   *) fail "unknown case" ;;
 esac
