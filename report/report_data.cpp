@@ -441,13 +441,15 @@ struct Builder {
     json oddr = json::array();
     for (int p : d.odd) oddr.push_back(rank(p));
     j["odd_ranks"] = oddr;
-    // Lanes: odd sides first (and sides that never issued it), then members of the majority.
+    // Lanes: odd sides and sides that never issued it first, then up to three of the majority
+    // (all sides when nobody is odd: a point-to-point pair, an inversion's two ranks).
     std::vector<size_t> pick;
     for (size_t i = 0; i < d.sides.size(); ++i)
       if (odd.count(d.sides[i].proc) || d.sides[i].op < 0) pick.push_back(i);
-    size_t odd_lanes = opt.max_lanes > 2 ? opt.max_lanes - 2 : 1;  // room for two of the majority
+    size_t odd_lanes = opt.max_lanes > 3 ? opt.max_lanes - 3 : 1;
     if (pick.size() > odd_lanes) pick.resize(odd_lanes);
-    for (size_t i = 0; i < d.sides.size() && pick.size() < opt.max_lanes; ++i)
+    size_t lanes_max = pick.empty() ? opt.max_lanes : std::min(opt.max_lanes, pick.size() + 3);
+    for (size_t i = 0; i < d.sides.size() && pick.size() < lanes_max; ++i)
       if (std::find(pick.begin(), pick.end(), i) == pick.end()) pick.push_back(i);
     std::sort(pick.begin(), pick.end(), [&](size_t x, size_t y) { return rank(d.sides[x].proc) < rank(d.sides[y].proc); });
     json lanes = json::array();
