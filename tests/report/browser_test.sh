@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The report page in a real browser: records (or generates) a trace, writes `lockstep report`,
+# loads the page in headless Chromium and checks that its script ran to the end without an
+# error (a marker element, no error flag, no console message at all: the page logs nothing)
+# and that the key elements are there (DOM after the script ran).
+#
+#   browser_test.sh CASE BUILD_BIN FIXTURE_LIB_DIR [--screenshot FILE WIDTHxHEIGHT] [--keep DIR]
+#   CASE: seed (the seed demo on the CPU fixture), cycle (a cross-communicator wait-for cycle),
+#         synthetic (gen_trace: 16,384 ranks, one host without trace files, one host behind)
+set -euo pipefail
+case_name=$1 bin=$2 fixture_lib=$3
+shift 3
+screenshot="" size="1400x2400" keep=""
+while (($#)); do
+  case $1 in
+    --screenshot) screenshot=$2 size=$3; shift 3 ;;
+    --keep) keep=$2; shift 2 ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+chromium=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
+if [ -z "$chromium" ]; then
+  echo "FAIL: chromium not found (scripts/setup.sh installs Debian's chromium)" >&2
+  exit 1
+fi
+work=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-report-browser-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+trace=$work/trace
+fail() { echo "FAIL ($case_name): $*" >&2; exit 1; }
+
+record() {  # record NAME TIMEOUT -- PROGRAM ARGS...
+  local timeout=$1; shift
+  set +e
+  LD_LIBRARY_PATH=$fixture_lib LOCKSTEP_PRELOAD=$bin/../lib/liblockstep.so \
+    "$bin/lockstep" run -o "$trace" --stacks native -- "$bin/lockstep-launch" -n 2 --timeout "$timeout" --quiet -- "$@" \
+    >"$work/run.out" 2>&1
+  local rc=$?
+  set -e
+  [ $rc -eq 124 ] || { cat "$work/run.out" >&2; fail "the recorded job should hang and be stopped (exit 124), got $rc"; }
+}
+
+case $case_name in
+  seed) record 4 "$bin/seed_deadlock" --layers 2 --diverge-at 41 ;;
+  cycle) record 3 "$bin/lockstep_e2e_scenarios" cycle ;;
+  synthetic)
+    "$bin/gen_trace" "$trace" --ranks 16384 --ops 16 --diverge-from-end 8 --threads 2 >/dev/null
+    # A host whose processes left no file (ranks 8000-8007), and one whose GPU work stopped
+    # early (ranks 8008-8015: nothing completed from their 5th op on).
+    rm -f "$trace"/rank-800[0-7].lockstep.sqlite
+    python3 "$(dirname "$0")/host_behind.py" "$trace" 8008 14
+    ;;
+  *) fail "unknown case" ;;
+esac
+
+html=$work/report.html
+start=$(date +%s.%N)
+"$bin/lockstep" report "$trace" -o "$html" --timing 2>"$work/report.err" || { cat "$work/report.err" >&2; fail "lockstep report failed"; }
+end=$(date +%s.%N)
+echo "report: $(stat -c %s "$html") bytes in $(awk "BEGIN{printf \"%.2f\", $end - $start}") s; $(grep "lockstep report: load" "$work/report.err" || true)"
+
+run_chromium() {  # run_chromium PAGE OUT_DOM OUT_LOG [extra flags]
+  local page=$1 dom=$2 log=$3; shift 3
+  local profile
+  profile=$(mktemp -d "$work/profile-XXXXXX")
+  timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+    --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$profile" \
+    --enable-logging=stderr --v=0 --virtual-time-budget=15000 --window-size=1400,2400 "$@" \
+    "file://$page" >"$dom" 2>"$log" || true
+}
+
+# Checks a dumped DOM and the browser's log; prints what is wrong, nothing when all is well.
+problems() {  # problems DOM LOG
+  local dom=$1 log=$2
+  grep -q 'id="report-ready"' "$dom" || echo "the page's script did not finish (no #report-ready)"
+  if grep -q 'data-report-error="1"' "$dom"; then echo "the page flagged a script error: $(grep -o 'id="report-errors"[^<]*>[^<]*' "$dom" | head -1)"; fi
+  if grep -q 'CONSOLE' "$log"; then echo "console output: $(grep 'CONSOLE' "$log" | head -3)"; fi
+}
+
+# The check itself can fail: a page whose script throws is caught.
+if [ "$case_name" = seed ]; then
+  sed 's|guarded(.timeline., renderTimeline);|guarded("timeline", renderTimeline); null.boom;|' "$html" >"$work/broken.html"
+  cmp -s "$html" "$work/broken.html" && fail "could not make the broken copy of the page"
+  run_chromium "$work/broken.html" "$work/broken.dom" "$work/broken.log" --dump-dom
+  [ -n "$(problems "$work/broken.dom" "$work/broken.log")" ] || fail "a page that throws passed the check"
+fi
+
+run_chromium "$html" "$work/dom.html" "$work/chromium.log" --dump-dom
+[ -s "$work/dom.html" ] || { cat "$work/chromium.log" >&2; fail "chromium produced no DOM"; }
+p=$(problems "$work/dom.html" "$work/chromium.log")
+[ -z "$p" ] || fail "$p"
+
+need() {  # need PATTERN MIN WHAT
+  local n
+  n=$(grep -o "$1" "$work/dom.html" | wc -l)
+  [ "$n" -ge "$2" ] || fail "expected at least $2 of $3 ($1), found $n"
+}
+need 'id="evidence"' 1 "the evidence table"
+need 'class="badge v-problems"' 1 "the verdict badge (problems)"
+need '<canvas' 5 "heat strips"
+need 'class="groups"' 1 "groups of identical ranks"
+need 'id="waitgraph-svg"' 1 "the wait-for graph"
+need 'id="timeline-svg"' 1 "the inline timeline"
+need '<pre class="cmd mono">lockstep timeline ' 1 "the pointer to lockstep timeline -o"
+case $case_name in
+  seed)
+    need 'class="finding" data-kind="op_type"' 1 "the divergence ladder (op_type)"
+    need 'class="op at' 2 "the two ops at the divergence"
+    need 'class="diff"' 2 "the mismatching field highlighted"
+    ;;
+  cycle)
+    need 'class="cycle bad" data-cycle="2"' 1 "the two-hop wait-for cycle"
+    need 'class="edge cycle-edge"' 2 "the cycle's edges"
+    need '<text[^>]*>host ' 1 "ranks grouped by host"
+    ;;
+  synthetic)
+    need 'class="finding" data-kind="op_type"' 1 "the divergence ladder"
+    need '8000-8007' 1 "the missing host's ranks"
+    need '8008-8015' 1 "the host that stopped early, as its own group"
+    need 'class="badge v-problems"' 1 "the verdict"
+    # A few DOM nodes, not one per rank.
+    nodes=$(grep -o '<[a-z]' "$work/dom.html" | wc -l)
+    [ "$nodes" -lt 5000 ] || fail "$nodes elements for 16,384 ranks: the page must aggregate"
+    ;;
+esac
+
+if [ -n "$screenshot" ]; then
+  profile=$(mktemp -d "$work/profile-XXXXXX")
+  timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+    --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$profile" \
+    --hide-scrollbars --virtual-time-budget=15000 --window-size="${size/x/,}" --screenshot="$screenshot" \
+    "file://$html" >/dev/null 2>&1 || fail "screenshot failed"
+  echo "screenshot: $screenshot"
+fi
+if [ -n "$keep" ]; then mkdir -p "$keep" && cp "$html" "$keep/$case_name.html"; fi
+echo "PASS ($case_name)"
