@@ -79,9 +79,9 @@ class PyNcclCommunicator:
                                             ctypes.c_void_p]
 
     def all_reduce(self, send, recv, count):
-        check("ncclAllReduce",
-              self.nccl.ncclAllReduce(send, recv, count, NCCL_FLOAT32, NCCL_SUM, self.comm,
-                                      self.cuda.stream))
+        nccl, comm, stream = self.nccl, self.comm, self.cuda.stream
+        rc = nccl.ncclAllReduce(send, recv, count, NCCL_FLOAT32, NCCL_SUM, comm, stream)  # MARK:nccl_call
+        check("ncclAllReduce", rc)
 
     def destroy(self):
         check("ncclCommDestroy", self.nccl.ncclCommDestroy(self.comm))
