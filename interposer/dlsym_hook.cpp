@@ -1,11 +1,12 @@
 // NCCL reached through dlsym on a handle (ctypes.CDLL as vLLM's/SGLang's pynccl, cffi, a
 // framework's own loader; RTLD_LOCAL or RTLD_DEEPBIND): dlsym(handle, "ncclAllReduce") searches
 // that library and its dependencies, never the preloaded liblockstep, so the program would call
-// NCCL directly. liblockstep exports dlsym: for a real handle and a name starting with 'n' or
+// NCCL directly. The same for the CUDA driver's graph entry points and cuGetProcAddress
+// (driver_hooks.cpp), which libcudart gets with dlsym on its libcuda handle. liblockstep exports dlsym: for a real handle and a name starting with 'n' or
 // 'p' it looks the symbol up with libc's dlsym, and when it is an NCCL entry point we hook,
 // defined by a libnccl, it returns our hook for that library's slot (symbol_lookup.h).
 //
-// Everything else jumps to libc's dlsym with the caller's return address untouched (a tail
+// Names starting with 'c': driver_hook_for_dlsym decides. Everything else jumps to libc's dlsym with the caller's return address untouched (a tail
 // jump, written in assembly): dlsym(RTLD_NEXT, ...) and dlsym(RTLD_DEFAULT, ...) depend on the
 // caller's object, and must behave as if we were not there. The cost for other names is a few
 // instructions.
@@ -17,6 +18,7 @@
 
 namespace lockstep::rec {
 void* nccl_hook_for(const char* name, int slot);  // nccl_hooks.cpp
+void* driver_hook_for_dlsym(const char* name, void* p);  // driver_hooks.cpp
 }
 
 using namespace lockstep::rec;
@@ -24,10 +26,11 @@ using namespace lockstep::rec;
 extern "C" {
 __attribute__((visibility("hidden"))) void* lockstep_resolve_real_dlsym();  // symbol_lookup.cpp
 
-// Slow path: `handle` is a real handle (not RTLD_DEFAULT/RTLD_NEXT) and name starts with n/p.
+// Slow path: `handle` is a real handle (not RTLD_DEFAULT/RTLD_NEXT) and name starts with n/p/c.
 __attribute__((visibility("hidden"))) void* lockstep_dlsym_nccl(void* handle, const char* name) {
   void* p = real_dlsym(handle, name);
   if (!p) return p;
+  if (name[0] == 'c') return driver_hook_for_dlsym(name, p);
   bool is_nccl_name = strncmp(name, "nccl", 4) == 0 || strncmp(name, "pnccl", 5) == 0;
   if (!is_nccl_name) return p;
   void* hooks0 = nccl_hook_for(name, 0);
@@ -65,6 +68,8 @@ dlsym:
   cmpb $0x6e, %al
   je 2f
   cmpb $0x70, %al
+  je 2f
+  cmpb $0x63, %al
   je 2f
 1:
   movq lockstep_real_dlsym(%rip), %rax

@@ -65,12 +65,17 @@ bool defined_in_self(const void* p) {
 }
 
 const char* probe_symbol(Library lib) {
-  return lib == Library::Nccl ? "ncclAllReduce" : "cudaGraphLaunch";
+  switch (lib) {
+    case Library::Nccl: return "ncclAllReduce";
+    case Library::Cudart: return "cudaGraphLaunch";
+    case Library::Driver: return "cuInit";  // not defined by liblockstep
+  }
+  return "";
 }
 
 // The handle of the loaded library of this kind, found once (NOLOAD: never loads anything).
 void* library_handle(Library lib) {
-  static std::atomic<void*> handles[2];
+  static std::atomic<void*> handles[3];
   std::atomic<void*>& slot = handles[static_cast<int>(lib)];
   if (void* h = slot.load(std::memory_order_acquire)) return h;
 

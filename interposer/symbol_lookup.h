@@ -16,7 +16,7 @@
 
 namespace lockstep::rec {
 
-enum class Library { Nccl, Cudart };
+enum class Library { Nccl, Cudart, Driver };
 
 inline constexpr int kNcclSlots = 4;
 

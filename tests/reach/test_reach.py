@@ -20,6 +20,7 @@ LIB = os.environ.get("LOCKSTEP_LIB", "")
 FIXTURE = os.environ.get("LOCKSTEP_FIXTURE", "")
 CLI = os.environ.get("LOCKSTEP_CLI", "")
 DLOPEN = os.environ.get("DLOPEN_NCCL", "")
+DRIVER_GRAPH = os.environ.get("DRIVER_GRAPH", "")
 TIMEOUT = 120
 
 
@@ -168,6 +169,45 @@ class DlopenModes(unittest.TestCase):
 
     def test_rtld_global(self):
         self.check_mode("global")
+
+
+class DriverApiGraphs(unittest.TestCase):
+    """A graph with a captured ncclAllReduce, replayed N times through the driver API: N
+    graph_launches rows and N graph_launched ops with seq 2..N+1 (seq 1 is an eager op)."""
+    N = 5
+
+    def check_mode(self, mode):
+        with tempfile.TemporaryDirectory() as tmp:
+            trace_dir = os.path.join(tmp, "trace")
+            env = traced_env(trace_dir, LOCKSTEP_STACKS="none")
+            proc = subprocess.run([DRIVER_GRAPH, mode, str(self.N)], env=env,
+                                  capture_output=True, text=True, timeout=TIMEOUT)
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            (db, meta), = traces(trace_dir).values()
+            launches = db.execute("SELECT count(*) FROM graph_launches").fetchone()[0]
+            self.assertEqual(launches, self.N, mode)
+            ops = db.execute(
+                "SELECT o.seq, o.state, c.call_index IS NOT NULL FROM ops o LEFT JOIN completions c "
+                "ON c.call_index = o.call_index WHERE o.seq IS NOT NULL ORDER BY o.seq").fetchall()
+            self.assertEqual(ops, [(1, "enqueued", 1)] +
+                             [(s, "graph_launched", 1) for s in range(2, self.N + 2)], mode)
+            captured = db.execute("SELECT count(*) FROM ops WHERE state = 'captured'").fetchone()
+            self.assertEqual(captured, (1,))
+
+    def test_linked_driver_functions(self):
+        self.check_mode("direct")
+
+    def test_functions_from_cuGetProcAddress_found_with_dlsym(self):
+        self.check_mode("getproc")
+
+    def test_captured_on_one_stream_launched_from_another_thread(self):
+        self.check_mode("thread")
+
+    def test_instantiate_with_params(self):
+        self.check_mode("params")
+
+    def test_exec_updated_to_a_graph_with_nccl(self):
+        self.check_mode("update")
 
 
 if __name__ == "__main__":
