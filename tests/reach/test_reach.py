@@ -105,6 +105,22 @@ class CtypesPynccl(unittest.TestCase):
                     self.assertEqual(stack[:2], [
                         ("PyNcclCommunicator.all_reduce", me, mark_line("nccl_call")),
                         ("run_step", me, mark_line("issue"))], "seq %d" % seq)
+            doctor = subprocess.run([CLI, "doctor", trace_dir], capture_output=True, text=True,
+                                    timeout=TIMEOUT)
+            self.assertEqual(doctor.returncode, 0, doctor.stderr)
+            lib = os.path.join(FIXTURE, "libnccl.so.2")
+            self.assertEqual(doctor.stdout.count("reached through: a library loaded RTLD_LOCAL "
+                                                 "(found by scanning); dlsym on a libnccl handle"),
+                             2, doctor.stdout)
+            self.assertEqual(doctor.stdout.count("libnccl used: " + lib), 2, doctor.stdout)
+            self.assertIn("recorded: 10 op rows", doctor.stdout)
+
+    def test_doctor_on_a_directory_without_traces_says_so(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            doctor = subprocess.run([CLI, "doctor", tmp], capture_output=True, text=True,
+                                    timeout=TIMEOUT)
+            self.assertEqual(doctor.returncode, 2)
+            self.assertIn("no trace file", doctor.stdout)
 
     def test_rank_dependent_divergence_is_diagnosed_with_the_python_frame(self):
         with tempfile.TemporaryDirectory() as tmp:
