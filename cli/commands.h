@@ -16,6 +16,7 @@ void add_ops_command(CLI::App& app, int* exit_code);      // cmd_ops.cpp
 void add_replay_command(CLI::App& app, int* exit_code);   // cmd_replay.cpp
 void add_timeline_command(CLI::App& app, int* exit_code); // cmd_timeline.cpp
 void add_report_command(CLI::App& app, int* exit_code);   // cmd_report.cpp
+void add_doctor_command(CLI::App& app, int* exit_code);   // cmd_doctor.cpp
 
 // Path of liblockstep.so for LD_PRELOAD: $LOCKSTEP_PRELOAD if set, else next to the executable
 // (../lib/liblockstep.so in a build or install tree).

@@ -37,8 +37,10 @@ template <class Fn>
 cudaError_t instantiate_hook(Fn real, cudaGraphExec_t* exec, cudaGraph_t graph,
                              unsigned long long flags) {
   if (!real) return kNoRuntime;
+  HookGuard guard;  // the runtime's own cuGraphInstantiate* must not map it again
   cudaError_t rc = real(exec, graph, flags);
-  if (rc == cudaSuccess && exec && recorder_active()) graph_instantiated(*exec, graph);
+  if (rc == cudaSuccess && exec && !guard.nested() && recorder_active())
+    graph_instantiated(*exec, graph);
   return rc;
 }
 
@@ -67,6 +69,28 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
 cudaError_t cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t graph,
                                           unsigned long long flags) {
   return instantiate_hook(REAL_RT(cudaGraphInstantiateWithFlags), exec, graph, flags);
+}
+
+cudaError_t cudaGraphInstantiateWithParams(cudaGraphExec_t* exec, cudaGraph_t graph,
+                                           cudaGraphInstantiateParams* params) {
+  auto real = REAL_RT(cudaGraphInstantiateWithParams);
+  if (!real) return kNoRuntime;
+  HookGuard guard;
+  cudaError_t rc = real(exec, graph, params);
+  if (rc == cudaSuccess && exec && !guard.nested() && recorder_active())
+    graph_instantiated(*exec, graph);
+  return rc;
+}
+
+// An updated exec runs the new graph's nodes: its captured NCCL ops are those of `graph` now.
+cudaError_t cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t graph,
+                                cudaGraphExecUpdateResultInfo* info) {
+  auto real = REAL_RT(cudaGraphExecUpdate);
+  if (!real) return kNoRuntime;
+  HookGuard guard;
+  cudaError_t rc = real(exec, graph, info);
+  if (rc == cudaSuccess && !guard.nested() && recorder_active()) graph_instantiated(exec, graph);
+  return rc;
 }
 
 // The mapping goes before the real call: once the handle is freed, another thread may be

@@ -1,0 +1,173 @@
+// lockstep doctor DIR: for each trace file, how this process reached NCCL and what the recorder
+// could therefore not see (docs/recorder.md, "How NCCL is reached"). Reads only meta and env
+// (trace files are untrusted: opened read-only, every string printed escaped).
+#include <sqlite3.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "commands.h"
+#include "exit_codes.h"
+
+namespace lockstep::cli {
+namespace {
+
+// Control characters and non-ASCII bytes as \xNN: no terminal injection from a trace.
+std::string printable(const std::string& s, size_t max = 300) {
+  std::string out;
+  for (unsigned char c : s.substr(0, max)) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += char(c);
+    } else {
+      char b[8];
+      snprintf(b, sizeof b, "\\x%02x", c);
+      out += b;
+    }
+  }
+  if (s.size() > max) out += "...";
+  return out;
+}
+
+struct FileFacts {
+  std::string path, error;
+  std::map<std::string, std::string> meta;
+  int64_t ops = 0, graph_launches = 0, captured = 0;
+};
+
+FileFacts read_facts(const std::string& path) {
+  FileFacts f;
+  f.path = path;
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    f.error = db ? sqlite3_errmsg(db) : "cannot open";
+    sqlite3_close(db);
+    return f;
+  }
+  sqlite3_busy_timeout(db, 2000);
+  auto rows = [&](const char* sql, auto&& each) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) {
+      if (f.error.empty()) f.error = sqlite3_errmsg(db);
+      return;
+    }
+    while (sqlite3_step(st) == SQLITE_ROW) each(st);
+    sqlite3_finalize(st);
+  };
+  auto text = [](sqlite3_stmt* st, int i) {
+    auto* p = sqlite3_column_text(st, i);
+    return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
+  };
+  rows("SELECT key, value FROM meta", [&](sqlite3_stmt* st) { f.meta[text(st, 0)] = text(st, 1); });
+  rows("SELECT count(*), coalesce(sum(state = 'captured'), 0) FROM ops", [&](sqlite3_stmt* st) {
+    f.ops = sqlite3_column_int64(st, 0);
+    f.captured = sqlite3_column_int64(st, 1);
+  });
+  rows("SELECT count(*) FROM graph_launches",
+       [&](sqlite3_stmt* st) { f.graph_launches = sqlite3_column_int64(st, 0); });
+  sqlite3_close(db);
+  return f;
+}
+
+bool has(const std::string& list, const std::string& word) {
+  size_t i = 0;
+  while (i <= list.size()) {
+    size_t j = list.find(',', i);
+    if (j == std::string::npos) j = list.size();
+    if (list.compare(i, j - i, word) == 0) return true;
+    i = j + 1;
+  }
+  return false;
+}
+
+void report(const FileFacts& f) {
+  auto m = [&](const char* k) {
+    auto it = f.meta.find(k);
+    return it == f.meta.end() ? std::string() : it->second;
+  };
+  std::cout << std::filesystem::path(f.path).filename().string() << ": rank "
+            << printable(m("global_rank")) << ", pid " << printable(m("pid")) << " on "
+            << printable(m("host")) << "\n";
+  if (!f.error.empty()) {
+    std::cout << "  unreadable: " << printable(f.error) << "\n";
+    return;
+  }
+  std::cout << "  libnccl used: " << (m("nccl_library").empty() ? "(unknown)" : printable(m("nccl_library")))
+            << " (version " << printable(m("nccl_version")) << ")\n";
+  std::string libs = m("nccl_libraries");
+  if (!libs.empty() && libs != m("nccl_library"))
+    std::cout << "  every libnccl it called: " << printable(libs) << "\n";
+  std::string reached = m("nccl_reached");
+  std::cout << "  reached through: ";
+  if (reached.empty()) {
+    std::cout << "(not recorded: a recorder older than this field)\n";
+  } else {
+    std::vector<std::string> how;
+    if (has(reached, "global")) how.push_back("linked / global scope");
+    if (has(reached, "local")) how.push_back("a library loaded RTLD_LOCAL (found by scanning)");
+    if (has(reached, "dlsym")) how.push_back("dlsym on a libnccl handle (ctypes, dlopen)");
+    if (has(reached, "profiler_plugin")) how.push_back("NCCL's profiler plugin");
+    for (size_t i = 0; i < how.size(); i++) std::cout << (i ? "; " : "") << how[i];
+    std::cout << "\n";
+  }
+  std::cout << "  capture paths: NCCL entry points (LD_PRELOAD), CUDA graphs through the runtime "
+               "and the driver API (cuGetProcAddress included); CUPTI: not used\n";
+  std::cout << "  recorded: " << f.ops << " op rows, " << f.captured << " captured into graphs, "
+            << f.graph_launches << " graph launches; stacks " << printable(m("stack_mode")) << "\n";
+  std::vector<std::string> missed;
+  if (has(reached, "unhooked"))
+    missed.push_back("more libnccl copies than lockstep has hook slots (4): calls through the "
+                     "extra ones were not recorded");
+  if (!has(reached, "profiler_plugin"))
+    missed.push_back("a statically linked NCCL (e.g. conda PyTorch) or one inside another "
+                     "library is invisible without NCCL's profiler plugin, which this lockstep "
+                     "does not provide yet");
+  if (f.captured > 0 && f.graph_launches == 0)
+    missed.push_back("ops were captured into CUDA graphs but no launch was seen: a launch "
+                     "through a statically linked cudart or a per-thread-stream (_ptsz) driver "
+                     "entry point is not counted");
+  if (!m("recorder_stopped").empty())
+    missed.push_back("the recorder stopped (" + printable(m("recorder_stopped")) +
+                     "): later ops are missing");
+  if (m("dropped_records") != "" && m("dropped_records") != "0")
+    missed.push_back(printable(m("dropped_records")) + " records dropped (queue full)");
+  for (const auto& s : missed) std::cout << "  missed: " << s << "\n";
+}
+
+int doctor(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    std::cerr << "lockstep doctor: " << printable(dir) << " is not a directory\n";
+    return kExitUsage;
+  }
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::string p = e.path().string();
+    if (p.size() > 7 && p.compare(p.size() - 7, 7, ".sqlite") == 0) files.push_back(p);
+  }
+  std::sort(files.begin(), files.end());
+  if (files.empty()) {
+    std::cout << "no trace file in " << printable(dir)
+              << ": no process made an NCCL call that lockstep saw. NCCL reached only through "
+                 "a static copy, or a process that never loaded liblockstep (LD_PRELOAD not "
+                 "inherited), leaves nothing here.\n";
+    return kExitUsage;
+  }
+  for (const auto& p : files) report(read_facts(p));
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_doctor_command(CLI::App& app, int* exit_code) {
+  auto* sub = app.add_subcommand(
+      "doctor", "Say how each traced process reached NCCL, which library it used, and what lockstep could not see");
+  auto dir = std::make_shared<std::string>();
+  sub->add_option("dir", *dir, "Trace directory (lockstep run -o DIR)")->required();
+  sub->callback([dir, exit_code] { *exit_code = doctor(*dir); });
+}
+
+}  // namespace lockstep::cli
