@@ -277,16 +277,6 @@ std::string torch_redop(const std::string& r) {
   if (r == "avg") return "dist.ReduceOp.AVG";
   return "dist.ReduceOp.SUM";
 }
-std::string py_str(std::string s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += static_cast<char>(c);
-    else if (c < 0x20 || c >= 0x7f) { char b[8]; std::snprintf(b, sizeof b, "\\x%02x", c); o += b; }
-    else o += static_cast<char>(c);
-  }
-  return o + "\"";
-}
-
 // One torch.distributed call (p2p: `p2p` true gives a dist.P2POp for batch_isend_irecv).
 std::string py_call(const std::string& op, const std::string& dtype, int64_t count, int root_global, int peer_global,
                     const std::string& redop, const std::string& g, int n, bool p2p) {
