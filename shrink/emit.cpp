@@ -413,7 +413,7 @@ void write_reproducer(const Result& r, const std::string& source_dir, const std:
     << "and on this reproducer (`lockstep replay --model trace/`):\n\n    " << r.minimal_check.summary << "\n\n"
     << "What was removed:\n\n";
   for (const auto& line : r.removed) o << "- " << line << "\n";
-  if (!replay_line.empty()) o << "\nReplayed on the CPU NCCL: " << replay_line << "\n";
+  if (!replay_line.empty()) o << "\nReplay of trace/ at shrink time (`lockstep replay`, the NCCL the workers loaded): " << replay_line << "\n";
   o << "\n## C (NCCL + CUDA driver API)\n\n```sh\n"
     << "cc repro.c -o repro -I$CUDA_HOME/include -L$NCCL_HOME/lib -lnccl -lcuda\n"
     << "lockstep-launch -n " << n << " --timeout 60 -- ./repro\n"

@@ -159,7 +159,8 @@ struct CItem {
 
 struct CProc {
   int orig_rank = 0;
-  std::vector<CItem> items;  // in call order
+  std::vector<CItem> items;                // in call order
+  std::vector<std::pair<int, int>> comms;  // (global communicator, comm rank), by global index
 };
 
 struct CComm {
@@ -214,7 +215,9 @@ Case make_case(const Trace& t) {
       if (c.rank >= 0 && c.rank < cc.nranks && cc.nranks == c.nranks) cc.members[c.rank] = static_cast<int>(pi);
       to_global[ci] = it->second;
       crank[ci] = c.rank;
+      if (c.rank >= 0 && c.rank < cc.nranks) cp.comms.push_back({it->second, c.rank});
     }
+    std::sort(cp.comms.begin(), cp.comms.end());
     std::vector<CItem> ops, waits;
     std::map<int, int> coll_ordinal, sr_ordinal;
     std::map<std::tuple<int, int, int>, int> sends, recvs;
@@ -293,12 +296,9 @@ std::optional<Trace> build(const Case& cs, const Sel& s) {
     P.finished = true;
     int64_t call = 0;
     std::vector<int> local(cs.comms.size(), -1);
-    for (size_t c = 0; c < cs.comms.size(); ++c) {
-      if (cn[c] == 0) continue;
-      const auto& mem = cs.comms[c].members;
-      auto it = std::find(mem.begin(), mem.end(), static_cast<int>(p));
-      if (it == mem.end()) continue;
-      const int r = cmap[c][it - mem.begin()];
+    for (auto [c, old_rank] : cs.procs[p].comms) {
+      if (cn[c] == 0 || cs.comms[c].members[old_rank] != static_cast<int>(p)) continue;
+      const int r = cmap[c][old_rank];
       if (r < 0) continue;
       Comm cm;
       cm.local_id = static_cast<int>(P.comms.size()) + 1;
