@@ -937,6 +937,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
       w.waits_for = y.text;
       w.waits_on = y.proc >= 0 ? y.proc : y.unit >= 0 ? units_[y.unit].proc : -1;
       w.item = units_[u].first_item - item_base_[p];
+      w.never_issued = y.proc >= 0;
     } else {
       for (const HostThread& h : threads_) {
         if (h.proc != p || h.cursor >= static_cast<int32_t>(h.steps.size())) continue;
@@ -996,7 +997,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
           const RankWitness& w = r.ranks[by_proc[*it]];
           if (path.size() > 1 || w.waits_on != w.proc) {
             r.cycle.push_back(w.label + ": " + w.blocked_in + " " + w.waits_for);
-            r.cycle_steps.push_back({w.proc, w.item});
+            r.cycle_steps.push_back({w.proc, w.item, w.never_issued});
           }
         }
       }

@@ -108,12 +108,14 @@ struct RankWitness {
   std::string waits_for;    // why it cannot progress
   int waits_on = -1;        // the process it waits for, -1: none / unknown
   int32_t item = -1;        // index into Schedule::procs[proc].items of the first row of what it is blocked in
+  bool never_issued = false; // it waits for an op that `waits_on` never issues (a schedule cut short)
 };
 
 // A witness line in machine-readable form (tools that compare witnesses: shrink/).
 struct WitnessStep {
   int32_t proc = -1;
   int32_t item = -1;        // index into Schedule::procs[proc].items (the unit's first row)
+  bool never_issued = false; // it waits for an op its peer never issues
 };
 
 struct Result {

@@ -33,7 +33,7 @@ std::string Signature::text() const {
   if (kind == "mismatch") return v + ": collective mismatch (" + field + ") between " + join(steps, " and ");
   if (kind == "cycle")
     return v + ": wait-for cycle over " + std::to_string(comms) + " communicator" + (comms == 1 ? "" : "s") + ": " +
-           join(steps, " -> ");
+           join(steps, " -> ") + (field == "never_issued" ? " (a rank waits for an op its peer never issues)" : "");
   if (kind == "stuck") return v + ": ranks stuck in " + join(steps, ", ");
   return v;
 }
@@ -76,7 +76,9 @@ Signature signature_of(const model::Schedule& s, const model::Result& r) {
   if (!r.cycle_steps.empty()) {
     sig.kind = "cycle";
     std::vector<std::pair<int, std::string>> steps;  // (comm, op); comm -1: a host wait
+    sig.field = "issued";
     for (const auto& w : r.cycle_steps) {
+      if (w.never_issued) sig.field = "never_issued";
       const auto* it = item(w);
       if (it && it->kind == model::ItemKind::kOp) steps.push_back({it->comm, model::op_kind_name(it->op)});
       else steps.push_back({-1, "host_wait"});

@@ -19,7 +19,8 @@ namespace lockstep::shrink {
 //  - kind "mismatch": the first collective whose members disagree: which argument differs
 //    (op_type > root > redop > dtype > count > other, the first that differs) and the sorted
 //    set of op types its members issued;
-//  - else kind "cycle": the wait-for cycle as a cyclic sequence of (communicator, op type),
+//  - else kind "cycle": field "issued" when every op in the wait-for cycle was issued, else
+//    "never_issued" (a rank waits for an op its peer never issues: a schedule cut short); and the wait-for cycle as a cyclic sequence of (communicator, op type),
 //    consecutive steps on one communicator merged, communicators renamed c0, c1... by first
 //    appearance, rotated to the smallest such sequence (so the ranks in the cycle, their number
 //    and the communicators' identities may change; the op types and the cross-communicator
@@ -28,7 +29,8 @@ namespace lockstep::shrink {
 struct Signature {
   model::Verdict verdict = model::Verdict::kCanComplete;
   std::string kind;               // mismatch | cycle | stuck | none
-  std::string field;              // mismatch: op_type | root | redop | dtype | count | other
+  std::string field;              // mismatch: op_type | root | redop | dtype | count | other;
+                                  // cycle: issued | never_issued
   std::vector<std::string> steps; // mismatch/stuck: op types; cycle: "c0 all_gather", ...
   int comms = 0;                  // cycle: distinct communicators in it
   std::string text() const;       // one line
