@@ -40,6 +40,9 @@ void write_trace(const Trace& t, const std::string& dir) {
     const std::string path = dir + "/rank-" + std::to_string(p.global_rank) + schema::kFileSuffix;
     sqlite3* db = nullptr;
     if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) throw std::runtime_error("trace_writer: cannot create " + path);
+    // Written in one go and re-creatable: no fsync per file (4,096 files in seconds, not minutes).
+    exec(db, "PRAGMA synchronous=OFF");
+    exec(db, "PRAGMA journal_mode=OFF");
     exec(db, "PRAGMA application_id=" + std::to_string(schema::kApplicationId));
     exec(db, schema::kCreateSql);
     exec(db, "BEGIN");
