@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "schedules.h"
 #include "shrink.h"
@@ -22,11 +23,14 @@ int main(int argc, char** argv) {
                   {"wide divergence", lockstep::testing::wide_divergence(ranks, 3)},
                   {"latent inversion (completed run)", lockstep::testing::latent_inversion()}};
   std::printf("| case | before (ranks/comms/ops) | after | model checks | time |\n|---|---|---|---:|---:|\n");
+  std::string signatures;
   for (const Case& c : cases) {
     lockstep::shrink::Result r = lockstep::shrink::shrink(c.trace);
     std::printf("| %s | %d / %d / %d | %d / %d / %d | %d | %.2f s |\n", c.name, r.before.ranks, r.before.comms,
                 r.before.ops, r.after.ranks, r.after.comms, r.after.ops, r.checks, r.seconds);
     std::fflush(stdout);
+    signatures += std::string(c.name) + ": " + r.signature.text() + "\n";
   }
+  std::printf("\n%s", signatures.c_str());
   return 0;
 }
