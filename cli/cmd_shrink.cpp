@@ -20,7 +20,14 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kExitNotConfirmed = 5;  // reproducer written, but the replay could not run or did not hang
+constexpr int kExitNotConfirmed = 5;
+
+// Names in a trace are untrusted: no control characters (escape sequences) reach the terminal.
+std::string printable(std::string s) {
+  for (char& c : s)
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n') || c == 0x7f) c = '?';
+  return s;
+}  // reproducer written, but the replay could not run or did not hang
 
 struct ShrinkArgs {
   std::string dir;
@@ -68,12 +75,12 @@ std::string replay_check(const ShrinkArgs& a, const shrink::Result& r, std::stri
 int run_shrink(const ShrinkArgs& a) {
   Trace t = load_trace(a.dir);
   shrink::Options so;
-  if (!a.quiet) so.progress = [](const std::string& s) { std::cerr << "shrink: " << s << "\n"; };
+  if (!a.quiet) so.progress = [](const std::string& s) { std::cerr << "shrink: " << printable(s) << "\n"; };
   shrink::Result r;
   try {
     r = shrink::shrink(t, so);
   } catch (const std::exception& e) {
-    std::cerr << "lockstep shrink: " << e.what() << "\n";
+    std::cerr << "lockstep shrink: " << printable(e.what()) << "\n";
     return kExitUsage;
   }
   std::string replay_line, problem;
@@ -82,18 +89,19 @@ int run_shrink(const ShrinkArgs& a) {
     problem = replay_check(a, r, &replay_line);
     shrink::write_reproducer(r, a.dir, a.out, replay_line);  // README with the replay's outcome
   }
-  std::cout << "bug: " << r.signature.text() << "\n"
-            << "original: " << r.before.ranks << " ranks, " << r.before.comms << " communicators, " << r.before.ops
-            << " ops\n"
-            << "minimal:  " << r.after.ranks << " ranks, " << r.after.comms << " communicators, " << r.after.ops
-            << " ops (" << r.checks << " model checks, " << static_cast<int>(r.seconds * 1000) << " ms)\n"
-            << "model check of the reproducer: " << r.minimal_check.summary << "\n"
-            << "removed:\n";
-  for (const auto& line : r.removed) std::cout << "  " << line << "\n";
-  if (!replay_line.empty()) std::cout << "replay of the reproducer: " << replay_line << "\n";
-  std::cout << "wrote " << a.out << "/{repro.c, repro.py, trace/, README.md}\n";
+  std::ostringstream o;
+  o << "bug: " << r.signature.text() << "\n"
+    << "original: " << r.before.ranks << " ranks, " << r.before.comms << " communicators, " << r.before.ops << " ops\n"
+    << "minimal:  " << r.after.ranks << " ranks, " << r.after.comms << " communicators, " << r.after.ops << " ops ("
+    << r.checks << " model checks, " << static_cast<int>(r.seconds * 1000) << " ms)\n"
+    << "model check of the reproducer: " << r.minimal_check.summary << "\n"
+    << "removed:\n";
+  for (const auto& line : r.removed) o << "  " << line << "\n";
+  if (!replay_line.empty()) o << "replay of the reproducer: " << replay_line << "\n";
+  o << "wrote " << a.out << "/{repro.c, repro.py, trace/, README.md}\n";
+  std::cout << printable(o.str());
   if (!problem.empty()) {
-    std::cerr << "lockstep shrink: " << problem << "\n";
+    std::cerr << "lockstep shrink: " << printable(problem) << "\n";
     return kExitNotConfirmed;
   }
   return kExitOk;
@@ -114,7 +122,7 @@ void add_shrink_command(CLI::App& app, int* exit_code) {
     try {
       *exit_code = run_shrink(*a);
     } catch (const std::exception& e) {
-      std::cerr << "lockstep shrink: " << e.what() << "\n";
+      std::cerr << "lockstep shrink: " << printable(e.what()) << "\n";
       *exit_code = kExitUsage;
     }
   });

@@ -431,7 +431,10 @@ void write_reproducer(const Result& r, const std::string& source_dir, const std:
     o << "\nThe original completed: its inversion deadlocks only when the GPU runs one NCCL kernel at a time "
          "(\"may deadlock\"). This reproducer puts each rank's ops on one stream, which is that interleaving, so it "
          "hangs on every GPU and on the CPU NCCL.\n";
-  put("README.md", o.str());
+  std::string readme = o.str();  // names from the trace: no control characters
+  for (char& ch : readme)
+    if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\n') || ch == 0x7f) ch = '?';
+  put("README.md", readme);
 }
 
 }  // namespace lockstep::shrink
