@@ -94,7 +94,9 @@ Layout layout_of(const Trace& t) {
         s.comm = by_hash.at(p.comms.at(s.op->comm).hash);
         s.stream = stream_of(s.op->stream);
         const int n = L.comms[s.comm].nranks;
-        auto bytes = [&](const std::string& d, int64_t c) { return static_cast<int64_t>(dtype_size(d)) * std::max<int64_t>(c, 0) * n; };
+        auto bytes = [&](const std::string& d, int64_t c) {  // counts from the trace: no overflow
+          return static_cast<int64_t>(dtype_size(d)) * std::clamp<int64_t>(c, 0, int64_t{1} << 40) * std::clamp(n, 1, 1 << 20);
+        };
         L.max_bytes = std::max(L.max_bytes, bytes(s.op->dtype, s.op->count));
         for (const OpPart& part : s.op->parts) L.max_bytes = std::max(L.max_bytes, bytes(part.dtype.empty() ? s.op->dtype : part.dtype, part.count));
         ++L.ops;
