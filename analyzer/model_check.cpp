@@ -952,6 +952,8 @@ Result Engine::witness(Verdict stuck_verdict) const {
       const Why y = why(u);
       w.waits_for = y.text;
       w.waits_on = y.proc >= 0 ? y.proc : y.unit >= 0 ? units_[y.unit].proc : -1;
+      w.item = units_[u].first_item - item_base_[p];
+      w.never_issued = y.proc >= 0;
     } else {
       for (const HostThread& h : threads_) {
         if (h.proc != p || h.cursor >= static_cast<int32_t>(h.steps.size())) continue;
@@ -986,7 +988,10 @@ Result Engine::witness(Verdict stuck_verdict) const {
   bool cross_rank = false;
   for (int32_t v : cycle_units) cross_rank |= units_[v].proc != units_[cycle_units[0]].proc;
   if (cross_rank)
-    for (int32_t v : cycle_units) r.cycle.push_back(plabel(units_[v].proc) + ": " + unit_desc(v) + " " + why(v).text);
+    for (int32_t v : cycle_units) {
+      r.cycle.push_back(plabel(units_[v].proc) + ": " + unit_desc(v) + " " + why(v).text);
+      r.cycle_steps.push_back({units_[v].proc, units_[v].first_item - item_base_[units_[v].proc]});
+    }
 
   // Truncated schedules (a recorded hang) often end before the op a rank waits for: then the
   // cycle is between ranks ("rank 0 waits for rank 1, which never issues the op, and waits for
@@ -1006,7 +1011,10 @@ Result Engine::witness(Verdict stuck_verdict) const {
       if (p >= 0 && std::find(path.begin(), path.end(), p) != path.end()) {
         for (auto it = std::find(path.begin(), path.end(), p); it != path.end(); ++it) {
           const RankWitness& w = r.ranks[by_proc[*it]];
-          if (path.size() > 1 || w.waits_on != w.proc) r.cycle.push_back(w.label + ": " + w.blocked_in + " " + w.waits_for);
+          if (path.size() > 1 || w.waits_on != w.proc) {
+            r.cycle.push_back(w.label + ": " + w.blocked_in + " " + w.waits_for);
+            r.cycle_steps.push_back({w.proc, w.item, w.never_issued});
+          }
         }
       }
       for (int32_t q : path) seen[q] = 2;
@@ -1018,6 +1026,10 @@ Result Engine::witness(Verdict stuck_verdict) const {
   for (const Instance& in : insts_) {
     if (in.mismatch || (in.arrived > 0 && !members_agree(in))) {
       r.summary = instance_summary(in) + ": no matching op";
+      for (int32_t k = 0; k < s_.comms[in.comm].nranks; ++k) {
+        const int32_t g = inst_slots_[in.slots + k];
+        if (g >= 0) r.mismatch.push_back({item_proc_[g], g - item_base_[item_proc_[g]]});
+      }
       break;
     }
   }

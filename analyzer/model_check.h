@@ -107,6 +107,15 @@ struct RankWitness {
                             // or "" when the rank finished its schedule
   std::string waits_for;    // why it cannot progress
   int waits_on = -1;        // the process it waits for, -1: none / unknown
+  int32_t item = -1;        // index into Schedule::procs[proc].items of the first row of what it is blocked in
+  bool never_issued = false; // it waits for an op that `waits_on` never issues (a schedule cut short)
+};
+
+// A witness line in machine-readable form (tools that compare witnesses: shrink/).
+struct WitnessStep {
+  int32_t proc = -1;
+  int32_t item = -1;        // index into Schedule::procs[proc].items (the unit's first row)
+  bool never_issued = false; // it waits for an op its peer never issues
 };
 
 struct Result {
@@ -115,6 +124,8 @@ struct Result {
   std::string summary;                  // one line: the first stuck point
   std::vector<RankWitness> ranks;       // per rank in the stuck state (only blocked ranks)
   std::vector<std::string> cycle;       // wait-for cycle across ranks/streams/comms, if any
+  std::vector<WitnessStep> cycle_steps; // the same cycle, one step per line of `cycle`
+  std::vector<WitnessStep> mismatch;    // the first mismatched collective: each member that issued it
   int64_t ops = 0;                      // ops modelled (all ranks)
   int64_t completed_ops = 0;            // in the witness model (or all of them)
   std::vector<std::string> problems;    // Schedule::problems: input the model had to skip or assume

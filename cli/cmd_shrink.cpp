@@ -1,0 +1,131 @@
+// lockstep shrink DIR -o repro/: a minimal schedule that deadlocks the same way, as a C program,
+// a PyTorch script and a trace, checked by a replay on the loaded NCCL. docs/shrink.md.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <sstream>
+
+#include "commands.h"
+#include "emit.h"
+#include "exit_codes.h"
+#include "replay.h"
+#include "shrink.h"
+#include "trace_loader.h"
+
+namespace lockstep::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kExitNotConfirmed = 5;
+
+// Names in a trace are untrusted: no control characters (escape sequences) reach the terminal.
+std::string printable(std::string s) {
+  for (char& c : s)
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n') || c == 0x7f) c = '?';
+  return s;
+}  // reproducer written, but the replay could not run or did not hang
+
+struct ShrinkArgs {
+  std::string dir;
+  std::string out;
+  bool no_replay = false;
+  double replay_timeout_s = 10;
+  std::string nccl_lib_dir;
+  bool quiet = false;
+};
+
+// The replay of the minimal trace: "" when it behaved as the model says, else why not.
+std::string replay_check(const ShrinkArgs& a, const shrink::Result& r, std::string* line) {
+  replay::ReplayOptions o;
+  o.trace_dir = (fs::path(a.out) / "trace").string();
+  std::string tmp = (fs::temp_directory_path() / "lockstep-shrink-replay-XXXXXX").string();
+  if (!mkdtemp(tmp.data())) return "cannot create a temporary directory for the replay";
+  o.out_dir = tmp;
+  o.timeout_s = a.replay_timeout_s;
+  o.worker_exe = (fs::path(self_exe()).parent_path() / "lockstep-replay-worker").string();
+  if (const char* w = std::getenv("LOCKSTEP_REPLAY_WORKER"); w && *w) o.worker_exe = w;
+  if (!a.nccl_lib_dir.empty()) {
+    const char* old = std::getenv("LD_LIBRARY_PATH");
+    o.env["LD_LIBRARY_PATH"] = a.nccl_lib_dir + (old && *old ? std::string(":") + old : std::string());
+  }
+  std::ostringstream log;
+  std::string problem;
+  try {
+    replay::ReplayResult rr = replay::run_replay(o, log);
+    const bool expect_hang = r.minimal_check.verdict == model::Verdict::kDeadlock;
+    const auto& t = rr.trials.at(0);
+    if (t.timed_out) *line = "hangs (no progress for " + std::to_string(static_cast<int>(a.replay_timeout_s)) + " s), as the model says";
+    else if (t.completed) *line = "completes";
+    else *line = "failed: " + t.launch_summary;
+    if (expect_hang && !t.timed_out) problem = "the replay of the reproducer did not hang: " + *line;
+    if (!expect_hang && !t.completed) problem = "the replay of the reproducer did not complete: " + *line;
+    if (!expect_hang && t.completed) *line += " (the model says \"may deadlock\": it hangs only when kernels run one at a time)";
+  } catch (const std::exception& e) {
+    problem = std::string("the replay could not run: ") + e.what();
+  }
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  return problem;
+}
+
+int run_shrink(const ShrinkArgs& a) {
+  Trace t = load_trace(a.dir);
+  shrink::Options so;
+  if (!a.quiet) so.progress = [](const std::string& s) { std::cerr << "shrink: " << printable(s) << "\n"; };
+  shrink::Result r;
+  try {
+    r = shrink::shrink(t, so);
+  } catch (const std::exception& e) {
+    std::cerr << "lockstep shrink: " << printable(e.what()) << "\n";
+    return kExitUsage;
+  }
+  std::string replay_line, problem;
+  shrink::write_reproducer(r, a.dir, a.out, "");
+  if (!a.no_replay) {
+    problem = replay_check(a, r, &replay_line);
+    shrink::write_reproducer(r, a.dir, a.out, replay_line);  // README with the replay's outcome
+  }
+  std::ostringstream o;
+  o << "bug: " << r.signature.text() << "\n"
+    << "original: " << r.before.ranks << " ranks, " << r.before.comms << " communicators, " << r.before.ops << " ops\n"
+    << "minimal:  " << r.after.ranks << " ranks, " << r.after.comms << " communicators, " << r.after.ops << " ops ("
+    << r.checks << " model checks, " << static_cast<int>(r.seconds * 1000) << " ms)\n"
+    << "model check of the reproducer: " << r.minimal_check.summary << "\n"
+    << "removed:\n";
+  for (const auto& line : r.removed) o << "  " << line << "\n";
+  if (!replay_line.empty()) o << "replay of the reproducer: " << replay_line << "\n";
+  o << "wrote " << a.out << "/{repro.c, repro.py, trace/, README.md}\n";
+  std::cout << printable(o.str());
+  if (!problem.empty()) {
+    std::cerr << "lockstep shrink: " << printable(problem) << "\n";
+    return kExitNotConfirmed;
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_shrink_command(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<ShrinkArgs>();
+  auto* sub = app.add_subcommand("shrink", "Shrink a deadlocking schedule to a minimal reproducer (C, PyTorch, trace)");
+  sub->add_option("dir", a->dir, "Trace directory whose schedule deadlocks (or may deadlock)")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("-o,--out", a->out, "Directory for repro.c, repro.py, trace/ and README.md")->required();
+  sub->add_flag("--no-replay", a->no_replay, "Do not replay the reproducer on the loaded NCCL at the end");
+  sub->add_option("--replay-timeout", a->replay_timeout_s, "Seconds without progress before the final replay is declared hung (default 10)")->check(CLI::PositiveNumber);
+  sub->add_option("--nccl-lib-dir", a->nccl_lib_dir, "Directory put first in the replay workers' LD_LIBRARY_PATH (libnccl.so.2, libcuda.so.1)");
+  sub->add_flag("-q,--quiet", a->quiet, "No progress lines on stderr");
+  sub->callback([a, exit_code] {
+    try {
+      *exit_code = run_shrink(*a);
+    } catch (const std::exception& e) {
+      std::cerr << "lockstep shrink: " << printable(e.what()) << "\n";
+      *exit_code = kExitUsage;
+    }
+  });
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,442 @@
+#include "emit.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "trace_writer.h"
+
+namespace lockstep::shrink {
+
+namespace {
+
+// The minimal trace as global communicators and per-rank steps (ops and waits in call order).
+struct Step {
+  const Op* op = nullptr;
+  const Wait* wait = nullptr;
+  int comm = -1;    // global communicator index
+  int stream = 0;   // per-rank stream index
+  int event = -1;   // global event index
+};
+struct GComm {
+  std::string label;
+  int nranks = 0;
+  std::vector<int> rank_of;  // comm rank of each global rank, -1 not a member
+  std::vector<int> members;  // global rank of each comm rank
+};
+struct Layout {
+  int nranks = 0;
+  std::vector<GComm> comms;
+  std::vector<std::vector<Step>> steps;  // per rank
+  int streams = 1;                       // max streams of a rank
+  int events = 0;
+  int64_t max_bytes = 256;
+  int ops = 0;
+};
+
+const std::map<std::string, std::pair<std::string, int>>& dtypes() {
+  static const std::map<std::string, std::pair<std::string, int>> m = {
+      {"int8", {"ncclInt8", 1}},         {"uint8", {"ncclUint8", 1}},         {"int32", {"ncclInt32", 4}},
+      {"uint32", {"ncclUint32", 4}},     {"int64", {"ncclInt64", 8}},         {"uint64", {"ncclUint64", 8}},
+      {"float16", {"ncclFloat16", 2}},   {"float32", {"ncclFloat32", 4}},     {"float64", {"ncclFloat64", 8}},
+      {"bfloat16", {"ncclBfloat16", 2}}, {"float8e4m3", {"ncclFloat8e4m3", 1}}, {"float8e5m2", {"ncclFloat8e5m2", 1}}};
+  return m;
+}
+std::string nccl_dtype(const std::string& d) {
+  auto it = dtypes().find(d);
+  return it == dtypes().end() ? "ncclInt8" : it->second.first;  // NULL (mixed) dtype: bytes
+}
+int dtype_size(const std::string& d) {
+  auto it = dtypes().find(d);
+  return it == dtypes().end() ? 1 : it->second.second;
+}
+std::string nccl_redop(const std::string& r) {
+  if (r == "prod") return "ncclProd";
+  if (r == "max") return "ncclMax";
+  if (r == "min") return "ncclMin";
+  if (r == "avg") return "ncclAvg";
+  return "ncclSum";  // sum, premulsum (scalar not recorded)
+}
+
+Layout layout_of(const Trace& t) {
+  Layout L;
+  L.nranks = static_cast<int>(t.processes.size());
+  std::map<std::string, int> by_hash;
+  std::map<uint64_t, int> events;
+  for (const Process& p : t.processes)
+    for (const Comm& c : p.comms) {
+      auto [it, fresh] = by_hash.try_emplace(c.hash, static_cast<int>(L.comms.size()));
+      if (fresh) {
+        GComm g;
+        g.label = c.name.empty() ? c.hash.substr(0, 8) : c.name;
+        g.nranks = c.nranks;
+        g.rank_of.assign(L.nranks, -1);
+        g.members.assign(c.nranks, -1);
+        L.comms.push_back(g);
+      }
+      L.comms[it->second].rank_of[p.global_rank] = c.rank;
+      if (c.rank >= 0 && c.rank < c.nranks) L.comms[it->second].members[c.rank] = p.global_rank;
+    }
+  L.steps.resize(L.nranks);
+  for (const Process& p : t.processes) {
+    std::map<uint64_t, int> streams;
+    auto stream_of = [&](uint64_t v) { return streams.try_emplace(v, static_cast<int>(streams.size())).first->second; };
+    std::vector<Step> v;
+    size_t oi = 0, wi = 0;
+    while (oi < p.ops.size() || wi < p.waits.size()) {
+      Step s;
+      if (wi >= p.waits.size() || (oi < p.ops.size() && p.ops[oi].call_index < p.waits[wi].call_index)) {
+        s.op = &p.ops[oi++];
+        s.comm = by_hash.at(p.comms.at(s.op->comm).hash);
+        s.stream = stream_of(s.op->stream);
+        const int n = L.comms[s.comm].nranks;
+        auto bytes = [&](const std::string& d, int64_t c) {  // counts from the trace: no overflow
+          return static_cast<int64_t>(dtype_size(d)) * std::clamp<int64_t>(c, 0, int64_t{1} << 40) * std::clamp(n, 1, 1 << 20);
+        };
+        L.max_bytes = std::max(L.max_bytes, bytes(s.op->dtype, s.op->count));
+        for (const OpPart& part : s.op->parts) L.max_bytes = std::max(L.max_bytes, bytes(part.dtype.empty() ? s.op->dtype : part.dtype, part.count));
+        ++L.ops;
+      } else {
+        s.wait = &p.waits[wi++];
+        s.stream = stream_of(s.wait->stream);
+        if (s.wait->kind.find("event") != std::string::npos)
+          s.event = events.try_emplace(s.wait->event, static_cast<int>(events.size())).first->second;
+      }
+      v.push_back(s);
+    }
+    L.streams = std::max(L.streams, static_cast<int>(streams.size()));
+    L.steps[p.global_rank] = std::move(v);
+  }
+  L.events = static_cast<int>(events.size());
+  return L;
+}
+
+// ---------------------------------------------------------------------------------------------
+// C
+
+std::string c_call(const std::string& op, const std::string& dtype, int64_t count, int root, int peer,
+                   const std::string& redop, const std::string& comm, const std::string& stream) {
+  const std::string n = std::to_string(count), dt = nccl_dtype(dtype), ro = nccl_redop(redop);
+  const std::string r = std::to_string(std::max(root, 0)), tail = ", " + comm + ", " + stream + "));";
+  if (op == "all_reduce") return "NC(ncclAllReduce(in, out, " + n + ", " + dt + ", " + ro + tail;
+  if (op == "broadcast") return "NC(ncclBroadcast(in, out, " + n + ", " + dt + ", " + r + tail;
+  if (op == "reduce") return "NC(ncclReduce(in, out, " + n + ", " + dt + ", " + ro + ", " + r + tail;
+  if (op == "all_gather") return "NC(ncclAllGather(in, out, " + n + ", " + dt + tail;
+  if (op == "reduce_scatter") return "NC(ncclReduceScatter(in, out, " + n + ", " + dt + ", " + ro + tail;
+  if (op == "all_to_all") return "NC(ncclAlltoAll(in, out, " + n + ", " + dt + tail;
+  if (op == "gather") return "NC(ncclGather(in, out, " + n + ", " + dt + ", " + r + tail;
+  if (op == "scatter") return "NC(ncclScatter(in, out, " + n + ", " + dt + ", " + r + tail;
+  if (op == "send") return "NC(ncclSend(in, " + n + ", " + dt + ", " + std::to_string(peer) + tail;
+  if (op == "recv") return "NC(ncclRecv(out, " + n + ", " + dt + ", " + std::to_string(peer) + tail;
+  throw std::runtime_error("the C reproducer cannot express op '" + op + "'");
+}
+
+std::string comment_safe(std::string s) {
+  for (size_t p; (p = s.find("*/")) != std::string::npos;) s.replace(p, 2, "* /");
+  for (char& c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+  return s;
+}
+
+}  // namespace
+
+std::string emit_c(const Trace& t, const std::string& title) {
+  const Layout L = layout_of(t);
+  const int C = static_cast<int>(L.comms.size());
+  std::ostringstream o;
+  o << "/* lockstep shrink reproducer: " << comment_safe(title) << "\n"
+    << " * " << L.nranks << " ranks, " << C << " communicator" << (C == 1 ? "" : "s") << ", " << L.ops
+    << " ops. One process per rank: RANK and WORLD_SIZE from the environment (lockstep-launch,\n"
+    << " * torchrun, or set them), ncclUniqueIds through files in $LOCKSTEP_RENDEZVOUS_DIR.\n"
+    << " * Build and run: see README.md. Expected: every rank prints \"waiting\" and never returns. */\n"
+    << "#include <cuda.h>\n#include <nccl.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n\n"
+    << "static int rank;\n"
+    << "#define CU(x) do { CUresult r_ = (x); if (r_ != CUDA_SUCCESS) { fprintf(stderr, \"rank %d: %s: error %d\\n\", rank, #x, (int)r_); exit(1); } } while (0)\n"
+    << "#define NC(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) { fprintf(stderr, \"rank %d: %s: %s\\n\", rank, #x, ncclGetErrorString(r_)); exit(1); } } while (0)\n\n"
+    << "/* Comm rank 0 publishes the id as $LOCKSTEP_RENDEZVOUS_DIR/repro-comm<c>.id; the others poll for it. */\n"
+    << "static void comm_init(ncclComm_t* comm, int c, int nranks, int crank) {\n"
+    << "  const char* dir = getenv(\"LOCKSTEP_RENDEZVOUS_DIR\");\n"
+    << "  const char* launch = getenv(\"LOCKSTEP_LAUNCH_ID\");\n"
+    << "  char path[4096], tmp[4200];\n"
+    << "  ncclUniqueId id;\n"
+    << "  if (!dir || !*dir) { fprintf(stderr, \"set LOCKSTEP_RENDEZVOUS_DIR to a fresh directory every rank sees\\n\"); exit(2); }\n"
+    << "  snprintf(path, sizeof path, \"%s/repro-comm%d%s%s.id\", dir, c, launch ? \".\" : \"\", launch ? launch : \"\");\n"
+    << "  if (crank == 0) {\n"
+    << "    NC(ncclGetUniqueId(&id));\n"
+    << "    snprintf(tmp, sizeof tmp, \"%s.tmp.%d\", path, (int)getpid());\n"
+    << "    FILE* f = fopen(tmp, \"wb\");\n"
+    << "    if (!f || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, path) != 0) { perror(tmp); exit(1); }\n"
+    << "  } else {\n"
+    << "    for (;;) {\n"
+    << "      FILE* f = fopen(path, \"rb\");\n"
+    << "      if (f) { size_t got = fread(&id, sizeof id, 1, f); fclose(f); if (got == 1) break; }\n"
+    << "      usleep(2000);\n"
+    << "    }\n"
+    << "  }\n"
+    << "  NC(ncclCommInitRank(comm, nranks, id, crank));\n"
+    << "}\n\n"
+    << "int main(void) {\n"
+    << "  const char* r = getenv(\"RANK\");\n  const char* w = getenv(\"WORLD_SIZE\");\n  const char* lr = getenv(\"LOCAL_RANK\");\n"
+    << "  if (!r || !w || atoi(w) != " << L.nranks << ") { fprintf(stderr, \"run with RANK and WORLD_SIZE=" << L.nranks
+    << " (lockstep-launch -n " << L.nranks << ")\\n\"); return 2; }\n"
+    << "  rank = atoi(r);\n"
+    << "  CUdevice dev; CUcontext ctx; int ndev;\n"
+    << "  CU(cuInit(0)); CU(cuDeviceGetCount(&ndev)); CU(cuDeviceGet(&dev, (lr ? atoi(lr) : rank) % ndev));\n"
+    << "  CU(cuDevicePrimaryCtxRetain(&ctx, dev)); CU(cuCtxSetCurrent(ctx));\n"
+    << "  CUstream s[" << L.streams << "];\n"
+    << "  for (int i = 0; i < " << L.streams << "; ++i) CU(cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));\n";
+  if (L.events > 0)
+    o << "  CUevent ev[" << L.events << "];\n  for (int i = 0; i < " << L.events
+      << "; ++i) CU(cuEventCreate(&ev[i], CU_EVENT_DISABLE_TIMING));\n";
+  o << "  CUdeviceptr sb, rb;\n"
+    << "  CU(cuMemAlloc(&sb, " << L.max_bytes << ")); CU(cuMemAlloc(&rb, " << L.max_bytes << "));\n"
+    << "  CU(cuMemsetD8(sb, 0, " << L.max_bytes << ")); CU(cuMemsetD8(rb, 0, " << L.max_bytes << "));\n"
+    << "  const void* in = (const void*)sb; void* out = (void*)rb;\n"
+    << "  /* Communicators, created in the same order on every rank: comm_rank[c][rank], -1 = not a member. */\n"
+    << "  ncclComm_t comm[" << C << "] = {0};\n"
+    << "  static const int nranks[" << C << "] = {";
+  for (int c = 0; c < C; ++c) o << (c ? ", " : "") << L.comms[c].nranks;
+  o << "};\n  static const int comm_rank[" << C << "][" << L.nranks << "] = {";
+  for (int c = 0; c < C; ++c) {
+    o << (c ? ", " : "") << "{";
+    for (int r2 = 0; r2 < L.nranks; ++r2) o << (r2 ? ", " : "") << L.comms[c].rank_of[r2];
+    o << "}";
+  }
+  o << "};\n"
+    << "  for (int c = 0; c < " << C << "; ++c)\n"
+    << "    if (comm_rank[c][rank] >= 0) comm_init(&comm[c], c, nranks[c], comm_rank[c][rank]);\n"
+    << "  printf(\"rank %d: issuing its ops\\n\", rank);\n  fflush(stdout);\n"
+    << "  switch (rank) {\n";
+  for (int rk = 0; rk < L.nranks; ++rk) {
+    o << "    case " << rk << ":\n";
+    int64_t open_group = -1;
+    for (const Step& s : L.steps[rk]) {
+      const std::string st = "s[" + std::to_string(s.stream) + "]";
+      if (open_group >= 0 && (!s.op || s.op->group_id != open_group)) {
+        o << "      NC(ncclGroupEnd());\n";
+        open_group = -1;
+      }
+      if (s.wait) {
+        const std::string ev = "ev[" + std::to_string(std::max(s.event, 0)) + "]";
+        const std::string& k = s.wait->kind;
+        if (k == "stream_sync") o << "      CU(cuStreamSynchronize(" << st << "));\n";
+        else if (k == "device_sync") o << "      CU(cuCtxSynchronize());\n";
+        else if (k == "event_record") o << "      CU(cuEventRecord(" << ev << ", " << st << "));\n";
+        else if (k == "event_sync") o << "      CU(cuEventSynchronize(" << ev << "));\n";
+        else if (k == "stream_wait_event") o << "      CU(cuStreamWaitEvent(" << st << ", " << ev << ", 0));\n";
+        continue;
+      }
+      const Op& op = *s.op;
+      if (op.group_id >= 0 && open_group < 0) {
+        o << "      NC(ncclGroupStart());\n";
+        open_group = op.group_id;
+      }
+      const std::string cm = "comm[" + std::to_string(s.comm) + "]";
+      const std::string note = "  /* " + comment_safe(L.comms[s.comm].label) + " */";
+      if (op.parts.empty()) {
+        o << "      " << c_call(op.op, op.dtype, op.count, op.root, op.peer, op.redop, cm, st) << note << "\n";
+      } else {
+        o << "      NC(ncclGroupStart());  /* " << comment_safe(op.op) << " on " << comment_safe(L.comms[s.comm].label) << " */\n";
+        for (const OpPart& p : op.parts)
+          o << "      " << c_call(p.op, p.dtype.empty() ? op.dtype : p.dtype, p.count, p.root, p.peer, p.redop, cm, st) << "\n";
+        o << "      NC(ncclGroupEnd());\n";
+      }
+    }
+    if (open_group >= 0) o << "      NC(ncclGroupEnd());\n";
+    o << "      break;\n";
+  }
+  o << "  }\n"
+    << "  printf(\"rank %d: all ops issued, waiting for them (the bug: this never returns)\\n\", rank);\n  fflush(stdout);\n"
+    << "  for (int i = 0; i < " << L.streams << "; ++i) CU(cuStreamSynchronize(s[i]));\n"
+    << "  printf(\"rank %d: completed: the deadlock did not reproduce\\n\", rank);\n"
+    << "  for (int c = 0; c < " << C << "; ++c)\n    if (comm[c]) NC(ncclCommDestroy(comm[c]));\n"
+    << "  return 0;\n}\n";
+  return o.str();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Python
+
+namespace {
+
+std::string torch_dtype(const std::string& d) {
+  static const std::map<std::string, std::string> m = {
+      {"int8", "torch.int8"},       {"uint8", "torch.uint8"},       {"int32", "torch.int32"},
+      {"uint32", "torch.uint32"},   {"int64", "torch.int64"},       {"uint64", "torch.uint64"},
+      {"float16", "torch.float16"}, {"float32", "torch.float32"},   {"float64", "torch.float64"},
+      {"bfloat16", "torch.bfloat16"}, {"float8e4m3", "torch.float8_e4m3fn"}, {"float8e5m2", "torch.float8_e5m2"}};
+  auto it = m.find(d);
+  return it == m.end() ? "torch.uint8" : it->second;
+}
+std::string torch_redop(const std::string& r) {
+  if (r == "prod") return "dist.ReduceOp.PRODUCT";
+  if (r == "max") return "dist.ReduceOp.MAX";
+  if (r == "min") return "dist.ReduceOp.MIN";
+  if (r == "avg") return "dist.ReduceOp.AVG";
+  return "dist.ReduceOp.SUM";
+}
+// One torch.distributed call (p2p: `p2p` true gives a dist.P2POp for batch_isend_irecv).
+std::string py_call(const std::string& op, const std::string& dtype, int64_t count, int root_global, int peer_global,
+                    const std::string& redop, const std::string& g, int n, bool p2p) {
+  const std::string dt = torch_dtype(dtype), c = std::to_string(count), cn = std::to_string(count * n);
+  auto t = [&](const std::string& numel) { return "torch.zeros(" + numel + ", dtype=" + dt + ", device=dev)"; };
+  if (op == "all_reduce") return "dist.all_reduce(" + t(c) + ", op=" + torch_redop(redop) + ", group=" + g + ")";
+  if (op == "broadcast") return "dist.broadcast(" + t(c) + ", src=" + std::to_string(root_global) + ", group=" + g + ")";
+  if (op == "reduce")
+    return "dist.reduce(" + t(c) + ", dst=" + std::to_string(root_global) + ", op=" + torch_redop(redop) + ", group=" + g + ")";
+  if (op == "all_gather") return "dist.all_gather_into_tensor(" + t(cn) + ", " + t(c) + ", group=" + g + ")";
+  if (op == "reduce_scatter")
+    return "dist.reduce_scatter_tensor(" + t(c) + ", " + t(cn) + ", op=" + torch_redop(redop) + ", group=" + g + ")";
+  if (op == "all_to_all") return "dist.all_to_all_single(" + t(cn) + ", " + t(cn) + ", group=" + g + ")";
+  if (op == "gather") return "dist.gather(" + t(c) + ", [" + t(c) + " for _ in range(" + std::to_string(n) + ")] if rank == " +
+                             std::to_string(root_global) + " else None, dst=" + std::to_string(root_global) + ", group=" + g + ")";
+  if (op == "scatter") return "dist.scatter(" + t(c) + ", [" + t(c) + " for _ in range(" + std::to_string(n) + ")] if rank == " +
+                              std::to_string(root_global) + " else None, src=" + std::to_string(root_global) + ", group=" + g + ")";
+  if (op == "send" || op == "recv") {
+    const std::string peer = std::to_string(peer_global);
+    if (p2p) return "dist.P2POp(dist." + std::string(op == "send" ? "isend" : "irecv") + ", " + t(c) + ", " + peer + ", group=" + g + ")";
+    return std::string(op == "send" ? "dist.send(" : "dist.recv(") + t(c) + ", " + peer + ", group=" + g + ")";
+  }
+  throw std::runtime_error("the PyTorch reproducer cannot express op '" + op + "'");
+}
+
+}  // namespace
+
+std::string emit_python(const Trace& t, const std::string& title) {
+  const Layout L = layout_of(t);
+  const int C = static_cast<int>(L.comms.size());
+  std::ostringstream o;
+  o << "# lockstep shrink reproducer: " << comment_safe(title) << "\n"
+    << "# " << L.nranks << " ranks, " << C << " process group" << (C == 1 ? "" : "s") << ", " << L.ops
+    << " ops: the recorded NCCL calls as torch.distributed calls, in the same order.\n"
+    << "#   torchrun --nproc-per-node " << L.nranks << " repro.py    (expected: hangs; the NCCL watchdog may abort it after its timeout)\n"
+    << "import os\n\nimport torch\nimport torch.distributed as dist\n\n"
+    << "local_rank = int(os.environ.get(\"LOCAL_RANK\", os.environ.get(\"RANK\", \"0\")))\n"
+    << "dev = torch.device(\"cuda\", local_rank % torch.cuda.device_count())\n"
+    << "torch.cuda.set_device(dev)\n"
+    << "# device_id: communicators are created eagerly (new_group too), not at their first collective,\n"
+    << "# so the hang is in the ops below and not in a lazy communicator creation.\n"
+    << "dist.init_process_group(\"nccl\", device_id=dev)\n"
+    << "rank = dist.get_rank()\n"
+    << "assert dist.get_world_size() == " << L.nranks << ", \"run with " << L.nranks << " processes\"\n"
+    << "# One process group per recorded communicator (members in communicator-rank order); every rank calls\n"
+    << "# new_group for every group, in the same order, as torch.distributed requires.\n"
+    << "groups = []\n";
+  for (int c = 0; c < C; ++c) {
+    o << "groups.append(dist.new_group([";
+    for (int k = 0; k < L.comms[c].nranks; ++k) o << (k ? ", " : "") << L.comms[c].members[k];
+    o << "]))  # " << comment_safe(L.comms[c].label) << "\n";
+  }
+  o << "streams = [torch.cuda.Stream() for _ in range(" << L.streams << ")]\n";
+  if (L.events > 0) o << "events = [torch.cuda.Event() for _ in range(" << L.events << ")]\n";
+  o << "print(f\"rank {rank}: issuing its ops\", flush=True)\n";
+  for (int rk = 0; rk < L.nranks; ++rk) {
+    o << (rk == 0 ? "if" : "elif") << " rank == " << rk << ":\n";
+    bool any = false;
+    for (size_t i = 0; i < L.steps[rk].size(); ++i) {
+      const Step& s = L.steps[rk][i];
+      const std::string st = "streams[" + std::to_string(s.stream) + "]";
+      any = true;
+      if (s.wait) {
+        const std::string ev = "events[" + std::to_string(std::max(s.event, 0)) + "]";
+        const std::string& k = s.wait->kind;
+        if (k == "stream_sync") o << "    " << st << ".synchronize()\n";
+        else if (k == "device_sync") o << "    torch.cuda.synchronize()\n";
+        else if (k == "event_record") o << "    " << ev << ".record(" << st << ")\n";
+        else if (k == "event_sync") o << "    " << ev << ".synchronize()\n";
+        else if (k == "stream_wait_event") o << "    " << st << ".wait_event(" << ev << ")\n";
+        else o << "    pass  # " << comment_safe(k) << "\n";
+        continue;
+      }
+      const Op& op = *s.op;
+      const GComm& gc = L.comms[s.comm];
+      const std::string g = "groups[" + std::to_string(s.comm) + "]";
+      auto global = [&](int crank) { return crank >= 0 && crank < gc.nranks ? gc.members[crank] : -1; };
+      o << "    with torch.cuda.stream(" << st << "):\n";
+      std::vector<std::pair<std::string, bool>> calls;  // (call, is p2p)
+      if (op.parts.empty()) {
+        calls.push_back({py_call(op.op, op.dtype, op.count, global(op.root), global(op.peer), op.redop, g, gc.nranks,
+                                 op.group_id >= 0 && (op.op == "send" || op.op == "recv")),
+                         op.op == "send" || op.op == "recv"});
+      } else {
+        for (const OpPart& p : op.parts)
+          calls.push_back({py_call(p.op, p.dtype.empty() ? op.dtype : p.dtype, p.count, global(p.root), global(p.peer), p.redop, g,
+                                   gc.nranks, true),
+                           p.op == "send" || p.op == "recv"});
+      }
+      bool all_p2p = calls.size() > 1 || op.group_id >= 0;
+      for (const auto& c : calls) all_p2p &= c.second;
+      if (all_p2p) {
+        o << "        for w in dist.batch_isend_irecv([";
+        for (size_t k = 0; k < calls.size(); ++k) o << (k ? ", " : "") << calls[k].first;
+        o << "]):\n            pass  # enqueued; completion is waited for below\n";
+      } else {
+        if (calls.size() > 1) o << "        # recorded as one grouped " << comment_safe(op.op) << "\n";
+        for (const auto& c : calls) o << "        " << c.first << "\n";
+      }
+    }
+    if (!any) o << "    pass\n";
+  }
+  o << "print(f\"rank {rank}: all ops issued, waiting for them (the bug: this never returns)\", flush=True)\n"
+    << "for s in streams:\n    s.synchronize()\n"
+    << "print(f\"rank {rank}: completed: the deadlock did not reproduce\", flush=True)\n"
+    << "dist.destroy_process_group()\n";
+  return o.str();
+}
+
+void write_reproducer(const Result& r, const std::string& source_dir, const std::string& dir,
+                      const std::string& replay_line) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  const std::string title = r.signature.text();
+  const std::string c = emit_c(r.minimal, title);
+  const std::string py = emit_python(r.minimal, title);
+  write_trace(r.minimal, (fs::path(dir) / "trace").string());
+  auto put = [&](const std::string& name, const std::string& text) {
+    std::ofstream f(fs::path(dir) / name, std::ios::trunc);
+    f << text;
+    if (!f.good()) throw std::runtime_error("cannot write " + (fs::path(dir) / name).string());
+  };
+  put("repro.c", c);
+  put("repro.py", py);
+  const int n = r.after.ranks;
+  std::ostringstream o;
+  o << "# Deadlock reproducer (lockstep shrink)\n\n"
+    << "Shrunk from `" << source_dir << "`: " << r.before.ranks << " ranks, " << r.before.comms << " communicators, "
+    << r.before.ops << " ops -> " << r.after.ranks << " ranks, " << r.after.comms << " communicator"
+    << (r.after.comms == 1 ? "" : "s") << ", " << r.after.ops << " ops (" << r.checks << " model checks, "
+    << std::to_string(static_cast<int>(r.seconds * 1000)) << " ms).\n\n"
+    << "The bug (its signature, kept by every step of the shrink; docs/shrink.md):\n\n    " << title << "\n\n"
+    << "The model checker on the original:\n\n    " << r.original_check.summary << "\n\n"
+    << "and on this reproducer (`lockstep replay --model trace/`):\n\n    " << r.minimal_check.summary << "\n\n"
+    << "What was removed:\n\n";
+  for (const auto& line : r.removed) o << "- " << line << "\n";
+  if (!replay_line.empty()) o << "\nReplay of trace/ at shrink time (`lockstep replay`, the NCCL the workers loaded): " << replay_line << "\n";
+  o << "\n## C (NCCL + CUDA driver API)\n\n```sh\n"
+    << "cc repro.c -o repro -I$CUDA_HOME/include -L$NCCL_HOME/lib -lnccl -lcuda\n"
+    << "lockstep-launch -n " << n << " --timeout 60 -- ./repro\n"
+    << "# or: srun -n " << n << " env LOCKSTEP_RENDEZVOUS_DIR=$SCRATCH/rdv-$SLURM_JOB_ID RANK=... ./repro\n"
+    << "# on the CPU NCCL of lockstep's tests (build/fixture-lib):\n"
+    << "cc repro.c -o repro -I/usr/local/cuda/include -Lbuild/fixture-lib -l:libnccl.so.2 -l:libcuda.so.1 -Wl,-rpath,$PWD/build/fixture-lib\n"
+    << "```\n\n"
+    << "Expected: every rank prints `all ops issued, waiting for them` and never returns; lockstep-launch stops them "
+       "at the timeout (exit 124). Under the recorder (`lockstep run -o t -- lockstep-launch ...`) `lockstep analyze t` "
+       "reports the same bug.\n\n"
+    << "## PyTorch\n\n```sh\ntorchrun --nproc-per-node " << n << " repro.py\n```\n\n"
+    << "Expected: hangs after `all ops issued` (the NCCL watchdog aborts the job after its timeout, 10 min by default).\n\n"
+    << "## Trace\n\n```sh\nlockstep analyze trace/\nlockstep replay --model trace/\nlockstep replay trace/ --timeout 10\n```\n";
+  if (r.forced_one_stream)
+    o << "\nThe original completed: its inversion deadlocks only when the GPU runs one NCCL kernel at a time "
+         "(\"may deadlock\"). This reproducer puts each rank's ops on one stream, which is that interleaving, so it "
+         "hangs on every GPU and on the CPU NCCL.\n";
+  std::string readme = o.str();  // names from the trace: no control characters
+  for (char& ch : readme)
+    if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\n') || ch == 0x7f) ch = '?';
+  put("README.md", readme);
+}
+
+}  // namespace lockstep::shrink
