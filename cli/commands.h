@@ -15,6 +15,7 @@ void add_stacks_command(CLI::App& app, int* exit_code);   // cmd_stacks.cpp
 void add_ops_command(CLI::App& app, int* exit_code);      // cmd_ops.cpp
 void add_replay_command(CLI::App& app, int* exit_code);   // cmd_replay.cpp
 void add_timeline_command(CLI::App& app, int* exit_code); // cmd_timeline.cpp
+void add_import_command(CLI::App& app, int* exit_code);   // cmd_import.cpp
 
 // Path of liblockstep.so for LD_PRELOAD: $LOCKSTEP_PRELOAD if set, else next to the executable
 // (../lib/liblockstep.so in a build or install tree).

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   lockstep::cli::add_ops_command(app, &exit_code);
   lockstep::cli::add_replay_command(app, &exit_code);
   lockstep::cli::add_timeline_command(app, &exit_code);
+  lockstep::cli::add_import_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
