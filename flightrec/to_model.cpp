@@ -315,6 +315,21 @@ Process to_process(const FrDump& d, int global_rank) {
     p.ops.push_back(std::move(o));
   }
   std::sort(p.ops.begin(), p.ops.end(), [](const Op& a, const Op& b) { return a.call_index < b.call_index; });
+  // Evidence of torch's watchdog timeout, as a hang marker: an entry retired before it completed
+  // ("a retired but not completed event has timed out", FlightRecorder.hpp), or one still in
+  // flight longer than its timeout_ms before the newest time in the dump.
+  for (const FrEntry* e : order) {
+    bool timed_out = e->state != "completed" &&
+                     (e->retired || (e->timeout_ms > 0 && newest_ns - e->time_created_ns > e->timeout_ms * 1000000));
+    if (!timed_out) continue;
+    HangMarker h;
+    h.mono_ns = h.wall_ns = newest_ns;
+    h.in_flight = static_cast<int>(std::count_if(p.ops.begin(), p.ops.end(), [](const Op& o) { return !o.completed; }));
+    h.message = "PyTorch watchdog: " + e->profiling_name + " (" + e->pg_desc + " seq " + std::to_string(e->collective_seq_id) +
+                ") timed out after " + std::to_string(e->timeout_ms) + " ms (Flight Recorder)";
+    p.hangs.push_back(h);
+    break;
+  }
   for (auto& [c, s] : first_seq) p.meta["fr_window_first_seq." + p.comms[c].name] = std::to_string(s);
   p.last_flush_mono_ns = newest_ns;
   p.meta["last_flush_mono_ns"] = std::to_string(newest_ns);

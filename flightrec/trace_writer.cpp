@@ -113,6 +113,10 @@ void write_trace_file(const Process& p, const std::string& path) {
       if (x.completed) done.i(1, x.call_index).i(2, x.complete_mono_ns).run();
     }
   }
+  {
+    Stmt h(d.db, "INSERT INTO hangs(mono_ns, wall_ns, in_flight, message) VALUES(?1, ?2, ?3, ?4)");
+    for (auto& x : p.hangs) h.i(1, x.mono_ns).i(2, x.wall_ns).i(3, x.in_flight).t(4, x.message).run();
+  }
   d.exec("COMMIT");
 }
 

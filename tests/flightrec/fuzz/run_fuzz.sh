@@ -9,4 +9,4 @@ trap 'rm -rf "$work"' EXIT
 mkdir -p "$work/corpus"
 for f in "$data"/*/nccl_trace_rank_*; do cp "$f" "$work/corpus/$(basename "$(dirname "$f")")-$(basename "$f")"; done
 cd "$work"
-"$bin" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 corpus 2>&1 | tail -n 25
+"$bin" -max_total_time="$secs" -max_len=65536 -rss_limit_mb=2048 -timeout=30 -print_final_stats=1 corpus 2>&1 | tail -n 25
