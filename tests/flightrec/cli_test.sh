@@ -21,17 +21,20 @@ for v in ws1-completed ws1-completed-json; do
   run "$v" analyze "$data/$v"
   check "$v: analyze exits 0 (rc=$rc)" $([ $rc = 0 ] && echo 0 || echo 1)
   check "$v: caveat names FR" $(has "$v" "Flight Recorder")
-  check "$v: default_pg named" $(has "$v" "default_pg")
+  run "$v-j" analyze --json "$data/$v"
+  check "$v: communicators default_pg and tp" $(python3 -c "
+import json,sys; j=json.load(open('$work/$v-j.out'))
+sys.exit(0 if sorted(c['role'] for c in j['comms'])==['default_pg','tp'] and j['clean'] else 1)"; echo $?)
 done
 
 # Watchdog and in-flight dumps: ops in flight named, with the Python frame of the stuck op.
-run wd analyze "$data/ws1-watchdog"
-check "ws1-watchdog: blocked op named" $(has wd "blocked in all_reduce on comm default_pg seq 2")
-check "ws1-watchdog: 4 ops in flight" $(has wd "4 ops in flight")
 run wdjson analyze --json "$data/ws1-watchdog"
-check "ws1-watchdog --json: 4 ops in flight" $(python3 -c "
+check "ws1-watchdog: blocked in all_reduce seq 2, 4 ops in flight" $(python3 -c "
 import json,sys; j=json.load(open('$work/wdjson.out'))
-r=j['hang']['ranks'][0]; sys.exit(0 if r['in_flight']==4 else 1)"; echo $?)
+r=j['hang']['ranks'][0]; g=j['hang']['groups'][0]['summary']
+ok = r['status']=='blocked' and r['in_flight']==4 and r['blocked'][0]['op']=='all_reduce' and r['blocked'][0]['seq']==2
+ok = ok and 'blocked in all_reduce on comm default_pg seq 2' in g and r['last_completed']['seq']==1
+sys.exit(0 if ok else 1)"; echo $?)
 run st stacks "$data/ws1-watchdog" --comm default_pg --seq 5
 check "stacks --comm default_pg --seq 5: reduce_scatter (rc=$rc)" $(has st "reduce_scatter")
 check "stacks: Python frame of the stuck reduce_scatter" $(has st "fr_dump.py:31")
