@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "text_escape.h"
+#include "flightrec.h"
 #include "trace_details.h"
 #include "trace_schema.h"
 #include "trace_validation.h"
@@ -533,7 +534,7 @@ void read_file(const std::string& path, const LoadOptions& opt, Fn&& fn) {
   }
 }
 
-std::vector<std::string> list_trace_files(const std::string& dir) {
+std::vector<std::string> list_trace_files(const std::string& dir, std::vector<SkippedFile>* skipped = nullptr) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) throw LoadError("no such directory: " + dir);
   if (!fs::is_directory(dir, ec)) throw LoadError("not a directory: " + dir);
@@ -545,6 +546,11 @@ std::vector<std::string> list_trace_files(const std::string& dir) {
       files.push_back(e.path().string());  // non-regular ones are skipped, with their reason, by read_file
   }
   if (ec) throw LoadError("cannot list " + dir + ": " + ec.message());
+  // PyTorch Flight Recorder dumps are read as trace files converted once per run (flightrec/).
+  auto fr = flightrec::converted_trace_files(dir);
+  files.insert(files.end(), fr.trace_files.begin(), fr.trace_files.end());
+  if (skipped) skipped->insert(skipped->end(), fr.skipped.begin(), fr.skipped.end());
+  if (files.empty() && !fr.skipped.empty()) throw LoadError("no usable trace file or Flight Recorder dump in " + dir + ": " + fr.skipped[0].path + ": " + fr.skipped[0].reason);
   if (files.empty()) throw LoadError("no trace files (*" + suffix + ") in " + dir);
   std::sort(files.begin(), files.end());
   return files;
@@ -592,7 +598,8 @@ namespace {
 // are listed in Trace::skipped with the reason.
 template <class Read>
 Trace load_each_file(const std::string& dir, const LoadOptions& options, Read read) {
-  auto files = list_trace_files(dir);
+  Trace t;
+  auto files = list_trace_files(dir, &t.skipped);
   std::vector<Process> procs(files.size());
   std::vector<std::string> reasons(files.size());
   parallel_for(files.size(), options.threads, [&](size_t i) {
@@ -606,7 +613,6 @@ Trace load_each_file(const std::string& dir, const LoadOptions& options, Read re
       reasons[i] = e.what();
     }
   });
-  Trace t;
   t.dir = dir;
   for (size_t i = 0; i < files.size(); ++i) {
     if (reasons[i].empty())
@@ -632,7 +638,8 @@ Trace load_trace_headers(const std::string& dir, const LoadOptions& options) {
 }
 
 Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
-  auto files = list_trace_files(dir);
+  Schedule s;
+  auto files = list_trace_files(dir, &s.skipped);
   std::vector<SchedProcess> procs(files.size());
   std::vector<SignatureTable> local_sigs(files.size());
   std::vector<std::string> reasons(files.size());
@@ -649,7 +656,6 @@ Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
       reasons[i] = e.what();
     }
   });
-  Schedule s;
   s.dir = dir;
   SignatureTable global;
   for (size_t i = 0; i < files.size(); ++i) {

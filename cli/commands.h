@@ -18,6 +18,7 @@ void add_timeline_command(CLI::App& app, int* exit_code); // cmd_timeline.cpp
 void add_report_command(CLI::App& app, int* exit_code);   // cmd_report.cpp
 void add_doctor_command(CLI::App& app, int* exit_code);   // cmd_doctor.cpp
 void add_shrink_command(CLI::App& app, int* exit_code);   // cmd_shrink.cpp
+void add_import_command(CLI::App& app, int* exit_code);   // cmd_import.cpp
 
 // Path of liblockstep.so for LD_PRELOAD: $LOCKSTEP_PRELOAD if set, else next to the executable
 // (../lib/liblockstep.so in a build or install tree).

@@ -37,6 +37,7 @@ int main(int argc, char** argv) {
   lockstep::cli::add_report_command(app, &exit_code);
   lockstep::cli::add_doctor_command(app, &exit_code);
   lockstep::cli::add_shrink_command(app, &exit_code);
+  lockstep::cli::add_import_command(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,45 @@
+// lockstep import DUMPDIR -o TRACEDIR: PyTorch Flight Recorder dumps -> lockstep trace files.
+#include <iostream>
+
+#include "commands.h"
+#include "exit_codes.h"
+#include "flightrec.h"
+
+namespace lockstep::cli {
+namespace {
+
+struct ImportArgs {
+  std::string src;
+  std::string out;
+};
+
+int import_dumps(const ImportArgs& a) {
+  std::vector<SkippedFile> skipped;
+  std::vector<std::string> files;
+  try {
+    files = flightrec::import_dir(a.src, a.out, skipped);
+  } catch (const std::exception& e) {
+    std::cerr << "lockstep import: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  for (auto& s : skipped) std::cerr << "skipped " << s.path << ": " << s.reason << "\n";
+  if (files.empty()) {
+    std::cerr << "lockstep import: no readable Flight Recorder dump in " << a.src << "\n";
+    return kExitUsage;
+  }
+  for (auto& f : files) std::cout << "wrote " << f << "\n";
+  return kExitOk;
+}
+
+}  // namespace
+
+void add_import_command(CLI::App& app, int* exit_code) {
+  auto args = std::make_shared<ImportArgs>();
+  auto* sub = app.add_subcommand("import", "Convert PyTorch Flight Recorder dumps (pickle or JSON) into lockstep trace files");
+  sub->add_option("dir", args->src, "Directory of Flight Recorder dumps (one file per rank, <prefix><rank>)")->required();
+  sub->add_option("-o,--out", args->out, "Trace directory to write (created if missing)")->required();
+  sub->footer("Exit code: 0 written, 2 input error. docs/flight-recorder.md says what FR dumps can and cannot tell.");
+  sub->callback([args, exit_code] { *exit_code = import_dumps(*args); });
+}
+
+}  // namespace lockstep::cli

@@ -1,0 +1,172 @@
+// Directories of Flight Recorder dumps: detection by content, conversion, the loader's hook.
+#include <stdlib.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <mutex>
+
+#include "flightrec.h"
+#include "trace_schema.h"
+
+namespace fs = std::filesystem;
+
+namespace lockstep::flightrec {
+namespace {
+
+// Candidate files: regular files directly in `dir` whose first bytes are a pickle PROTO or '{'.
+std::vector<std::string> candidates(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  std::string suffix = schema::kFileSuffix;
+  for (auto& e : fs::directory_iterator(dir, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.empty() || name[0] == '.' || name.find(suffix) != std::string::npos) continue;
+    if (!e.is_regular_file(ec)) continue;
+    std::ifstream in(e.path(), std::ios::binary);
+    char head[64] = {};
+    in.read(head, sizeof head);
+    if (sniff(std::string_view(head, static_cast<size_t>(in.gcount()))) != Format::kNone) out.push_back(e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string slurp(const std::string& path, size_t limit) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DumpError("cannot open");
+  std::string s;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    s.append(buf, static_cast<size_t>(in.gcount()));
+    if (s.size() > limit) throw DumpError("larger than " + std::to_string(limit) + " bytes");
+  }
+  return s;
+}
+
+}  // namespace
+
+DirDumps load_dir(const std::string& dir) {
+  DirDumps out;
+  Limits lim;
+  std::vector<FrDump> dumps;
+  for (const std::string& path : candidates(dir)) {
+    std::string bytes;
+    try {
+      bytes = slurp(path, lim.max_input_bytes);
+      dumps.push_back(read_dump(bytes, path, lim));
+    } catch (const DumpError& e) {
+      // A JSON file that is not a dump at all (a report, a timeline) is not evidence: ignore it.
+      std::string why = e.what();
+      bool pickle = sniff(std::string_view(bytes).substr(0, 64)) == Format::kPickle;
+      if (!pickle && bytes.find("\"pg_config\"") == std::string::npos && bytes.find("\"entries\"") == std::string::npos) continue;
+      out.dump_files.push_back(path);
+      out.skipped.push_back({path, "Flight Recorder dump unreadable: " + why});
+      continue;
+    }
+    out.dump_files.push_back(path);
+  }
+  std::map<int, std::string> seen;
+  for (auto& d : dumps) {
+    int rank = rank_from_file_name(d.path);
+    if (rank >= 0 && seen.count(rank)) {
+      out.skipped.push_back({d.path, "Flight Recorder dump: a second dump of rank " + std::to_string(rank) + " (first: " + seen[rank] + ")"});
+      continue;
+    }
+    try {
+      out.processes.push_back(to_process(d, rank));
+      if (rank >= 0) seen[rank] = d.path;
+    } catch (const DumpError& e) {
+      out.skipped.push_back({d.path, std::string("Flight Recorder dump: ") + e.what()});
+    }
+  }
+  align_windows(out.processes);
+  std::sort(out.processes.begin(), out.processes.end(), [](const Process& a, const Process& b) {
+    return std::make_pair(a.global_rank, a.path) < std::make_pair(b.global_rank, b.path);
+  });
+  return out;
+}
+
+namespace {
+
+std::string trace_name(const std::string& dump_path) {
+  std::string n = fs::path(dump_path).filename().string();
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  return n + schema::kFileSuffix;
+}
+
+}  // namespace
+
+std::vector<std::string> import_dir(const std::string& src, const std::string& dst, std::vector<SkippedFile>& skipped) {
+  DirDumps d = load_dir(src);
+  skipped = d.skipped;
+  std::vector<std::string> files;
+  fs::create_directories(dst);
+  for (auto& p : d.processes) {
+    std::string out = (fs::path(dst) / trace_name(p.path)).string();
+    write_trace_file(p, out);
+    files.push_back(out);
+  }
+  return files;
+}
+
+namespace {
+
+// Converted directories of this run, removed at exit.
+struct TempDirs {
+  std::mutex mu;
+  std::map<std::string, std::pair<std::string, Converted>> by_dir;
+  ~TempDirs() {
+    for (auto& [dir, v] : by_dir) {
+      std::error_code ec;
+      fs::remove_all(v.first, ec);
+    }
+  }
+};
+TempDirs& temp_dirs() {
+  static TempDirs t;
+  return t;
+}
+
+}  // namespace
+
+Converted converted_trace_files(const std::string& dir) {
+  std::error_code ec;
+  std::string key = fs::weakly_canonical(dir, ec).string();
+  auto& t = temp_dirs();
+  std::lock_guard<std::mutex> lock(t.mu);
+  auto it = t.by_dir.find(key);
+  if (it != t.by_dir.end()) return it->second.second;
+  Converted c;
+  DirDumps d = load_dir(dir);
+  c.skipped = d.skipped;
+  if (d.dump_files.empty()) return c;
+  std::string tmpl = (fs::temp_directory_path(ec) / "lockstep-fr-XXXXXX").string();
+  if (ec || !mkdtemp(tmpl.data())) {
+    for (auto& p : d.processes) c.skipped.push_back({p.meta["fr_dump_file"], "no temporary directory to convert the Flight Recorder dump in"});
+    return c;
+  }
+  for (auto& p : d.processes) {
+    std::string out = (fs::path(tmpl) / trace_name(p.path)).string();
+    try {
+      write_trace_file(p, out);
+      c.trace_files.push_back(out);
+    } catch (const std::exception& e) {
+      c.skipped.push_back({p.meta["fr_dump_file"], std::string("Flight Recorder dump: ") + e.what()});
+    }
+  }
+  // What FR cannot tell, once per run, on stderr (reports are on stdout).
+  std::cerr << "lockstep: read " << d.processes.size() << " PyTorch Flight Recorder dump(s) from " << dir
+            << " (docs/flight-recorder.md): a ring window of each rank's recent ops; no reduction op, no root, "
+               "no all_to_all split sizes; point-to-point ops sequenced apart from collectives (seq "
+            << kP2PSeqBase << "+n)\n";
+  t.by_dir[key] = {tmpl, c};
+  return c;
+}
+
+}  // namespace lockstep::flightrec

@@ -1,0 +1,367 @@
+// One Flight Recorder dump -> one lockstep Process (trace_model.h).
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "flightrec.h"
+
+namespace lockstep::flightrec {
+
+int rank_from_file_name(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  for (const char* ext : {".json", ".pkl", ".pickle"}) {
+    std::string e = ext;
+    if (name.size() > e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0) name.resize(name.size() - e.size());
+  }
+  size_t k = name.size();
+  while (k > 0 && name[k - 1] >= '0' && name[k - 1] <= '9') --k;
+  if (k == name.size() || name.size() - k > 7) return -1;
+  return std::stoi(name.substr(k));
+}
+
+namespace {
+
+std::string hex16(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+uint64_t fnv(std::string_view s, uint64_t h = 1469598103934665603ull) {
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+// c10::toString(ScalarType) -> lockstep (NCCL) dtype names.
+std::string map_dtype(const std::string& t) {
+  static const std::map<std::string, std::string> m = {
+      {"Byte", "uint8"},       {"Char", "int8"},         {"Int", "int32"},       {"Long", "int64"},
+      {"Half", "float16"},     {"Float", "float32"},     {"Double", "float64"},  {"BFloat16", "bfloat16"},
+      {"Bool", "uint8"},       {"UInt32", "uint32"},     {"UInt64", "uint64"},   {"Float8_e4m3fn", "float8e4m3"},
+      {"Float8_e5m2", "float8e5m2"}, {"Short", "int16"}, {"ComplexFloat", "complex64"}, {"ComplexDouble", "complex128"}};
+  auto it = m.find(t);
+  if (it != m.end()) return it->second;
+  std::string lower;
+  for (char c : t) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower;
+}
+std::string one_dtype(const std::vector<std::string>& ts) {
+  if (ts.empty()) return "";
+  for (auto& t : ts)
+    if (t != ts[0]) return "";  // mixed (schema: NULL)
+  return map_dtype(ts[0]);
+}
+
+int64_t numel(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) {
+    if (d != 0 && n > INT64_MAX / d) return INT64_MAX;
+    n *= d;
+  }
+  return n;
+}
+int64_t total(const std::vector<std::vector<int64_t>>& ts) {
+  int64_t n = 0;
+  for (auto& t : ts) n = std::min<int64_t>(INT64_MAX / 2, n + numel(t));
+  return n;
+}
+
+struct Parsed {
+  std::string name;  // after "nccl:"
+  int src = -1, dst = -1;
+};
+Parsed parse_name(const std::string& profiling) {
+  Parsed p;
+  size_t colon = profiling.find(':');
+  std::string rest = colon == std::string::npos ? profiling : profiling.substr(colon + 1);
+  size_t sp = rest.find(' ');
+  p.name = rest.substr(0, sp);
+  if (sp != std::string::npos) {
+    std::string arg = rest.substr(sp + 1);
+    int a = -1, b = -1;
+    if (std::sscanf(arg.c_str(), "%d->%d", &a, &b) == 2) p.src = a, p.dst = b;             // send src->dst
+    else if (std::sscanf(arg.c_str(), "%d<-%d", &a, &b) == 2) p.dst = a, p.src = b;        // recv dst<-src
+  }
+  return p;
+}
+
+bool is_group_end(const std::string& n) { return n == "coalesced"; }
+
+// The op (or the parts of a fused coalesced op) one entry stands for.
+void map_entry(const FrEntry& e, Op& o) {
+  Parsed p = parse_name(e.profiling_name);
+  const std::string& n = p.name;
+  std::string in_dt = one_dtype(e.input_dtypes), out_dt = one_dtype(e.output_dtypes);
+  auto first = [](const std::vector<std::vector<int64_t>>& ts) { return ts.empty() ? 0 : numel(ts[0]); };
+  o.dtype = in_dt.empty() ? out_dt : in_dt;
+  if (n == "all_reduce" || n == "all_reduce_barrier" || n == "allreduce" || n == "_allreduce_sparse") {
+    o.op = "all_reduce";
+    o.count = total(e.input_sizes);
+  } else if (n == "broadcast" || n == "_broadcast_oop") {
+    o.op = "broadcast";
+    o.count = total(e.input_sizes);
+  } else if (n == "reduce" || n == "_reduce_oop") {
+    o.op = "reduce";
+    o.count = total(e.input_sizes);
+  } else if (n == "all_gather" || n == "_all_gather_base" || n == "_allgather_base" || n == "allgather") {
+    o.op = "all_gather";
+    o.count = first(e.input_sizes);  // sendcount
+  } else if (n == "reduce_scatter" || n == "_reduce_scatter_base") {
+    o.op = "reduce_scatter";
+    o.count = first(e.output_sizes);  // recvcount
+  } else if (n == "all_to_all" || n == "alltoall_base" || n == "alltoall") {
+    // FR keeps only each rank's totals, not the per-peer split: compare op and dtype only.
+    o.op = "all_to_all";
+    o.count = 0;
+  } else if (n == "gather") {
+    o.op = "gather";
+    o.count = first(e.input_sizes);
+  } else if (n == "scatter") {
+    o.op = "scatter";
+    o.count = first(e.output_sizes);
+    o.dtype = out_dt;
+  } else if (n == "send") {
+    o.op = "send";
+    o.count = total(e.input_sizes);
+    o.peer = p.dst;
+  } else if (n == "recv") {
+    o.op = "recv";
+    o.count = total(e.output_sizes);
+    o.peer = p.src;
+    o.dtype = out_dt.empty() ? in_dt : out_dt;
+  } else if (n == "allreduce_coalesced" || n == "ALLREDUCE_coalesced" || n == "ALLGATHER_coalesced" ||
+             n == "all_gather_into_tensor_coalesced" || n == "REDUCE_SCATTER_coalesced" ||
+             n == "reduce_scatter_tensor_coalesced") {
+    // One FR entry for several NCCL calls: one part per tensor.
+    bool ag = n.find("ALLGATHER") != std::string::npos || n.find("all_gather") != std::string::npos;
+    bool rs = n.find("REDUCE_SCATTER") != std::string::npos || n.find("reduce_scatter") != std::string::npos;
+    o.op = "coalesced";
+    const auto& sizes = rs ? e.output_sizes : e.input_sizes;
+    const auto& dts = rs ? e.output_dtypes : e.input_dtypes;
+    o.count = 0;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      OpPart part;
+      part.op = ag ? "all_gather" : rs ? "reduce_scatter" : "all_reduce";
+      part.dtype = k < dts.size() ? map_dtype(dts[k]) : o.dtype;
+      part.count = numel(sizes[k]);
+      o.count = std::min<int64_t>(INT64_MAX / 2, o.count + part.count);
+      o.parts.push_back(part);
+    }
+  } else if (is_group_end(n)) {
+    o.op = "coalesced";
+    o.count = 0;
+  } else {
+    o.op = n;  // unknown to this reader: kept by name, compared by equality
+    o.count = total(e.input_sizes);
+  }
+}
+
+std::vector<Frame> frames_of(const std::vector<FrFrame>& fr) {
+  std::vector<Frame> out;
+  for (const auto& f : fr) {
+    Frame x;
+    x.kind = "python";
+    x.function = f.name;
+    x.file = f.filename;
+    x.line = static_cast<int>(std::clamp<int64_t>(f.line, 0, INT32_MAX));
+    out.push_back(std::move(x));
+  }
+  return out;
+}
+
+}  // namespace
+
+Process to_process(const FrDump& d, int global_rank) {
+  Process p;
+  p.path = d.path;
+  p.host = std::filesystem::path(d.path).filename().string();
+  p.global_rank = global_rank;
+  p.meta["source"] = "pytorch_flight_recorder";
+  p.meta["fr_dump_file"] = d.path;
+  p.meta["fr_format"] = d.format;
+  p.meta["fr_version"] = d.version;
+  p.meta["fr_comm_lib_version"] = d.comm_lib_version;
+  p.meta["fr_ring_window"] = "1";  // a ring: older entries may have been overwritten
+  p.meta["global_rank"] = std::to_string(global_rank);
+  p.meta["global_rank_source"] = "fr_file_name";
+  p.meta["fr_entries"] = std::to_string(d.entries.size());
+  for (auto& [pg, st] : d.pg_status)
+    for (auto& [k, v] : st) p.meta["fr_pg_status." + pg + "." + k] = std::to_string(v);
+
+  // Communicators: one per process group, from pg_config and any group the entries name.
+  std::vector<FrGroup> groups = d.groups;
+  for (const auto& e : d.entries)
+    if (std::none_of(groups.begin(), groups.end(), [&](const FrGroup& g) { return g.name == e.pg_name; }))
+      groups.push_back({e.pg_name, e.pg_desc, {}});
+  std::map<std::string, int> desc_uses;
+  for (auto& g : groups) desc_uses[g.desc]++;
+  std::map<std::string, int> comm_of;
+  for (auto& g : groups) {
+    Comm c;
+    c.local_id = static_cast<int>(p.comms.size()) + 1;
+    std::vector<int> sorted = g.ranks;
+    std::sort(sorted.begin(), sorted.end());
+    std::string key = "fr|" + g.name + "|";
+    for (int r : sorted) key += std::to_string(r) + ",";
+    c.hash = hex16(fnv(key));
+    c.nranks = static_cast<int>(sorted.size());
+    if (c.nranks == 0) throw DumpError("process group " + g.name + " has no ranks in pg_config");
+    auto it = std::find(sorted.begin(), sorted.end(), global_rank);
+    if (it != sorted.end()) c.rank = static_cast<int>(it - sorted.begin());
+    else if (c.nranks == 1) c.rank = 0;
+    else
+      throw DumpError(global_rank < 0 ? "cannot tell this dump's rank: name it <prefix><rank> as torch does"
+                                      : "rank " + std::to_string(global_rank) + " is not a member of process group " + g.name);
+    // Named by the group's description (default_pg, tp, ...) when it tells groups apart.
+    bool desc_ok = !g.desc.empty() && g.desc != "undefined" && desc_uses[g.desc] == 1;
+    c.name = desc_ok ? g.desc : "pg" + g.name;
+    c.init_call = 0;
+    comm_of[g.name] = static_cast<int>(p.comms.size());
+    p.comms.push_back(std::move(c));
+  }
+
+  std::map<int, int64_t> stack_ids;  // dump stack -> Process::stacks key
+  auto stack_id = [&](int s) -> int64_t {
+    if (s < 0 || s >= static_cast<int>(d.stacks.size())) return -1;
+    auto it = stack_ids.find(s);
+    if (it != stack_ids.end()) return it->second;
+    int64_t id = static_cast<int64_t>(stack_ids.size()) + 1;
+    p.stacks[id] = frames_of(d.stacks[s]);
+    return stack_ids[s] = id;
+  };
+
+  // Entries in record order; a slow-path coalesced group (entries sharing a seq, closed by a
+  // "coalesced" entry) becomes one op whose parts are the group's entries.
+  std::vector<const FrEntry*> order;
+  for (auto& e : d.entries) order.push_back(&e);
+  std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->record_id < b->record_id; });
+  for (size_t k = 1; k < order.size(); ++k)
+    if (order[k]->record_id == order[k - 1]->record_id)
+      throw DumpError("two entries with record_id " + std::to_string(order[k]->record_id));
+  int64_t first_record = order.empty() ? 0 : order.front()->record_id;
+  int64_t gaps = 0;
+  for (size_t k = 1; k < order.size(); ++k) gaps += order[k]->record_id - order[k - 1]->record_id - 1;
+  p.meta["fr_first_record_id"] = std::to_string(first_record);
+  p.meta["fr_history_dropped"] = (first_record > 0 || gaps > 0) ? "1" : "0";
+
+  auto seq_of = [](const FrEntry& e) { return e.is_p2p ? kP2PSeqBase + e.p2p_seq_id : e.collective_seq_id; };
+  std::vector<bool> grouped(order.size(), false);
+  std::map<size_t, std::vector<size_t>> groups_at;  // first member -> members (end marker last)
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (!is_group_end(parse_name(order[k]->profiling_name).name)) continue;
+    std::vector<size_t> members;
+    for (size_t j = k; j-- > 0;) {
+      if (grouped[j]) break;
+      if (order[j]->pg_name != order[k]->pg_name) continue;
+      if (seq_of(*order[j]) != seq_of(*order[k]) || is_group_end(parse_name(order[j]->profiling_name).name)) break;
+      members.insert(members.begin(), j);
+    }
+    members.push_back(k);
+    for (size_t m : members) grouped[m] = true;
+    groups_at[members.front()] = members;
+  }
+
+  std::map<int, int64_t> first_seq;
+  int64_t newest_ns = 0;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const FrEntry& e = *order[k];
+    auto g = groups_at.find(k);
+    if (grouped[k] && g == groups_at.end()) continue;  // inside a group, emitted with its first member
+    Op o;
+    o.call_index = e.record_id + 1;
+    o.comm = comm_of.at(e.pg_name);
+    o.seq = seq_of(e);
+    o.stream = static_cast<uint64_t>(o.comm + 1) * 2 + (e.is_p2p ? 1 : 0);
+    o.tid = e.thread_id;
+    o.thread_name = e.thread_name;
+    o.issue_mono_ns = o.issue_wall_ns = e.time_created_ns;
+    o.state = "enqueued";
+    o.stack_id = stack_id(e.stack);
+    const FrEntry* state_from = &e;
+    if (g != groups_at.end()) {
+      const auto& members = g->second;
+      state_from = order[members.back()];  // the group's work carries the events
+      bool all_p2p = members.size() > 1;
+      o.count = 0;
+      for (size_t m = 0; m + 1 < members.size(); ++m) {
+        Op part;
+        map_entry(*order[members[m]], part);
+        if (part.op != "send" && part.op != "recv") all_p2p = false;
+        if (!part.parts.empty()) {
+          for (auto& pp : part.parts) o.parts.push_back(pp);
+        } else {
+          o.parts.push_back({part.op, part.dtype, part.count, part.root, part.peer, part.redop});
+        }
+        if (part.op != "recv") o.count = std::min<int64_t>(INT64_MAX / 2, o.count + part.count);
+        if (o.stack_id < 0) o.stack_id = stack_id(order[members[m]]->stack);
+      }
+      o.op = all_p2p ? "send_recv" : "coalesced";
+      std::string dt;
+      for (size_t m = 0; m < o.parts.size(); ++m) dt = m == 0 || dt == o.parts[m].dtype ? o.parts[m].dtype : "";
+      o.dtype = dt;
+      o.seq = seq_of(*state_from);
+    } else {
+      map_entry(e, o);
+    }
+    o.completed = state_from->state == "completed";
+    o.complete_mono_ns = o.completed ? std::max(state_from->time_completed_ns, e.time_created_ns) : 0;
+    newest_ns = std::max({newest_ns, e.time_created_ns, state_from->time_started_ns, state_from->time_completed_ns});
+    if (o.seq <= 0 || o.seq > UINT32_MAX) o.seq = 0;  // unsequenced: never compared
+    if (o.seq > 0 && o.seq < kP2PSeqBase && !first_seq.count(o.comm)) first_seq[o.comm] = o.seq;
+    p.ops.push_back(std::move(o));
+  }
+  std::sort(p.ops.begin(), p.ops.end(), [](const Op& a, const Op& b) { return a.call_index < b.call_index; });
+  // Evidence of torch's watchdog timeout, as a hang marker: an entry retired before it completed
+  // ("a retired but not completed event has timed out", FlightRecorder.hpp), or one still in
+  // flight longer than its timeout_ms before the newest time in the dump.
+  for (const FrEntry* e : order) {
+    bool timed_out = e->state != "completed" &&
+                     (e->retired || (e->timeout_ms > 0 && newest_ns - e->time_created_ns > e->timeout_ms * 1000000));
+    if (!timed_out) continue;
+    HangMarker h;
+    h.mono_ns = h.wall_ns = newest_ns;
+    h.in_flight = static_cast<int>(std::count_if(p.ops.begin(), p.ops.end(), [](const Op& o) { return !o.completed; }));
+    h.message = "PyTorch watchdog: " + e->profiling_name + " (" + e->pg_desc + " seq " + std::to_string(e->collective_seq_id) +
+                ") timed out after " + std::to_string(e->timeout_ms) + " ms (Flight Recorder)";
+    p.hangs.push_back(h);
+    break;
+  }
+  for (auto& [c, s] : first_seq) p.meta["fr_window_first_seq." + p.comms[c].name] = std::to_string(s);
+  p.last_flush_mono_ns = newest_ns;
+  p.meta["last_flush_mono_ns"] = std::to_string(newest_ns);
+  return p;
+}
+
+void align_windows(std::vector<Process>& procs) {
+  // comm hash -> newest first collective seq among members.
+  std::map<std::string, int64_t> start;
+  for (auto& p : procs) {
+    std::map<int, int64_t> first;
+    for (auto& o : p.ops)
+      if (o.seq > 0 && o.seq < kP2PSeqBase && !first.count(o.comm)) first[o.comm] = o.seq;
+    for (auto& [c, s] : first) start[p.comms[c].hash] = std::max(start[p.comms[c].hash], s);
+  }
+  for (auto& p : procs) {
+    std::map<int, int64_t> dropped;
+    std::vector<Op> kept;
+    for (auto& o : p.ops) {
+      int64_t from = o.comm >= 0 ? start[p.comms[o.comm].hash] : 0;
+      if (o.seq > 0 && o.seq < kP2PSeqBase && o.seq < from) {
+        dropped[o.comm]++;
+        continue;
+      }
+      kept.push_back(std::move(o));
+    }
+    p.ops = std::move(kept);
+    for (auto& [c, n] : dropped) {
+      p.meta["fr_aligned_from_seq." + p.comms[c].name] = std::to_string(start[p.comms[c].hash]);
+      p.meta["fr_aligned_dropped." + p.comms[c].name] = std::to_string(n);
+    }
+  }
+}
+
+}  // namespace lockstep::flightrec

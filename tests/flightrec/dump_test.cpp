@@ -1,0 +1,111 @@
+// The real torch 2.11 dumps from the H200 (tests/data/fr-h200), read and mapped.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "flightrec.h"
+
+namespace lockstep::flightrec {
+namespace {
+
+std::string data(const std::string& rel) { return std::string(LOCKSTEP_FR_DATA) + "/" + rel; }
+FrDump read(const std::string& rel) {
+  std::ifstream in(data(rel), std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return read_dump(ss.str(), data(rel));
+}
+
+TEST(RealDumps, PickleAndJsonAgree) {
+  FrDump p = read("ws1-completed/nccl_trace_rank_0");
+  FrDump j = read("ws1-completed-json/nccl_trace_rank_0.json");
+  EXPECT_EQ(p.format, "pickle");
+  EXPECT_EQ(j.format, "json");
+  EXPECT_EQ(p.version, "2.10");
+  EXPECT_EQ(p.comm_lib_version, "2.28.9");
+  ASSERT_EQ(p.entries.size(), 10u);
+  ASSERT_EQ(p.groups.size(), 2u);
+  EXPECT_EQ(p.groups[0].desc, "default_pg");
+  EXPECT_EQ(p.groups[1].desc, "tp");
+  for (auto& e : p.entries) EXPECT_EQ(e.state, "completed");
+  EXPECT_FALSE(p.stacks.empty());
+  EXPECT_TRUE(j.stacks.empty());  // the JSON variant has no frames
+  EXPECT_EQ(p.entries[7].profiling_name, "nccl:allreduce_coalesced");
+  EXPECT_EQ(p.entries[7].input_sizes, (std::vector<std::vector<int64_t>>{{64}, {32}}));
+}
+
+TEST(RealDumps, CompletedMapsToLockstepVocabulary) {
+  FrDump d = read("ws1-completed/nccl_trace_rank_0");
+  Process p = to_process(d, rank_from_file_name(d.path));
+  EXPECT_EQ(p.global_rank, 0);
+  ASSERT_EQ(p.comms.size(), 2u);
+  EXPECT_EQ(p.comms[0].name, "default_pg");
+  EXPECT_EQ(p.comms[1].name, "tp");
+  EXPECT_EQ(p.comms[0].nranks, 1);
+  EXPECT_NE(p.comms[0].hash, p.comms[1].hash);
+  std::vector<std::string> ops;
+  for (auto& o : p.ops) ops.push_back(o.op + ":" + o.dtype + ":" + std::to_string(o.count) + ":" + std::to_string(o.seq));
+  EXPECT_EQ(ops, (std::vector<std::string>{"all_reduce:float32:1:1", "all_reduce:float32:1024:2", "broadcast:float32:1024:3",
+                                           "all_gather:float32:1024:4", "reduce_scatter:float32:1024:5", "all_to_all:float32:0:6",
+                                           "all_to_all:float32:0:7", "coalesced:float32:96:8", "all_reduce:float16:256:1",
+                                           "all_reduce:float32:1:9"}));
+  ASSERT_EQ(p.ops[7].parts.size(), 2u);
+  EXPECT_EQ(p.ops[7].parts[1].count, 32);
+  for (auto& o : p.ops) EXPECT_TRUE(o.completed);
+  EXPECT_EQ(p.meta.at("fr_history_dropped"), "0");
+  EXPECT_EQ(p.meta.at("fr_window_first_seq.default_pg"), "1");
+}
+
+TEST(RealDumps, WatchdogDumpKeepsTheStuckOpsAndTheirFrames) {
+  FrDump d = read("ws1-watchdog/nccl_trace_rank_0");
+  Process p = to_process(d, 0);
+  ASSERT_EQ(p.ops.size(), 5u);
+  EXPECT_TRUE(p.ops[0].completed);
+  for (size_t k = 1; k < 5; ++k) EXPECT_FALSE(p.ops[k].completed) << k;
+  const Op& rs = p.ops[4];
+  EXPECT_EQ(rs.op, "reduce_scatter");
+  EXPECT_EQ(rs.seq, 5);
+  ASSERT_TRUE(p.stacks.count(rs.stack_id));
+  const auto& frames = p.stacks.at(rs.stack_id);
+  ASSERT_GE(frames.size(), 3u);
+  EXPECT_EQ(frames[2].kind, "python");
+  EXPECT_EQ(frames[2].function, "schedule");
+  EXPECT_EQ(frames[2].line, 31);
+  EXPECT_NE(frames[2].file.find("fr_dump.py"), std::string::npos);
+}
+
+TEST(Names, RankFromFileName) {
+  EXPECT_EQ(rank_from_file_name("/x/nccl_trace_rank_12"), 12);
+  EXPECT_EQ(rank_from_file_name("/x/nccl_trace_rank_3.json"), 3);
+  EXPECT_EQ(rank_from_file_name("/x/dump"), -1);
+}
+
+TEST(Windows, MembersAlignedOnTheNewestFirstSeq) {
+  auto proc = [](int rank, int first, int last) {
+    Process p;
+    p.global_rank = rank;
+    Comm c;
+    c.hash = "h";
+    c.name = "default_pg";
+    c.nranks = 2;
+    p.comms.push_back(c);
+    for (int s = first; s <= last; ++s) {
+      Op o;
+      o.comm = 0;
+      o.seq = s;
+      o.call_index = s;
+      o.op = "all_reduce";
+      p.ops.push_back(o);
+    }
+    return p;
+  };
+  std::vector<Process> ps{proc(0, 3, 10), proc(1, 5, 9)};
+  align_windows(ps);
+  EXPECT_EQ(ps[0].ops.front().seq, 5);
+  EXPECT_EQ(ps[1].ops.front().seq, 5);
+  EXPECT_EQ(ps[0].meta.at("fr_aligned_dropped.default_pg"), "2");
+}
+
+}  // namespace
+}  // namespace lockstep::flightrec
