@@ -89,8 +89,24 @@ def sql_mutation(db, rng):
         return f"-- failed: {sql} ({e})"
 
 
+SQLITE_HEADER = b"SQLite format 3\0"
+
+
+def copy_source(src, dst):
+    """A trace directory is copied; a fuzz corpus file (SQLite files concatenated) is split."""
+    if os.path.isdir(src):
+        shutil.copytree(src, dst)
+        return
+    os.makedirs(dst)
+    data = open(src, "rb").read()
+    starts = [i for i in range(len(data)) if data.startswith(SQLITE_HEADER, i)] or [0]
+    for n, (a, b) in enumerate(zip(starts, starts[1:] + [len(data)])):
+        with open(os.path.join(dst, f"rank{n}.lockstep.sqlite"), "wb") as f:
+            f.write(data[a:b])
+
+
 def mutate_dir(src, dst, rng):
-    shutil.copytree(src, dst)
+    copy_source(src, dst)
     files = sorted(f for f in os.listdir(dst) if f.endswith(".lockstep.sqlite"))
     log = []
     r = rng.random()
@@ -199,9 +215,14 @@ def main():
     ap.add_argument("--budget-s", type=float, default=0, help="stop making mutants after this long (0: no limit)")
     ap.add_argument("--work", default="/tmp/lockstep-mutate-traces", help="scratch directory (emptied)")
     ap.add_argument("--keep", help="copy each directory with a finding here")
-    ap.add_argument("dirs", nargs="+", help="trace directories to mutate")
+    ap.add_argument("dirs", nargs="+", help="trace directories, fuzz corpus files or directories of them")
     a = ap.parse_args()
-    srcs = [d for d in a.dirs if os.path.isdir(d)]
+    srcs = []
+    for d in a.dirs:  # directories of traces, or of fuzz corpus files
+        if os.path.isdir(d) and not any(f.endswith(".lockstep.sqlite") for f in os.listdir(d)):
+            srcs += sorted(os.path.join(d, f) for f in os.listdir(d) if not f.endswith(".md"))
+        elif os.path.exists(d):
+            srcs.append(d)
     if not srcs:
         print("mutate_traces: no trace directory given exists", file=sys.stderr)
         return 2
