@@ -30,7 +30,7 @@ MUTANTS = os.path.join(ROOT, "scripts", "mutation-test-mutants.txt")
 COMPONENTS = {
     "analyzer": {
         "targets": ["lockstep_cli", "analyzer_tests", "analyzer_survivor_tests", "cli_tests", "cli_survivor_tests",
-                    "timeline_tests", "timeline_cli_tests"],
+                    "timeline_tests"],
         "ctest": ["-L", "analyzer|cli|timeline", "-LE", "e2e|fuzz"],
     },
     "model": {
@@ -38,7 +38,7 @@ COMPONENTS = {
         "ctest": ["-L", "replay|cli", "-LE", "e2e|fuzz"],
     },
     "cli": {
-        "targets": ["lockstep_cli", "cli_tests", "cli_survivor_tests", "timeline_cli_tests"],
+        "targets": ["lockstep_cli", "cli_tests", "cli_survivor_tests"],
         "ctest": ["-L", "cli|timeline", "-LE", "e2e|fuzz"],
     },
     "recorder": {
