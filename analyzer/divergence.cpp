@@ -200,7 +200,7 @@ void check_p2p(const Schedule& s, const CommIndex& idx, int g, std::vector<Diver
     }
   }
   for (auto& [key, q] : pairs) {
-    auto [src, dst] = key;
+    const int src = key.first, dst = key.second;  // not a structured binding: clang 14 cannot capture one
     // A peer whose file is missing cannot be checked.
     if (!proc_of_rank.count(src) || !proc_of_rank.count(dst)) continue;
     size_t n = std::min(q.sends.size(), q.recvs.size());

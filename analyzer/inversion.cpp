@@ -38,7 +38,7 @@ std::vector<Divergence> find_order_inversions(const Schedule& s, const CommIndex
   std::vector<Divergence> out;
   for (auto& [key, procs] : pairs) {
     if (procs.size() < 2) continue;
-    auto [ga, gb] = key;
+    const int ga = key.first, gb = key.second;  // not a structured binding: clang 14 cannot capture one
     auto lists = [&](int p) {
       return std::make_pair(&idx.per_proc[p][idx.local_of(ga, p)].colls, &idx.per_proc[p][idx.local_of(gb, p)].colls);
     };

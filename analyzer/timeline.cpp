@@ -354,7 +354,8 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
   int64_t flow_id = 0;
   for (auto& [key, list] : members) {
     if (list.size() < 2) continue;
-    bool same = std::all_of(list.begin(), list.end(), [&](size_t k) { return placed[k].signature == placed[list[0]].signature; });
+    const size_t first = list[0];  // clang 14 cannot capture the structured binding `list`
+    bool same = std::all_of(list.begin(), list.end(), [&](size_t k) { return placed[k].signature == placed[first].signature; });
     std::string name = "comm " + short_hash(std::get<0>(key)) + " collective #" + std::to_string(std::get<1>(key));
     for (size_t k = 0; k + 1 < list.size(); ++k) {
       const Placed& a = placed[list[k]];
