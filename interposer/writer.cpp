@@ -137,8 +137,10 @@ Writer::Writer() : queue_(kQueueRecords) {}
 bool Writer::step(sqlite3_stmt* q, const char* what) {
   int rc = sqlite3_step(q);
   bool ok = rc == SQLITE_DONE || rc == SQLITE_CONSTRAINT;
-  if (!ok) fail(what);
+  // Reset first: a statement left active keeps the pager in its error state, and then even the
+  // recorder_stopped rows could not be written.
   sqlite3_reset(q);
+  if (!ok) fail(what);
   return ok;
 }
 

@@ -1,6 +1,9 @@
 // The environment variables that name a process's global and local rank: one table, read by the
 // recorder (meta global_rank / global_rank_source), replay (--rank-from-env, the worker) and any
 // other component. Header-only and dependency-free, so including it links nothing.
+// Note for other components: examples/common/bootstrap.h (RANK/SLURM_PROCID/OMPI_COMM_WORLD_RANK,
+// with their world sizes) still has its own list; switch it to this table rather than add
+// another. The launcher only sets RANK/LOCAL_RANK (no list to keep in step).
 #pragma once
 
 #include <cerrno>

@@ -217,3 +217,17 @@ TEST(RecorderFaults, a_full_tmpfs_stops_the_recorder_not_the_program) {
   auto traces = trace_files(out.path + "/trace");
   EXPECT_EQ(traces.size(), 2u) << r.err;
 }
+
+TEST(RecorderConfigOnFixture, an_out_of_range_hang_timeout_warns_once_and_keeps_the_default) {
+  // LOCKSTEP_HANG_TIMEOUT=1e12 (or inf) used to overflow to 0 s: "no NCCL progress for 0s" on a
+  // healthy run.
+  for (const char* bad : {"1e12", "inf"}) {
+    FaultJob job({"many", "2000"}, true, {{"LOCKSTEP_HANG_TIMEOUT", bad}});
+    EXPECT_EQ(job.result.exit_code, 0) << job.describe();
+    EXPECT_EQ(count_of(job.result.err, "no NCCL progress"), 0u) << bad << "\n" << job.describe();
+    EXPECT_EQ(count_of(job.result.err, std::string("LOCKSTEP_HANG_TIMEOUT=") + bad + " is not"), 2u)
+        << "once per rank\n" << job.describe();
+    ASSERT_EQ(job.traces.size(), 2u) << job.describe();
+    for (const auto& f : job.traces) EXPECT_EQ(Trace(f).scalar("SELECT count(*) FROM hangs"), "0") << f;
+  }
+}
