@@ -197,6 +197,11 @@ Process to_process(const FrDump& d, int global_rank) {
   for (const auto& e : d.entries)
     if (std::none_of(groups.begin(), groups.end(), [&](const FrGroup& g) { return g.name == e.pg_name; }))
       groups.push_back({e.pg_name, e.pg_desc, {}});
+  // No file-name rank: a group of one rank tells it.
+  for (auto& g : groups)
+    if (global_rank < 0 && g.ranks.size() == 1) global_rank = g.ranks[0];
+  p.global_rank = global_rank;
+  p.meta["global_rank"] = std::to_string(global_rank);
   std::map<std::string, int> desc_uses;
   for (auto& g : groups) desc_uses[g.desc]++;
   std::map<std::string, int> comm_of;
@@ -211,11 +216,12 @@ Process to_process(const FrDump& d, int global_rank) {
     c.nranks = static_cast<int>(sorted.size());
     if (c.nranks == 0) throw DumpError("process group " + g.name + " has no ranks in pg_config");
     auto it = std::find(sorted.begin(), sorted.end(), global_rank);
-    if (it != sorted.end()) c.rank = static_cast<int>(it - sorted.begin());
-    else if (c.nranks == 1) c.rank = 0;
-    else
-      throw DumpError(global_rank < 0 ? "cannot tell this dump's rank: name it <prefix><rank> as torch does"
-                                      : "rank " + std::to_string(global_rank) + " is not a member of process group " + g.name);
+    if (global_rank < 0 && c.nranks > 1) throw DumpError("cannot tell this dump's rank: name it <prefix><rank> as torch does");
+    if (it == sorted.end()) {  // listed but not joined by this rank: not a communicator of it
+      p.meta["fr_not_member." + g.name] = std::to_string(global_rank);
+      continue;
+    }
+    c.rank = static_cast<int>(it - sorted.begin());
     // Named by the group's description (default_pg, tp, ...) when it tells groups apart.
     bool desc_ok = !g.desc.empty() && g.desc != "undefined" && desc_uses[g.desc] == 1;
     c.name = desc_ok ? g.desc : "pg" + g.name;
@@ -271,9 +277,13 @@ Process to_process(const FrDump& d, int global_rank) {
     const FrEntry& e = *order[k];
     auto g = groups_at.find(k);
     if (grouped[k] && g == groups_at.end()) continue;  // inside a group, emitted with its first member
+    auto comm = comm_of.find(e.pg_name);
+    if (comm == comm_of.end())
+      throw DumpError("record " + std::to_string(e.record_id) + " is on process group " + e.pg_name + ", which does not list rank " +
+                      std::to_string(global_rank));
     Op o;
     o.call_index = e.record_id + 1;
-    o.comm = comm_of.at(e.pg_name);
+    o.comm = comm->second;
     o.seq = seq_of(e);
     o.stream = static_cast<uint64_t>(o.comm + 1) * 2 + (e.is_p2p ? 1 : 0);
     o.tid = e.thread_id;

@@ -73,10 +73,15 @@ sys.exit(0 if d and d['kind']=='op_type' and d['seq']==3 and d['odd_ranks']==[1]
 run divs stacks "$work/div" --comm default_pg --seq 3
 check "divergence: stacks show the caller" $(has divs "fsdp_reduce")
 
+run divm replay --model "$work/div"
+check "divergence: replay --model finds the deadlock (rc=$rc)" $([ $rc = 1 ] && [ "$(has divm deadlock)" = 0 ] && echo 0 || echo 1)
+
 # Two ranks, completed, with send/recv: clean; JSON variant too.
 python3 "$make" "$work/ok2" --ranks 2
 run ok2 analyze "$work/ok2"
 check "2 ranks with p2p: clean (rc=$rc)" $([ $rc = 0 ] && echo 0 || echo 1)
+run ok2c check "$work/ok2"
+check "2 ranks: check exits 0 (rc=$rc)" $([ $rc = 0 ] && echo 0 || echo 1)
 python3 "$make" "$work/ok2j" --ranks 2 --json
 run ok2j analyze "$work/ok2j"
 check "2 ranks JSON: clean (rc=$rc)" $([ $rc = 0 ] && echo 0 || echo 1)
