@@ -43,7 +43,7 @@ ProcResult record(const std::string& dir, int nranks, double timeout, const std:
 }
 
 json analyze(const std::string& dir, int* exit_code, std::string* raw) {
-  ProcResult r = run_program({LOCKSTEP_EXE, "analyze", dir, "--json"}, {}, 120);
+  ProcResult r = run_program({LOCKSTEP_EXE, "analyze", dir, "--json"}, {}, 400);  // 4,096 files on a loaded machine
   *exit_code = r.exit_code;
   *raw = r.out + r.err;
   try {
@@ -113,7 +113,7 @@ void shrink_and_check(const std::string& name, const std::string& original, cons
   const std::string out = temp_dir(name + "-repro");
   ProcResult s = run_program({LOCKSTEP_EXE, "shrink", original, "-o", out, "--nccl-lib-dir", FIXTURE_LIB_DIR,
                               "--replay-timeout", "3", "-q"},
-                             {}, 280);
+                             {}, 400);
   ASSERT_EQ(s.exit_code, 0) << s.out << s.err;
   EXPECT_NE(s.out.find("replay of the reproducer: hangs"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("removed:"), std::string::npos) << s.out;
