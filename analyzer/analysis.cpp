@@ -15,6 +15,7 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
   a.divergences = find_divergences(s, a.index);
   a.inversions = find_order_inversions(s, a.index);
   a.hang = explain_hang(s, a.index, options.hang);
+  a.hosts = group_by_host(s, options.hang.stale_ns);
   for (auto& p : s.procs) a.total_ops += static_cast<int64_t>(p.ops.size());
   std::vector<const Divergence*> all;
   for (auto& d : a.divergences) all.push_back(&d);
@@ -344,6 +345,7 @@ std::string render_text(const Analysis& a, TraceDetails& details, const ReportOp
   std::ostringstream os;
   for (auto& sk : s.skipped) os << "skipped " << sk.path << ": " << sk.reason << "\n";
   for (auto& w : a.index.warnings) os << "warning: " << w << "\n";
+  os << identity_warnings_text(s);
   for (size_t p = 0; p < s.procs.size(); ++p)
     if (s.procs[p].info.dropped_records > 0)
       os << "warning: rank " << c.rank(static_cast<int>(p)) << " dropped " << s.procs[p].info.dropped_records
@@ -354,6 +356,7 @@ std::string render_text(const Analysis& a, TraceDetails& details, const ReportOp
   }
   os << "lockstep: " << plural(s.procs.size(), "process", "processes") << ", "
      << plural(a.index.comms.size(), "communicator", "communicators") << ", " << plural(a.total_ops, "op", "ops") << "\n";
+  os << job_header_text(s, a.hosts);
   if (a.first) {
     os << "\n" << bold(c, "FIRST DIVERGENCE") << ": ";
     text_finding(os, c, *a.first, true);
@@ -403,6 +406,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
                      {"status", status_name(a.hang.ranks[p].status)}});
   }
   j["processes"] = procs;
+  add_identity_json(j, s, a.hosts);
   json skipped = json::array();
   for (auto& sk : s.skipped) skipped.push_back({{"path", sk.path}, {"reason", sk.reason}});
   j["skipped"] = skipped;

@@ -2,7 +2,8 @@
 # Installs the Debian packages lockstep needs; does nothing (fast) when all are present.
 set -euo pipefail
 pkgs=(cmake g++ make libsqlite3-dev sqlite3 libcli11-dev libunwind-dev nlohmann-json3-dev
-      libxxhash-dev libgtest-dev libbenchmark-dev python3-dev)
+      libxxhash-dev libgtest-dev libbenchmark-dev python3-dev
+      slurm-wlm munge)  # the Slurm tests (tests/slurm, scripts/slurm/start.sh)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
