@@ -7,7 +7,7 @@
 #   scripts/slurm/start.sh            prints the environment line to use it:  export SLURM_CONF=...
 #   LOCKSTEP_SLURM_DIR   state directory (default /tmp/lockstep-slurm)
 #   LOCKSTEP_SLURM_PORT  slurmctld port; slurmd uses the next one (default 16817)
-#   LOCKSTEP_SLURM_CPUS  CPUs the node declares (default 8, more than CI's 2 cores: the tests'
+#   LOCKSTEP_SLURM_CPUS  CPUs the node declares (default 16, more than CI's 2 cores: the tests'
 #                        ranks mostly wait)
 # Needs root (slurmd runs jobs as their user; munged is started as the munge user).
 # Stop it with scripts/slurm/stop.sh. Verified with Debian 12's slurm-wlm 22.05.
@@ -15,7 +15,7 @@ set -euo pipefail
 
 D=${LOCKSTEP_SLURM_DIR:-/tmp/lockstep-slurm}
 PORT=${LOCKSTEP_SLURM_PORT:-16817}
-CPUS=${LOCKSTEP_SLURM_CPUS:-8}
+CPUS=${LOCKSTEP_SLURM_CPUS:-16}
 NODE=lockstep-node
 say() { echo "slurm/start: $*" >&2; }
 
@@ -32,6 +32,8 @@ fi
 mkdir -p "$D"/{spool,state,log,munge}
 chmod 755 "$D"
 export SLURM_CONF="$D/slurm.conf"
+exec 9>"$D/start.lock"
+flock 9  # concurrent callers (tests run in parallel) start it once
 
 # munge: its own key, socket and files under $D/munge, owned by the munge user (munged refuses
 # to run as root and checks that nobody else can write its directories).
@@ -47,9 +49,15 @@ munge_alive() { [ -S "$M/socket" ] && munge -S "$M/socket" -n 2>/dev/null | unmu
 if ! munge_alive; then
   rm -f "$M/socket" "$M/socket.lock"
   runuser -u munge -- munged --socket="$M/socket" --key-file="$M/munge.key" --pid-file="$M/munged.pid" \
-    --log-file="$M/munged.log" --seed-file="$M/munged.seed" --num-threads=2
+    --log-file="$M/munged.log" --seed-file="$M/munged.seed" --num-threads=2 9>&-
   for _ in $(seq 50); do munge_alive && break; sleep 0.1; done
   munge_alive || { say "munged did not start ($M/munged.log):"; tail -5 "$M/munged.log" >&2 || true; exit 1; }
+fi
+
+alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+node_state() { timeout 3 sinfo -h -n "$NODE" -o '%T' 2>/dev/null || true; }
+if alive "$D/slurmctld.pid" && alive "$D/slurmd.pid" && [ -s "$D/slurm.conf" ]; then
+  case "$(node_state)" in idle|mixed|allocated) echo "export SLURM_CONF=$D/slurm.conf"; exit 0 ;; esac
 fi
 
 cat > "$D/slurm.conf.new" <<CONF
@@ -91,17 +99,16 @@ PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscr
 CONF
 mv "$D/slurm.conf.new" "$D/slurm.conf"
 
-alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 if ! alive "$D/slurmctld.pid"; then
-  slurmctld -f "$D/slurm.conf"
+  slurmctld -f "$D/slurm.conf" 9>&-  # daemons must not hold the lock
 fi
 if ! alive "$D/slurmd.pid"; then
-  slurmd -f "$D/slurm.conf" -N "$NODE"
+  slurmd -f "$D/slurm.conf" -N "$NODE" 9>&-
 fi
 
 state=""
 for i in $(seq 100); do
-  state=$(timeout 3 sinfo -h -n "$NODE" -o '%T' 2>/dev/null || true)
+  state=$(node_state)
   case "$state" in
     idle|mixed|allocated) break ;;
     down*|drain*|fail*|unknown*) [ $((i % 10)) -eq 1 ] && timeout 3 scontrol update nodename="$NODE" state=resume 2>/dev/null || true ;;

@@ -12,7 +12,7 @@ srun -J lockstep-hosts -n 4 -o "$T/task-%t.log" \
   "$SRC/tests/slurm/fake_host.sh" lockstep run -o "$D" --hang-timeout 2 -- seed_deadlock &
 srun_pid=$!
 trap 'kill $srun_pid 2>/dev/null || true' EXIT
-for t in 0 1 2 3; do wait_for 60 "task $t's hang line" grep -q "no NCCL progress for" "$T/task-$t.log"; done
+for t in 0 1 2 3; do wait_for 120 "task $t's hang line" 'grep -q "no NCCL progress for" "$T/task-$t.log"'; done
 job=$(job_id lockstep-hosts)
 ls "$D"
 [ "$(ls "$D" | grep -c '^node-0-.*\.lockstep\.sqlite$')" -eq 2 ] || fail "expected 2 traces from node-0"

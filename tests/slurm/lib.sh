@@ -25,11 +25,11 @@ slurm_up() {
 T="$BUILD/slurm-tests/$(basename "$0" .sh)"
 rm -rf "$T"
 mkdir -p "$T"
-# Wait until a command succeeds (polls every 0.2 s): wait_for SECONDS WHAT CMD...
+# Wait until shell code succeeds (evaluated anew every 0.2 s): wait_for SECONDS WHAT 'CODE'
 wait_for() {
-  local s=$1 what=$2; shift 2
+  local s=$1 what=$2 code=$3
   local end=$((SECONDS + s))
-  until "$@" >/dev/null 2>&1; do
+  until eval "$code" >/dev/null 2>&1; do
     [ "$SECONDS" -lt "$end" ] || fail "timed out after ${s}s waiting for: $what"
     sleep 0.2
   done

@@ -9,9 +9,9 @@ export LOCKSTEP_RENDEZVOUS_DIR="$T/rdv" LOCKSTEP_TRACE_DIR="$T/trace" LOCKSTEP_H
 mkdir -p "$LOCKSTEP_RENDEZVOUS_DIR"
 job=$(sbatch --parsable -J lockstep-sbatch -n 4 --time=1 -o "$T/job.log" "$SRC/examples/slurm/lockstep.sbatch" seed_deadlock)
 echo "submitted job $job"
-wait_for 60 "the hang lines in the job's output" test "$(grep -c "no NCCL progress for" "$T/job.log" 2>/dev/null)" -ge 4
-wait_for 30 "the in-job diagnosis" grep -q "FIRST DIVERGENCE" "$T/job.log"
-wait_for 150 "the time limit to end job $job" test "$(job_state "$job")" = TIMEOUT
+wait_for 120 "the hang lines in the job's output" 'test "$(grep -c "no NCCL progress for" "$T/job.log" 2>/dev/null)" -ge 4'
+wait_for 30 "the in-job diagnosis" 'grep -q "FIRST DIVERGENCE" "$T/job.log"'
+wait_for 180 "the time limit to end job $job" 'test "$(job_state "$job")" = TIMEOUT'
 cat "$T/job.log"
 grep -q "DUE TO TIME LIMIT" "$T/job.log" || fail "the job's output does not show the time limit"
 files=("$LOCKSTEP_TRACE_DIR"/*.lockstep.sqlite)

@@ -9,9 +9,9 @@ prog='trap "echo got USR1" USR1; trap "echo got CONT" CONT; trap "echo got TERM;
 # 1. Without Slurm: kill -TERM to the whole process group of `lockstep run`.
 setsid lockstep run -o "$T/t1" -- sh -c "$prog" > "$T/pgrp.log" 2>&1 &
 pid=$!
-wait_for 10 "the command to start" grep -q ready "$T/pgrp.log"
+wait_for 10 "the command to start" 'grep -q ready "$T/pgrp.log"'
 kill -USR1 -- "-$pid"
-wait_for 10 "USR1" grep -q "got USR1" "$T/pgrp.log"
+wait_for 10 "USR1" 'grep -q "got USR1" "$T/pgrp.log"'
 kill -TERM -- "-$pid"
 wait $pid || fail "lockstep run exited $? after the command's trap exited 0"
 sleep 0.3
@@ -22,14 +22,16 @@ sleep 0.3
 slurm_up
 srun -J lockstep-signals -n 2 -o "$T/task-%t.log" lockstep run -o "$T/t2" -- sh -c "$prog" &
 srun_pid=$!
-wait_for 30 "both tasks to start" test "$(cat "$T"/task-*.log 2>/dev/null | grep -c ready)" -eq 2
+trap 'kill $srun_pid 2>/dev/null || true' EXIT
+wait_for 90 "both tasks to start" 'test "$(cat "$T"/task-*.log 2>/dev/null | grep -c ready)" -eq 2'
 job=$(job_id lockstep-signals)
 scancel --signal=USR1 "$job"
-for t in 0 1; do wait_for 10 "task $t's USR1" grep -q "got USR1" "$T/task-$t.log"; done
+for t in 0 1; do wait_for 10 "task $t's USR1" 'grep -q "got USR1" "$T/task-$t.log"'; done
 scancel --signal=CONT "$job"
-for t in 0 1; do wait_for 10 "task $t's CONT" grep -q "got CONT" "$T/task-$t.log"; done
+for t in 0 1; do wait_for 10 "task $t's CONT" 'grep -q "got CONT" "$T/task-$t.log"'; done
 scancel "$job"
 wait $srun_pid || true
+trap - EXIT
 for t in 0 1; do
   for s in USR1 TERM; do
     n=$(grep -c "got $s" "$T/task-$t.log" || true)

@@ -13,12 +13,12 @@ srun -J lockstep-seed-hang -n 4 -o "$T/task-%t.log" \
   lockstep run -o "$D" --hang-timeout 2 -- seed_deadlock &
 srun_pid=$!
 trap 'kill $srun_pid 2>/dev/null || true' EXIT
-wait_for 30 "the job to start" test -n "$(job_id lockstep-seed-hang)"
+wait_for 90 "the job to start" 'test -n "$(job_id lockstep-seed-hang)"'
 job=$(job_id lockstep-seed-hang)
 for t in 0 1 2 3; do
-  wait_for 60 "task $t's hang line" grep -q "no NCCL progress for" "$T/task-$t.log"
+  wait_for 120 "task $t's hang line" 'grep -q "no NCCL progress for" "$T/task-$t.log"'
 done
-wait_for 60 "the in-job diagnosis in task 0's output" grep -q "FIRST DIVERGENCE" "$T/task-0.log"
+wait_for 60 "the in-job diagnosis in task 0's output" 'grep -q "FIRST DIVERGENCE" "$T/task-0.log"'
 grep -q "seq 3750" "$T/task-0.log" || fail "the in-job diagnosis does not name seq 3750: $(cat "$T/task-0.log")"
 
 # USR1: every trace flushed (exit_reason), ops on disk, and the job still runs.
@@ -26,7 +26,7 @@ scancel --signal=USR1 "$job"
 files=("$D"/*.lockstep.sqlite)
 [ "${#files[@]}" -eq 4 ] || fail "expected 4 trace files, got ${#files[@]}"
 for f in "${files[@]}"; do
-  wait_for 20 "$f to record the USR1 flush" test "$(meta "$f" exit_reason)" = SIGUSR1
+  wait_for 20 "$f to record the USR1 flush" 'test "$(meta "$f" exit_reason)" = SIGUSR1'
   n=$(count_ops "$f")
   [ "$n" -eq 3750 ] || fail "$f holds $n sequenced ops after USR1, expected 3750"
 done
