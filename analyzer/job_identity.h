@@ -15,8 +15,6 @@
 
 namespace lockstep {
 
-struct HangReport;
-
 struct JobGroup {
   std::string launcher;   // slurm, torchrun, mpi, or "" (no launcher variable recorded)
   std::string job_id;     // SLURM_JOB_ID (+ array task) / TORCHELASTIC_RUN_ID; "" when none
@@ -43,7 +41,7 @@ std::map<std::string, std::string> launcher_vars(const Process& p);
 
 // Report lines (each ending in '\n'): identity warnings (rank conflicts), always shown.
 std::string identity_warnings_text(const Schedule& s);
-// The job and host lines of a report header. `rank(proc)` is the rank the report shows.
+// The job and host lines of a report header (ranks as display_rank shows them).
 std::string job_header_text(const Schedule& s, const std::vector<HostGroup>& hosts);
 // Adds "jobs" and "hosts" to the JSON report and, per entry of j["processes"] (one per
 // Schedule::procs, same order), "launcher", "global_rank_source" and "rank_conflict".
