@@ -51,6 +51,7 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
   a.divergences = find_divergences(s, a.index);
   a.inversions = find_order_inversions(s, a.index);
   a.hang = explain_hang(s, a.index, options.hang);
+  a.hosts = group_by_host(s, options.hang.stale_ns);
   for (auto& p : s.procs) a.total_ops += static_cast<int64_t>(p.ops.size());
 
   // What each process's trace can prove about the ops it does not show.
@@ -494,15 +495,20 @@ std::string render_text(const Analysis& a, TraceDetails& details, const ReportOp
   const Schedule& s = *a.schedule;
   Ctx c{a, s, details, opt};
   std::ostringstream os;
-  for (auto& e : a.evidence) os << "incomplete: " << printable(e.detail) << "\n";
-  for (auto& w : a.index.warnings) os << "warning: " << printable(w) << "\n";
-  for (auto& u : a.unproven) os << "note: " << unproven_line(a, u) << "\n";
+  for (auto& e : a.evidence) os << "incomplete: " << printable(e.detail) << "
+";
+  for (auto& w : a.index.warnings) os << "warning: " << printable(w) << "
+";
+  os << identity_warnings_text(s);
+  for (auto& u : a.unproven) os << "note: " << unproven_line(a, u) << "
+";
   if (!a.problems()) {
     os << "lockstep: " << summary_line(a) << "\n";
     return os.str();
   }
   os << "lockstep: " << plural(s.procs.size(), "process", "processes") << ", "
      << plural(a.index.comms.size(), "communicator", "communicators") << ", " << plural(a.total_ops, "op", "ops") << "\n";
+  os << job_header_text(s, a.hosts);
   if (a.first) {
     os << "\n" << bold(c, "FIRST DIVERGENCE") << ": ";
     text_finding(os, c, *a.first, true);
@@ -568,6 +574,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
                      {"status", status_name(a.hang.ranks[p].status)}});
   }
   j["processes"] = procs;
+  add_identity_json(j, s, a.hosts);
   json skipped = json::array();
   for (auto& sk : s.skipped) skipped.push_back({{"path", sk.path}, {"reason", sk.reason}});
   j["skipped"] = skipped;

@@ -8,6 +8,7 @@
 #include "comm_index.h"
 #include "findings.h"
 #include "hang.h"
+#include "job_identity.h"
 #include "schedule.h"
 #include "trace_details.h"
 #include "trace_validation.h"
@@ -46,6 +47,7 @@ struct Analysis {
   std::vector<Divergence> divergences;  // first per communicator, first per point-to-point pair
   std::vector<Divergence> inversions;   // first per pair of communicators
   HangReport hang;
+  std::vector<HostGroup> hosts;         // job_identity.h
   const Divergence* first = nullptr;    // the first finding in causal order, or null
   int64_t total_ops = 0;
 

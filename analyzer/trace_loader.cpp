@@ -17,6 +17,7 @@
 
 #include "text_escape.h"
 #include "flightrec.h"
+#include "rank_identity.h"
 #include "trace_details.h"
 #include "trace_schema.h"
 #include "trace_validation.h"
@@ -620,6 +621,7 @@ Trace load_each_file(const std::string& dir, const LoadOptions& options, Read re
     else
       t.skipped.push_back({files[i], reasons[i]});
   }
+  resolve_rank_identity(t);
   std::sort(t.processes.begin(), t.processes.end(), process_less);
   return t;
 }
@@ -669,6 +671,7 @@ Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
     s.procs.push_back(std::move(procs[i]));
   }
   s.sigs = global.take();
+  resolve_rank_identity(s);
   std::sort(s.procs.begin(), s.procs.end(),
             [](const SchedProcess& a, const SchedProcess& b) { return process_less(a.info, b.info); });
   return s;

@@ -97,6 +97,8 @@ struct Process {
   std::string host;
   int64_t pid = 0;
   int global_rank = -1;
+  std::string global_rank_source;  // meta global_rank_source, or "inferred:comm <hash>" (rank_identity.h)
+  std::string rank_conflict;       // sources that disagree about the rank; empty when none
   bool finished = false;     // meta finished=1: clean exit
   std::string exit_reason;
   int64_t dropped_records = 0;

@@ -1,6 +1,8 @@
-// lockstep run: runs a command with the recorder preloaded and returns the command's exit code.
-#include <signal.h>
-#include <sys/wait.h>
+// lockstep run: runs a command with the recorder preloaded. It sets the environment and then
+// becomes the command (exec), so there is no process in between: every signal (a terminal's
+// Ctrl-C, srun forwarding SIGTERM/SIGUSR1/SIGCONT to each task, scancel --signal, a time limit's
+// SIGTERM then SIGKILL, kill of one pid or of a process group) reaches the command exactly once,
+// and its exit status, or its death by a signal, is the one its parent sees (docs/slurm.md).
 #include <unistd.h>
 
 #include <cerrno>
@@ -14,15 +16,6 @@
 
 namespace lockstep::cli {
 namespace {
-
-volatile sig_atomic_t g_child = 0;
-
-// Forward signals sent to us by another process (scheduler, kill). A Ctrl-C from the terminal
-// already reached the child through the foreground process group: forwarding it would deliver it
-// twice (two KeyboardInterrupts in Python).
-void forward(int sig, siginfo_t* info, void*) {
-  if (g_child > 0 && info && info->si_code != SI_KERNEL) kill(g_child, sig);
-}
 
 struct RunArgs {
   std::string dir = "lockstep-trace";
@@ -58,38 +51,14 @@ int run(const RunArgs& a) {
   if (!a.stacks.empty()) setenv("LOCKSTEP_STACKS", a.stacks.c_str(), 1);
   if (a.hang_timeout >= 0) setenv("LOCKSTEP_HANG_TIMEOUT", std::to_string(a.hang_timeout).c_str(), 1);
 
-  struct sigaction sa {};
-  sa.sa_sigaction = forward;
-  sa.sa_flags = SA_SIGINFO | SA_RESTART;
-  sigemptyset(&sa.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGUSR1, SIGHUP}) sigaction(sig, &sa, nullptr);
-
-  pid_t pid = fork();
-  if (pid < 0) {
-    std::cerr << "lockstep run: fork failed: " << std::strerror(errno) << "\n";
-    return kExitUsage;
-  }
-  if (pid == 0) {
-    struct sigaction dfl {};
-    dfl.sa_handler = SIG_DFL;
-    for (int sig : {SIGINT, SIGTERM, SIGUSR1, SIGHUP}) sigaction(sig, &dfl, nullptr);
-    std::vector<char*> argv;
-    for (auto& s : a.cmd) argv.push_back(const_cast<char*>(s.c_str()));
-    argv.push_back(nullptr);
-    execvp(argv[0], argv.data());
-    std::cerr << "lockstep run: cannot run " << a.cmd[0] << ": " << std::strerror(errno) << "\n";
-    _exit(errno == ENOENT ? 127 : 126);  // as a shell does
-  }
-  g_child = pid;
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) {
-      std::cerr << "lockstep run: waitpid failed: " << std::strerror(errno) << "\n";
-      return kExitUsage;
-    }
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return kExitUsage;
+  std::vector<char*> argv;
+  for (auto& s : a.cmd) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  std::cout.flush();
+  execvp(argv[0], argv.data());
+  int err = errno;
+  std::cerr << "lockstep run: cannot run " << a.cmd[0] << ": " << std::strerror(err) << "\n";
+  return err == ENOENT ? 127 : 126;  // as a shell does
 }
 
 }  // namespace
@@ -106,7 +75,8 @@ void add_run_command(CLI::App& app, int* exit_code) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("cmd", args->cmd, "Command and its arguments (after --)")->required();
   sub->footer("Example: lockstep run -o traces -- torchrun --nproc-per-node 8 train.py\n"
-              "Exit code: the command's own, or 128+N when it was killed by signal N.");
+              "lockstep run becomes CMD (exec): signals reach CMD once, and its exit status is CMD's own\n"
+              "(a shell shows 128+N when CMD was killed by signal N; 127: not found, 126: not executable).");
   sub->callback([args, exit_code] { *exit_code = run(*args); });
 }
 

@@ -19,8 +19,8 @@
 //     --elems E     elements per rank per op (default 1024 floats)
 //     --two-comms   Ulysses all_to_alls on their own communicator (split from the world), on the
 //                   same stream: the divergence becomes a cross-communicator order inversion
-// Rank and world size come from the launcher (RANK/WORLD_SIZE, see common/bootstrap.h); it
-// needs exactly 2 ranks.
+// Rank and world size come from the launcher (RANK/WORLD_SIZE or SLURM_PROCID/SLURM_NTASKS, see
+// common/bootstrap.h). Two ranks as above; with more, every rank but rank 1 plays rank 0's part.
 #include <cuda.h>
 #include <nccl.h>
 
@@ -163,7 +163,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     usage(e.what());
   }
-  if (w.world_size != 2) usage("needs exactly 2 ranks, WORLD_SIZE is " + std::to_string(w.world_size));
+  if (w.world_size < 2) usage("needs at least 2 ranks, WORLD_SIZE is " + std::to_string(w.world_size));
 
   const int per_step = 7 * layers + 1;
   if (steps == 0) steps = (diverge_at + per_step - 1) / per_step;
@@ -196,12 +196,12 @@ int main(int argc, char** argv) {
   CU_CHECK(cuStreamCreate(&m.stream, CU_STREAM_NON_BLOCKING));
   size_t bytes = m.elems * sizeof(float);
   for (CUdeviceptr* p : {&m.shard, &m.seq, &m.grad, &m.norm}) {
-    CU_CHECK(cuMemAlloc(p, bytes * 2));
-    CU_CHECK(cuMemsetD8(*p, 0, bytes * 2));
+    CU_CHECK(cuMemAlloc(p, bytes * w.world_size));
+    CU_CHECK(cuMemsetD8(*p, 0, bytes * w.world_size));
   }
   for (CUdeviceptr* p : {&m.full, &m.heads}) {
-    CU_CHECK(cuMemAlloc(p, bytes * 2));
-    CU_CHECK(cuMemsetD8(*p, 0, bytes * 2));
+    CU_CHECK(cuMemAlloc(p, bytes * w.world_size));
+    CU_CHECK(cuMemsetD8(*p, 0, bytes * w.world_size));
   }
 
   ncclUniqueId id;

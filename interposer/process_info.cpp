@@ -29,6 +29,14 @@ ProcessInfo read_process_info() {
     p.global_rank_source = rank.source;
   }
 
+  for (const char* var : kLauncherVars) {
+    const char* v = getenv(var);
+    if (!v || !*v) continue;
+    std::string key = "launcher_";
+    for (const char* c = var; *c; ++c) key += char(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+    p.launcher.emplace_back(std::move(key), std::string(v, strnlen(v, 4096)));  // a node list can be long
+  }
+
   std::ifstream cmd("/proc/self/cmdline", std::ios::binary);
   p.cmdline.assign(std::istreambuf_iterator<char>(cmd), {});
   while (!p.cmdline.empty() && p.cmdline.back() == '\0') p.cmdline.pop_back();

@@ -255,6 +255,7 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   meta("global_rank_source", info.global_rank_source);
   meta("cmdline", info.cmdline);
   meta("exe", info.exe);
+  for (const auto& [key, value] : info.launcher) meta(key.c_str(), value);
   meta("nccl_version", std::to_string(h.nccl_version));
   meta("nccl_library", h.nccl_library);
   meta("stack_mode", h.stack_mode);

@@ -4,7 +4,8 @@ set -euo pipefail
 pkgs=(cmake g++ make libsqlite3-dev sqlite3 libcli11-dev libunwind-dev nlohmann-json3-dev
       libxxhash-dev libgtest-dev libbenchmark-dev python3-dev
       chromium              # chromium: the report's browser test (tests/report), ~80 MB download
-      clang libclang-rt-14-dev)  # clang + libFuzzer: scripts/fuzz.sh (docs/testing.md)
+      clang libclang-rt-14-dev  # clang + libFuzzer: scripts/fuzz.sh (docs/testing.md)
+      slurm-wlm munge)      # the Slurm tests (tests/slurm, scripts/slurm/start.sh)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

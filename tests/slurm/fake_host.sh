@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# fake_host.sh CMD [ARGS...]: runs one Slurm task as if on its own host, for the several-hosts
+# test: tasks 2k and 2k+1 share the host name "node-k" (a UTS namespace) and a monotonic clock
+# offset by k * LOCKSTEP_TEST_HOST_CLOCK_STEP_S seconds (a time namespace): clocks of different
+# hosts disagree, as they do on a real cluster.
+set -euo pipefail
+host=$((SLURM_PROCID / 2))
+offset=$((host * ${LOCKSTEP_TEST_HOST_CLOCK_STEP_S:-86400}))
+exec unshare --uts --time --monotonic "$offset" --fork --kill-child \
+  sh -c 'hostname "$0" && exec "$@"' "node-$host" "$@"
