@@ -92,7 +92,7 @@ def sync_tree(tree):
         if os.path.exists(dst) and open(src, "rb").read() == open(dst, "rb").read():
             continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copy2(src, dst)
+        shutil.copyfile(src, dst)  # a fresh mtime: make rebuilds what a killed run left mutated
 
 
 def failing_tests(build, ctest_args, log, timeout):
