@@ -39,7 +39,7 @@ log="$BUILD_DIR/fuzz.log"
 # slow on 250 KB SQLite inputs; ASan still reports leaks at exit.
 set +e
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
-  "$BUILD_DIR/bin/trace_fuzzer" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=4096 -max_len=1048576 \
+  "$BUILD_DIR/bin/trace_fuzzer" -max_total_time="$seconds" -timeout=30 -error_exitcode=1 -timeout_exitcode=1 -rss_limit_mb=4096 -max_len=1048576 \
   -artifact_prefix="$BUILD_DIR/findings/" -print_final_stats=1 "$@" \
   "$BUILD_DIR/corpus" tests/fuzz/corpus 2>&1 | tee "$log" | grep -E "^#[0-9]+.*(pulse|DONE)|ERROR|finding|stat::|Test unit written" 
 rc=${PIPESTATUS[0]}

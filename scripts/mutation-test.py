@@ -13,6 +13,7 @@ with a `why:` are accepted survivors (equivalent, or not observable) and are nam
   scripts/mutation-test.py --component analyzer  # one component
   scripts/mutation-test.py --only inv-early-late-swapped,div-causal-order-le
   scripts/mutation-test.py --list
+  scripts/mutation-test.py --only div-causal-order-le --targets analyzer_survivor_tests --tests Survivors
 Results are appended, one JSON line per mutant, to build-mutation/results.jsonl.
 """
 import argparse
@@ -91,7 +92,7 @@ def sync_tree(tree):
         if os.path.exists(dst) and open(src, "rb").read() == open(dst, "rb").read():
             continue
         os.makedirs(os.path.dirname(dst), exist_ok=True)
-        shutil.copy2(src, dst)
+        shutil.copyfile(src, dst)  # a fresh mtime: make rebuilds what a killed run left mutated
 
 
 def failing_tests(build, ctest_args, log, timeout):
@@ -116,7 +117,15 @@ def main():
     ap.add_argument("--work", default=os.path.join(ROOT, "build-mutation"))
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--test-timeout", type=int, default=900, help="seconds for one mutant's ctest run")
+    ap.add_argument("--targets", help="comma-separated targets to rebuild instead of the component's (a quick check)")
+    ap.add_argument("--tests", help="ctest -R regex to run instead of the component's labels (with --targets)")
     a = ap.parse_args()
+    if a.targets or a.tests:
+        for c in COMPONENTS.values():
+            if a.targets:
+                c["targets"] = a.targets.split(",")
+            if a.tests:
+                c["ctest"] = ["-R", a.tests]
     mutants = parse_mutants(MUTANTS)
     if a.component:
         mutants = [m for m in mutants if m["component"] in a.component]
