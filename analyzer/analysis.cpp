@@ -495,13 +495,10 @@ std::string render_text(const Analysis& a, TraceDetails& details, const ReportOp
   const Schedule& s = *a.schedule;
   Ctx c{a, s, details, opt};
   std::ostringstream os;
-  for (auto& e : a.evidence) os << "incomplete: " << printable(e.detail) << "
-";
-  for (auto& w : a.index.warnings) os << "warning: " << printable(w) << "
-";
+  for (auto& e : a.evidence) os << "incomplete: " << printable(e.detail) << "\n";
+  for (auto& w : a.index.warnings) os << "warning: " << printable(w) << "\n";
   os << identity_warnings_text(s);
-  for (auto& u : a.unproven) os << "note: " << unproven_line(a, u) << "
-";
+  for (auto& u : a.unproven) os << "note: " << unproven_line(a, u) << "\n";
   if (!a.problems()) {
     os << "lockstep: " << summary_line(a) << "\n";
     return os.str();
