@@ -499,13 +499,13 @@ std::string render_text(const Analysis& a, TraceDetails& details, const ReportOp
   for (auto& w : a.index.warnings) os << "warning: " << printable(w) << "\n";
   os << identity_warnings_text(s);
   for (auto& u : a.unproven) os << "note: " << unproven_line(a, u) << "\n";
+  os << job_header_text(s, a.hosts);
   if (!a.problems()) {
     os << "lockstep: " << summary_line(a) << "\n";
     return os.str();
   }
   os << "lockstep: " << plural(s.procs.size(), "process", "processes") << ", "
      << plural(a.index.comms.size(), "communicator", "communicators") << ", " << plural(a.total_ops, "op", "ops") << "\n";
-  os << job_header_text(s, a.hosts);
   if (a.first) {
     os << "\n" << bold(c, "FIRST DIVERGENCE") << ": ";
     text_finding(os, c, *a.first, true);

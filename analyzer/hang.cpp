@@ -218,7 +218,8 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     c.lost[p] = rh.history_lost;
     if (sp.info.finished) {
       c.status[p] = RankStatus::kFinished;
-    } else if (!sp.info.exit_reason.empty() && sp.info.exit_reason != "SIGUSR1" && sp.info.exit_reason != "exit") {
+    } else if (!sp.info.exit_reason.empty() && sp.info.exit_reason != "SIGUSR1" && sp.info.exit_reason != "exit" &&
+               sp.info.exit_reason != "fr_dump") {
       // Killed (SIGUSR1 only flushes). Dead unless it was blocked in NCCL when killed: then the
       // blocked op is the story, and the kill is the launcher's timeout.
       c.status[p] = RankStatus::kDead;

@@ -343,6 +343,10 @@ Process to_process(const FrDump& d, int global_rank) {
   for (auto& [c, s] : first_seq) p.meta["fr_window_first_seq." + p.comms[c].name] = std::to_string(s);
   p.last_flush_mono_ns = newest_ns;
   p.meta["last_flush_mono_ns"] = std::to_string(newest_ns);
+  // A dump is torch's own record of the process at dump time: its window is complete up to
+  // then (the caveat line names the ring), like a trace with an exit record.
+  p.exit_reason = "fr_dump";
+  p.meta["exit_reason"] = p.exit_reason;
   return p;
 }
 

@@ -96,9 +96,12 @@ std::vector<std::string> rank_files(const Trace& trace) {
     files[p.global_rank] = p.path;
   }
   for (int r = 0; r < n; ++r)
-    if (files[r].empty())
-      throw ReplayError(ErrorKind::kIncomplete, "global rank " + std::to_string(r) + " of 0.." + std::to_string(n - 1) +
-                                                    " has no trace file: its schedule cannot be replayed");
+    if (files[r].empty()) {
+      std::string why = "global rank " + std::to_string(r) + " of 0.." + std::to_string(n - 1) +
+                        " has no usable trace file: its schedule cannot be replayed";
+      for (const SkippedFile& f : trace.skipped) why += "\n  " + f.path + " was skipped: " + f.reason;
+      throw ReplayError(ErrorKind::kIncomplete, why);
+    }
   return files;
 }
 

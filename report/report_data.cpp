@@ -31,13 +31,14 @@ const char* const kCellStates[] = {"all_completed", "in_flight", "blocked", "no_
                                    "finished",      "dead",      "not_member", "missing"};
 
 // Rank status of the whole process, plus "missing" for ranks without a file.
-const char* const kRankStatuses[] = {"finished", "blocked", "no_collective", "dead", "missing"};
+const char* const kRankStatuses[] = {"finished", "blocked", "no_collective", "dead", "missing", "trace_ended"};
 int rank_status_index(RankStatus s) {
   switch (s) {
     case RankStatus::kFinished: return 0;
     case RankStatus::kBlocked: return 1;
     case RankStatus::kNoCollective: return 2;
     case RankStatus::kDead: return 3;
+    case RankStatus::kEnded: return 5;
   }
   return 2;
 }
