@@ -29,15 +29,17 @@ if ! command -v slurmctld >/dev/null || ! command -v munged >/dev/null || ! comm
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends slurm-wlm munge >/dev/null
 fi
 
-mkdir -p "$D"/{spool,state,log,munge}
+# munged runs as the munge user, which must reach its own files: they live under /run (the
+# state directory may sit below a private one, e.g. a mktemp -d clone), named after $D.
+M=${LOCKSTEP_MUNGE_DIR:-/run/lockstep-munge-$(printf %s "$D" | md5sum | cut -c1-12)}
+mkdir -p "$D"/{spool,state,log} "$M"
 chmod 755 "$D"
 export SLURM_CONF="$D/slurm.conf"
 exec 9>"$D/start.lock"
 flock 9  # concurrent callers (tests run in parallel) start it once
 
-# munge: its own key, socket and files under $D/munge, owned by the munge user (munged refuses
+# munge: its own key, socket and files under $M, owned by the munge user (munged refuses
 # to run as root and checks that nobody else can write its directories).
-M="$D/munge"
 chown munge:munge "$M"
 chmod 755 "$M"  # clients need to reach the socket
 if [ ! -s "$M/munge.key" ]; then

@@ -3,6 +3,7 @@
 # waits until each has exited. Leaves the state directory (logs) in place.
 set -uo pipefail
 D=${LOCKSTEP_SLURM_DIR:-/tmp/lockstep-slurm}
+M=${LOCKSTEP_MUNGE_DIR:-/run/lockstep-munge-$(printf %s "$D" | md5sum | cut -c1-12)}  # as start.sh
 stop() {  # name pidfile
   [ -s "$2" ] || return 0
   local pid; pid=$(cat "$2")
@@ -20,5 +21,5 @@ if [ -s "$D/slurm.conf" ] && [ -s "$D/slurmctld.pid" ]; then
 fi
 stop slurmd "$D/slurmd.pid"
 stop slurmctld "$D/slurmctld.pid"
-stop munged "$D/munge/munged.pid"
+stop munged "$M/munged.pid"
 echo "slurm/stop: stopped (state and logs remain in $D)" >&2
