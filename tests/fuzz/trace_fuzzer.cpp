@@ -102,9 +102,13 @@ Target pick_target(const std::string& dir, const uint8_t* data, size_t size) {
   t.seq = static_cast<int64_t>(h % 8) + 1;
   try {
     std::ostringstream sink;
-    auto* old = std::cerr.rdbuf(sink.rdbuf());
+    // Restored even when loading throws: a std::cerr left on the dead `sink` crashed libFuzzer's
+    // exit (ios_base::Init's flush) after a clean 60 s run.
+    struct Restore {
+      std::streambuf* old;
+      ~Restore() { std::cerr.rdbuf(old); }
+    } restore{std::cerr.rdbuf(sink.rdbuf())};
     lockstep::Trace tr = lockstep::load_trace_headers(dir);
-    std::cerr.rdbuf(old);
     for (auto& p : tr.processes) {
       if (p.global_rank >= 0) t.rank = p.global_rank;
       if (!p.comms.empty()) {
