@@ -70,6 +70,20 @@ struct Comm {
   int64_t init_call = 0;
   int init_rc = 0;
   std::string end_kind;      // empty while alive
+  // Bounded traces (schema/trace_schema.h comms.retired_*, checkpoints): the size cap retired
+  // this communicator's first `retired_collectives` collectives (and every op up to
+  // `retired_through_seq`); `retired_digest` is the op_digest.h chain over them. The retained
+  // collectives are ordinals retired_collectives+1, ... -- align members by ordinal, not by
+  // position in the retained list.
+  int64_t retired_collectives = 0;
+  uint64_t retired_digest = 0;
+  int64_t retired_through_seq = 0;
+  struct Checkpoint {
+    int64_t ordinal = 0;     // collective ordinal k (1-based)
+    int64_t seq = 0;         // seq of the k-th collective
+    uint64_t digest = 0;     // op_digest.h chain after k collectives
+  };
+  std::vector<Checkpoint> checkpoints;  // by ordinal; kept even for retired history
 };
 
 // A host-side wait or event call (waits row): orders work across streams and communicators.
@@ -102,6 +116,8 @@ struct Process {
   bool finished = false;     // meta finished=1: clean exit
   std::string exit_reason;
   int64_t dropped_records = 0;
+  int64_t checkpoint_interval = 0;  // meta checkpoint_interval; 0 = no checkpoints (schema 1)
+  int64_t retired_ops = 0;          // meta retired_ops: ops rows the size cap dropped
   int64_t last_flush_mono_ns = 0;
   std::map<std::string, std::string> meta;
   std::map<std::string, std::string> env;

@@ -26,6 +26,8 @@ CREATE TABLE IF NOT EXISTS meta(
 -- stack_mode (none|native|python), start_wall_ns, start_mono_ns, journal_mode.
 -- Keys updated later: last_flush_mono_ns, dropped_records, finished (1 on clean exit),
 -- exit_reason (exit|SIGTERM|SIGINT|SIGABRT|SIGUSR1|abort).
+-- Bounded traces: digest_version (op_digest.h kDigestVersion), checkpoint_interval (collectives
+-- between checkpoints), max_mb (the cap, 0 = none), retired_ops (ops rows dropped by the cap).
 -- Keys present only when the recorder stopped recording before the process ended (its history
 -- after that is missing: readers treat the file as incomplete evidence):
 -- recorder_stopped (disk_full|file_size_limit|io_error|read_only|unwritable|internal),
@@ -54,7 +56,23 @@ CREATE TABLE IF NOT EXISTS comms(
   init_rc       INTEGER NOT NULL,     -- ncclResult_t of the creating call
   end_kind      TEXT,                 -- destroy | abort | finalize | revoke, NULL while alive
   end_call      INTEGER,
-  end_mono_ns   INTEGER
+  end_mono_ns   INTEGER,
+  -- Bounded traces (LOCKSTEP_MAX_MB): what the size cap has retired from this communicator's
+  -- history, so that the retained ops can be verified against the checkpoints. 0 when nothing.
+  retired_collectives INTEGER NOT NULL DEFAULT 0,  -- collective ordinal of the last retired one
+  retired_digest      INTEGER NOT NULL DEFAULT 0,  -- op_digest.h chain after that many collectives
+  retired_through_seq INTEGER NOT NULL DEFAULT 0   -- ops.seq of the last retired op (any kind)
+);
+
+-- The running digest of each communicator's collective sequence (schema/op_digest.h), written
+-- after every meta('checkpoint_interval')-th collective and never retired: history that the size
+-- cap dropped is still verifiable across members up to a checkpoint interval.
+CREATE TABLE IF NOT EXISTS checkpoints(
+  comm_id       INTEGER NOT NULL REFERENCES comms(id),
+  ordinal       INTEGER NOT NULL,     -- k: 1-based collective ordinal, k % interval == 0
+  seq           INTEGER NOT NULL,     -- ops.seq of the k-th collective
+  digest        INTEGER NOT NULL,     -- digest after k collectives (uint64 stored as int64)
+  PRIMARY KEY(comm_id, ordinal)
 );
 
 -- One row per logical operation: a single call outside a group, or everything one thread
