@@ -2,8 +2,11 @@
 // (LD_PRELOAD=liblockstep.so). World size 1, driver API + NCCL, no PyTorch: the noise of a
 // Python framework (tens of µs per call, ±5 µs between processes) hides sub-µs costs.
 //
-//   nccl_call_overhead [--calls=20000] [--rounds=15] [--mode=plain|parts|primitives]
+//   nccl_call_overhead [--calls=20000] [--rounds=15] [--pause-ms=50] [--mode=plain|parts|primitives]
 //
+// After every timed batch the program sleeps --pause-ms (untimed), so that the recorder's writer
+// thread drains the batch's rows: the timed calls are the steady state of a job that issues
+// collectives at up to ~1/3 of this loop's rate, not a writer saturated at 1 M rows/s.
 // plain:      ncclAllReduce(8 bytes) issued back to back on one stream, then one
 //             cuStreamSynchronize; ns per call over `rounds` timed batches. One JSON line.
 // parts:      under the recorder only (needs lockstep_bench_set_off, bench_knobs.h): the same
@@ -28,6 +31,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #define CHECK(x)                                                                   \
@@ -55,10 +59,13 @@ struct Series {
   }
 };
 
+int g_pause_ms = 50;
+
 double time_ns(int calls, const std::function<void()>& batch) {
   auto t0 = std::chrono::steady_clock::now();
   batch();
   auto t1 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(g_pause_ms));
   return std::chrono::duration<double, std::nano>(t1 - t0).count() / calls;
 }
 
@@ -71,6 +78,7 @@ int main(int argc, char** argv) {
     if (!strncmp(argv[i], "--calls=", 8)) calls = std::atoi(argv[i] + 8);
     else if (!strncmp(argv[i], "--rounds=", 9)) rounds = std::atoi(argv[i] + 9);
     else if (!strncmp(argv[i], "--mode=", 7)) mode = argv[i] + 7;
+    else if (!strncmp(argv[i], "--pause-ms=", 11)) g_pause_ms = std::atoi(argv[i] + 11);
     else if (i == 1) calls = std::atoi(argv[i]);  // old form: calls [repeats]
     else if (i == 2) rounds = std::atoi(argv[i]);
   }

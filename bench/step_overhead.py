@@ -1,20 +1,21 @@
 """Step time with and without a recorder, resolved to about 1% (issue 15). World size 1, one GPU.
 
-The step (`Model.step`): a 48-layer bf16 MLP trained FSDP+Ulysses style, ~60 ms on an H200, with
-per layer 4 parameter all_gathers (forward), 2 all_to_all in the forward and 2 in the backward
-(Ulysses), 4 gradient reduce_scatters and 1 all_reduce (backward): 48 x 15 = 720 torch
-collectives per step from nested Python functions and autograd Functions (so Python stacks are
-several frames deep, on the main and the autograd thread). At world size 1 torch 2.11 makes no
-NCCL call for reduce_scatter_tensor, so 48 x 11 = 528 of them reach NCCL.
+The step (`Model.step`): a 60-layer bf16 MLP trained FSDP+Ulysses style, with per layer 4
+parameter all_gathers (forward), 2 all_to_all in the forward and 2 in the backward (Ulysses), 4
+gradient reduce_scatters and 1 all_reduce (backward): 60 x 13 - 1 = 779 torch collectives per
+step (the first layer's input needs no gradient all_to_all) from nested Python functions and
+autograd Functions (Python stacks several frames deep, on the main and the autograd thread). At
+world size 1 torch 2.11 makes no NCCL call for reduce_scatter_tensor: 60 x 9 - 1 = 539 reach
+NCCL, plus one cudaEventRecord per torch collective (779).
 
 Two ways to compare, both printing one JSON line per timed step:
 
   --ab lockstep   in-process A/B under LD_PRELOAD=liblockstep.so: blocks of --block steps
-                  alternate between recording and paused (lockstep_bench_set_off: hooks forward
-                  only, runtime hooks too); the first step of each block is not timed (the
-                  writer thread finishes the previous block's rows). "paused" still pays the
-                  hooks' entry (a few ns per call) and shares the machine with the recorder's
-                  idle threads.
+                  rotate between "recording", "no-stacks" (recording without stack capture) and
+                  "paused" (lockstep_bench_set_off: NCCL and runtime hooks forward only); the
+                  first step of each block is not timed (the writer thread finishes the previous
+                  block's rows). "paused" still pays the hooks' entry (~20 ns per call) and
+                  shares the machine with the recorder's idle threads.
   --ab fr         alternating child processes, forked from this one after `import torch` and
                   before CUDA is touched: TORCH_FR_BUFFER_SIZE=20000 in odd children, unset in
                   even ones (PyTorch reads it once per process). --procs children per side.
@@ -22,6 +23,7 @@ Two ways to compare, both printing one JSON line per timed step:
 bench/step_ratio.py turns the lines into ratios with bootstrap 95% intervals.
 """
 import argparse
+import gc
 import json
 import os
 import sys
@@ -30,7 +32,7 @@ import time
 import torch
 import torch.distributed as dist
 
-LAYERS, HIDDEN, TOKENS = 48, 1024, 8192
+LAYERS, HIDDEN, TOKENS = 60, 1024, 6144
 
 
 class AllToAll(torch.autograd.Function):
@@ -117,11 +119,20 @@ class Model:
 
 
 def timed_step(model):
+    """(step ms, host issue ms): the second is until the step's last call returned."""
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     model.step()
+    t1 = time.perf_counter()
     torch.cuda.synchronize()
-    return (time.perf_counter() - t0) * 1e3
+    return (time.perf_counter() - t0) * 1e3, (t1 - t0) * 1e3
+
+
+def warm(model, n):
+    for _ in range(n):
+        timed_step(model)
+    gc.collect()
+    gc.freeze()  # the model's objects: not rescanned by every collection
 
 
 def setup():
@@ -135,17 +146,18 @@ def ab_lockstep(args, emit):
     import ctypes
     set_off = ctypes.CDLL(None).lockstep_bench_set_off  # exported by the preloaded recorder
     set_off.argtypes, set_off.restype = [ctypes.c_uint], ctypes.c_uint
-    paused = (1 << 0) | (1 << 7)  # bench_knobs.h: kOffRecorder | kOffWaits
+    configs = [("recording", 0), ("no-stacks", 1 << 1),   # bench_knobs.h: kOffStack
+               ("paused", (1 << 0) | (1 << 7))]             # kOffRecorder | kOffWaits
     model = Model(setup())
-    for _ in range(args.warmup):
-        timed_step(model)
+    warm(model, args.warmup)
     for pair in range(args.pairs):
-        for side in ((0, 1) if pair % 2 == 0 else (1, 0)):
-            set_off(paused if side else 0)
+        for k in range(len(configs)):
+            name, mask = configs[(k + pair) % len(configs)]
+            set_off(mask)
             timed_step(model)  # untimed: the previous block's background work settles
             for _ in range(args.block - 1):
-                emit({"pair": pair, "config": "paused" if side else "recording",
-                      "ms": timed_step(model)})
+                ms, issue = timed_step(model)
+                emit({"pair": pair, "config": name, "ms": ms, "issue_ms": issue})
     set_off(0)
     dist.destroy_process_group()
 
@@ -156,12 +168,11 @@ def child(args, config, pair, out):
     else:
         os.environ.pop("TORCH_FR_BUFFER_SIZE", None)
     model = Model(setup())
-    for _ in range(args.warmup):
-        timed_step(model)
+    warm(model, args.warmup)
     ms = [timed_step(model) for _ in range(args.steps)]
     with open(out, "a") as f:
-        for m in ms:
-            f.write(json.dumps({"pair": pair, "config": config, "ms": m}) + "\n")
+        for m, issue in ms:
+            f.write(json.dumps({"pair": pair, "config": config, "ms": m, "issue_ms": issue}) + "\n")
     dist.destroy_process_group()
 
 

@@ -2,10 +2,13 @@
 
   python3 bench/step_ratio.py steps.jsonl [more.jsonl ...]
 
-For each label, the steps of each pair (a block of both sides run back to back, or a pair of
-child processes) are averaged per side; the ratio is sum over pairs of side A's means / side
-B's means (A = "recording" or "fr", B = "paused" or "off"), and its interval comes from 5,000
-resamples of the pairs (percentile bootstrap, fixed seed). Prints a Markdown table.
+Per label, every configuration is compared with the label's baseline ("paused" for the
+in-process lockstep A/B, "off" for the Flight Recorder children). The steps of each pair (one
+block of every configuration run back to back, or one child process per side) are averaged per
+configuration; the ratio is the sum over pairs of the configuration's means over the sum of the
+baseline's, and its interval comes from 5,000 resamples of the pairs (percentile bootstrap,
+fixed seed). Both the step time (`ms`, ends after torch.cuda.synchronize) and the host issue
+time (`issue_ms`, until the step's last call returned) are compared. Prints a Markdown table.
 """
 import collections
 import json
@@ -13,7 +16,13 @@ import random
 import statistics
 import sys
 
-SIDES = {"recording": "paused", "fr": "off"}
+BASELINES = ("paused", "off")
+
+
+def ratio_ci(means, rng):
+    ratio = lambda ms: sum(a for a, _ in ms) / sum(b for _, b in ms)
+    boot = sorted(ratio([rng.choice(means) for _ in means]) for _ in range(5000))
+    return ratio(means), boot[int(0.025 * len(boot))], boot[int(0.975 * len(boot)) - 1]
 
 
 def main():
@@ -22,28 +31,35 @@ def main():
         for line in open(path):
             if line.startswith("{"):
                 r = json.loads(line)
-                rows[r["label"]][r["pair"]][r["config"]].append(r["ms"])
-    print("| run | A vs B | pairs | steps per side | median step A, ms | median step B, ms "
-          "| A/B − 1 | 95% interval |")
-    print("|---|---|---|---|---|---|---|---|")
+                rows[r["label"]][r["pair"]][r["config"]].append(r)
+    print("| run | configuration vs baseline | pairs | steps each | median step, ms (config / base) "
+          "| step time ratio − 1 [95% interval] | host issue time ratio − 1 [95% interval] |")
+    print("|---|---|---|---|---|---|---|")
     rng = random.Random(15)
     for label, pairs in rows.items():
-        a_name = next((a for a in SIDES if any(a in p for p in pairs.values())), None)
-        if a_name is None:
+        configs = sorted({c for p in pairs.values() for c in p})
+        base = next((b for b in BASELINES if b in configs), None)
+        if base is None:
             continue
-        b_name = SIDES[a_name]
-        means = [(statistics.fmean(p[a_name]), statistics.fmean(p[b_name]))
-                 for p in pairs.values() if p.get(a_name) and p.get(b_name)]
-        if len(means) < 2:
-            continue
-        ratio = lambda ms: sum(a for a, _ in ms) / sum(b for _, b in ms)
-        boot = sorted(ratio([rng.choice(means) for _ in means]) for _ in range(5000))
-        lo, hi = boot[int(0.025 * len(boot))], boot[int(0.975 * len(boot)) - 1]
-        all_a = [m for p in pairs.values() for m in p.get(a_name, [])]
-        all_b = [m for p in pairs.values() for m in p.get(b_name, [])]
-        print(f"| {label} | {a_name} vs {b_name} | {len(means)} | {len(all_a)} | "
-              f"{statistics.median(all_a):.2f} | {statistics.median(all_b):.2f} | "
-              f"{(ratio(means) - 1) * 100:+.2f}% | [{(lo - 1) * 100:+.2f}%, {(hi - 1) * 100:+.2f}%] |")
+        for conf in configs:
+            if conf == base:
+                continue
+            both = [p for p in pairs.values() if p.get(conf) and p.get(base)]
+            if len(both) < 2:
+                continue
+            cells = []
+            for key in ("ms", "issue_ms"):
+                if not all(key in r for p in both for r in p[conf] + p[base]):
+                    cells.append("n/a")
+                    continue
+                means = [(statistics.fmean(r[key] for r in p[conf]),
+                          statistics.fmean(r[key] for r in p[base])) for p in both]
+                r, lo, hi = ratio_ci(means, rng)
+                cells.append(f"{(r - 1) * 100:+.2f}% [{(lo - 1) * 100:+.2f}%, {(hi - 1) * 100:+.2f}%]")
+            a = [r["ms"] for p in both for r in p[conf]]
+            b = [r["ms"] for p in both for r in p[base]]
+            print(f"| {label} | {conf} vs {base} | {len(both)} | {len(a)} | "
+                  f"{statistics.median(a):.2f} / {statistics.median(b):.2f} | {cells[0]} | {cells[1]} |")
 
 
 if __name__ == "__main__":

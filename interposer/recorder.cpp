@@ -246,7 +246,7 @@ void emit_op(Recorder* r, CommState* c, void* handle, OpRec& o, int rc, bool sim
   if (o.state != OpState::Enqueued || (bench_off() & kOffEvent)) return;
   InFlightOp in_flight{o.call_index, c->hash, o.seq, o.count, o.op};
   if (rc == kNcclSuccess) {
-    r->completion->track(reinterpret_cast<void*>(o.stream), in_flight);
+    r->completion->track(reinterpret_cast<void*>(o.stream), in_flight, o.return_mono);
   } else {
     // ncclInProgress (nonblocking communicator): NCCL may still be putting the kernel on the
     // stream in the background, and its docs ("Nonblocking group operation") make the caller
@@ -311,7 +311,7 @@ OpToken op_begin(const OpDesc& d) noexcept {
   t.grouped = ts.group_depth > 0;
   if (!(off & kOffClock)) {
     t.issue_mono = mono_ns();
-    t.issue_wall = wall_ns();
+    t.issue_wall = wall_from_mono(t.issue_mono);
   }
   if (!t.grouped) t.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
   // A group's row carries the stack of its first call: later calls need none.
@@ -651,10 +651,13 @@ void graph_launched(const CallStart& cs, void* exec, void* stream, int rc) noexc
 void wait_done(const CallStart& cs, WaitKind kind, void* stream, void* event) noexcept {
   Recorder* r = current_recorder();
   if (!r || !cs.active) return;
+  // cudaEventRecord / cudaStreamWaitEvent only enqueue (they return in ~100 ns, PyTorch makes
+  // several per collective): their row ends where it begins, one clock read instead of two.
+  bool enqueue_only = kind == WaitKind::EventRecord || kind == WaitKind::StreamWaitEvent;
   Record rec;
   rec.kind = RecKind::Wait;
   rec.wait = {cs.call_index, reinterpret_cast<uint64_t>(stream), reinterpret_cast<uint64_t>(event),
-              cs.mono, mono_ns(), thread_state().tid, kind};
+              cs.mono, enqueue_only ? cs.mono : mono_ns(), thread_state().tid, kind};
   r->writer->push(rec);
 }
 
