@@ -17,6 +17,10 @@
 //             makes per op (cuEventRecord of a pooled event, cuStreamGetCaptureInfo,
 //             cuCtxGetCurrent, cuStreamWriteValue32 to pinned host memory), and clock reads,
 //             alternating within every round; the marginal cost of each on the real issue path.
+// runtime:    the CUDA runtime calls PyTorch makes around each collective (cudaEventRecord,
+//             cudaStreamWaitEvent; libcudart dlopened from $CUDART or libcudart.so.13) through
+//             the recorder's hooks: recorded vs forwarded only (kOffWaits), alternating; without
+//             the recorder, the real calls alone. ns per runtime call.
 // Every line gives the median over rounds and min/max; LOCKSTEP_STACKS labels the recorder runs.
 #include <cuda.h>
 #include <dlfcn.h>
@@ -176,6 +180,45 @@ int main(int argc, char** argv) {
         }));
       }
     for (auto& [label, fn] : steps) series[label].print("primitives", label, "", calls);
+  } else if (mode == "runtime") {
+    const char* cudart = std::getenv("CUDART");
+    void* rt = dlopen(cudart && *cudart ? cudart : "libcudart.so.13", RTLD_NOW | RTLD_GLOBAL);
+    if (!rt) {
+      std::fprintf(stderr, "cannot load libcudart: %s\n", dlerror());
+      return 1;
+    }
+    using Create = int (*)(void**, unsigned);
+    using Record = int (*)(void*, void*);
+    using Wait = int (*)(void*, void*, unsigned);
+    auto create = reinterpret_cast<Create>(dlsym(rt, "cudaEventCreateWithFlags"));
+    // The global scope: the recorder's hooks when it is preloaded.
+    auto record = reinterpret_cast<Record>(dlsym(RTLD_DEFAULT, "cudaEventRecord"));
+    auto wait = reinterpret_cast<Wait>(dlsym(RTLD_DEFAULT, "cudaStreamWaitEvent"));
+    void* ev = nullptr;
+    if (!create || !record || !wait || create(&ev, 0x2 /* cudaEventDisableTiming */) != 0) {
+      std::fprintf(stderr, "libcudart entry points missing\n");
+      return 1;
+    }
+    using SetOff = unsigned (*)(unsigned);
+    auto set_off = reinterpret_cast<SetOff>(dlsym(RTLD_DEFAULT, "lockstep_bench_set_off"));
+    std::vector<std::pair<std::string, unsigned>> configs = {{"runtime calls", 0}};
+    if (set_off) configs = {{"runtime calls recorded", 0}, {"runtime calls forwarded", 1u << 7}};
+    std::map<std::string, Series> series;
+    for (int r = 0; r < rounds; ++r)
+      for (size_t k = 0; k < configs.size(); ++k) {
+        const auto& [label, mask] = configs[(k + r) % configs.size()];
+        if (set_off) set_off(mask);
+        series[label].ns.push_back(time_ns(calls, [&] {
+          for (int i = 0; i < calls / 2; ++i) {
+            record(ev, (void*)stream);
+            wait((void*)stream, ev, 0);
+          }
+          cuStreamSynchronize(stream);
+        }));
+      }
+    if (set_off) set_off(0);
+    for (auto& [label, mask] : configs)
+      series[label].print("runtime", label, recorded ? stacks : "baseline", calls);
   } else {
     std::fprintf(stderr, "unknown --mode=%s\n", mode.c_str());
     return 2;

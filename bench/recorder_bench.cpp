@@ -8,6 +8,7 @@
 // With LD_LIBRARY_PATH=<build>/tests/recorder/stub-lib the stub libcuda.so.1 is found and
 // completion tracking (context query, event record, watchdog) runs too; without it, it is off.
 #include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <sqlite3.h>
 #include <unistd.h>
@@ -121,7 +122,30 @@ void run_parts(int rounds) {
       auto t1 = std::chrono::steady_clock::now();
       ns[label].push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kCalls);
     }
+  // The CUDA runtime calls PyTorch makes around each collective, through the hooks: recorded
+  // (a `waits` row each) vs forwarded only (kOffWaits), alternating.
+  std::map<std::string, std::vector<double>> rt;
+  auto event = reinterpret_cast<cudaEvent_t>(0x7000);
+  for (int r = 0; r < rounds; ++r)
+    for (int k = 0; k < 2; ++k) {
+      bool off = (k + r) % 2;
+      lockstep_bench_set_off(off ? 1u << 7 : 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(120));
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kCalls / 2; ++i) {
+        cudaEventRecord(event, kStream);
+        cudaStreamWaitEvent(kStream, event, 0);
+      }
+      auto t1 = std::chrono::steady_clock::now();
+      rt[off ? "forwarded" : "recorded"].push_back(
+          std::chrono::duration<double, std::nano>(t1 - t0).count() / kCalls);
+    }
   lockstep_bench_set_off(0);
+  for (auto& [label, v] : rt) {
+    std::sort(v.begin(), v.end());
+    printf("runtime call (cudaEventRecord / cudaStreamWaitEvent) %-9s median %6.1f ns  min %6.1f\n",
+           label.c_str(), v[v.size() / 2], v.front());
+  }
   double full = 0;
   for (const auto& [label, mask] : configs) {
     auto v = ns[label];

@@ -33,6 +33,10 @@ import torch
 import torch.distributed as dist
 
 LAYERS, HIDDEN, TOKENS = 60, 1024, 6144
+# --shape: "host" (the sizes above: ~80 ms, bound by the host's issue rate, so every ns the
+# recorder adds per call shows) or "gpu" (hidden 2048, 8192 tokens: the GPU's work takes about
+# twice the host's issue time, as in a large training job; the recorder's host cost overlaps).
+SHAPES = {"host": (60, 1024, 6144), "gpu": (60, 2048, 8192)}
 
 
 class AllToAll(torch.autograd.Function):
@@ -209,7 +213,10 @@ def main():
     ap.add_argument("--procs", type=int, default=10, help="fr: children per side")
     ap.add_argument("--steps", type=int, default=20, help="fr: timed steps per child")
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="host")
     args = ap.parse_args()
+    global LAYERS, HIDDEN, TOKENS
+    LAYERS, HIDDEN, TOKENS = SHAPES[args.shape]
     label = args.label or args.ab
     emit = lambda rec: print(json.dumps({"label": label, **rec}), flush=True)
     (ab_lockstep if args.ab == "lockstep" else ab_fr)(args, emit)

@@ -1,6 +1,7 @@
-// Host clocks in integer nanoseconds (vDSO: no syscall on the hot path, but ~33 ns per read on
-// the H200 host: docs/gpu-results.md). The hot path reads CLOCK_MONOTONIC twice per op (issue,
-// return) and derives the wall time from it.
+// Host clocks in integer nanoseconds. clock_gettime goes through the vDSO (no syscall) but costs
+// ~33 ns per read on the H200 host (docs/gpu-results.md), so the hot path uses hot_mono_ns(): the
+// same CLOCK_MONOTONIC, read from the TSC where the kernel itself uses the TSC, and derives the
+// wall time from it (wall_from_mono).
 #pragma once
 
 #include <time.h>
@@ -17,6 +18,17 @@ inline int64_t now_ns(clockid_t id) {
 }
 inline int64_t mono_ns() { return now_ns(CLOCK_MONOTONIC); }
 inline int64_t wall_ns() { return now_ns(CLOCK_REALTIME); }
+
+// CLOCK_MONOTONIC for the hot path. Where the kernel's clocksource is the TSC (invariant and
+// synchronized across CPUs, or the kernel would not use it), rdtsc scaled by a per-thread
+// calibration against clock_gettime, refreshed every ~10 ms: within ~0.1 µs of clock_gettime and
+// never decreasing within a thread. Elsewhere (kvm-clock, hpet, non-x86): clock_gettime.
+int64_t hot_mono_ns();
+// Decides (once, when the recorder starts) which of the two hot_mono_ns uses; force_tsc: use the
+// TSC whatever the clocksource (tests). Spins ~2 ms to calibrate when the TSC is used.
+void hot_clock_init(bool force_tsc = false);
+// True when hot_mono_ns reads the TSC.
+bool hot_clock_uses_tsc();
 
 // CLOCK_REALTIME at the moment CLOCK_MONOTONIC read `mono`, from an offset re-read at most every
 // millisecond of monotonic time: off by the wall clock's slew over that millisecond (NTP: at most

@@ -73,6 +73,7 @@ ThreadState& thread_state() {
 
 // ---- start ---------------------------------------------------------------------------------
 Recorder* start_locked() {
+  hot_clock_init();
   auto* r = new Recorder();
   r->info = read_process_info();
   r->stack_mode = stacks_init();
@@ -92,6 +93,7 @@ Recorder* start_locked() {
     return nullptr;
   }
   r->completion = new Completion(r->writer, r->info.global_rank, r->info.trace_dir);
+  r->writer->set_meta("hot_clock", hot_clock_uses_tsc() ? "tsc" : "clock_gettime");
   if (unsigned off = config().bench_off) {
     g_bench_off.store(off, std::memory_order_relaxed);
     r->writer->set_meta("bench_off", std::to_string(off));
@@ -310,7 +312,7 @@ OpToken op_begin(const OpDesc& d) noexcept {
   t.desc = d;
   t.grouped = ts.group_depth > 0;
   if (!(off & kOffClock)) {
-    t.issue_mono = mono_ns();
+    t.issue_mono = hot_mono_ns();
     t.issue_wall = wall_from_mono(t.issue_mono);
   }
   if (!t.grouped) t.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
@@ -339,7 +341,7 @@ void op_end(OpToken& t, int rc) noexcept {
   o.group_id = t.grouped ? ts.group_id : -1;
   o.issue_mono = t.issue_mono;
   o.issue_wall = t.issue_wall;
-  o.return_mono = (bench_off() & kOffClock) ? 0 : mono_ns();
+  o.return_mono = (bench_off() & kOffClock) ? 0 : hot_mono_ns();
   o.stack_hash = t.stack_hash;
   if (t.capture.capturing) {
     o.capture_id = t.capture.id;
@@ -364,7 +366,7 @@ void group_end(int rc, bool simulate) noexcept {
   ThreadState& ts = thread_state();
   if (ts.group_depth == 0) return;  // unbalanced GroupEnd: NCCL reports it; nothing to fold
   if (--ts.group_depth > 0) return;
-  int64_t now = mono_ns();
+  int64_t now = hot_mono_ns();
   // One row per communicator, in the order each was first used in the group.
   ts.group_comms.clear();
   for (const PendingPart& p : ts.parts)
@@ -421,7 +423,7 @@ CallStart call_start(bool may_start) noexcept {
   if (!r) return c;
   c.active = true;
   c.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
-  c.mono = mono_ns();
+  c.mono = hot_mono_ns();
   return c;
 }
 
@@ -657,7 +659,7 @@ void wait_done(const CallStart& cs, WaitKind kind, void* stream, void* event) no
   Record rec;
   rec.kind = RecKind::Wait;
   rec.wait = {cs.call_index, reinterpret_cast<uint64_t>(stream), reinterpret_cast<uint64_t>(event),
-              cs.mono, enqueue_only ? cs.mono : mono_ns(), thread_state().tid, kind};
+              cs.mono, enqueue_only ? cs.mono : hot_mono_ns(), thread_state().tid, kind};
   r->writer->push(rec);
 }
 
