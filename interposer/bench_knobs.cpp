@@ -14,11 +14,13 @@ bool parse_bench_off(const char* s, unsigned* mask) {
       {"watchdog", kOffWatchdog}, {"waits", kOffWaits}};
   unsigned m = 0;
   std::string all(s ? s : "");
-  size_t i = 0;
-  while (i < all.size()) {
+  if (all.empty()) {
+    *mask = 0;
+    return true;
+  }
+  for (size_t i = 0;;) {  // every comma-separated name must be a part (no empty names)
     size_t j = all.find(',', i);
-    if (j == std::string::npos) j = all.size();
-    std::string name = all.substr(i, j - i);
+    std::string name = all.substr(i, j == std::string::npos ? std::string::npos : j - i);
     bool found = false;
     for (const auto& p : parts)
       if (name == p.name) {
@@ -26,6 +28,7 @@ bool parse_bench_off(const char* s, unsigned* mask) {
         found = true;
       }
     if (!found) return false;
+    if (j == std::string::npos) break;
     i = j + 1;
   }
   *mask = m;
