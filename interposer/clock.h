@@ -24,7 +24,7 @@ inline int64_t wall_ns() { return now_ns(CLOCK_REALTIME); }
 // calibration against clock_gettime, refreshed every ~10 ms: within ~0.1 µs of clock_gettime and
 // never decreasing within a thread. Elsewhere (kvm-clock, hpet, non-x86): clock_gettime. The
 // choice is made when the recorder starts: a kernel that later demotes the TSC (unstable) leaves
-// this clock on it, its error then bounded by the TSC's drift over one 10 ms recalibration.
+// this clock on it: its error is then what the cores' TSCs disagree by (unbounded here).
 int64_t hot_mono_ns();
 // Decides (once, when the recorder starts) which of the two hot_mono_ns uses; force_tsc: use the
 // TSC whatever the clocksource (tests). Spins ~2 ms to calibrate when the TSC is used.
