@@ -1,17 +1,41 @@
-// Host cost of one small NCCL call on a real GPU, for comparing runs with and without the
-// recorder (LD_PRELOAD=liblockstep.so). World size 1, driver API + NCCL, no PyTorch: the noise
-// of a Python framework (tens of µs per call, ±5 µs between processes) hides sub-µs costs.
+// Host cost of one small NCCL call on a real GPU, with and without the recorder
+// (LD_PRELOAD=liblockstep.so). World size 1, driver API + NCCL, no PyTorch: the noise of a
+// Python framework (tens of µs per call, ±5 µs between processes) hides sub-µs costs.
 //
-//   nccl_call_overhead [calls=20000] [repeats=31]
-// Prints one JSON line: median/min ns per ncclAllReduce(8 bytes) issue (calls issued back to
-// back on one stream, then one cuStreamSynchronize), over `repeats` timed batches.
+//   nccl_call_overhead [--calls=20000] [--rounds=15] [--pause-ms=50] [--mode=plain|parts|primitives]
+//
+// After every timed batch the program sleeps --pause-ms (untimed), so that the recorder's writer
+// thread drains the batch's rows: the timed calls are the steady state of a job that issues
+// collectives at up to ~1/3 of this loop's rate, not a writer saturated at 1 M rows/s.
+// plain:      ncclAllReduce(8 bytes) issued back to back on one stream, then one
+//             cuStreamSynchronize; ns per call over `rounds` timed batches. One JSON line.
+// parts:      under the recorder only (needs lockstep_bench_set_off, bench_knobs.h): the same
+//             batch with each hot-path part switched off in turn, configurations alternating
+//             within every round. One JSON line per configuration ("full", "-stack", ...,
+//             "hooks only"); a part's cost is full minus "-part".
+// primitives: without the recorder: ncclAllReduce followed by one driver call the recorder
+//             makes per op (cuEventRecord of a pooled event, cuStreamGetCaptureInfo,
+//             cuCtxGetCurrent, cuStreamWriteValue32 to pinned host memory), and clock reads,
+//             alternating within every round; the marginal cost of each on the real issue path.
+// runtime:    the CUDA runtime calls PyTorch makes around each collective (cudaEventRecord,
+//             cudaStreamWaitEvent; libcudart dlopened from $CUDART or libcudart.so.13) through
+//             the recorder's hooks: recorded vs forwarded only (kOffWaits), alternating; without
+//             the recorder, the real calls alone. ns per runtime call.
+// Every line gives the median over rounds and min/max; LOCKSTEP_STACKS labels the recorder runs.
 #include <cuda.h>
+#include <dlfcn.h>
 #include <nccl.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
 #include <vector>
 
 #define CHECK(x)                                                                   \
@@ -20,9 +44,49 @@
     if (r_ != 0) { std::fprintf(stderr, "%s failed: %d\n", #x, (int)r_); return 1; } \
   } while (0)
 
+namespace {
+
+// Mirrors interposer/bench_knobs.h.
+const struct { const char* name; unsigned bit; } kParts[] = {
+    {"stack", 1u << 1},  {"capture", 1u << 2}, {"clock", 1u << 3},    {"event", 1u << 4},
+    {"queue", 1u << 5},  {"watchdog", 1u << 6}};
+constexpr unsigned kOffRecorder = 1u << 0;
+
+struct Series {
+  std::vector<double> ns;
+  void print(const char* mode, const std::string& label, const char* stacks, int calls) {
+    std::sort(ns.begin(), ns.end());
+    std::printf("{\"mode\": \"%s\", \"label\": \"%s\", \"stacks\": \"%s\", \"median_ns\": %.1f, "
+                "\"min_ns\": %.1f, \"max_ns\": %.1f, \"calls\": %d, \"rounds\": %zu}\n",
+                mode, label.c_str(), stacks, ns[ns.size() / 2], ns.front(), ns.back(), calls,
+                ns.size());
+  }
+};
+
+int g_pause_ms = 50;
+
+double time_ns(int calls, const std::function<void()>& batch) {
+  auto t0 = std::chrono::steady_clock::now();
+  batch();
+  auto t1 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(g_pause_ms));
+  return std::chrono::duration<double, std::nano>(t1 - t0).count() / calls;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  int calls = argc > 1 ? std::atoi(argv[1]) : 20000;
-  int repeats = argc > 2 ? std::atoi(argv[2]) : 31;
+  int calls = 20000, rounds = 15;
+  std::string mode = "plain";
+  for (int i = 1; i < argc; i++) {
+    if (!strncmp(argv[i], "--calls=", 8)) calls = std::atoi(argv[i] + 8);
+    else if (!strncmp(argv[i], "--rounds=", 9)) rounds = std::atoi(argv[i] + 9);
+    else if (!strncmp(argv[i], "--mode=", 7)) mode = argv[i] + 7;
+    else if (!strncmp(argv[i], "--pause-ms=", 11)) g_pause_ms = std::atoi(argv[i] + 11);
+    else if (i == 1) calls = std::atoi(argv[i]);  // old form: calls [repeats]
+    else if (i == 2) rounds = std::atoi(argv[i]);
+  }
+  if (calls <= 0 || rounds <= 0) return 2;
   CUdevice dev;
   CUcontext ctx;
   CUstream stream;
@@ -37,26 +101,128 @@ int main(int argc, char** argv) {
   ncclComm_t comm;
   CHECK(ncclGetUniqueId(&id));
   CHECK(ncclCommInitRank(&comm, 1, id, 0));
+  auto issue = [&] {
+    ncclAllReduce((void*)buf, (void*)buf, 2, ncclFloat32, ncclSum, comm, (cudaStream_t)stream);
+  };
   auto batch = [&](int n) {
-    for (int i = 0; i < n; ++i)
-      ncclAllReduce((void*)buf, (void*)buf, 2, ncclFloat32, ncclSum, comm, (cudaStream_t)stream);
+    for (int i = 0; i < n; ++i) issue();
     cuStreamSynchronize(stream);
   };
   batch(2000);  // warm-up
-  std::vector<double> ns;
-  for (int r = 0; r < repeats; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    batch(calls);
-    auto t1 = std::chrono::steady_clock::now();
-    ns.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / calls);
-  }
-  std::sort(ns.begin(), ns.end());
   const char* preload = std::getenv("LD_PRELOAD");
+  bool recorded = preload && *preload;
   const char* stacks = std::getenv("LOCKSTEP_STACKS");
-  std::printf("{\"label\": \"%s\", \"median_ns\": %.1f, \"min_ns\": %.1f, \"max_ns\": %.1f, "
-              "\"calls\": %d, \"repeats\": %d}\n",
-              preload && *preload ? (stacks ? stacks : "lockstep") : "baseline",
-              ns[ns.size() / 2], ns.front(), ns.back(), calls, repeats);
+  if (!stacks) stacks = recorded ? "default" : "";
+
+  if (mode == "plain") {
+    Series s;
+    for (int r = 0; r < rounds; ++r) s.ns.push_back(time_ns(calls, [&] { batch(calls); }));
+    s.print("plain", recorded ? stacks : "baseline", stacks, calls);
+  } else if (mode == "parts") {
+    using SetOff = unsigned (*)(unsigned);
+    auto set_off = reinterpret_cast<SetOff>(dlsym(RTLD_DEFAULT, "lockstep_bench_set_off"));
+    if (!set_off) {
+      std::fprintf(stderr, "--mode=parts needs LD_PRELOAD=liblockstep.so with bench knobs\n");
+      return 2;
+    }
+    std::vector<std::pair<std::string, unsigned>> configs = {{"full", 0}};
+    for (const auto& p : kParts) configs.push_back({std::string("-") + p.name, p.bit});
+    configs.push_back({"hooks only", kOffRecorder});
+    std::map<std::string, Series> series;
+    for (int r = 0; r < rounds; ++r)
+      for (size_t k = 0; k < configs.size(); ++k) {
+        const auto& [label, mask] = configs[(k + r) % configs.size()];  // rotate the order
+        set_off(mask);
+        batch(500);  // settle (the watchdog catches up with the previous configuration)
+        series[label].ns.push_back(time_ns(calls, [&] { batch(calls); }));
+      }
+    set_off(0);
+    for (auto& [label, mask] : configs) series[label].print("parts", label, stacks, calls);
+  } else if (mode == "primitives") {
+    void* host = nullptr;
+    CHECK(cuMemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));
+    CUdeviceptr host_dev;
+    CHECK(cuMemHostGetDevicePointer(&host_dev, host, 0));
+    std::vector<CUevent> events(4096);
+    for (auto& e : events) CHECK(cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    size_t next_ev = 0;
+    unsigned value = 0;
+    auto clock_read = [](clockid_t c) {
+      timespec ts;
+      clock_gettime(c, &ts);
+      return ts.tv_nsec;
+    };
+    volatile long sink = 0;
+    std::vector<std::pair<std::string, std::function<void()>>> steps = {
+        {"allreduce", [&] { issue(); }},
+        {"allreduce+cuEventRecord", [&] { issue(); cuEventRecord(events[next_ev++ & 4095], stream); }},
+        {"allreduce+cuStreamGetCaptureInfo", [&] {
+           issue();
+           CUstreamCaptureStatus st;
+           cuStreamGetCaptureInfo(stream, &st, nullptr, nullptr, nullptr, nullptr, nullptr);
+         }},
+        {"allreduce+cuCtxGetCurrent", [&] { issue(); CUcontext c; cuCtxGetCurrent(&c); }},
+        {"allreduce+cuStreamWriteValue32", [&] {
+           issue();
+           cuStreamWriteValue32(stream, host_dev, ++value, CU_STREAM_WRITE_VALUE_DEFAULT);
+         }},
+        {"allreduce+2 clock reads", [&] { issue(); sink = sink + clock_read(CLOCK_MONOTONIC) + clock_read(CLOCK_REALTIME); }},
+        {"clock_gettime(MONOTONIC)", [&] { sink = sink + clock_read(CLOCK_MONOTONIC); }},
+        {"clock_gettime(REALTIME)", [&] { sink = sink + clock_read(CLOCK_REALTIME); }},
+    };
+    std::map<std::string, Series> series;
+    for (int r = 0; r < rounds; ++r)
+      for (size_t k = 0; k < steps.size(); ++k) {
+        auto& [label, fn] = steps[(k + r) % steps.size()];
+        series[label].ns.push_back(time_ns(calls, [&] {
+          for (int i = 0; i < calls; ++i) fn();
+          cuStreamSynchronize(stream);
+        }));
+      }
+    for (auto& [label, fn] : steps) series[label].print("primitives", label, "", calls);
+  } else if (mode == "runtime") {
+    const char* cudart = std::getenv("CUDART");
+    void* rt = dlopen(cudart && *cudart ? cudart : "libcudart.so.13", RTLD_NOW | RTLD_GLOBAL);
+    if (!rt) {
+      std::fprintf(stderr, "cannot load libcudart: %s\n", dlerror());
+      return 1;
+    }
+    using Create = int (*)(void**, unsigned);
+    using Record = int (*)(void*, void*);
+    using Wait = int (*)(void*, void*, unsigned);
+    auto create = reinterpret_cast<Create>(dlsym(rt, "cudaEventCreateWithFlags"));
+    // The global scope: the recorder's hooks when it is preloaded.
+    auto record = reinterpret_cast<Record>(dlsym(RTLD_DEFAULT, "cudaEventRecord"));
+    auto wait = reinterpret_cast<Wait>(dlsym(RTLD_DEFAULT, "cudaStreamWaitEvent"));
+    void* ev = nullptr;
+    if (!create || !record || !wait || create(&ev, 0x2 /* cudaEventDisableTiming */) != 0) {
+      std::fprintf(stderr, "libcudart entry points missing\n");
+      return 1;
+    }
+    using SetOff = unsigned (*)(unsigned);
+    auto set_off = reinterpret_cast<SetOff>(dlsym(RTLD_DEFAULT, "lockstep_bench_set_off"));
+    std::vector<std::pair<std::string, unsigned>> configs = {{"runtime calls", 0}};
+    if (set_off) configs = {{"runtime calls recorded", 0}, {"runtime calls forwarded", 1u << 7}};
+    std::map<std::string, Series> series;
+    for (int r = 0; r < rounds; ++r)
+      for (size_t k = 0; k < configs.size(); ++k) {
+        const auto& [label, mask] = configs[(k + r) % configs.size()];
+        if (set_off) set_off(mask);
+        series[label].ns.push_back(time_ns(calls, [&] {
+          for (int i = 0; i < calls / 2; ++i) {
+            record(ev, (void*)stream);
+            wait((void*)stream, ev, 0);
+          }
+          cuStreamSynchronize(stream);
+        }));
+      }
+    if (set_off) set_off(0);
+    for (auto& [label, mask] : configs)
+      series[label].print("runtime", label, recorded ? stacks : "baseline", calls);
+  } else {
+    std::fprintf(stderr, "unknown --mode=%s\n", mode.c_str());
+    return 2;
+  }
   ncclCommDestroy(comm);
   return 0;
 }

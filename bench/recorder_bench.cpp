@@ -2,17 +2,26 @@
 // this executable links liblockstep.so before the stub libnccl.so.2, so ncclX resolves to the
 // hooks exactly as under LD_PRELOAD. Timings only (docs/recorder.md has the figures).
 //   recorder_bench [--stacks=none|native] [benchmark flags]
+//   recorder_bench [--stacks=...] --parts [--rounds=15]
+// --parts: the hot path with each part switched off in turn (interposer/bench_knobs.h),
+// configurations alternating within every round; prints ns per ncclAllReduce, median of rounds.
+// With LD_LIBRARY_PATH=<build>/tests/recorder/stub-lib the stub libcuda.so.1 is found and
+// completion tracking (context query, event record, watchdog) runs too; without it, it is off.
 #include <benchmark/benchmark.h>
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <string>
+#include <vector>
 #include <thread>
 
 namespace {
@@ -92,17 +101,78 @@ void report_trace() {
   sqlite3_close(db);
 }
 
+extern "C" unsigned lockstep_bench_set_off(unsigned mask);
+
+// Alternating rounds of every configuration (bench_knobs.h bits); one line per configuration.
+void run_parts(int rounds) {
+  const std::vector<std::pair<std::string, unsigned>> configs = {
+      {"full", 0},          {"-stack", 1u << 1}, {"-capture", 1u << 2}, {"-clock", 1u << 3},
+      {"-event", 1u << 4},  {"-queue", 1u << 5}, {"-watchdog", 1u << 6},
+      {"hooks only", 1u << 0}};
+  constexpr int kCalls = 8192;  // half the writer's drain budget per pause (see kBurst)
+  std::map<std::string, std::vector<double>> ns;
+  for (int r = 0; r < rounds; ++r)
+    for (size_t k = 0; k < configs.size(); ++k) {
+      const auto& [label, mask] = configs[(k + r) % configs.size()];
+      lockstep_bench_set_off(mask);
+      std::this_thread::sleep_for(std::chrono::milliseconds(120));  // the writer drains
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kCalls; ++i)
+        ncclAllReduce(g_buf, g_buf, 16, ncclFloat32, ncclSum, g_comm, kStream);
+      auto t1 = std::chrono::steady_clock::now();
+      ns[label].push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kCalls);
+    }
+  // The CUDA runtime calls PyTorch makes around each collective, through the hooks: recorded
+  // (a `waits` row each) vs forwarded only (kOffWaits), alternating.
+  std::map<std::string, std::vector<double>> rt;
+  auto event = reinterpret_cast<cudaEvent_t>(0x7000);
+  for (int r = 0; r < rounds; ++r)
+    for (int k = 0; k < 2; ++k) {
+      bool off = (k + r) % 2;
+      lockstep_bench_set_off(off ? 1u << 7 : 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(120));
+      auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kCalls / 2; ++i) {
+        cudaEventRecord(event, kStream);
+        cudaStreamWaitEvent(kStream, event, 0);
+      }
+      auto t1 = std::chrono::steady_clock::now();
+      rt[off ? "forwarded" : "recorded"].push_back(
+          std::chrono::duration<double, std::nano>(t1 - t0).count() / kCalls);
+    }
+  lockstep_bench_set_off(0);
+  for (auto& [label, v] : rt) {
+    std::sort(v.begin(), v.end());
+    printf("runtime call (cudaEventRecord / cudaStreamWaitEvent) %-9s median %6.1f ns  min %6.1f\n",
+           label.c_str(), v[v.size() / 2], v.front());
+  }
+  double full = 0;
+  for (const auto& [label, mask] : configs) {
+    auto v = ns[label];
+    std::sort(v.begin(), v.end());
+    double med = v[v.size() / 2];
+    if (label == "full") full = med;
+    printf("%-12s median %7.1f ns  min %7.1f  max %7.1f  part = full - this: %+7.1f ns\n",
+           label.c_str(), med, v.front(), v.back(), full - med);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const char* stacks = "none";
-  for (int i = 1; i < argc; i++)
-    if (strncmp(argv[i], "--stacks=", 9) == 0) {
-      stacks = argv[i] + 9;
-      for (int j = i; j < argc - 1; j++) argv[j] = argv[j + 1];
-      argc--;
-      break;
+  int parts_rounds = 0;
+  for (int i = 1; i < argc;) {
+    if (strncmp(argv[i], "--stacks=", 9) == 0) stacks = argv[i] + 9;
+    else if (strcmp(argv[i], "--parts") == 0) parts_rounds = parts_rounds ? parts_rounds : 15;
+    else if (strncmp(argv[i], "--rounds=", 9) == 0) parts_rounds = atoi(argv[i] + 9);
+    else {
+      i++;
+      continue;
     }
+    for (int j = i; j < argc - 1; j++) argv[j] = argv[j + 1];
+    argc--;
+  }
   setenv("LOCKSTEP_STACKS", stacks, 1);
   char tmpl[] = "/tmp/lockstep-bench-XXXXXX";
   bool own_dir = !getenv("LOCKSTEP_DIR");
@@ -117,9 +187,13 @@ int main(int argc, char** argv) {
     return 1;
   }
   printf("stacks=%s\n", stacks);
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  if (parts_rounds > 0) {
+    run_parts(parts_rounds);
+  } else {
+    benchmark::Initialize(&argc, argv);
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+  }
   printf("recorder memory: RSS %.1f MiB before the first NCCL call, %.1f MiB after the runs\n",
          rss_before / 1024.0, rss_kib() / 1024.0);
   report_trace();

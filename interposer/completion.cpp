@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "bench_knobs.h"
 #include "clock.h"
 #include "config.h"
 #include "log.h"
@@ -113,20 +114,43 @@ CaptureState Completion::capture_state(void* stream) {
   return cs;
 }
 
-void* Completion::take_event(void* ctx) {
-  std::lock_guard<std::mutex> g(mu_);
+namespace {
+// Free events kept by each issuing thread (for one Completion and one context), refilled from
+// and returned to the shared pool a batch at a time: no lock on the hot path in steady state.
+// A thread that exits keeps its few events (not destroyed: the context may be gone by then).
+struct ThreadEvents {
+  const void* owner;
+  void* ctx;
+  int n;
+  void* ev[32];
+};
+__attribute__((tls_model("initial-exec"))) thread_local ThreadEvents t_events;
+}  // namespace
+
+void Completion::reclaim_released_locked() {
   for (auto& [c, ev] : released_) pool_[c].push_back(ev);
   released_.clear();
-  auto& free = pool_[ctx];
-  if (!free.empty()) {
-    void* ev = free.back();
-    free.pop_back();
-    return ev;
-  }
-  return nullptr;
 }
 
-bool Completion::track(void* stream, const InFlightOp& op) {
+void* Completion::take_event(void* ctx) {
+  ThreadEvents& te = t_events;
+  if (te.owner == this && te.ctx == ctx && te.n > 0) return te.ev[--te.n];
+  std::lock_guard<std::mutex> g(mu_);
+  reclaim_released_locked();
+  if (te.owner == this)  // events of another context go back to the pool
+    for (int i = 0; i < te.n; i++) pool_[te.ctx].push_back(te.ev[i]);
+  te.owner = this;  // a stale owner (a recorder abandoned at fork) keeps its events
+  te.ctx = ctx;
+  te.n = 0;
+  auto& free = pool_[ctx];
+  while (te.n < int(sizeof te.ev / sizeof te.ev[0]) && !free.empty()) {
+    te.ev[te.n++] = free.back();
+    free.pop_back();
+  }
+  return te.n > 0 ? te.ev[--te.n] : nullptr;
+}
+
+bool Completion::track(void* stream, const InFlightOp& op, int64_t enqueued_mono) {
   if (!available()) return false;
   void* ctx = nullptr;
   if (drv_->ctx_get_current) drv_->ctx_get_current(&ctx);
@@ -137,11 +161,22 @@ bool Completion::track(void* stream, const InFlightOp& op) {
     pool_[ctx].push_back(ev);
     return false;
   }
-  std::lock_guard<std::mutex> g(mu_);
-  if (stop_) return false;
-  incoming_.push_back({op, stream, ev, ctx, mono_ns()});
-  if (!thread_.joinable()) thread_ = std::thread([this] { watchdog(); });
+  if (stop_.load(std::memory_order_acquire)) return false;
+  if (enqueued_mono == 0 && !(bench_off() & kOffClock)) enqueued_mono = mono_ns();
+  Entry e{op, stream, ev, ctx, enqueued_mono};
+  if (!incoming_.push(e)) {
+    std::lock_guard<std::mutex> g(mu_);
+    overflow_.push_back(e);
+  }
+  if (!started_.load(std::memory_order_acquire)) start_watchdog();
   return true;
+}
+
+void Completion::start_watchdog() {
+  std::lock_guard<std::mutex> g(mu_);
+  if (started_.load(std::memory_order_relaxed) || stop_.load()) return;
+  thread_ = std::thread([this] { watchdog(); });
+  started_.store(true, std::memory_order_release);
 }
 
 void* Completion::current_context() {
@@ -163,9 +198,27 @@ bool Completion::track_in(void* ctx, void* stream, const InFlightOp& op) {
 void Completion::stop() {
   {
     std::lock_guard<std::mutex> g(mu_);
-    stop_ = true;
+    stop_.store(true, std::memory_order_release);
   }
   if (thread_.joinable()) thread_.join();
+}
+
+void Completion::take_incoming() {
+  auto add = [this](const Entry& e) {
+    if (n_in_flight_ == 0) last_progress_ = e.enqueued_mono;
+    in_flight_[e.stream].push_back(e);
+    n_in_flight_++;
+  };
+  Entry e;
+  while (incoming_.pop(e)) add(e);
+  std::vector<Entry> more;
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    more.swap(overflow_);
+  }
+  // Overflowed entries were pushed after the queue was full, so after everything in it.
+  for (const Entry& o : more) add(o);
+  while (incoming_.pop(e)) add(e);
 }
 
 void Completion::watchdog() {
@@ -176,22 +229,9 @@ void Completion::watchdog() {
     int mode = kCaptureModeRelaxed;
     drv_->exchange_capture_mode(&mode);
   }
-  // Two buffers swapped back and forth: the hot path's push_back into incoming_ finds
-  // capacity already there (no allocation in steady state).
-  std::vector<Entry> fresh;
   for (;;) {
-    bool stopping;
-    fresh.clear();
-    {
-      std::lock_guard<std::mutex> g(mu_);
-      stopping = stop_;
-      fresh.swap(incoming_);
-    }
-    for (Entry& e : fresh) {
-      if (n_in_flight_ == 0) last_progress_ = e.enqueued_mono;
-      in_flight_[e.stream].push_back(e);
-      n_in_flight_++;
-    }
+    bool stopping = stop_.load(std::memory_order_acquire);
+    take_incoming();
     poll_once(mono_ns());
     hang_reporter_.reap_children();
     if (stopping) break;  // after one last poll: ops that finished by exit get their rows
@@ -208,6 +248,7 @@ void Completion::poll_once(int64_t now) {
       cur_ctx = e.ctx;
       ctx_known = true;
     }
+    if (bench_off() & kOffWatchdog) return true;
     // Completed, or failed: an errored stream will not complete later either.
     return drv_->event_query(e.event) != kCudaErrorNotReady;
   };

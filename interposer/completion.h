@@ -7,6 +7,7 @@
 // simply has no completions.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -15,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "bounded_queue.h"
 #include "hang_report.h"
 #include "op_desc.h"
 
@@ -35,8 +37,9 @@ class Completion {
   // Loads the driver on first use; false when there is none (then nothing is tracked).
   bool available();
   CaptureState capture_state(void* stream);
-  // After a successful enqueue on a non-capturing stream. Returns false if not tracked.
-  bool track(void* stream, const InFlightOp& op);
+  // After a successful enqueue on a non-capturing stream; enqueued_mono: when it returned (0:
+  // read the clock here). Returns false if not tracked.
+  bool track(void* stream, const InFlightOp& op, int64_t enqueued_mono = 0);
   // The same from a thread whose current context may differ (an op whose completion is
   // recorded later, from whichever thread polls ncclCommGetAsyncError): records in ctx.
   bool track_in(void* ctx, void* stream, const InFlightOp& op);
@@ -54,9 +57,12 @@ class Completion {
     int64_t enqueued_mono;
   };
   bool load_driver();
+  void start_watchdog();
   void watchdog();
+  void take_incoming();
   void poll_once(int64_t now);
   void* take_event(void* ctx);
+  void reclaim_released_locked();
 
   Writer* writer_;
   HangReporter hang_reporter_;
@@ -65,11 +71,14 @@ class Completion {
   int load_state_ = 0;  // 0 = not tried, 1 = loaded, -1 = unavailable
   std::mutex load_mu_;
 
-  std::mutex mu_;  // guards pool_ and incoming_
-  std::map<void*, std::vector<void*>> pool_;  // ctx -> free events
-  std::vector<Entry> incoming_;
+  // Hot path -> watchdog, lock-free; overflow_ (under mu_) only when the queue is full.
+  BoundedQueue<Entry> incoming_{1 << 15};
+  std::mutex mu_;  // guards pool_, released_, overflow_, thread_ start
+  std::map<void*, std::vector<void*>> pool_;  // ctx -> free events (threads keep a few more)
   std::vector<std::pair<void*, void*>> released_;  // (ctx, event) back from the watchdog
-  bool stop_ = false;
+  std::vector<Entry> overflow_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> started_{false};
   std::thread thread_;
 
   // watchdog thread only

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "bench_knobs.h"
 #include "log.h"
 
 namespace lockstep::rec {
@@ -54,6 +55,11 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
   }
 
   if (const char* v = env("LOCKSTEP_ANALYZER"); v && *v) c.analyzer = v;
+
+  if (const char* v = env("LOCKSTEP_BENCH_OFF"); v && *v)
+    if (!parse_bench_off(v, &c.bench_off))
+      warn_default("LOCKSTEP_BENCH_OFF", v,
+                   "a list of recorder,stack,capture,clock,event,queue,watchdog,waits", "none");
   return c;
 }
 

@@ -21,6 +21,7 @@ struct Config {
   StacksSetting stacks = StacksSetting::Auto;      // LOCKSTEP_STACKS none|native|python
   double hang_timeout_s = kDefaultHangTimeoutS;    // LOCKSTEP_HANG_TIMEOUT, 0 = off
   std::string analyzer;                            // LOCKSTEP_ANALYZER ("" = no diagnosis)
+  unsigned bench_off = 0;                          // LOCKSTEP_BENCH_OFF (bench_knobs.h; benchmarks only)
 };
 
 using EnvLookup = std::function<const char*(const char*)>;

@@ -4,6 +4,7 @@
 // first NCCL call they only forward (one relaxed load).
 #include <cuda_runtime_api.h>
 
+#include "bench_knobs.h"
 #include "recorder.h"
 #include "symbol_lookup.h"
 
@@ -23,7 +24,7 @@ constexpr cudaError_t kNoRuntime = cudaErrorInitializationError;
 template <class Fn, class... A>
 cudaError_t wait_hook(Fn real, WaitKind kind, void* stream, void* event, A... args) {
   if (!real) return kNoRuntime;
-  if (!recorder_active()) return real(args...);
+  if (!recorder_active() || (bench_off() & kOffWaits)) return real(args...);
   HookGuard guard;
   if (guard.nested()) return real(args...);
   CallStart c = call_start(false);

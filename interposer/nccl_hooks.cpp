@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "bench_knobs.h"
 #include "log.h"
 #include "recorder.h"
 #include "recorder_state.h"
@@ -334,3 +335,14 @@ void* nccl_hook_for(const char* name, int slot) {
   return nullptr;
 }
 }  // namespace lockstep::rec
+
+// Benchmarking only (bench_knobs.h): switches hot-path parts off at run time; returns the old mask.
+extern "C" __attribute__((visibility("default"))) unsigned lockstep_bench_set_off(unsigned mask) {
+  static std::atomic<unsigned> ever{0};  // meta bench_off: every part that was ever off
+  unsigned old = g_bench_off.exchange(mask);
+  unsigned before = ever.fetch_or(mask);
+  if ((before | mask) != before)
+    if (Recorder* r = current_recorder())
+      r->writer->set_meta("bench_off", std::to_string(before | mask));
+  return old;
+}

@@ -14,7 +14,9 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "bench_knobs.h"
 #include "clock.h"
+#include "config.h"
 #include "group_fold.h"
 #include "log.h"
 #include "recorder_state.h"
@@ -71,6 +73,7 @@ ThreadState& thread_state() {
 
 // ---- start ---------------------------------------------------------------------------------
 Recorder* start_locked() {
+  hot_clock_init();
   auto* r = new Recorder();
   r->info = read_process_info();
   r->stack_mode = stacks_init();
@@ -90,6 +93,11 @@ Recorder* start_locked() {
     return nullptr;
   }
   r->completion = new Completion(r->writer, r->info.global_rank, r->info.trace_dir);
+  r->writer->set_meta("hot_clock", hot_clock_uses_tsc() ? "tsc" : "clock_gettime");
+  if (unsigned off = config().bench_off) {
+    g_bench_off.store(off, std::memory_order_relaxed);
+    r->writer->set_meta("bench_off", std::to_string(off));
+  }
   r->writer->start();
   return r;
 }
@@ -115,7 +123,7 @@ Recorder* recorder() noexcept {
 }
 
 uint64_t stack_for(Recorder* r, ThreadState& ts) {
-  if (r->stack_mode == StackMode::None) return 0;
+  if (r->stack_mode == StackMode::None || (bench_off() & kOffStack)) return 0;
   uint64_t h = capture_stack(r->stack_mode, ts.stack);
   uint64_t& slot = ts.seen_stacks[h & (ThreadState::kSeenStacks - 1)];
   if (slot != h && r->writer->submit_stack(h, ts.stack.pcs, ts.stack.n, ts.stack.py, ts.stack.npy))
@@ -231,16 +239,16 @@ void emit_op(Recorder* r, CommState* c, void* handle, OpRec& o, int rc, bool sim
   Record rec;
   rec.kind = RecKind::Op;
   rec.op = o;
-  r->writer->push(rec);
+  if (!(bench_off() & kOffQueue)) r->writer->push(rec);
   if (o.state == OpState::Captured) {
     std::lock_guard<std::mutex> g(r->graph_mu);
     if (o.capture_id) r->by_capture[o.capture_id].push_back({o, c});
     else r->by_graph[o.graph_id].push_back({o, c});
   }
-  if (o.state != OpState::Enqueued) return;
+  if (o.state != OpState::Enqueued || (bench_off() & kOffEvent)) return;
   InFlightOp in_flight{o.call_index, c->hash, o.seq, o.count, o.op};
   if (rc == kNcclSuccess) {
-    r->completion->track(reinterpret_cast<void*>(o.stream), in_flight);
+    r->completion->track(reinterpret_cast<void*>(o.stream), in_flight, o.return_mono);
   } else {
     // ncclInProgress (nonblocking communicator): NCCL may still be putting the kernel on the
     // stream in the background, and its docs ("Nonblocking group operation") make the caller
@@ -297,16 +305,20 @@ OpToken op_begin(const OpDesc& d) noexcept {
   OpToken t;
   Recorder* r = recorder();
   if (!r) return t;
+  const unsigned off = bench_off();
+  if (off & kOffRecorder) return t;
   ThreadState& ts = thread_state();
   t.active = true;
   t.desc = d;
   t.grouped = ts.group_depth > 0;
-  t.issue_mono = mono_ns();
-  t.issue_wall = wall_ns();
+  if (!(off & kOffClock)) {
+    t.issue_mono = hot_mono_ns();
+    t.issue_wall = wall_from_mono(t.issue_mono);
+  }
   if (!t.grouped) t.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
   // A group's row carries the stack of its first call: later calls need none.
   if (!t.grouped || ts.parts.empty()) t.stack_hash = stack_for(r, ts);
-  t.capture = r->completion->capture_state(d.stream);
+  if (!(off & kOffCapture)) t.capture = r->completion->capture_state(d.stream);
   return t;
 }
 
@@ -329,7 +341,7 @@ void op_end(OpToken& t, int rc) noexcept {
   o.group_id = t.grouped ? ts.group_id : -1;
   o.issue_mono = t.issue_mono;
   o.issue_wall = t.issue_wall;
-  o.return_mono = mono_ns();
+  o.return_mono = (bench_off() & kOffClock) ? 0 : hot_mono_ns();
   o.stack_hash = t.stack_hash;
   if (t.capture.capturing) {
     o.capture_id = t.capture.id;
@@ -354,7 +366,7 @@ void group_end(int rc, bool simulate) noexcept {
   ThreadState& ts = thread_state();
   if (ts.group_depth == 0) return;  // unbalanced GroupEnd: NCCL reports it; nothing to fold
   if (--ts.group_depth > 0) return;
-  int64_t now = mono_ns();
+  int64_t now = hot_mono_ns();
   // One row per communicator, in the order each was first used in the group.
   ts.group_comms.clear();
   for (const PendingPart& p : ts.parts)
@@ -411,7 +423,7 @@ CallStart call_start(bool may_start) noexcept {
   if (!r) return c;
   c.active = true;
   c.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
-  c.mono = mono_ns();
+  c.mono = hot_mono_ns();
   return c;
 }
 
@@ -641,10 +653,13 @@ void graph_launched(const CallStart& cs, void* exec, void* stream, int rc) noexc
 void wait_done(const CallStart& cs, WaitKind kind, void* stream, void* event) noexcept {
   Recorder* r = current_recorder();
   if (!r || !cs.active) return;
+  // cudaEventRecord / cudaStreamWaitEvent only enqueue (they return in ~100 ns, PyTorch makes
+  // several per collective): their row ends where it begins, one clock read instead of two.
+  bool enqueue_only = kind == WaitKind::EventRecord || kind == WaitKind::StreamWaitEvent;
   Record rec;
   rec.kind = RecKind::Wait;
   rec.wait = {cs.call_index, reinterpret_cast<uint64_t>(stream), reinterpret_cast<uint64_t>(event),
-              cs.mono, mono_ns(), thread_state().tid, kind};
+              cs.mono, enqueue_only ? cs.mono : hot_mono_ns(), thread_state().tid, kind};
   r->writer->push(rec);
 }
 

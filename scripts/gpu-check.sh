@@ -94,13 +94,21 @@ for round in $(seq 1 "${OVERHEAD_ROUNDS:-2}"); do
 done
 step overhead-table $PY scripts/gpu/overhead_table.py "$W/overhead.jsonl"
 { echo; echo "## Overhead under PyTorch"; echo; cat "$W/overhead-table.log"; } >>"$SUMMARY"
+# The step-time A/B of docs/gpu-results.md (in-process: recording / no stacks / paused), opt-in:
+# STEP_PAIRS=30 adds ~1 min (host shape).
+if [ "${STEP_PAIRS:-0}" -gt 0 ]; then
+  LOCKSTEP_DIR="$W/t-step" LOCKSTEP_STACKS=python LD_PRELOAD="$BUILD/lib/liblockstep.so" \
+    $PY bench/step_overhead.py --ab lockstep --pairs "$STEP_PAIRS" >"$W/steps.jsonl" 2>"$W/steps.err"
+  step step-ratio $PY bench/step_ratio.py "$W/steps.jsonl"
+  { echo; echo "## Step time, in-process A/B"; echo; cat "$W/step-ratio.log"; } >>"$SUMMARY"
+fi
 
 # 6. The same without PyTorch: ncclAllReduce(8 B) issue cost, C++ (bench/nccl_call_overhead.cpp),
 #    rounds alternating between configurations so drift hits all of them alike.
 NCCL_LIB=$($PY -c 'import nvidia.nccl,os;print(os.path.join(list(nvidia.nccl.__path__)[0],"lib"))' 2>/dev/null)
 if [ ! -x "$BUILD/bin/nccl_call_overhead" ]; then
   g++ -std=c++20 -O2 -I/usr/local/cuda/include bench/nccl_call_overhead.cpp -o "$BUILD/bin/nccl_call_overhead" \
-      -L"$NCCL_LIB" -l:libnccl.so.2 -lcuda
+      -L"$NCCL_LIB" -l:libnccl.so.2 -lcuda -ldl
 fi
 : >"$W/c-overhead.jsonl"
 for round in $(seq 1 "${C_ROUNDS:-5}"); do
@@ -110,6 +118,13 @@ for round in $(seq 1 "${C_ROUNDS:-5}"); do
       "$BUILD/bin/nccl_call_overhead" >>"$W/c-overhead.jsonl" 2>>"$W/c-overhead.err"
   done
 done
+# Where the recorder's time goes: each hot-path part switched off in turn, in one process.
+if [ "${C_PARTS:-1}" = 1 ]; then
+  for s in none native; do
+    LD_LIBRARY_PATH="$NCCL_LIB:$LD_LIBRARY_PATH" "$LS" run -o "$W/t-c-parts-$s" --stacks $s -- \
+      "$BUILD/bin/nccl_call_overhead" --mode=parts >>"$W/c-overhead.jsonl" 2>>"$W/c-overhead.err"
+  done
+fi
 step c-overhead-table $PY scripts/gpu/c_overhead_table.py "$W/c-overhead.jsonl"
 { echo; echo "## ncclAllReduce issue cost without PyTorch (C++)"; echo; cat "$W/c-overhead-table.log"; } >>"$SUMMARY"
 

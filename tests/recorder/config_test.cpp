@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 
+#include "bench_knobs.h"
 #include "config.h"
 #include "rank_env.h"
 #include "writer.h"
@@ -66,6 +67,23 @@ TEST(RecorderConfig, stacks_and_other_variables) {
   EXPECT_EQ(c.stacks, StacksSetting::Auto);
   ASSERT_EQ(w.size(), 1u);
   EXPECT_NE(w[0].find("LOCKSTEP_STACKS=everything"), std::string::npos) << w[0];
+}
+
+TEST(RecorderConfig, bench_off_parts_by_name_and_nothing_else) {
+  std::vector<std::string> w;
+  EXPECT_EQ(parse({}, &w).bench_off, 0u);
+  Config c = parse({{"LOCKSTEP_BENCH_OFF", "stack,event"}}, &w);
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(c.bench_off, unsigned(kOffStack | kOffEvent));
+  c = parse({{"LOCKSTEP_BENCH_OFF", "recorder,stack,capture,clock,event,queue,watchdog,waits"}}, &w);
+  EXPECT_EQ(c.bench_off, 0xffu);
+  for (const char* bad : {"stacks", "stack,", ",stack", "stack,,event", "STACK", "all"}) {
+    w.clear();
+    c = parse({{"LOCKSTEP_BENCH_OFF", bad}}, &w);
+    EXPECT_EQ(c.bench_off, 0u) << bad;
+    ASSERT_EQ(w.size(), 1u) << bad;
+    EXPECT_NE(w[0].find("LOCKSTEP_BENCH_OFF"), std::string::npos) << w[0];
+  }
 }
 
 TEST(RankVariables, one_table_first_valid_wins) {

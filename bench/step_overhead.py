@@ -1,0 +1,228 @@
+"""Step time with and without a recorder, resolved to about 1% (issue 15). World size 1, one GPU.
+
+The step (`Model.step`): a 60-layer bf16 MLP trained FSDP+Ulysses style, with per layer 4
+parameter all_gathers (forward), 2 all_to_all in the forward and 2 in the backward (Ulysses), 4
+gradient reduce_scatters and 1 all_reduce (backward): 60 x 13 - 1 = 779 torch collectives per
+step (the first layer's input needs no gradient all_to_all) from nested Python functions and
+autograd Functions (Python stacks several frames deep, on the main and the autograd thread). At
+world size 1 torch 2.11 makes no NCCL call for reduce_scatter_tensor: 60 x 9 - 1 = 539 reach
+NCCL, plus one cudaEventRecord per torch collective (779).
+
+Two ways to compare, both printing one JSON line per timed step:
+
+  --ab lockstep   in-process A/B under LD_PRELOAD=liblockstep.so: blocks of --block steps
+                  rotate between "recording", "no-stacks" (recording without stack capture) and
+                  "paused" (lockstep_bench_set_off: NCCL and runtime hooks forward only); the
+                  first step of each block is not timed (the writer thread finishes the previous
+                  block's rows). "paused" still pays the hooks' entry (~20 ns per call) and
+                  shares the machine with the recorder's idle threads.
+  --ab fr         alternating child processes, forked from this one after `import torch` and
+                  before CUDA is touched: TORCH_FR_BUFFER_SIZE=20000 in odd children, unset in
+                  even ones (PyTorch reads it once per process). --procs children per side.
+
+bench/step_ratio.py turns the lines into ratios with bootstrap 95% intervals.
+"""
+import argparse
+import gc
+import json
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+LAYERS, HIDDEN, TOKENS = 60, 1024, 6144
+# --shape: "host" (the sizes above: ~80 ms, bound by the host's issue rate, so every ns the
+# recorder adds per call shows) or "gpu" (hidden 2048, 8192 tokens: the GPU's work takes about
+# twice the host's issue time, as in a large training job; the recorder's host cost overlaps).
+SHAPES = {"host": (60, 1024, 6144), "gpu": (60, 2048, 8192)}
+
+
+class AllToAll(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.empty_like(x)
+        dist.all_to_all_single(out, x)
+        return out
+
+    @staticmethod
+    def backward(ctx, g):
+        out = torch.empty_like(g)
+        dist.all_to_all_single(out, g.contiguous())
+        return out
+
+
+class GatherParam(torch.autograd.Function):
+    """FSDP-style: all_gather the shard in the forward, reduce_scatter its gradient."""
+
+    @staticmethod
+    def forward(ctx, shard):
+        full = torch.empty(shard.numel() * dist.get_world_size(), dtype=shard.dtype,
+                           device=shard.device)
+        dist.all_gather_into_tensor(full, shard)
+        return full
+
+    @staticmethod
+    def backward(ctx, g):
+        out = torch.empty(g.numel() // dist.get_world_size(), dtype=g.dtype, device=g.device)
+        dist.reduce_scatter_tensor(out, g.contiguous())
+        return out
+
+
+class GradNorm(torch.autograd.Function):
+    """Identity in the forward; an all_reduce of a gradient statistic in the backward."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        s = g.float().pow(2).sum().reshape(1)
+        dist.all_reduce(s)
+        return g
+
+
+class Layer(torch.nn.Module):
+    def __init__(self, dev):
+        super().__init__()
+        h = HIDDEN
+        mk = lambda *shape: torch.nn.Parameter(torch.randn(*shape, device=dev, dtype=torch.bfloat16).flatten() * 0.02)
+        self.w1, self.b1, self.w2, self.b2 = mk(4 * h, h), mk(4 * h), mk(h, 4 * h), mk(h)
+
+    def gather(self):
+        h = HIDDEN
+        return (GatherParam.apply(self.w1).view(4 * h, h), GatherParam.apply(self.b1),
+                GatherParam.apply(self.w2).view(h, 4 * h), GatherParam.apply(self.b2))
+
+    def forward(self, x):
+        w1, b1, w2, b2 = self.gather()
+        x = AllToAll.apply(x)  # sequence -> heads
+        y = torch.nn.functional.gelu(torch.nn.functional.linear(x, w1, b1))
+        y = torch.nn.functional.linear(y, w2, b2)
+        y = AllToAll.apply(y)  # heads -> sequence
+        return GradNorm.apply(x + y)
+
+
+class Model:
+    def __init__(self, dev):
+        torch.manual_seed(0)
+        self.layers = [Layer(dev) for _ in range(LAYERS)]
+        self.params = [p for l in self.layers for p in l.parameters()]
+        self.opt = torch.optim.SGD(self.params, lr=1e-6)
+        self.x = torch.randn(TOKENS, HIDDEN, device=dev, dtype=torch.bfloat16)
+
+    def step(self):
+        y = self.x
+        for layer in self.layers:
+            y = layer(y)
+        y.float().pow(2).mean().backward()
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+
+
+def timed_step(model):
+    """(step ms, host issue ms): the second is until the step's last call returned."""
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    model.step()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3, (t1 - t0) * 1e3
+
+
+def warm(model, n):
+    for _ in range(n):
+        timed_step(model)
+    gc.collect()
+    gc.freeze()  # the model's objects: not rescanned by every collection
+
+
+def setup():
+    dev = torch.device("cuda", 0)
+    torch.cuda.set_device(dev)
+    dist.init_process_group("nccl", store=dist.HashStore(), rank=0, world_size=1, device_id=dev)
+    return dev
+
+
+def ab_lockstep(args, emit):
+    import ctypes
+    set_off = ctypes.CDLL(None).lockstep_bench_set_off  # exported by the preloaded recorder
+    set_off.argtypes, set_off.restype = [ctypes.c_uint], ctypes.c_uint
+    configs = [("recording", 0), ("no-stacks", 1 << 1),   # bench_knobs.h: kOffStack
+               ("paused", (1 << 0) | (1 << 7))]             # kOffRecorder | kOffWaits
+    model = Model(setup())
+    warm(model, args.warmup)
+    for pair in range(args.pairs):
+        for k in range(len(configs)):
+            name, mask = configs[(k + pair) % len(configs)]
+            set_off(mask)
+            timed_step(model)  # untimed: the previous block's background work settles
+            for _ in range(args.block - 1):
+                ms, issue = timed_step(model)
+                emit({"pair": pair, "config": name, "ms": ms, "issue_ms": issue})
+    set_off(0)
+    dist.destroy_process_group()
+
+
+def child(args, config, pair, out):
+    if config == "fr":
+        os.environ["TORCH_FR_BUFFER_SIZE"] = "20000"
+    else:
+        os.environ.pop("TORCH_FR_BUFFER_SIZE", None)
+    model = Model(setup())
+    warm(model, args.warmup)
+    ms = [timed_step(model) for _ in range(args.steps)]
+    with open(out, "a") as f:
+        for m, issue in ms:
+            f.write(json.dumps({"pair": pair, "config": config, "ms": m, "issue_ms": issue}) + "\n")
+    dist.destroy_process_group()
+
+
+def ab_fr(args, emit):
+    import tempfile
+    out = tempfile.mktemp(prefix="step-fr-", suffix=".jsonl")
+    assert not torch.cuda.is_initialized()
+    for pair in range(args.procs):
+        for config in (("fr", "off") if pair % 2 == 0 else ("off", "fr")):
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    child(args, config, pair, out)
+                except BaseException as e:  # noqa: BLE001 -- report, never hang the parent
+                    print(f"child {config} {pair}: {e!r}", file=sys.stderr)
+                    code = 1
+                os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            if status != 0:
+                print(f"child {config} {pair} exited with status {status}", file=sys.stderr)
+            # Emitted child by child: a run stopped by a time limit keeps what it measured.
+            if os.path.exists(out):
+                with open(out) as f:
+                    for line in f:
+                        emit(json.loads(line))
+                os.unlink(out)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ab", choices=["lockstep", "fr"], required=True)
+    ap.add_argument("--label", default="")
+    ap.add_argument("--pairs", type=int, default=40, help="lockstep: block pairs")
+    ap.add_argument("--block", type=int, default=3, help="lockstep: steps per block (first untimed)")
+    ap.add_argument("--procs", type=int, default=10, help="fr: children per side")
+    ap.add_argument("--steps", type=int, default=20, help="fr: timed steps per child")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--shape", choices=sorted(SHAPES), default="host")
+    args = ap.parse_args()
+    global LAYERS, HIDDEN, TOKENS
+    LAYERS, HIDDEN, TOKENS = SHAPES[args.shape]
+    label = args.label or args.ab
+    emit = lambda rec: print(json.dumps({"label": label, **rec}), flush=True)
+    (ab_lockstep if args.ab == "lockstep" else ab_fr)(args, emit)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""Step-time ratios with bootstrap 95% intervals, from bench/step_overhead.py's JSON lines.
+
+  python3 bench/step_ratio.py steps.jsonl [more.jsonl ...]
+
+Per label, every configuration is compared with the label's baseline ("paused" for the
+in-process lockstep A/B, "off" for the Flight Recorder children). The steps of each pair (one
+block of every configuration run back to back, or one child process per side) are averaged per
+configuration; the ratio is the sum over pairs of the configuration's means over the sum of the
+baseline's, and its interval comes from 5,000 resamples of the pairs (percentile bootstrap,
+fixed seed). Both the step time (`ms`, ends after torch.cuda.synchronize) and the host issue
+time (`issue_ms`, until the step's last call returned) are compared. Prints a Markdown table.
+"""
+import collections
+import json
+import random
+import statistics
+import sys
+
+BASELINES = ("paused", "off")
+
+
+def ratio_ci(means, rng):
+    ratio = lambda ms: sum(a for a, _ in ms) / sum(b for _, b in ms)
+    boot = sorted(ratio([rng.choice(means) for _ in means]) for _ in range(5000))
+    return ratio(means), boot[int(0.025 * len(boot))], boot[int(0.975 * len(boot)) - 1]
+
+
+def main():
+    rows = collections.defaultdict(lambda: collections.defaultdict(lambda: collections.defaultdict(list)))
+    for path in sys.argv[1:]:
+        for line in open(path):
+            if line.startswith("{"):
+                r = json.loads(line)
+                rows[r["label"]][r["pair"]][r["config"]].append(r)
+    print("| run | configuration vs baseline | pairs | steps each | median step, ms (config / base) "
+          "| step time ratio − 1 [95% interval] | host issue time ratio − 1 [95% interval] |")
+    print("|---|---|---|---|---|---|---|")
+    rng = random.Random(15)
+    for label, pairs in rows.items():
+        configs = sorted({c for p in pairs.values() for c in p})
+        base = next((b for b in BASELINES if b in configs), None)
+        if base is None:
+            continue
+        for conf in configs:
+            if conf == base:
+                continue
+            both = [p for p in pairs.values() if p.get(conf) and p.get(base)]
+            if len(both) < 2:
+                continue
+            cells = []
+            for key in ("ms", "issue_ms"):
+                if not all(key in r for p in both for r in p[conf] + p[base]):
+                    cells.append("n/a")
+                    continue
+                means = [(statistics.fmean(r[key] for r in p[conf]),
+                          statistics.fmean(r[key] for r in p[base])) for p in both]
+                r, lo, hi = ratio_ci(means, rng)
+                cells.append(f"{(r - 1) * 100:+.2f}% [{(lo - 1) * 100:+.2f}%, {(hi - 1) * 100:+.2f}%]")
+            a = [r["ms"] for p in both for r in p[conf]]
+            b = [r["ms"] for p in both for r in p[base]]
+            print(f"| {label} | {conf} vs {base} | {len(both)} | {len(a)} | "
+                  f"{statistics.median(a):.2f} / {statistics.median(b):.2f} | {cells[0]} | {cells[1]} |")
+
+
+if __name__ == "__main__":
+    main()
