@@ -133,7 +133,9 @@ std::vector<std::string> trace_files(const std::string& dir) {
 }
 
 Trace::Trace(const std::string& path) {
-  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK)
+  // Read-write: a process killed mid-transaction leaves a hot journal that only a writable
+  // connection can roll back (read-only: "attempt to write a readonly database").
+  if (sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK)
     throw std::runtime_error("cannot open " + path);
   sqlite3_busy_timeout(db_, 2000);
 }
