@@ -112,6 +112,9 @@ void report(const FileFacts& f) {
     std::cout << "(not recorded: a recorder older than this field)\n";
   } else {
     std::vector<std::string> how;
+    // Without the preloaded library no hook ran: the recorder only looked NCCL up for its meta.
+    bool hooks = !has(reached, "profiler_plugin") || m("interposer_preloaded") == "1";
+    if (!hooks) reached = "profiler_plugin";
     if (has(reached, "global")) how.push_back("linked / global scope");
     if (has(reached, "local")) how.push_back("a library loaded RTLD_LOCAL (found by scanning)");
     if (has(reached, "dlsym")) how.push_back("dlsym on a libnccl handle (ctypes, dlopen)");
