@@ -206,17 +206,23 @@ class ProfilerPlugin(unittest.TestCase):
             self.assertIn("the plugin saw 10 NCCL calls, 10 of them not seen by the interposer",
                           doctor.stdout)
 
-    def test_plugin_none_is_not_loaded(self):
-        with tempfile.TemporaryDirectory() as tmp:
-            trace_dir, outs = run_ranks(tmp, "trace", RANKS, plugin=False, preload=True,
-                                        extra={"NCCL_PROFILER_PLUGIN": "none"})
-            self.assert_ran(outs)
-            for rank, (db, meta) in by_rank(trace_dir).items():
-                self.assertNotIn("profiler_plugin", meta)
-                self.assertEqual(db.execute("SELECT count(*) FROM profiler_ops").fetchone()[0], 0)
-            res = analyze(trace_dir)
-            self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
-            self.assertNotIn("COVERAGE", res.stdout)
+    def test_plugin_none_or_without_the_symbol_is_not_loaded(self):
+        # "none", and a library without ncclProfiler_v5 (NCCL then runs without a plugin).
+        for value in ("none", os.path.join(FIXTURE, "libcuda.so.1")):
+            with tempfile.TemporaryDirectory() as tmp:
+                trace_dir, outs = run_ranks(tmp, "trace", RANKS, plugin=False, preload=True,
+                                            extra={"NCCL_PROFILER_PLUGIN": value})
+                self.assert_ran(outs)
+                traces = by_rank(trace_dir)
+                self.assertEqual(sorted(traces), [0, 1])
+                for rank, (db, meta) in traces.items():
+                    self.assertNotIn("profiler_plugin", meta)
+                    self.assertEqual(db.execute("SELECT count(*) FROM profiler_ops").fetchone()[0], 0)
+                res = analyze(trace_dir)
+                self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+                self.assertNotIn("COVERAGE", res.stdout)
+                cov = json.loads(analyze(trace_dir, "--json").stdout)["coverage"]
+                self.assertEqual(cov["plugin_processes"], 0)
 
 
 if __name__ == "__main__":
