@@ -147,7 +147,7 @@ if nm -D --defined-only "$LIB" 2>/dev/null | grep -q ' ncclProfiler_v'; then
   export MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-29531}
   torch_ranks() {  # torch_ranks CMD-PREFIX...: examples/torch/collectives.py on $NR ranks
     if [ "$NR" -eq 1 ]; then RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 "$@" $PY examples/torch/collectives.py
-    else "$@" $PY -m torch.distributed.run --nproc-per-node "$NR" examples/torch/collectives.py; fi
+    else "$@" $PY -m torch.distributed.run --standalone --nproc-per-node "$NR" examples/torch/collectives.py; fi
   }
   rm -rf "$OUT/t-plugin" "$OUT/t-both"
   step torch-plugin-only torch_ranks env NCCL_PROFILER_PLUGIN="$LIB" LOCKSTEP_DIR="$OUT/t-plugin" \
