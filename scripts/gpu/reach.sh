@@ -87,14 +87,17 @@ else
   step ctypes-1rank-analyze "$LS" analyze "$OUT/t-ctypes1"
   if [ "$NGPU" -ge 2 ]; then
     rm -rf "$OUT/t-ctypes2" "$OUT/ctypes2.id"
-    two_ranks() {
-      for r in 0 1; do
-        RANK=$r "$LS" run -o "$OUT/t-ctypes2" --stacks python -- $PY tests/reach/pynccl_ctypes.py \
-          --nccl "$NCCL_SO" --rank $r --nranks 2 --device $r --id-file "$OUT/ctypes2.id" --steps 10 &
-      done
-      local rc=0; wait %1 || rc=1; wait %2 || rc=1; return $rc
-    }
-    step ctypes-2ranks two_ranks
+    # timeout runs programs, not shell functions: the two ranks are a script of their own
+    cat >"$OUT/reach-two-ranks.sh" <<SHEOF
+pids=
+for r in 0 1; do
+  RANK=\$r "$LS" run -o "$OUT/t-ctypes2" --stacks python -- $PY tests/reach/pynccl_ctypes.py \\
+    --nccl "$NCCL_SO" --rank \$r --nranks 2 --device \$r --id-file "$OUT/ctypes2.id" --steps 10 &
+  pids="\$pids \$!"
+done
+rc=0; for p in \$pids; do wait \$p || rc=1; done; exit \$rc
+SHEOF
+    step ctypes-2ranks bash "$OUT/reach-two-ranks.sh"
     step ctypes-2ranks-check $PY "$OUT/reach_check.py" "$OUT/t-ctypes2" 10 2
     step ctypes-2ranks-analyze "$LS" analyze "$OUT/t-ctypes2"
   else
@@ -145,16 +148,18 @@ PYEOF
 if nm -D --defined-only "$LIB" 2>/dev/null | grep -q ' ncclProfiler_v'; then
   NR=1; [ "$NGPU" -ge 2 ] && NR=2
   export MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-29531}
-  torch_ranks() {  # torch_ranks CMD-PREFIX...: examples/torch/collectives.py on $NR ranks
-    if [ "$NR" -eq 1 ]; then RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 "$@" $PY examples/torch/collectives.py
-    else "$@" $PY -m torch.distributed.run --standalone --nproc-per-node "$NR" examples/torch/collectives.py; fi
-  }
+  # reach-torch.sh CMD-PREFIX...: examples/torch/collectives.py on $NR ranks (a script: timeout
+  # runs programs, not shell functions)
+  cat >"$OUT/reach-torch.sh" <<SHEOF
+if [ $NR -eq 1 ]; then RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 exec "\$@" $PY examples/torch/collectives.py
+else exec "\$@" $PY -m torch.distributed.run --standalone --nproc-per-node $NR examples/torch/collectives.py; fi
+SHEOF
   rm -rf "$OUT/t-plugin" "$OUT/t-both"
-  step torch-plugin-only torch_ranks env NCCL_PROFILER_PLUGIN="$LIB" LOCKSTEP_DIR="$OUT/t-plugin" \
+  step torch-plugin-only bash "$OUT/reach-torch.sh" env NCCL_PROFILER_PLUGIN="$LIB" LOCKSTEP_DIR="$OUT/t-plugin" \
       LOCKSTEP_STACKS=python
   step torch-plugin-only-analyze "$LS" analyze "$OUT/t-plugin"
   step torch-plugin-only-doctor "$LS" doctor "$OUT/t-plugin"
-  step torch-both torch_ranks env NCCL_PROFILER_PLUGIN="$LIB" "$LS" run -o "$OUT/t-both" --stacks python --
+  step torch-both bash "$OUT/reach-torch.sh" env NCCL_PROFILER_PLUGIN="$LIB" "$LS" run -o "$OUT/t-both" --stacks python --
   step torch-both-analyze "$LS" analyze "$OUT/t-both"
   step torch-plugin-compare $PY "$OUT/reach_plugin_check.py" "$OUT/t-plugin" "$OUT/t-both" "$NR"
 else
