@@ -5,6 +5,7 @@
 
 #include "analyze_common.h"
 #include "commands.h"
+#include "coverage.h"
 #include "exit_codes.h"
 
 namespace lockstep::cli {
@@ -37,11 +38,14 @@ int analyze_dir(const AnalyzeArgs& a) {
   AnalyzeOptions opt;
   opt.hang.stale_ns = static_cast<int64_t>(a.stale_s * 1e9);
   Analysis an = analyze(*s, opt);
+  Coverage coverage = read_coverage(*s);  // NCCL's profiler plugin: calls the interposer missed
+  for (auto& e : coverage_evidence(*s, coverage)) an.evidence.push_back(std::move(e));
   auto t2 = std::chrono::steady_clock::now();
   auto details = details_from_files(*s);
   ReportOptions ro;
   ro.color = !a.json && stdout_color();
-  std::cout << (a.json ? render_json(an, *details, ro) : render_text(an, *details, ro));
+  std::cout << (a.json ? add_coverage_json(render_json(an, *details, ro), *s, coverage)
+                       : render_text(an, *details, ro) + coverage_text(*s, coverage));
   std::cout.flush();
   auto t3 = std::chrono::steady_clock::now();
   if (a.timing) {
@@ -49,7 +53,9 @@ int analyze_dir(const AnalyzeArgs& a) {
     std::cerr << "lockstep analyze: load " << ms(t1 - t0) << " ms, analyse " << ms(t2 - t1) << " ms, report "
               << ms(t3 - t2) << " ms\n";
   }
-  if (!a.junit.empty() && !write_file("analyze", a.junit, render_junit("lockstep analyze " + a.dir, junit_cases(an))))
+  auto cases = junit_cases(an);
+  if (!coverage.procs.empty()) cases.push_back({"interposer_coverage", coverage_junit_failure(*s, coverage)});
+  if (!a.junit.empty() && !write_file("analyze", a.junit, render_junit("lockstep analyze " + a.dir, cases)))
     return kExitUsage;
   return analyze_exit_code(an);
 }

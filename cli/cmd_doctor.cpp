@@ -36,6 +36,7 @@ struct FileFacts {
   std::string path, error;
   std::map<std::string, std::string> meta;
   int64_t ops = 0, graph_launches = 0, captured = 0;
+  int64_t plugin_calls = 0, plugin_only = 0;  // NCCL's profiler plugin (schema/profiler_schema.h)
 };
 
 FileFacts read_facts(const std::string& path) {
@@ -68,6 +69,11 @@ FileFacts read_facts(const std::string& path) {
   });
   rows("SELECT count(*) FROM graph_launches",
        [&](sqlite3_stmt* st) { f.graph_launches = sqlite3_column_int64(st, 0); });
+  if (f.meta.count("profiler_plugin"))
+    rows("SELECT count(*), coalesce(sum(seen_by != 'both'), 0) FROM profiler_ops", [&](sqlite3_stmt* st) {
+      f.plugin_calls = sqlite3_column_int64(st, 0);
+      f.plugin_only = sqlite3_column_int64(st, 1);
+    });
   sqlite3_close(db);
   return f;
 }
@@ -106,6 +112,9 @@ void report(const FileFacts& f) {
     std::cout << "(not recorded: a recorder older than this field)\n";
   } else {
     std::vector<std::string> how;
+    // Without the preloaded library no hook ran: the recorder only looked NCCL up for its meta.
+    bool hooks = !has(reached, "profiler_plugin") || m("interposer_preloaded") == "1";
+    if (!hooks) reached = "profiler_plugin";
     if (has(reached, "global")) how.push_back("linked / global scope");
     if (has(reached, "local")) how.push_back("a library loaded RTLD_LOCAL (found by scanning)");
     if (has(reached, "dlsym")) how.push_back("dlsym on a libnccl handle (ctypes, dlopen)");
@@ -113,18 +122,33 @@ void report(const FileFacts& f) {
     for (size_t i = 0; i < how.size(); i++) std::cout << (i ? "; " : "") << how[i];
     std::cout << "\n";
   }
-  std::cout << "  capture paths: NCCL entry points (LD_PRELOAD), CUDA graphs through the runtime "
-               "and the driver API (cuGetProcAddress included); CUPTI: not used\n";
+  bool plugin = has(reached, "profiler_plugin");
+  bool preloaded = !plugin || m("interposer_preloaded") == "1";
+  std::cout << "  capture paths: "
+            << (preloaded ? "NCCL entry points (LD_PRELOAD), CUDA graphs through the runtime "
+                            "and the driver API (cuGetProcAddress included)"
+                          : "none of the interposer's (liblockstep was not preloaded)")
+            << (plugin ? "; NCCL's profiler plugin (" + printable(m("profiler_plugin")) + ")" : std::string())
+            << "; CUPTI: not used\n";
+  if (plugin)
+    std::cout << "  coverage: the plugin saw " << f.plugin_calls << " NCCL calls, " << f.plugin_only
+              << " of them not seen by the interposer\n";
   std::cout << "  recorded: " << f.ops << " op rows, " << f.captured << " captured into graphs, "
             << f.graph_launches << " graph launches; stacks " << printable(m("stack_mode")) << "\n";
   std::vector<std::string> missed;
   if (has(reached, "unhooked"))
     missed.push_back("more libnccl copies than lockstep has hook slots (4): calls through the "
                      "extra ones were not recorded");
-  if (!has(reached, "profiler_plugin"))
+  if (!plugin)
     missed.push_back("a statically linked NCCL (e.g. conda PyTorch) or one inside another "
-                     "library is invisible without NCCL's profiler plugin, which this lockstep "
-                     "does not provide yet");
+                     "library is invisible to the interposer; load liblockstep as NCCL's profiler "
+                     "plugin too (NCCL_PROFILER_PLUGIN=$(lockstep --preload-path)) to see it");
+  else if (f.plugin_only > 0)
+    missed.push_back(std::to_string(f.plugin_only) + " NCCL calls " +
+                     (preloaded ? "reached NCCL without the interposer (a static or private NCCL)"
+                                : "were seen only by the plugin") +
+                     ": recorded from NCCL's profiler plugin, without reduction op or CUDA-graph "
+                     "replays (docs/recorder.md)");
   if (f.captured > 0 && f.graph_launches == 0)
     missed.push_back("ops were captured into CUDA graphs but no launch was seen: a launch "
                      "through a statically linked cudart or a per-thread-stream (_ptsz) driver "

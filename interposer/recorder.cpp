@@ -269,6 +269,8 @@ HookGuard::~HookGuard() noexcept {
   if (!nested_) t_in_hook = false;
 }
 
+bool in_nccl_hook() noexcept { return t_in_hook; }
+
 Recorder* current_recorder() noexcept { return g_rec.load(std::memory_order_acquire); }
 bool recorder_start() noexcept { return recorder() != nullptr; }
 bool recorder_active() noexcept {

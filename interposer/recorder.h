@@ -24,6 +24,10 @@ class HookGuard {
   bool nested_;
 };
 
+// True while the calling thread is inside one of liblockstep's NCCL hooks: an NCCL call made
+// now is recorded by the interposer (the profiler plugin asks, profiler_plugin.cpp).
+bool in_nccl_hook() noexcept;
+
 // Starts the recorder if needed; false when tracing is off (failed, or exiting).
 bool recorder_start() noexcept;
 // True once started (the CUDA runtime hooks stay inert until an NCCL call was made).

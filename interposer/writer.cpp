@@ -21,6 +21,8 @@
 #include "symbolize.h"
 #include "write_errno_vfs.h"
 #include "trace_schema.h"
+#include "profiler_plugin.h"
+#include "profiler_schema.h"
 
 
 namespace lockstep::rec {
@@ -200,7 +202,8 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
                         ";PRAGMA journal_mode=" + w->journal_mode_ +
                         ";PRAGMA synchronous=" + (network ? "NORMAL" : "OFF") + ";";
   if (!w->exec(pragmas.c_str())) return fail_open("cannot configure trace file");
-  if (!w->exec(schema::kCreateSql)) return fail_open("cannot create trace tables");
+  if (!w->exec(schema::kCreateSql) || !w->exec(schema::kProfilerCreateSql))
+    return fail_open("cannot create trace tables");
 
   auto prep = [&](const char* sql, sqlite3_stmt** s) {
     return sqlite3_prepare_v3(w->db_, sql, -1, SQLITE_PREPARE_PERSISTENT, s, nullptr) ==
@@ -723,6 +726,10 @@ void Writer::commit_batch(bool force_meta) {
     sqlite3_bind_text(s.meta, 1, k.c_str(), -1, SQLITE_TRANSIENT);
     sqlite3_bind_text(s.meta, 2, v.c_str(), -1, SQLITE_TRANSIENT);
     if (!step(s.meta, "update meta")) return;
+  }
+  if (!profiler_commit_rows(db_)) {
+    fail("insert profiler rows");
+    return;
   }
   // A reader holding its shared lock past busy_timeout makes COMMIT return BUSY: the
   // transaction stays open and is retried, so nothing is lost.

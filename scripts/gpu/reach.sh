@@ -6,7 +6,9 @@
 #      trace must hold every all_reduce, completed, with its Python frames;
 #  (b) examples/torch/collectives.py traced through NCCL's profiler plugin alone
 #      (NCCL_PROFILER_PLUGIN=liblockstep.so, no LD_PRELOAD) and through both, with
-#      `lockstep analyze` (coverage report) -- only when liblockstep exports ncclProfiler_v*.
+#      `lockstep analyze` (coverage report) and a comparison of the two traces: on 2 GPUs
+#      (torchrun, 2 ranks) the same ops; on 1 GPU only p2p ops (NCCL 2.28 gives the plugin no
+#      event for a collective on a 1-rank communicator).
 #
 #   OUT=/path scripts/gpu/reach.sh     # needs build-gpu/ (as scripts/gpu-check.sh builds it)
 #
@@ -85,14 +87,17 @@ else
   step ctypes-1rank-analyze "$LS" analyze "$OUT/t-ctypes1"
   if [ "$NGPU" -ge 2 ]; then
     rm -rf "$OUT/t-ctypes2" "$OUT/ctypes2.id"
-    two_ranks() {
-      for r in 0 1; do
-        RANK=$r "$LS" run -o "$OUT/t-ctypes2" --stacks python -- $PY tests/reach/pynccl_ctypes.py \
-          --nccl "$NCCL_SO" --rank $r --nranks 2 --device $r --id-file "$OUT/ctypes2.id" --steps 10 &
-      done
-      local rc=0; wait %1 || rc=1; wait %2 || rc=1; return $rc
-    }
-    step ctypes-2ranks two_ranks
+    # timeout runs programs, not shell functions: the two ranks are a script of their own
+    cat >"$OUT/reach-two-ranks.sh" <<SHEOF
+pids=
+for r in 0 1; do
+  RANK=\$r "$LS" run -o "$OUT/t-ctypes2" --stacks python -- $PY tests/reach/pynccl_ctypes.py \\
+    --nccl "$NCCL_SO" --rank \$r --nranks 2 --device \$r --id-file "$OUT/ctypes2.id" --steps 10 &
+  pids="\$pids \$!"
+done
+rc=0; for p in \$pids; do wait \$p || rc=1; done; exit \$rc
+SHEOF
+    step ctypes-2ranks bash "$OUT/reach-two-ranks.sh"
     step ctypes-2ranks-check $PY "$OUT/reach_check.py" "$OUT/t-ctypes2" 10 2
     step ctypes-2ranks-analyze "$LS" analyze "$OUT/t-ctypes2"
   else
@@ -100,16 +105,63 @@ else
   fi
 fi
 
-# (b) NCCL's profiler plugin
+# (b) NCCL's profiler plugin. NCCL 2.28 emits no profiler event for a collective on a 1-rank
+# communicator (enqueue.cc taskAppend: ncclLaunchOneRank), so the comparison needs 2 GPUs; on one
+# GPU the runs still show that the plugin is loaded and records nothing it was not told.
+cat >"$OUT/reach_plugin_check.py" <<'PYEOF'
+import glob, os, sqlite3, sys
+plugin_dir, both_dir, nranks = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def load(d):
+    out = {}
+    for f in glob.glob(os.path.join(d, "*.sqlite")):
+        db = sqlite3.connect(f)
+        meta = dict(db.execute("SELECT key, value FROM meta"))
+        ops = db.execute("SELECT op, dtype, count, root FROM ops WHERE seq IS NOT NULL ORDER BY call_index").fetchall()
+        seen = dict(db.execute("SELECT seen_by, count(*) FROM profiler_ops GROUP BY 1").fetchall())
+        out[int(meta.get("global_rank", -1))] = (meta, ops, seen)
+    return out
+p, b = load(plugin_dir), load(both_dir)
+assert len(p) == nranks and len(b) == nranks, (sorted(p), sorted(b))
+for r in sorted(b):
+    (pm, pops, pseen), (bm, bops, bseen) = p[r], b[r]
+    print("rank %d: plugin-only %d ops %s (meta %s), both %d ops %s" % (r, len(pops), pseen,
+          {k: pm.get(k) for k in ("profiler_plugin", "interposer_preloaded", "nccl_reached")}, len(bops), bseen))
+    assert pm.get("profiler_plugin") == "ncclProfiler_v5" and pm.get("interposer_preloaded") == "0", pm
+    assert bm.get("profiler_plugin") == "ncclProfiler_v5" and bm.get("interposer_preloaded") == "1", bm
+    assert set(bseen) <= {"both"}, bseen            # coverage: the interposer saw every call
+    assert set(pseen) <= {"plugin"}, pseen
+    if nranks == 1:  # collectives on a 1-rank communicator give the plugin no event
+        assert len(pops) <= len(bops), (pops, bops)
+        continue
+    assert len(pops) == len(bops), "plugin-only %d ops, interposer %d:\n%s\n%s" % (len(pops), len(bops), pops, bops)
+    for i, (po, bo) in enumerate(zip(pops, bops)):
+        if po == bo:
+            continue
+        # What the plugin cannot know (docs/recorder.md): NCCL turns ncclAlltoAll / Gather /
+        # Scatter into sends and receives before telling the plugin; NCCL 2.28 names no uint8.
+        p2p_view = bo[0] in ("all_to_all", "gather", "scatter") and po[0] in ("all_to_all", "send_recv", "send", "recv")
+        dtype_unknown = po[1] is None and po[0] == bo[0] and po[2:] == bo[2:]
+        print("  seq %d: plugin %s, interposer %s%s" % (i + 1, po, bo, " (expected)" if p2p_view or dtype_unknown else ""))
+        assert p2p_view or dtype_unknown, "plugin-only op %d differs" % (i + 1)
+print("ok")
+PYEOF
 if nm -D --defined-only "$LIB" 2>/dev/null | grep -q ' ncclProfiler_v'; then
-  export MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-29531} RANK=0 WORLD_SIZE=1 LOCAL_RANK=0
+  NR=1; [ "$NGPU" -ge 2 ] && NR=2
+  export MASTER_ADDR=127.0.0.1 MASTER_PORT=${MASTER_PORT:-29531}
+  # reach-torch.sh CMD-PREFIX...: examples/torch/collectives.py on $NR ranks (a script: timeout
+  # runs programs, not shell functions)
+  cat >"$OUT/reach-torch.sh" <<SHEOF
+if [ $NR -eq 1 ]; then RANK=0 WORLD_SIZE=1 LOCAL_RANK=0 exec "\$@" $PY examples/torch/collectives.py
+else exec "\$@" $PY -m torch.distributed.run --standalone --nproc-per-node $NR examples/torch/collectives.py; fi
+SHEOF
   rm -rf "$OUT/t-plugin" "$OUT/t-both"
-  step torch-plugin-only env NCCL_PROFILER_PLUGIN="$LIB" LOCKSTEP_DIR="$OUT/t-plugin" \
-      $PY examples/torch/collectives.py
+  step torch-plugin-only bash "$OUT/reach-torch.sh" env NCCL_PROFILER_PLUGIN="$LIB" LOCKSTEP_DIR="$OUT/t-plugin" \
+      LOCKSTEP_STACKS=python
   step torch-plugin-only-analyze "$LS" analyze "$OUT/t-plugin"
-  step torch-both env NCCL_PROFILER_PLUGIN="$LIB" "$LS" run -o "$OUT/t-both" --stacks python -- \
-      $PY examples/torch/collectives.py
+  step torch-plugin-only-doctor "$LS" doctor "$OUT/t-plugin"
+  step torch-both bash "$OUT/reach-torch.sh" env NCCL_PROFILER_PLUGIN="$LIB" "$LS" run -o "$OUT/t-both" --stacks python --
   step torch-both-analyze "$LS" analyze "$OUT/t-both"
+  step torch-plugin-compare $PY "$OUT/reach_plugin_check.py" "$OUT/t-plugin" "$OUT/t-both" "$NR"
 else
   skipped torch-profiler-plugin "this liblockstep exports no ncclProfiler_v* (not built yet)"
 fi

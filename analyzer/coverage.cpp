@@ -1,0 +1,223 @@
+#include "coverage.h"
+
+#include <sqlite3.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "profiler_schema.h"
+#include "text_escape.h"
+
+namespace lockstep {
+namespace {
+
+using json = nlohmann::json;
+
+std::string column_text(sqlite3_stmt* st, int i) {
+  auto* p = sqlite3_column_text(st, i);
+  return p ? std::string(reinterpret_cast<const char*>(p), size_t(sqlite3_column_bytes(st, i))) : std::string();
+}
+
+int64_t meta_int(const Process& p, const char* key) {
+  auto it = p.meta.find(key);
+  if (it == p.meta.end()) return 0;
+  try {
+    return std::stoll(it->second);
+  } catch (...) {
+    return 0;
+  }
+}
+
+// Reads one file's plugin tables. false: the file has none (NCCL never loaded the plugin there).
+bool read_one(const std::string& path, size_t max_examples, ProcessCoverage* out) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    return false;
+  }
+  sqlite3_busy_timeout(db, 2000);
+  bool any = false;
+  auto query = [&](const char* sql, auto&& each) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) {
+      if (any && out->error.empty()) out->error = sqlite3_errmsg(db);
+      return false;
+    }
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) each(st);
+    if (rc != SQLITE_DONE && out->error.empty()) out->error = sqlite3_errmsg(db);
+    sqlite3_finalize(st);
+    return true;
+  };
+  int64_t comms = 0;
+  if (!query("SELECT count(*) FROM profiler_comms", [&](sqlite3_stmt* st) { comms = sqlite3_column_int64(st, 0); }) ||
+      comms == 0) {
+    sqlite3_close(db);
+    return false;
+  }
+  any = true;
+  std::string sql = std::string("SELECT count(*), coalesce(sum(seen_by != '") + schema::kSeenByBoth +
+                    "'), 0) FROM profiler_ops";
+  query(sql.c_str(), [&](sqlite3_stmt* st) {
+    out->plugin_calls = sqlite3_column_int64(st, 0);
+    out->missed = sqlite3_column_int64(st, 1);
+  });
+  sql = std::string("SELECT coalesce(o.op, o.nccl_func), o.dtype, o.count, c.nccl_comm_hash, o.nccl_seq, "
+                    "o.call_index FROM profiler_ops o LEFT JOIN profiler_comms c ON c.id = o.profiler_comm "
+                    "WHERE o.seen_by != '") + schema::kSeenByBoth + "' ORDER BY o.id LIMIT " +
+        std::to_string(max_examples);
+  query(sql.c_str(), [&](sqlite3_stmt* st) {
+    MissedCall m;
+    m.op = column_text(st, 0);
+    m.dtype = column_text(st, 1);
+    m.count = sqlite3_column_int64(st, 2);
+    m.nccl_comm = column_text(st, 3);
+    m.nccl_seq = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 4);
+    m.call_index = sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 5);
+    out->examples.push_back(std::move(m));
+  });
+  sqlite3_close(db);
+  return true;
+}
+
+std::string who(const Schedule& s, int proc) {
+  const Process& p = s.procs[size_t(proc)].info;
+  std::ostringstream os;
+  if (p.global_rank >= 0) os << "rank " << p.global_rank;
+  else os << "process " << proc;
+  os << " (pid " << p.pid << ")";
+  return printable(os.str());
+}
+
+std::string describe(const MissedCall& m) {
+  std::ostringstream os;
+  os << m.op;
+  if (!m.dtype.empty()) os << " " << m.dtype;
+  os << " count=" << m.count << " on NCCL comm " << m.nccl_comm;
+  if (m.nccl_seq >= 0) os << " (NCCL's " << m.op << " #" << m.nccl_seq << ")";
+  if (m.call_index >= 0) os << ", recorded from the plugin as op call " << m.call_index;
+  return printable(os.str());
+}
+
+}  // namespace
+
+int64_t Coverage::missed() const {
+  int64_t n = 0;
+  for (const auto& p : procs) n += p.missed;
+  return n;
+}
+
+int64_t Coverage::missed_by_loaded_interposer() const {
+  int64_t n = 0;
+  for (const auto& p : procs)
+    if (p.interposer) n += p.missed;
+  return n;
+}
+
+Coverage read_coverage(const Schedule& s, size_t max_examples) {
+  Coverage c;
+  for (size_t i = 0; i < s.procs.size(); i++) {
+    const Process& info = s.procs[i].info;
+    if (info.meta.find("profiler_plugin") == info.meta.end()) continue;
+    ProcessCoverage pc;
+    pc.proc = int(i);
+    pc.interposer = meta_int(info, "interposer_preloaded") == 1;
+    pc.dropped = meta_int(info, "profiler_dropped");
+    if (!read_one(info.path, max_examples, &pc) && pc.error.empty())
+      pc.error = "the profiler tables are missing or unreadable";
+    c.procs.push_back(std::move(pc));
+  }
+  return c;
+}
+
+std::vector<EvidenceIssue> coverage_evidence(const Schedule& s, const Coverage& c) {
+  std::vector<EvidenceIssue> out;
+  for (const auto& p : c.procs) {
+    if (p.dropped <= 0 && p.error.empty()) continue;
+    EvidenceIssue e;
+    e.kind = EvidenceKind::kDroppedRecords;
+    e.procs.push_back(p.proc);
+    int r = s.procs[size_t(p.proc)].info.global_rank;
+    if (r >= 0) e.ranks.push_back(r);
+    e.detail = who(s, p.proc) + ": " +
+               (p.dropped > 0 ? "NCCL's profiler plugin dropped " + std::to_string(p.dropped) +
+                                    " records (queue full): calls only it saw may be missing"
+                              : "its profiler plugin tables cannot be read: " + printable(p.error));
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+std::string coverage_text(const Schedule& s, const Coverage& c) {
+  if (c.procs.empty()) return "";
+  std::ostringstream os;
+  os << "COVERAGE (NCCL's profiler plugin): " << c.missed()
+     << " NCCL calls not seen by the interposer\n";
+  for (const auto& p : c.procs) {
+    os << "  " << who(s, p.proc) << ": the plugin saw " << p.plugin_calls << " calls; ";
+    if (!p.interposer)
+      os << "no interposer (liblockstep only as NCCL's plugin): all recorded from the plugin";
+    else if (p.missed == 0)
+      os << "the interposer saw every one";
+    else
+      os << p.missed << " not seen by the interposer (a static or private NCCL), recorded from the plugin";
+    if (p.missed > 0) os << " (no reduction op)";
+    os << "\n";
+    if (p.interposer)
+      for (const auto& m : p.examples) os << "    missed: " << describe(m) << "\n";
+    if (p.interposer && p.missed > int64_t(p.examples.size()))
+      os << "    ... and " << p.missed - int64_t(p.examples.size()) << " more\n";
+    if (!p.error.empty()) os << "    unreadable: " << printable(p.error) << "\n";
+  }
+  return os.str();
+}
+
+std::string coverage_json(const Schedule& s, const Coverage& c) {
+  json procs = json::array();
+  for (const auto& p : c.procs) {
+    json missed = json::array();
+    for (const auto& m : p.examples) {
+      json jm = {{"op", printable(m.op)}, {"count", m.count}, {"nccl_comm", printable(m.nccl_comm)}};
+      jm["dtype"] = m.dtype.empty() ? json(nullptr) : json(printable(m.dtype));
+      jm["nccl_seq"] = m.nccl_seq >= 0 ? json(m.nccl_seq) : json(nullptr);
+      jm["call_index"] = m.call_index >= 0 ? json(m.call_index) : json(nullptr);
+      missed.push_back(jm);
+    }
+    const Process& info = s.procs[size_t(p.proc)].info;
+    procs.push_back({{"process", p.proc},
+                     {"rank", info.global_rank},
+                     {"pid", info.pid},
+                     {"interposer", p.interposer},
+                     {"plugin_calls", p.plugin_calls},
+                     {"missed_by_interposer", p.missed},
+                     {"missed_examples", missed},
+                     {"plugin_dropped", p.dropped},
+                     {"error", printable(p.error)}});
+  }
+  json j = {{"plugin_processes", c.procs.size()},
+            {"missed_by_interposer", c.missed()},
+            {"missed_by_loaded_interposer", c.missed_by_loaded_interposer()},
+            {"processes", procs}};
+  return j.dump();
+}
+
+std::string add_coverage_json(const std::string& report_json, const Schedule& s, const Coverage& c) {
+  json j = json::parse(report_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return report_json;
+  j["coverage"] = json::parse(coverage_json(s, c));
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+std::string coverage_junit_failure(const Schedule& s, const Coverage& c) {
+  std::string out;
+  for (const auto& p : c.procs) {
+    if (!p.interposer || p.missed == 0) continue;
+    out += who(s, p.proc) + ": " + std::to_string(p.missed) +
+           " NCCL calls not seen by the interposer (a static or private NCCL)";
+    if (!p.examples.empty()) out += ", first: " + describe(p.examples.front());
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace lockstep
