@@ -15,7 +15,7 @@
 #include "model_builder.h"
 #include "model_check.h"
 #include "replay.h"
-#include "schedule_writer.h"
+#include "trace_file_model.h"
 #include "trace_schema.h"
 
 namespace lockstep {
@@ -161,7 +161,7 @@ ScheduleBuilder pipeline() {
 
 std::string write(const std::string& name, const ScheduleBuilder& b) {
   const std::string dir = (scratch() / name).string();
-  testing::write_schedule_trace(b.trace, dir);
+  trace_file::write_trace_dir(b.trace, dir, trace_file::kSchedule);
   return dir;
 }
 
@@ -318,7 +318,7 @@ namespace {
 // Under a launcher (srun, torchrun, lockstep-launch), each task runs only its own rank.
 TEST(ReplayCli, RankFromEnvRunsOneRankPerLaunchedProcess) {
   const std::string dir = (scratch() / "rank-from-env").string();
-  testing::write_schedule_trace(pipeline().trace, dir);
+  trace_file::write_trace_dir(pipeline().trace, dir, trace_file::kSchedule);
   auto [rc, out] = run_cli_with(LAUNCH_EXE " -n 2 --timeout 20 -- " LOCKSTEP_CLI " replay --rank-from-env --timeout 10 " + dir);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(contains(out, "rank 0: completed 10 ops")) << out;
@@ -342,7 +342,7 @@ namespace {
 
 TEST(Perturbation, ReportsEveryHangingTrialWithItsSeedAndTrace) {
   const std::string dir = (scratch() / "seed-swapped-perturbed").string();
-  testing::write_schedule_trace(seed_like(/*swap_rank=*/0).trace, dir);
+  trace_file::write_trace_dir(seed_like(/*swap_rank=*/0).trace, dir, trace_file::kSchedule);
   replay::ReplayOptions o;
   o.trace_dir = dir;
   o.out_dir = (scratch() / "seed-swapped-perturbed-replay").string();
