@@ -212,6 +212,7 @@ struct Writer::SigState {
   int64_t rows_in_file = 0;                 // op rows written and not retired
   int64_t retired_ops = 0;
   int64_t late_parts = 0;
+  int64_t orphan_completions = 0;
 };
 
 Writer::Writer() : queue_(kQueueRecords) {}
@@ -780,6 +781,8 @@ void Writer::insert(const Record& r) {
         return;
       }
       rc = t.complete(r.done.call_index, r.done.mono);
+      // Its op row is not there: its record was dropped, or the size cap retired it.
+      if (rc == SQLITE_DONE && sqlite3_changes(db_) == 0) ++sig_->orphan_completions;
       break;
     }
     case RecKind::GraphLaunch: {
@@ -926,6 +929,8 @@ void Writer::commit_batch(bool force_meta) {
   meta.emplace_back("dropped_records", std::to_string(last_dropped_));
   meta.emplace_back("last_flush_mono_ns", std::to_string(last_meta_mono_));
   if (sig_->digest_gaps) meta.emplace_back("digest_gaps", std::to_string(sig_->digest_gaps));
+  meta.emplace_back("completions_without_op", std::to_string(sig_->orphan_completions));
+  if (sig_->late_parts) meta.emplace_back("late_parts", std::to_string(sig_->late_parts));
   for (const auto& [k, v] : meta)
     if (!ok(tables_.meta(k, v), "update meta")) return;
   // A reader holding its shared lock past busy_timeout makes COMMIT return BUSY: the
