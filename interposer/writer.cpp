@@ -648,6 +648,21 @@ void Writer::digest_op(int64_t comm_id, int64_t seq, int64_t call_index, bool co
   (void)call_index;
   SigState::CommDigest& c = sig_->comms[comm_id];
   if (seq < c.next_seq) return;  // a duplicate
+  auto step = [&](bool is_coll, uint64_t h) {
+    if (is_coll) {
+      c.digest = digest::chain(c.digest, h);
+      ++c.ordinal;
+      if (digest::is_checkpoint(c.ordinal, checkpoint_interval_) &&
+          !ok(tables_.checkpoint({comm_id, c.ordinal, c.next_seq, c.digest}), "insert checkpoint"))
+        return false;
+    }
+    ++c.next_seq;
+    return true;
+  };
+  if (seq == c.next_seq && c.waiting.empty()) {  // the common case: in order
+    step(collective, sig_hash);
+    return;
+  }
   c.waiting.emplace(seq, std::make_pair(collective, sig_hash));
   // A seq that never comes (its record was dropped): give up waiting after a bound.
   if (c.waiting.size() > 4096 && c.waiting.begin()->first != c.next_seq) {
@@ -656,15 +671,8 @@ void Writer::digest_op(int64_t comm_id, int64_t seq, int64_t call_index, bool co
   }
   while (!c.waiting.empty() && c.waiting.begin()->first == c.next_seq) {
     auto [is_coll, h] = c.waiting.begin()->second;
-    if (is_coll) {
-      c.digest = digest::chain(c.digest, h);
-      ++c.ordinal;
-      if (digest::is_checkpoint(c.ordinal, checkpoint_interval_) &&
-          !ok(tables_.checkpoint({comm_id, c.ordinal, c.next_seq, c.digest}), "insert checkpoint"))
-        return;
-    }
     c.waiting.erase(c.waiting.begin());
-    ++c.next_seq;
+    if (!step(is_coll, h)) return;
   }
 }
 
