@@ -162,19 +162,29 @@ struct SigKey {
   OpKind op;
   std::vector<PartRec> parts;  // call_index/part fields zeroed
   bool operator==(const SigKey& o) const {
+    auto same = [](const PartRec& a, const PartRec& b) {
+      return std::tie(a.count, a.part, a.root, a.peer, a.redop, a.dtype, a.op) ==
+             std::tie(b.count, b.part, b.root, b.peer, b.redop, b.dtype, b.op);
+    };
     if (std::tie(comm_id, count, stream, stack_hash, tid, root, peer, redop, dtype, op) !=
             std::tie(o.comm_id, o.count, o.stream, o.stack_hash, o.tid, o.root, o.peer, o.redop, o.dtype, o.op) ||
         parts.size() != o.parts.size())
       return false;
     for (size_t i = 0; i < parts.size(); ++i)
-      if (std::memcmp(&parts[i], &o.parts[i], sizeof(PartRec)) != 0) return false;
+      if (!same(parts[i], o.parts[i])) return false;
     return true;
   }
 };
 struct SigKeyHash {
   size_t operator()(const SigKey& k) const {
-    uint64_t h = XXH64(&k, offsetof(SigKey, parts), 0);  // the fixed fields (padding zeroed)
-    for (const PartRec& p : k.parts) h = XXH64(&p, sizeof p, h);
+    // Field by field: a moved key's padding is not zeroed.
+    const int64_t f[] = {k.comm_id, k.count, int64_t(k.stream), int64_t(k.stack_hash), k.tid, k.root, k.peer, k.redop,
+                         k.dtype, int64_t(k.op)};
+    uint64_t h = XXH64(f, sizeof f, 0);
+    for (const PartRec& p : k.parts) {
+      const int64_t g[] = {p.count, p.part, p.root, p.peer, p.redop, p.dtype, int64_t(p.op)};
+      h = XXH64(g, sizeof g, h);
+    }
     return size_t(h);
   }
 };
@@ -566,7 +576,6 @@ const std::string& Writer::thread_name(int tid) {
 // The signature of an op: interned once (a row in signatures, its parts in signature_parts).
 int64_t Writer::signature_id(const OpRec& o, const std::vector<PartRec>& parts, bool* collective, uint64_t* hash) {
   SigKey k;
-  std::memset(static_cast<void*>(&k), 0, offsetof(SigKey, parts));  // padding too: the key is hashed as bytes
   k.comm_id = o.comm_id;
   k.count = o.count;
   k.stream = o.stream;
@@ -579,8 +588,7 @@ int64_t Writer::signature_id(const OpRec& o, const std::vector<PartRec>& parts, 
   k.op = o.op;
   k.parts.reserve(parts.size());
   for (const PartRec& p : parts) {
-    PartRec q;
-    std::memset(static_cast<void*>(&q), 0, sizeof q);  // padding too: compared as bytes
+    PartRec q{};
     q.count = p.count;
     q.part = p.part;
     q.root = p.root;
@@ -821,15 +829,19 @@ void Writer::insert(const Record& r) {
 // Each communicator's retired_* columns and meta retired_ops change in the same transaction:
 // a reader sees either the rows or their retirement, never neither. The freed pages are reused
 // by the next inserts, so the file stays near the cap (no VACUUM).
-void Writer::retire_if_over_cap(int64_t inserted) {
+// Called before a batch's op rows are written, with their number: room is made first, so the
+// file never grows past the cap by a batch.
+void Writer::retire_if_over_cap(int64_t incoming) {
   if (max_bytes_ <= 0 || sig_->rows_in_file < 2) return;
   const int64_t page = file_.scalar("PRAGMA page_size", 4096);
   const int64_t used = (file_.scalar("PRAGMA page_count") - file_.scalar("PRAGMA freelist_count")) * page;
-  if (used <= int64_t(double(max_bytes_) * kRetireHighWater)) return;
-  // Rows to drop: the share of the rows that brings the pages in use to the low-water mark,
-  // at least what this batch added, at most half the rows (the newest stay) and one bound.
-  const double excess = double(used - int64_t(double(max_bytes_) * kRetireLowWater)) / double(used);
-  int64_t n = std::max<int64_t>(int64_t(excess * double(sig_->rows_in_file)), inserted + 1);
+  // Bytes per row in use (the fixed tables counted in: an overestimate, on the safe side).
+  const double per_row = double(used) / double(sig_->rows_in_file);
+  const double expected = double(used) + per_row * double(incoming);
+  if (expected <= double(max_bytes_) * kRetireHighWater) return;
+  // Rows to drop: enough to bring the expected use to the low-water mark, at most half the
+  // rows in the file (the newest stay) and one bound per commit.
+  int64_t n = int64_t((expected - double(max_bytes_) * kRetireLowWater) / per_row) + 1;
   n = std::min<int64_t>({n, sig_->rows_in_file / 2, kMaxRetirePerCommit});
   if (n <= 0) return;
   trace_file::Stmt bound(db_, "SELECT call_index FROM op_rows ORDER BY call_index LIMIT 1 OFFSET ?", false);
@@ -917,10 +929,9 @@ void Writer::commit_batch(bool force_meta) {
     have = queue_.pop(r);
   }
   if (have && !failed()) insert(r);
-  const int64_t rows_before = sig_->rows_in_file;
+  if (!failed()) retire_if_over_cap(int64_t(sig_->pending.size()));
   // At exit and on signals every op goes, parts or not: nothing stays behind in memory.
   if (!failed()) write_ready_ops(force_meta || stop_.load());
-  if (!failed()) retire_if_over_cap(sig_->rows_in_file - rows_before);
   if (failed()) return;  // stop_recording() rolled the batch back
 
   std::vector<std::pair<std::string, std::string>> meta;

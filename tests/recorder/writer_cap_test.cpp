@@ -93,7 +93,20 @@ Writer* open_writer(const std::string& dir, int64_t max_mb, int64_t interval) {
   std::string err;
   Writer* w = Writer::open(h, &err);
   EXPECT_NE(w, nullptr) << err;
-  if (w) w->start();
+  if (!w) return w;
+  w->start();
+  for (int64_t id : {1, 2}) {  // the two communicators of Workload
+    Record r;
+    r.kind = RecKind::CommInit;
+    r.comm = {};
+    r.comm.id = id;
+    r.comm.hash = 0xc0ffee00 + uint64_t(id);
+    r.comm.handle = 0x1000 * uint64_t(id);
+    r.comm.parent_id = -1;
+    r.comm.nranks = 2;
+    r.comm.device = -1;
+    w->push(r);
+  }
   return w;
 }
 
