@@ -12,6 +12,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include <sqlite3.h>
@@ -46,6 +49,30 @@ Writer* open_writer() {
 
 int64_t g_call = 1;
 
+// CPU seconds (user + system) of the writer thread so far: on a shared machine the wall-clock
+// rate depends on the other load; ops per writer CPU-second is what one core sustains.
+double writer_cpu_seconds() {
+  double total = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(e.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != "lockstep-writer") continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream in(line.substr(line.rfind(')') + 2));
+    std::string field;
+    unsigned long long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && in >> field; i++) {
+      if (i == 14) utime = std::stoull(field);
+      if (i == 15) stime = std::stoull(field);
+    }
+    total += double(utime + stime) / double(sysconf(_SC_CLK_TCK));
+  }
+  return total;
+}
+
 Record op_record(int64_t call) {
   Record r;
   r.kind = RecKind::Op;
@@ -77,6 +104,7 @@ void BM_writer_commits(benchmark::State& state) {
   const int64_t batch = 50000;
   bool completions = state.range(0) == 1;
   int64_t rows = 0;
+  const double cpu0 = writer_cpu_seconds();
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < batch; i++) {
@@ -96,6 +124,7 @@ void BM_writer_commits(benchmark::State& state) {
     rows += completions ? 2 * batch : batch;
   }
   state.counters["ops/s"] = benchmark::Counter(double(batch) * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["ops/writer_cpu_s"] = double(batch) * double(state.iterations()) / (writer_cpu_seconds() - cpu0);
   state.counters["rows/s"] = benchmark::Counter(double(rows), benchmark::Counter::kIsRate);
   // Bytes on disk per op so far (this writer's file holds every op of both runs).
   struct stat st {};
@@ -151,8 +180,10 @@ int capped_run(int64_t n) {
       }
     }
   }
+  const double cpu = writer_cpu_seconds();
   w->stop("exit");
   double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  printf("writer thread CPU: %.1f s (%.0f ops per writer CPU-second)\n", cpu, double(n) / cpu);
   struct stat st {};
   stat(w->path().c_str(), &st);
   printf("capped run: %lld ops, cap %lld MiB: final file %lld bytes, largest seen %lld bytes, retired_ops %lld, "

@@ -204,7 +204,30 @@ struct Writer::SigState {
   // The parts of captured grouped ops: their graph launches run the same parts.
   std::unordered_map<int64_t, std::vector<PartRec>> captured_parts;
   std::vector<PendingOp> pending;
-  std::unordered_map<int64_t, size_t> pending_index;  // call_index -> pending slot
+  // Ops arrive almost in call_index order: while they do, a binary search finds one; after one
+  // out of order, a hash index (built on the next lookup) does.
+  bool pending_sorted = true;
+  std::unordered_map<int64_t, size_t> pending_index;  // call_index -> slot, when !pending_sorted
+  bool index_stale = true;
+  PendingOp* find_pending(int64_t call_index) {
+    if (pending_sorted) {
+      auto it = std::lower_bound(pending.begin(), pending.end(), call_index,
+                                 [](const PendingOp& p, int64_t c) { return p.rec.call_index < c; });
+      return it != pending.end() && it->rec.call_index == call_index ? &*it : nullptr;
+    }
+    if (index_stale) {
+      pending_index.clear();
+      for (size_t i = 0; i < pending.size(); ++i) pending_index[pending[i].rec.call_index] = i;
+      index_stale = false;
+    }
+    auto it = pending_index.find(call_index);
+    return it == pending_index.end() ? nullptr : &pending[it->second];
+  }
+  void add_pending(const OpRec& o) {
+    if (!pending.empty() && o.call_index <= pending.back().rec.call_index) pending_sorted = false;
+    pending.push_back(PendingOp{o, {}, -1, false, 0, 0});
+    if (!pending_sorted && !index_stale) pending_index[o.call_index] = pending.size() - 1;
+  }
   struct CommDigest {
     int64_t next_seq = 1;
     int64_t ordinal = 0;
@@ -735,28 +758,27 @@ void Writer::write_ready_ops(bool force) {
     }
   }
   pending.swap(waiting);
-  sig_->pending_index.clear();
-  for (size_t i = 0; i < pending.size(); ++i) sig_->pending_index[pending[i].rec.call_index] = i;
+  sig_->pending_sorted = true;
+  for (size_t i = 1; i < pending.size(); ++i)
+    if (pending[i].rec.call_index <= pending[i - 1].rec.call_index) sig_->pending_sorted = false;
+  sig_->index_stale = true;
 }
 
 void Writer::insert(const Record& r) {
   trace_file::Tables& t = tables_;
   int rc = SQLITE_DONE;
   switch (r.kind) {
-    case RecKind::Op: {
-      sig_->pending_index[r.op.call_index] = sig_->pending.size();
-      sig_->pending.push_back(PendingOp{r.op, {}, -1, false, 0, 0});
+    case RecKind::Op:
+      sig_->add_pending(r.op);
       return;
-    }
     case RecKind::Part: {
-      auto it = sig_->pending_index.find(r.part.call_index);
-      if (it == sig_->pending_index.end()) {
+      PendingOp* p = sig_->find_pending(r.part.call_index);
+      if (!p) {
         ++sig_->late_parts;  // its op was written without it (see write_ready_ops)
         return;
       }
-      PendingOp& p = sig_->pending[it->second];
-      p.nparts = r.part.nparts;
-      p.parts.push_back(r.part);
+      p->nparts = r.part.nparts;
+      p->parts.push_back(r.part);
       return;
     }
     case RecKind::CommInit: {
@@ -790,10 +812,9 @@ void Writer::insert(const Record& r) {
       break;
     }
     case RecKind::Completion: {
-      auto it = sig_->pending_index.find(r.done.call_index);
-      if (it != sig_->pending_index.end()) {
-        sig_->pending[it->second].completed = true;
-        sig_->pending[it->second].complete_mono = r.done.mono;
+      if (PendingOp* p = sig_->find_pending(r.done.call_index)) {
+        p->completed = true;
+        p->complete_mono = r.done.mono;
         return;
       }
       rc = t.complete(r.done.call_index, r.done.mono);
