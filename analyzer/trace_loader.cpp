@@ -20,6 +20,7 @@
 #include "flightrec.h"
 #include "rank_identity.h"
 #include "trace_details.h"
+#include "trace_file.h"
 #include "trace_schema.h"
 #include "trace_validation.h"
 #include "vocab.h"
@@ -204,6 +205,22 @@ void read_retired(sqlite3* db, Process& p) {
       if (c.local_id == st.i64(0)) c.checkpoints.push_back({st.i64(1), st.i64(2), static_cast<uint64_t>(st.i64(3))});
 }
 
+// Where a full read finds the schema-1 columns: the tables of schema 1, or for schema 2 the
+// SELECTs behind its views, built here (SQL stored in an untrusted file is never run).
+struct OpSources {
+  std::string ops = "ops", parts = "op_parts", done = "completions";
+};
+OpSources op_sources(const Process& p) {
+  if (!compact_rows(p)) return {};
+  auto meta = [&](const char* k) {
+    auto it = p.meta.find(k);
+    return it == p.meta.end() ? int64_t(0) : to_i64(it->second, 0);
+  };
+  const int64_t base = meta("op_time_base_mono_ns"), offset = meta("op_wall_offset_ns");
+  return {"(" + trace_file::ops_select(base, offset) + ")", "(" + trace_file::op_parts_select() + ")",
+          "(" + trace_file::completions_select(base) + ")"};
+}
+
 // meta, env, comms, hangs: everything but ops.
 void read_header(sqlite3* db, Process& p) {
   {
@@ -355,7 +372,8 @@ Frame read_frame(const Stmt& fr, int c) {
 
 void read_ops_full(sqlite3* db, Process& p) {
   CommIds ids(p);
-  Stmt st(db, (std::string("SELECT ") + kOpColumns + " FROM ops ORDER BY call_index").c_str());
+  const OpSources src = op_sources(p);
+  Stmt st(db, ("SELECT " + std::string(kOpColumns) + " FROM " + src.ops + " ORDER BY call_index").c_str());
   while (st.step()) p.ops.push_back(read_op_row(st, ids));
   auto find = [&](int64_t ci) -> Op* {
     auto it = std::lower_bound(p.ops.begin(), p.ops.end(), ci,
@@ -363,7 +381,8 @@ void read_ops_full(sqlite3* db, Process& p) {
     return it != p.ops.end() && it->call_index == ci ? &*it : nullptr;
   };
   {
-    Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts ORDER BY call_index, part");
+    Stmt parts(db, ("SELECT call_index, op, dtype, count, root, peer, redop FROM " + src.parts +
+                    " ORDER BY call_index, part").c_str());
     while (parts.step())
       if (Op* o = find(parts.i64(0))) {
         o->parts.push_back(read_part(parts, 1));
@@ -371,7 +390,7 @@ void read_ops_full(sqlite3* db, Process& p) {
       }
   }
   {
-    Stmt done(db, "SELECT call_index, mono_ns FROM completions");
+    Stmt done(db, ("SELECT call_index, mono_ns FROM " + src.done).c_str());
     while (done.step())
       if (Op* o = find(done.i64(0))) {
         o->completed = true;
@@ -847,7 +866,8 @@ class FileDetails : public TraceDetails {
     try {
       sqlite3* db = open(proc);
       CommIds ids(s_.procs[proc].info);
-      std::string sql = std::string("SELECT ") + kOpColumns + " FROM ops WHERE call_index BETWEEN ?1 AND ?2" +
+      const OpSources src = op_sources(s_.procs[proc].info);
+      std::string sql = "SELECT " + std::string(kOpColumns) + " FROM " + src.ops + " WHERE call_index BETWEEN ?1 AND ?2" +
                         (sequenced_only ? " AND seq IS NOT NULL AND state != 'captured'" : "") + " ORDER BY call_index " +
                         (newest ? "DESC" : "ASC") + " LIMIT ?3";
       Stmt st(db, sql.c_str());
@@ -856,8 +876,9 @@ class FileDetails : public TraceDetails {
       sqlite3_bind_int64(st.get(), 3, limit);
       while (st.step()) out.push_back(read_op_row(st, ids));
       if (newest) std::reverse(out.begin(), out.end());
-      Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts WHERE call_index=? ORDER BY part");
-      Stmt done(db, "SELECT mono_ns FROM completions WHERE call_index=?");
+      Stmt parts(db, ("SELECT call_index, op, dtype, count, root, peer, redop FROM " + src.parts +
+                      " WHERE call_index=? ORDER BY part").c_str());
+      Stmt done(db, ("SELECT mono_ns FROM " + src.done + " WHERE call_index=?").c_str());
       for (Op& o : out) {
         sqlite3_reset(parts.get());
         sqlite3_bind_int64(parts.get(), 1, o.call_index);

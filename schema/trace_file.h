@@ -196,6 +196,11 @@ int create(Db& db, const std::string& path, const CreateOptions& options, const 
 // The views that show schema-2 rows as schema-1 tables (ops, op_parts, completions) with names,
 // for `sqlite3 trace.sqlite 'select ...'` users and SQL readers written for schema 1.
 std::string views_sql(int64_t time_base_mono_ns, int64_t wall_offset_ns);
+// The SELECTs behind those views, for readers that must not trust SQL stored in a file (the
+// loader reads an untrusted trace through these, never through the file's own views).
+std::string ops_select(int64_t time_base_mono_ns, int64_t wall_offset_ns);
+std::string op_parts_select();
+std::string completions_select(int64_t time_base_mono_ns);
 
 // Prepared inserts for every table, each returning SQLITE_DONE or the failing code.
 class Tables {
