@@ -14,13 +14,16 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "text_escape.h"
 #include "flightrec.h"
 #include "rank_identity.h"
 #include "trace_details.h"
+#include "trace_file.h"
 #include "trace_schema.h"
 #include "trace_validation.h"
+#include "vocab.h"
 
 namespace fs = std::filesystem;
 
@@ -158,9 +161,21 @@ void validate(sqlite3* db, const std::string& path) {
   if (version > schema::kSchemaVersion)
     throw FileSkip("schema version " + v + " is newer than this lockstep reads (" +
                    std::to_string(schema::kSchemaVersion) + "): use a newer lockstep");
-  if (version < schema::kSchemaVersion)
+  if (version < schema::kOldestReadableSchema)
     throw FileSkip("schema version " + v + " is older than this lockstep reads (" +
-                   std::to_string(schema::kSchemaVersion) + "): analyze it with the lockstep that recorded it");
+                   std::to_string(schema::kOldestReadableSchema) + ".." + std::to_string(schema::kSchemaVersion) +
+                   "): analyze it with the lockstep that recorded it");
+  if (version >= 2)
+    for (const char* t : {"signatures", "signature_parts", "op_rows", "op_graph", "checkpoints"})
+      if (!table_exists(db, t)) throw FileSkip(std::string("corrupt: schema ") + v + " trace without its " + t + " table");
+}
+
+// Schema 2 stores ops as signatures + op rows (trace_schema.h); schema 1 as wide ops rows. Full
+// loads and details read schema 2 through its views (ops, op_parts, completions), which show the
+// schema-1 columns; the compact loader reads the rows themselves.
+bool compact_rows(const Process& p) {
+  auto it = p.meta.find("schema_version");
+  return it != p.meta.end() && it->second != "1";
 }
 
 int64_t to_i64(const std::string& s, int64_t dflt) {
@@ -168,6 +183,42 @@ int64_t to_i64(const std::string& s, int64_t dflt) {
   char* end = nullptr;
   long long v = std::strtoll(s.c_str(), &end, 10);
   return *end ? dflt : v;
+}
+
+// Bounded traces (schema 2): what the size cap retired, and the digest checkpoints.
+void read_retired(sqlite3* db, Process& p) {
+  p.checkpoint_interval = std::max<int64_t>(0, to_i64(p.meta["checkpoint_interval"], 0));
+  p.retired_ops = std::max<int64_t>(0, to_i64(p.meta["retired_ops"], 0));
+  {
+    Stmt st(db, "SELECT id, retired_collectives, retired_digest, retired_through_seq FROM comms");
+    while (st.step())
+      for (Comm& c : p.comms)
+        if (c.local_id == st.i64(0)) {
+          c.retired_collectives = std::max<int64_t>(0, st.i64(1));
+          c.retired_digest = static_cast<uint64_t>(st.i64(2));
+          c.retired_through_seq = std::max<int64_t>(0, st.i64(3));
+        }
+  }
+  Stmt st(db, "SELECT comm_id, ordinal, seq, digest FROM checkpoints ORDER BY comm_id, ordinal");
+  while (st.step())
+    for (Comm& c : p.comms)
+      if (c.local_id == st.i64(0)) c.checkpoints.push_back({st.i64(1), st.i64(2), static_cast<uint64_t>(st.i64(3))});
+}
+
+// Where a full read finds the schema-1 columns: the tables of schema 1, or for schema 2 the
+// SELECTs behind its views, built here (SQL stored in an untrusted file is never run).
+struct OpSources {
+  std::string ops = "ops", parts = "op_parts", done = "completions";
+};
+OpSources op_sources(const Process& p) {
+  if (!compact_rows(p)) return {};
+  auto meta = [&](const char* k) {
+    auto it = p.meta.find(k);
+    return it == p.meta.end() ? int64_t(0) : to_i64(it->second, 0);
+  };
+  const int64_t base = meta("op_time_base_mono_ns"), offset = meta("op_wall_offset_ns");
+  return {"(" + trace_file::ops_select(base, offset) + ")", "(" + trace_file::op_parts_select() + ")",
+          "(" + trace_file::completions_select(base) + ")"};
 }
 
 // meta, env, comms, hangs: everything but ops.
@@ -219,6 +270,7 @@ void read_header(sqlite3* db, Process& p) {
     for (size_t j = 0; j < p.comms.size(); ++j)
       if (p.comms[j].local_id == parent_ids[i]) p.comms[i].parent = static_cast<int>(j);
   }
+  if (compact_rows(p)) read_retired(db, p);
   {
     Stmt st(db, "SELECT mono_ns, wall_ns, in_flight, message FROM hangs ORDER BY id");
     while (st.step()) p.hangs.push_back({st.i64(0), st.i64(1), static_cast<int>(st.i64(2)), st.str(3)});
@@ -320,7 +372,8 @@ Frame read_frame(const Stmt& fr, int c) {
 
 void read_ops_full(sqlite3* db, Process& p) {
   CommIds ids(p);
-  Stmt st(db, (std::string("SELECT ") + kOpColumns + " FROM ops ORDER BY call_index").c_str());
+  const OpSources src = op_sources(p);
+  Stmt st(db, ("SELECT " + std::string(kOpColumns) + " FROM " + src.ops + " ORDER BY call_index").c_str());
   while (st.step()) p.ops.push_back(read_op_row(st, ids));
   auto find = [&](int64_t ci) -> Op* {
     auto it = std::lower_bound(p.ops.begin(), p.ops.end(), ci,
@@ -328,7 +381,8 @@ void read_ops_full(sqlite3* db, Process& p) {
     return it != p.ops.end() && it->call_index == ci ? &*it : nullptr;
   };
   {
-    Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts ORDER BY call_index, part");
+    Stmt parts(db, ("SELECT call_index, op, dtype, count, root, peer, redop FROM " + src.parts +
+                    " ORDER BY call_index, part").c_str());
     while (parts.step())
       if (Op* o = find(parts.i64(0))) {
         o->parts.push_back(read_part(parts, 1));
@@ -336,7 +390,7 @@ void read_ops_full(sqlite3* db, Process& p) {
       }
   }
   {
-    Stmt done(db, "SELECT call_index, mono_ns FROM completions");
+    Stmt done(db, ("SELECT call_index, mono_ns FROM " + src.done).c_str());
     while (done.step())
       if (Op* o = find(done.i64(0))) {
         o->completed = true;
@@ -364,10 +418,111 @@ void read_ops_full(sqlite3* db, Process& p) {
   }
 }
 
+// Schema-2 values -> model fields. An enumerated column holds the vocab enum's value, or the
+// name itself as text when it was not in the vocabulary (flightrec keeps unknown op names).
+std::string vocab_text(const Stmt& st, int c, const char* (*name_of)(int64_t)) {
+  if (st.null(c)) return {};
+  if (sqlite3_column_type(st.get(), c) == SQLITE_TEXT) return st.str(c);
+  const char* n = name_of(st.i64(c));
+  return n ? n : "unknown";
+}
+const char* op_name_of(int64_t v) { return v >= 0 && v < vocab::kNumOps ? vocab::name(vocab::Op(v)) : nullptr; }
+const char* dtype_name_of(int64_t v) {
+  return v >= 0 && v < int64_t(std::size(vocab::kDtypeNames)) ? vocab::kDtypeNames[v] : nullptr;
+}
+const char* redop_name_of(int64_t v) {
+  return v >= 0 && v < int64_t(std::size(vocab::kRedOpNames)) ? vocab::kRedOpNames[v] : nullptr;
+}
+OpPart read_part_v2(const Stmt& st, int c) {
+  OpPart part;
+  part.op = vocab_text(st, c, op_name_of);
+  part.dtype = vocab_text(st, c + 1, dtype_name_of);
+  part.count = st.i64(c + 2);
+  part.root = static_cast<int>(st.i64(c + 3, -1));
+  part.peer = static_cast<int>(st.i64(c + 4, -1));
+  part.redop = vocab_text(st, c + 5, redop_name_of);
+  return part;
+}
+
+// Schema 2: the signatures first (few), then one pass over the small op rows in call_index
+// order; a row costs a hash lookup of its signature id and nothing else.
+void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
+  CommIds ids(sp.info);
+  struct FileSig {
+    uint32_t sig = 0;
+    uint16_t comm = 0;
+    uint8_t stream = 0;
+  };
+  std::unordered_map<int64_t, FileSig> by_id;
+  {
+    Stmt parts(db, "SELECT sig_id, op, dtype, count, root, peer, redop FROM signature_parts ORDER BY sig_id, part");
+    bool parts_row = parts.step();
+    Stmt st(db, "SELECT id, comm_id, op, dtype, count, root, peer, redop, stream FROM signatures ORDER BY id");
+    while (st.step()) {
+      int64_t id = st.i64(0);
+      Signature sig;
+      while (parts_row && parts.i64(0) < id) parts_row = parts.step();
+      while (parts_row && parts.i64(0) == id) {
+        sig.parts.push_back(read_part_v2(parts, 1));
+        check_part(id, sig.parts.back());
+        parts_row = parts.step();
+      }
+      sig.op = vocab_text(st, 2, op_name_of);
+      sig.dtype = vocab_text(st, 3, dtype_name_of);
+      sig.count = st.i64(4);
+      int64_t root = st.i64(5, -1), peer = st.i64(6, -1);
+      check_op_numbers(id, 1, sig.count, root, peer);
+      sig.root = static_cast<int>(root);
+      sig.peer = static_cast<int>(peer);
+      sig.redop = vocab_text(st, 7, redop_name_of);
+      int comm = ids.index(st.i64(1));
+      if (comm < 0) throw FileSkip("corrupt: signature " + std::to_string(id) + " names unknown comm_id " + std::to_string(st.i64(1)));
+      uint64_t stream = static_cast<uint64_t>(st.i64(8));
+      size_t si = 0;
+      while (si < sp.streams.size() && sp.streams[si] != stream) ++si;
+      if (si == sp.streams.size() && si < 255) sp.streams.push_back(stream);
+      by_id[id] = {sigs.intern(std::move(sig)), static_cast<uint16_t>(comm), static_cast<uint8_t>(std::min<size_t>(si, 255))};
+    }
+  }
+  int64_t total = 0;
+  {
+    Stmt n(db, "SELECT count(*) FROM op_rows");
+    if (n.step()) total = n.i64(0);
+  }
+  sp.ops.reserve(static_cast<size_t>(total));
+  Stmt st(db, "SELECT call_index, sig, seq, IFNULL(group_id,-1), done IS NOT NULL FROM op_rows WHERE seq IS NOT NULL ORDER BY call_index");
+  sqlite3_stmt* raw = st.get();
+  int64_t kept = 0;
+  while (st.step()) {
+    int64_t ci = sqlite3_column_int64(raw, 0);
+    auto it = by_id.find(sqlite3_column_int64(raw, 1));
+    if (it == by_id.end()) throw FileSkip("corrupt: op " + std::to_string(ci) + " names an unknown signature");
+    int64_t seq = sqlite3_column_int64(raw, 2);
+    if (seq <= 0 || seq > static_cast<int64_t>(UINT32_MAX))
+      throw FileSkip("corrupt: op " + std::to_string(ci) + " has seq " + std::to_string(seq) + " (valid: 1.." + std::to_string(UINT32_MAX) + ")");
+    SchedOp o;
+    o.call_index = ci;
+    o.seq = static_cast<uint32_t>(seq);
+    o.sig = it->second.sig;
+    o.comm = it->second.comm;
+    o.stream = it->second.stream;
+    int64_t group = sqlite3_column_int64(raw, 3);
+    o.group = group < 0 ? 0 : static_cast<uint32_t>(group) + 1;
+    if (sqlite3_column_int64(raw, 4)) {
+      o.flags |= kOpCompleted;
+      sp.completion_known = true;
+    }
+    sp.ops.push_back(o);
+    ++kept;
+  }
+  sp.unsequenced_ops = total - kept;
+}
+
 // The hot loop of `lockstep analyze`: one pass over ops, one over parts, one over completions,
 // all in call_index order (the rowid), merged without lookups; op descriptions interned through
 // a reused key buffer so a repeated op allocates nothing.
 void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
+  if (compact_rows(sp.info)) return read_ops_compact_v2(db, sp, sigs);
   CommIds ids(sp.info);
   // NULL handling runs inside SQLite: one column call per value here. Rows that enqueued
   // nothing (failed, simulated, captured) have seq NULL (schema); the state column, the last of
@@ -711,7 +866,8 @@ class FileDetails : public TraceDetails {
     try {
       sqlite3* db = open(proc);
       CommIds ids(s_.procs[proc].info);
-      std::string sql = std::string("SELECT ") + kOpColumns + " FROM ops WHERE call_index BETWEEN ?1 AND ?2" +
+      const OpSources src = op_sources(s_.procs[proc].info);
+      std::string sql = "SELECT " + std::string(kOpColumns) + " FROM " + src.ops + " WHERE call_index BETWEEN ?1 AND ?2" +
                         (sequenced_only ? " AND seq IS NOT NULL AND state != 'captured'" : "") + " ORDER BY call_index " +
                         (newest ? "DESC" : "ASC") + " LIMIT ?3";
       Stmt st(db, sql.c_str());
@@ -720,8 +876,9 @@ class FileDetails : public TraceDetails {
       sqlite3_bind_int64(st.get(), 3, limit);
       while (st.step()) out.push_back(read_op_row(st, ids));
       if (newest) std::reverse(out.begin(), out.end());
-      Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts WHERE call_index=? ORDER BY part");
-      Stmt done(db, "SELECT mono_ns FROM completions WHERE call_index=?");
+      Stmt parts(db, ("SELECT call_index, op, dtype, count, root, peer, redop FROM " + src.parts +
+                      " WHERE call_index=? ORDER BY part").c_str());
+      Stmt done(db, ("SELECT mono_ns FROM " + src.done + " WHERE call_index=?").c_str());
       for (Op& o : out) {
         sqlite3_reset(parts.get());
         sqlite3_bind_int64(parts.get(), 1, o.call_index);

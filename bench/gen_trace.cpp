@@ -4,7 +4,6 @@
 // a broadcast where its tensor-parallel peers issue all_gather; the ops after it stay in flight).
 //
 //   gen_trace DIR --ranks 256 --ops 100000 [--tp 8] [--diverge-from-end 100] [--threads 2]
-#include <sqlite3.h>
 
 #include <atomic>
 #include <cstdio>
@@ -15,7 +14,10 @@
 #include <thread>
 #include <vector>
 
+#include "op_digest.h"
+#include "trace_file.h"
 #include "trace_schema.h"
+#include "vocab.h"
 
 namespace {
 
@@ -28,14 +30,12 @@ struct Options {
   unsigned threads = 2;
 };
 
-void check(int rc, sqlite3* db, const char* what) {
+void check(int rc, const lockstep::trace_file::Db& db, const char* what) {
   if (rc != SQLITE_OK && rc != SQLITE_DONE && rc != SQLITE_ROW) {
-    std::fprintf(stderr, "gen_trace: %s: %s\n", what, sqlite3_errmsg(db));
+    std::fprintf(stderr, "gen_trace: %s: %s\n", what, db.errmsg().c_str());
     std::exit(1);
   }
 }
-
-void exec(sqlite3* db, const std::string& sql) { check(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr), db, sql.c_str()); }
 
 // Comm hashes look random, as the recorder's do (their 8-digit prefixes must not collide).
 uint64_t mix(uint64_t x) {
@@ -45,64 +45,95 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-std::string hex16(uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
-  return b;
-}
-
 void write_rank(const Options& o, int rank) {
+  namespace tf = lockstep::trace_file;
+  namespace vocab = lockstep::vocab;
+  namespace digest = lockstep::digest;
   std::string path = o.dir + "/rank-" + std::to_string(rank) + lockstep::schema::kFileSuffix;
-  std::filesystem::remove(path);
-  sqlite3* db = nullptr;
-  check(sqlite3_open(path.c_str(), &db), db, "open");
-  exec(db, "PRAGMA journal_mode=OFF; PRAGMA synchronous=OFF; PRAGMA application_id=" +
-               std::to_string(lockstep::schema::kApplicationId));
-  exec(db, lockstep::schema::kCreateSql);
-  exec(db, "BEGIN");
+  tf::Db db;
+  tf::CreateOptions co;
+  co.journal_mode = "OFF";
+  co.synchronous = "OFF";
+  const char* what = "";
+  check(tf::create(db, path, co, &what), db, what);
+  tf::Tables t;
+  check(t.prepare(db.get(), 0, 0), db, "prepare");
+  check(db.exec("BEGIN"), db, "begin");
   int tp = std::min(o.tp, o.ranks);
   int groups = o.ranks / tp;
-  auto meta = [&](const std::string& k, const std::string& v) {
-    exec(db, "INSERT OR REPLACE INTO meta VALUES('" + k + "','" + v + "')");
-  };
-  meta("schema_version", std::to_string(lockstep::schema::kSchemaVersion));
+  auto meta = [&](const char* k, const std::string& v) { check(t.meta(k, v), db, "meta"); };
   meta("host", "node" + std::to_string(rank / 8));
   meta("pid", std::to_string(10000 + rank));
   meta("global_rank", std::to_string(rank));
   meta("finished", "0");
   meta("last_flush_mono_ns", "1000000000000");
   meta("stack_mode", "python");
+  meta("digest_version", std::to_string(digest::kDigestVersion));
+  meta("checkpoint_interval", std::to_string(digest::kDefaultInterval));
+  meta("max_mb", "0");
+  meta("retired_ops", "0");
   // Communicators: world; tp split (color rank/tp); dp split (color rank%tp).
   uint64_t seed = 0x5eed;
-  std::string world = hex16(mix(seed)), tph = hex16(mix(seed + 1 + rank / tp)), dph = hex16(mix(seed + 100000 + rank % tp));
-  exec(db, "INSERT INTO comms(id, comm_hash, handle, nranks, rank, init_call, init_mono_ns, init_rc) VALUES(1,'" + world +
-               "',4096," + std::to_string(o.ranks) + "," + std::to_string(rank) + ",1,1,0)");
-  exec(db, "INSERT INTO comms(id, comm_hash, handle, nranks, rank, parent_id, split_color, init_call, init_mono_ns, init_rc) "
-           "VALUES(2,'" + tph + "',4097," + std::to_string(tp) + "," + std::to_string(rank % tp) + ",1," +
-               std::to_string(rank / tp) + ",2,2,0)");
-  exec(db, "INSERT INTO comms(id, comm_hash, handle, nranks, rank, parent_id, split_color, init_call, init_mono_ns, init_rc) "
-           "VALUES(3,'" + dph + "',4098," + std::to_string(groups) + "," + std::to_string(rank / tp) + ",1," +
-               std::to_string(rank % tp) + ",3,3,0)");
+  std::string world = tf::hex16(mix(seed)), tph = tf::hex16(mix(seed + 1 + rank / tp)),
+              dph = tf::hex16(mix(seed + 100000 + rank % tp));
+  {
+    tf::CommRow c;
+    c.id = 1, c.hash = world, c.handle = 4096, c.nranks = o.ranks, c.rank = rank, c.init_call = 1, c.init_mono_ns = 1;
+    check(t.comm(c), db, "comm");
+    c.id = 2, c.hash = tph, c.handle = 4097, c.nranks = tp, c.rank = rank % tp, c.parent_id = 1, c.has_split = true,
+    c.split_color = rank / tp, c.init_call = 2, c.init_mono_ns = 2;
+    check(t.comm(c), db, "comm");
+    c.id = 3, c.hash = dph, c.handle = 4098, c.nranks = groups, c.rank = rank / tp, c.split_color = rank % tp,
+    c.init_call = 3, c.init_mono_ns = 3;
+    check(t.comm(c), db, "comm");
+  }
   // Stacks: a few, each with Python and native frames.
   const char* fns[] = {"tp_all_gather", "tp_reduce_scatter", "dp_all_reduce", "moe_all_to_all"};
   for (int s = 1; s <= 4; ++s) {
-    exec(db, "INSERT INTO stacks VALUES(" + std::to_string(s) + ",'" + hex16(s) + "')");
-    exec(db, "INSERT INTO frames VALUES(" + std::to_string(s) + ",0,'python','" + fns[s - 1] + "',NULL,NULL,'model.py'," +
-                 std::to_string(100 + s) + ")");
-    exec(db, "INSERT INTO frames VALUES(" + std::to_string(s) + ",1,'native','ncclAllReduce','libnccl.so.2',4660,NULL,NULL)");
+    check(t.stack(s, tf::hex16(uint64_t(s))), db, "stack");
+    tf::FrameRow f;
+    f.stack_id = s, f.depth = 0, f.kind = vocab::FrameKind::Python, f.function = fns[s - 1], f.file = "model.py",
+    f.line = 100 + s;
+    check(t.frame(f), db, "frame");
+    f = {};
+    f.stack_id = s, f.depth = 1, f.kind = vocab::FrameKind::Native, f.function = "ncclAllReduce",
+    f.module = "libnccl.so.2", f.offset = 4660;
+    check(t.frame(f), db, "frame");
   }
-  sqlite3_stmt *op = nullptr, *done = nullptr, *part = nullptr;
-  check(sqlite3_prepare_v2(db,
-                           "INSERT INTO ops(call_index, comm_id, seq, op, dtype, count, redop, stream, tid, thread_name, "
-                           "group_id, issue_mono_ns, issue_wall_ns, return_mono_ns, rc, state, stack_id) "
-                           "VALUES(?,?,?,?,'bfloat16',?,?,7,100,'MainThread',?,?,?,?,0,'enqueued',?)",
-                           -1, &op, nullptr),
-        db, "prepare ops");
-  check(sqlite3_prepare_v2(db, "INSERT INTO completions VALUES(?,?)", -1, &done, nullptr), db, "prepare completions");
-  check(sqlite3_prepare_v2(db, "INSERT INTO op_parts(call_index, part, op, dtype, count, peer) VALUES(?,?,?,'bfloat16',?,?)",
-                           -1, &part, nullptr),
-        db, "prepare parts");
-  int64_t seq[4] = {0, 0, 0, 0};
+  // Signatures: one per step position k (0..7), and the divergent broadcast (id 9).
+  bool parts = o.ranks <= 16;  // per-peer parts only for small worlds: 2 x ranks rows per all-to-all
+  uint64_t sig_hash[10] = {};
+  for (int k = 0; k <= 8; ++k) {
+    tf::SignatureRow s;
+    s.id = k + 1;
+    int kk = k == 8 ? 0 : k;
+    s.comm_id = kk < 5 ? 2 : kk < 7 ? 3 : 1;
+    s.op = k == 8 ? vocab::Op::Broadcast
+           : kk < 3 ? vocab::Op::AllGather : kk < 5 ? vocab::Op::ReduceScatter : kk < 7 ? vocab::Op::AllReduce
+                                                                                   : vocab::Op::AllToAll;
+    s.dtype = vocab::Dtype::Bfloat16;
+    s.count = int64_t(1) << (12 + kk % 4);
+    s.redop = kk >= 3 && kk < 7 && k != 8 ? vocab::RedOp::Sum : vocab::RedOp::None;
+    s.stream = 7;
+    s.tid = 100;
+    s.thread_name = "MainThread";
+    s.stack_id = kk < 3 ? 1 : kk < 5 ? 2 : kk < 7 ? 3 : 4;
+    std::vector<digest::Part> dp;
+    if (s.op == vocab::Op::AllToAll && parts)
+      for (int peer = 0, p = 0; peer < o.ranks; ++peer)
+        for (vocab::Op dir : {vocab::Op::Send, vocab::Op::Recv}) {
+          tf::PartRow r;
+          r.sig_id = s.id, r.part = p++, r.op = dir, r.dtype = vocab::Dtype::Bfloat16, r.count = s.count / o.ranks,
+          r.peer = peer;
+          check(t.part(r), db, "part");
+          dp.push_back({dir, r.dtype, r.count, -1, peer, vocab::RedOp::None});
+        }
+    s.nparts = int32_t(dp.size());
+    s.hash = sig_hash[s.id] = digest::signature_hash(s.op, s.dtype, s.count, s.root, s.peer, s.redop, dp.data(), dp.size());
+    check(t.signature(s), db, "signature");
+  }
+  int64_t seq[4] = {0, 0, 0, 0}, ordinal[4] = {0, 0, 0, 0};
+  uint64_t dig[4] = {0, 0, 0, 0};
   int64_t diverge_at = o.diverge_from_end > 0 ? o.ops - o.diverge_from_end : -1;
   bool odd_rank = rank == o.ranks - 1;
   for (int64_t i = 0; i < o.ops; ++i) {
@@ -110,53 +141,27 @@ void write_rank(const Options& o, int rank) {
     // Step of 8 ops: tp all_gather x3, tp reduce_scatter x2, dp all_reduce x2, world all_to_all.
     int k = static_cast<int>(i % 8);
     int comm = k < 5 ? 2 : k < 7 ? 3 : 1;
-    const char* name = k < 3 ? "all_gather" : k < 5 ? "reduce_scatter" : k < 7 ? "all_reduce" : "all_to_all";
-    int stack = k < 3 ? 1 : k < 5 ? 2 : k < 7 ? 3 : 4;
-    if (odd_rank && i == diverge_at && comm == 2) name = "broadcast";
+    int sig = k + 1;
+    if (odd_rank && i == diverge_at && comm == 2) sig = 9;
     if (odd_rank && i == diverge_at && comm != 2) diverge_at++;  // land on a tp op
-    int64_t count = 1 << (12 + k % 4);
-    sqlite3_bind_int64(op, 1, ci);
-    sqlite3_bind_int(op, 2, comm);
-    sqlite3_bind_int64(op, 3, ++seq[comm]);
-    sqlite3_bind_text(op, 4, name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(op, 5, count);
-    if (k >= 3 && k < 7) sqlite3_bind_text(op, 6, "sum", -1, SQLITE_STATIC);
-    else sqlite3_bind_null(op, 6);
-    if (comm == 1) sqlite3_bind_int64(op, 7, i);  // the all-to-all is a group of sends/recvs
-    else sqlite3_bind_null(op, 7);
-    sqlite3_bind_int64(op, 8, ci * 1000);
-    sqlite3_bind_int64(op, 9, ci * 1000);
-    sqlite3_bind_int64(op, 10, ci * 1000 + 50);
-    sqlite3_bind_int(op, 11, stack);
-    check(sqlite3_step(op), db, "insert op");
-    sqlite3_reset(op);
-    sqlite3_clear_bindings(op);
-    if (comm == 1 && o.ranks <= 16) {
-      // Per-peer parts only for small worlds: 2 x ranks rows per all-to-all otherwise dominate.
-      for (int peer = 0, p = 0; peer < o.ranks; ++peer)
-        for (const char* dir : {"send", "recv"}) {
-          sqlite3_bind_int64(part, 1, ci);
-          sqlite3_bind_int(part, 2, p++);
-          sqlite3_bind_text(part, 3, dir, -1, SQLITE_STATIC);
-          sqlite3_bind_int64(part, 4, count / o.ranks);
-          sqlite3_bind_int(part, 5, peer);
-          check(sqlite3_step(part), db, "insert part");
-          sqlite3_reset(part);
-        }
-    }
+    tf::OpRow r;
+    r.call_index = ci;
+    r.sig = sig;
+    r.seq = ++seq[comm];
+    r.issue_mono_ns = ci * 1000;
+    r.issue_wall_ns = ci * 1000;
+    r.return_mono_ns = ci * 1000 + 50;
     bool in_flight = o.diverge_from_end > 0 && i >= o.ops - o.diverge_from_end;
-    if (!in_flight) {
-      sqlite3_bind_int64(done, 1, ci);
-      sqlite3_bind_int64(done, 2, ci * 1000 + 900);
-      check(sqlite3_step(done), db, "insert completion");
-      sqlite3_reset(done);
-    }
+    r.completed = !in_flight;
+    r.complete_mono_ns = ci * 1000 + 900;
+    r.group_id = comm == 1 ? i : -1;  // the all-to-all is a group of sends/recvs
+    check(t.op(r), db, "insert op");
+    // The recorder's digest checkpoints (op_digest.h): every collective here is one.
+    dig[comm] = digest::chain(dig[comm], sig_hash[sig]);
+    if (digest::is_checkpoint(++ordinal[comm], digest::kDefaultInterval))
+      check(t.checkpoint({comm, ordinal[comm], r.seq, dig[comm]}), db, "checkpoint");
   }
-  sqlite3_finalize(op);
-  sqlite3_finalize(done);
-  sqlite3_finalize(part);
-  exec(db, "COMMIT");
-  sqlite3_close(db);
+  check(db.exec("COMMIT"), db, "commit");
 }
 
 [[noreturn]] void usage(const char* msg) {

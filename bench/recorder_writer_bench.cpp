@@ -1,12 +1,23 @@
 // Throughput of the recorder's writer thread: records pushed into its queue and committed to
-// SQLite, measured from the first push to the end of the flush that commits them.
-// Timings only (docs/recorder.md).
+// SQLite, measured from the first push to the end of the flush that commits them; and the bytes
+// on disk per op. Timings only (docs/recorder.md, docs/schema.md).
+//
+// LOCKSTEP_BENCH_CAPPED_OPS=N (with LOCKSTEP_MAX_MB=M, default 64): instead, N ops with their
+// completions through one writer capped at M MiB; prints the file's size along the way.
 #include <benchmark/benchmark.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+
+#include <sqlite3.h>
 
 #include "process_info.h"
 #include "writer.h"
@@ -23,6 +34,7 @@ Writer* open_writer() {
     TraceHeader h;
     h.info = read_process_info();
     h.info.trace_dir = g_dir = mkdtemp(tmpl);
+    h.max_mb = 0;  // the throughput of the writer itself, no cap
     std::string err;
     Writer* w = Writer::open(h, &err);
     if (!w) {
@@ -36,6 +48,30 @@ Writer* open_writer() {
 }
 
 int64_t g_call = 1;
+
+// CPU seconds (user + system) of the writer thread so far: on a shared machine the wall-clock
+// rate depends on the other load; ops per writer CPU-second is what one core sustains.
+double writer_cpu_seconds() {
+  double total = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(e.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name != "lockstep-writer") continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    std::istringstream in(line.substr(line.rfind(')') + 2));
+    std::string field;
+    unsigned long long utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && in >> field; i++) {
+      if (i == 14) utime = std::stoull(field);
+      if (i == 15) stime = std::stoull(field);
+    }
+    total += double(utime + stime) / double(sysconf(_SC_CLK_TCK));
+  }
+  return total;
+}
 
 Record op_record(int64_t call) {
   Record r;
@@ -68,6 +104,7 @@ void BM_writer_commits(benchmark::State& state) {
   const int64_t batch = 50000;
   bool completions = state.range(0) == 1;
   int64_t rows = 0;
+  const double cpu0 = writer_cpu_seconds();
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
     for (int64_t i = 0; i < batch; i++) {
@@ -87,13 +124,82 @@ void BM_writer_commits(benchmark::State& state) {
     rows += completions ? 2 * batch : batch;
   }
   state.counters["ops/s"] = benchmark::Counter(double(batch) * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["ops/writer_cpu_s"] = double(batch) * double(state.iterations()) / (writer_cpu_seconds() - cpu0);
   state.counters["rows/s"] = benchmark::Counter(double(rows), benchmark::Counter::kIsRate);
+  // Bytes on disk per op so far (this writer's file holds every op of both runs).
+  struct stat st {};
+  if (stat(w->path().c_str(), &st) == 0) state.counters["file_bytes/op"] = double(st.st_size) / double(g_call - 1);
 }
 BENCHMARK(BM_writer_commits)->Arg(0)->Arg(1)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
+
+int64_t meta_int(const std::string& path, const char* key) {
+  sqlite3* db = nullptr;
+  int64_t v = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* st = nullptr;
+    std::string sql = std::string("SELECT value FROM meta WHERE key='") + key + "'";
+    if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+      v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return v;
+}
+
+int capped_run(int64_t n) {
+  char tmpl[] = "/tmp/lockstep-writer-capped-XXXXXX";
+  TraceHeader h;
+  h.info = read_process_info();
+  h.info.trace_dir = g_dir = mkdtemp(tmpl);
+  const char* mb = getenv("LOCKSTEP_MAX_MB");
+  h.max_mb = mb && *mb ? atoll(mb) : 64;
+  std::string err;
+  Writer* w = Writer::open(h, &err);
+  if (!w) {
+    fprintf(stderr, "recorder_writer_bench: %s\n", err.c_str());
+    return 1;
+  }
+  w->start();
+  auto t0 = std::chrono::steady_clock::now();
+  int64_t max_size = 0;
+  for (int64_t call = 1; call <= n; call++) {
+    w->push(op_record(call));
+    Record c;
+    c.kind = RecKind::Completion;
+    c.done = {call, call * 1000 + 5000};
+    w->push(c);
+    if (call % 30000 == 0) {
+      w->flush(60000);
+      struct stat st {};
+      if (stat(w->path().c_str(), &st) == 0) max_size = std::max<int64_t>(max_size, st.st_size);
+      if (call % 10000000 == 0) {
+        double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        printf("%lld ops: file %lld bytes (max so far %lld), %.0f ops/s\n", (long long)call, (long long)st.st_size,
+               (long long)max_size, double(call) / s);
+        fflush(stdout);
+      }
+    }
+  }
+  const double cpu = writer_cpu_seconds();
+  w->stop("exit");
+  double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  printf("writer thread CPU: %.1f s (%.0f ops per writer CPU-second)\n", cpu, double(n) / cpu);
+  struct stat st {};
+  stat(w->path().c_str(), &st);
+  printf("capped run: %lld ops, cap %lld MiB: final file %lld bytes, largest seen %lld bytes, retired_ops %lld, "
+         "dropped_records %lld, %.1f s (%.0f ops/s)\n",
+         (long long)n, (long long)h.max_mb, (long long)st.st_size, (long long)std::max<int64_t>(max_size, st.st_size),
+         (long long)meta_int(w->path(), "retired_ops"), (long long)meta_int(w->path(), "dropped_records"), s,
+         double(n) / s);
+  std::string cmd = "rm -rf '" + g_dir + "'";
+  if (system(cmd.c_str()) != 0) fprintf(stderr, "could not remove %s\n", g_dir.c_str());
+  return 0;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (const char* n = getenv("LOCKSTEP_BENCH_CAPPED_OPS"); n && *n) return capped_run(atoll(n));
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -21,6 +21,7 @@ struct RunArgs {
   std::string dir = "lockstep-trace";
   std::string stacks;
   double hang_timeout = -1;
+  int64_t max_mb = -1;  // -1: the recorder's default (LOCKSTEP_MAX_MB)
   std::vector<std::string> cmd;
 };
 
@@ -50,6 +51,7 @@ int run(const RunArgs& a) {
   setenv("LOCKSTEP_ANALYZER", self_exe().c_str(), 1);
   if (!a.stacks.empty()) setenv("LOCKSTEP_STACKS", a.stacks.c_str(), 1);
   if (a.hang_timeout >= 0) setenv("LOCKSTEP_HANG_TIMEOUT", std::to_string(a.hang_timeout).c_str(), 1);
+  if (a.max_mb >= 0) setenv("LOCKSTEP_MAX_MB", std::to_string(a.max_mb).c_str(), 1);
 
   std::vector<char*> argv;
   for (auto& s : a.cmd) argv.push_back(const_cast<char*>(s.c_str()));
@@ -73,6 +75,10 @@ void add_run_command(CLI::App& app, int* exit_code) {
   sub->add_option("--hang-timeout", args->hang_timeout,
                   "Seconds without progress before the recorder reports a hang and runs `lockstep analyze`")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--max-mb", args->max_mb,
+                  "Trace size cap per process in MiB (0 = none; default 256): the oldest ops are retired, "
+                  "digest checkpoints keep them verifiable")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 22));
   sub->add_option("cmd", args->cmd, "Command and its arguments (after --)")->required();
   sub->footer("Example: lockstep run -o traces -- torchrun --nproc-per-node 8 train.py\n"
               "lockstep run becomes CMD (exec): signals reach CMD once, and its exit status is CMD's own\n"

@@ -25,6 +25,18 @@ bool parse_seconds(const char* s, double min, double max, double* out) {
   return true;
 }
 
+bool parse_int(const char* s, int64_t min, int64_t max, int64_t* out) {
+  if (!s || !*s) return false;
+  for (const char* p = s; *p; p++)
+    if (*p < '0' || *p > '9') return false;
+  errno = 0;
+  char* end = nullptr;
+  long long v = strtoll(s, &end, 10);
+  if (*end || errno == ERANGE || v < min || v > max) return false;
+  *out = v;
+  return true;
+}
+
 Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
   Config c;
   auto warn_default = [&](const char* name, const char* value, const char* expected,
@@ -60,6 +72,17 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
     if (!parse_bench_off(v, &c.bench_off))
       warn_default("LOCKSTEP_BENCH_OFF", v,
                    "a list of recorder,stack,capture,clock,event,queue,watchdog,waits", "none");
+  if (const char* v = env("LOCKSTEP_MAX_MB"); v && *v) {
+    int64_t mb = 0;
+    if (parse_int(v, 0, kMaxMaxMb, &mb) && (mb == 0 || mb >= kMinMaxMb)) {
+      c.max_mb = mb;
+    } else {
+      char expected[96];
+      snprintf(expected, sizeof expected, "a size in MiB in [%lld, %lld] (0 = no cap)",
+               static_cast<long long>(kMinMaxMb), static_cast<long long>(kMaxMaxMb));
+      warn_default("LOCKSTEP_MAX_MB", v, expected, std::to_string(kDefaultMaxMb));
+    }
+  }
   return c;
 }
 

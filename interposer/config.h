@@ -4,6 +4,7 @@
 // The rank variables (LOCKSTEP_RANK, RANK, SLURM_PROCID, ...) are schema/rank_env.h's table.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -16,12 +17,19 @@ inline constexpr double kDefaultHangTimeoutS = 60;
 // Above this a timeout is no timeout; also keeps seconds * 1e9 far inside int64 nanoseconds.
 inline constexpr double kMaxHangTimeoutS = 1e7;  // ~116 days
 
+// The trace-size cap per process (LOCKSTEP_MAX_MB): 256 MiB keeps ~7 M ops at full detail
+// (schema 2, ~35 bytes/op) and costs a 256-rank job 64 GiB on its shared filesystem at most.
+inline constexpr int64_t kDefaultMaxMb = 256;
+inline constexpr int64_t kMinMaxMb = 1;          // below this the header alone does not fit
+inline constexpr int64_t kMaxMaxMb = 1 << 22;    // 4 TiB: far beyond any filesystem's file
+
 struct Config {
   std::string dir = "lockstep-trace";              // LOCKSTEP_DIR (relative: to the cwd)
   StacksSetting stacks = StacksSetting::Auto;      // LOCKSTEP_STACKS none|native|python
   double hang_timeout_s = kDefaultHangTimeoutS;    // LOCKSTEP_HANG_TIMEOUT, 0 = off
   std::string analyzer;                            // LOCKSTEP_ANALYZER ("" = no diagnosis)
   unsigned bench_off = 0;                          // LOCKSTEP_BENCH_OFF (bench_knobs.h; benchmarks only)
+  int64_t max_mb = kDefaultMaxMb;                  // LOCKSTEP_MAX_MB, 0 = no cap
 };
 
 using EnvLookup = std::function<const char*(const char*)>;
@@ -31,6 +39,8 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings);
 
 // Parsers with range checks, shared with the tests. false: not a value (out untouched).
 bool parse_seconds(const char* s, double min, double max, double* out);
+// A plain decimal integer in [min, max].
+bool parse_int(const char* s, int64_t min, int64_t max, int64_t* out);
 
 // The process's configuration, read from the environment on first use (warnings go to stderr,
 // once). Called when the recorder starts, not on the hot path.

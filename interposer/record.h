@@ -37,6 +37,7 @@ struct OpRec {
   int8_t dtype;         // -1 = NULL (unknown or mixed)
   OpKind op;
   OpState state;
+  bool has_parts;       // PartRecs follow (a grouped op): the writer waits for them
 };
 
 struct PartRec {
@@ -46,6 +47,7 @@ struct PartRec {
   int32_t root, peer, redop;
   int8_t dtype;
   OpKind op;
+  int32_t nparts;       // how many parts the op has
 };
 
 struct CommInitRec {

@@ -403,6 +403,7 @@ void group_end(int rc, bool simulate) noexcept {
       o.capture_id = first->capture.id;
       o.graph_id = first->capture.graph;
     }
+    o.has_parts = f.list_parts;
     emit_op(r, c, comm, o, rc, simulate);
     if (!f.list_parts) continue;
     int32_t part = 0;
@@ -410,7 +411,8 @@ void group_end(int rc, bool simulate) noexcept {
       Record rec;
       rec.kind = RecKind::Part;
       rec.part = {call,    int64_t(d->count), part++, d->root, d->peer, d->redop,
-                  int8_t(d->dtype >= 0 && d->dtype < 12 ? d->dtype : -1), d->kind};
+                  int8_t(d->dtype >= 0 && d->dtype < 12 ? d->dtype : -1), d->kind,
+                  int32_t(ts.scratch.size())};
       r->writer->push(rec);
     }
   }

@@ -10,7 +10,11 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <map>
+#include <tuple>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -20,9 +24,13 @@
 #include "log.h"
 #include "symbolize.h"
 #include "write_errno_vfs.h"
+#include "config.h"
+#include "op_digest.h"
+#include "trace_file.h"
 #include "trace_schema.h"
 #include "profiler_plugin.h"
 #include "profiler_schema.h"
+#include "vocab.h"
 
 
 namespace lockstep::rec {
@@ -127,31 +135,133 @@ SigxfszBlocked::~SigxfszBlocked() {
   pthread_sigmask(SIG_SETMASK, &previous_, nullptr);
 }
 
-struct Writer::Stmts {
-  sqlite3_stmt *op = nullptr, *part = nullptr, *comm = nullptr, *comm_end = nullptr,
-               *api = nullptr, *done = nullptr, *launch = nullptr, *wait = nullptr,
-               *stack = nullptr, *frame = nullptr, *meta = nullptr, *hang = nullptr;
+// Writer-thread state of schema 2's compact rows: an op waiting for its parts (grouped ops) or
+// the end of the batch, the interned signatures, and each communicator's running digest.
+struct Writer::PendingOp {
+  OpRec rec;
+  std::vector<PartRec> parts;
+  int32_t nparts = -1;     // -1: not known yet (no part seen)
+  bool completed = false;
+  int64_t complete_mono = 0;
+  int waited = 0;          // batch ends seen while waiting for parts
+  bool ready() const { return !rec.has_parts || rec.state == OpState::GraphLaunched || int32_t(parts.size()) == nparts; }
+};
+
+// The recorder's enums are the vocabulary's, value for value (the writer stores them as such).
+static_assert(int(OpKind::Coalesced) == int(vocab::Op::Coalesced) && int(OpKind::AllToAll) == int(vocab::Op::AllToAll));
+static_assert(int(OpState::GraphLaunched) == int(vocab::State::GraphLaunched));
+static_assert(int(WaitKind::EventRecord) == int(vocab::Wait::EventRecord));
+static_assert(int(CommEnd::Revoke) == int(vocab::CommEnd::Revoke));
+
+namespace {
+struct SigKey {
+  int64_t comm_id;
+  int64_t count;
+  uint64_t stream;
+  uint64_t stack_hash;
+  int32_t tid, root, peer, redop;
+  int8_t dtype;
+  OpKind op;
+  std::vector<PartRec> parts;  // call_index/part fields zeroed
+  bool operator==(const SigKey& o) const {
+    auto same = [](const PartRec& a, const PartRec& b) {
+      return std::tie(a.count, a.part, a.root, a.peer, a.redop, a.dtype, a.op) ==
+             std::tie(b.count, b.part, b.root, b.peer, b.redop, b.dtype, b.op);
+    };
+    if (std::tie(comm_id, count, stream, stack_hash, tid, root, peer, redop, dtype, op) !=
+            std::tie(o.comm_id, o.count, o.stream, o.stack_hash, o.tid, o.root, o.peer, o.redop, o.dtype, o.op) ||
+        parts.size() != o.parts.size())
+      return false;
+    for (size_t i = 0; i < parts.size(); ++i)
+      if (!same(parts[i], o.parts[i])) return false;
+    return true;
+  }
+};
+struct SigKeyHash {
+  size_t operator()(const SigKey& k) const {
+    // Field by field: a moved key's padding is not zeroed.
+    const int64_t f[] = {k.comm_id, k.count, int64_t(k.stream), int64_t(k.stack_hash), k.tid, k.root, k.peer, k.redop,
+                         k.dtype, int64_t(k.op)};
+    uint64_t h = XXH64(f, sizeof f, 0);
+    for (const PartRec& p : k.parts) {
+      const int64_t g[] = {p.count, p.part, p.root, p.peer, p.redop, p.dtype, int64_t(p.op)};
+      h = XXH64(g, sizeof g, h);
+    }
+    return size_t(h);
+  }
+};
+digest::Part digest_part(const PartRec& p) {
+  return {vocab::Op(p.op), vocab::dtype_from_nccl(p.dtype), p.count, p.root, p.peer, vocab::redop_from_nccl(p.redop)};
+}
+}  // namespace
+
+struct Writer::SigState {
+  struct Sig {
+    int64_t id;
+    int64_t comm_id;
+    bool collective;
+    uint64_t hash;
+  };
+  std::unordered_map<SigKey, Sig, SigKeyHash> ids;
+  // The parts of captured grouped ops: their graph launches run the same parts.
+  std::unordered_map<int64_t, std::vector<PartRec>> captured_parts;
+  std::vector<PendingOp> pending;
+  // Ops arrive almost in call_index order: while they do, a binary search finds one; after one
+  // out of order, a hash index (built on the next lookup) does.
+  bool pending_sorted = true;
+  std::unordered_map<int64_t, size_t> pending_index;  // call_index -> slot, when !pending_sorted
+  bool index_stale = true;
+  PendingOp* find_pending(int64_t call_index) {
+    if (pending_sorted) {
+      auto it = std::lower_bound(pending.begin(), pending.end(), call_index,
+                                 [](const PendingOp& p, int64_t c) { return p.rec.call_index < c; });
+      return it != pending.end() && it->rec.call_index == call_index ? &*it : nullptr;
+    }
+    if (index_stale) {
+      pending_index.clear();
+      for (size_t i = 0; i < pending.size(); ++i) pending_index[pending[i].rec.call_index] = i;
+      index_stale = false;
+    }
+    auto it = pending_index.find(call_index);
+    return it == pending_index.end() ? nullptr : &pending[it->second];
+  }
+  void add_pending(const OpRec& o) {
+    if (!pending.empty() && o.call_index <= pending.back().rec.call_index) pending_sorted = false;
+    pending.push_back(PendingOp{o, {}, -1, false, 0, 0});
+    if (!pending_sorted && !index_stale) pending_index[o.call_index] = pending.size() - 1;
+  }
+  struct CommDigest {
+    int64_t next_seq = 1;
+    int64_t ordinal = 0;
+    uint64_t digest = digest::kEmpty;
+    // Sequenced ops that arrived ahead of a lower seq (several threads on one communicator).
+    std::map<int64_t, std::pair<bool, uint64_t>> waiting;  // seq -> (collective, hash)
+    // Retired history (the size cap): collectives, digest, last seq.
+    int64_t retired_collectives = 0;
+    uint64_t retired_digest = digest::kEmpty;
+    int64_t retired_through_seq = 0;
+  };
+  std::unordered_map<int64_t, CommDigest> comms;
+  std::unordered_map<int64_t, Sig> by_id;   // signature id -> what retirement needs
+  int64_t digest_gaps = 0;
+  int64_t rows_in_file = 0;                 // op rows written and not retired
+  int64_t retired_ops = 0;
+  int64_t late_parts = 0;
+  int64_t orphan_completions = 0;
 };
 
 Writer::Writer() : queue_(kQueueRecords) {}
 
-// One insert; a failure stops the recording with the cause SQLite saw (disk full, EFBIG, ...).
-bool Writer::step(sqlite3_stmt* q, const char* what) {
-  int rc = sqlite3_step(q);
-  bool ok = rc == SQLITE_DONE || rc == SQLITE_CONSTRAINT;
-  // Reset first: a statement left active keeps the pager in its error state, and then even the
-  // recorder_stopped rows could not be written.
-  sqlite3_reset(q);
-  if (!ok) fail(what);
-  return ok;
-}
-
-bool Writer::exec(const char* sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db_, sql, nullptr, nullptr, &err) == SQLITE_OK) return true;
-  if (err) sqlite3_free(err);
+// A result code of the trace file: SQLITE_DONE/OK/ROW are success; SQLITE_CONSTRAINT too (a
+// duplicate row is not worth stopping the recording for). Anything else stops the recording
+// with the cause SQLite saw (disk full, EFBIG, ...).
+bool Writer::ok(int rc, const char* what) {
+  if (rc == SQLITE_DONE || rc == SQLITE_OK || rc == SQLITE_ROW || (rc & 0xff) == SQLITE_CONSTRAINT) return true;
+  fail(what);
   return false;
 }
+
+bool Writer::exec(const char* sql) { return file_.exec(sql) == SQLITE_OK; }
 
 Writer* Writer::open(const TraceHeader& h, std::string* error) {
   // The header is written in the calling (application) thread: SIGXFSZ blocked meanwhile.
@@ -166,25 +276,19 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
     return nullptr;
   }
   auto* w = new Writer();
+  w->sig_ = new SigState();
   w->path_ = info.trace_dir + "/" + info.host + "-" + std::to_string(info.pid) +
              schema::kFileSuffix;
-  // A stale file of an earlier process with the same pid would mix two runs.
-  unlink(w->path_.c_str());
-  for (const char* ext : {"-journal", "-wal", "-shm"}) unlink((w->path_ + ext).c_str());
 
   auto fail_open = [&](const std::string& what) {
-    *error = what + " (" + w->path_ + "): " + (w->db_ ? sqlite3_errmsg(w->db_) : "open failed");
-    if (int e = last_write_errno() ? last_write_errno() : w->db_ ? sqlite3_system_errno(w->db_) : 0)
+    *error = what + " (" + w->path_ + "): " + (w->file_ ? w->file_.errmsg() : "open failed");
+    if (int e = last_write_errno() ? last_write_errno() : w->file_ ? sqlite3_system_errno(w->file_.get()) : 0)
       *error += std::string(" (") + strerror(e) + ")";
-    if (w->db_) sqlite3_close(w->db_);
-    delete w;
+    delete w->sig_;
+    delete w;  // closes the file and finalizes every statement
     return nullptr;
   };
   clear_last_write_errno();
-  if (sqlite3_open_v2(w->path_.c_str(), &w->db_,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
-                      write_errno_vfs_name()) != SQLITE_OK)
-    return fail_open("cannot create trace file");
 
   // Journal mode. A rollback journal, not WAL: WAL needs a shared-memory index that readers on
   // other nodes cannot share (NFS/Lustre), and a WAL reader must be able to write the -shm
@@ -197,60 +301,29 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   // server, so a reader on another node sees it.
   bool network = is_network_fs(info.trace_dir);
   w->journal_mode_ = network ? "delete" : "truncate";
-  sqlite3_busy_timeout(w->db_, 2000);
-  std::string pragmas = "PRAGMA application_id=" + std::to_string(schema::kApplicationId) +
-                        ";PRAGMA journal_mode=" + w->journal_mode_ +
-                        ";PRAGMA synchronous=" + (network ? "NORMAL" : "OFF") + ";";
-  if (!w->exec(pragmas.c_str())) return fail_open("cannot configure trace file");
-  if (!w->exec(schema::kCreateSql) || !w->exec(schema::kProfilerCreateSql))
-    return fail_open("cannot create trace tables");
-
-  auto prep = [&](const char* sql, sqlite3_stmt** s) {
-    return sqlite3_prepare_v3(w->db_, sql, -1, SQLITE_PREPARE_PERSISTENT, s, nullptr) ==
-           SQLITE_OK;
-  };
-  w->st_ = new Stmts();
-  Stmts& s = *w->st_;
-  bool ok =
-      prep("INSERT INTO ops(call_index,comm_id,seq,op,dtype,count,root,peer,redop,stream,tid,"
-           "thread_name,group_id,issue_mono_ns,issue_wall_ns,return_mono_ns,rc,state,capture_id,"
-           "graph_id,origin_call,graph_exec,stack_id) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,"
-           "?,?,?,?,?)",
-           &s.op) &&
-      prep("INSERT OR REPLACE INTO op_parts(call_index,part,op,dtype,count,root,peer,redop) "
-           "VALUES(?,?,?,?,?,?,?,?)",
-           &s.part) &&
-      prep("INSERT OR REPLACE INTO comms(id,comm_hash,handle,nranks,rank,cuda_device,parent_id,"
-           "split_color,split_key,name,init_call,init_mono_ns,init_rc) "
-           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
-           &s.comm) &&
-      prep("UPDATE comms SET end_kind=?,end_call=?,end_mono_ns=? WHERE id=?", &s.comm_end) &&
-      prep("INSERT INTO api_calls(call_index,name,comm_id,rc,detail,mono_ns) VALUES(?,?,?,?,?,?)",
-           &s.api) &&
-      prep("INSERT OR REPLACE INTO completions(call_index,mono_ns) VALUES(?,?)", &s.done) &&
-      prep("INSERT INTO graph_launches(call_index,graph_exec,graph_id,stream,mono_ns) "
-           "VALUES(?,?,?,?,?)",
-           &s.launch) &&
-      prep("INSERT INTO waits(call_index,kind,stream,event,tid,begin_mono_ns,end_mono_ns) "
-           "VALUES(?,?,?,?,?,?,?)",
-           &s.wait) &&
-      prep("INSERT INTO stacks(id,hash) VALUES(?,?)", &s.stack) &&
-      prep("INSERT INTO frames(stack_id,depth,kind,function,module,offset,file,line) "
-           "VALUES(?,?,?,?,?,?,?,?)",
-           &s.frame) &&
-      prep("INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)", &s.meta) &&
-      prep("INSERT INTO hangs(mono_ns,wall_ns,in_flight,message) VALUES(?,?,?,?)", &s.hang);
-  if (!ok) return fail_open("cannot prepare trace statements");
+  const int64_t start_mono = mono_ns(), start_wall = wall_ns();
+  trace_file::CreateOptions co;
+  co.vfs = write_errno_vfs_name();
+  co.journal_mode = w->journal_mode_;
+  co.synchronous = network ? "NORMAL" : "OFF";
+  co.busy_timeout_ms = 2000;
+  co.time_base_mono_ns = start_mono;
+  co.wall_offset_ns = start_wall - start_mono;
+  const char* what = "";
+  if (trace_file::create(w->file_, w->path_, co, &what) != SQLITE_OK) return fail_open(what);
+  w->db_ = w->file_.get();
+  if (w->tables_.prepare(w->db_, co.time_base_mono_ns, co.wall_offset_ns) != SQLITE_OK)
+    return fail_open("cannot prepare trace statements");
+  w->tables_ready_ = true;
+  if (!w->exec(schema::kProfilerCreateSql)) return fail_open("cannot create trace tables");
+  const int64_t max_mb = h.max_mb >= 0 ? h.max_mb : config().max_mb;
+  w->max_bytes_ = max_mb * 1024 * 1024;
+  w->checkpoint_interval_ = h.checkpoint_interval > 0 ? h.checkpoint_interval : digest::kDefaultInterval;
 
   // Header rows, in the caller's thread: the file is complete and valid before any op.
-  auto meta = [&](const char* k, const std::string& v) {
-    sqlite3_bind_text(s.meta, 1, k, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s.meta, 2, v.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_step(s.meta);
-    sqlite3_reset(s.meta);
-  };
-  w->exec("BEGIN");
-  meta("schema_version", std::to_string(schema::kSchemaVersion));
+  trace_file::Tables& t = w->tables_;
+  bool ok = w->exec("BEGIN");
+  auto meta = [&](const char* k, const std::string& v) { ok = ok && t.meta(k, v) == SQLITE_DONE; };
   meta("lockstep_version", LOCKSTEP_VERSION);
   meta("host", info.host);
   meta("pid", std::to_string(info.pid));
@@ -263,22 +336,18 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   meta("nccl_library", h.nccl_library);
   meta("stack_mode", h.stack_mode);
   meta("unwinder", h.unwinder);
-  meta("start_wall_ns", std::to_string(wall_ns()));
-  meta("start_mono_ns", std::to_string(mono_ns()));
+  meta("start_wall_ns", std::to_string(start_wall));
+  meta("start_mono_ns", std::to_string(start_mono));
   meta("journal_mode", w->journal_mode_);
   meta("finished", "0");
   meta("dropped_records", "0");
   meta("last_flush_mono_ns", std::to_string(mono_ns()));
-  sqlite3_stmt* env = nullptr;
-  prep("INSERT OR REPLACE INTO env(name,value) VALUES(?,?)", &env);
-  for (const auto& [k, v] : info.env) {
-    sqlite3_bind_text(env, 1, k.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(env, 2, v.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_step(env);
-    sqlite3_reset(env);
-  }
-  sqlite3_finalize(env);
-  if (!w->exec("COMMIT")) return fail_open("cannot write trace header");
+  meta("digest_version", std::to_string(digest::kDigestVersion));
+  meta("checkpoint_interval", std::to_string(w->checkpoint_interval_));
+  meta("max_mb", std::to_string(max_mb));
+  meta("retired_ops", "0");
+  for (const auto& [k, v] : info.env) ok = ok && t.env(k, v) == SQLITE_DONE;
+  if (!ok || !w->exec("COMMIT")) return fail_open("cannot write trace header");
 
   w->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (w->wake_fd_ < 0 || pipe2(w->ack_pipe_, O_CLOEXEC | O_NONBLOCK) != 0)
@@ -411,7 +480,7 @@ void Writer::stop_recording(StopReason why, const std::string& detail) {
 }
 
 bool Writer::write_stop_meta(StopReason why, const std::string& detail) {
-  if (!st_ || !st_->meta) return false;
+  if (!tables_ready_) return false;
   if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) return false;
   const std::pair<const char*, std::string> rows[] = {
       {"recorder_stopped", stop_reason_name(why)},
@@ -420,12 +489,7 @@ bool Writer::write_stop_meta(StopReason why, const std::string& detail) {
       {"dropped_records", std::to_string(dropped_.load())},
   };
   bool ok = true;
-  for (const auto& [k, v] : rows) {
-    sqlite3_bind_text(st_->meta, 1, k, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st_->meta, 2, v.c_str(), -1, SQLITE_TRANSIENT);
-    ok = ok && sqlite3_step(st_->meta) == SQLITE_DONE;
-    sqlite3_reset(st_->meta);
-  }
+  for (const auto& [k, v] : rows) ok = ok && tables_.meta(k, v) == SQLITE_DONE;
   if (ok && sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK) return true;
   if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   return false;
@@ -486,43 +550,34 @@ void Writer::intern_pending_stacks() {
     std::lock_guard<std::mutex> g(side_mu_);
     stacks.swap(pending_stacks_);
   }
-  Stmts& s = *st_;
+  trace_file::Tables& t = tables_;
   for (const PendingStack& ps : stacks) {
     if (stack_ids_.count(ps.hash)) continue;
     int64_t id = int64_t(stack_ids_.size()) + 1;
     stack_ids_[ps.hash] = id;
-    char hex[17];
-    snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(ps.hash));
-    sqlite3_bind_int64(s.stack, 1, id);
-    sqlite3_bind_text(s.stack, 2, hex, -1, SQLITE_TRANSIENT);
-    if (!step(s.stack, "insert stack")) return;
+    if (!ok(t.stack(id, trace_file::hex16(ps.hash)), "insert stack")) return;
     for (size_t d = 0; d < ps.pcs.size(); d++) {
       NativeFrame f = symbolize(ps.pcs[d], d == 0);
-      sqlite3_bind_int64(s.frame, 1, id);
-      sqlite3_bind_int64(s.frame, 2, int64_t(d));
-      sqlite3_bind_text(s.frame, 3, "native", -1, SQLITE_STATIC);
-      if (f.function.empty()) sqlite3_bind_null(s.frame, 4);
-      else sqlite3_bind_text(s.frame, 4, f.function.c_str(), -1, SQLITE_TRANSIENT);
-      if (f.module.empty()) sqlite3_bind_null(s.frame, 5);
-      else sqlite3_bind_text(s.frame, 5, f.module.c_str(), -1, SQLITE_TRANSIENT);
-      sqlite3_bind_int64(s.frame, 6, int64_t(f.offset));
-      sqlite3_bind_null(s.frame, 7);
-      sqlite3_bind_null(s.frame, 8);
-      if (!step(s.frame, "insert frame")) return;
+      trace_file::FrameRow r;
+      r.stack_id = id;
+      r.depth = int32_t(d);
+      r.kind = vocab::FrameKind::Native;
+      r.function = f.function;
+      r.module = f.module;
+      r.offset = int64_t(f.offset);
+      if (!ok(t.frame(r), "insert frame")) return;
     }
     // Python frames after the native ones, innermost first (schema: frames.depth).
     for (size_t i = 0; i < ps.py.size(); i++) {
       lockstep::PyFrameInfo fi = lockstep::resolve_python_frame(ps.py[i]);
-      sqlite3_bind_int64(s.frame, 1, id);
-      sqlite3_bind_int64(s.frame, 2, int64_t(ps.pcs.size() + i));
-      sqlite3_bind_text(s.frame, 3, "python", -1, SQLITE_STATIC);
-      sqlite3_bind_text(s.frame, 4, fi.function.c_str(), -1, SQLITE_TRANSIENT);
-      sqlite3_bind_null(s.frame, 5);
-      sqlite3_bind_null(s.frame, 6);
-      sqlite3_bind_text(s.frame, 7, fi.file.c_str(), -1, SQLITE_TRANSIENT);
-      if (fi.line > 0) sqlite3_bind_int64(s.frame, 8, fi.line);
-      else sqlite3_bind_null(s.frame, 8);
-      if (!step(s.frame, "insert frame")) return;
+      trace_file::FrameRow r;
+      r.stack_id = id;
+      r.depth = int32_t(ps.pcs.size() + i);
+      r.kind = vocab::FrameKind::Python;
+      r.function = fi.function;
+      r.file = fi.file;
+      r.line = fi.line > 0 ? fi.line : -1;
+      if (!ok(t.frame(r), "insert frame")) return;
     }
   }
 }
@@ -544,144 +599,340 @@ const std::string& Writer::thread_name(int tid) {
   return thread_names_[tid] = name;
 }
 
-namespace {
-void bind_opt_int(sqlite3_stmt* s, int i, int64_t v, int64_t null_value = -1) {
-  if (v == null_value) sqlite3_bind_null(s, i);
-  else sqlite3_bind_int64(s, i, v);
+// The signature of an op: interned once (a row in signatures, its parts in signature_parts).
+int64_t Writer::signature_id(const OpRec& o, const std::vector<PartRec>& parts, bool* collective, uint64_t* hash) {
+  SigKey k;
+  k.comm_id = o.comm_id;
+  k.count = o.count;
+  k.stream = o.stream;
+  k.stack_hash = o.stack_hash;
+  k.tid = o.tid;
+  k.root = o.root;
+  k.peer = o.peer;
+  k.redop = o.redop;
+  k.dtype = o.dtype;
+  k.op = o.op;
+  k.parts.reserve(parts.size());
+  for (const PartRec& p : parts) {
+    PartRec q{};
+    q.count = p.count;
+    q.part = p.part;
+    q.root = p.root;
+    q.peer = p.peer;
+    q.redop = p.redop;
+    q.dtype = p.dtype;
+    q.op = p.op;
+    k.parts.push_back(q);
+  }
+  auto it = sig_->ids.find(k);
+  if (it != sig_->ids.end()) {
+    *collective = it->second.collective;
+    *hash = it->second.hash;
+    return it->second.id;
+  }
+  const vocab::Op op = vocab::Op(o.op);
+  std::vector<digest::Part> dparts;
+  dparts.reserve(parts.size());
+  for (const PartRec& p : parts) dparts.push_back(digest_part(p));
+  SigState::Sig sig;
+  sig.id = int64_t(sig_->ids.size()) + 1;
+  sig.comm_id = o.comm_id;
+  sig.collective = digest::in_collective_sequence(op);
+  sig.hash = digest::signature_hash(op, vocab::dtype_from_nccl(o.dtype), o.count, o.root, o.peer,
+                                    vocab::redop_from_nccl(o.redop), dparts.data(), dparts.size());
+  trace_file::SignatureRow r;
+  r.id = sig.id;
+  r.comm_id = o.comm_id;
+  r.op = op;
+  r.dtype = vocab::dtype_from_nccl(o.dtype);
+  r.count = o.count;
+  r.root = o.root;
+  r.peer = o.peer;
+  r.redop = vocab::redop_from_nccl(o.redop);
+  r.stream = o.stream;
+  r.tid = o.tid;
+  r.thread_name = thread_name(o.tid);
+  r.stack_id = o.stack_hash ? stack_id_for(o.stack_hash) : -1;
+  r.nparts = int32_t(parts.size());
+  r.hash = sig.hash;
+  if (!ok(tables_.signature(r), "insert signature")) return -1;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const PartRec& p = parts[i];
+    trace_file::PartRow pr;
+    pr.sig_id = sig.id;
+    pr.part = int32_t(i);
+    pr.op = vocab::Op(p.op);
+    pr.dtype = vocab::dtype_from_nccl(p.dtype);
+    pr.count = p.count;
+    pr.root = p.root;
+    pr.peer = p.peer;
+    pr.redop = vocab::redop_from_nccl(p.redop);
+    if (!ok(tables_.part(pr), "insert signature part")) return -1;
+  }
+  sig_->ids.emplace(std::move(k), sig);
+  sig_->by_id.emplace(sig.id, sig);
+  *collective = sig.collective;
+  *hash = sig.hash;
+  return sig.id;
 }
-void bind_opt_text(sqlite3_stmt* s, int i, const char* v) {
-  if (!v || !*v) sqlite3_bind_null(s, i);
-  else sqlite3_bind_text(s, i, v, -1, SQLITE_STATIC);
+
+// The running digest of a communicator's collectives in seq order (op_digest.h), and a
+// checkpoint row every checkpoint_interval_ collectives.
+void Writer::digest_op(int64_t comm_id, int64_t seq, int64_t call_index, bool collective, uint64_t sig_hash) {
+  (void)call_index;
+  SigState::CommDigest& c = sig_->comms[comm_id];
+  if (seq < c.next_seq) return;  // a duplicate
+  auto step = [&](bool is_coll, uint64_t h) {
+    if (is_coll) {
+      c.digest = digest::chain(c.digest, h);
+      ++c.ordinal;
+      if (digest::is_checkpoint(c.ordinal, checkpoint_interval_) &&
+          !ok(tables_.checkpoint({comm_id, c.ordinal, c.next_seq, c.digest}), "insert checkpoint"))
+        return false;
+    }
+    ++c.next_seq;
+    return true;
+  };
+  if (seq == c.next_seq && c.waiting.empty()) {  // the common case: in order
+    step(collective, sig_hash);
+    return;
+  }
+  c.waiting.emplace(seq, std::make_pair(collective, sig_hash));
+  // A seq that never comes (its record was dropped): give up waiting after a bound.
+  if (c.waiting.size() > 4096 && c.waiting.begin()->first != c.next_seq) {
+    sig_->digest_gaps += c.waiting.begin()->first - c.next_seq;
+    c.next_seq = c.waiting.begin()->first;
+  }
+  while (!c.waiting.empty() && c.waiting.begin()->first == c.next_seq) {
+    auto [is_coll, h] = c.waiting.begin()->second;
+    c.waiting.erase(c.waiting.begin());
+    if (!step(is_coll, h)) return;
+  }
 }
-}  // namespace
+
+void Writer::write_op(PendingOp& p) {
+  const OpRec& o = p.rec;
+  const std::vector<PartRec>* parts = &p.parts;
+  std::vector<PartRec> none;
+  if (o.state == OpState::GraphLaunched) {
+    auto it = sig_->captured_parts.find(o.origin_call);
+    parts = it != sig_->captured_parts.end() ? &it->second : &none;
+  } else if (o.state == OpState::Captured && !p.parts.empty()) {
+    sig_->captured_parts[o.call_index] = p.parts;
+  }
+  bool collective = false;
+  uint64_t hash = 0;
+  int64_t sig = signature_id(o, *parts, &collective, &hash);
+  if (sig < 0) return;
+  trace_file::OpRow r;
+  r.call_index = o.call_index;
+  r.sig = sig;
+  r.seq = o.seq;
+  r.issue_mono_ns = o.issue_mono;
+  r.issue_wall_ns = o.issue_wall;
+  r.return_mono_ns = o.return_mono;
+  r.completed = p.completed;
+  r.complete_mono_ns = p.complete_mono;
+  r.state = vocab::State(o.state);
+  r.rc = o.rc;
+  r.group_id = o.group_id;
+  r.capture_id = o.capture_id;
+  r.graph_id = o.graph_id;
+  r.origin_call = o.origin_call;
+  r.graph_exec = o.graph_exec;
+  if (!ok(tables_.op(r), "insert op")) return;
+  ++sig_->rows_in_file;
+  if (o.seq > 0 && (o.state == OpState::Enqueued || o.state == OpState::GraphLaunched))
+    digest_op(o.comm_id, o.seq, o.call_index, collective, hash);
+}
+
+// Ops leave the pending list at the end of a batch, in arrival order, once their parts are in
+// (force: at exit and signals, whatever they still wait for). A grouped op whose parts were
+// dropped (queue full) goes after two batch ends without them.
+void Writer::write_ready_ops(bool force) {
+  std::vector<PendingOp>& pending = sig_->pending;
+  std::vector<PendingOp> waiting;
+  for (PendingOp& p : pending) {
+    if (failed()) return;
+    if (force || p.ready() || p.waited >= 2) write_op(p);
+    else {
+      ++p.waited;
+      waiting.push_back(std::move(p));
+    }
+  }
+  pending.swap(waiting);
+  sig_->pending_sorted = true;
+  for (size_t i = 1; i < pending.size(); ++i)
+    if (pending[i].rec.call_index <= pending[i - 1].rec.call_index) sig_->pending_sorted = false;
+  sig_->index_stale = true;
+}
 
 void Writer::insert(const Record& r) {
-  Stmts& s = *st_;
-  sqlite3_stmt* q = nullptr;
+  trace_file::Tables& t = tables_;
+  int rc = SQLITE_DONE;
   switch (r.kind) {
-    case RecKind::Op: {
-      const OpRec& o = r.op;
-      q = s.op;
-      sqlite3_bind_int64(q, 1, o.call_index);
-      sqlite3_bind_int64(q, 2, o.comm_id);
-      bind_opt_int(q, 3, o.seq, 0);
-      sqlite3_bind_text(q, 4, op_name(o.op), -1, SQLITE_STATIC);
-      bind_opt_text(q, 5, dtype_name(o.dtype));
-      sqlite3_bind_int64(q, 6, o.count);  // a size_t >= 2^63 reads back negative
-      bind_opt_int(q, 7, o.root);
-      bind_opt_int(q, 8, o.peer);
-      bind_opt_text(q, 9, redop_name(o.redop));
-      sqlite3_bind_int64(q, 10, int64_t(o.stream));
-      sqlite3_bind_int64(q, 11, o.tid);
-      sqlite3_bind_text(q, 12, thread_name(o.tid).c_str(), -1, SQLITE_STATIC);  // map-owned
-      bind_opt_int(q, 13, o.group_id);
-      sqlite3_bind_int64(q, 14, o.issue_mono);
-      sqlite3_bind_int64(q, 15, o.issue_wall);
-      bind_opt_int(q, 16, o.return_mono, 0);
-      sqlite3_bind_int64(q, 17, o.rc);
-      sqlite3_bind_text(q, 18, state_name(o.state), -1, SQLITE_STATIC);
-      bind_opt_int(q, 19, int64_t(o.capture_id), 0);
-      bind_opt_int(q, 20, int64_t(o.graph_id), 0);
-      bind_opt_int(q, 21, o.origin_call);
-      bind_opt_int(q, 22, int64_t(o.graph_exec), 0);
-      bind_opt_int(q, 23, o.stack_hash ? stack_id_for(o.stack_hash) : -1);
-      break;
-    }
+    case RecKind::Op:
+      sig_->add_pending(r.op);
+      return;
     case RecKind::Part: {
-      const PartRec& p = r.part;
-      q = s.part;
-      sqlite3_bind_int64(q, 1, p.call_index);
-      sqlite3_bind_int64(q, 2, p.part);
-      sqlite3_bind_text(q, 3, op_name(p.op), -1, SQLITE_STATIC);
-      bind_opt_text(q, 4, dtype_name(p.dtype));
-      sqlite3_bind_int64(q, 5, p.count);
-      bind_opt_int(q, 6, p.root);
-      bind_opt_int(q, 7, p.peer);
-      bind_opt_text(q, 8, redop_name(p.redop));
-      break;
+      PendingOp* p = sig_->find_pending(r.part.call_index);
+      if (!p) {
+        ++sig_->late_parts;  // its op was written without it (see write_ready_ops)
+        return;
+      }
+      p->nparts = r.part.nparts;
+      p->parts.push_back(r.part);
+      return;
     }
     case RecKind::CommInit: {
       const CommInitRec& c = r.comm;
-      q = s.comm;
-      char hex[17];
-      snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(c.hash));
-      sqlite3_bind_int64(q, 1, c.id);
-      sqlite3_bind_text(q, 2, hex, -1, SQLITE_TRANSIENT);
-      sqlite3_bind_int64(q, 3, int64_t(c.handle));
-      sqlite3_bind_int64(q, 4, c.nranks);
-      sqlite3_bind_int64(q, 5, c.rank);
-      bind_opt_int(q, 6, c.device);
-      bind_opt_int(q, 7, c.parent_id);
-      if (c.has_split) {
-        sqlite3_bind_int64(q, 8, c.color);
-        sqlite3_bind_int64(q, 9, c.key);
-      } else {
-        sqlite3_bind_null(q, 8);
-        sqlite3_bind_null(q, 9);
-      }
-      if (c.name[0]) sqlite3_bind_text(q, 10, c.name, -1, SQLITE_TRANSIENT);
-      else sqlite3_bind_null(q, 10);
-      sqlite3_bind_int64(q, 11, c.init_call);
-      sqlite3_bind_int64(q, 12, c.init_mono);
-      sqlite3_bind_int64(q, 13, c.rc);
+      trace_file::CommRow row;
+      std::string hex = trace_file::hex16(c.hash);
+      row.id = c.id;
+      row.hash = hex;
+      row.handle = c.handle;
+      row.nranks = c.nranks;
+      row.rank = c.rank;
+      row.cuda_device = c.device;
+      row.parent_id = c.parent_id;
+      row.has_split = c.has_split;
+      row.split_color = c.color;
+      row.split_key = c.key;
+      row.name = std::string_view(c.name, strnlen(c.name, sizeof c.name));
+      row.init_call = c.init_call;
+      row.init_mono_ns = c.init_mono;
+      row.init_rc = c.rc;
+      rc = t.comm(row);
       break;
     }
-    case RecKind::CommEnd: {
-      const CommEndRec& e = r.end;
-      q = s.comm_end;
-      sqlite3_bind_text(q, 1, comm_end_name(e.kind), -1, SQLITE_STATIC);
-      sqlite3_bind_int64(q, 2, e.call_index);
-      sqlite3_bind_int64(q, 3, e.mono);
-      sqlite3_bind_int64(q, 4, e.id);
+    case RecKind::CommEnd:
+      rc = t.comm_end(r.end.id, vocab::CommEnd(r.end.kind), r.end.call_index, r.end.mono);
       break;
-    }
     case RecKind::Api: {
       const ApiRec& a = r.api;
-      q = s.api;
-      sqlite3_bind_int64(q, 1, a.call_index);
-      sqlite3_bind_text(q, 2, a.name, -1, SQLITE_STATIC);
-      bind_opt_int(q, 3, a.comm_id);
-      sqlite3_bind_int64(q, 4, a.rc);
-      if (a.detail[0]) sqlite3_bind_text(q, 5, a.detail, -1, SQLITE_TRANSIENT);
-      else sqlite3_bind_null(q, 5);
-      sqlite3_bind_int64(q, 6, a.mono);
+      rc = t.api(a.call_index, a.name, a.comm_id, a.rc, std::string_view(a.detail, strnlen(a.detail, sizeof a.detail)),
+                 a.mono);
       break;
     }
-    case RecKind::Completion:
-      q = s.done;
-      sqlite3_bind_int64(q, 1, r.done.call_index);
-      sqlite3_bind_int64(q, 2, r.done.mono);
+    case RecKind::Completion: {
+      if (PendingOp* p = sig_->find_pending(r.done.call_index)) {
+        p->completed = true;
+        p->complete_mono = r.done.mono;
+        return;
+      }
+      rc = t.complete(r.done.call_index, r.done.mono);
+      // Its op row is not there: its record was dropped, or the size cap retired it.
+      if (rc == SQLITE_DONE && sqlite3_changes(db_) == 0) ++sig_->orphan_completions;
       break;
+    }
     case RecKind::GraphLaunch: {
       const GraphLaunchRec& g = r.launch;
-      q = s.launch;
-      sqlite3_bind_int64(q, 1, g.call_index);
-      sqlite3_bind_int64(q, 2, int64_t(g.exec));
-      bind_opt_int(q, 3, int64_t(g.graph), 0);
-      sqlite3_bind_int64(q, 4, int64_t(g.stream));
-      sqlite3_bind_int64(q, 5, g.mono);
+      rc = t.graph_launch(g.call_index, g.exec, g.graph, g.stream, g.mono);
       break;
     }
     case RecKind::Wait: {
       const WaitRec& w = r.wait;
-      q = s.wait;
-      sqlite3_bind_int64(q, 1, w.call_index);
-      sqlite3_bind_text(q, 2, wait_name(w.kind), -1, SQLITE_STATIC);
-      sqlite3_bind_int64(q, 3, int64_t(w.stream));
-      bind_opt_int(q, 4, int64_t(w.event), 0);
-      sqlite3_bind_int64(q, 5, w.tid);
-      sqlite3_bind_int64(q, 6, w.begin_mono);
-      bind_opt_int(q, 7, w.end_mono);
+      trace_file::WaitRow row;
+      row.call_index = w.call_index;
+      row.kind = vocab::Wait(w.kind);
+      row.stream = w.stream;
+      row.event = w.event;
+      row.tid = w.tid;
+      row.begin_mono_ns = w.begin_mono;
+      row.end_mono_ns = w.end_mono;
+      rc = t.wait(row);
       break;
     }
   }
-  step(q, "insert");  // every parameter is bound on every insert: no clear_bindings needed
+  ok(rc, "insert");
+}
+
+// The size cap: when the pages in use pass the high-water mark, the oldest op rows go, in one
+// chunk of whole rows (call_index <= a bound) per commit, with the waits, graph launches and
+// API calls of the same calls. Never the comms, meta, signatures, stacks, hangs or checkpoints.
+// Each communicator's retired_* columns and meta retired_ops change in the same transaction:
+// a reader sees either the rows or their retirement, never neither. The freed pages are reused
+// by the next inserts, so the file stays near the cap (no VACUUM).
+// Called before a batch's op rows are written, with their number: room is made first, so the
+// file never grows past the cap by a batch.
+void Writer::retire_if_over_cap(int64_t incoming) {
+  if (max_bytes_ <= 0 || sig_->rows_in_file < 2) return;
+  const int64_t page = file_.scalar("PRAGMA page_size", 4096);
+  const int64_t used = (file_.scalar("PRAGMA page_count") - file_.scalar("PRAGMA freelist_count")) * page;
+  // Bytes per row in use (the fixed tables counted in: an overestimate, on the safe side).
+  const double per_row = double(used) / double(sig_->rows_in_file);
+  const double expected = double(used) + per_row * double(incoming);
+  if (expected <= double(max_bytes_) * kRetireHighWater) return;
+  // Rows to drop: enough to bring the expected use to the low-water mark, at most half the
+  // rows in the file (the newest stay) and one bound per commit.
+  int64_t n = int64_t((expected - double(max_bytes_) * kRetireLowWater) / per_row) + 1;
+  n = std::min<int64_t>({n, sig_->rows_in_file / 2, kMaxRetirePerCommit});
+  if (n <= 0) return;
+  trace_file::Stmt bound(db_, "SELECT call_index FROM op_rows ORDER BY call_index LIMIT 1 OFFSET ?", false);
+  bound.i64(1, n - 1);
+  int rc = bound.step();
+  if (rc != SQLITE_ROW) {
+    bound.reset();
+    ok(rc, "retire: bound");
+    return;
+  }
+  const int64_t hi = sqlite3_column_int64(bound.get(), 0);
+  bound.reset();
+  // The retired collectives of each communicator, in seq order, extend its retired digest.
+  struct Retired {
+    int64_t seq;
+    int64_t sig;
+  };
+  std::unordered_map<int64_t, std::vector<Retired>> by_comm;
+  {
+    trace_file::Stmt rows(db_, "SELECT seq, sig FROM op_rows WHERE call_index <= ? AND seq IS NOT NULL AND state IN (?,?)",
+                          false);
+    rows.i64(1, hi).i64(2, int64_t(vocab::State::Enqueued)).i64(3, int64_t(vocab::State::GraphLaunched));
+    while ((rc = rows.step()) == SQLITE_ROW) {
+      int64_t sig = sqlite3_column_int64(rows.get(), 1);
+      auto s = sig_->by_id.find(sig);
+      if (s == sig_->by_id.end()) continue;
+      by_comm[s->second.comm_id].push_back({sqlite3_column_int64(rows.get(), 0), sig});
+    }
+    rows.reset();
+    if (!ok(rc, "retire: read")) return;
+  }
+  trace_file::Stmt upd(db_, "UPDATE comms SET retired_collectives=?, retired_digest=?, retired_through_seq=? WHERE id=?",
+                       false);
+  for (auto& [comm, list] : by_comm) {
+    std::sort(list.begin(), list.end(), [](const Retired& a, const Retired& b) { return a.seq < b.seq; });
+    SigState::CommDigest& c = sig_->comms[comm];
+    for (const Retired& x : list) {
+      const SigState::Sig& s = sig_->by_id[x.sig];
+      if (s.collective) {
+        c.retired_digest = digest::chain(c.retired_digest, s.hash);
+        ++c.retired_collectives;
+      }
+      c.retired_through_seq = std::max(c.retired_through_seq, x.seq);
+    }
+    upd.i64(1, c.retired_collectives).i64(2, int64_t(c.retired_digest)).i64(3, c.retired_through_seq).i64(4, comm);
+    if (!ok(upd.run(), "retire: comms")) return;
+  }
+  int64_t before = sqlite3_total_changes64(db_);
+  for (const char* sql : {"DELETE FROM op_graph WHERE call_index <= ?", "DELETE FROM waits WHERE call_index <= ?",
+                          "DELETE FROM graph_launches WHERE call_index <= ?", "DELETE FROM api_calls WHERE call_index <= ?"}) {
+    trace_file::Stmt del(db_, sql, false);
+    if (!ok(del.i64(1, hi).run(), "retire: delete")) return;
+  }
+  int64_t side = sqlite3_total_changes64(db_) - before;
+  (void)side;
+  trace_file::Stmt del(db_, "DELETE FROM op_rows WHERE call_index <= ?", false);
+  if (!ok(del.i64(1, hi).run(), "retire: delete ops")) return;
+  const int64_t gone = sqlite3_changes64(db_);
+  sig_->rows_in_file -= gone;
+  sig_->retired_ops += gone;
+  ok(tables_.meta("retired_ops", std::to_string(sig_->retired_ops)), "retire: meta");
 }
 
 void Writer::commit_batch(bool force_meta) {
   Record r;
   bool have = queue_.pop(r);
-  if (!have) {
+  if (!have && sig_->pending.empty()) {
     // Nothing new: still commit side-channel rows, and refresh meta about once a second so a
     // reader can tell a live-but-idle process from a dead one.
     std::lock_guard<std::mutex> g(side_mu_);
@@ -696,11 +947,15 @@ void Writer::commit_batch(bool force_meta) {
   }
   intern_pending_stacks();
   // Bounded batch: a writer that falls behind still commits regularly.
-  for (size_t n = 0; have && n < 200000 && !failed(); n++) {
+  size_t n = 0;
+  for (; have && n < 200000 && !failed(); n++) {
     insert(r);
     have = queue_.pop(r);
   }
   if (have && !failed()) insert(r);
+  if (!failed()) retire_if_over_cap(int64_t(sig_->pending.size()));
+  // At exit and on signals every op goes, parts or not: nothing stays behind in memory.
+  if (!failed()) write_ready_ops(force_meta || stop_.load());
   if (failed()) return;  // stop_recording() rolled the batch back
 
   std::vector<std::pair<std::string, std::string>> meta;
@@ -710,23 +965,17 @@ void Writer::commit_batch(bool force_meta) {
     meta.swap(pending_meta_);
     hangs.swap(pending_hangs_);
   }
-  Stmts& s = *st_;
-  for (const PendingHang& h : hangs) {
-    sqlite3_bind_int64(s.hang, 1, h.mono);
-    sqlite3_bind_int64(s.hang, 2, h.wall);
-    sqlite3_bind_int64(s.hang, 3, h.in_flight);
-    sqlite3_bind_text(s.hang, 4, h.message.c_str(), -1, SQLITE_TRANSIENT);
-    if (!step(s.hang, "insert hang")) return;
-  }
+  for (const PendingHang& h : hangs)
+    if (!ok(tables_.hang(h.mono, h.wall, h.in_flight, h.message), "insert hang")) return;
   last_dropped_ = dropped_.load();
   last_meta_mono_ = mono_ns();
   meta.emplace_back("dropped_records", std::to_string(last_dropped_));
   meta.emplace_back("last_flush_mono_ns", std::to_string(last_meta_mono_));
-  for (const auto& [k, v] : meta) {
-    sqlite3_bind_text(s.meta, 1, k.c_str(), -1, SQLITE_TRANSIENT);
-    sqlite3_bind_text(s.meta, 2, v.c_str(), -1, SQLITE_TRANSIENT);
-    if (!step(s.meta, "update meta")) return;
-  }
+  if (sig_->digest_gaps) meta.emplace_back("digest_gaps", std::to_string(sig_->digest_gaps));
+  meta.emplace_back("completions_without_op", std::to_string(sig_->orphan_completions));
+  if (sig_->late_parts) meta.emplace_back("late_parts", std::to_string(sig_->late_parts));
+  for (const auto& [k, v] : meta)
+    if (!ok(tables_.meta(k, v), "update meta")) return;
   if (!profiler_commit_rows(db_)) {
     fail("insert profiler rows");
     return;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bounded_queue.h"
+#include "trace_file.h"
 #include "process_info.h"
 #include "python_frames.h"
 #include "record.h"
@@ -62,7 +63,15 @@ struct TraceHeader {
   std::string nccl_library;
   const char* stack_mode = "none";
   const char* unwinder = "";
+  int64_t max_mb = -1;               // the size cap; -1: config().max_mb (LOCKSTEP_MAX_MB)
+  int64_t checkpoint_interval = 0;   // 0: op_digest.h kDefaultInterval
 };
+
+// The size cap (docs/recorder.md): when the pages in use pass kRetireHighWater of it, the
+// oldest op rows are retired in whole chunks until kRetireLowWater of it is in use.
+inline constexpr double kRetireHighWater = 0.90;
+inline constexpr double kRetireLowWater = 0.80;
+inline constexpr int64_t kMaxRetirePerCommit = 1 << 18;  // rows: keeps one commit short
 
 class Writer {
  public:
@@ -102,11 +111,17 @@ class Writer {
  private:
   Writer();
   static Writer* open_unguarded(const TraceHeader& header, std::string* error);
-  bool step(sqlite3_stmt* q, const char* what);
+  bool ok(int rc, const char* what);  // SQLITE_DONE/OK, or fail(what) and false
   void run();
   void run_failed_until_stop();
   void commit_batch(bool force_meta);
   void insert(const Record& r);
+  void write_ready_ops(bool force);
+  struct PendingOp;
+  void write_op(PendingOp& p);
+  void digest_op(int64_t comm_id, int64_t seq, int64_t call_index, bool collective, uint64_t sig_hash);
+  void retire_if_over_cap(int64_t inserted);
+  int64_t signature_id(const OpRec& o, const std::vector<PartRec>& parts, bool* collective, uint64_t* hash);
   void intern_pending_stacks();
   int64_t stack_id_for(uint64_t hash);
   const std::string& thread_name(int tid);
@@ -117,9 +132,12 @@ class Writer {
 
   std::string path_;
   std::string journal_mode_;
-  sqlite3* db_ = nullptr;
-  struct Stmts;
-  Stmts* st_ = nullptr;
+  trace_file::Db file_;
+  sqlite3* db_ = nullptr;  // file_.get()
+  trace_file::Tables tables_;
+  bool tables_ready_ = false;
+  int64_t max_bytes_ = 0;          // 0: no cap
+  int64_t checkpoint_interval_ = 0;
 
   BoundedQueue<Record> queue_;
   std::atomic<uint64_t> dropped_{0};
@@ -153,6 +171,8 @@ class Writer {
   std::atomic<uint64_t> flush_req_atomic_{0};
 
   // writer thread only
+  struct SigState;                  // interned signatures, digests per communicator (writer.cpp)
+  SigState* sig_ = nullptr;
   std::unordered_map<uint64_t, int64_t> stack_ids_;
   std::unordered_map<int, std::string> thread_names_;
   int64_t last_meta_mono_ = 0;

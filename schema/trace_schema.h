@@ -8,7 +8,10 @@
 
 namespace lockstep::schema {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
+// The oldest schema the loader still reads (schema 1: one wide ops row per op, names as text,
+// tables op_parts and completions; see docs/schema.md).
+inline constexpr int kOldestReadableSchema = 1;
 inline constexpr const char* kFileSuffix = ".lockstep.sqlite";
 inline constexpr const char* kApplicationIdHex = "0x4C4B5354";  // 'LKST'
 inline constexpr int kApplicationId = 0x4C4B5354;               // PRAGMA application_id
@@ -28,6 +31,9 @@ CREATE TABLE IF NOT EXISTS meta(
 -- exit_reason (exit|SIGTERM|SIGINT|SIGABRT|SIGUSR1|abort).
 -- Bounded traces: digest_version (op_digest.h kDigestVersion), checkpoint_interval (collectives
 -- between checkpoints), max_mb (the cap, 0 = none), retired_ops (ops rows dropped by the cap).
+-- Schema 2: op_time_base_mono_ns and op_wall_offset_ns (op_rows.t and op_rows.wall are relative
+-- to them), digest_gaps (sequence numbers the digest skipped: records dropped before the
+-- writer saw them).
 -- Keys present only when the recorder stopped recording before the process ended (its history
 -- after that is missing: readers treat the file as incomplete evidence):
 -- recorder_stopped (disk_full|file_size_limit|io_error|read_only|unwritable|internal),
@@ -75,65 +81,69 @@ CREATE TABLE IF NOT EXISTS checkpoints(
   PRIMARY KEY(comm_id, ordinal)
 );
 
--- One row per logical operation: a single call outside a group, or everything one thread
--- issued on one communicator between its outermost ncclGroupStart/ncclGroupEnd.
--- Rows for ops that ran inside a CUDA-graph replay are written at each graph launch
--- (state 'graph_launched', origin_call = the captured row).
-CREATE TABLE IF NOT EXISTS ops(
-  call_index    INTEGER PRIMARY KEY,  -- process-wide, increasing: order between communicators
+-- Schema 2: an op is stored as its invariant description, interned once in `signatures`, plus
+-- one small `op_rows` row per op with only what changes. Integers for every enumerated value
+-- (schema/vocab.h: the enum's value), times relative to meta op_time_base_mono_ns. The views
+-- ops, op_parts and completions (trace_file.cpp views_sql) show the rows as schema 1 did, with
+-- names: `sqlite3 trace.sqlite 'SELECT * FROM ops'` reads the same columns as before.
+CREATE TABLE IF NOT EXISTS signatures(
+  id            INTEGER PRIMARY KEY,
   comm_id       INTEGER NOT NULL REFERENCES comms(id),
-  seq           INTEGER,              -- per-communicator logical sequence number, from 1;
-                                      -- NULL when the op enqueued nothing (error, simulate,
-                                      -- captured-only row)
-  op            TEXT NOT NULL,        -- all_reduce broadcast reduce all_gather reduce_scatter
-                                      -- all_to_all gather scatter send recv
-                                      -- send_recv (grouped p2p that is not a full all-to-all)
-                                      -- coalesced (several collectives in one group)
-  dtype         TEXT,                 -- int8 uint8 int32 uint32 int64 uint64 float16 float32
-                                      -- float64 bfloat16 float8e4m3 float8e5m2; NULL if mixed
-  count         INTEGER,              -- element count as passed (sendcount for all_gather /
-                                      -- recvcount for reduce_scatter, like NCCL); for grouped
-                                      -- ops: total elements sent
-  root          INTEGER,              -- root for broadcast/reduce/gather/scatter, else NULL
-  peer          INTEGER,              -- peer for a lone send/recv, else NULL
-  redop         TEXT,                 -- sum prod max min avg premulsum, else NULL
-  stream        INTEGER,              -- cudaStream_t value (0 = legacy default stream)
-  tid           INTEGER NOT NULL,     -- kernel thread id
+  op            INTEGER NOT NULL,     -- vocab::Op
+  dtype         INTEGER,              -- vocab::Dtype (= ncclDataType_t); NULL if mixed
+  count         INTEGER,              -- as ops.count of schema 1 (see docs/schema.md)
+  root          INTEGER,              -- NULL if none
+  peer          INTEGER,              -- NULL if none
+  redop         INTEGER,              -- vocab::RedOp; NULL if none
+  stream        INTEGER,              -- cudaStream_t value
+  tid           INTEGER NOT NULL,
   thread_name   TEXT,
-  group_id      INTEGER,              -- process-wide id of the outermost group; rows of one
-                                      -- group (several communicators) share it; NULL if none
-  issue_mono_ns INTEGER NOT NULL,     -- CLOCK_MONOTONIC at entry
-  issue_wall_ns INTEGER NOT NULL,     -- CLOCK_REALTIME at entry
-  return_mono_ns INTEGER,             -- when NCCL returned (the op is enqueued)
-  rc            INTEGER NOT NULL,     -- ncclResult_t returned to the caller
-  state         TEXT NOT NULL,        -- enqueued | failed | simulated | captured | graph_launched
-                                      -- (completion is in the completions table)
-  capture_id    INTEGER,              -- CUDA capture id when the stream was capturing
-  graph_id      INTEGER,              -- CUgraph value being captured into
-  origin_call   INTEGER,              -- for graph_launched rows: call_index of the captured op
-  graph_exec    INTEGER,              -- for graph_launched rows: cudaGraphExec_t value
-  stack_id      INTEGER REFERENCES stacks(id)  -- NULL when stacks are off
+  stack_id      INTEGER REFERENCES stacks(id),  -- NULL when stacks are off
+  nparts        INTEGER NOT NULL DEFAULT 0,     -- rows in signature_parts
+  hash          INTEGER NOT NULL      -- op_digest.h signature_hash (uint64 stored as int64)
 );
-CREATE INDEX IF NOT EXISTS ops_comm_seq ON ops(comm_id, seq);
 
 -- The NCCL calls that make up a grouped logical op (all_to_all, send_recv, coalesced), in
--- issue order. A single ungrouped call has no parts.
-CREATE TABLE IF NOT EXISTS op_parts(
-  call_index    INTEGER NOT NULL REFERENCES ops(call_index),
+-- issue order. A single ungrouped call has none.
+CREATE TABLE IF NOT EXISTS signature_parts(
+  sig_id        INTEGER NOT NULL REFERENCES signatures(id),
   part          INTEGER NOT NULL,     -- 0, 1, ... in issue order
-  op            TEXT NOT NULL,        -- as ops.op, for one NCCL call (send, recv, all_reduce...)
-  dtype         TEXT,
+  op            INTEGER NOT NULL,     -- vocab::Op of one NCCL call
+  dtype         INTEGER,
   count         INTEGER,
   root          INTEGER,
   peer          INTEGER,
-  redop         TEXT,
-  PRIMARY KEY(call_index, part)
+  redop         INTEGER,
+  PRIMARY KEY(sig_id, part)
+) WITHOUT ROWID;
+
+-- One row per logical operation: a single call outside a group, or everything one thread
+-- issued on one communicator between its outermost ncclGroupStart/ncclGroupEnd.
+-- Rows for ops that ran inside a CUDA-graph replay are written at each graph launch
+-- (state graph_launched, op_graph.origin_call = the captured row). The size cap
+-- (LOCKSTEP_MAX_MB) deletes the oldest rows in whole chunks: see comms.retired_*.
+CREATE TABLE IF NOT EXISTS op_rows(
+  call_index    INTEGER PRIMARY KEY,  -- process-wide, increasing: order between communicators
+  sig           INTEGER NOT NULL,     -- signatures.id
+  seq           INTEGER,              -- per-communicator logical sequence number, from 1; NULL
+                                      -- when the op enqueued nothing (error, simulate, captured)
+  t             INTEGER NOT NULL,     -- issue_mono_ns - meta op_time_base_mono_ns
+  ret           INTEGER,              -- return_mono_ns - issue_mono_ns (NULL: unknown)
+  done          INTEGER,              -- completion mono_ns - issue_mono_ns (NULL: not completed)
+  wall          INTEGER NOT NULL,     -- issue_wall_ns - issue_mono_ns - meta op_wall_offset_ns
+  state         INTEGER NOT NULL,     -- vocab::State: enqueued failed simulated captured
+                                      -- graph_launched
+  rc            INTEGER NOT NULL,     -- ncclResult_t returned to the caller
+  group_id      INTEGER               -- process-wide id of the outermost group; NULL if none
 );
 
--- Written by the watchdog when the CUDA event recorded after an op has completed.
-CREATE TABLE IF NOT EXISTS completions(
-  call_index    INTEGER PRIMARY KEY REFERENCES ops(call_index),
-  mono_ns       INTEGER NOT NULL
+-- CUDA-graph columns of an op row, only for rows that have one (captured, graph_launched).
+CREATE TABLE IF NOT EXISTS op_graph(
+  call_index    INTEGER PRIMARY KEY,  -- op_rows.call_index
+  capture_id    INTEGER,              -- CUDA capture id when the stream was capturing
+  graph_id      INTEGER,              -- CUgraph value being captured into
+  origin_call   INTEGER,              -- graph_launched rows: call_index of the captured op
+  graph_exec    INTEGER               -- graph_launched rows: cudaGraphExec_t value
 );
 
 CREATE TABLE IF NOT EXISTS stacks(
@@ -194,7 +204,10 @@ CREATE TABLE IF NOT EXISTS hangs(
 );
 )SQL";
 
-// ops.state values
+// Extra tables of other components (e.g. schema/profiler_schema.h) are created after this
+// DDL by trace_file::create(): see kExtraCreateSql in trace_file.cpp.
+
+// ops.state values (of the schema-1 table and of the ops view)
 inline constexpr const char* kStateEnqueued = "enqueued";
 inline constexpr const char* kStateFailed = "failed";
 inline constexpr const char* kStateSimulated = "simulated";

@@ -1,15 +1,14 @@
-// Writes an in-memory trace (analyzer/trace_model.h) as trace files in the recorder's format
-// (schema/trace_schema.h): what `lockstep analyze` and `lockstep replay` read, including split
-// keys and host waits. (Started as tests/replay/schedule_writer.cpp.)
+// Writes an in-memory trace (analyzer/trace_model.h) as trace files in the recorder's format:
+// what `lockstep analyze` and `lockstep replay` read. The writer is schema/trace_file_model.h.
 #pragma once
 
 #include <string>
 
-#include "trace_model.h"
+#include "trace_file_model.h"
 
 namespace lockstep::shrink {
 
 // <dir>/rank-<r>.lockstep.sqlite per process; dir is created, old trace files in it removed.
-void write_trace(const Trace& t, const std::string& dir);
+inline void write_trace(const Trace& t, const std::string& dir) { trace_file::write_trace_dir(t, dir, trace_file::kSchedule); }
 
 }  // namespace lockstep::shrink

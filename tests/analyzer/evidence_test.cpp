@@ -299,7 +299,7 @@ TEST(Evidence, huge_or_negative_seq_is_named_as_such_by_both_loaders) {
   for (const char* seq : {"8589934593", "-3"}) {
     auto dir = lockstep::testing::fresh_dir("ev-seq");
     lockstep::testing::write_trace(two_ranks().trace(), dir);
-    sql(dir + "/rank-1" + schema::kFileSuffix, std::string("UPDATE ops SET seq=") + seq + " WHERE call_index=(SELECT max(call_index) FROM ops)");
+    sql(dir + "/rank-1" + schema::kFileSuffix, std::string("UPDATE op_rows SET seq=") + seq + " WHERE call_index=(SELECT max(call_index) FROM op_rows)");
     Schedule s = load_schedule(dir);
     ASSERT_EQ(s.skipped.size(), 1u) << seq;
     EXPECT_NE(s.skipped[0].reason.find("has seq " + std::string(seq)), std::string::npos) << s.skipped[0].reason;
@@ -312,7 +312,7 @@ TEST(Evidence, huge_or_negative_seq_is_named_as_such_by_both_loaders) {
 TEST(Evidence, negative_count_is_refused) {
   auto dir = lockstep::testing::fresh_dir("ev-count");
   lockstep::testing::write_trace(two_ranks().trace(), dir);
-  sql(dir + "/rank-0" + schema::kFileSuffix, "UPDATE ops SET count=-5");
+  sql(dir + "/rank-0" + schema::kFileSuffix, "UPDATE signatures SET count=-5");
   Schedule s = load_schedule(dir);
   ASSERT_EQ(s.skipped.size(), 1u);
   EXPECT_NE(s.skipped[0].reason.find("count -5"), std::string::npos) << s.skipped[0].reason;

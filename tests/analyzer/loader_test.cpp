@@ -154,8 +154,8 @@ TEST(Loader, reads_a_file_while_its_writer_holds_an_open_transaction) {
   sqlite3* w = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &w), SQLITE_OK);
   // Uncommitted rows (RESERVED lock): readers see the last committed state.
-  ASSERT_EQ(sqlite3_exec(w, "BEGIN IMMEDIATE; INSERT INTO ops(call_index, comm_id, seq, op, tid, issue_mono_ns, "
-                            "issue_wall_ns, rc, state) VALUES(1000, 1, 6, 'all_reduce', 1, 0, 0, 0, 'enqueued')",
+  ASSERT_EQ(sqlite3_exec(w, "BEGIN IMMEDIATE; INSERT INTO op_rows(call_index, sig, seq, t, wall, state, rc) "
+                            "VALUES(1000, 1, 6, 0, 0, 0, 0)",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   Schedule s = load_schedule(dir);
@@ -163,7 +163,7 @@ TEST(Loader, reads_a_file_while_its_writer_holds_an_open_transaction) {
   EXPECT_EQ(s.procs[0].ops.size(), 5u);
   // An exclusive lock (the writer committing) held longer than one statement: the loader waits.
   ASSERT_EQ(sqlite3_exec(w, "PRAGMA locking_mode=EXCLUSIVE; COMMIT; BEGIN EXCLUSIVE; "
-                            "INSERT INTO completions(call_index, mono_ns) VALUES(1000, 1)",
+                            "UPDATE op_rows SET done = 1 WHERE call_index = 1000",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   std::thread release([&] {
@@ -187,10 +187,9 @@ TEST(Loader, never_modifies_a_trace_even_one_with_a_hot_journal) {
   if (child == 0) {
     sqlite3* w = nullptr;
     sqlite3_open(path.c_str(), &w);
-    sqlite3_exec(w, "PRAGMA cache_size=2; BEGIN; UPDATE ops SET op='broadcast'; "
-                    "INSERT INTO ops SELECT call_index+100000, comm_id, seq+1000, op, dtype, count, root, peer, redop, stream, "
-                    "tid, thread_name, group_id, issue_mono_ns, issue_wall_ns, return_mono_ns, rc, state, capture_id, graph_id, "
-                    "origin_call, graph_exec, stack_id FROM ops",
+    sqlite3_exec(w, "PRAGMA journal_mode=DELETE; PRAGMA cache_size=2; BEGIN; UPDATE signatures SET op=1; "
+                    "INSERT INTO op_rows SELECT call_index+100000, sig, seq+1000, t, ret, done, wall, state, rc, group_id "
+                    "FROM op_rows",
                  nullptr, nullptr, nullptr);
     _exit(0);  // no COMMIT, no close: the journal stays hot
   }

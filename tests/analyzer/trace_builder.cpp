@@ -1,11 +1,11 @@
 #include "trace_builder.h"
 
-#include <sqlite3.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <stdexcept>
 
+#include "trace_file_model.h"
 #include "trace_schema.h"
 
 namespace lockstep::testing {
@@ -109,123 +109,12 @@ TraceBuilder& TraceBuilder::stopped(int proc, const std::string& reason) {
 OpPart send_to(int peer, int64_t count, const std::string& dtype) { return OpPart{"send", dtype, count, -1, peer, ""}; }
 OpPart recv_from(int peer, int64_t count, const std::string& dtype) { return OpPart{"recv", dtype, count, -1, peer, ""}; }
 
-namespace {
-
-void exec(sqlite3* db, const std::string& sql) {
-  char* err = nullptr;
-  if (sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
-    std::string msg = err ? err : "?";
-    sqlite3_free(err);
-    throw std::runtime_error("test writer: " + msg + " in: " + sql.substr(0, 200));
-  }
-}
-
-struct Insert {
-  Insert(sqlite3* db, const char* sql) : db(db) {
-    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) throw std::runtime_error(sqlite3_errmsg(db));
-  }
-  ~Insert() { sqlite3_finalize(st); }
-  template <class... A>
-  void operator()(A... args) {
-    sqlite3_reset(st);
-    int i = 1;
-    (bind(i++, args), ...);
-    if (sqlite3_step(st) != SQLITE_DONE) throw std::runtime_error(sqlite3_errmsg(db));
-  }
-  void bind(int i, int64_t v) { sqlite3_bind_int64(st, i, v); }
-  void bind(int i, int v) { sqlite3_bind_int64(st, i, v); }
-  void bind(int i, uint64_t v) { sqlite3_bind_int64(st, i, static_cast<int64_t>(v)); }
-  void bind(int i, const std::string& v) { sqlite3_bind_text(st, i, v.c_str(), -1, SQLITE_TRANSIENT); }
-  void bind(int i, std::nullptr_t) { sqlite3_bind_null(st, i); }
-  sqlite3* db;
-  sqlite3_stmt* st = nullptr;
-};
-
-}  // namespace
-
 void write_trace(const Trace& t, const std::string& dir) {
   std::filesystem::create_directories(dir);
-  for (const Process& p : t.processes) {
-    std::string path = dir + "/rank-" + std::to_string(p.global_rank) + schema::kFileSuffix;
-    std::filesystem::remove(path);
-    sqlite3* db = nullptr;
-    if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) throw std::runtime_error("cannot create " + path);
-    exec(db, "PRAGMA application_id=" + std::to_string(schema::kApplicationId));
-    exec(db, schema::kCreateSql);
-    exec(db, "BEGIN");
-    {
-      Insert meta(db, "INSERT OR REPLACE INTO meta(key, value) VALUES(?, ?)");
-      meta(std::string("schema_version"), std::to_string(schema::kSchemaVersion));
-      meta(std::string("host"), p.host);
-      meta(std::string("pid"), std::to_string(p.pid));
-      meta(std::string("global_rank"), std::to_string(p.global_rank));
-      meta(std::string("last_flush_mono_ns"), std::to_string(p.last_flush_mono_ns));
-      if (p.finished) meta(std::string("finished"), std::string("1"));
-      if (!p.exit_reason.empty()) meta(std::string("exit_reason"), p.exit_reason);
-      for (auto& [k, v] : p.meta) meta(k, v);
-      Insert comm(db,
-                  "INSERT INTO comms(id, comm_hash, handle, nranks, rank, parent_id, split_color, name, init_call, "
-                  "init_mono_ns, init_rc) VALUES(?,?,?,?,?,?,?,?,?,?,0)");
-      for (auto& c : p.comms) {
-        if (c.parent >= 0)
-          comm(c.local_id, c.hash, c.handle, c.nranks, c.rank, p.comms[c.parent].local_id, c.split_color, c.name,
-               c.init_call, c.init_call);
-        else
-          comm(c.local_id, c.hash, c.handle, c.nranks, c.rank, nullptr, c.split_color, c.name, c.init_call, c.init_call);
-      }
-      Insert op(db,
-                "INSERT INTO ops(call_index, comm_id, seq, op, dtype, count, root, peer, redop, stream, tid, thread_name, "
-                "group_id, issue_mono_ns, issue_wall_ns, return_mono_ns, rc, state, stack_id) "
-                "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-      Insert part(db, "INSERT INTO op_parts(call_index, part, op, dtype, count, root, peer, redop) VALUES(?,?,?,?,?,?,?,?)");
-      Insert done(db, "INSERT INTO completions(call_index, mono_ns) VALUES(?,?)");
-      for (auto& o : p.ops) {
-        sqlite3_reset(op.st);
-        op.bind(1, o.call_index);
-        op.bind(2, p.comms[o.comm].local_id);
-        o.seq > 0 ? op.bind(3, o.seq) : op.bind(3, nullptr);
-        op.bind(4, o.op);
-        o.dtype.empty() ? op.bind(5, nullptr) : op.bind(5, o.dtype);
-        op.bind(6, o.count);
-        o.root >= 0 ? op.bind(7, o.root) : op.bind(7, nullptr);
-        o.peer >= 0 ? op.bind(8, o.peer) : op.bind(8, nullptr);
-        o.redop.empty() ? op.bind(9, nullptr) : op.bind(9, o.redop);
-        op.bind(10, o.stream);
-        op.bind(11, o.tid);
-        op.bind(12, o.thread_name);
-        o.group_id >= 0 ? op.bind(13, o.group_id) : op.bind(13, nullptr);
-        op.bind(14, o.issue_mono_ns);
-        op.bind(15, o.issue_wall_ns);
-        op.bind(16, o.issue_mono_ns + 10);
-        op.bind(17, o.rc);
-        op.bind(18, o.state);
-        o.stack_id >= 0 ? op.bind(19, o.stack_id) : op.bind(19, nullptr);
-        if (sqlite3_step(op.st) != SQLITE_DONE) throw std::runtime_error(sqlite3_errmsg(db));
-        for (size_t i = 0; i < o.parts.size(); ++i) {
-          auto& x = o.parts[i];
-          if (x.peer >= 0)
-            part(o.call_index, static_cast<int64_t>(i), x.op, x.dtype, x.count, nullptr, x.peer, nullptr);
-          else
-            part(o.call_index, static_cast<int64_t>(i), x.op, x.dtype, x.count, nullptr, nullptr, nullptr);
-        }
-        if (o.completed) done(o.call_index, o.complete_mono_ns);
-      }
-      Insert stack(db, "INSERT INTO stacks(id, hash) VALUES(?, ?)");
-      Insert frame(db,
-                   "INSERT INTO frames(stack_id, depth, kind, function, module, offset, file, line) VALUES(?,?,?,?,?,?,?,?)");
-      for (auto& [id, frames] : p.stacks) {
-        stack(id, "h" + std::to_string(id));
-        for (size_t d = 0; d < frames.size(); ++d) {
-          auto& f = frames[d];
-          frame(id, static_cast<int64_t>(d), f.kind, f.function, f.module, f.offset, f.file, f.line);
-        }
-      }
-      Insert hang(db, "INSERT INTO hangs(mono_ns, wall_ns, in_flight, message) VALUES(?,?,?,?)");
-      for (auto& h : p.hangs) hang(h.mono_ns, h.wall_ns, h.in_flight, h.message);
-    }
-    exec(db, "COMMIT");
-    sqlite3_close(db);
-  }
+  // Journaled like the recorder's files: tests open them beside a live writer.
+  for (const Process& p : t.processes)
+    trace_file::write_process(p, dir + "/rank-" + std::to_string(p.global_rank) + schema::kFileSuffix,
+                              {.fast = false, .synthesize_times = false});
 }
 
 namespace {

@@ -67,9 +67,9 @@ struct FaultJob {
 };
 
 // What the program does without the recorder: the reference for its fate.
-// 80,000 all-reduces: a trace of ~12 MB, far past the 4 MiB limit below; the fixture's own
-// shared memory (~3 MiB for 2 ranks) fits under it.
-constexpr const char* kManyOps = "80000";
+// 250,000 all-reduces: a trace of ~9 MB (schema 2: ~36 bytes an op), past the 4 MiB limit
+// below; the fixture's own shared memory (~3 MiB for 2 ranks) fits under it.
+constexpr const char* kManyOps = "250000";
 const FaultJob& reference_many() {
   static FaultJob* j = new FaultJob({"many", kManyOps}, false, {});
   return *j;
@@ -98,7 +98,7 @@ void expect_same_fate_as_without_recorder(const FaultJob& job) {
 
 TEST(RecorderFaults, file_size_limit_stops_the_recorder_not_the_program) {
   // 4 MiB (8192 blocks of 512 bytes: /bin/sh is dash here; 8 MiB under bash): room for the
-  // fixture's shared memory and the first batches, not for the whole trace.
+  // fixture's shared memory and the first batches, not for the whole trace (~35 bytes an op).
   FaultJob job({"many", kManyOps}, true, {}, "ulimit -f 8192");
   expect_same_fate_as_without_recorder(job);
   EXPECT_EQ(count_of(job.result.err, "recording stopped (file_size_limit"), 2u)
@@ -110,7 +110,7 @@ TEST(RecorderFaults, file_size_limit_stops_the_recorder_not_the_program) {
     EXPECT_NE(t.meta("recorder_stopped_detail").find("File too large"), std::string::npos)
         << t.meta("recorder_stopped_detail");
     EXPECT_GT(std::stoll(t.meta("recorder_stopped_mono_ns")), 0);
-    EXPECT_LT(std::stoll(t.scalar("SELECT count(*) FROM ops")), 80000) << "the trace is partial";
+    EXPECT_LT(std::stoll(t.scalar("SELECT count(*) FROM ops")), std::stoll(kManyOps)) << "the trace is partial";
   }
 }
 
@@ -178,7 +178,7 @@ TEST(RecorderFaults, a_disk_that_stays_full_costs_the_trace_tail_not_the_program
     EXPECT_EQ(sqlite3_exec(db, "PRAGMA quick_check", nullptr, nullptr, nullptr), SQLITE_OK) << f;
     sqlite3_close(db);
     Trace t(copy);
-    EXPECT_EQ(t.meta("schema_version"), "1") << f;
+    EXPECT_EQ(t.meta("schema_version"), "2") << f;
     EXPECT_NE(std::stoll(t.scalar("SELECT count(*) FROM ops")), 0) << f;
     std::remove(copy.c_str());
     std::remove((copy + "-journal").c_str());

@@ -15,7 +15,7 @@
 #include "model_builder.h"
 #include "model_check.h"
 #include "replay.h"
-#include "schedule_writer.h"
+#include "trace_file_model.h"
 #include "trace_schema.h"
 
 namespace lockstep {
@@ -161,7 +161,7 @@ ScheduleBuilder pipeline() {
 
 std::string write(const std::string& name, const ScheduleBuilder& b) {
   const std::string dir = (scratch() / name).string();
-  testing::write_schedule_trace(b.trace, dir);
+  trace_file::write_trace_dir(b.trace, dir, trace_file::kSchedule);
   return dir;
 }
 
@@ -318,7 +318,7 @@ namespace {
 // Under a launcher (srun, torchrun, lockstep-launch), each task runs only its own rank.
 TEST(ReplayCli, RankFromEnvRunsOneRankPerLaunchedProcess) {
   const std::string dir = (scratch() / "rank-from-env").string();
-  testing::write_schedule_trace(pipeline().trace, dir);
+  trace_file::write_trace_dir(pipeline().trace, dir, trace_file::kSchedule);
   auto [rc, out] = run_cli_with(LAUNCH_EXE " -n 2 --timeout 20 -- " LOCKSTEP_CLI " replay --rank-from-env --timeout 10 " + dir);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_TRUE(contains(out, "rank 0: completed 10 ops")) << out;
@@ -342,7 +342,7 @@ namespace {
 
 TEST(Perturbation, ReportsEveryHangingTrialWithItsSeedAndTrace) {
   const std::string dir = (scratch() / "seed-swapped-perturbed").string();
-  testing::write_schedule_trace(seed_like(/*swap_rank=*/0).trace, dir);
+  trace_file::write_trace_dir(seed_like(/*swap_rank=*/0).trace, dir, trace_file::kSchedule);
   replay::ReplayOptions o;
   o.trace_dir = dir;
   o.out_dir = (scratch() / "seed-swapped-perturbed-replay").string();
@@ -422,10 +422,14 @@ std::pair<int, std::string> replay_cli(const std::string& dir, const std::string
   return run_cli(extra + "replay --timeout 5 --no-record -o " + dir + "-out " + dir);
 }
 
-const char* kFirstOp = "(SELECT min(call_index) FROM ops)";
+// Schema 2: an op's description is its signature row (shared by the ops that repeat it).
+const char* kFirstOp = "(SELECT min(call_index) FROM op_rows)";
+std::string first_op_signature(const std::string& set) {
+  return "UPDATE signatures SET " + set + " WHERE id=(SELECT sig FROM op_rows WHERE call_index=" + kFirstOp + ")";
+}
 
 TEST(ReplayValidation, HugeCountIsCannotRunWithTheReasonNotACrashReportedAsHang) {
-  const std::string dir = mutated("v-huge-count", std::string("UPDATE ops SET count=9223372036854775807 WHERE call_index=") + kFirstOp);
+  const std::string dir = mutated("v-huge-count", first_op_signature("count=9223372036854775807"));
   auto [rc, out] = replay_cli(dir);
   EXPECT_EQ(rc, 5) << out;
   EXPECT_TRUE(contains(out, "count 9223372036854775807")) << out;
@@ -449,19 +453,16 @@ TEST(ReplayValidation, NegativeCountUnknownOpPeerAndRootOutOfRangeAreCannotRun) 
   // analyzer and the model checker refuse the same files.
   for (const char* name : {"v-negative", "v-nranks"}) {
     const std::string dir = mutated(name, std::string(name) == "v-negative"
-                                              ? "UPDATE ops SET count=-4 WHERE call_index=" + first
+                                              ? first_op_signature("count=-4")
                                               : std::string("UPDATE comms SET rank=5"));
     auto [rc, out] = replay_cli(dir);
     EXPECT_EQ(rc, 4) << name << "\n" << out;
     EXPECT_TRUE(contains(out, "was skipped")) << name << "\n" << out;
   }
-  for (const Case& c : {Case{"v-unknown-op", "UPDATE ops SET op='all_gossip' WHERE call_index=" + first,
-                             "op 'all_gossip' cannot be replayed"},
-                        Case{"v-peer", "UPDATE ops SET peer=7 WHERE call_index=" + first, "peer 7"},
-                        Case{"v-root", "UPDATE ops SET op='broadcast', root=9, peer=NULL WHERE call_index=" + first,
-                             "root 9"},
-                        Case{"v-dtype", "UPDATE ops SET dtype='float128' WHERE call_index=" + first,
-                             "unknown dtype 'float128'"}}) {
+  for (const Case& c : {Case{"v-unknown-op", first_op_signature("op='all_gossip'"), "op 'all_gossip' cannot be replayed"},
+                        Case{"v-peer", first_op_signature("peer=7"), "peer 7"},
+                        Case{"v-root", first_op_signature("op=1, root=9, peer=NULL"), "root 9"},  // 1: broadcast
+                        Case{"v-dtype", first_op_signature("dtype='float128'"), "unknown dtype 'float128'"}}) {
     const std::string dir = mutated(c.name, c.statement);
     auto [rc, out] = replay_cli(dir);
     EXPECT_EQ(rc, 5) << c.name << "\n" << out;

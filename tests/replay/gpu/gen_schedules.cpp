@@ -2,7 +2,7 @@
 // collective, a grouped self send/recv, events, a graph-launched op) and "hang" (a self send
 // nobody receives).
 #include "model_builder.h"
-#include "schedule_writer.h"
+#include "trace_file_model.h"
 using namespace lockstep;
 int main(int argc, char** argv) {
   std::string out = argv[1];
@@ -25,13 +25,13 @@ int main(int argc, char** argv) {
       b.op(0, "world", "all_reduce", 2, n, "bfloat16").state = "graph_launched";
       b.wait(0, "stream_sync", 2);
     }
-    testing::write_schedule_trace(b.trace, out + "/ok");
+    trace_file::write_trace_dir(b.trace, out + "/ok", trace_file::kSchedule);
   }
   {
     testing::ScheduleBuilder b(1);
     b.comm(0, "world", 1, 0);
     b.op(0, "world", "all_reduce", 1, 1024);
     b.send(0, "world", 0, 1);  // a send to itself that nobody receives
-    testing::write_schedule_trace(b.trace, out + "/hang");
+    trace_file::write_trace_dir(b.trace, out + "/hang", trace_file::kSchedule);
   }
 }

@@ -9,8 +9,8 @@ G=.carry/gpu
 rm -rf $G && mkdir -p $G/include
 cp /usr/include/sqlite3.h /usr/include/sqlite3ext.h $G/include/       # the GPU box lacks the header
 cp -r /usr/local/cuda/include $G/cuda-include                         # nccl.h, cuda.h and friends
-g++ -std=c++20 -Ianalyzer -Ischema -Itests/replay tests/replay/gpu/gen_schedules.cpp \
-    tests/replay/schedule_writer.cpp -lsqlite3 -o /tmp/lockstep-gen-schedules
+g++ -std=c++20 -Ianalyzer -Ischema -Itests/replay tests/replay/gpu/gen_schedules.cpp schema/trace_file.cpp \
+    schema/trace_file_model.cpp -lsqlite3 -o /tmp/lockstep-gen-schedules
 /tmp/lockstep-gen-schedules $G
 # The seed traces, recorded on the CPU fixture: broken order (hangs at 3750) and fixed order.
 export LD_LIBRARY_PATH=$PWD/$B/fixture-lib

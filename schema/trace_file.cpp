@@ -1,0 +1,291 @@
+#include "trace_file.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+namespace lockstep::trace_file {
+
+// DDL of other components' tables, created with the trace's own (a plugin's table goes here:
+// one string per component, each CREATE ... IF NOT EXISTS).
+static const char* const kExtraCreateSql[] = {""};
+
+Stmt::Stmt(sqlite3* db, const char* sql, bool persistent) {
+  if (sqlite3_prepare_v3(db, sql, -1, persistent ? SQLITE_PREPARE_PERSISTENT : 0, &st_, nullptr) != SQLITE_OK) {
+    sqlite3_finalize(st_);
+    st_ = nullptr;
+  }
+}
+
+Stmt& Stmt::operator=(Stmt&& o) noexcept {
+  if (this != &o) {
+    sqlite3_finalize(st_);
+    st_ = o.st_;
+    o.st_ = nullptr;
+  }
+  return *this;
+}
+
+int Stmt::run() {
+  int rc = sqlite3_step(st_);
+  sqlite3_reset(st_);
+  return rc;
+}
+
+Db& Db::operator=(Db&& o) noexcept {
+  if (this != &o) {
+    close();
+    db_ = o.db_;
+    o.db_ = nullptr;
+  }
+  return *this;
+}
+
+int Db::open(const std::string& path, int flags, const char* vfs) {
+  close();
+  return sqlite3_open_v2(path.c_str(), &db_, flags, vfs);
+}
+
+void Db::close() {
+  if (db_) sqlite3_close_v2(db_);
+  db_ = nullptr;
+}
+
+int Db::exec(const char* sql) { return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr); }
+
+void Db::check(int rc, const std::string& what) const {
+  if (rc == SQLITE_OK || rc == SQLITE_DONE || rc == SQLITE_ROW) return;
+  throw Error(what + ": " + errmsg());
+}
+
+int64_t Db::scalar(const char* sql, int64_t dflt) {
+  Stmt st(db_, sql, false);
+  if (!st.ok()) return dflt;
+  int64_t v = st.step() == SQLITE_ROW ? sqlite3_column_int64(st.get(), 0) : dflt;
+  return v;
+}
+
+std::string hex16(uint64_t v) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+  return b;
+}
+
+namespace {
+
+// CASE expression mapping an enum column to its vocab name ("" entries left out).
+template <size_t N>
+std::string names_case(const std::string& col, const char* const (&names)[N]) {
+  std::string s = "CASE " + col;
+  for (size_t i = 0; i < N; ++i) s += " WHEN " + std::to_string(i) + " THEN '" + names[i] + "'";
+  return s + " ELSE " + col + " END";  // a name outside the vocabulary is stored as text
+}
+
+}  // namespace
+
+std::string ops_select(int64_t base, int64_t wall_offset) {
+  const std::string b = std::to_string(base), w = std::to_string(wall_offset);
+  return "SELECT r.call_index AS call_index, s.comm_id AS comm_id, r.seq AS seq, " + names_case("s.op", vocab::kOpNames) +
+         " AS op, " + names_case("s.dtype", vocab::kDtypeNames) + " AS dtype, " +
+         "s.count AS count, s.root AS root, s.peer AS peer, " + names_case("s.redop", vocab::kRedOpNames) +
+         " AS redop, s.stream AS stream, s.tid AS tid, s.thread_name AS thread_name, r.group_id AS group_id, " + b +
+         " + r.t AS issue_mono_ns, " + b + " + r.t + " + w + " + r.wall AS issue_wall_ns, " + b +
+         " + r.t + r.ret AS return_mono_ns, r.rc AS rc, " + names_case("r.state", vocab::kStateNames) +
+         " AS state, g.capture_id AS capture_id, g.graph_id AS graph_id, g.origin_call AS origin_call, "
+         "g.graph_exec AS graph_exec, s.stack_id AS stack_id "
+         "FROM op_rows r JOIN signatures s ON s.id = r.sig LEFT JOIN op_graph g ON g.call_index = r.call_index";
+}
+
+std::string op_parts_select() {
+  return "SELECT r.call_index AS call_index, p.part AS part, " + names_case("p.op", vocab::kOpNames) + " AS op, " +
+         names_case("p.dtype", vocab::kDtypeNames) + " AS dtype, p.count AS count, p.root AS root, p.peer AS peer, " +
+         names_case("p.redop", vocab::kRedOpNames) +
+         " AS redop FROM op_rows r JOIN signature_parts p ON p.sig_id = r.sig";
+}
+
+std::string completions_select(int64_t base) {
+  return "SELECT call_index, " + std::to_string(base) + " + t + done AS mono_ns FROM op_rows WHERE done IS NOT NULL";
+}
+
+std::string views_sql(int64_t base, int64_t wall_offset) {
+  return "CREATE VIEW IF NOT EXISTS ops AS " + ops_select(base, wall_offset) +
+         ";\n"
+         "CREATE VIEW IF NOT EXISTS op_parts AS " + op_parts_select() +
+         ";\n"
+         "CREATE VIEW IF NOT EXISTS completions AS " + completions_select(base) +
+         ";\n"
+         // Tools that edit completions (tests that make a host fall behind) keep working.
+         "CREATE TRIGGER IF NOT EXISTS completions_delete INSTEAD OF DELETE ON completions BEGIN "
+         "UPDATE op_rows SET done = NULL WHERE call_index = OLD.call_index; END;\n";
+}
+
+int create(Db& db, const std::string& path, const CreateOptions& o, const char** what) {
+  // A stale file of an earlier process with the same name would mix two runs.
+  unlink(path.c_str());
+  for (const char* ext : {"-journal", "-wal", "-shm"}) unlink((path + ext).c_str());
+  *what = "cannot create trace file";
+  int rc = db.open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, o.vfs);
+  if (rc != SQLITE_OK) return rc;
+  if (o.busy_timeout_ms > 0) sqlite3_busy_timeout(db.get(), o.busy_timeout_ms);
+  *what = "cannot configure trace file";
+  // 1 KiB pages: a trace has ~20 tables and indexes of one page at least, most of them small
+  // for good; at 4 KiB that alone is ~90 KB (the seed demo's 3,800 ops take 130 KB).
+  std::string pragmas = "PRAGMA page_size=1024;PRAGMA application_id=" + std::to_string(schema::kApplicationId) +
+                        ";PRAGMA journal_mode=" + o.journal_mode + ";PRAGMA synchronous=" + o.synchronous + ";";
+  if ((rc = db.exec(pragmas)) != SQLITE_OK) return rc;
+  *what = "cannot create trace tables";
+  if ((rc = db.exec("BEGIN")) != SQLITE_OK) return rc;
+  if ((rc = db.exec(schema::kCreateSql)) != SQLITE_OK) return rc;
+  for (const char* extra : kExtraCreateSql)
+    if (*extra && (rc = db.exec(extra)) != SQLITE_OK) return rc;
+  if ((rc = db.exec(views_sql(o.time_base_mono_ns, o.wall_offset_ns))) != SQLITE_OK) return rc;
+  {
+    Stmt m(db.get(), "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)", false);
+    const std::pair<const char*, std::string> rows[] = {
+        {"schema_version", std::to_string(schema::kSchemaVersion)},
+        {"op_time_base_mono_ns", std::to_string(o.time_base_mono_ns)},
+        {"op_wall_offset_ns", std::to_string(o.wall_offset_ns)},
+    };
+    for (const auto& [k, v] : rows)
+      if ((rc = m.text(1, k).text(2, v).run()) != SQLITE_DONE) return rc;
+  }
+  return db.exec("COMMIT");
+}
+
+int Tables::prepare(sqlite3* db, int64_t base, int64_t wall_offset) {
+  base_ = base;
+  wall_offset_ = wall_offset;
+  struct {
+    Stmt* st;
+    const char* sql;
+  } all[] = {
+      {&meta_, "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)"},
+      {&env_, "INSERT OR REPLACE INTO env(name,value) VALUES(?,?)"},
+      {&comm_,
+       "INSERT OR REPLACE INTO comms(id,comm_hash,handle,nranks,rank,cuda_device,parent_id,split_color,split_key,name,"
+       "init_call,init_mono_ns,init_rc,end_kind) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+      {&comm_end_, "UPDATE comms SET end_kind=?,end_call=?,end_mono_ns=? WHERE id=?"},
+      {&sig_,
+       "INSERT INTO signatures(id,comm_id,op,dtype,count,root,peer,redop,stream,tid,thread_name,stack_id,nparts,hash) "
+       "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+      {&part_, "INSERT OR REPLACE INTO signature_parts(sig_id,part,op,dtype,count,root,peer,redop) VALUES(?,?,?,?,?,?,?,?)"},
+      {&op_, "INSERT OR REPLACE INTO op_rows(call_index,sig,seq,t,ret,done,wall,state,rc,group_id) VALUES(?,?,?,?,?,?,?,?,?,?)"},
+      {&op_graph_, "INSERT OR REPLACE INTO op_graph(call_index,capture_id,graph_id,origin_call,graph_exec) VALUES(?,?,?,?,?)"},
+      {&complete_, "UPDATE op_rows SET done=?1-t WHERE call_index=?2"},
+      {&stack_, "INSERT OR IGNORE INTO stacks(id,hash) VALUES(?,?)"},
+      {&frame_, "INSERT OR REPLACE INTO frames(stack_id,depth,kind,function,module,offset,file,line) VALUES(?,?,?,?,?,?,?,?)"},
+      {&launch_, "INSERT OR REPLACE INTO graph_launches(call_index,graph_exec,graph_id,stream,mono_ns) VALUES(?,?,?,?,?)"},
+      {&wait_, "INSERT OR REPLACE INTO waits(call_index,kind,stream,event,tid,begin_mono_ns,end_mono_ns) VALUES(?,?,?,?,?,?,?)"},
+      {&api_, "INSERT OR REPLACE INTO api_calls(call_index,name,comm_id,rc,detail,mono_ns) VALUES(?,?,?,?,?,?)"},
+      {&hang_, "INSERT INTO hangs(mono_ns,wall_ns,in_flight,message) VALUES(?,?,?,?)"},
+      {&checkpoint_, "INSERT OR REPLACE INTO checkpoints(comm_id,ordinal,seq,digest) VALUES(?,?,?,?)"},
+  };
+  for (auto& s : all) {
+    *s.st = Stmt(db, s.sql);
+    if (!s.st->ok()) return sqlite3_errcode(db) ? sqlite3_errcode(db) : SQLITE_ERROR;
+  }
+  return SQLITE_OK;
+}
+
+int Tables::meta(std::string_view k, std::string_view v) {
+  // An empty value is a value here, not NULL.
+  sqlite3_bind_text(meta_.get(), 2, v.data(), int(v.size()), SQLITE_TRANSIENT);
+  return meta_.text(1, k).run();
+}
+
+int Tables::env(std::string_view k, std::string_view v) {
+  sqlite3_bind_text(env_.get(), 2, v.data(), int(v.size()), SQLITE_TRANSIENT);
+  return env_.text(1, k).run();
+}
+
+int Tables::comm(const CommRow& c) {
+  Stmt& q = comm_;
+  q.i64(1, c.id).text(2, c.hash).i64(3, int64_t(c.handle)).i64(4, c.nranks).i64(5, c.rank).opt(6, c.cuda_device);
+  q.opt(7, c.parent_id);
+  if (c.has_split) q.i64(8, c.split_color).i64(9, c.split_key);
+  else q.null(8).null(9);
+  q.text(10, c.name).i64(11, c.init_call).i64(12, c.init_mono_ns).i64(13, c.init_rc);
+  if (c.end == vocab::CommEnd::Alive) q.null(14);
+  else q.text(14, vocab::name(c.end));
+  return q.run();
+}
+
+int Tables::comm_end(int64_t id, vocab::CommEnd kind, int64_t call_index, int64_t mono_ns) {
+  return comm_end_.text(1, vocab::name(kind)).i64(2, call_index).i64(3, mono_ns).i64(4, id).run();
+}
+
+namespace {
+int64_t dtype_col(vocab::Dtype d) { return d == vocab::Dtype::Mixed ? -1 : int64_t(d); }
+int64_t redop_col(vocab::RedOp r) { return r == vocab::RedOp::None ? -1 : int64_t(r); }
+}  // namespace
+
+int Tables::signature(const SignatureRow& s) {
+  Stmt& q = sig_;
+  q.i64(1, s.id).i64(2, s.comm_id).i64(3, int64_t(s.op)).opt(4, dtype_col(s.dtype)).i64(5, s.count);
+  q.opt(6, s.root).opt(7, s.peer).opt(8, redop_col(s.redop)).i64(9, int64_t(s.stream)).i64(10, s.tid);
+  q.text(11, s.thread_name).opt(12, s.stack_id).i64(13, s.nparts).i64(14, int64_t(s.hash));
+  return q.run();
+}
+
+int Tables::part(const PartRow& p) {
+  Stmt& q = part_;
+  q.i64(1, p.sig_id).i64(2, p.part).i64(3, int64_t(p.op)).opt(4, dtype_col(p.dtype)).i64(5, p.count);
+  q.opt(6, p.root).opt(7, p.peer).opt(8, redop_col(p.redop));
+  return q.run();
+}
+
+int Tables::op(const OpRow& o) {
+  Stmt& q = op_;
+  q.i64(1, o.call_index).i64(2, o.sig).opt(3, o.seq, 0).i64(4, o.issue_mono_ns - base_);
+  if (o.return_mono_ns) q.i64(5, o.return_mono_ns - o.issue_mono_ns);
+  else q.null(5);
+  if (o.completed) q.i64(6, o.complete_mono_ns - o.issue_mono_ns);
+  else q.null(6);
+  q.i64(7, o.issue_wall_ns - o.issue_mono_ns - wall_offset_).i64(8, int64_t(o.state)).i64(9, o.rc).opt(10, o.group_id);
+  int rc = q.run();
+  if (rc != SQLITE_DONE || (!o.capture_id && !o.graph_id && !o.graph_exec && o.origin_call < 0)) return rc;
+  Stmt& g = op_graph_;
+  g.i64(1, o.call_index).opt(2, int64_t(o.capture_id), 0).opt(3, int64_t(o.graph_id), 0).opt(4, o.origin_call);
+  g.opt(5, int64_t(o.graph_exec), 0);
+  return g.run();
+}
+
+int Tables::complete(int64_t call_index, int64_t complete_mono_ns) {
+  return complete_.i64(1, complete_mono_ns - base_).i64(2, call_index).run();
+}
+
+int Tables::stack(int64_t id, std::string_view hash_hex) { return stack_.i64(1, id).text(2, hash_hex).run(); }
+
+int Tables::frame(const FrameRow& f) {
+  Stmt& q = frame_;
+  q.i64(1, f.stack_id).i64(2, f.depth).text(3, vocab::name(f.kind)).text(4, f.function).text(5, f.module);
+  q.opt(6, f.offset).text(7, f.file).opt(8, f.line);
+  return q.run();
+}
+
+int Tables::graph_launch(int64_t call_index, uint64_t exec, uint64_t graph, uint64_t stream, int64_t mono_ns) {
+  return launch_.i64(1, call_index).i64(2, int64_t(exec)).opt(3, int64_t(graph), 0).i64(4, int64_t(stream)).i64(5, mono_ns).run();
+}
+
+int Tables::wait(const WaitRow& w) {
+  Stmt& q = wait_;
+  q.i64(1, w.call_index).text(2, vocab::name(w.kind)).i64(3, int64_t(w.stream)).opt(4, int64_t(w.event), 0);
+  q.i64(5, w.tid).i64(6, w.begin_mono_ns).opt(7, w.end_mono_ns);
+  return q.run();
+}
+
+int Tables::api(int64_t call_index, std::string_view name, int64_t comm_id, int32_t rc, std::string_view detail,
+                int64_t mono_ns) {
+  return api_.i64(1, call_index).text(2, name).opt(3, comm_id).i64(4, rc).text(5, detail).i64(6, mono_ns).run();
+}
+
+int Tables::hang(int64_t mono_ns, int64_t wall_ns, int32_t in_flight, std::string_view message) {
+  sqlite3_bind_text(hang_.get(), 4, message.data(), int(message.size()), SQLITE_TRANSIENT);
+  return hang_.i64(1, mono_ns).i64(2, wall_ns).i64(3, in_flight).run();
+}
+
+int Tables::checkpoint(const CheckpointRow& c) {
+  return checkpoint_.i64(1, c.comm_id).i64(2, c.ordinal).i64(3, c.seq).i64(4, int64_t(c.digest)).run();
+}
+
+}  // namespace lockstep::trace_file

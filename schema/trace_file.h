@@ -1,0 +1,238 @@
+// The trace file, written once: one RAII SQLite wrapper, the schema-2 DDL and its views, the
+// column lists, and typed inserts. Every writer of trace files uses it: the recorder's writer
+// thread (interposer/writer.cpp), the Flight Recorder converter, shrink, the test builders and
+// bench/gen_trace. The encoding of an op row (schema/trace_schema.h, docs/schema.md) lives
+// only in Tables::insert_op; the loader (analyzer/trace_loader.cpp) is its inverse.
+//
+// No exceptions on the recorder's paths: every call that touches SQLite returns its result code
+// (or bool); Db::check() turns one into an exception for the offline writers.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+#include "trace_schema.h"
+#include "vocab.h"
+
+namespace lockstep::trace_file {
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Stmt {
+ public:
+  Stmt() = default;
+  Stmt(sqlite3* db, const char* sql, bool persistent = true);
+  ~Stmt() { sqlite3_finalize(st_); }
+  Stmt(Stmt&& o) noexcept : st_(o.st_) { o.st_ = nullptr; }
+  Stmt& operator=(Stmt&& o) noexcept;
+  Stmt(const Stmt&) = delete;
+  Stmt& operator=(const Stmt&) = delete;
+
+  bool ok() const { return st_ != nullptr; }
+  sqlite3_stmt* get() const { return st_; }
+  Stmt& i64(int c, int64_t v) { sqlite3_bind_int64(st_, c, v); return *this; }
+  // NULL when v == null_value (the records' convention: -1 or 0 stands for NULL).
+  Stmt& opt(int c, int64_t v, int64_t null_value = -1) {
+    if (v == null_value) sqlite3_bind_null(st_, c);
+    else sqlite3_bind_int64(st_, c, v);
+    return *this;
+  }
+  Stmt& null(int c) { sqlite3_bind_null(st_, c); return *this; }
+  // Empty = NULL. Copied (SQLITE_TRANSIENT): callers may pass temporaries.
+  Stmt& text(int c, std::string_view v) {
+    if (v.empty()) sqlite3_bind_null(st_, c);
+    else sqlite3_bind_text(st_, c, v.data(), int(v.size()), SQLITE_TRANSIENT);
+    return *this;
+  }
+  // Steps once and resets (a statement left active keeps the pager in its error state).
+  // Returns SQLITE_DONE on success, else the failing result code.
+  int run();
+  // One row of a query: SQLITE_ROW, SQLITE_DONE, or an error code. The caller resets.
+  int step() { return sqlite3_step(st_); }
+  void reset() { sqlite3_reset(st_); }
+
+ private:
+  sqlite3_stmt* st_ = nullptr;
+};
+
+class Db {
+ public:
+  Db() = default;
+  ~Db() { close(); }
+  Db(Db&& o) noexcept : db_(o.db_) { o.db_ = nullptr; }
+  Db& operator=(Db&& o) noexcept;
+  Db(const Db&) = delete;
+  Db& operator=(const Db&) = delete;
+
+  // SQLITE_OK or the error code (the handle is kept open for sqlite3_errmsg when there is one).
+  int open(const std::string& path, int flags, const char* vfs = nullptr);
+  void close();
+  sqlite3* get() const { return db_; }
+  explicit operator bool() const { return db_ != nullptr; }
+  int exec(const char* sql);
+  int exec(const std::string& sql) { return exec(sql.c_str()); }
+  std::string errmsg() const { return db_ ? sqlite3_errmsg(db_) : "out of memory"; }
+  // Offline writers: throws Error("<what>: <sqlite message>") unless rc is OK/DONE/ROW.
+  void check(int rc, const std::string& what) const;
+  // One integer from a query (PRAGMA page_count, ...); dflt when it yields nothing.
+  int64_t scalar(const char* sql, int64_t dflt = 0);
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+// ---- the rows ---------------------------------------------------------------------------------
+// Fields map to schema/trace_schema.h columns; -1 (or 0 where noted) stands for SQL NULL.
+
+// The invariant description of an op, interned once per distinct value (schema 2).
+struct SignatureRow {
+  int64_t id = 0;
+  int64_t comm_id = 0;
+  vocab::Op op = vocab::Op::AllReduce;
+  vocab::Dtype dtype = vocab::Dtype::Mixed;  // Mixed = NULL
+  int64_t count = 0;
+  int32_t root = -1, peer = -1;
+  vocab::RedOp redop = vocab::RedOp::None;   // None = NULL
+  uint64_t stream = 0;
+  int64_t tid = 0;
+  std::string_view thread_name;              // "" = NULL
+  int64_t stack_id = -1;
+  int32_t nparts = 0;
+  uint64_t hash = 0;                         // op_digest.h signature_hash (cross-rank part)
+};
+
+struct PartRow {
+  int64_t sig_id = 0;
+  int32_t part = 0;
+  vocab::Op op = vocab::Op::Send;
+  vocab::Dtype dtype = vocab::Dtype::Mixed;
+  int64_t count = 0;
+  int32_t root = -1, peer = -1;
+  vocab::RedOp redop = vocab::RedOp::None;
+};
+
+// What changes from one op to the next. Absolute times here; insert_op encodes them.
+struct OpRow {
+  int64_t call_index = 0;
+  int64_t sig = 0;
+  int64_t seq = 0;               // 0 = NULL (unsequenced)
+  int64_t issue_mono_ns = 0;
+  int64_t issue_wall_ns = 0;
+  int64_t return_mono_ns = 0;    // 0 = NULL
+  bool completed = false;        // false: done is NULL (not completed, or not yet)
+  int64_t complete_mono_ns = 0;
+  vocab::State state = vocab::State::Enqueued;
+  int32_t rc = 0;
+  int64_t group_id = -1;
+  // graph columns, in op_graph (only rows that have one of them)
+  uint64_t capture_id = 0, graph_id = 0, graph_exec = 0;  // 0 = NULL
+  int64_t origin_call = -1;
+};
+
+struct CommRow {
+  int64_t id = 0;
+  std::string_view hash;
+  uint64_t handle = 0;
+  int32_t nranks = 0, rank = 0;
+  int32_t cuda_device = -1;
+  int64_t parent_id = -1;
+  bool has_split = false;
+  int32_t split_color = 0, split_key = 0;
+  std::string_view name;
+  int64_t init_call = 0, init_mono_ns = 0;
+  int32_t init_rc = 0;
+  vocab::CommEnd end = vocab::CommEnd::Alive;  // offline writers: the end, if known
+};
+
+struct FrameRow {
+  int64_t stack_id = 0;
+  int32_t depth = 0;
+  vocab::FrameKind kind = vocab::FrameKind::Native;
+  std::string_view function, module;
+  int64_t offset = -1;           // -1 = NULL
+  std::string_view file;
+  int32_t line = -1;             // -1 = NULL
+};
+
+struct WaitRow {
+  int64_t call_index = 0;
+  vocab::Wait kind = vocab::Wait::StreamSync;
+  uint64_t stream = 0;
+  uint64_t event = 0;            // 0 = NULL
+  int64_t tid = 0;
+  int64_t begin_mono_ns = 0;
+  int64_t end_mono_ns = -1;      // -1 = NULL
+};
+
+struct CheckpointRow {
+  int64_t comm_id = 0, ordinal = 0, seq = 0;
+  uint64_t digest = 0;
+};
+
+// ---- creating a file --------------------------------------------------------------------------
+
+struct CreateOptions {
+  const char* vfs = nullptr;            // the recorder's write_errno_vfs
+  std::string journal_mode = "truncate";
+  std::string synchronous = "OFF";
+  int busy_timeout_ms = 0;
+  // Op times are stored relative to these (meta op_time_base_mono_ns, op_wall_offset_ns):
+  // the process's start, so that a row's issue time is small and its wall time a drift.
+  int64_t time_base_mono_ns = 0;
+  int64_t wall_offset_ns = 0;           // start_wall_ns - start_mono_ns
+};
+
+// Unlinks any old file (and its journal), creates `path` with the application id, pragmas,
+// tables, views and the meta rows schema_version, op_time_base_mono_ns, op_wall_offset_ns.
+// SQLITE_OK, or the failing code with `*what` naming the step (the Db stays open for errmsg).
+int create(Db& db, const std::string& path, const CreateOptions& options, const char** what);
+
+// The views that show schema-2 rows as schema-1 tables (ops, op_parts, completions) with names,
+// for `sqlite3 trace.sqlite 'select ...'` users and SQL readers written for schema 1.
+std::string views_sql(int64_t time_base_mono_ns, int64_t wall_offset_ns);
+// The SELECTs behind those views, for readers that must not trust SQL stored in a file (the
+// loader reads an untrusted trace through these, never through the file's own views).
+std::string ops_select(int64_t time_base_mono_ns, int64_t wall_offset_ns);
+std::string op_parts_select();
+std::string completions_select(int64_t time_base_mono_ns);
+
+// Prepared inserts for every table, each returning SQLITE_DONE or the failing code.
+class Tables {
+ public:
+  // SQLITE_OK or the code of the statement that did not prepare.
+  int prepare(sqlite3* db, int64_t time_base_mono_ns, int64_t wall_offset_ns);
+
+  int meta(std::string_view key, std::string_view value);
+  int env(std::string_view name, std::string_view value);
+  int comm(const CommRow& c);
+  int comm_end(int64_t id, vocab::CommEnd kind, int64_t call_index, int64_t mono_ns);
+  int signature(const SignatureRow& s);
+  int part(const PartRow& p);
+  int op(const OpRow& o);
+  // A completion that arrived after its op row was written.
+  int complete(int64_t call_index, int64_t complete_mono_ns);
+  int stack(int64_t id, std::string_view hash_hex);
+  int frame(const FrameRow& f);
+  int graph_launch(int64_t call_index, uint64_t exec, uint64_t graph, uint64_t stream, int64_t mono_ns);
+  int wait(const WaitRow& w);
+  int api(int64_t call_index, std::string_view name, int64_t comm_id, int32_t rc, std::string_view detail,
+          int64_t mono_ns);
+  int hang(int64_t mono_ns, int64_t wall_ns, int32_t in_flight, std::string_view message);
+  int checkpoint(const CheckpointRow& c);
+
+ private:
+  int64_t base_ = 0, wall_offset_ = 0;
+  Stmt meta_, env_, comm_, comm_end_, sig_, part_, op_, op_graph_, complete_, stack_, frame_, launch_,
+      wait_, api_, hang_, checkpoint_;
+};
+
+// "%016llx": the on-disk form of comm and stack hashes.
+std::string hex16(uint64_t v);
+
+}  // namespace lockstep::trace_file

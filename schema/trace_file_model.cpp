@@ -1,0 +1,201 @@
+#include "trace_file_model.h"
+
+#include <filesystem>
+#include <map>
+#include <tuple>
+
+#include "op_digest.h"
+#include "trace_file.h"
+
+namespace lockstep::trace_file {
+namespace {
+
+// The model's names -> the vocabulary (the model's field types are about to become the enums
+// themselves; these few helpers are the only place that converts).
+struct Name {
+  int64_t code;       // enum value, or -1 when the name is not in the vocabulary
+  std::string text;   // the name itself (stored as text when code < 0)
+};
+Name op_name(const std::string& s) {
+  auto v = vocab::parse_op(s);
+  return {v ? int64_t(*v) : -1, s};
+}
+vocab::Dtype dtype_of(const std::string& s) { return vocab::parse_dtype(s).value_or(vocab::Dtype::Mixed); }
+vocab::RedOp redop_of(const std::string& s) { return vocab::parse_redop(s).value_or(vocab::RedOp::None); }
+vocab::State state_of(const std::string& s) { return vocab::parse_state(s).value_or(vocab::State::Enqueued); }
+
+uint64_t signature_hash_of(const Op& o) {
+  std::vector<digest::Part> parts;
+  for (const OpPart& p : o.parts)
+    parts.push_back({vocab::parse_op(p.op).value_or(vocab::Op::Coalesced), dtype_of(p.dtype), p.count, p.root, p.peer,
+                     redop_of(p.redop)});
+  return digest::signature_hash(vocab::parse_op(o.op).value_or(vocab::Op::Coalesced), dtype_of(o.dtype), o.count, o.root,
+                                o.peer, redop_of(o.redop), parts.data(), parts.size());
+}
+
+// Binds a vocabulary column: the enum's value, or the name as text when it is not one.
+void bind_name(Stmt& q, int c, const std::string& name, int64_t code) {
+  if (name.empty()) q.null(c);
+  else if (code >= 0) q.i64(c, code);
+  else q.text(c, name);
+}
+
+}  // namespace
+
+void write_process(const Process& p, const std::string& path, const ModelWriteOptions& opt) {
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
+  Db db;
+  CreateOptions co;
+  co.journal_mode = opt.fast ? "OFF" : "truncate";
+  co.synchronous = opt.fast ? "OFF" : "NORMAL";
+  const char* what = "";
+  db.check(create(db, path, co, &what), what + std::string(" ") + path);
+  db.check(db.exec("BEGIN"), "begin");
+  Tables t;
+  db.check(t.prepare(db.get(), 0, 0), "prepare");
+  auto ok = [&](int rc, const char* w) { db.check(rc, std::string("writing ") + w + " of " + path); };
+
+  ok(t.meta("host", p.host), "meta");
+  ok(t.meta("pid", std::to_string(p.pid)), "meta");
+  if (p.global_rank >= 0) ok(t.meta("global_rank", std::to_string(p.global_rank)), "meta");
+  ok(t.meta("finished", p.finished ? "1" : "0"), "meta");
+  if (!p.exit_reason.empty()) ok(t.meta("exit_reason", p.exit_reason), "meta");
+  if (p.last_flush_mono_ns) ok(t.meta("last_flush_mono_ns", std::to_string(p.last_flush_mono_ns)), "meta");
+  if (p.dropped_records) ok(t.meta("dropped_records", std::to_string(p.dropped_records)), "meta");
+  if (p.checkpoint_interval) {
+    ok(t.meta("checkpoint_interval", std::to_string(p.checkpoint_interval)), "meta");
+    ok(t.meta("digest_version", std::to_string(digest::kDigestVersion)), "meta");
+  }
+  if (p.retired_ops) ok(t.meta("retired_ops", std::to_string(p.retired_ops)), "meta");
+  for (const auto& [k, v] : p.meta)
+    if (k != "schema_version" && k != "op_time_base_mono_ns" && k != "op_wall_offset_ns") ok(t.meta(k, v), "meta");
+  for (const auto& [k, v] : p.env) ok(t.env(k, v), "env");
+
+  {
+    Stmt retired(db.get(), "UPDATE comms SET retired_collectives=?, retired_digest=?, retired_through_seq=? WHERE id=?");
+    for (const Comm& c : p.comms) {
+      CommRow r;
+      r.id = c.local_id;
+      r.hash = c.hash;
+      r.handle = c.handle ? c.handle : uint64_t(c.local_id) * 4096;
+      r.nranks = c.nranks;
+      r.rank = c.rank;
+      r.cuda_device = c.cuda_device;
+      r.parent_id = c.parent >= 0 ? p.comms[size_t(c.parent)].local_id : -1;
+      r.has_split = c.parent >= 0;
+      r.split_color = c.split_color;
+      r.split_key = c.split_key;
+      r.name = c.name;
+      r.init_call = c.init_call;
+      r.init_mono_ns = c.init_call;
+      r.init_rc = c.init_rc;
+      r.end = vocab::parse_comm_end(c.end_kind).value_or(vocab::CommEnd::Alive);
+      ok(t.comm(r), "comm");
+      if (c.retired_collectives || c.retired_through_seq || c.retired_digest)
+        ok(retired.i64(1, c.retired_collectives).i64(2, int64_t(c.retired_digest)).i64(3, c.retired_through_seq)
+               .i64(4, c.local_id).run(),
+           "comm");
+      for (const Comm::Checkpoint& k : c.checkpoints) ok(t.checkpoint({c.local_id, k.ordinal, k.seq, k.digest}), "checkpoint");
+    }
+  }
+
+  for (const auto& [id, frames] : p.stacks) {
+    ok(t.stack(id, hex16(uint64_t(id))), "stack");
+    for (size_t d = 0; d < frames.size(); ++d) {
+      const Frame& f = frames[d];
+      FrameRow r;
+      r.stack_id = id;
+      r.depth = int32_t(d);
+      r.kind = vocab::parse_frame_kind(f.kind).value_or(vocab::FrameKind::Native);
+      r.function = f.function;
+      r.module = f.module;
+      r.offset = r.kind == vocab::FrameKind::Native ? int64_t(f.offset) : -1;
+      r.file = f.file;
+      r.line = f.line > 0 ? f.line : -1;
+      ok(t.frame(r), "frame");
+    }
+  }
+
+  // Signatures: interned by every invariant field (names as text: the model's own form).
+  using Key = std::tuple<int, std::string, std::string, int64_t, int, int, std::string, uint64_t, int64_t, std::string,
+                         int64_t, std::vector<std::tuple<std::string, std::string, int64_t, int, int, std::string>>>;
+  std::map<Key, int64_t> sigs;
+  Stmt sig(db.get(),
+           "INSERT INTO signatures(id,comm_id,op,dtype,count,root,peer,redop,stream,tid,thread_name,stack_id,nparts,hash) "
+           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  Stmt part(db.get(), "INSERT INTO signature_parts(sig_id,part,op,dtype,count,root,peer,redop) VALUES(?,?,?,?,?,?,?,?)");
+  auto dtype_code = [](const std::string& s) { auto d = vocab::parse_dtype(s); return d ? int64_t(*d) : -1; };
+  auto redop_code = [](const std::string& s) { auto r = vocab::parse_redop(s); return r ? int64_t(*r) : -1; };
+  for (const Op& o : p.ops) {
+    const Comm& c = p.comms.at(size_t(o.comm));
+    Key k{c.local_id, o.op, o.dtype, o.count, o.root, o.peer, o.redop, o.stream, o.tid, o.thread_name, o.stack_id, {}};
+    for (const OpPart& x : o.parts) std::get<11>(k).emplace_back(x.op, x.dtype, x.count, x.root, x.peer, x.redop);
+    auto it = sigs.find(k);
+    if (it == sigs.end()) {
+      int64_t id = int64_t(sigs.size()) + 1;
+      it = sigs.emplace(std::move(k), id).first;
+      sig.i64(1, id).i64(2, c.local_id);
+      bind_name(sig, 3, o.op, op_name(o.op).code);
+      bind_name(sig, 4, o.dtype, dtype_code(o.dtype));
+      sig.i64(5, o.count).opt(6, o.root).opt(7, o.peer);
+      bind_name(sig, 8, o.redop, redop_code(o.redop));
+      sig.i64(9, int64_t(o.stream)).i64(10, o.tid).text(11, o.thread_name).opt(12, o.stack_id);
+      sig.i64(13, int64_t(o.parts.size())).i64(14, int64_t(signature_hash_of(o)));
+      ok(sig.run(), "signature");
+      for (size_t i = 0; i < o.parts.size(); ++i) {
+        const OpPart& x = o.parts[i];
+        part.i64(1, id).i64(2, int64_t(i));
+        bind_name(part, 3, x.op, op_name(x.op).code);
+        bind_name(part, 4, x.dtype, dtype_code(x.dtype));
+        part.i64(5, x.count).opt(6, x.root).opt(7, x.peer);
+        bind_name(part, 8, x.redop, redop_code(x.redop));
+        ok(part.run(), "signature part");
+      }
+    }
+    OpRow r;
+    r.call_index = o.call_index;
+    r.sig = it->second;
+    r.seq = o.seq > 0 ? o.seq : 0;
+    bool synth = opt.synthesize_times && o.issue_mono_ns == 0;
+    r.issue_mono_ns = synth ? o.call_index * 1000 : o.issue_mono_ns;
+    r.issue_wall_ns = synth ? o.call_index * 1000 : o.issue_wall_ns;
+    r.return_mono_ns = r.issue_mono_ns + 10;
+    r.completed = o.completed;
+    r.complete_mono_ns = o.complete_mono_ns;
+    r.state = state_of(o.state);
+    r.rc = o.rc;
+    r.group_id = o.group_id;
+    r.origin_call = o.origin_call;
+    r.graph_exec = o.graph_exec;
+    ok(t.op(r), "op");
+    if (o.state.size() && !vocab::parse_state(o.state))  // a state outside the vocabulary: kept by name
+      ok(Stmt(db.get(), "UPDATE op_rows SET state=? WHERE call_index=?", false).text(1, o.state).i64(2, o.call_index).run(),
+         "op");
+  }
+  for (const Wait& w : p.waits) {
+    WaitRow r;
+    r.call_index = w.call_index;
+    r.kind = vocab::parse_wait(w.kind).value_or(vocab::Wait::StreamSync);
+    r.stream = w.stream;
+    r.event = w.event;
+    r.tid = w.tid;
+    bool synth = opt.synthesize_times && w.begin_mono_ns == 0;
+    r.begin_mono_ns = synth ? w.call_index * 1000 : w.begin_mono_ns;
+    r.end_mono_ns = synth ? w.call_index * 1000 + 1 : w.end_mono_ns;
+    ok(t.wait(r), "wait");
+  }
+  for (const HangMarker& h : p.hangs) ok(t.hang(h.mono_ns, h.wall_ns, h.in_flight, h.message), "hang");
+  db.check(db.exec("COMMIT"), "commit " + path);
+}
+
+void write_trace_dir(const Trace& t, const std::string& dir, const ModelWriteOptions& opt) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().string().ends_with(schema::kFileSuffix)) fs::remove(e.path());
+  for (const Process& p : t.processes)
+    write_process(p, dir + "/rank-" + std::to_string(p.global_rank) + schema::kFileSuffix, opt);
+}
+
+}  // namespace lockstep::trace_file
