@@ -23,17 +23,19 @@ enum class OpClass : uint8_t {
 
 // An op description without identity: equal signatures are the same operation.
 struct Signature {
-  std::string op;
-  std::string dtype;
+  vocab::Op op = vocab::Op::AllReduce;
+  vocab::Dtype dtype = vocab::Dtype::Mixed;
   int64_t count = 0;
   int root = -1;
   int peer = -1;
-  std::string redop;
+  vocab::RedOp redop = vocab::RedOp::None;
   std::vector<OpPart> parts;
   OpClass cls = OpClass::kCollective;
 };
 
-OpClass classify_op(const std::string& op);
+constexpr OpClass classify_op(vocab::Op op) {
+  return vocab::is_p2p(op) ? OpClass::kP2P : op == vocab::Op::AllToAll ? OpClass::kAllToAll : OpClass::kCollective;
+}
 
 enum OpFlags : uint8_t {
   kOpCompleted = 1,      // completion recorded

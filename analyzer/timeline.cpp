@@ -75,15 +75,15 @@ std::string bounded(std::string s, size_t max = 512) {
 }
 
 // Enqueued ops and graph replays ran on a stream; captured, failed and simulated rows did not.
-bool ran(const Op& o) { return o.state == schema::kStateEnqueued || o.state == schema::kStateGraphLaunched; }
+bool ran(const Op& o) { return vocab::enqueued_work(o.state); }
 
 json peers_of(const Op& o) {
   json peers = json::array();
   for (const OpPart& part : o.parts) {
-    json e = {{"op", part.op}, {"dtype", part.dtype}, {"count", part.count}};
+    json e = {{"op", vocab::name(part.op)}, {"dtype", vocab::stored_name(part.dtype)}, {"count", part.count}};
     if (part.peer >= 0) e["peer"] = part.peer;
     if (part.root >= 0) e["root"] = part.root;
-    if (!part.redop.empty()) e["redop"] = part.redop;
+    if (part.redop != vocab::RedOp::None) e["redop"] = vocab::name(part.redop);
     peers.push_back(std::move(e));
   }
   return peers;
@@ -276,7 +276,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       if (!op_selected(i, op)) continue;
       const int tid = tid_of.at({op.comm, op.stream, lane_of[k]});
       const int64_t start = ts(op.issue_mono_ns);
-      json args = {{"seq", op.seq}, {"op", op.op}, {"dtype", op.dtype}, {"count", op.count}, {"state", op.state},
+      json args = {{"seq", op.seq}, {"op", vocab::name(op.op)}, {"dtype", vocab::stored_name(op.dtype)}, {"count", op.count}, {"state", vocab::name(op.state)},
                    {"call_index", op.call_index}, {"stream", hex(op.stream)}, {"host_tid", op.tid}};
       if (op.comm >= 0) {
         args["comm"] = p.comms[op.comm].hash;
@@ -284,7 +284,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       }
       if (op.root >= 0) args["root"] = op.root;
       if (op.peer >= 0) args["peer"] = op.peer;
-      if (!op.redop.empty()) args["redop"] = op.redop;
+      if (op.redop != vocab::RedOp::None) args["redop"] = vocab::name(op.redop);
       if (!op.parts.empty()) args["peers"] = peers_of(op);
       if (op.rc != 0) args["rc"] = op.rc;
       if (!op.thread_name.empty()) args["thread"] = op.thread_name;
@@ -298,7 +298,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
             key = std::to_string(pid) + ":" + std::to_string(op.stack_id);
             json frames = json::array();
             for (const Frame& f : trim_stack(it->second, o.max_frames))
-              frames.push_back(bounded((f.kind == "python" ? "py " : "") + format_frame(f)));
+              frames.push_back(bounded((f.kind == vocab::FrameKind::Python ? "py " : "") + format_frame(f)));
             stacks[key] = std::move(frames);
           }
           cached = stack_key.emplace(op.stack_id, key).first;
@@ -311,24 +311,25 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       }
       if (!ran(op)) {
         // Captured, failed or simulated: nothing ran, so no duration; a mark where it was called.
-        emit({{"ph", "i"}, {"s", "t"}, {"name", op.op + " (" + op.state + ")"}, {"cat", op.state},
+        emit({{"ph", "i"}, {"s", "t"}, {"name", std::string(vocab::name(op.op)) + " (" + vocab::name(op.state) + ")"}, {"cat", vocab::name(op.state)},
               {"pid", pid}, {"tid", tid}, {"ts", us(start)}, {"args", std::move(args)}});
         continue;
       }
-      if (op.state == schema::kStateGraphLaunched && op.graph_exec != 0) launches.insert({op.graph_exec, start});
+      if (op.state == vocab::State::GraphLaunched && op.graph_exec != 0) launches.insert({op.graph_exec, start});
       std::string cat = classify_op(op.op) == OpClass::kP2P ? "p2p" : "collective";
       int64_t stop = stop_of(op);
       if (!op.completed) {
         cat = "in_flight";
         args["in_flight"] = true;
       }
-      std::string name = op.op + (op.seq > 0 ? " #" + std::to_string(op.seq) : "");
+      std::string name = vocab::name(op.op) + (op.seq > 0 ? " #" + std::to_string(op.seq) : "");
       emit({{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"ts", us(start)},
             {"dur", us(std::max<int64_t>(0, stop - start))}, {"args", std::move(args)}});
       if (counted) {
         members[{p.comms[op.comm].hash, ord}].push_back(placed.size());
         placed.push_back({pid, tid, start,
-                          op.op + " " + op.dtype + " " + std::to_string(op.count) + " " + std::to_string(op.root) + " " + op.redop});
+                          std::string(vocab::name(op.op)) + " " + vocab::stored_name(op.dtype) + " " + std::to_string(op.count) + " " +
+                              std::to_string(op.root) + " " + vocab::name(op.redop)});
       }
     }
     for (auto& [exec, at] : launches)
@@ -336,11 +337,11 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
             {"tid", kHostTid}, {"ts", us(at)}, {"args", {{"graph_exec", hex(exec)}}}});
     for (const Wait& w : p.waits) {
       if (!in_span(ts(w.begin_mono_ns))) continue;
-      json args = {{"kind", w.kind}, {"stream", hex(w.stream)}, {"host_tid", w.tid}, {"call_index", w.call_index}};
+      json args = {{"kind", vocab::name(w.kind)}, {"stream", hex(w.stream)}, {"host_tid", w.tid}, {"call_index", w.call_index}};
       if (w.event != 0) args["event"] = hex(w.event);
       if (w.end_mono_ns >= 0) args["waited_us"] = us(w.end_mono_ns - w.begin_mono_ns);
       else args["returned"] = false;
-      emit({{"ph", "i"}, {"s", "t"}, {"name", w.kind}, {"cat", w.end_mono_ns >= 0 ? "wait" : "wait_blocked"},
+      emit({{"ph", "i"}, {"s", "t"}, {"name", vocab::name(w.kind)}, {"cat", w.end_mono_ns >= 0 ? "wait" : "wait_blocked"},
             {"pid", pid}, {"tid", kHostTid}, {"ts", us(ts(w.begin_mono_ns))}, {"args", std::move(args)}});
     }
     for (const HangMarker& h : p.hangs)
@@ -475,7 +476,7 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
     if (it == m.by_seq.end()) return "-";
     const SchedOp& op = *it->second;
     const Signature& sig = s.sigs[op.sig];
-    std::string text = sig.op;
+    std::string text = vocab::name(sig.op);
     if (sig.cls == OpClass::kP2P && sig.peer >= 0) text += " r" + std::to_string(sig.peer);
     if (m.completion_known) text += " " + (op.completed() ? ok : waiting);
     return text;

@@ -67,7 +67,7 @@ int ops(const OpsArgs& a) {
     char line[64];
     std::snprintf(line, sizeof line, "%s %-9lld %-8s %8s  ", i == center ? ">" : " ", static_cast<long long>(o.call_index),
                   comm.c_str(), o.seq > 0 ? std::to_string(o.seq).c_str() : "-");
-    std::string state = o.state + (o.completed ? ", completed" : "");
+    std::string state = vocab::name(o.state) + std::string(o.completed ? ", completed" : "");
     if (o.rc != 0) state += ", rc=" + std::to_string(o.rc);
     std::cout << line << describe_signature(sig) << "  [" << state << "]"
               << (o.thread_name.empty() ? "" : "  " + o.thread_name) << "\n";

@@ -60,7 +60,7 @@ int stacks(const StacksArgs& a) {
       auto frames = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
       if (!a.all_frames) frames = trim_stack(frames, 32);
       if (frames.empty()) std::cout << "    (no stack recorded)\n";
-      for (auto& f : frames) std::cout << "    " << (f.kind == "python" ? "py " : "   ") << format_frame(f) << "\n";
+      for (auto& f : frames) std::cout << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << format_frame(f) << "\n";
     }
   }
   return any ? kExitOk : kExitUsage;

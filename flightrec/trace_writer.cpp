@@ -84,7 +84,7 @@ void write_trace_file(const Process& p, const std::string& path) {
       std::snprintf(h, sizeof h, "%016llx", static_cast<unsigned long long>(id));
       s.i(1, id).t(2, h).run();
       for (size_t k = 0; k < frames.size(); ++k)
-        f.i(1, id).i(2, static_cast<int64_t>(k)).t(3, frames[k].kind).t(4, frames[k].function).t(5, frames[k].file).i(6, frames[k].line).run();
+        f.i(1, id).i(2, static_cast<int64_t>(k)).t(3, vocab::name(frames[k].kind)).t(4, frames[k].function).t(5, frames[k].file).i(6, frames[k].line).run();
     }
   }
   {
@@ -97,18 +97,18 @@ void write_trace_file(const Process& p, const std::string& path) {
       o.i(1, x.call_index).i(2, p.comms.at(x.comm).local_id);
       if (x.seq > 0) o.i(3, x.seq);
       else o.null(3);
-      o.t(4, x.op).t(5, x.dtype).i(6, x.count);
+      o.t(4, vocab::name(x.op)).t(5, vocab::stored_name(x.dtype)).i(6, x.count);
       if (x.root >= 0) o.i(7, x.root); else o.null(7);
       if (x.peer >= 0) o.i(8, x.peer); else o.null(8);
-      o.t(9, x.redop).i(10, static_cast<int64_t>(x.stream)).i(11, x.tid).t(12, x.thread_name).i(13, x.issue_mono_ns).i(14, x.issue_wall_ns).t(15, x.state);
+      o.t(9, vocab::name(x.redop)).i(10, static_cast<int64_t>(x.stream)).i(11, x.tid).t(12, x.thread_name).i(13, x.issue_mono_ns).i(14, x.issue_wall_ns).t(15, vocab::name(x.state));
       if (x.stack_id >= 0) o.i(16, x.stack_id); else o.null(16);
       o.run();
       for (size_t k = 0; k < x.parts.size(); ++k) {
         const OpPart& pp = x.parts[k];
-        part.i(1, x.call_index).i(2, static_cast<int64_t>(k)).t(3, pp.op).t(4, pp.dtype).i(5, pp.count);
+        part.i(1, x.call_index).i(2, static_cast<int64_t>(k)).t(3, vocab::name(pp.op)).t(4, vocab::stored_name(pp.dtype)).i(5, pp.count);
         if (pp.root >= 0) part.i(6, pp.root); else part.null(6);
         if (pp.peer >= 0) part.i(7, pp.peer); else part.null(7);
-        part.t(8, pp.redop).run();
+        part.t(8, vocab::name(pp.redop)).run();
       }
       if (x.completed) done.i(1, x.call_index).i(2, x.complete_mono_ns).run();
     }

@@ -162,7 +162,7 @@ struct Builder {
     if (frames.empty()) return -1;
     json fj = json::array();
     for (auto& f : frames) {
-      bool py = f.kind == "python";
+      bool py = f.kind == vocab::FrameKind::Python;
       fj.push_back(json::array({py ? "py" : "native", f.function, py ? f.file : f.module,
                                 py ? static_cast<int64_t>(f.line) : static_cast<int64_t>(f.offset)}));
     }
