@@ -6,6 +6,7 @@
 // docs/replay.md states the semantics and the argument.
 #include "model_check.h"
 
+#include "identity.h"
 #include "trace_validation.h"
 
 #include <algorithm>
@@ -83,10 +84,7 @@ Schedule schedule_from_trace(const Trace& trace) {
   for (const auto& p : trace.processes) rank_uses[p.global_rank]++;
   for (size_t i = 0; i < trace.processes.size(); ++i) {
     const Process& p = trace.processes[i];
-    if (p.global_rank >= 0 && rank_uses[p.global_rank] == 1)
-      s.procs[i].label = "rank " + std::to_string(p.global_rank);
-    else
-      s.procs[i].label = "process " + std::to_string(i) + " (" + p.host + ":" + std::to_string(p.pid) + ")";
+    s.procs[i].label = rank_label(p, static_cast<int>(i), rank_uses[p.global_rank] == 1);
   }
 
   for (size_t pi = 0; pi < trace.processes.size(); ++pi) {
@@ -96,7 +94,7 @@ Schedule schedule_from_trace(const Trace& trace) {
     for (size_t ci = 0; ci < p.comms.size(); ++ci) {
       const Comm& c = p.comms[ci];
       if (c.init_rc != 0 || c.nranks <= 0) continue;  // creation failed, or the NULL-comm placeholder
-      if (c.name == "(created before tracing)") {
+      if (c.created_before_tracing) {
         // The recorder gave it an identity local to this process: members cannot be matched.
         s.problems.push_back(p.path + ": communicator " + c.hash +
                              " was created before tracing started; its ops are ignored (record from the start)");
@@ -555,9 +553,7 @@ void Engine::build() {
           const Part& part = ps.parts[it.first_part + k];
           const int32_t gp = part_base_[p] + it.first_part + k;
           part_item_[gp] = g;
-          const int32_t src = part.is_send ? crank : part.peer, dst = part.is_send ? part.peer : crank;
-          const uint64_t key = (static_cast<uint64_t>(it.comm) << 40) | (static_cast<uint64_t>(src) << 20) | static_cast<uint64_t>(dst);
-          Channel& ch = channels[key];
+          Channel& ch = channels[p2p_channel(it.comm, crank, part.peer, part.is_send).key()];
           (part.is_send ? ch.sends : ch.recvs).push_back(gp);
         }
       } else {

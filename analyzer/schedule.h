@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "identity.h"
 #include "trace_model.h"
 
 namespace lockstep {
@@ -69,11 +70,8 @@ struct Schedule {
   std::vector<SkippedFile> skipped;
 };
 
-// The rank a report shows for a process: its global rank, or its position when unknown.
-inline int display_rank(const Schedule& s, int proc) {
-  int r = s.procs[proc].info.global_rank;
-  return r >= 0 ? r : proc;
-}
+// The rank a report shows for a process (identity.h shown_rank).
+inline int display_rank(const Schedule& s, int proc) { return shown_rank(s.procs[proc].info, proc); }
 
 // Interns signatures by value: equal descriptions get the same index, so comparing two ops is
 // comparing two integers.

@@ -27,11 +27,6 @@ int64_t meta_int(const Process& p, const char* key, bool* found) {
   return v;
 }
 
-int shown_rank(const Process& p, size_t index) { return p.global_rank >= 0 ? p.global_rank : static_cast<int>(index); }
-
-bool comm_matches(const Comm& c, const std::string& role, const std::string& want) {
-  return c.hash.rfind(want, 0) == 0 || role == want || (!c.name.empty() && c.name == want);
-}
 
 std::string hex(uint64_t v) {
   char b[24];
@@ -109,7 +104,7 @@ struct Selection {
     std::set<int> want_ranks(o.ranks.begin(), o.ranks.end());
     std::set<int> seen_ranks;
     for (size_t i = 0; i < t.processes.size(); ++i) {
-      int r = shown_rank(t.processes[i], i);
+      int r = shown_rank(t.processes[i], static_cast<int>(i));
       seen_ranks.insert(r);
       if (want_ranks.empty() || want_ranks.count(r)) procs.push_back(i);
     }
@@ -122,15 +117,24 @@ struct Selection {
     comm_on.assign(t.processes.size(), {});
     bool any_comm = false;
     std::set<std::string> all_comms;
+    // The selector names the communicators it matches exactly (role or name) when there are
+    // any, else those whose hash it prefixes (identity.h).
+    CommMatch best = CommMatch::kNone;
+    std::vector<std::vector<CommMatch>> match(t.processes.size());
     for (size_t i : procs) {
       const Process& p = t.processes[i];
-      roles[i] = local_roles(p);
+      roles[i] = comm_roles(p);
       comm_on[i].assign(p.comms.size(), o.comm.empty());
       for (size_t c = 0; c < p.comms.size(); ++c) {
         all_comms.insert(short_hash(p.comms[c].hash) + " (role " + roles[i][c] + ")");
-        if (!o.comm.empty() && comm_matches(p.comms[c], roles[i][c], o.comm)) comm_on[i][c] = any_comm = true;
+        match[i].push_back(match_comm(o.comm, p.comms[c].hash, roles[i][c], p.comms[c].name));
+        best = std::max(best, match[i].back());
       }
     }
+    if (!o.comm.empty() && best != CommMatch::kNone)
+      for (size_t i : procs)
+        for (size_t c = 0; c < match[i].size(); ++c)
+          if (match[i][c] == best) comm_on[i][c] = any_comm = true;
     if (!o.comm.empty() && !any_comm) {
       std::string list;
       for (auto& c : all_comms) list += "\n  " + c;
@@ -200,7 +204,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
     // pid/tid 0 are the kernel's idle task to Perfetto (special-cased): numbering starts at 1.
     const int pid = static_cast<int>(i) + 1;
     constexpr int kHostTid = 1;
-    const int rank = shown_rank(p, i);
+    const int rank = shown_rank(p, static_cast<int>(i));
     const int64_t shift = clocks[i].mono_to_wall - origin;
     auto ts = [&](int64_t mono) { return mono + shift; };
     const int64_t end_ns = ts(process_end_mono(p));
@@ -410,14 +414,10 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
   if (idx.comms.empty()) throw TimelineError("the trace has no communicators");
   int g = -1;
   if (!o.comm.empty()) {
-    std::vector<int> hits;
-    for (size_t k = 0; k < idx.comms.size(); ++k) {
-      const GlobalComm& c = idx.comms[k];
-      if (c.role == o.comm || (!c.name.empty() && c.name == o.comm)) hits.assign(1, static_cast<int>(k));
-    }
-    if (hits.empty())
-      for (size_t k = 0; k < idx.comms.size(); ++k)
-        if (idx.comms[k].hash.rfind(o.comm, 0) == 0) hits.push_back(static_cast<int>(k));
+    const int n = static_cast<int>(idx.comms.size());
+    std::vector<int> hits = select_comms(
+        o.comm, n, [&](int k) -> const std::string& { return idx.comms[k].role; },
+        [&](int k) -> const GlobalComm& { return idx.comms[k]; });
     if (hits.size() != 1) {
       std::string list;
       for (auto& c : idx.comms) list += "\n  " + short_hash(c.hash) + "  role " + c.role;

@@ -125,6 +125,13 @@ bool table_exists(sqlite3* db, const char* name) {
   return st.step();
 }
 
+bool table_has_column(sqlite3* db, const char* table, const char* column) {
+  Stmt st(db, "SELECT 1 FROM pragma_table_info(?) WHERE name=?");
+  sqlite3_bind_text(st.get(), 1, table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st.get(), 2, column, -1, SQLITE_STATIC);
+  return st.step();
+}
+
 // Checks that come before trusting any table: magic bytes, size, application_id, schema version.
 void validate(sqlite3* db, const std::string& path) {
   std::error_code ec;
@@ -221,8 +228,11 @@ void read_header(sqlite3* db, Process& p) {
       c.cuda_device = static_cast<int>(st.i64(5, -1));
       parent_ids.push_back(st.i64(6, -1));
       c.split_color = static_cast<int>(st.i64(7));
+      c.shrunk = !st.null(6) && st.null(7);
       c.split_key = static_cast<int>(st.i64(8));
       c.name = st.str(9);
+      // Traces before the created_before_tracing column said it in the name.
+      if (c.name == "(created before tracing)") c.created_before_tracing = true, c.name.clear();
       c.init_call = st.i64(10);
       c.init_rc = static_cast<int>(st.i64(11));
       const std::string end = st.str(12);
@@ -234,6 +244,20 @@ void read_header(sqlite3* db, Process& p) {
     if (parent_ids[i] < 0) continue;
     for (size_t j = 0; j < p.comms.size(); ++j)
       if (p.comms[j].local_id == parent_ids[i]) p.comms[i].parent = static_cast<int>(j);
+  }
+  if (table_has_column(db, "comms", "created_before_tracing")) {
+    Stmt st(db, "SELECT id FROM comms WHERE created_before_tracing != 0");
+    while (st.step())
+      for (Comm& c : p.comms)
+        if (c.local_id == st.i64(0)) c.created_before_tracing = true;
+  }
+  {
+    // The recorder's only ncclCommSplit api_calls row is a NOCOLOR split (a split that created
+    // a communicator is a comms row).
+    Stmt st(db, "SELECT call_index, comm_id FROM api_calls WHERE name = 'ncclCommSplit' AND rc = 0 ORDER BY call_index");
+    while (st.step())
+      for (size_t i = 0; i < p.comms.size(); ++i)
+        if (p.comms[i].local_id == st.i64(1)) p.nocolor_splits.push_back({st.i64(0), static_cast<int>(i)});
   }
   {
     Stmt st(db, "SELECT mono_ns, wall_ns, in_flight, message FROM hangs ORDER BY id");

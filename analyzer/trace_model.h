@@ -72,6 +72,7 @@ struct Comm {
   // The recorder first saw it in a call, not at its creation (it existed before tracing began):
   // its identity is local to this process and cannot be matched with the other members.
   bool created_before_tracing = false;
+  bool shrunk = false;       // created by ncclCommShrink (parent set, no split color)
   int64_t init_call = 0;
   int init_rc = 0;
   vocab::CommEnd end_kind = vocab::CommEnd::Alive;
@@ -103,6 +104,14 @@ struct Wait {
   int64_t end_mono_ns = -1; // -1: never returned
 };
 
+// An ncclCommSplit call with NCCL_SPLIT_NOCOLOR: it created no communicator (so it has no comms
+// row; the recorder keeps it in api_calls), but it is the parent's k-th split call on every
+// member, so communicator roles count it (analyzer/identity.h).
+struct NoColorSplit {
+  int64_t call_index = 0;
+  int parent = -1;  // index into Process::comms
+};
+
 struct HangMarker {
   int64_t mono_ns = 0;
   int64_t wall_ns = 0;
@@ -126,6 +135,7 @@ struct Process {
   std::map<std::string, std::string> meta;
   std::map<std::string, std::string> env;
   std::vector<Comm> comms;
+  std::vector<NoColorSplit> nocolor_splits;  // by call_index
   std::vector<Op> ops;       // sorted by call_index; sequenced and unsequenced
   std::map<int64_t, std::vector<Frame>> stacks;
   std::vector<Wait> waits;   // sorted by call_index; empty when the trace has none

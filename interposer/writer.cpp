@@ -218,8 +218,8 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
            "VALUES(?,?,?,?,?,?,?,?)",
            &s.part) &&
       prep("INSERT OR REPLACE INTO comms(id,comm_hash,handle,nranks,rank,cuda_device,parent_id,"
-           "split_color,split_key,name,init_call,init_mono_ns,init_rc) "
-           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)",
+           "split_color,split_key,name,init_call,init_mono_ns,init_rc,created_before_tracing) "
+           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
            &s.comm) &&
       prep("UPDATE comms SET end_kind=?,end_call=?,end_mono_ns=? WHERE id=?", &s.comm_end) &&
       prep("INSERT INTO api_calls(call_index,name,comm_id,rc,detail,mono_ns) VALUES(?,?,?,?,?,?)",
@@ -497,7 +497,7 @@ void Writer::intern_pending_stacks() {
       NativeFrame f = symbolize(ps.pcs[d], d == 0);
       sqlite3_bind_int64(s.frame, 1, id);
       sqlite3_bind_int64(s.frame, 2, int64_t(d));
-      sqlite3_bind_text(s.frame, 3, "native", -1, SQLITE_STATIC);
+      sqlite3_bind_text(s.frame, 3, vocab::name(vocab::FrameKind::Native), -1, SQLITE_STATIC);
       if (f.function.empty()) sqlite3_bind_null(s.frame, 4);
       else sqlite3_bind_text(s.frame, 4, f.function.c_str(), -1, SQLITE_TRANSIENT);
       if (f.module.empty()) sqlite3_bind_null(s.frame, 5);
@@ -512,7 +512,7 @@ void Writer::intern_pending_stacks() {
       lockstep::PyFrameInfo fi = lockstep::resolve_python_frame(ps.py[i]);
       sqlite3_bind_int64(s.frame, 1, id);
       sqlite3_bind_int64(s.frame, 2, int64_t(ps.pcs.size() + i));
-      sqlite3_bind_text(s.frame, 3, "python", -1, SQLITE_STATIC);
+      sqlite3_bind_text(s.frame, 3, vocab::name(vocab::FrameKind::Python), -1, SQLITE_STATIC);
       sqlite3_bind_text(s.frame, 4, fi.function.c_str(), -1, SQLITE_TRANSIENT);
       sqlite3_bind_null(s.frame, 5);
       sqlite3_bind_null(s.frame, 6);
@@ -621,6 +621,7 @@ void Writer::insert(const Record& r) {
       sqlite3_bind_int64(q, 11, c.init_call);
       sqlite3_bind_int64(q, 12, c.init_mono);
       sqlite3_bind_int64(q, 13, c.rc);
+      sqlite3_bind_int64(q, 14, c.before_tracing ? 1 : 0);
       break;
     }
     case RecKind::CommEnd: {

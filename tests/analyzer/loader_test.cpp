@@ -70,8 +70,8 @@ TEST(Loader, reads_back_every_field_the_writer_stored) {
   ASSERT_EQ(p0.comms.size(), 1u);
   EXPECT_EQ(p0.comms[0].hash, "00000000000000aa");
   ASSERT_EQ(p0.ops.size(), 11u);
-  EXPECT_EQ(p0.ops[0].op, "all_reduce");
-  EXPECT_EQ(p0.ops[0].redop, "sum");
+  EXPECT_EQ(p0.ops[0].op, lockstep::vocab::Op::AllReduce);
+  EXPECT_EQ(p0.ops[0].redop, lockstep::vocab::RedOp::Sum);
   EXPECT_EQ(p0.ops[0].seq, 1);
   EXPECT_TRUE(p0.ops[0].completed);
   EXPECT_EQ(p0.ops[10].parts.size(), 2u);
@@ -201,7 +201,7 @@ TEST(Loader, never_modifies_a_trace_even_one_with_a_hot_journal) {
   Trace t = load_trace(dir);
   ASSERT_TRUE(t.skipped.empty()) << t.skipped[0].reason;
   ASSERT_EQ(t.processes[0].ops.size(), 50u) << "the uncommitted transaction must be rolled back";
-  EXPECT_EQ(t.processes[0].ops[0].op, "all_reduce");
+  EXPECT_EQ(t.processes[0].ops[0].op, lockstep::vocab::Op::AllReduce);
   EXPECT_EQ(slurp(path), before) << "the trace file was modified";
   EXPECT_EQ(slurp(path + "-journal"), journal) << "the journal was modified";
 }

@@ -56,7 +56,7 @@ Op& TraceBuilder::add(int proc, const std::string& hash, const OpSpec& s) {
   Op o;
   o.call_index = next_call_[proc]++;
   o.comm = comm_index(proc, hash);
-  bool sequenced = s.state == "enqueued" || s.state == "graph_launched";
+  bool sequenced = vocab::enqueued_work(s.state);
   if (sequenced) {
     int64_t seq = 0;
     for (auto& x : p.ops)
@@ -68,7 +68,8 @@ Op& TraceBuilder::add(int proc, const std::string& hash, const OpSpec& s) {
   o.count = s.count;
   o.root = s.root;
   o.peer = s.peer;
-  o.redop = (s.op == "all_reduce" || s.op == "reduce" || s.op == "reduce_scatter") ? s.redop : "";
+  const vocab::Op k = s.op;
+  o.redop = (k == vocab::Op::AllReduce || k == vocab::Op::Reduce || k == vocab::Op::ReduceScatter) ? s.redop.value : vocab::RedOp::None;
   o.parts = s.parts;
   o.completed = s.completed && sequenced;
   o.group_id = s.group;
@@ -106,8 +107,12 @@ TraceBuilder& TraceBuilder::stopped(int proc, const std::string& reason) {
   return *this;
 }
 
-OpPart send_to(int peer, int64_t count, const std::string& dtype) { return OpPart{"send", dtype, count, -1, peer, ""}; }
-OpPart recv_from(int peer, int64_t count, const std::string& dtype) { return OpPart{"recv", dtype, count, -1, peer, ""}; }
+OpPart send_to(int peer, int64_t count, const std::string& dtype) {
+  return OpPart{vocab::Op::Send, Vocab<vocab::Dtype>(dtype.c_str()), count, -1, peer, vocab::RedOp::None};
+}
+OpPart recv_from(int peer, int64_t count, const std::string& dtype) {
+  return OpPart{vocab::Op::Recv, Vocab<vocab::Dtype>(dtype.c_str()), count, -1, peer, vocab::RedOp::None};
+}
 
 namespace {
 
@@ -184,12 +189,12 @@ void write_trace(const Trace& t, const std::string& dir) {
         op.bind(1, o.call_index);
         op.bind(2, p.comms[o.comm].local_id);
         o.seq > 0 ? op.bind(3, o.seq) : op.bind(3, nullptr);
-        op.bind(4, o.op);
-        o.dtype.empty() ? op.bind(5, nullptr) : op.bind(5, o.dtype);
+        op.bind(4, std::string(vocab::name(o.op)));
+        o.dtype == vocab::Dtype::Mixed ? op.bind(5, nullptr) : op.bind(5, std::string(vocab::name(o.dtype)));
         op.bind(6, o.count);
         o.root >= 0 ? op.bind(7, o.root) : op.bind(7, nullptr);
         o.peer >= 0 ? op.bind(8, o.peer) : op.bind(8, nullptr);
-        o.redop.empty() ? op.bind(9, nullptr) : op.bind(9, o.redop);
+        o.redop == vocab::RedOp::None ? op.bind(9, nullptr) : op.bind(9, std::string(vocab::name(o.redop)));
         op.bind(10, o.stream);
         op.bind(11, o.tid);
         op.bind(12, o.thread_name);
@@ -198,15 +203,15 @@ void write_trace(const Trace& t, const std::string& dir) {
         op.bind(15, o.issue_wall_ns);
         op.bind(16, o.issue_mono_ns + 10);
         op.bind(17, o.rc);
-        op.bind(18, o.state);
+        op.bind(18, std::string(vocab::name(o.state)));
         o.stack_id >= 0 ? op.bind(19, o.stack_id) : op.bind(19, nullptr);
         if (sqlite3_step(op.st) != SQLITE_DONE) throw std::runtime_error(sqlite3_errmsg(db));
         for (size_t i = 0; i < o.parts.size(); ++i) {
           auto& x = o.parts[i];
           if (x.peer >= 0)
-            part(o.call_index, static_cast<int64_t>(i), x.op, x.dtype, x.count, nullptr, x.peer, nullptr);
+            part(o.call_index, static_cast<int64_t>(i), std::string(vocab::name(x.op)), std::string(vocab::stored_name(x.dtype)), x.count, nullptr, x.peer, nullptr);
           else
-            part(o.call_index, static_cast<int64_t>(i), x.op, x.dtype, x.count, nullptr, nullptr, nullptr);
+            part(o.call_index, static_cast<int64_t>(i), std::string(vocab::name(x.op)), std::string(vocab::stored_name(x.dtype)), x.count, nullptr, nullptr, nullptr);
         }
         if (o.completed) done(o.call_index, o.complete_mono_ns);
       }
@@ -217,7 +222,7 @@ void write_trace(const Trace& t, const std::string& dir) {
         stack(id, "h" + std::to_string(id));
         for (size_t d = 0; d < frames.size(); ++d) {
           auto& f = frames[d];
-          frame(id, static_cast<int64_t>(d), f.kind, f.function, f.module, f.offset, f.file, f.line);
+          frame(id, static_cast<int64_t>(d), std::string(vocab::name(f.kind)), f.function, f.module, f.offset, f.file, f.line);
         }
       }
       Insert hang(db, "INSERT INTO hangs(mono_ns, wall_ns, in_flight, message) VALUES(?,?,?,?)");

@@ -232,11 +232,11 @@ TEST(ModelCheck, GraphLaunchedOpsCountAndCapturedRowsDoNot) {
   b.comm_all("X", {0, 1});
   // Rank 0 captured one all_reduce and launched the graph twice; rank 1 ran two eagerly.
   const int64_t captured = b.op(0, "X", "all_reduce").call_index;
-  b.trace.processes[0].ops.back().state = "captured";
+  b.trace.processes[0].ops.back().state = lockstep::vocab::State::Captured;
   b.trace.processes[0].ops.back().seq = 0;
   for (int i = 0; i < 2; ++i) {
     Op& g = b.op(0, "X", "all_reduce");
-    g.state = "graph_launched";
+    g.state = lockstep::vocab::State::GraphLaunched;
     g.origin_call = captured;
   }
   b.op(1, "X", "all_reduce");
@@ -244,7 +244,7 @@ TEST(ModelCheck, GraphLaunchedOpsCountAndCapturedRowsDoNot) {
   EXPECT_EQ(check(b.trace).verdict, Verdict::kCanComplete);
   // A third launch on rank 0 only: that all_reduce has no partner.
   Op& g = b.op(0, "X", "all_reduce");
-  g.state = "graph_launched";
+  g.state = lockstep::vocab::State::GraphLaunched;
   auto r = check(b.trace);
   EXPECT_EQ(r.verdict, Verdict::kDeadlock) << dump(r);
   EXPECT_TRUE(contains(r.summary, "rank 1, which never issues collective #3")) << dump(r);
@@ -254,7 +254,7 @@ TEST(ModelCheck, FailedOpsAreIgnored) {
   ScheduleBuilder b(2);
   b.comm_all("X", {0, 1});
   Op& f = b.op(0, "X", "broadcast");
-  f.state = "failed";
+  f.state = lockstep::vocab::State::Failed;
   f.rc = 4;
   b.op(0, "X", "all_reduce");
   b.op(1, "X", "all_reduce");

@@ -255,10 +255,10 @@ TEST(ModelAgreesWithReplay, GraphLaunchedOpsAreReplayedAsTheyRan) {
   b.comm_all("X", {0, 1});
   // Rank 0 captured an all_reduce once and launched its graph twice; rank 1 ran two eagerly.
   const int64_t captured = b.op(0, "X", "all_reduce", 7, 32).call_index;
-  b.trace.processes[0].ops.back().state = "captured";
+  b.trace.processes[0].ops.back().state = lockstep::vocab::State::Captured;
   b.trace.processes[0].ops.back().seq = 0;
   for (int i = 0; i < 2; ++i) {
-    b.op(0, "X", "all_reduce", 7, 32).state = "graph_launched";
+    b.op(0, "X", "all_reduce", 7, 32).state = lockstep::vocab::State::GraphLaunched;
     b.trace.processes[0].ops.back().origin_call = captured;
   }
   b.op(1, "X", "all_reduce", 7, 32);

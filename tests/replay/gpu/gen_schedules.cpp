@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
       g.parts = {OpPart{"send", "float32", n, -1, 0, ""}, OpPart{"recv", "float32", n, -1, 0, ""}};
       b.wait(0, "event_record", 1, 0xe1);
       b.wait(0, "stream_wait_event", 2, 0xe1);
-      b.op(0, "world", "all_reduce", 2, n, "bfloat16").state = "graph_launched";
+      b.op(0, "world", "all_reduce", 2, n, "bfloat16").state = lockstep::vocab::State::GraphLaunched;
       b.wait(0, "stream_sync", 2);
     }
     testing::write_schedule_trace(b.trace, out + "/ok");
