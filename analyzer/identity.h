@@ -83,13 +83,13 @@ inline P2PChannel p2p_channel(int32_t comm, int32_t me, int32_t peer, bool is_se
 }
 
 // ---- The last op of a communicator ----------------------------------------------------------
-// Index into `ops` of the last op (by call order) of communicator `comm`, -1 when it has none.
-// `ops` is in call order (Process::ops, SchedProcess::ops).
-template <class OpT>
-int64_t last_op_on_comm(const std::vector<OpT>& ops, int comm) {
-  for (size_t i = ops.size(); i-- > 0;)
-    if (static_cast<int>(ops[i].comm) == comm) return static_cast<int64_t>(i);
-  return -1;
+// A process's last op on a communicator, from the indices (in call order) of its collectives and
+// of its point-to-point ops on it (comm_index.h ProcComm::colls / p2p): -1 when it issued none.
+inline int64_t last_op_on_comm(const std::vector<uint32_t>& colls, const std::vector<uint32_t>& p2p) {
+  int64_t last = -1;
+  if (!colls.empty()) last = colls.back();
+  if (!p2p.empty() && static_cast<int64_t>(p2p.back()) > last) last = p2p.back();
+  return last;
 }
 
 }  // namespace lockstep

@@ -26,7 +26,7 @@ TraceBuilder two_rank_trace(int ops = 10) {
   b.comm("00000000000000aa", {0, 1});
   b.all({0, 1}, "00000000000000aa", OpSpec{.stack = 1}, ops);
   for (int p : {0, 1})
-    b.stack(p, 1, {Frame{"python", "train_step", "", 0, "train.py", 42}, Frame{"native", "ncclAllReduce", "libnccl.so.2", 0x1234, "", 0}});
+    b.stack(p, 1, {Frame{lockstep::vocab::FrameKind::Python, "train_step", "", 0, "train.py", 42}, Frame{lockstep::vocab::FrameKind::Native, "ncclAllReduce", "libnccl.so.2", 0x1234, "", 0}});
   return b;
 }
 
