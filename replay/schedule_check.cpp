@@ -3,13 +3,13 @@
 
 namespace lockstep::replay {
 
-using vocab::Op;
+using OpKind = vocab::Op;
 
-bool replayable_call(Op op) { return op != Op::SendRecv && op != Op::Coalesced; }
+bool replayable_call(OpKind op) { return op != OpKind::SendRecv && op != OpKind::Coalesced; }
 
 size_t dtype_bytes(vocab::Dtype dtype) { return dtype == vocab::Dtype::Mixed ? 1 : vocab::dtype_size(dtype); }
 
-bool call_buffer_bytes(Op op, vocab::Dtype dtype, int64_t count, int nranks,
+bool call_buffer_bytes(OpKind op, vocab::Dtype dtype, int64_t count, int nranks,
                        uint64_t* send, uint64_t* recv) {
   const size_t e = dtype_bytes(dtype);
   if (e == 0 || count < 0 || nranks < 1 || nranks > kMaxReplayRanks) return false;
@@ -17,9 +17,9 @@ bool call_buffer_bytes(Op op, vocab::Dtype dtype, int64_t count, int nranks,
   if (__builtin_mul_overflow(static_cast<uint64_t>(count), static_cast<uint64_t>(e), &one) ||
       __builtin_mul_overflow(one, static_cast<uint64_t>(nranks), &all))
     return false;
-  if (op == Op::AllGather || op == Op::Gather) *send = one, *recv = all;
-  else if (op == Op::ReduceScatter || op == Op::Scatter) *send = all, *recv = one;
-  else if (op == Op::AllToAll) *send = all, *recv = all;
+  if (op == OpKind::AllGather || op == OpKind::Gather) *send = one, *recv = all;
+  else if (op == OpKind::ReduceScatter || op == OpKind::Scatter) *send = all, *recv = one;
+  else if (op == OpKind::AllToAll) *send = all, *recv = all;
   else *send = one, *recv = one;
   return *send <= kMaxReplayBufferBytes && *recv <= kMaxReplayBufferBytes;
 }

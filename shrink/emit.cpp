@@ -93,7 +93,7 @@ Layout layout_of(const Trace& t) {
         s.comm = by_hash.at(p.comms.at(s.op->comm).hash);
         s.stream = stream_of(s.op->stream);
         const int n = L.comms[s.comm].nranks;
-        auto bytes = [&](const std::string& d, int64_t c) {  // counts from the trace: no overflow
+        auto bytes = [&](Dtype d, int64_t c) {  // counts from the trace: no overflow
           return static_cast<int64_t>(dtype_size(d)) * std::clamp<int64_t>(c, 0, int64_t{1} << 40) * std::clamp(n, 1, 1 << 20);
         };
         L.max_bytes = std::max(L.max_bytes, bytes(s.op->dtype, s.op->count));
@@ -373,7 +373,7 @@ std::string emit_python(const Trace& t, const std::string& title) {
         for (size_t k = 0; k < calls.size(); ++k) o << (k ? ", " : "") << calls[k].first;
         o << "]):\n            pass  # enqueued; completion is waited for below\n";
       } else {
-        if (calls.size() > 1) o << "        # recorded as one grouped " << comment_safe(op.op) << "\n";
+        if (calls.size() > 1) o << "        # recorded as one grouped " << comment_safe(vocab::name(op.op)) << "\n";
         for (const auto& c : calls) o << "        " << c.first << "\n";
       }
     }

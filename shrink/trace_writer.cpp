@@ -67,20 +67,20 @@ void write_trace(const Trace& t, const std::string& dir) {
       exec(db, "INSERT INTO ops(call_index, comm_id, seq, op, dtype, count, root, peer, redop, stream, tid, group_id, "
                "issue_mono_ns, issue_wall_ns, rc, state, origin_call) VALUES(" +
                    std::to_string(o.call_index) + "," + std::to_string(p.comms[o.comm].local_id) + "," + n(o.seq > 0 ? o.seq : -1) +
-                   "," + q(o.op) + "," + q(o.dtype) + "," + std::to_string(o.count) + "," + n(o.root) + "," + n(o.peer) + "," +
-                   q(o.redop) + "," + std::to_string(o.stream) + "," + std::to_string(o.tid) + "," + n(o.group_id) + "," +
+                   "," + q(vocab::name(o.op)) + "," + q(vocab::stored_name(o.dtype)) + "," + std::to_string(o.count) + "," + n(o.root) + "," + n(o.peer) + "," +
+                   q(vocab::name(o.redop)) + "," + std::to_string(o.stream) + "," + std::to_string(o.tid) + "," + n(o.group_id) + "," +
                    std::to_string(o.call_index * 1000) + "," + std::to_string(o.call_index * 1000) + "," + std::to_string(o.rc) +
-                   "," + q(o.state) + "," + n(o.origin_call) + ")");
+                   "," + q(vocab::name(o.state)) + "," + n(o.origin_call) + ")");
       for (size_t i = 0; i < o.parts.size(); ++i) {
         const OpPart& x = o.parts[i];
         exec(db, "INSERT INTO op_parts(call_index, part, op, dtype, count, root, peer, redop) VALUES(" +
-                     std::to_string(o.call_index) + "," + std::to_string(i) + "," + q(x.op) + "," + q(x.dtype) + "," +
-                     std::to_string(x.count) + "," + n(x.root) + "," + n(x.peer) + "," + q(x.redop) + ")");
+                     std::to_string(o.call_index) + "," + std::to_string(i) + "," + q(vocab::name(x.op)) + "," + q(vocab::stored_name(x.dtype)) + "," +
+                     std::to_string(x.count) + "," + n(x.root) + "," + n(x.peer) + "," + q(vocab::name(x.redop)) + ")");
       }
     }
     for (const Wait& w : p.waits)
       exec(db, "INSERT INTO waits(call_index, kind, stream, event, tid, begin_mono_ns, end_mono_ns) VALUES(" +
-                   std::to_string(w.call_index) + "," + q(w.kind) + "," + std::to_string(w.stream) + "," +
+                   std::to_string(w.call_index) + "," + q(vocab::name(w.kind)) + "," + std::to_string(w.stream) + "," +
                    std::to_string(w.event) + "," + std::to_string(w.tid) + "," + std::to_string(w.call_index * 1000) + "," +
                    std::to_string(w.call_index * 1000 + 1) + ")");
     exec(db, "COMMIT");

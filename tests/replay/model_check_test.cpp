@@ -163,8 +163,8 @@ TEST(ModelCheck, SendRecvPartsAreMatchedPerPeer) {
   b.comm_all("R", {0, 1, 2, 3});
   for (int r = 0; r < n; ++r) {
     Op& o = b.op(r, "R", "send_recv");
-    o.parts.push_back(OpPart{"send", "float32", 8, -1, (r + 1) % n, ""});
-    o.parts.push_back(OpPart{"recv", "float32", 8, -1, (r + n - 1) % n, ""});
+    o.parts.push_back(OpPart{lockstep::vocab::Op::Send, lockstep::vocab::Dtype::Float32, 8, -1, (r + 1) % n, lockstep::vocab::RedOp::None});
+    o.parts.push_back(OpPart{lockstep::vocab::Op::Recv, lockstep::vocab::Dtype::Float32, 8, -1, (r + n - 1) % n, lockstep::vocab::RedOp::None});
   }
   EXPECT_EQ(check(b.trace).verdict, Verdict::kCanComplete);
   // Rank 3 receives from the wrong neighbour: rank 2's send to 3 is never received.
