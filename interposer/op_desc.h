@@ -12,8 +12,6 @@ namespace lockstep::rec {
 using OpKind = vocab::Op;
 inline const char* op_name(OpKind k) { return vocab::name(k); }
 
-inline bool is_p2p(OpKind k) { return k == OpKind::Send || k == OpKind::Recv; }
-
 // ncclDataType_t value -> schema name; nullptr when unknown/mixed (-1).
 inline const char* dtype_name(int dt) {
   const vocab::Dtype d = vocab::dtype_from_nccl(dt);

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", o.timeout_s, "Kill every rank still running after S seconds (default 60)")
       ->check(CLI::PositiveNumber);
   app.add_option("--env", env, "Add K=V to every rank's environment (repeatable)")
+      ->allow_extra_args(false)  // one K=V per --env: a following "--" starts the program
       ->check([](const std::string& kv) {
         auto eq = kv.find('=');
         return eq == std::string::npos || eq == 0 ? "--env expects K=V, got '" + kv + "'" : std::string();

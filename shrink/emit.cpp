@@ -50,7 +50,7 @@ constexpr const char* kNcclDtypes[] = {"ncclInt8",    "ncclUint8",   "ncclInt32"
 std::string nccl_dtype(Dtype d) {
   return d == Dtype::Mixed ? "ncclInt8" : kNcclDtypes[static_cast<int>(d)];  // NULL (mixed) dtype: bytes
 }
-int dtype_size(Dtype d) { return d == Dtype::Mixed ? 1 : vocab::dtype_size(d); }
+int element_bytes(Dtype d) { return d == Dtype::Mixed ? 1 : vocab::dtype_size(d); }
 std::string nccl_redop(RedOp r) {
   switch (r) {
     case RedOp::Prod: return "ncclProd";
@@ -94,7 +94,7 @@ Layout layout_of(const Trace& t) {
         s.stream = stream_of(s.op->stream);
         const int n = L.comms[s.comm].nranks;
         auto bytes = [&](Dtype d, int64_t c) {  // counts from the trace: no overflow
-          return static_cast<int64_t>(dtype_size(d)) * std::clamp<int64_t>(c, 0, int64_t{1} << 40) * std::clamp(n, 1, 1 << 20);
+          return static_cast<int64_t>(element_bytes(d)) * std::clamp<int64_t>(c, 0, int64_t{1} << 40) * std::clamp(n, 1, 1 << 20);
         };
         L.max_bytes = std::max(L.max_bytes, bytes(s.op->dtype, s.op->count));
         for (const OpPart& part : s.op->parts) L.max_bytes = std::max(L.max_bytes, bytes(part.dtype == Dtype::Mixed ? s.op->dtype : part.dtype, part.count));
