@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "lockstep-launch " LOCKSTEP_VERSION);
   app.add_option("-n,--nranks", o.nranks, "Number of ranks (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE are set)")
       ->required()
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1 << 20));
   app.add_option("--timeout", o.timeout_s, "Kill every rank still running after S seconds (default 60)")
       ->check(CLI::PositiveNumber);
   app.add_option("--env", env, "Add K=V to every rank's environment (repeatable)")
@@ -32,7 +32,7 @@ int main(int argc, char** argv) {
       });
   app.add_option("--rendezvous", o.rendezvous_dir, "Directory for ncclUniqueId exchange (default: a fresh temporary one)");
   app.add_flag("--quiet", quiet, "Do not echo the ranks' output");
-  app.add_option("prog", o.argv, "The program and its arguments (after --)")->required();
+  app.add_option("program", o.argv, "The program and its arguments, after --")->required();
   app.footer("usage: lockstep-launch -n N [options] -- prog [args...]");
   try {
     app.parse(argc, argv);
