@@ -165,7 +165,7 @@ struct Ctx {
     if (!pc.p2p.empty()) last = std::max<int64_t>(last, pc.p2p.back());
     if (last < 0) return "issued nothing on this comm";
     const SchedOp& o = s.procs[proc].ops[last];
-    return "last issued " + s.sigs[o.sig].op + " seq " + std::to_string(o.seq) + (o.completed() ? " (completed)" : "");
+    return "last issued " + std::string(vocab::name(s.sigs[o.sig].op)) + " seq " + std::to_string(o.seq) + (o.completed() ? " (completed)" : "");
   }
 };
 
@@ -192,12 +192,12 @@ json side_json(const Ctx& c, const Side& sd, int g) {
   }
   const SchedOp& o = c.sop(sd);
   const Signature& sig = c.s.sigs[o.sig];
-  j["op"] = sig.op;
-  j["dtype"] = sig.dtype;
+  j["op"] = vocab::name(sig.op);
+  j["dtype"] = vocab::stored_name(sig.dtype);
   j["count"] = sig.count;
   j["root"] = sig.root >= 0 ? json(sig.root) : json(nullptr);
   j["peer"] = sig.peer >= 0 ? json(sig.peer) : json(nullptr);
-  j["redop"] = sig.redop.empty() ? json(nullptr) : json(sig.redop);
+  j["redop"] = sig.redop == vocab::RedOp::None ? json(nullptr) : json(vocab::name(sig.redop));
   j["seq"] = o.seq;
   j["call_index"] = o.call_index;
   j["state"] = op_state(c.s, sd.proc, o);
@@ -271,15 +271,15 @@ void text_stack_and_context(std::ostream& os, const Ctx& c, const Side& sd) {
   if (sd.op < 0) return;
   const SchedOp& o = c.sop(sd);
   auto frames = c.stack_of(sd);
-  os << "  stack of rank " << c.rank(sd.proc) << " (" << c.s.sigs[o.sig].op << " seq " << o.seq << "):\n";
+  os << "  stack of rank " << c.rank(sd.proc) << " (" << vocab::name(c.s.sigs[o.sig].op) << " seq " << o.seq << "):\n";
   if (frames.empty()) os << "    (no stack recorded: run with --stacks native or python)\n";
-  for (auto& f : frames) os << "    " << (f.kind == "python" ? "py " : "   ") << format_frame(f) << "\n";
+  for (auto& f : frames) os << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << format_frame(f) << "\n";
   auto before = c.details.ops_between(sd.proc, 0, o.call_index - 1, c.opt.ops_before, true);
   if (!before.empty()) {
     os << "  ops just before on rank " << c.rank(sd.proc) << ":\n";
     for (auto& b : before) {
       const Comm& cm = c.s.procs[sd.proc].info.comms[b.comm];
-      os << "    seq " << b.seq << "  " << b.op << " " << b.dtype << " count=" << b.count << "  comm "
+      os << "    seq " << b.seq << "  " << vocab::name(b.op) << " " << vocab::stored_name(b.dtype) << " count=" << b.count << "  comm "
          << short_hash(cm.hash) << (b.completed ? "  completed" : "") << "\n";
     }
   }
@@ -404,7 +404,7 @@ void text_hang(std::ostream& os, const Ctx& c) {
     os << "  wait-for cycle across " << cyc.comms << " communicator" << (cyc.comms > 1 ? "s" : "") << ": ";
     for (auto& hop : cyc.hops) {
       const SchedOp& o = c.s.procs[hop.proc].ops[hop.op];
-      os << "rank " << c.rank(hop.proc) << " (" << c.s.sigs[o.sig].op << " on comm "
+      os << "rank " << c.rank(hop.proc) << " (" << vocab::name(c.s.sigs[o.sig].op) << " on comm "
          << short_hash(c.s.procs[hop.proc].info.comms[o.comm].hash) << " seq " << o.seq << ") -> ";
     }
     os << "rank " << c.rank(cyc.hops.front().proc) << "\n";

@@ -10,7 +10,7 @@ namespace {
 // Data-dependent per-peer splits (MoE routing, variable sequence lengths) change from run to
 // run: the baseline keeps that an all-to-all happened, not how much went where.
 std::string baseline_signature(const Signature& s) {
-  if (s.cls == OpClass::kAllToAll && !s.parts.empty()) return s.op + " " + s.dtype + " uneven";
+  if (s.cls == OpClass::kAllToAll && !s.parts.empty()) return std::string(vocab::name(s.op)) + " " + vocab::stored_name(s.dtype) + " uneven";
   return describe_signature(s);
 }
 

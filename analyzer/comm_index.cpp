@@ -2,33 +2,8 @@
 
 #include <algorithm>
 #include <map>
-#include <numeric>
 
 namespace lockstep {
-
-std::string short_hash(const std::string& hash) { return hash.substr(0, 8); }
-
-std::vector<std::string> local_roles(const Process& p) {
-  std::vector<int> order(p.comms.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return p.comms[a].init_call < p.comms[b].init_call; });
-  std::vector<std::string> roles(p.comms.size());
-  std::map<int, int> children;  // parent index -> splits seen so far
-  int roots = 0;
-  // Creation order guarantees a parent's role is known before its children's.
-  for (int i : order) {
-    const Comm& c = p.comms[i];
-    std::string structural;
-    if (c.parent < 0)
-      structural = "init" + std::to_string(roots++);
-    else
-      structural = roles[c.parent] + ".split" + std::to_string(children[c.parent]++) + "(color=" +
-                   std::to_string(c.split_color) + ")";
-    roles[i] = c.name.empty() ? structural : c.name;
-  }
-  return roles;
-}
 
 int CommIndex::local_of(int gcomm, int proc) const {
   for (auto& m : comms[gcomm].members)
@@ -43,7 +18,7 @@ CommIndex build_comm_index(const Schedule& s) {
   // Communicators in the order the lowest-ranked process created them: stable report order.
   for (size_t p = 0; p < s.procs.size(); ++p) {
     const Process& info = s.procs[p].info;
-    auto roles = local_roles(info);
+    auto roles = comm_roles(info);
     idx.per_proc[p].resize(info.comms.size());
     for (size_t l = 0; l < info.comms.size(); ++l) {
       const Comm& c = info.comms[l];

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "identity.h"
 #include "schedule.h"
 
 namespace lockstep {
@@ -18,11 +19,8 @@ struct CommMember {
 
 struct GlobalComm {
   std::string hash;
-  // Stable across runs (comm hashes are random per run); see docs/analyzer.md "Roles":
-  // ncclConfig_t.commName when given, else "init<i>" for the i-th communicator the process
-  // created with ncclCommInitRank*/InitAll (0-based), and "<parent role>.split<j>(color=c)" for
-  // the j-th communicator split from that parent.
-  std::string role;
+  std::string role;  // comm_roles() (identity.h): stable across runs
+
   std::string name;
   int nranks = 0;
   std::vector<CommMember> members;  // sorted by rank; only members whose file was loaded
@@ -45,11 +43,5 @@ struct CommIndex {
 };
 
 CommIndex build_comm_index(const Schedule& s);
-
-// Local role names of one process's communicators (same rule as GlobalComm::role).
-std::vector<std::string> local_roles(const Process& p);
-
-// "3f2a9c01" (the first 8 hex digits), the short form used in reports and accepted by --comm.
-std::string short_hash(const std::string& hash);
 
 }  // namespace lockstep

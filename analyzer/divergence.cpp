@@ -31,12 +31,11 @@ namespace {
 
 std::pair<FindingKind, std::string> compare(const Signature& a, const Signature& b) {
   auto d = [](const std::string& x, const std::string& y) { return x + " vs " + y; };
-  if (a.op != b.op) return {FindingKind::kOpType, "op type differs: " + d(a.op, b.op)};
-  if (a.dtype != b.dtype)
-    return {FindingKind::kDtype, "dtype differs: " + d(a.dtype.empty() ? "mixed" : a.dtype, b.dtype.empty() ? "mixed" : b.dtype)};
+  if (a.op != b.op) return {FindingKind::kOpType, "op type differs: " + d(vocab::name(a.op), vocab::name(b.op))};
+  if (a.dtype != b.dtype) return {FindingKind::kDtype, "dtype differs: " + d(vocab::name(a.dtype), vocab::name(b.dtype))};
   if (a.count != b.count) return {FindingKind::kCount, "count differs: " + d(std::to_string(a.count), std::to_string(b.count))};
   if (a.root != b.root) return {FindingKind::kRoot, "root differs: " + d(std::to_string(a.root), std::to_string(b.root))};
-  if (a.redop != b.redop) return {FindingKind::kRedOp, "reduction op differs: " + d(a.redop, b.redop)};
+  if (a.redop != b.redop) return {FindingKind::kRedOp, "reduction op differs: " + d(vocab::name(a.redop), vocab::name(b.redop))};
   return {FindingKind::kGroupContents, "grouped calls differ: " + describe_signature(a) + " vs " + describe_signature(b)};
 }
 
@@ -52,8 +51,8 @@ Splits splits_of(const Signature& s, int nranks) {
     return sp;
   }
   for (auto& p : s.parts) {
-    if (p.op == "send") sp.send[p.peer] += p.count;
-    if (p.op == "recv") sp.recv[p.peer] += p.count;
+    if (p.op == vocab::Op::Send) sp.send[p.peer] += p.count;
+    if (p.op == vocab::Op::Recv) sp.recv[p.peer] += p.count;
   }
   return sp;
 }
@@ -104,10 +103,10 @@ bool check_ordinal(const Schedule& s, const CommIndex& idx, int g, size_t k, Div
   if (all_a2a) {
     // All issued an all-to-all: dtypes must agree; per-peer counts must pair up.
     bool dtype_ok = true;
-    std::string dt;
+    vocab::Dtype dt = vocab::Dtype::Mixed;
     for (size_t i = 0; i < sides.size(); ++i) {
       if (sig[i] == std::numeric_limits<uint32_t>::max()) continue;
-      if (dt.empty()) dt = s.sigs[sig[i]].dtype;
+      if (dt == vocab::Dtype::Mixed) dt = s.sigs[sig[i]].dtype;
       dtype_ok &= s.sigs[sig[i]].dtype == dt;
     }
     if (dtype_ok) {
@@ -168,7 +167,7 @@ struct Message {
   int proc;
   uint32_t op;
   int64_t count;
-  std::string dtype;
+  vocab::Dtype dtype;
   size_t colls_before;  // collectives of the comm this process issued before the message
 };
 struct PairQueue {
@@ -187,11 +186,11 @@ void check_p2p(const Schedule& s, const CommIndex& idx, int g, std::vector<Diver
     for (uint32_t i : pc.p2p) {
       while (c < pc.colls.size() && pc.colls[c] < i) ++c;
       const Signature& sig = s.sigs[ops[i].sig];
-      auto add = [&](const std::string& op, int peer, int64_t count, const std::string& dtype) {
+      auto add = [&](vocab::Op op, int peer, int64_t count, vocab::Dtype dtype) {
         if (peer < 0) return;
         Message msg{m.proc, i, count, dtype, c};
-        if (op == "send") pairs[{m.rank, peer}].sends.push_back(msg);
-        if (op == "recv") pairs[{peer, m.rank}].recvs.push_back(msg);
+        if (op == vocab::Op::Send) pairs[{m.rank, peer}].sends.push_back(msg);
+        if (op == vocab::Op::Recv) pairs[{peer, m.rank}].recvs.push_back(msg);
       };
       if (sig.parts.empty())
         add(sig.op, sig.peer, sig.count, sig.dtype);
@@ -218,7 +217,7 @@ void check_p2p(const Schedule& s, const CommIndex& idx, int g, std::vector<Diver
                         std::to_string(dst) + ": ";
       if (a.dtype != b.dtype) {
         d.kind = FindingKind::kP2PDtype;
-        d.detail = msg + "send " + a.dtype + " vs recv " + b.dtype;
+        d.detail = msg + "send " + vocab::stored_name(a.dtype) + " vs recv " + vocab::stored_name(b.dtype);
       } else if (a.count != b.count) {
         d.kind = FindingKind::kP2PCount;
         d.detail = msg + "send count " + std::to_string(a.count) + " vs recv count " + std::to_string(b.count);

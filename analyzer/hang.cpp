@@ -57,7 +57,7 @@ struct Ctx {
   std::string where(int proc, uint32_t op) const {
     const SchedOp& o = s.procs[proc].ops[op];
     const Comm& c = s.procs[proc].info.comms[o.comm];
-    return s.sigs[o.sig].op + " on comm " + short_hash(c.hash) + " seq " + std::to_string(o.seq);
+    return vocab::name(s.sigs[o.sig].op) + std::string(" on comm ") + short_hash(c.hash) + " seq " + std::to_string(o.seq);
   }
   // For group summaries: the comm's role with its split color dropped, so the 32 tensor-parallel
   // groups of a job, blocked at the same point, read as one line.
@@ -66,7 +66,7 @@ struct Ctx {
     int g = idx.per_proc[proc][o.comm].gcomm;
     std::string role = g < 0 ? short_hash(s.procs[proc].info.comms[o.comm].hash) : idx.comms[g].role;
     for (size_t a; (a = role.find("(color=")) != std::string::npos;) role.erase(a, role.find(')', a) - a + 1);
-    return s.sigs[o.sig].op + " on comm " + role + " seq " + std::to_string(o.seq);
+    return vocab::name(s.sigs[o.sig].op) + std::string(" on comm ") + role + " seq " + std::to_string(o.seq);
   }
   // Why a peer's matching op has not let ours complete; empty = it is not the peer's fault.
   std::string peer_state(int q, uint32_t qop) const {
@@ -86,7 +86,7 @@ std::string last_on_comm(const Ctx& c, int q, const ProcComm& pc) {
   if (!pc.colls.empty()) last = pc.colls.back(), any = true;
   if (!pc.p2p.empty() && (!any || pc.p2p.back() > last)) last = pc.p2p.back(), any = true;
   if (!any) return "it issued nothing on this comm";
-  return "its last op on the comm: " + c.s.sigs[c.s.procs[q].ops[last].sig].op + " seq " +
+  return "its last op on the comm: " + std::string(vocab::name(c.s.sigs[c.s.procs[q].ops[last].sig].op)) + " seq " +
          std::to_string(c.s.procs[q].ops[last].seq);
 }
 
@@ -140,15 +140,15 @@ std::vector<WaitFor> waits_of(const Ctx& c, int p, uint32_t op) {
   for (auto& m : g.members) proc_of[m.rank] = m.proc;
   int me = c.s.procs[p].info.comms[o.comm].rank;
   auto messages = [&](const std::vector<OpPart>& parts, const Signature& s) {
-    std::vector<std::pair<std::string, int>> v;
+    std::vector<std::pair<vocab::Op, int>> v;
     if (parts.empty()) v.push_back({s.op, s.peer});
     for (auto& x : parts) v.push_back({x.op, x.peer});
     return v;
   };
   for (auto& [dir, peer] : messages(sig.parts, sig)) {
-    if (!proc_of.count(peer) || (dir != "send" && dir != "recv")) continue;
+    if (!proc_of.count(peer) || (dir != vocab::Op::Send && dir != vocab::Op::Recv)) continue;
     int q = proc_of[peer];
-    std::string want = dir == "send" ? "recv" : "send";
+    const vocab::Op want = dir == vocab::Op::Send ? vocab::Op::Recv : vocab::Op::Send;
     // How many messages in this direction up to and including `op` on p...
     size_t n = 0;
     for (uint32_t i : mine.p2p) {
@@ -167,7 +167,7 @@ std::vector<WaitFor> waits_of(const Ctx& c, int p, uint32_t op) {
       if (match >= 0) break;
     }
     if (match < 0) {
-      out.push_back({q, "has not posted the matching " + want + " (" + last_on_comm(c, q, theirs) + ")" + dead(q)});
+      out.push_back({q, "has not posted the matching " + std::string(vocab::name(want)) + " (" + last_on_comm(c, q, theirs) + ")" + dead(q)});
       continue;
     }
     std::string st = c.peer_state(q, static_cast<uint32_t>(match));

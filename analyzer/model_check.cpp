@@ -6,6 +6,7 @@
 // docs/replay.md states the semantics and the argument.
 #include "model_check.h"
 
+#include "identity.h"
 #include "trace_validation.h"
 
 #include <algorithm>
@@ -26,11 +27,7 @@ namespace lockstep::model {
 
 namespace {
 
-constexpr const char* kOpNames[] = {"all_reduce", "broadcast",  "reduce",    "all_gather",
-                                    "reduce_scatter", "all_to_all", "gather", "scatter",
-                                    "coalesced", "send", "recv", "send_recv", "unknown"};
-
-bool is_p2p(OpKind k) { return k == OpKind::kSend || k == OpKind::kRecv || k == OpKind::kSendRecv; }
+using vocab::is_p2p;
 
 std::string hex(uint64_t v) {
   char b[32];
@@ -39,14 +36,6 @@ std::string hex(uint64_t v) {
 }
 
 }  // namespace
-
-OpKind parse_op_kind(const std::string& op) {
-  for (int i = 0; i < static_cast<int>(OpKind::kUnknown); ++i)
-    if (op == kOpNames[i]) return static_cast<OpKind>(i);
-  return OpKind::kUnknown;
-}
-
-const char* op_kind_name(OpKind k) { return kOpNames[static_cast<int>(k)]; }
 
 const char* verdict_name(Verdict v) {
   switch (v) {
@@ -61,7 +50,7 @@ int16_t Schedule::intern(const std::string& s) {
   if (s.empty()) return -1;
   for (size_t i = 0; i < names.size(); ++i)
     if (names[i] == s) return static_cast<int16_t>(i);
-  if (names.size() >= 32767) throw std::runtime_error("model: too many distinct dtype/redop names");
+  if (names.size() >= 32767) throw std::runtime_error("model: too many distinct coalesced part lists");
   names.push_back(s);
   return static_cast<int16_t>(names.size() - 1);
 }
@@ -95,10 +84,7 @@ Schedule schedule_from_trace(const Trace& trace) {
   for (const auto& p : trace.processes) rank_uses[p.global_rank]++;
   for (size_t i = 0; i < trace.processes.size(); ++i) {
     const Process& p = trace.processes[i];
-    if (p.global_rank >= 0 && rank_uses[p.global_rank] == 1)
-      s.procs[i].label = "rank " + std::to_string(p.global_rank);
-    else
-      s.procs[i].label = "process " + std::to_string(i) + " (" + p.host + ":" + std::to_string(p.pid) + ")";
+    s.procs[i].label = rank_label(p, static_cast<int>(i), rank_uses[p.global_rank] == 1);
   }
 
   for (size_t pi = 0; pi < trace.processes.size(); ++pi) {
@@ -108,7 +94,7 @@ Schedule schedule_from_trace(const Trace& trace) {
     for (size_t ci = 0; ci < p.comms.size(); ++ci) {
       const Comm& c = p.comms[ci];
       if (c.init_rc != 0 || c.nranks <= 0) continue;  // creation failed, or the NULL-comm placeholder
-      if (c.name == "(created before tracing)") {
+      if (c.created_before_tracing) {
         // The recorder gave it an identity local to this process: members cannot be matched.
         s.problems.push_back(p.path + ": communicator " + c.hash +
                              " was created before tracing started; its ops are ignored (record from the start)");
@@ -155,16 +141,14 @@ Schedule schedule_from_trace(const Trace& trace) {
     std::vector<Item> ops, waits;
     int64_t ignored = 0;  // ops on communicators the model cannot identify
     for (const Op& o : p.ops) {
-      if (o.state != "enqueued" && o.state != "graph_launched") continue;  // enqueued nothing
+      if (!vocab::enqueued_work(o.state)) continue;  // enqueued nothing
       if (o.comm < 0 || o.comm >= static_cast<int>(p.comms.size()) || local_to_global[o.comm] < 0) {
         ++ignored;
         continue;
       }
       Item it;
       it.kind = ItemKind::kOp;
-      it.op = parse_op_kind(o.op);
-      if (it.op == OpKind::kUnknown)
-        throw std::runtime_error("model: " + p.path + ": op call " + std::to_string(o.call_index) + " has unknown type '" + o.op + "'");
+      it.op = o.op;
       it.call_index = o.call_index;
       it.seq = o.seq;
       it.comm = local_to_global[o.comm];
@@ -172,19 +156,20 @@ Schedule schedule_from_trace(const Trace& trace) {
       it.thread = thread_of(o.tid);
       it.group = o.group_id;
       it.count = o.count;
-      it.dtype = s.intern(o.dtype);
-      it.redop = s.intern(o.redop);
+      it.dtype = o.dtype;
+      it.redop = o.redop;
       it.root = o.root;
       if (is_p2p(it.op)) {
         it.first_part = static_cast<int32_t>(ps.parts.size());
-        if (it.op == OpKind::kSendRecv) {
+        if (it.op == OpKind::SendRecv) {
           for (const OpPart& part : o.parts) {
-            if (part.op != "send" && part.op != "recv")
-              throw std::runtime_error("model: " + p.path + ": send_recv call " + std::to_string(o.call_index) + " has a '" + part.op + "' part");
-            ps.parts.push_back(Part{part.op == "send", part.peer, part.count, s.intern(part.dtype)});
+            if (part.op != OpKind::Send && part.op != OpKind::Recv)
+              throw std::runtime_error("model: " + p.path + ": send_recv call " + std::to_string(o.call_index) + " has a '" +
+                                       vocab::name(part.op) + "' part");
+            ps.parts.push_back(Part{part.op == OpKind::Send, part.peer, part.count, part.dtype});
           }
         } else {
-          ps.parts.push_back(Part{it.op == OpKind::kSend, o.peer, o.count, it.dtype});
+          ps.parts.push_back(Part{it.op == OpKind::Send, o.peer, o.count, it.dtype});
         }
         it.nparts = static_cast<int32_t>(ps.parts.size()) - it.first_part;
         for (int32_t k = it.first_part; k < it.first_part + it.nparts; ++k) {
@@ -193,9 +178,11 @@ Schedule schedule_from_trace(const Trace& trace) {
             throw std::runtime_error("model: " + p.path + ": p2p call " + std::to_string(o.call_index) + " has peer " +
                                      std::to_string(ps.parts[k].peer) + " outside communicator of " + std::to_string(nr));
         }
-      } else if (it.op == OpKind::kCoalesced) {
+      } else if (it.op == OpKind::Coalesced) {
         std::string sig;
-        for (const OpPart& part : o.parts) sig += (sig.empty() ? "" : ",") + part.op + ":" + part.dtype + ":" + std::to_string(part.count);
+        for (const OpPart& part : o.parts)
+          sig += std::string(sig.empty() ? "" : ",") + vocab::name(part.op) + ":" + vocab::name(part.dtype) + ":" +
+                 std::to_string(part.count);
         it.coalesced_sig = s.intern("coalesced[" + sig + "]");
       }
       ops.push_back(it);
@@ -205,12 +192,13 @@ Schedule schedule_from_trace(const Trace& trace) {
                            " ops on communicators that cannot be identified across ranks are ignored");
     for (const Wait& w : p.waits) {
       Item it;
-      if (w.kind == "stream_sync") it.kind = ItemKind::kStreamSync;
-      else if (w.kind == "event_sync") it.kind = ItemKind::kEventSync;
-      else if (w.kind == "device_sync") it.kind = ItemKind::kDeviceSync;
-      else if (w.kind == "stream_wait_event") it.kind = ItemKind::kStreamWaitEvent;
-      else if (w.kind == "event_record") it.kind = ItemKind::kEventRecord;
-      else throw std::runtime_error("model: " + p.path + ": wait call " + std::to_string(w.call_index) + " has unknown kind '" + w.kind + "'");
+      switch (w.kind) {
+        case vocab::Wait::StreamSync: it.kind = ItemKind::kStreamSync; break;
+        case vocab::Wait::EventSync: it.kind = ItemKind::kEventSync; break;
+        case vocab::Wait::DeviceSync: it.kind = ItemKind::kDeviceSync; break;
+        case vocab::Wait::StreamWaitEvent: it.kind = ItemKind::kStreamWaitEvent; break;
+        case vocab::Wait::EventRecord: it.kind = ItemKind::kEventRecord; break;
+      }
       it.call_index = w.call_index;
       it.stream = stream_of(w.stream);
       it.thread = thread_of(w.tid);
@@ -565,9 +553,7 @@ void Engine::build() {
           const Part& part = ps.parts[it.first_part + k];
           const int32_t gp = part_base_[p] + it.first_part + k;
           part_item_[gp] = g;
-          const int32_t src = part.is_send ? crank : part.peer, dst = part.is_send ? part.peer : crank;
-          const uint64_t key = (static_cast<uint64_t>(it.comm) << 40) | (static_cast<uint64_t>(src) << 20) | static_cast<uint64_t>(dst);
-          Channel& ch = channels[key];
+          Channel& ch = channels[p2p_channel(it.comm, crank, part.peer, part.is_send).key()];
           (part.is_send ? ch.sends : ch.recvs).push_back(gp);
         }
       } else {
@@ -678,7 +664,7 @@ void Engine::try_activate(int32_t u) {
 bool Engine::same_collective(const Item& a, const Item& b) {
   if (a.op != b.op || a.root != b.root || a.redop != b.redop || a.coalesced_sig != b.coalesced_sig) return false;
   // Grouped all-to-alls record total elements sent, which uneven splits make rank-dependent.
-  return a.op == OpKind::kAllToAll || a.op == OpKind::kCoalesced || (a.count == b.count && a.dtype == b.dtype);
+  return a.op == OpKind::AllToAll || a.op == OpKind::Coalesced || (a.count == b.count && a.dtype == b.dtype);
 }
 
 bool Engine::members_agree(const Instance& in) const {
@@ -760,8 +746,8 @@ void Engine::complete_unit(int32_t u) {
 std::string Engine::item_desc(int32_t g) const {
   const Item& it = item(g);
   const ProcSchedule& ps = s_.procs[item_proc_[g]];
-  std::string d = "comm " + s_.comms[it.comm].label + " seq " + std::to_string(it.seq) + " " + op_kind_name(it.op);
-  if (it.op == OpKind::kSend || it.op == OpKind::kRecv) {
+  std::string d = "comm " + s_.comms[it.comm].label + " seq " + std::to_string(it.seq) + " " + vocab::name(it.op);
+  if (it.op == OpKind::Send || it.op == OpKind::Recv) {
     const Part& part = ps.parts[it.first_part];
     d += std::string(part.is_send ? " to " : " from ") + member_label(it.comm, part.peer);
   }
@@ -826,12 +812,12 @@ std::string Engine::instance_summary(const Instance& in, int32_t exclude_proc) c
     const int32_t g = inst_slots_[in.slots + r];
     if (g < 0 || item_proc_[g] == exclude_proc) continue;
     const Item& it = item(g);
-    std::string what = op_kind_name(it.op);
+    std::string what = vocab::name(it.op);
     if (same_kind) {  // then the difference is in the arguments: show them
       what += "(count " + std::to_string(it.count);
-      if (it.dtype >= 0) what += " " + s_.names[it.dtype];
+      if (it.dtype != vocab::Dtype::Mixed) what += std::string(" ") + vocab::name(it.dtype);
       if (it.root >= 0) what += " root " + std::to_string(it.root);
-      if (it.redop >= 0) what += " " + s_.names[it.redop];
+      if (it.redop != vocab::RedOp::None) what += std::string(" ") + vocab::name(it.redop);
       what += ")";
     }
     auto gi = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == what; });

@@ -27,10 +27,7 @@ namespace lockstep::model {
 // Compact, self-contained input of the checker (a Trace has strings everywhere; at 1,024 ranks x
 // 10,000 ops that would be gigabytes). Built from a Trace by schedule_from_trace(), or directly
 // by generators and benchmarks.
-enum class OpKind : uint8_t {
-  kAllReduce, kBroadcast, kReduce, kAllGather, kReduceScatter, kAllToAll, kGather, kScatter,
-  kCoalesced, kSend, kRecv, kSendRecv, kUnknown
-};
+using OpKind = vocab::Op;
 enum class ItemKind : uint8_t {
   kOp,               // one ops row
   kStreamSync,       // host blocks until `stream`'s work issued so far completed
@@ -44,12 +41,12 @@ struct Part {         // one send or recv of a p2p op (lone send/recv: one part)
   bool is_send = false;
   int32_t peer = -1;  // rank in the communicator
   int64_t count = 0;
-  int16_t dtype = -1; // index into Schedule::names, -1 = none
+  vocab::Dtype dtype = vocab::Dtype::Mixed;
 };
 
 struct Item {
   ItemKind kind = ItemKind::kOp;
-  OpKind op = OpKind::kUnknown;
+  OpKind op = OpKind::AllReduce;  // kOp items only
   int64_t call_index = 0;
   int64_t seq = 0;
   int32_t comm = -1;       // index into Schedule::comms
@@ -57,8 +54,8 @@ struct Item {
   int32_t thread = 0;      // index into ProcSchedule::threads
   int64_t group = -1;      // rows of one rank with the same group >= 0 progress together
   int64_t count = 0;
-  int16_t dtype = -1;      // index into Schedule::names
-  int16_t redop = -1;      // index into Schedule::names
+  vocab::Dtype dtype = vocab::Dtype::Mixed;
+  vocab::RedOp redop = vocab::RedOp::None;
   int32_t root = -1;
   int64_t event = 0;
   int32_t first_part = 0;  // into ProcSchedule::parts (p2p ops only)
@@ -85,13 +82,10 @@ struct ProcSchedule {
 struct Schedule {
   std::vector<CommInfo> comms;
   std::vector<ProcSchedule> procs;
-  std::vector<std::string> names;          // interned dtype / redop names
+  std::vector<std::string> names;          // interned coalesced part lists
   int16_t intern(const std::string& s);    // -1 for ""
   std::vector<std::string> problems;       // input problems found while building (shown to user)
 };
-
-OpKind parse_op_kind(const std::string& op);
-const char* op_kind_name(OpKind k);
 
 // Builds the schedule of a loaded trace. Throws std::runtime_error with a clear message when the
 // trace cannot be checked (no processes, a communicator whose members are missing from it...).

@@ -5,18 +5,18 @@
 
 namespace lockstep {
 
-OpClass classify_op(const std::string& op) {
-  if (op == "send" || op == "recv" || op == "send_recv") return OpClass::kP2P;
-  if (op == "all_to_all") return OpClass::kAllToAll;
-  return OpClass::kCollective;
-}
+namespace {
+template <class E>
+std::string num(E e) { return std::to_string(static_cast<int>(e)); }
+const char* part_dtype(vocab::Dtype d) { return d == vocab::Dtype::Mixed ? "" : vocab::name(d); }
+}  // namespace
 
 std::string signature_key(const Signature& s) {
-  std::string k = s.op + '|' + s.dtype + '|' + s.redop + '|' + std::to_string(s.count) + '|' +
+  std::string k = num(s.op) + '|' + num(s.dtype) + '|' + num(s.redop) + '|' + std::to_string(s.count) + '|' +
                   std::to_string(s.root) + '|' + std::to_string(s.peer) + '|';
   for (auto& p : s.parts)
-    k += p.op + ',' + p.dtype + ',' + std::to_string(p.count) + ',' + std::to_string(p.root) + ',' +
-         std::to_string(p.peer) + ',' + p.redop + ';';
+    k += num(p.op) + ',' + num(p.dtype) + ',' + std::to_string(p.count) + ',' + std::to_string(p.root) + ',' +
+         std::to_string(p.peer) + ',' + num(p.redop) + ';';
   return k;
 }
 
@@ -40,7 +40,7 @@ Schedule schedule_from_trace(const Trace& trace) {
     sp.info.ops.clear();
     sp.info.stacks.clear();
     for (const Op& o : p.ops) {
-      if (o.seq <= 0 || o.state == "captured" || o.comm < 0) {
+      if (o.seq <= 0 || o.state == vocab::State::Captured || o.comm < 0) {
         ++sp.unsequenced_ops;
         continue;
       }
@@ -56,7 +56,7 @@ Schedule schedule_from_trace(const Trace& trace) {
         so.flags |= kOpCompleted;
         sp.completion_known = true;
       }
-      if (o.state == "graph_launched") so.flags |= kOpGraphLaunched;
+      if (o.state == vocab::State::GraphLaunched) so.flags |= kOpGraphLaunched;
       Signature sig{o.op, o.dtype, o.count, o.root, o.peer, o.redop, o.parts, OpClass::kCollective};
       so.sig = sigs.intern(std::move(sig));
       sp.ops.push_back(so);
@@ -72,18 +72,18 @@ int64_t all_to_all_amount(const Signature& s, bool send, int peer) {
   if (s.parts.empty()) return s.count;
   int64_t n = 0;
   for (auto& p : s.parts)
-    if (p.peer == peer && p.op == (send ? "send" : "recv")) n += p.count;
+    if (p.peer == peer && p.op == (send ? vocab::Op::Send : vocab::Op::Recv)) n += p.count;
   return n;
 }
 
 std::string describe_signature(const Signature& s) {
-  std::string d = s.op;
-  if (!s.dtype.empty()) d += " " + s.dtype;
+  std::string d = vocab::name(s.op);
+  if (s.dtype != vocab::Dtype::Mixed) d += std::string(" ") + vocab::name(s.dtype);
   if (s.cls == OpClass::kAllToAll && !s.parts.empty()) {
     // Per-peer sends, the part that must pair up with the peers' receives.
     std::map<int, int64_t> sends;
     for (auto& p : s.parts)
-      if (p.op == "send") sends[p.peer] += p.count;
+      if (p.op == vocab::Op::Send) sends[p.peer] += p.count;
     d += " sends=[";
     bool first = true;
     for (auto& [peer, n] : sends) {
@@ -96,13 +96,13 @@ std::string describe_signature(const Signature& s) {
   }
   if (s.root >= 0) d += " root=" + std::to_string(s.root);
   if (s.peer >= 0) d += " peer=" + std::to_string(s.peer);
-  if (!s.redop.empty()) d += " " + s.redop;
+  if (s.redop != vocab::RedOp::None) d += std::string(" ") + vocab::name(s.redop);
   if (s.cls != OpClass::kAllToAll && !s.parts.empty()) {
     d += " [";
     for (size_t i = 0; i < s.parts.size(); ++i) {
       auto& p = s.parts[i];
-      d += (i ? ", " : "") + p.op + " " + p.dtype + " " + std::to_string(p.count);
-      if (p.peer >= 0) d += (p.op == "recv" ? " from " : " to ") + std::to_string(p.peer);
+      d += std::string(i ? ", " : "") + vocab::name(p.op) + " " + part_dtype(p.dtype) + " " + std::to_string(p.count);
+      if (p.peer >= 0) d += (p.op == vocab::Op::Recv ? " from " : " to ") + std::to_string(p.peer);
     }
     d += "]";
   }

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "identity.h"
 #include "trace_model.h"
 
 namespace lockstep {
@@ -23,17 +24,19 @@ enum class OpClass : uint8_t {
 
 // An op description without identity: equal signatures are the same operation.
 struct Signature {
-  std::string op;
-  std::string dtype;
+  vocab::Op op = vocab::Op::AllReduce;
+  vocab::Dtype dtype = vocab::Dtype::Mixed;
   int64_t count = 0;
   int root = -1;
   int peer = -1;
-  std::string redop;
+  vocab::RedOp redop = vocab::RedOp::None;
   std::vector<OpPart> parts;
   OpClass cls = OpClass::kCollective;
 };
 
-OpClass classify_op(const std::string& op);
+constexpr OpClass classify_op(vocab::Op op) {
+  return vocab::is_p2p(op) ? OpClass::kP2P : op == vocab::Op::AllToAll ? OpClass::kAllToAll : OpClass::kCollective;
+}
 
 enum OpFlags : uint8_t {
   kOpCompleted = 1,      // completion recorded
@@ -67,11 +70,8 @@ struct Schedule {
   std::vector<SkippedFile> skipped;
 };
 
-// The rank a report shows for a process: its global rank, or its position when unknown.
-inline int display_rank(const Schedule& s, int proc) {
-  int r = s.procs[proc].info.global_rank;
-  return r >= 0 ? r : proc;
-}
+// The rank a report shows for a process (identity.h shown_rank).
+inline int display_rank(const Schedule& s, int proc) { return shown_rank(s.procs[proc].info, proc); }
 
 // Interns signatures by value: equal descriptions get the same index, so comparing two ops is
 // comparing two integers.

@@ -41,9 +41,9 @@ bool glue_python(const Frame& f) {
 std::vector<Frame> trim_stack(const std::vector<Frame>& frames, size_t max_frames) {
   std::vector<Frame> out;
   for (auto& f : frames)
-    if (f.kind == "python" && !glue_python(f) && out.size() < max_frames) out.push_back(f);
+    if (f.kind == vocab::FrameKind::Python && !glue_python(f) && out.size() < max_frames) out.push_back(f);
   for (auto& f : frames)
-    if (f.kind != "python" && !glue_native(f) && out.size() < max_frames) out.push_back(f);
+    if (f.kind != vocab::FrameKind::Python && !glue_native(f) && out.size() < max_frames) out.push_back(f);
   return out;
 }
 

@@ -27,11 +27,6 @@ int64_t meta_int(const Process& p, const char* key, bool* found) {
   return v;
 }
 
-int shown_rank(const Process& p, size_t index) { return p.global_rank >= 0 ? p.global_rank : static_cast<int>(index); }
-
-bool comm_matches(const Comm& c, const std::string& role, const std::string& want) {
-  return c.hash.rfind(want, 0) == 0 || role == want || (!c.name.empty() && c.name == want);
-}
 
 std::string hex(uint64_t v) {
   char b[24];
@@ -75,15 +70,15 @@ std::string bounded(std::string s, size_t max = 512) {
 }
 
 // Enqueued ops and graph replays ran on a stream; captured, failed and simulated rows did not.
-bool ran(const Op& o) { return o.state == schema::kStateEnqueued || o.state == schema::kStateGraphLaunched; }
+bool ran(const Op& o) { return vocab::enqueued_work(o.state); }
 
 json peers_of(const Op& o) {
   json peers = json::array();
   for (const OpPart& part : o.parts) {
-    json e = {{"op", part.op}, {"dtype", part.dtype}, {"count", part.count}};
+    json e = {{"op", vocab::name(part.op)}, {"dtype", vocab::stored_name(part.dtype)}, {"count", part.count}};
     if (part.peer >= 0) e["peer"] = part.peer;
     if (part.root >= 0) e["root"] = part.root;
-    if (!part.redop.empty()) e["redop"] = part.redop;
+    if (part.redop != vocab::RedOp::None) e["redop"] = vocab::name(part.redop);
     peers.push_back(std::move(e));
   }
   return peers;
@@ -109,7 +104,7 @@ struct Selection {
     std::set<int> want_ranks(o.ranks.begin(), o.ranks.end());
     std::set<int> seen_ranks;
     for (size_t i = 0; i < t.processes.size(); ++i) {
-      int r = shown_rank(t.processes[i], i);
+      int r = shown_rank(t.processes[i], static_cast<int>(i));
       seen_ranks.insert(r);
       if (want_ranks.empty() || want_ranks.count(r)) procs.push_back(i);
     }
@@ -122,15 +117,24 @@ struct Selection {
     comm_on.assign(t.processes.size(), {});
     bool any_comm = false;
     std::set<std::string> all_comms;
+    // The selector names the communicators it matches exactly (role or name) when there are
+    // any, else those whose hash it prefixes (identity.h).
+    CommMatch best = CommMatch::kNone;
+    std::vector<std::vector<CommMatch>> match(t.processes.size());
     for (size_t i : procs) {
       const Process& p = t.processes[i];
-      roles[i] = local_roles(p);
+      roles[i] = comm_roles(p);
       comm_on[i].assign(p.comms.size(), o.comm.empty());
       for (size_t c = 0; c < p.comms.size(); ++c) {
         all_comms.insert(short_hash(p.comms[c].hash) + " (role " + roles[i][c] + ")");
-        if (!o.comm.empty() && comm_matches(p.comms[c], roles[i][c], o.comm)) comm_on[i][c] = any_comm = true;
+        match[i].push_back(match_comm(o.comm, p.comms[c].hash, roles[i][c], p.comms[c].name));
+        best = std::max(best, match[i].back());
       }
     }
+    if (!o.comm.empty() && best != CommMatch::kNone)
+      for (size_t i : procs)
+        for (size_t c = 0; c < match[i].size(); ++c)
+          if (match[i][c] == best) comm_on[i][c] = any_comm = true;
     if (!o.comm.empty() && !any_comm) {
       std::string list;
       for (auto& c : all_comms) list += "\n  " + c;
@@ -200,7 +204,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
     // pid/tid 0 are the kernel's idle task to Perfetto (special-cased): numbering starts at 1.
     const int pid = static_cast<int>(i) + 1;
     constexpr int kHostTid = 1;
-    const int rank = shown_rank(p, i);
+    const int rank = shown_rank(p, static_cast<int>(i));
     const int64_t shift = clocks[i].mono_to_wall - origin;
     auto ts = [&](int64_t mono) { return mono + shift; };
     const int64_t end_ns = ts(process_end_mono(p));
@@ -276,7 +280,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       if (!op_selected(i, op)) continue;
       const int tid = tid_of.at({op.comm, op.stream, lane_of[k]});
       const int64_t start = ts(op.issue_mono_ns);
-      json args = {{"seq", op.seq}, {"op", op.op}, {"dtype", op.dtype}, {"count", op.count}, {"state", op.state},
+      json args = {{"seq", op.seq}, {"op", vocab::name(op.op)}, {"dtype", vocab::stored_name(op.dtype)}, {"count", op.count}, {"state", vocab::name(op.state)},
                    {"call_index", op.call_index}, {"stream", hex(op.stream)}, {"host_tid", op.tid}};
       if (op.comm >= 0) {
         args["comm"] = p.comms[op.comm].hash;
@@ -284,7 +288,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       }
       if (op.root >= 0) args["root"] = op.root;
       if (op.peer >= 0) args["peer"] = op.peer;
-      if (!op.redop.empty()) args["redop"] = op.redop;
+      if (op.redop != vocab::RedOp::None) args["redop"] = vocab::name(op.redop);
       if (!op.parts.empty()) args["peers"] = peers_of(op);
       if (op.rc != 0) args["rc"] = op.rc;
       if (!op.thread_name.empty()) args["thread"] = op.thread_name;
@@ -298,7 +302,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
             key = std::to_string(pid) + ":" + std::to_string(op.stack_id);
             json frames = json::array();
             for (const Frame& f : trim_stack(it->second, o.max_frames))
-              frames.push_back(bounded((f.kind == "python" ? "py " : "") + format_frame(f)));
+              frames.push_back(bounded((f.kind == vocab::FrameKind::Python ? "py " : "") + format_frame(f)));
             stacks[key] = std::move(frames);
           }
           cached = stack_key.emplace(op.stack_id, key).first;
@@ -311,24 +315,25 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       }
       if (!ran(op)) {
         // Captured, failed or simulated: nothing ran, so no duration; a mark where it was called.
-        emit({{"ph", "i"}, {"s", "t"}, {"name", op.op + " (" + op.state + ")"}, {"cat", op.state},
+        emit({{"ph", "i"}, {"s", "t"}, {"name", std::string(vocab::name(op.op)) + " (" + vocab::name(op.state) + ")"}, {"cat", vocab::name(op.state)},
               {"pid", pid}, {"tid", tid}, {"ts", us(start)}, {"args", std::move(args)}});
         continue;
       }
-      if (op.state == schema::kStateGraphLaunched && op.graph_exec != 0) launches.insert({op.graph_exec, start});
+      if (op.state == vocab::State::GraphLaunched && op.graph_exec != 0) launches.insert({op.graph_exec, start});
       std::string cat = classify_op(op.op) == OpClass::kP2P ? "p2p" : "collective";
       int64_t stop = stop_of(op);
       if (!op.completed) {
         cat = "in_flight";
         args["in_flight"] = true;
       }
-      std::string name = op.op + (op.seq > 0 ? " #" + std::to_string(op.seq) : "");
+      std::string name = vocab::name(op.op) + (op.seq > 0 ? " #" + std::to_string(op.seq) : "");
       emit({{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"ts", us(start)},
             {"dur", us(std::max<int64_t>(0, stop - start))}, {"args", std::move(args)}});
       if (counted) {
         members[{p.comms[op.comm].hash, ord}].push_back(placed.size());
         placed.push_back({pid, tid, start,
-                          op.op + " " + op.dtype + " " + std::to_string(op.count) + " " + std::to_string(op.root) + " " + op.redop});
+                          std::string(vocab::name(op.op)) + " " + vocab::stored_name(op.dtype) + " " + std::to_string(op.count) + " " +
+                              std::to_string(op.root) + " " + vocab::name(op.redop)});
       }
     }
     for (auto& [exec, at] : launches)
@@ -336,11 +341,11 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
             {"tid", kHostTid}, {"ts", us(at)}, {"args", {{"graph_exec", hex(exec)}}}});
     for (const Wait& w : p.waits) {
       if (!in_span(ts(w.begin_mono_ns))) continue;
-      json args = {{"kind", w.kind}, {"stream", hex(w.stream)}, {"host_tid", w.tid}, {"call_index", w.call_index}};
+      json args = {{"kind", vocab::name(w.kind)}, {"stream", hex(w.stream)}, {"host_tid", w.tid}, {"call_index", w.call_index}};
       if (w.event != 0) args["event"] = hex(w.event);
       if (w.end_mono_ns >= 0) args["waited_us"] = us(w.end_mono_ns - w.begin_mono_ns);
       else args["returned"] = false;
-      emit({{"ph", "i"}, {"s", "t"}, {"name", w.kind}, {"cat", w.end_mono_ns >= 0 ? "wait" : "wait_blocked"},
+      emit({{"ph", "i"}, {"s", "t"}, {"name", vocab::name(w.kind)}, {"cat", w.end_mono_ns >= 0 ? "wait" : "wait_blocked"},
             {"pid", pid}, {"tid", kHostTid}, {"ts", us(ts(w.begin_mono_ns))}, {"args", std::move(args)}});
     }
     for (const HangMarker& h : p.hangs)
@@ -409,14 +414,10 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
   if (idx.comms.empty()) throw TimelineError("the trace has no communicators");
   int g = -1;
   if (!o.comm.empty()) {
-    std::vector<int> hits;
-    for (size_t k = 0; k < idx.comms.size(); ++k) {
-      const GlobalComm& c = idx.comms[k];
-      if (c.role == o.comm || (!c.name.empty() && c.name == o.comm)) hits.assign(1, static_cast<int>(k));
-    }
-    if (hits.empty())
-      for (size_t k = 0; k < idx.comms.size(); ++k)
-        if (idx.comms[k].hash.rfind(o.comm, 0) == 0) hits.push_back(static_cast<int>(k));
+    const int n = static_cast<int>(idx.comms.size());
+    std::vector<int> hits = select_comms(
+        o.comm, n, [&](int k) -> const std::string& { return idx.comms[k].role; },
+        [&](int k) -> const GlobalComm& { return idx.comms[k]; });
     if (hits.size() != 1) {
       std::string list;
       for (auto& c : idx.comms) list += "\n  " + short_hash(c.hash) + "  role " + c.role;
@@ -475,7 +476,7 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
     if (it == m.by_seq.end()) return "-";
     const SchedOp& op = *it->second;
     const Signature& sig = s.sigs[op.sig];
-    std::string text = sig.op;
+    std::string text = vocab::name(sig.op);
     if (sig.cls == OpClass::kP2P && sig.peer >= 0) text += " r" + std::to_string(sig.peer);
     if (m.completion_known) text += " " + (op.completed() ? ok : waiting);
     return text;

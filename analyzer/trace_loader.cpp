@@ -48,6 +48,21 @@ struct FileBusy : std::runtime_error {
   throw FileSkip(msg);
 }
 
+// Vocabulary columns (schema/vocab.h): a name the vocabulary does not know makes the file
+// unusable, named in the skip reason, never guessed.
+template <class E>
+E known(std::optional<E> v, const char* column, const std::string& text) {
+  if (!v) throw FileSkip("corrupt: unknown " + std::string(column) + " '" + printable(text) + "'");
+  return *v;
+}
+vocab::Op op_of(const std::string& s) { return known(vocab::parse_op(s), "op", s); }
+vocab::Dtype dtype_of(const std::string& s) {  // NULL: none, or parts that differ
+  return s.empty() ? vocab::Dtype::Mixed : known(vocab::parse_dtype(s), "dtype", s);
+}
+vocab::RedOp redop_of(const std::string& s) {
+  return s.empty() ? vocab::RedOp::None : known(vocab::parse_redop(s), "redop", s);
+}
+
 class Db {
  public:
   Db(const std::string& path, int flags, int busy_ms) {
@@ -110,6 +125,13 @@ class Stmt {
 bool table_exists(sqlite3* db, const char* name) {
   Stmt st(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?");
   sqlite3_bind_text(st.get(), 1, name, -1, SQLITE_STATIC);
+  return st.step();
+}
+
+bool table_has_column(sqlite3* db, const char* table, const char* column) {
+  Stmt st(db, "SELECT 1 FROM pragma_table_info(?) WHERE name=?");
+  sqlite3_bind_text(st.get(), 1, table, -1, SQLITE_STATIC);
+  sqlite3_bind_text(st.get(), 2, column, -1, SQLITE_STATIC);
   return st.step();
 }
 
@@ -257,11 +279,15 @@ void read_header(sqlite3* db, Process& p) {
       c.cuda_device = static_cast<int>(st.i64(5, -1));
       parent_ids.push_back(st.i64(6, -1));
       c.split_color = static_cast<int>(st.i64(7));
+      c.shrunk = !st.null(6) && st.null(7);
       c.split_key = static_cast<int>(st.i64(8));
       c.name = st.str(9);
+      // Traces before the created_before_tracing column said it in the name.
+      if (c.name == "(created before tracing)") c.created_before_tracing = true, c.name.clear();
       c.init_call = st.i64(10);
       c.init_rc = static_cast<int>(st.i64(11));
-      c.end_kind = st.str(12);
+      const std::string end = st.str(12);
+      c.end_kind = end.empty() ? vocab::CommEnd::Alive : known(vocab::parse_comm_end(end), "comm end_kind", end);
       p.comms.push_back(std::move(c));
     }
   }
@@ -271,6 +297,20 @@ void read_header(sqlite3* db, Process& p) {
       if (p.comms[j].local_id == parent_ids[i]) p.comms[i].parent = static_cast<int>(j);
   }
   if (compact_rows(p)) read_retired(db, p);
+  if (table_has_column(db, "comms", "created_before_tracing")) {
+    Stmt st(db, "SELECT id FROM comms WHERE created_before_tracing != 0");
+    while (st.step())
+      for (Comm& c : p.comms)
+        if (c.local_id == st.i64(0)) c.created_before_tracing = true;
+  }
+  {
+    // The recorder's only ncclCommSplit api_calls row is a NOCOLOR split (a split that created
+    // a communicator is a comms row).
+    Stmt st(db, "SELECT call_index, comm_id FROM api_calls WHERE name = 'ncclCommSplit' AND rc = 0 ORDER BY call_index");
+    while (st.step())
+      for (size_t i = 0; i < p.comms.size(); ++i)
+        if (p.comms[i].local_id == st.i64(1)) p.nocolor_splits.push_back({st.i64(0), static_cast<int>(i)});
+  }
   {
     Stmt st(db, "SELECT mono_ns, wall_ns, in_flight, message FROM hangs ORDER BY id");
     while (st.step()) p.hangs.push_back({st.i64(0), st.i64(1), static_cast<int>(st.i64(2)), st.str(3)});
@@ -309,12 +349,12 @@ class CommIds {
 
 OpPart read_part(const Stmt& st, int c) {
   OpPart part;
-  part.op = st.str(c);
-  part.dtype = st.str(c + 1);
+  part.op = op_of(st.str(c));
+  part.dtype = dtype_of(st.str(c + 1));
   part.count = st.i64(c + 2);
   part.root = static_cast<int>(st.i64(c + 3, -1));
   part.peer = static_cast<int>(st.i64(c + 4, -1));
-  part.redop = st.str(c + 5);
+  part.redop = redop_of(st.str(c + 5));
   return part;
 }
 
@@ -334,12 +374,12 @@ Op read_op_row(const Stmt& st, const CommIds& ids) {
   o.call_index = st.i64(0);
   o.comm = ids.index(st.i64(1));
   o.seq = st.i64(2, 0);
-  o.op = st.str(3);
-  o.dtype = st.str(4);
+  o.op = op_of(st.str(3));
+  o.dtype = dtype_of(st.str(4));
   o.count = st.i64(5);
   o.root = static_cast<int>(st.i64(6, -1));
   o.peer = static_cast<int>(st.i64(7, -1));
-  o.redop = st.str(8);
+  o.redop = redop_of(st.str(8));
   o.stream = static_cast<uint64_t>(st.i64(9));
   o.tid = st.i64(10);
   o.thread_name = st.str(11);
@@ -347,7 +387,7 @@ Op read_op_row(const Stmt& st, const CommIds& ids) {
   o.issue_mono_ns = st.i64(13);
   o.issue_wall_ns = st.i64(14);
   o.rc = static_cast<int>(st.i64(15));
-  o.state = st.str(16);
+  o.state = known(vocab::parse_state(st.str(16)), "op state", st.str(16));
   o.origin_call = st.i64(17, -1);
   o.graph_exec = static_cast<uint64_t>(st.i64(18));
   o.stack_id = st.i64(19, -1);
@@ -355,13 +395,13 @@ Op read_op_row(const Stmt& st, const CommIds& ids) {
   if (!st.null(2)) check_op_numbers(o.call_index, o.seq, o.count, st.i64(6, -1), st.i64(7, -1));
   if (!st.null(2) && o.seq == 0)
     throw FileSkip("corrupt: op " + std::to_string(o.call_index) + " has seq 0 (valid: 1.." + std::to_string(UINT32_MAX) + ")");
-  if (o.state == schema::kStateCaptured) o.seq = 0;  // captured rows never ran as such
+  if (o.state == vocab::State::Captured) o.seq = 0;  // captured rows never ran as such
   return o;
 }
 
 Frame read_frame(const Stmt& fr, int c) {
   Frame f;
-  f.kind = fr.str(c);
+  f.kind = known(vocab::parse_frame_kind(fr.str(c)), "frame kind", fr.str(c));
   f.function = fr.str(c + 1);
   f.module = fr.str(c + 2);
   f.offset = static_cast<uint64_t>(fr.i64(c + 3));
@@ -386,7 +426,7 @@ void read_ops_full(sqlite3* db, Process& p) {
     while (parts.step())
       if (Op* o = find(parts.i64(0))) {
         o->parts.push_back(read_part(parts, 1));
-        if (o->seq > 0 || o->state == schema::kStateCaptured) check_part(o->call_index, o->parts.back());
+        if (o->seq > 0 || o->state == vocab::State::Captured) check_part(o->call_index, o->parts.back());
       }
   }
   {
@@ -407,7 +447,7 @@ void read_ops_full(sqlite3* db, Process& p) {
     while (w.step()) {
       Wait x;
       x.call_index = w.i64(0);
-      x.kind = w.str(1);
+      x.kind = known(vocab::parse_wait(w.str(1)), "wait kind", w.str(1));
       x.stream = static_cast<uint64_t>(w.i64(2));
       x.event = static_cast<uint64_t>(w.i64(3));
       x.tid = w.i64(4);
@@ -551,13 +591,6 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     const char* t = reinterpret_cast<const char*>(sqlite3_column_text(raw, c));
     return t ? std::string_view(t, static_cast<size_t>(sqlite3_column_bytes(raw, c))) : std::string_view();
   };
-  std::string esc[3];
-  auto safe = [&](int c, std::string& buf) {
-    std::string_view v = text(c);
-    if (is_printable(v)) return v;
-    buf = printable(v);
-    return std::string_view(buf);
-  };
   int64_t kept = 0;
   while (st.step()) {
     int64_t ci = sqlite3_column_int64(raw, 0);
@@ -589,11 +622,10 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     int64_t group = sqlite3_column_int64(raw, 8);
     o.group = group < 0 ? 0 : static_cast<uint32_t>(group) + 1;
 
-    // Binary key: text columns with their NUL, integers as raw bytes (no formatting per row).
+    // Binary key: the text columns with their NUL, integers as raw bytes (no formatting per row).
     key.clear();
-    std::string_view op = safe(2, esc[0]), dtype = safe(3, esc[1]), redop = safe(6, esc[2]);
-    for (std::string_view t : {op, dtype, redop}) {
-      key.append(t);
+    for (int c : {2, 3, 6}) {
+      key.append(text(c));
       key.push_back('\0');
     }
     key.append(reinterpret_cast<const char*>(&count), sizeof count);
@@ -603,9 +635,9 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     auto it = local.find(key);
     if (it == local.end()) {
       Signature sig;
-      sig.op = op;
-      sig.dtype = dtype;
-      sig.redop = redop;
+      sig.op = op_of(std::string(text(2)));
+      sig.dtype = dtype_of(std::string(text(3)));
+      sig.redop = redop_of(std::string(text(6)));
       sig.count = count;
       sig.root = static_cast<int>(root);
       sig.peer = static_cast<int>(peer);
@@ -918,7 +950,7 @@ class MemoryDetails : public TraceDetails {
   std::vector<Op> ops_between(int proc, int64_t from, int64_t to, int limit, bool newest) override {
     std::vector<Op> out;
     for (const Op& o : t_.processes[proc].ops)
-      if (o.call_index >= from && o.call_index <= to && o.seq > 0 && o.state != schema::kStateCaptured) out.push_back(o);
+      if (o.call_index >= from && o.call_index <= to && o.seq > 0 && o.state != vocab::State::Captured) out.push_back(o);
     if (static_cast<int>(out.size()) > limit) {
       if (newest)
         out.erase(out.begin(), out.end() - limit);

@@ -9,20 +9,22 @@
 #include <string>
 #include <vector>
 
+#include "vocab.h"
+
 namespace lockstep {
 
 // One NCCL call inside a grouped logical op (ops_parts row).
 struct OpPart {
-  std::string op;      // send, recv, all_reduce, ...
-  std::string dtype;
+  vocab::Op op = vocab::Op::AllReduce;
+  vocab::Dtype dtype = vocab::Dtype::Mixed;  // Mixed: none / not known
   int64_t count = 0;
   int root = -1;       // -1 = none
   int peer = -1;       // -1 = none
-  std::string redop;   // empty = none
+  vocab::RedOp redop = vocab::RedOp::None;
 };
 
 struct Frame {
-  std::string kind;      // native | python
+  vocab::FrameKind kind = vocab::FrameKind::Native;
   std::string function;
   std::string module;    // native
   uint64_t offset = 0;   // native
@@ -34,12 +36,12 @@ struct Op {
   int64_t call_index = 0;   // process-wide order (causal order within a process)
   int comm = -1;            // index into Process::comms
   int64_t seq = 0;          // per-communicator logical sequence number; 0 = unsequenced
-  std::string op;
-  std::string dtype;
+  vocab::Op op = vocab::Op::AllReduce;
+  vocab::Dtype dtype = vocab::Dtype::Mixed;  // Mixed: none, or parts that differ
   int64_t count = 0;
   int root = -1;
   int peer = -1;
-  std::string redop;
+  vocab::RedOp redop = vocab::RedOp::None;
   uint64_t stream = 0;
   int64_t tid = 0;
   std::string thread_name;
@@ -47,7 +49,7 @@ struct Op {
   int64_t issue_mono_ns = 0;
   int64_t issue_wall_ns = 0;
   int rc = 0;
-  std::string state;        // schema ops.state
+  vocab::State state = vocab::State::Enqueued;
   bool completed = false;
   int64_t complete_mono_ns = 0;
   int64_t origin_call = -1; // graph_launched rows: the captured op
@@ -67,9 +69,13 @@ struct Comm {
   int split_color = 0;
   int split_key = 0;
   std::string name;
+  // The recorder first saw it in a call, not at its creation (it existed before tracing began):
+  // its identity is local to this process and cannot be matched with the other members.
+  bool created_before_tracing = false;
+  bool shrunk = false;       // created by ncclCommShrink (parent set, no split color)
   int64_t init_call = 0;
   int init_rc = 0;
-  std::string end_kind;      // empty while alive
+  vocab::CommEnd end_kind = vocab::CommEnd::Alive;
   // Bounded traces (schema/trace_schema.h comms.retired_*, checkpoints): the size cap retired
   // this communicator's first `retired_collectives` collectives (and every op up to
   // `retired_through_seq`); `retired_digest` is the op_digest.h chain over them. The retained
@@ -90,13 +96,20 @@ struct Comm {
 // The model checker (analyzer/model_check.h) needs them; the hang report does not.
 struct Wait {
   int64_t call_index = 0;   // shares the process-wide counter with Op::call_index
-  std::string kind;         // schema waits.kind: stream_sync event_sync device_sync
-                            // stream_wait_event event_record
+  vocab::Wait kind = vocab::Wait::StreamSync;
   uint64_t stream = 0;
   uint64_t event = 0;
   int64_t tid = 0;
   int64_t begin_mono_ns = 0;
   int64_t end_mono_ns = -1; // -1: never returned
+};
+
+// An ncclCommSplit call with NCCL_SPLIT_NOCOLOR: it created no communicator (so it has no comms
+// row; the recorder keeps it in api_calls), but it is the parent's k-th split call on every
+// member, so communicator roles count it (analyzer/identity.h).
+struct NoColorSplit {
+  int64_t call_index = 0;
+  int parent = -1;  // index into Process::comms
 };
 
 struct HangMarker {
@@ -122,6 +135,7 @@ struct Process {
   std::map<std::string, std::string> meta;
   std::map<std::string, std::string> env;
   std::vector<Comm> comms;
+  std::vector<NoColorSplit> nocolor_splits;  // by call_index
   std::vector<Op> ops;       // sorted by call_index; sequenced and unsequenced
   std::map<int64_t, std::vector<Frame>> stacks;
   std::vector<Wait> waits;   // sorted by call_index; empty when the trace has none

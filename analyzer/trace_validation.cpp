@@ -30,7 +30,7 @@ namespace {
 
 // Communicators whose members can be matched across files: created (init_rc 0), not the
 // NULL-comm placeholder, not given a process-local identity by a recorder that started late.
-bool matchable(const Comm& c) { return c.init_rc == 0 && c.nranks > 0 && c.name != "(created before tracing)"; }
+bool matchable(const Comm& c) { return c.init_rc == 0 && c.nranks > 0 && !c.created_before_tracing; }
 
 std::string short8(const std::string& h) { return h.substr(0, 8); }
 

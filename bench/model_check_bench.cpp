@@ -51,7 +51,8 @@ bool arg_flag(int argc, char** argv, const char* name) {
 Schedule generate(int nranks, int ops_per_rank, int tp, int pp, bool broken) {
   const int dp = nranks / (tp * pp);
   Schedule s;
-  const int16_t f32 = s.intern("float32"), sum = s.intern("sum");
+  const auto f32 = lockstep::vocab::Dtype::Float32;
+  const auto sum = lockstep::vocab::RedOp::Sum;
   auto add_comm = [&](const std::string& label, int n) {
     CommInfo c;
     c.label = c.hash = label;
@@ -88,14 +89,14 @@ Schedule generate(int nranks, int ops_per_rank, int tp, int pp, bool broken) {
       it.stream = stream;
       it.count = 1 << 20;
       it.dtype = f32;
-      it.redop = k == OpKind::kAllGather ? -1 : sum;
+      it.redop = k == OpKind::AllGather ? lockstep::vocab::RedOp::None : sum;
       ps.items.push_back(it);
     };
     while (static_cast<int>(ps.items.size()) < ops_per_rank) {
-      coll(OpKind::kAllReduce, ct, 0, seq_t);
+      coll(OpKind::AllReduce, ct, 0, seq_t);
       if (pp > 1) {
         Item it;
-        it.op = OpKind::kSendRecv;
+        it.op = OpKind::SendRecv;
         it.call_index = ++call;
         it.seq = ++seq_p;
         it.comm = cp;
@@ -106,9 +107,9 @@ Schedule generate(int nranks, int ops_per_rank, int tp, int pp, bool broken) {
         it.nparts = 2;
         ps.items.push_back(it);
       }
-      coll(OpKind::kAllReduce, ct, 0, seq_t);
-      coll(OpKind::kReduceScatter, cd, 2, seq_d);
-      coll(OpKind::kAllGather, cd, 2, seq_d);
+      coll(OpKind::AllReduce, ct, 0, seq_t);
+      coll(OpKind::ReduceScatter, cd, 2, seq_d);
+      coll(OpKind::AllGather, cd, 2, seq_d);
     }
     ps.items.resize(ops_per_rank);
   }
@@ -117,8 +118,8 @@ Schedule generate(int nranks, int ops_per_rank, int tp, int pp, bool broken) {
     // everything after it stalls, so the checker explains a stuck state of ~half the ops.
     auto& items = s.procs[nranks - 1].items;
     for (size_t i = items.size() / 2; i < items.size(); ++i) {
-      if (items[i].op == OpKind::kAllGather) {
-        items[i].op = OpKind::kAllReduce;
+      if (items[i].op == OpKind::AllGather) {
+        items[i].op = OpKind::AllReduce;
         items[i].redop = sum;
         break;
       }
@@ -153,16 +154,17 @@ lockstep::Trace to_trace(const Schedule& s) {
       o.call_index = it.call_index;
       o.comm = local[it.comm];
       o.seq = it.seq;
-      o.op = op_kind_name(it.op);
-      o.dtype = it.dtype >= 0 ? s.names[it.dtype] : "";
-      o.redop = it.redop >= 0 ? s.names[it.redop] : "";
+      o.op = it.op;
+      o.dtype = it.dtype;
+      o.redop = it.redop;
       o.count = it.count;
       o.stream = ps.streams[it.stream];
       o.tid = ps.threads[it.thread];
-      o.state = "enqueued";
+      o.state = lockstep::vocab::State::Enqueued;
       for (int32_t k = 0; k < it.nparts; ++k) {
         const Part& part = ps.parts[it.first_part + k];
-        o.parts.push_back(lockstep::OpPart{part.is_send ? "send" : "recv", "float32", part.count, -1, part.peer, ""});
+        o.parts.push_back(lockstep::OpPart{part.is_send ? OpKind::Send : OpKind::Recv, lockstep::vocab::Dtype::Float32, part.count, -1, part.peer,
+                                         lockstep::vocab::RedOp::None});
       }
       pr.ops.push_back(std::move(o));
     }

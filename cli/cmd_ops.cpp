@@ -22,7 +22,7 @@ int ops(const OpsArgs& a) {
   try {
     Trace headers = load_trace_headers(a.dir);
     for (size_t i = 0; i < headers.processes.size(); ++i) {
-      int r = headers.processes[i].global_rank >= 0 ? headers.processes[i].global_rank : static_cast<int>(i);
+      int r = shown_rank(headers.processes[i], static_cast<int>(i));
       if (r == a.rank) path = headers.processes[i].path;
     }
   } catch (const LoadError& e) {
@@ -40,14 +40,18 @@ int ops(const OpsArgs& a) {
     std::cerr << "lockstep ops: " << e.what() << "\n";
     return kExitUsage;
   }
-  auto roles = local_roles(p);
+  auto roles = comm_roles(p);
+  // The communicators --comm names (identity.h: role, commName or hash prefix); all without it.
+  std::vector<bool> comm_on(p.comms.size(), a.comm.empty());
+  for (int c : select_comms(a.comm, static_cast<int>(p.comms.size()), [&](int i) -> const std::string& { return roles[i]; },
+                            [&](int i) -> const Comm& { return p.comms[i]; }))
+    comm_on[c] = true;
   size_t center = p.ops.size();
   if (a.around >= 0) {
     for (size_t i = 0; i < p.ops.size() && center == p.ops.size(); ++i) {
       const Op& o = p.ops[i];
       if (o.seq != a.around || o.comm < 0) continue;
-      const Comm& c = p.comms[o.comm];
-      if (a.comm.empty() || c.hash.rfind(a.comm, 0) == 0 || roles[o.comm] == a.comm) center = i;
+      if (comm_on[o.comm]) center = i;
     }
     if (center == p.ops.size()) {
       std::cerr << "lockstep ops: rank " << a.rank << " has no op with seq " << a.around
@@ -67,7 +71,7 @@ int ops(const OpsArgs& a) {
     char line[64];
     std::snprintf(line, sizeof line, "%s %-9lld %-8s %8s  ", i == center ? ">" : " ", static_cast<long long>(o.call_index),
                   comm.c_str(), o.seq > 0 ? std::to_string(o.seq).c_str() : "-");
-    std::string state = o.state + (o.completed ? ", completed" : "");
+    std::string state = vocab::name(o.state) + std::string(o.completed ? ", completed" : "");
     if (o.rc != 0) state += ", rc=" + std::to_string(o.rc);
     std::cout << line << describe_signature(sig) << "  [" << state << "]"
               << (o.thread_name.empty() ? "" : "  " + o.thread_name) << "\n";
@@ -83,7 +87,7 @@ void add_ops_command(CLI::App& app, int* exit_code) {
   sub->add_option("dir", args->dir, "Trace directory")->required();
   sub->add_option("--rank", args->rank, "Global rank")->required();
   sub->add_option("--around", args->around, "Centre the listing on the op with this seq");
-  sub->add_option("--comm", args->comm, "With --around: the communicator (hash prefix or role)");
+  sub->add_option("--comm", args->comm, "With --around: the communicator (hash prefix, role or commName)");
   sub->add_option("--window", args->window, "Ops shown on each side (default 10)");
   sub->callback([args, exit_code] { *exit_code = ops(*args); });
 }

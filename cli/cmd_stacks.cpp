@@ -19,18 +19,16 @@ int stacks(const StacksArgs& a) {
   auto s = load_for_analysis("stacks", a.dir);
   if (!s) return kExitUsage;
   CommIndex idx = build_comm_index(*s);
-  std::vector<int> matches;
-  for (size_t g = 0; g < idx.comms.size(); ++g) {
-    const auto& c = idx.comms[g];
-    if (c.hash.rfind(a.comm, 0) == 0 || c.role == a.comm || (!c.name.empty() && c.name == a.comm))
-      matches.push_back(static_cast<int>(g));
-  }
+  std::vector<int> matches = select_comms(
+      a.comm, static_cast<int>(idx.comms.size()), [&](int g) -> const std::string& { return idx.comms[g].role; },
+      [&](int g) -> const GlobalComm& { return idx.comms[g]; });
   if (matches.empty()) {
     std::cerr << "lockstep stacks: no communicator matches '" << a.comm << "'; communicators:\n";
     for (auto& c : idx.comms) std::cerr << "  " << short_hash(c.hash) << "  role " << c.role << "\n";
     return kExitUsage;
   }
-  if (matches.size() > 1 && !(idx.comms[matches[0]].role == a.comm)) {
+  if (matches.size() > 1 && match_comm(a.comm, idx.comms[matches[0]].hash, idx.comms[matches[0]].role,
+                                        idx.comms[matches[0]].name) != CommMatch::kExact) {
     std::cerr << "lockstep stacks: '" << a.comm << "' matches " << matches.size() << " communicators; give more of the hash\n";
     return kExitUsage;
   }
@@ -60,7 +58,7 @@ int stacks(const StacksArgs& a) {
       auto frames = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
       if (!a.all_frames) frames = trim_stack(frames, 32);
       if (frames.empty()) std::cout << "    (no stack recorded)\n";
-      for (auto& f : frames) std::cout << "    " << (f.kind == "python" ? "py " : "   ") << format_frame(f) << "\n";
+      for (auto& f : frames) std::cout << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << format_frame(f) << "\n";
     }
   }
   return any ? kExitOk : kExitUsage;

@@ -36,23 +36,22 @@ uint64_t fnv(std::string_view s, uint64_t h = 1469598103934665603ull) {
   return h;
 }
 
-// c10::toString(ScalarType) -> lockstep (NCCL) dtype names.
-std::string map_dtype(const std::string& t) {
-  static const std::map<std::string, std::string> m = {
-      {"Byte", "uint8"},       {"Char", "int8"},         {"Int", "int32"},       {"Long", "int64"},
-      {"Half", "float16"},     {"Float", "float32"},     {"Double", "float64"},  {"BFloat16", "bfloat16"},
-      {"Bool", "uint8"},       {"UInt32", "uint32"},     {"UInt64", "uint64"},   {"Float8_e4m3fn", "float8e4m3"},
-      {"Float8_e5m2", "float8e5m2"}, {"Short", "int16"}, {"ComplexFloat", "complex64"}, {"ComplexDouble", "complex128"}};
+// c10::toString(ScalarType) -> the NCCL data type torch hands to NCCL. Types NCCL has no
+// name for (Short, complex: torch converts them before the call) are Mixed: not compared.
+vocab::Dtype map_dtype(const std::string& t) {
+  using D = vocab::Dtype;
+  static const std::map<std::string, D> m = {
+      {"Byte", D::Uint8},       {"Char", D::Int8},          {"Int", D::Int32},         {"Long", D::Int64},
+      {"Half", D::Float16},     {"Float", D::Float32},      {"Double", D::Float64},    {"BFloat16", D::Bfloat16},
+      {"Bool", D::Uint8},       {"UInt32", D::Uint32},      {"UInt64", D::Uint64},     {"Float8_e4m3fn", D::Float8e4m3},
+      {"Float8_e5m2", D::Float8e5m2}};
   auto it = m.find(t);
-  if (it != m.end()) return it->second;
-  std::string lower;
-  for (char c : t) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return lower;
+  return it != m.end() ? it->second : D::Mixed;
 }
-std::string one_dtype(const std::vector<std::string>& ts) {
-  if (ts.empty()) return "";
+vocab::Dtype one_dtype(const std::vector<std::string>& ts) {
+  if (ts.empty()) return vocab::Dtype::Mixed;
   for (auto& t : ts)
-    if (t != ts[0]) return "";  // mixed (schema: NULL)
+    if (t != ts[0]) return vocab::Dtype::Mixed;  // schema: NULL
   return map_dtype(ts[0]);
 }
 
@@ -95,68 +94,71 @@ bool is_group_end(const std::string& n) { return n == "coalesced"; }
 void map_entry(const FrEntry& e, Op& o) {
   Parsed p = parse_name(e.profiling_name);
   const std::string& n = p.name;
-  std::string in_dt = one_dtype(e.input_dtypes), out_dt = one_dtype(e.output_dtypes);
+  using vocab::Op;
+  const vocab::Dtype in_dt = one_dtype(e.input_dtypes), out_dt = one_dtype(e.output_dtypes);
   auto first = [](const std::vector<std::vector<int64_t>>& ts) { return ts.empty() ? 0 : numel(ts[0]); };
-  o.dtype = in_dt.empty() ? out_dt : in_dt;
+  o.dtype = in_dt == vocab::Dtype::Mixed ? out_dt : in_dt;
   if (n == "all_reduce" || n == "all_reduce_barrier" || n == "allreduce" || n == "_allreduce_sparse") {
-    o.op = "all_reduce";
+    o.op = Op::AllReduce;
     o.count = total(e.input_sizes);
   } else if (n == "broadcast" || n == "_broadcast_oop") {
-    o.op = "broadcast";
+    o.op = Op::Broadcast;
     o.count = total(e.input_sizes);
   } else if (n == "reduce" || n == "_reduce_oop") {
-    o.op = "reduce";
+    o.op = Op::Reduce;
     o.count = total(e.input_sizes);
   } else if (n == "all_gather" || n == "_all_gather_base" || n == "_allgather_base" || n == "allgather") {
-    o.op = "all_gather";
+    o.op = Op::AllGather;
     o.count = first(e.input_sizes);  // sendcount
   } else if (n == "reduce_scatter" || n == "_reduce_scatter_base") {
-    o.op = "reduce_scatter";
+    o.op = Op::ReduceScatter;
     o.count = first(e.output_sizes);  // recvcount
   } else if (n == "all_to_all" || n == "alltoall_base" || n == "alltoall") {
     // FR keeps only each rank's totals, not the per-peer split: compare op and dtype only.
-    o.op = "all_to_all";
+    o.op = Op::AllToAll;
     o.count = 0;
   } else if (n == "gather") {
-    o.op = "gather";
+    o.op = Op::Gather;
     o.count = first(e.input_sizes);
   } else if (n == "scatter") {
-    o.op = "scatter";
+    o.op = Op::Scatter;
     o.count = first(e.output_sizes);
     o.dtype = out_dt;
   } else if (n == "send") {
-    o.op = "send";
+    o.op = Op::Send;
     o.count = total(e.input_sizes);
     o.peer = p.dst;
   } else if (n == "recv") {
-    o.op = "recv";
+    o.op = Op::Recv;
     o.count = total(e.output_sizes);
     o.peer = p.src;
-    o.dtype = out_dt.empty() ? in_dt : out_dt;
+    o.dtype = out_dt == vocab::Dtype::Mixed ? in_dt : out_dt;
   } else if (n == "allreduce_coalesced" || n == "ALLREDUCE_coalesced" || n == "ALLGATHER_coalesced" ||
              n == "all_gather_into_tensor_coalesced" || n == "REDUCE_SCATTER_coalesced" ||
              n == "reduce_scatter_tensor_coalesced") {
     // One FR entry for several NCCL calls: one part per tensor.
     bool ag = n.find("ALLGATHER") != std::string::npos || n.find("all_gather") != std::string::npos;
     bool rs = n.find("REDUCE_SCATTER") != std::string::npos || n.find("reduce_scatter") != std::string::npos;
-    o.op = "coalesced";
+    o.op = Op::Coalesced;
     const auto& sizes = rs ? e.output_sizes : e.input_sizes;
     const auto& dts = rs ? e.output_dtypes : e.input_dtypes;
     o.count = 0;
     for (size_t k = 0; k < sizes.size(); ++k) {
       OpPart part;
-      part.op = ag ? "all_gather" : rs ? "reduce_scatter" : "all_reduce";
+      part.op = ag ? Op::AllGather : rs ? Op::ReduceScatter : Op::AllReduce;
       part.dtype = k < dts.size() ? map_dtype(dts[k]) : o.dtype;
       part.count = numel(sizes[k]);
       o.count = std::min<int64_t>(INT64_MAX / 2, o.count + part.count);
       o.parts.push_back(part);
     }
   } else if (is_group_end(n)) {
-    o.op = "coalesced";
+    o.op = Op::Coalesced;
     o.count = 0;
   } else {
-    o.op = n;  // unknown to this reader: kept by name, compared by equality
-    o.count = total(e.input_sizes);
+    // Not an NCCL operation lockstep knows: the dump cannot be compared op by op.
+    std::string shown;
+    for (char c : n.substr(0, 64)) shown += c >= 0x20 && c < 0x7f ? c : '?';
+    throw DumpError("record " + std::to_string(e.record_id) + " is an operation lockstep does not know: '" + shown + "'");
   }
 }
 
@@ -164,7 +166,7 @@ std::vector<Frame> frames_of(const std::vector<FrFrame>& fr) {
   std::vector<Frame> out;
   for (const auto& f : fr) {
     Frame x;
-    x.kind = "python";
+    x.kind = vocab::FrameKind::Python;
     x.function = f.name;
     x.file = f.filename;
     x.line = static_cast<int>(std::clamp<int64_t>(f.line, 0, INT32_MAX));
@@ -289,7 +291,7 @@ Process to_process(const FrDump& d, int global_rank) {
     o.tid = e.thread_id;
     o.thread_name = e.thread_name;
     o.issue_mono_ns = o.issue_wall_ns = e.time_created_ns;
-    o.state = "enqueued";
+    o.state = vocab::State::Enqueued;
     o.stack_id = stack_id(e.stack);
     const FrEntry* state_from = &e;
     if (g != groups_at.end()) {
@@ -300,18 +302,18 @@ Process to_process(const FrDump& d, int global_rank) {
       for (size_t m = 0; m + 1 < members.size(); ++m) {
         Op part;
         map_entry(*order[members[m]], part);
-        if (part.op != "send" && part.op != "recv") all_p2p = false;
+        if (part.op != vocab::Op::Send && part.op != vocab::Op::Recv) all_p2p = false;
         if (!part.parts.empty()) {
           for (auto& pp : part.parts) o.parts.push_back(pp);
         } else {
           o.parts.push_back({part.op, part.dtype, part.count, part.root, part.peer, part.redop});
         }
-        if (part.op != "recv") o.count = std::min<int64_t>(INT64_MAX / 2, o.count + part.count);
+        if (part.op != vocab::Op::Recv) o.count = std::min<int64_t>(INT64_MAX / 2, o.count + part.count);
         if (o.stack_id < 0) o.stack_id = stack_id(order[members[m]]->stack);
       }
-      o.op = all_p2p ? "send_recv" : "coalesced";
-      std::string dt;
-      for (size_t m = 0; m < o.parts.size(); ++m) dt = m == 0 || dt == o.parts[m].dtype ? o.parts[m].dtype : "";
+      o.op = all_p2p ? vocab::Op::SendRecv : vocab::Op::Coalesced;
+      vocab::Dtype dt = vocab::Dtype::Mixed;
+      for (size_t m = 0; m < o.parts.size(); ++m) dt = m == 0 || dt == o.parts[m].dtype ? o.parts[m].dtype : vocab::Dtype::Mixed;
       o.dtype = dt;
       o.seq = seq_of(*state_from);
     } else {

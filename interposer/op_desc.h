@@ -1,40 +1,27 @@
 // What a hook knows about one NCCL call, in one fixed-size description (after NCCL's ncclInfo):
-// the hooks fill it, the core records it. Names here are the schema's ops.op / dtype / redop.
+// the hooks fill it, the core records it. Kinds and names are the vocabulary's (schema/vocab.h).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "vocab.h"
+
 namespace lockstep::rec {
 
-enum class OpKind : uint8_t {
-  AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AllToAll, Gather, Scatter, Send, Recv,
-  SendRecv,   // grouped point-to-point that is not a full all-to-all
-  Coalesced,  // several collectives (or collectives + p2p) in one group
-};
-
-inline const char* op_name(OpKind k) {
-  static const char* const names[] = {"all_reduce", "broadcast", "reduce",  "all_gather",
-                                      "reduce_scatter", "all_to_all", "gather", "scatter",
-                                      "send", "recv", "send_recv", "coalesced"};
-  return names[static_cast<int>(k)];
-}
-
-inline bool is_p2p(OpKind k) { return k == OpKind::Send || k == OpKind::Recv; }
+using OpKind = vocab::Op;
+inline const char* op_name(OpKind k) { return vocab::name(k); }
 
 // ncclDataType_t value -> schema name; nullptr when unknown/mixed (-1).
 inline const char* dtype_name(int dt) {
-  static const char* const names[] = {"int8",    "uint8",   "int32",    "uint32",
-                                      "int64",   "uint64",  "float16",  "float32",
-                                      "float64", "bfloat16", "float8e4m3", "float8e5m2"};
-  return dt >= 0 && dt < 12 ? names[dt] : nullptr;
+  const vocab::Dtype d = vocab::dtype_from_nccl(dt);
+  return d == vocab::Dtype::Mixed ? nullptr : vocab::name(d);
 }
 
 // ncclRedOp_t value -> schema name; values >= ncclNumOps are user ops (PreMulSum).
 inline const char* redop_name(int op) {
-  static const char* const names[] = {"sum", "prod", "max", "min", "avg"};
-  if (op < 0) return nullptr;
-  return op < 5 ? names[op] : "premulsum";
+  const vocab::RedOp r = vocab::redop_from_nccl(op);
+  return r == vocab::RedOp::None ? nullptr : vocab::name(r);
 }
 
 struct OpDesc {

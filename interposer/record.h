@@ -8,13 +8,8 @@
 
 namespace lockstep::rec {
 
-enum class OpState : uint8_t { Enqueued, Failed, Simulated, Captured, GraphLaunched };
-
-inline const char* state_name(OpState s) {
-  static const char* const names[] = {"enqueued", "failed", "simulated", "captured",
-                                      "graph_launched"};
-  return names[static_cast<int>(s)];
-}
+using OpState = vocab::State;
+inline const char* state_name(OpState s) { return vocab::name(s); }
 
 struct OpRec {
   int64_t call_index;
@@ -62,13 +57,11 @@ struct CommInitRec {
   int32_t rc;
   bool has_split;
   char name[40];        // "" = NULL (truncated ncclConfig_t.commName)
+  bool before_tracing;  // first seen in use: created before tracing began
 };
 
-enum class CommEnd : uint8_t { Destroy, Abort, Finalize, Revoke };
-inline const char* comm_end_name(CommEnd e) {
-  static const char* const names[] = {"destroy", "abort", "finalize", "revoke"};
-  return names[static_cast<int>(e)];
-}
+using CommEnd = vocab::CommEnd;
+inline const char* comm_end_name(CommEnd e) { return vocab::name(e); }
 
 struct CommEndRec {
   int64_t id;
@@ -99,12 +92,8 @@ struct GraphLaunchRec {
   int64_t mono;
 };
 
-enum class WaitKind : uint8_t { StreamSync, EventSync, DeviceSync, StreamWaitEvent, EventRecord };
-inline const char* wait_name(WaitKind k) {
-  static const char* const names[] = {"stream_sync", "event_sync", "device_sync",
-                                      "stream_wait_event", "event_record"};
-  return names[static_cast<int>(k)];
-}
+using WaitKind = vocab::Wait;
+inline const char* wait_name(WaitKind k) { return vocab::name(k); }
 
 struct WaitRec {
   int64_t call_index;

@@ -160,8 +160,8 @@ CommState* new_untracked_comm(Recorder* r, void* handle, int64_t call_index) {
   rec.comm.nranks = c->nranks;
   rec.comm.rank = c->rank;
   rec.comm.device = -1;
-  snprintf(rec.comm.name, sizeof rec.comm.name, "%s",
-           handle ? "(created before tracing)" : "(null communicator)");
+  rec.comm.before_tracing = handle != nullptr;
+  snprintf(rec.comm.name, sizeof rec.comm.name, "%s", handle ? "" : "(null communicator)");
   r->writer->push(rec);
   return c;
 }

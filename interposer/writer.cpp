@@ -802,6 +802,7 @@ void Writer::insert(const Record& r) {
       row.init_call = c.init_call;
       row.init_mono_ns = c.init_mono;
       row.init_rc = c.rc;
+      row.created_before_tracing = c.before_tracing;
       rc = t.comm(row);
       break;
     }

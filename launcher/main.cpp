@@ -1,74 +1,54 @@
 // lockstep-launch -n N [--timeout S] [--env K=V]... [--rendezvous DIR] [--quiet] -- prog args...
 // Runs N ranks of a program on this machine (see launcher.h). Exit status: 0 when every rank
-// exited 0, 124 when the timeout killed ranks, otherwise the first failing rank's status
-// (128 + signal when it was killed by one).
+// exited 0, 124 when the timeout killed ranks, 2 for a usage error, otherwise the first failing
+// rank's status (128 + signal when it was killed by one).
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "launcher.h"
-
-namespace {
-
-[[noreturn]] void usage(const char* msg) {
-  if (msg) std::fprintf(stderr, "lockstep-launch: %s\n", msg);
-  std::fprintf(stderr,
-               "usage: lockstep-launch -n N [--timeout S] [--env K=V]... [--rendezvous DIR] [--quiet] -- prog [args...]\n"
-               "  -n N             number of ranks (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE are set)\n"
-               "  --timeout S      kill every rank still running after S seconds (default 60)\n"
-               "  --env K=V        add K=V to every rank's environment (repeatable)\n"
-               "  --rendezvous DIR directory for ncclUniqueId exchange (default: a fresh temporary one)\n"
-               "  --quiet          do not echo the ranks' output\n");
-  std::exit(2);
-}
-
-double parse_double(const std::string& s, const char* what) {
-  char* end = nullptr;
-  double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || *end) usage((std::string("invalid ") + what + ": '" + s + "'").c_str());
-  return v;
-}
-
-}  // namespace
+#include "lockstep_version.h"
 
 int main(int argc, char** argv) {
   lockstep::LaunchOptions o;
   o.nranks = 0;
-  int i = 1;
-  auto value = [&](const char* opt) -> std::string {
-    if (i + 1 >= argc) usage((std::string(opt) + " needs a value").c_str());
-    return argv[++i];
-  };
-  for (; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--") { ++i; break; }
-    if (a == "-n" || a == "--nranks") {
-      double n = parse_double(value("-n"), "rank count");
-      if (n < 1 || n != int(n)) usage("-n must be a positive integer");
-      o.nranks = int(n);
-    } else if (a == "--timeout") {
-      o.timeout_s = parse_double(value("--timeout"), "timeout");
-      if (!(o.timeout_s > 0)) usage("--timeout must be > 0");
-    } else if (a == "--env") {
-      std::string kv = value("--env");
-      auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) usage(("--env expects K=V, got '" + kv + "'").c_str());
-      o.env[kv.substr(0, eq)] = kv.substr(eq + 1);
-    } else if (a == "--rendezvous") {
-      o.rendezvous_dir = value("--rendezvous");
-    } else if (a == "--quiet") {
-      o.prefix_output = false;
-    } else if (a == "-h" || a == "--help") {
-      usage(nullptr);
-    } else {
-      usage(("unknown option '" + a + "' (put the program after --)").c_str());
-    }
+  std::vector<std::string> env;
+  bool quiet = false;
+  CLI::App app{"Runs N ranks of a program on this machine", "lockstep-launch"};
+  app.set_version_flag("--version", "lockstep-launch " LOCKSTEP_VERSION);
+  app.add_option("-n,--nranks", o.nranks, "Number of ranks (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE are set)")
+      ->required()
+      ->check(CLI::Range(1, 1 << 20));
+  app.add_option("--timeout", o.timeout_s, "Kill every rank still running after S seconds (default 60)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--env", env, "Add K=V to every rank's environment (repeatable)")
+      ->allow_extra_args(false)  // one K=V per --env: a following "--" starts the program
+      ->check([](const std::string& kv) {
+        auto eq = kv.find('=');
+        return eq == std::string::npos || eq == 0 ? "--env expects K=V, got '" + kv + "'" : std::string();
+      });
+  app.add_option("--rendezvous", o.rendezvous_dir, "Directory for ncclUniqueId exchange (default: a fresh temporary one)");
+  app.add_flag("--quiet", quiet, "Do not echo the ranks' output");
+  app.add_option("program", o.argv, "The program and its arguments, after --")->required();
+  app.footer("usage: lockstep-launch -n N [options] -- prog [args...]");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
   }
-  if (o.nranks < 1) usage("-n N is required");
-  for (; i < argc; ++i) o.argv.push_back(argv[i]);
-  if (o.argv.empty()) usage("no program given after --");
+  for (const auto& kv : env) {
+    auto eq = kv.find('=');
+    o.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  o.prefix_output = !quiet;
 
   lockstep::forward_termination_signals();
   lockstep::LaunchResult r;

@@ -1,66 +1,15 @@
 #include "rank_schedule.h"
 
-#include <sqlite3.h>
-
 #include <algorithm>
 #include <map>
-#include <memory>
 #include <stdexcept>
 
+#include "identity.h"
 #include "trace_loader.h"
 
 namespace lockstep::replay {
 
-bool replayable(const Op& op) { return op.state == "enqueued" || op.state == "graph_launched"; }
-
-std::vector<NoColorSplit> load_nocolor_splits(const Process& p) {
-  std::vector<NoColorSplit> out;
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(p.path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
-    sqlite3_close(db);
-    throw std::runtime_error("cannot open " + p.path + ": " + msg);
-  }
-  std::unique_ptr<sqlite3, int (*)(sqlite3*)> guard(db, sqlite3_close);
-  sqlite3_busy_timeout(db, 2000);
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(db,
-                         "SELECT call_index, comm_id FROM api_calls WHERE name = 'ncclCommSplit' AND rc = 0 "
-                         "AND detail LIKE '%NOCOLOR%' ORDER BY call_index",
-                         -1, &st, nullptr) != SQLITE_OK)
-    return out;  // a file without api_calls has none
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    NoColorSplit s;
-    s.call_index = sqlite3_column_int64(st, 0);
-    const int64_t comm_id = sqlite3_column_int64(st, 1);
-    for (size_t i = 0; i < p.comms.size(); ++i)
-      if (p.comms[i].local_id == comm_id) s.parent = static_cast<int>(i);
-    if (s.parent >= 0) out.push_back(s);
-  }
-  sqlite3_finalize(st);
-  return out;
-}
-
-std::vector<int> load_shrunk_comms(const Process& p) {
-  std::vector<int> out;
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(p.path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    sqlite3_close(db);
-    return out;
-  }
-  std::unique_ptr<sqlite3, int (*)(sqlite3*)> guard(db, sqlite3_close);
-  sqlite3_stmt* st = nullptr;
-  if (sqlite3_prepare_v2(db, "SELECT id FROM comms WHERE parent_id IS NOT NULL AND split_color IS NULL", -1, &st,
-                         nullptr) != SQLITE_OK)
-    return out;
-  while (sqlite3_step(st) == SQLITE_ROW) {
-    const int64_t id = sqlite3_column_int64(st, 0);
-    for (size_t i = 0; i < p.comms.size(); ++i)
-      if (p.comms[i].local_id == id) out.push_back(static_cast<int>(i));
-  }
-  sqlite3_finalize(st);
-  return out;
-}
+bool replayable(const Op& op) { return vocab::enqueued_work(op.state); }
 
 RankSchedule load_rank_schedule(const std::string& path) {
   RankSchedule r;
@@ -69,31 +18,7 @@ RankSchedule load_rank_schedule(const std::string& path) {
   } catch (const LoadError& e) {
     throw std::runtime_error(path + ": " + e.what());
   }
-  r.nocolor = load_nocolor_splits(r.proc);
-  r.shrunk = load_shrunk_comms(r.proc);
   return r;
-}
-
-std::vector<std::string> comm_roles(const RankSchedule& r) {
-  const auto& comms = r.proc.comms;
-  // Creation events in call order: (call_index, comm index or -1 for NOCOLOR, parent).
-  struct Ev { int64_t call; int comm; int parent; };
-  std::vector<Ev> evs;
-  for (size_t i = 0; i < comms.size(); ++i) evs.push_back({comms[i].init_call, static_cast<int>(i), comms[i].parent});
-  for (const auto& n : r.nocolor) evs.push_back({n.call_index, -1, n.parent});
-  std::sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.call < b.call; });
-  std::vector<std::string> roles(comms.size());
-  std::map<int, int> splits_of;  // parent -> split calls so far
-  int roots = 0;
-  for (const Ev& e : evs) {
-    if (e.parent < 0) {
-      if (e.comm >= 0) roles[e.comm] = "root#" + std::to_string(roots++);
-      continue;
-    }
-    const int k = splits_of[e.parent]++;
-    if (e.comm >= 0) roles[e.comm] = roles[e.parent] + "/split#" + std::to_string(k);
-  }
-  return roles;
 }
 
 namespace {
@@ -126,7 +51,7 @@ std::string unit_key(const Process& p, const std::vector<std::string>& roles, co
   std::string k;
   for (size_t i : unit) {
     const Op& o = p.ops[i];
-    k += (o.comm >= 0 && o.comm < static_cast<int>(roles.size()) ? roles[o.comm] : "?") + ":" + o.op + ";";
+    k += (o.comm >= 0 && o.comm < static_cast<int>(roles.size()) ? roles[o.comm] : "?") + ":" + vocab::name(o.op) + ";";
   }
   return k;
 }
@@ -134,7 +59,7 @@ std::string unit_key(const Process& p, const std::vector<std::string>& roles, co
 }  // namespace
 
 int reorder_like(RankSchedule& mine, const RankSchedule& source) {
-  const auto my_roles = comm_roles(mine), src_roles = comm_roles(source);
+  const auto my_roles = structural_comm_roles(mine.proc), src_roles = structural_comm_roles(source.proc);
   const auto my_units = units_of(mine.proc), src_units = units_of(source.proc);
   std::map<std::string, std::vector<size_t>> by_key;  // key -> my units, in my order
   for (size_t u = 0; u < my_units.size(); ++u) by_key[unit_key(mine.proc, my_roles, my_units[u])].push_back(u);

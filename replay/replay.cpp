@@ -176,14 +176,10 @@ model::Result model_check_dir(const std::string& trace_dir, int order_from, std:
                                                     std::to_string(files.size() - 1));
     RankSchedule source;
     for (const Process& p : t.processes)
-      if (p.global_rank == order_from) {
-        source.proc = p;
-        source.nocolor = load_nocolor_splits(p);
-      }
+      if (p.global_rank == order_from) source.proc = p;
     for (Process& p : t.processes) {
       RankSchedule mine;
       mine.proc = std::move(p);
-      mine.nocolor = load_nocolor_splits(mine.proc);
       reorder_like(mine, source);
       p = std::move(mine.proc);
     }

@@ -1,41 +1,15 @@
 #include "schedule_check.h"
 
-#include <map>
 
 namespace lockstep::replay {
 
-namespace {
+using OpKind = vocab::Op;
 
-bool rooted(const std::string& op) {
-  return op == "broadcast" || op == "reduce" || op == "gather" || op == "scatter";
-}
-bool p2p(const std::string& op) { return op == "send" || op == "recv"; }
-bool reducing(const std::string& op) {
-  return op == "all_reduce" || op == "reduce" || op == "reduce_scatter";
-}
-bool known_redop(const std::string& r) {
-  return r.empty() || r == "sum" || r == "prod" || r == "max" || r == "min" || r == "avg" ||
-         r == "premulsum";
-}
+bool replayable_call(OpKind op) { return op != OpKind::SendRecv && op != OpKind::Coalesced; }
 
-}  // namespace
+size_t dtype_bytes(vocab::Dtype dtype) { return dtype == vocab::Dtype::Mixed ? 1 : vocab::dtype_size(dtype); }
 
-bool replayable_call(const std::string& op) {
-  return op == "all_reduce" || op == "broadcast" || op == "reduce" || op == "all_gather" ||
-         op == "reduce_scatter" || op == "all_to_all" || op == "gather" || op == "scatter" ||
-         p2p(op);
-}
-
-size_t dtype_bytes(const std::string& dtype) {
-  static const std::map<std::string, size_t> sizes = {
-      {"", 1},          {"int8", 1},     {"uint8", 1},      {"float8e4m3", 1}, {"float8e5m2", 1},
-      {"float16", 2},   {"bfloat16", 2}, {"int32", 4},      {"uint32", 4},     {"float32", 4},
-      {"int64", 8},     {"uint64", 8},   {"float64", 8}};
-  auto it = sizes.find(dtype);
-  return it == sizes.end() ? 0 : it->second;
-}
-
-bool call_buffer_bytes(const std::string& op, const std::string& dtype, int64_t count, int nranks,
+bool call_buffer_bytes(OpKind op, vocab::Dtype dtype, int64_t count, int nranks,
                        uint64_t* send, uint64_t* recv) {
   const size_t e = dtype_bytes(dtype);
   if (e == 0 || count < 0 || nranks < 1 || nranks > kMaxReplayRanks) return false;
@@ -43,9 +17,9 @@ bool call_buffer_bytes(const std::string& op, const std::string& dtype, int64_t 
   if (__builtin_mul_overflow(static_cast<uint64_t>(count), static_cast<uint64_t>(e), &one) ||
       __builtin_mul_overflow(one, static_cast<uint64_t>(nranks), &all))
     return false;
-  if (op == "all_gather" || op == "gather") *send = one, *recv = all;
-  else if (op == "reduce_scatter" || op == "scatter") *send = all, *recv = one;
-  else if (op == "all_to_all") *send = all, *recv = all;
+  if (op == OpKind::AllGather || op == OpKind::Gather) *send = one, *recv = all;
+  else if (op == OpKind::ReduceScatter || op == OpKind::Scatter) *send = all, *recv = one;
+  else if (op == OpKind::AllToAll) *send = all, *recv = all;
   else *send = one, *recv = one;
   return *send <= kMaxReplayBufferBytes && *recv <= kMaxReplayBufferBytes;
 }
@@ -66,7 +40,7 @@ std::vector<std::string> schedule_problems(const RankSchedule& r) {
   }
   for (const Op& o : r.proc.ops) {
     if (!replayable(o)) continue;
-    const std::string at = "call " + std::to_string(o.call_index) + " (" + o.op + ")";
+    const std::string at = "call " + std::to_string(o.call_index) + " (" + vocab::name(o.op) + ")";
     if (out.size() >= 20) {
       out.push_back("... (more problems not listed)");
       break;
@@ -79,24 +53,20 @@ std::vector<std::string> schedule_problems(const RankSchedule& r) {
     std::vector<OpPart> calls = o.parts;
     if (calls.empty()) calls.push_back(OpPart{o.op, o.dtype, o.count, o.root, o.peer, o.redop});
     for (const OpPart& p : calls) {
-      const std::string dtype = p.dtype.empty() ? o.dtype : p.dtype;
+      const vocab::Dtype dtype = p.dtype == vocab::Dtype::Mixed ? o.dtype : p.dtype;
       if (!replayable_call(p.op)) {
-        out.push_back(at + ": op '" + p.op + "' cannot be replayed");
+        out.push_back(at + ": op '" + vocab::name(p.op) + "' cannot be replayed");
         continue;
       }
-      if (dtype_bytes(dtype) == 0) out.push_back(at + ": unknown dtype '" + dtype + "'");
-      if (reducing(p.op) && !known_redop(p.redop))
-        out.push_back(at + ": unknown reduction '" + p.redop + "'");
       uint64_t s = 0, v = 0;
-      if (dtype_bytes(dtype) != 0 &&
-          !call_buffer_bytes(p.op, dtype, p.count, c.nranks, &s, &v))
-        out.push_back(at + ": count " + std::to_string(p.count) + " of " + dtype + " on " +
+      if (!call_buffer_bytes(p.op, dtype, p.count, c.nranks, &s, &v))
+        out.push_back(at + ": count " + std::to_string(p.count) + " of " + vocab::name(dtype) + " on " +
                       std::to_string(c.nranks) + " ranks is out of range (0.. " +
                       std::to_string(kMaxReplayBufferBytes) + " bytes per buffer)");
-      if (rooted(p.op) && (p.root < 0 || p.root >= c.nranks))
+      if (vocab::is_rooted(p.op) && (p.root < 0 || p.root >= c.nranks))
         out.push_back(at + ": root " + std::to_string(p.root) + " is not a rank of a " +
                       std::to_string(c.nranks) + "-rank communicator");
-      if (p2p(p.op) && (p.peer < 0 || p.peer >= c.nranks))
+      if (vocab::is_p2p(p.op) && (p.peer < 0 || p.peer >= c.nranks))
         out.push_back(at + ": peer " + std::to_string(p.peer) + " is not a rank of a " +
                       std::to_string(c.nranks) + "-rank communicator");
     }

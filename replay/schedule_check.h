@@ -18,13 +18,13 @@ inline constexpr int kMaxReplayRanks = 1 << 16;           // members of one comm
 inline constexpr uint64_t kMaxReplayBufferBytes = 1ull << 40;  // one call's send or receive buffer
 
 // Ops the worker issues as single NCCL calls (grouped rows are issued part by part).
-bool replayable_call(const std::string& op);
-// Bytes of one element; 0 for an unknown dtype name. "" (mixed/unknown recorded as NULL): 1.
-size_t dtype_bytes(const std::string& dtype);
+bool replayable_call(vocab::Op op);
+// Bytes of one element; Mixed (recorded as NULL): 1, the worker counts bytes.
+size_t dtype_bytes(vocab::Dtype dtype);
 
 // Send and receive buffer bytes of one call under NCCL's count conventions; false when the
 // values are out of range (negative count, overflow, above kMaxReplayBufferBytes).
-bool call_buffer_bytes(const std::string& op, const std::string& dtype, int64_t count, int nranks,
+bool call_buffer_bytes(vocab::Op op, vocab::Dtype dtype, int64_t count, int nranks,
                        uint64_t* send, uint64_t* recv);
 
 // Every reason this rank's schedule cannot be replayed as recorded (empty: it can). Each entry

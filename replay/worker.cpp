@@ -3,6 +3,8 @@
 // so one binary runs on a GPU box and on the CPU fixture, and a preloaded recorder sees it all.
 #include "worker.h"
 
+#include "identity.h"
+
 #include <cuda.h>
 #include <dlfcn.h>
 #include <nccl.h>
@@ -123,31 +125,24 @@ Api load_api() {
   return a;
 }
 
-ncclDataType_t dtype_of(const std::string& s) {
-  static const std::map<std::string, ncclDataType_t> m = {
-      {"int8", ncclInt8},       {"uint8", ncclUint8},     {"int32", ncclInt32},       {"uint32", ncclUint32},
-      {"int64", ncclInt64},     {"uint64", ncclUint64},   {"float16", ncclFloat16},   {"float32", ncclFloat32},
-      {"float64", ncclFloat64}, {"bfloat16", ncclBfloat16}, {"float8e4m3", ncclFloat8e4m3},
-      {"float8e5m2", ncclFloat8e5m2}};
-  auto it = m.find(s);
-  return it == m.end() ? ncclInt8 : it->second;  // NULL (mixed) dtype: count bytes
+// vocab::Dtype is ncclDataType_t's numbering; NULL (mixed) dtype: count bytes.
+ncclDataType_t dtype_of(vocab::Dtype d) {
+  return d == vocab::Dtype::Mixed ? ncclInt8 : static_cast<ncclDataType_t>(static_cast<int>(d));
 }
 
-ncclRedOp_t redop_of(const std::string& s) {
-  if (s == "prod") return ncclProd;
-  if (s == "max") return ncclMax;
-  if (s == "min") return ncclMin;
-  if (s == "avg") return ncclAvg;
-  return ncclSum;  // sum, and premulsum (its scalar is not recorded; same matching)
+// vocab::RedOp is ncclRedOp_t's numbering for the built-in ops; premulsum (its scalar is not
+// recorded) and none run as sum: the same matching.
+ncclRedOp_t redop_of(vocab::RedOp r) {
+  return r == vocab::RedOp::None || r == vocab::RedOp::PreMulSum ? ncclSum : static_cast<ncclRedOp_t>(static_cast<int>(r));
 }
 
 // One NCCL call: an ungrouped op, or a part of a grouped one.
 struct Call {
-  std::string op;
-  std::string dtype;
+  vocab::Op op = vocab::Op::AllReduce;
+  vocab::Dtype dtype = vocab::Dtype::Mixed;
   int64_t count = 0;
   int root = -1, peer = -1;
-  std::string redop;
+  vocab::RedOp redop = vocab::RedOp::None;
 };
 
 // Bytes of the send and receive buffers a call needs (NCCL's count conventions). The schedule
@@ -155,14 +150,14 @@ struct Call {
 std::pair<size_t, size_t> buffer_bytes(const Call& c, int nranks) {
   uint64_t send = 0, recv = 0;
   if (!call_buffer_bytes(c.op, c.dtype, c.count, nranks, &send, &recv))
-    throw Error("call of " + c.op + ": count " + std::to_string(c.count) + " is out of range");
+    throw Error(std::string("call of ") + vocab::name(c.op) + ": count " + std::to_string(c.count) + " is out of range");
   return {static_cast<size_t>(send), static_cast<size_t>(recv)};
 }
 
 std::vector<Call> calls_of(const Op& o) {
   if (!o.parts.empty()) {
     std::vector<Call> v;
-    for (const OpPart& p : o.parts) v.push_back(Call{p.op, p.dtype.empty() ? o.dtype : p.dtype, p.count, p.root, p.peer, p.redop});
+    for (const OpPart& p : o.parts) v.push_back(Call{p.op, p.dtype == vocab::Dtype::Mixed ? o.dtype : p.dtype, p.count, p.root, p.peer, p.redop});
     return v;
   }
   return {Call{o.op, o.dtype, o.count, o.root, o.peer, o.redop}};
@@ -242,15 +237,15 @@ void Worker::create_comms() {
   std::vector<Ev> evs;
   for (size_t i = 0; i < comms.size(); ++i)
     if (comms[i].init_rc == 0 && comms[i].nranks > 0) evs.push_back({comms[i].init_call, static_cast<int>(i), comms[i].parent});
-  for (const auto& n : sched_.nocolor) evs.push_back({n.call_index, -1, n.parent});
+  for (const auto& n : sched_.proc.nocolor_splits) evs.push_back({n.call_index, -1, n.parent});
   std::sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.call < b.call; });
   // What the worker cannot re-create: say so instead of hanging in init.
   for (const Comm& c : comms)
-    if (c.name == "(created before tracing)" && c.init_rc == 0)
+    if (c.created_before_tracing && c.init_rc == 0)
       throw Error("communicator " + c.hash + " was created before tracing started: its membership is unknown "
                   "(record the job from its start)");
-  for (int i : sched_.shrunk)
-    throw Error("communicator " + comms[i].hash + " was created by ncclCommShrink, which replay does not re-create");
+  for (const Comm& c : comms)
+    if (c.shrunk) throw Error("communicator " + c.hash + " was created by ncclCommShrink, which replay does not re-create");
   std::map<std::string, int> rank_of;
   for (const Comm& c : comms)
     if (c.init_rc == 0 && !rank_of.try_emplace(c.hash, c.rank).second && rank_of[c.hash] != c.rank)
@@ -324,18 +319,23 @@ void Worker::issue_call(const Call& c, const Op& o) {
   const size_t n = static_cast<size_t>(std::max<int64_t>(c.count, 0));
   const ncclRedOp_t rop = redop_of(c.redop);
   const int root = std::max(c.root, 0);
-  const std::string what = "nccl " + c.op + " (call " + std::to_string(o.call_index) + ")";
-  if (c.op == "all_reduce") check(api_.AllReduce(sb, rb, n, dt, rop, comm, s), what);
-  else if (c.op == "broadcast") check(api_.Broadcast(sb, rb, n, dt, root, comm, s), what);
-  else if (c.op == "reduce") check(api_.Reduce(sb, rb, n, dt, rop, root, comm, s), what);
-  else if (c.op == "all_gather") check(api_.AllGather(sb, rb, n, dt, comm, s), what);
-  else if (c.op == "reduce_scatter") check(api_.ReduceScatter(sb, rb, n, dt, rop, comm, s), what);
-  else if (c.op == "all_to_all") check(api_.AlltoAll(sb, rb, n, dt, comm, s), what);
-  else if (c.op == "gather") check(api_.Gather(sb, rb, n, dt, root, comm, s), what);
-  else if (c.op == "scatter") check(api_.Scatter(sb, rb, n, dt, root, comm, s), what);
-  else if (c.op == "send") check(api_.Send(sb, n, dt, c.peer, comm, s), what);
-  else if (c.op == "recv") check(api_.Recv(rb, n, dt, c.peer, comm, s), what);
-  else throw Error("call " + std::to_string(o.call_index) + ": cannot replay op '" + c.op + "'");
+  const std::string what = std::string("nccl ") + vocab::name(c.op) + " (call " + std::to_string(o.call_index) + ")";
+  using vocab::Op;
+  switch (c.op) {
+    case Op::AllReduce: return check(api_.AllReduce(sb, rb, n, dt, rop, comm, s), what);
+    case Op::Broadcast: return check(api_.Broadcast(sb, rb, n, dt, root, comm, s), what);
+    case Op::Reduce: return check(api_.Reduce(sb, rb, n, dt, rop, root, comm, s), what);
+    case Op::AllGather: return check(api_.AllGather(sb, rb, n, dt, comm, s), what);
+    case Op::ReduceScatter: return check(api_.ReduceScatter(sb, rb, n, dt, rop, comm, s), what);
+    case Op::AllToAll: return check(api_.AlltoAll(sb, rb, n, dt, comm, s), what);
+    case Op::Gather: return check(api_.Gather(sb, rb, n, dt, root, comm, s), what);
+    case Op::Scatter: return check(api_.Scatter(sb, rb, n, dt, root, comm, s), what);
+    case Op::Send: return check(api_.Send(sb, n, dt, c.peer, comm, s), what);
+    case Op::Recv: return check(api_.Recv(rb, n, dt, c.peer, comm, s), what);
+    case Op::SendRecv:
+    case Op::Coalesced: break;  // grouped rows: issued part by part
+  }
+  throw Error("call " + std::to_string(o.call_index) + ": cannot replay op '" + vocab::name(c.op) + "'");
 }
 
 void Worker::issue(const Op& o) {
@@ -358,11 +358,17 @@ void Worker::wait(const Wait& w) {
     check(api_.EventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     return events_[w.event] = e;
   };
-  if (w.kind == "stream_sync") check(api_.StreamSynchronize(stream(w.stream)), "cuStreamSynchronize");
-  else if (w.kind == "device_sync") check(api_.CtxSynchronize(), "cuCtxSynchronize");
-  else if (w.kind == "event_record") check(api_.EventRecord(event(true), stream(w.stream)), "cuEventRecord");
-  else if (w.kind == "event_sync") { if (CUevent e = event(false)) check(api_.EventSynchronize(e), "cuEventSynchronize"); }
-  else if (w.kind == "stream_wait_event") { if (CUevent e = event(false)) check(api_.StreamWaitEvent(stream(w.stream), e, 0), "cuStreamWaitEvent"); }
+  switch (w.kind) {
+    case vocab::Wait::StreamSync: check(api_.StreamSynchronize(stream(w.stream)), "cuStreamSynchronize"); break;
+    case vocab::Wait::DeviceSync: check(api_.CtxSynchronize(), "cuCtxSynchronize"); break;
+    case vocab::Wait::EventRecord: check(api_.EventRecord(event(true), stream(w.stream)), "cuEventRecord"); break;
+    case vocab::Wait::EventSync:
+      if (CUevent e = event(false)) check(api_.EventSynchronize(e), "cuEventSynchronize");
+      break;
+    case vocab::Wait::StreamWaitEvent:
+      if (CUevent e = event(false)) check(api_.StreamWaitEvent(stream(w.stream), e, 0), "cuStreamWaitEvent");
+      break;
+  }
 }
 
 void Worker::perturb_host() {
@@ -409,15 +415,15 @@ int64_t Worker::issue_all() {
       open.erase(w.tid);
       Step st;
       st.wait = static_cast<int64_t>(wi++);
-      if (w.kind == "device_sync") {
+      if (w.kind == vocab::Wait::DeviceSync) {
         for (auto& [v, k] : stream_key) add_key(st, k * 2);
-      } else if (w.kind == "event_sync") {
+      } else if (w.kind == vocab::Wait::EventSync) {
         auto e = event_stream.find(w.event);
         if (e != event_stream.end()) add_key(st, skey(e->second));
       } else {
         add_key(st, skey(w.stream));
-        if (w.kind == "event_record") event_stream[w.event] = w.stream;
-        if (w.kind == "stream_wait_event" && event_stream.count(w.event)) add_key(st, skey(event_stream[w.event]));
+        if (w.kind == vocab::Wait::EventRecord) event_stream[w.event] = w.stream;
+        if (w.kind == vocab::Wait::StreamWaitEvent && event_stream.count(w.event)) add_key(st, skey(event_stream[w.event]));
       }
       by_thread[w.tid].push_back(steps.size());
       steps.push_back(std::move(st));
@@ -474,17 +480,17 @@ int64_t Worker::issue_all() {
             const Wait& w = waits[st.wait];
             // Blocking waits: mark "everything before this point" with events while holding the
             // turn, then block outside it, so later steps of other threads are not waited for.
-            if (w.kind == "stream_sync") {
+            if (w.kind == vocab::Wait::StreamSync) {
               check(api_.EventCreate(&sync_event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
               check(api_.EventRecord(sync_event, stream(w.stream)), "cuEventRecord");
-            } else if (w.kind == "device_sync") {
+            } else if (w.kind == vocab::Wait::DeviceSync) {
               for (auto& [v, strm] : streams_) {
                 CUevent e = nullptr;
                 check(api_.EventCreate(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
                 check(api_.EventRecord(e, strm), "cuEventRecord");
                 device_events.push_back(e);
               }
-            } else if (w.kind == "event_sync") {
+            } else if (w.kind == vocab::Wait::EventSync) {
               auto e = events_.find(w.event);
               if (e != events_.end()) sync_event = e->second;
             } else {
@@ -501,7 +507,7 @@ int64_t Worker::issue_all() {
         }
         cv.notify_all();
         if (sync_event) check(api_.EventSynchronize(sync_event), "cuEventSynchronize");
-        if (sync_event && waits[st.wait].kind == "stream_sync") api_.EventDestroy(sync_event);
+        if (sync_event && waits[st.wait].kind == vocab::Wait::StreamSync) api_.EventDestroy(sync_event);
         for (CUevent e : device_events) {
           check(api_.EventSynchronize(e), "cuEventSynchronize");
           api_.EventDestroy(e);
@@ -523,7 +529,7 @@ int64_t Worker::issue_all() {
 
 int Worker::run() {
   sched_ = load_rank_schedule(o_.trace_file);
-  label_ = sched_.proc.global_rank >= 0 ? "rank " + std::to_string(sched_.proc.global_rank) : o_.trace_file;
+  label_ = sched_.proc.global_rank >= 0 ? rank_label(sched_.proc, 0) : o_.trace_file;
   if (!o_.order_from_file.empty()) {
     RankSchedule source = load_rank_schedule(o_.order_from_file);
     const int moved = reorder_like(sched_, source);

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "lockstep_version.h"
 #include "rank_env.h"
 #include "worker.h"
 
@@ -18,6 +19,7 @@ int main(int argc, char** argv) {
   lockstep::replay::WorkerOptions o;
   std::vector<std::string> files;
   CLI::App app{"One rank of `lockstep replay`: re-issues a recorded schedule", "lockstep-replay-worker"};
+  app.set_version_flag("--version", "lockstep-replay-worker " LOCKSTEP_VERSION);
   auto* file = app.add_option("--file", o.trace_file, "This rank's trace file");
   auto* many = app.add_option("--files", files, "Every rank's trace file, in rank order (this rank's: by $RANK)")
                    ->expected(1, -1);
@@ -32,6 +34,8 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     app.exit(e);

@@ -162,7 +162,7 @@ struct Builder {
     if (frames.empty()) return -1;
     json fj = json::array();
     for (auto& f : frames) {
-      bool py = f.kind == "python";
+      bool py = f.kind == vocab::FrameKind::Python;
       fj.push_back(json::array({py ? "py" : "native", f.function, py ? f.file : f.module,
                                 py ? static_cast<int64_t>(f.line) : static_cast<int64_t>(f.offset)}));
     }
@@ -379,7 +379,7 @@ struct Builder {
       std::string parts;
       for (auto& p : o.parts) {
         if (!parts.empty()) parts += " ";
-        parts += p.op + (p.peer >= 0 ? " r" + std::to_string(p.peer) : "") + ":" + std::to_string(p.count);
+        parts += std::string(vocab::name(p.op)) + (p.peer >= 0 ? " r" + std::to_string(p.peer) : "") + ":" + std::to_string(p.count);
       }
       j["parts"] = parts;
     }
@@ -510,7 +510,7 @@ struct Builder {
         std::string fam = g >= 0 ? family_of(a.index.comms[g].role) : "?";
         for (auto& w : b.waits) {
           int src = in_cycle.count(r.proc) ? r.proc : -1;
-          Agg& x = agg[Key{src, w.proc, fam, o.seq, s.sigs[o.sig].op}];
+          Agg& x = agg[Key{src, w.proc, fam, o.seq, std::string(vocab::name(s.sigs[o.sig].op))}];
           x.sources.push_back(r.proc);
           if (g >= 0) x.gcomms.insert(g);
           if (x.reason.empty()) x.reason = w.reason;

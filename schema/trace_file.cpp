@@ -163,7 +163,7 @@ int Tables::prepare(sqlite3* db, int64_t base, int64_t wall_offset) {
       {&env_, "INSERT OR REPLACE INTO env(name,value) VALUES(?,?)"},
       {&comm_,
        "INSERT OR REPLACE INTO comms(id,comm_hash,handle,nranks,rank,cuda_device,parent_id,split_color,split_key,name,"
-       "init_call,init_mono_ns,init_rc,end_kind) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
+       "init_call,init_mono_ns,init_rc,end_kind,created_before_tracing) VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
       {&comm_end_, "UPDATE comms SET end_kind=?,end_call=?,end_mono_ns=? WHERE id=?"},
       {&sig_,
        "INSERT INTO signatures(id,comm_id,op,dtype,count,root,peer,redop,stream,tid,thread_name,stack_id,nparts,hash) "
@@ -207,6 +207,7 @@ int Tables::comm(const CommRow& c) {
   q.text(10, c.name).i64(11, c.init_call).i64(12, c.init_mono_ns).i64(13, c.init_rc);
   if (c.end == vocab::CommEnd::Alive) q.null(14);
   else q.text(14, vocab::name(c.end));
+  q.i64(15, c.created_before_tracing ? 1 : 0);
   return q.run();
 }
 

@@ -148,6 +148,7 @@ struct CommRow {
   int64_t init_call = 0, init_mono_ns = 0;
   int32_t init_rc = 0;
   vocab::CommEnd end = vocab::CommEnd::Alive;  // offline writers: the end, if known
+  bool created_before_tracing = false;          // the recorder met it without seeing its creation
 };
 
 struct FrameRow {

@@ -67,7 +67,10 @@ CREATE TABLE IF NOT EXISTS comms(
   -- history, so that the retained ops can be verified against the checkpoints. 0 when nothing.
   retired_collectives INTEGER NOT NULL DEFAULT 0,  -- collective ordinal of the last retired one
   retired_digest      INTEGER NOT NULL DEFAULT 0,  -- op_digest.h chain after that many collectives
-  retired_through_seq INTEGER NOT NULL DEFAULT 0   -- ops.seq of the last retired op (any kind)
+  retired_through_seq INTEGER NOT NULL DEFAULT 0,  -- ops.seq of the last retired op (any kind)
+  -- 1: the recorder first saw this communicator in use (it was created before tracing began):
+  -- its identity (comm_hash, per process) cannot be matched with the other members'.
+  created_before_tracing INTEGER NOT NULL DEFAULT 0
 );
 
 -- The running digest of each communicator's collective sequence (schema/op_digest.h), written
@@ -204,14 +207,9 @@ CREATE TABLE IF NOT EXISTS hangs(
 );
 )SQL";
 
-// Extra tables of other components (e.g. schema/profiler_schema.h) are created after this
-// DDL by trace_file::create(): see kExtraCreateSql in trace_file.cpp.
+// Extra tables of other components (e.g. schema/profiler_schema.h) are created by their owners
+// after this DDL.
 
-// ops.state values (of the schema-1 table and of the ops view)
-inline constexpr const char* kStateEnqueued = "enqueued";
-inline constexpr const char* kStateFailed = "failed";
-inline constexpr const char* kStateSimulated = "simulated";
-inline constexpr const char* kStateCaptured = "captured";
-inline constexpr const char* kStateGraphLaunched = "graph_launched";
+// ops.state and the other enumerated columns: schema/vocab.h.
 
 }  // namespace lockstep::schema

@@ -63,6 +63,8 @@ inline constexpr const char* kDtypeNames[] = {
     "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
 constexpr const char* name(Dtype d) { return d == Dtype::Mixed ? "mixed" : detail::name(kDtypeNames, d, "unknown"); }
 constexpr std::optional<Dtype> parse_dtype(std::string_view s) { return detail::parse<Dtype>(kDtypeNames, s); }
+// The stored text: "" for Mixed (SQL NULL), as the trace and the outputs that copy it show it.
+constexpr const char* stored_name(Dtype d) { return d == Dtype::Mixed ? "" : name(d); }
 // ncclDataType_t -> Dtype (Mixed for values NCCL does not define).
 constexpr Dtype dtype_from_nccl(int v) { return v >= 0 && v < 12 ? static_cast<Dtype>(v) : Dtype::Mixed; }
 constexpr int dtype_size(Dtype d) {
@@ -100,5 +102,15 @@ constexpr const char* name(CommEnd e) { return e == CommEnd::Alive ? "" : detail
 constexpr std::optional<CommEnd> parse_comm_end(std::string_view s) {
   return detail::parse<CommEnd>(kCommEndNames, s);
 }
+
+// JSON (nlohmann, found by argument-dependent lookup): a value is written as its name, never as
+// its number. Dtype::Mixed and RedOp::None as "" (the stored text).
+template <class Json> void to_json(Json& j, Op v) { j = name(v); }
+template <class Json> void to_json(Json& j, State v) { j = name(v); }
+template <class Json> void to_json(Json& j, Dtype v) { j = stored_name(v); }
+template <class Json> void to_json(Json& j, RedOp v) { j = name(v); }
+template <class Json> void to_json(Json& j, Wait v) { j = name(v); }
+template <class Json> void to_json(Json& j, FrameKind v) { j = name(v); }
+template <class Json> void to_json(Json& j, CommEnd v) { j = name(v); }
 
 }  // namespace lockstep::vocab

@@ -38,28 +38,27 @@ struct Layout {
   int ops = 0;
 };
 
-const std::map<std::string, std::pair<std::string, int>>& dtypes() {
-  static const std::map<std::string, std::pair<std::string, int>> m = {
-      {"int8", {"ncclInt8", 1}},         {"uint8", {"ncclUint8", 1}},         {"int32", {"ncclInt32", 4}},
-      {"uint32", {"ncclUint32", 4}},     {"int64", {"ncclInt64", 8}},         {"uint64", {"ncclUint64", 8}},
-      {"float16", {"ncclFloat16", 2}},   {"float32", {"ncclFloat32", 4}},     {"float64", {"ncclFloat64", 8}},
-      {"bfloat16", {"ncclBfloat16", 2}}, {"float8e4m3", {"ncclFloat8e4m3", 1}}, {"float8e5m2", {"ncclFloat8e5m2", 1}}};
-  return m;
+using vocab::Dtype;
+using OpKind = vocab::Op;
+using vocab::RedOp;
+using WaitKind = vocab::Wait;
+
+// By vocab::Dtype (= ncclDataType_t numbering).
+constexpr const char* kNcclDtypes[] = {"ncclInt8",    "ncclUint8",   "ncclInt32",    "ncclUint32",
+                                       "ncclInt64",   "ncclUint64",  "ncclFloat16",  "ncclFloat32",
+                                       "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
+std::string nccl_dtype(Dtype d) {
+  return d == Dtype::Mixed ? "ncclInt8" : kNcclDtypes[static_cast<int>(d)];  // NULL (mixed) dtype: bytes
 }
-std::string nccl_dtype(const std::string& d) {
-  auto it = dtypes().find(d);
-  return it == dtypes().end() ? "ncclInt8" : it->second.first;  // NULL (mixed) dtype: bytes
-}
-int dtype_size(const std::string& d) {
-  auto it = dtypes().find(d);
-  return it == dtypes().end() ? 1 : it->second.second;
-}
-std::string nccl_redop(const std::string& r) {
-  if (r == "prod") return "ncclProd";
-  if (r == "max") return "ncclMax";
-  if (r == "min") return "ncclMin";
-  if (r == "avg") return "ncclAvg";
-  return "ncclSum";  // sum, premulsum (scalar not recorded)
+int element_bytes(Dtype d) { return d == Dtype::Mixed ? 1 : vocab::dtype_size(d); }
+std::string nccl_redop(RedOp r) {
+  switch (r) {
+    case RedOp::Prod: return "ncclProd";
+    case RedOp::Max: return "ncclMax";
+    case RedOp::Min: return "ncclMin";
+    case RedOp::Avg: return "ncclAvg";
+    default: return "ncclSum";  // sum, premulsum (scalar not recorded)
+  }
 }
 
 Layout layout_of(const Trace& t) {
@@ -94,16 +93,16 @@ Layout layout_of(const Trace& t) {
         s.comm = by_hash.at(p.comms.at(s.op->comm).hash);
         s.stream = stream_of(s.op->stream);
         const int n = L.comms[s.comm].nranks;
-        auto bytes = [&](const std::string& d, int64_t c) {  // counts from the trace: no overflow
-          return static_cast<int64_t>(dtype_size(d)) * std::clamp<int64_t>(c, 0, int64_t{1} << 40) * std::clamp(n, 1, 1 << 20);
+        auto bytes = [&](Dtype d, int64_t c) {  // counts from the trace: no overflow
+          return static_cast<int64_t>(element_bytes(d)) * std::clamp<int64_t>(c, 0, int64_t{1} << 40) * std::clamp(n, 1, 1 << 20);
         };
         L.max_bytes = std::max(L.max_bytes, bytes(s.op->dtype, s.op->count));
-        for (const OpPart& part : s.op->parts) L.max_bytes = std::max(L.max_bytes, bytes(part.dtype.empty() ? s.op->dtype : part.dtype, part.count));
+        for (const OpPart& part : s.op->parts) L.max_bytes = std::max(L.max_bytes, bytes(part.dtype == Dtype::Mixed ? s.op->dtype : part.dtype, part.count));
         ++L.ops;
       } else {
         s.wait = &p.waits[wi++];
         s.stream = stream_of(s.wait->stream);
-        if (s.wait->kind.find("event") != std::string::npos)
+        if (s.wait->kind == WaitKind::EventSync || s.wait->kind == WaitKind::StreamWaitEvent || s.wait->kind == WaitKind::EventRecord)
           s.event = events.try_emplace(s.wait->event, static_cast<int>(events.size())).first->second;
       }
       v.push_back(s);
@@ -118,21 +117,21 @@ Layout layout_of(const Trace& t) {
 // ---------------------------------------------------------------------------------------------
 // C
 
-std::string c_call(const std::string& op, const std::string& dtype, int64_t count, int root, int peer,
-                   const std::string& redop, const std::string& comm, const std::string& stream) {
+std::string c_call(OpKind op, Dtype dtype, int64_t count, int root, int peer, RedOp redop, const std::string& comm,
+                   const std::string& stream) {
   const std::string n = std::to_string(count), dt = nccl_dtype(dtype), ro = nccl_redop(redop);
   const std::string r = std::to_string(std::max(root, 0)), tail = ", " + comm + ", " + stream + "));";
-  if (op == "all_reduce") return "NC(ncclAllReduce(in, out, " + n + ", " + dt + ", " + ro + tail;
-  if (op == "broadcast") return "NC(ncclBroadcast(in, out, " + n + ", " + dt + ", " + r + tail;
-  if (op == "reduce") return "NC(ncclReduce(in, out, " + n + ", " + dt + ", " + ro + ", " + r + tail;
-  if (op == "all_gather") return "NC(ncclAllGather(in, out, " + n + ", " + dt + tail;
-  if (op == "reduce_scatter") return "NC(ncclReduceScatter(in, out, " + n + ", " + dt + ", " + ro + tail;
-  if (op == "all_to_all") return "NC(ncclAlltoAll(in, out, " + n + ", " + dt + tail;
-  if (op == "gather") return "NC(ncclGather(in, out, " + n + ", " + dt + ", " + r + tail;
-  if (op == "scatter") return "NC(ncclScatter(in, out, " + n + ", " + dt + ", " + r + tail;
-  if (op == "send") return "NC(ncclSend(in, " + n + ", " + dt + ", " + std::to_string(peer) + tail;
-  if (op == "recv") return "NC(ncclRecv(out, " + n + ", " + dt + ", " + std::to_string(peer) + tail;
-  throw std::runtime_error("the C reproducer cannot express op '" + op + "'");
+  if (op == OpKind::AllReduce) return "NC(ncclAllReduce(in, out, " + n + ", " + dt + ", " + ro + tail;
+  if (op == OpKind::Broadcast) return "NC(ncclBroadcast(in, out, " + n + ", " + dt + ", " + r + tail;
+  if (op == OpKind::Reduce) return "NC(ncclReduce(in, out, " + n + ", " + dt + ", " + ro + ", " + r + tail;
+  if (op == OpKind::AllGather) return "NC(ncclAllGather(in, out, " + n + ", " + dt + tail;
+  if (op == OpKind::ReduceScatter) return "NC(ncclReduceScatter(in, out, " + n + ", " + dt + ", " + ro + tail;
+  if (op == OpKind::AllToAll) return "NC(ncclAlltoAll(in, out, " + n + ", " + dt + tail;
+  if (op == OpKind::Gather) return "NC(ncclGather(in, out, " + n + ", " + dt + ", " + r + tail;
+  if (op == OpKind::Scatter) return "NC(ncclScatter(in, out, " + n + ", " + dt + ", " + r + tail;
+  if (op == OpKind::Send) return "NC(ncclSend(in, " + n + ", " + dt + ", " + std::to_string(peer) + tail;
+  if (op == OpKind::Recv) return "NC(ncclRecv(out, " + n + ", " + dt + ", " + std::to_string(peer) + tail;
+  throw std::runtime_error(std::string("the C reproducer cannot express op '") + vocab::name(op) + "'");
 }
 
 std::string comment_safe(std::string s) {
@@ -222,12 +221,13 @@ std::string emit_c(const Trace& t, const std::string& title) {
       }
       if (s.wait) {
         const std::string ev = "ev[" + std::to_string(std::max(s.event, 0)) + "]";
-        const std::string& k = s.wait->kind;
-        if (k == "stream_sync") o << "      CU(cuStreamSynchronize(" << st << "));\n";
-        else if (k == "device_sync") o << "      CU(cuCtxSynchronize());\n";
-        else if (k == "event_record") o << "      CU(cuEventRecord(" << ev << ", " << st << "));\n";
-        else if (k == "event_sync") o << "      CU(cuEventSynchronize(" << ev << "));\n";
-        else if (k == "stream_wait_event") o << "      CU(cuStreamWaitEvent(" << st << ", " << ev << ", 0));\n";
+        switch (s.wait->kind) {
+          case WaitKind::StreamSync: o << "      CU(cuStreamSynchronize(" << st << "));\n"; break;
+          case WaitKind::DeviceSync: o << "      CU(cuCtxSynchronize());\n"; break;
+          case WaitKind::EventRecord: o << "      CU(cuEventRecord(" << ev << ", " << st << "));\n"; break;
+          case WaitKind::EventSync: o << "      CU(cuEventSynchronize(" << ev << "));\n"; break;
+          case WaitKind::StreamWaitEvent: o << "      CU(cuStreamWaitEvent(" << st << ", " << ev << ", 0));\n"; break;
+        }
         continue;
       }
       const Op& op = *s.op;
@@ -240,9 +240,9 @@ std::string emit_c(const Trace& t, const std::string& title) {
       if (op.parts.empty()) {
         o << "      " << c_call(op.op, op.dtype, op.count, op.root, op.peer, op.redop, cm, st) << note << "\n";
       } else {
-        o << "      NC(ncclGroupStart());  /* " << comment_safe(op.op) << " on " << comment_safe(L.comms[s.comm].label) << " */\n";
+        o << "      NC(ncclGroupStart());  /* " << comment_safe(vocab::name(op.op)) << " on " << comment_safe(L.comms[s.comm].label) << " */\n";
         for (const OpPart& p : op.parts)
-          o << "      " << c_call(p.op, p.dtype.empty() ? op.dtype : p.dtype, p.count, p.root, p.peer, p.redop, cm, st) << "\n";
+          o << "      " << c_call(p.op, p.dtype == Dtype::Mixed ? op.dtype : p.dtype, p.count, p.root, p.peer, p.redop, cm, st) << "\n";
         o << "      NC(ncclGroupEnd());\n";
       }
     }
@@ -263,45 +263,43 @@ std::string emit_c(const Trace& t, const std::string& title) {
 
 namespace {
 
-std::string torch_dtype(const std::string& d) {
-  static const std::map<std::string, std::string> m = {
-      {"int8", "torch.int8"},       {"uint8", "torch.uint8"},       {"int32", "torch.int32"},
-      {"uint32", "torch.uint32"},   {"int64", "torch.int64"},       {"uint64", "torch.uint64"},
-      {"float16", "torch.float16"}, {"float32", "torch.float32"},   {"float64", "torch.float64"},
-      {"bfloat16", "torch.bfloat16"}, {"float8e4m3", "torch.float8_e4m3fn"}, {"float8e5m2", "torch.float8_e5m2"}};
-  auto it = m.find(d);
-  return it == m.end() ? "torch.uint8" : it->second;
-}
-std::string torch_redop(const std::string& r) {
-  if (r == "prod") return "dist.ReduceOp.PRODUCT";
-  if (r == "max") return "dist.ReduceOp.MAX";
-  if (r == "min") return "dist.ReduceOp.MIN";
-  if (r == "avg") return "dist.ReduceOp.AVG";
-  return "dist.ReduceOp.SUM";
+// By vocab::Dtype.
+constexpr const char* kTorchDtypes[] = {"torch.int8",    "torch.uint8",   "torch.int32",   "torch.uint32",
+                                        "torch.int64",   "torch.uint64",  "torch.float16", "torch.float32",
+                                        "torch.float64", "torch.bfloat16", "torch.float8_e4m3fn", "torch.float8_e5m2"};
+std::string torch_dtype(Dtype d) { return d == Dtype::Mixed ? "torch.uint8" : kTorchDtypes[static_cast<int>(d)]; }
+std::string torch_redop(RedOp r) {
+  switch (r) {
+    case RedOp::Prod: return "dist.ReduceOp.PRODUCT";
+    case RedOp::Max: return "dist.ReduceOp.MAX";
+    case RedOp::Min: return "dist.ReduceOp.MIN";
+    case RedOp::Avg: return "dist.ReduceOp.AVG";
+    default: return "dist.ReduceOp.SUM";
+  }
 }
 // One torch.distributed call (p2p: `p2p` true gives a dist.P2POp for batch_isend_irecv).
-std::string py_call(const std::string& op, const std::string& dtype, int64_t count, int root_global, int peer_global,
-                    const std::string& redop, const std::string& g, int n, bool p2p) {
+std::string py_call(OpKind op, Dtype dtype, int64_t count, int root_global, int peer_global, RedOp redop,
+                    const std::string& g, int n, bool p2p) {
   const std::string dt = torch_dtype(dtype), c = std::to_string(count), cn = std::to_string(count * n);
   auto t = [&](const std::string& numel) { return "torch.zeros(" + numel + ", dtype=" + dt + ", device=dev)"; };
-  if (op == "all_reduce") return "dist.all_reduce(" + t(c) + ", op=" + torch_redop(redop) + ", group=" + g + ")";
-  if (op == "broadcast") return "dist.broadcast(" + t(c) + ", src=" + std::to_string(root_global) + ", group=" + g + ")";
-  if (op == "reduce")
+  if (op == OpKind::AllReduce) return "dist.all_reduce(" + t(c) + ", op=" + torch_redop(redop) + ", group=" + g + ")";
+  if (op == OpKind::Broadcast) return "dist.broadcast(" + t(c) + ", src=" + std::to_string(root_global) + ", group=" + g + ")";
+  if (op == OpKind::Reduce)
     return "dist.reduce(" + t(c) + ", dst=" + std::to_string(root_global) + ", op=" + torch_redop(redop) + ", group=" + g + ")";
-  if (op == "all_gather") return "dist.all_gather_into_tensor(" + t(cn) + ", " + t(c) + ", group=" + g + ")";
-  if (op == "reduce_scatter")
+  if (op == OpKind::AllGather) return "dist.all_gather_into_tensor(" + t(cn) + ", " + t(c) + ", group=" + g + ")";
+  if (op == OpKind::ReduceScatter)
     return "dist.reduce_scatter_tensor(" + t(c) + ", " + t(cn) + ", op=" + torch_redop(redop) + ", group=" + g + ")";
-  if (op == "all_to_all") return "dist.all_to_all_single(" + t(cn) + ", " + t(cn) + ", group=" + g + ")";
-  if (op == "gather") return "dist.gather(" + t(c) + ", [" + t(c) + " for _ in range(" + std::to_string(n) + ")] if rank == " +
+  if (op == OpKind::AllToAll) return "dist.all_to_all_single(" + t(cn) + ", " + t(cn) + ", group=" + g + ")";
+  if (op == OpKind::Gather) return "dist.gather(" + t(c) + ", [" + t(c) + " for _ in range(" + std::to_string(n) + ")] if rank == " +
                              std::to_string(root_global) + " else None, dst=" + std::to_string(root_global) + ", group=" + g + ")";
-  if (op == "scatter") return "dist.scatter(" + t(c) + ", [" + t(c) + " for _ in range(" + std::to_string(n) + ")] if rank == " +
+  if (op == OpKind::Scatter) return "dist.scatter(" + t(c) + ", [" + t(c) + " for _ in range(" + std::to_string(n) + ")] if rank == " +
                               std::to_string(root_global) + " else None, src=" + std::to_string(root_global) + ", group=" + g + ")";
-  if (op == "send" || op == "recv") {
+  if (op == OpKind::Send || op == OpKind::Recv) {
     const std::string peer = std::to_string(peer_global);
-    if (p2p) return "dist.P2POp(dist." + std::string(op == "send" ? "isend" : "irecv") + ", " + t(c) + ", " + peer + ", group=" + g + ")";
-    return std::string(op == "send" ? "dist.send(" : "dist.recv(") + t(c) + ", " + peer + ", group=" + g + ")";
+    if (p2p) return "dist.P2POp(dist." + std::string(op == OpKind::Send ? "isend" : "irecv") + ", " + t(c) + ", " + peer + ", group=" + g + ")";
+    return std::string(op == OpKind::Send ? "dist.send(" : "dist.recv(") + t(c) + ", " + peer + ", group=" + g + ")";
   }
-  throw std::runtime_error("the PyTorch reproducer cannot express op '" + op + "'");
+  throw std::runtime_error(std::string("the PyTorch reproducer cannot express op '") + vocab::name(op) + "'");
 }
 
 }  // namespace
@@ -343,13 +341,13 @@ std::string emit_python(const Trace& t, const std::string& title) {
       any = true;
       if (s.wait) {
         const std::string ev = "events[" + std::to_string(std::max(s.event, 0)) + "]";
-        const std::string& k = s.wait->kind;
-        if (k == "stream_sync") o << "    " << st << ".synchronize()\n";
-        else if (k == "device_sync") o << "    torch.cuda.synchronize()\n";
-        else if (k == "event_record") o << "    " << ev << ".record(" << st << ")\n";
-        else if (k == "event_sync") o << "    " << ev << ".synchronize()\n";
-        else if (k == "stream_wait_event") o << "    " << st << ".wait_event(" << ev << ")\n";
-        else o << "    pass  # " << comment_safe(k) << "\n";
+        switch (s.wait->kind) {
+          case WaitKind::StreamSync: o << "    " << st << ".synchronize()\n"; break;
+          case WaitKind::DeviceSync: o << "    torch.cuda.synchronize()\n"; break;
+          case WaitKind::EventRecord: o << "    " << ev << ".record(" << st << ")\n"; break;
+          case WaitKind::EventSync: o << "    " << ev << ".synchronize()\n"; break;
+          case WaitKind::StreamWaitEvent: o << "    " << st << ".wait_event(" << ev << ")\n"; break;
+        }
         continue;
       }
       const Op& op = *s.op;
@@ -360,13 +358,13 @@ std::string emit_python(const Trace& t, const std::string& title) {
       std::vector<std::pair<std::string, bool>> calls;  // (call, is p2p)
       if (op.parts.empty()) {
         calls.push_back({py_call(op.op, op.dtype, op.count, global(op.root), global(op.peer), op.redop, g, gc.nranks,
-                                 op.group_id >= 0 && (op.op == "send" || op.op == "recv")),
-                         op.op == "send" || op.op == "recv"});
+                                 op.group_id >= 0 && (op.op == OpKind::Send || op.op == OpKind::Recv)),
+                         op.op == OpKind::Send || op.op == OpKind::Recv});
       } else {
         for (const OpPart& p : op.parts)
-          calls.push_back({py_call(p.op, p.dtype.empty() ? op.dtype : p.dtype, p.count, global(p.root), global(p.peer), p.redop, g,
+          calls.push_back({py_call(p.op, p.dtype == Dtype::Mixed ? op.dtype : p.dtype, p.count, global(p.root), global(p.peer), p.redop, g,
                                    gc.nranks, true),
-                           p.op == "send" || p.op == "recv"});
+                           p.op == OpKind::Send || p.op == OpKind::Recv});
       }
       bool all_p2p = calls.size() > 1 || op.group_id >= 0;
       for (const auto& c : calls) all_p2p &= c.second;
@@ -375,7 +373,7 @@ std::string emit_python(const Trace& t, const std::string& title) {
         for (size_t k = 0; k < calls.size(); ++k) o << (k ? ", " : "") << calls[k].first;
         o << "]):\n            pass  # enqueued; completion is waited for below\n";
       } else {
-        if (calls.size() > 1) o << "        # recorded as one grouped " << comment_safe(op.op) << "\n";
+        if (calls.size() > 1) o << "        # recorded as one grouped " << comment_safe(vocab::name(op.op)) << "\n";
         for (const auto& c : calls) o << "        " << c.first << "\n";
       }
     }

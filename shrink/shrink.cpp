@@ -1,5 +1,7 @@
 #include "shrink.h"
 
+#include "identity.h"
+
 #include <algorithm>
 #include <chrono>
 #include <map>
@@ -15,7 +17,7 @@ namespace {
 
 using model::OpKind;
 
-bool enqueued(const Op& o) { return o.state == "enqueued" || o.state == "graph_launched"; }
+bool enqueued(const Op& o) { return vocab::enqueued_work(o.state); }
 
 std::string join(const std::vector<std::string>& v, const std::string& sep) {
   std::string s;
@@ -57,7 +59,7 @@ Signature signature_of(const model::Schedule& s, const model::Result& r) {
     for (const auto& w : r.mismatch)
       if (const auto* it = item(w)) its.push_back(it);
     std::set<std::string> kinds;
-    for (const auto* it : its) kinds.insert(model::op_kind_name(it->op));
+    for (const auto* it : its) kinds.insert(vocab::name(it->op));
     auto differs = [&](auto get) {
       for (const auto* it : its)
         if (get(*it) != get(*its.front())) return true;
@@ -80,7 +82,7 @@ Signature signature_of(const model::Schedule& s, const model::Result& r) {
     for (const auto& w : r.cycle_steps) {
       if (w.never_issued) sig.field = "never_issued";
       const auto* it = item(w);
-      if (it && it->kind == model::ItemKind::kOp) steps.push_back({it->comm, model::op_kind_name(it->op)});
+      if (it && it->kind == model::ItemKind::kOp) steps.push_back({it->comm, vocab::name(it->op)});
       else steps.push_back({-1, "host_wait"});
     }
     const size_t m = steps.size();
@@ -123,7 +125,7 @@ Signature signature_of(const model::Schedule& s, const model::Result& r) {
   std::set<std::string> kinds;
   for (const auto& w : r.ranks) {
     const auto* it = item({w.proc, w.item});
-    kinds.insert(it && it->kind == model::ItemKind::kOp ? model::op_kind_name(it->op) : "host_wait");
+    kinds.insert(it && it->kind == model::ItemKind::kOp ? vocab::name(it->op) : "host_wait");
   }
   sig.steps.assign(kinds.begin(), kinds.end());
   return sig;
@@ -198,12 +200,12 @@ Case make_case(const Trace& t) {
   for (size_t pi = 0; pi < t.processes.size(); ++pi) {
     const Process& p = t.processes[pi];
     CProc cp;
-    cp.orig_rank = p.global_rank >= 0 ? p.global_rank : static_cast<int>(pi);
+    cp.orig_rank = shown_rank(p, static_cast<int>(pi));
     std::vector<int> to_global(p.comms.size(), -1);
     std::vector<int> crank(p.comms.size(), -1);
     for (size_t ci = 0; ci < p.comms.size(); ++ci) {
       const Comm& c = p.comms[ci];
-      if (c.init_rc != 0 || c.nranks <= 0 || c.name == "(created before tracing)") continue;
+      if (c.init_rc != 0 || c.nranks <= 0 || c.created_before_tracing) continue;
       auto [it, fresh] = comm_by_hash.try_emplace(c.hash, static_cast<int>(cs.comms.size()));
       if (fresh) {
         CComm cc;
@@ -230,10 +232,10 @@ Case make_case(const Trace& t) {
       const int g = to_global[o.comm];
       const int me = crank[o.comm];
       it.op.comm = g;
-      const OpKind k = model::parse_op_kind(o.op);
-      if (k == OpKind::kSend) it.key = key(g, 1, me, o.peer, sends[{g, me, o.peer}]++);
-      else if (k == OpKind::kRecv) it.key = key(g, 1, o.peer, me, recvs[{g, o.peer, me}]++);
-      else if (k == OpKind::kSendRecv) it.key = key(g, 2, sr_ordinal[g]++, 0, 0);
+      const OpKind k = o.op;
+      if (k == OpKind::Send) it.key = key(g, 1, me, o.peer, sends[{g, me, o.peer}]++);
+      else if (k == OpKind::Recv) it.key = key(g, 1, o.peer, me, recvs[{g, o.peer, me}]++);
+      else if (k == OpKind::SendRecv) it.key = key(g, 2, sr_ordinal[g]++, 0, 0);
       else it.key = key(g, 0, coll_ordinal[g]++, 0, 0);
       ops.push_back(std::move(it));
     }
@@ -357,7 +359,7 @@ std::optional<Trace> build(const Case& cs, const Sel& s) {
       }
       o.seq = ++seq[g];
       o.call_index = ++call;
-      o.state = "enqueued";
+      o.state = vocab::State::Enqueued;
       o.origin_call = -1;
       o.graph_exec = 0;
       o.stack_id = -1;

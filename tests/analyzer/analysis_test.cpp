@@ -42,7 +42,7 @@ const Side& side_of_rank(const Result& r, const Divergence& d, int rank) {
 }
 
 std::string op_of(const Result& r, const Side& s) {
-  return s.op < 0 ? "(none)" : r.s.sigs[r.s.procs[s.proc].ops[s.op].sig].op;
+  return s.op < 0 ? "(none)" : vocab::name(r.s.sigs[r.s.procs[s.proc].ops[s.op].sig].op);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ TraceBuilder two_rank_trace(int ops = 10) {
   b.comm("00000000000000aa", {0, 1});
   b.all({0, 1}, "00000000000000aa", OpSpec{.stack = 1}, ops);
   for (int p : {0, 1})
-    b.stack(p, 1, {Frame{"python", "train_step", "", 0, "train.py", 42}, Frame{"native", "ncclAllReduce", "libnccl.so.2", 0x1234, "", 0}});
+    b.stack(p, 1, {Frame{lockstep::vocab::FrameKind::Python, "train_step", "", 0, "train.py", 42}, Frame{lockstep::vocab::FrameKind::Native, "ncclAllReduce", "libnccl.so.2", 0x1234, "", 0}});
   return b;
 }
 
@@ -70,8 +70,8 @@ TEST(Loader, reads_back_every_field_the_writer_stored) {
   ASSERT_EQ(p0.comms.size(), 1u);
   EXPECT_EQ(p0.comms[0].hash, "00000000000000aa");
   ASSERT_EQ(p0.ops.size(), 11u);
-  EXPECT_EQ(p0.ops[0].op, "all_reduce");
-  EXPECT_EQ(p0.ops[0].redop, "sum");
+  EXPECT_EQ(p0.ops[0].op, lockstep::vocab::Op::AllReduce);
+  EXPECT_EQ(p0.ops[0].redop, lockstep::vocab::RedOp::Sum);
   EXPECT_EQ(p0.ops[0].seq, 1);
   EXPECT_TRUE(p0.ops[0].completed);
   EXPECT_EQ(p0.ops[10].parts.size(), 2u);
@@ -200,7 +200,7 @@ TEST(Loader, never_modifies_a_trace_even_one_with_a_hot_journal) {
   Trace t = load_trace(dir);
   ASSERT_TRUE(t.skipped.empty()) << t.skipped[0].reason;
   ASSERT_EQ(t.processes[0].ops.size(), 50u) << "the uncommitted transaction must be rolled back";
-  EXPECT_EQ(t.processes[0].ops[0].op, "all_reduce");
+  EXPECT_EQ(t.processes[0].ops[0].op, lockstep::vocab::Op::AllReduce);
   EXPECT_EQ(slurp(path), before) << "the trace file was modified";
   EXPECT_EQ(slurp(path + "-journal"), journal) << "the journal was modified";
 }

@@ -25,15 +25,15 @@ TraceBuilder seed_trace() {
   b.add(1, "3f2a9c0100000001", {.op = "all_to_all", .count = 2048, .redop = "", .completed = false, .stack = 3});
   for (int p : {0, 1}) {
     b.running(p);
-    b.stack(p, 1, {Frame{"native", "train_step", "/app/seed", 0x10, "", 0}});
+    b.stack(p, 1, {Frame{lockstep::vocab::FrameKind::Native, "train_step", "/app/seed", 0x10, "", 0}});
   }
-  b.stack(0, 2, {Frame{"native", "ncclReduceScatter", "/x/liblockstep.so", 1, "", 0},
-                 Frame{"native", "ncclReduceScatter", "/x/libnccl.so.2", 2, "", 0},
-                 Frame{"python", "_reduce_scatter", "", 0, "/site/torch/distributed/c10d_logger.py", 80},
-                 Frame{"python", "post_backward", "", 0, "/site/torch/distributed/fsdp/_runtime_utils.py", 733},
-                 Frame{"native", "fsdp_post_backward_reduce_scatter", "/app/seed", 0x40, "seed_deadlock.cpp", 120}});
-  b.stack(1, 3, {Frame{"python", "backward", "", 0, "/app/ulysses.py", 57},
-                 Frame{"native", "ulysses_all_to_all_backward", "/app/seed", 0x80, "seed_deadlock.cpp", 140}});
+  b.stack(0, 2, {Frame{lockstep::vocab::FrameKind::Native, "ncclReduceScatter", "/x/liblockstep.so", 1, "", 0},
+                 Frame{lockstep::vocab::FrameKind::Native, "ncclReduceScatter", "/x/libnccl.so.2", 2, "", 0},
+                 Frame{lockstep::vocab::FrameKind::Python, "_reduce_scatter", "", 0, "/site/torch/distributed/c10d_logger.py", 80},
+                 Frame{lockstep::vocab::FrameKind::Python, "post_backward", "", 0, "/site/torch/distributed/fsdp/_runtime_utils.py", 733},
+                 Frame{lockstep::vocab::FrameKind::Native, "fsdp_post_backward_reduce_scatter", "/app/seed", 0x40, "seed_deadlock.cpp", 120}});
+  b.stack(1, 3, {Frame{lockstep::vocab::FrameKind::Python, "backward", "", 0, "/app/ulysses.py", 57},
+                 Frame{lockstep::vocab::FrameKind::Native, "ulysses_all_to_all_backward", "/app/seed", 0x80, "seed_deadlock.cpp", 140}});
   return b;
 }
 
@@ -119,17 +119,17 @@ TEST(Report, junit_has_one_failing_case_per_problem_class) {
 
 TEST(StackTrim, keeps_user_frames_python_first_and_shortens_cpp_names) {
   std::vector<Frame> frames = {
-      {"native", "ncclAllReduce", "/usr/lib/libnccl.so.2", 0x10, "", 0},
-      {"native", "lockstep::rec::hook", "/b/lib/liblockstep.so", 0x20, "", 0},
-      {"native", "c10d::ProcessGroupNCCL::allreduce(std::vector<at::Tensor>&)", "/t/libtorch_cuda.so", 0x30, "", 0},
-      {"native", "(anonymous namespace)::step(Model&, int) [clone .constprop.0]", "/app/train", 0x40, "", 0},
-      {"native", "_PyEval_EvalFrameDefault", "/usr/bin/python3.11", 0x50, "", 0},
-      {"python", "wrapper", "", 0, "/site/torch/distributed/c10d_logger.py", 83},
-      {"python", "all_reduce", "", 0, "/site/torch/distributed/distributed_c10d.py", 2501},
-      {"python", "_call_impl", "", 0, "/site/torch/nn/modules/module.py", 1750},
-      {"python", "Function.apply", "", 0, "/site/torch/autograd/function.py", 596},
-      {"python", "clip_grad_norm", "", 0, "/app/train.py", 120},
-      {"python", "<module>", "", 0, "<frozen runpy>", 88},
+      {lockstep::vocab::FrameKind::Native, "ncclAllReduce", "/usr/lib/libnccl.so.2", 0x10, "", 0},
+      {lockstep::vocab::FrameKind::Native, "lockstep::rec::hook", "/b/lib/liblockstep.so", 0x20, "", 0},
+      {lockstep::vocab::FrameKind::Native, "c10d::ProcessGroupNCCL::allreduce(std::vector<at::Tensor>&)", "/t/libtorch_cuda.so", 0x30, "", 0},
+      {lockstep::vocab::FrameKind::Native, "(anonymous namespace)::step(Model&, int) [clone .constprop.0]", "/app/train", 0x40, "", 0},
+      {lockstep::vocab::FrameKind::Native, "_PyEval_EvalFrameDefault", "/usr/bin/python3.11", 0x50, "", 0},
+      {lockstep::vocab::FrameKind::Python, "wrapper", "", 0, "/site/torch/distributed/c10d_logger.py", 83},
+      {lockstep::vocab::FrameKind::Python, "all_reduce", "", 0, "/site/torch/distributed/distributed_c10d.py", 2501},
+      {lockstep::vocab::FrameKind::Python, "_call_impl", "", 0, "/site/torch/nn/modules/module.py", 1750},
+      {lockstep::vocab::FrameKind::Python, "Function.apply", "", 0, "/site/torch/autograd/function.py", 596},
+      {lockstep::vocab::FrameKind::Python, "clip_grad_norm", "", 0, "/app/train.py", 120},
+      {lockstep::vocab::FrameKind::Python, "<module>", "", 0, "<frozen runpy>", 88},
   };
   auto kept = trim_stack(frames);
   ASSERT_EQ(kept.size(), 2u);

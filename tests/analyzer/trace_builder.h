@@ -2,25 +2,48 @@
 // (schema::kCreateSql, the recorder's format) for loader and CLI tests.
 #pragma once
 
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "trace_model.h"
 
 namespace lockstep::testing {
 
+// A vocabulary value written in a test as its enum or its on-disk name ("all_reduce"; "" for
+// Dtype::Mixed / RedOp::None); an unknown name is a test bug (throws).
+template <class E>
+struct Vocab {
+  E value;
+  Vocab(E e) : value(e) {}  // NOLINT: implicit on purpose
+  Vocab(const char* s) : value(parse(s)) {}  // NOLINT
+  operator E() const { return value; }
+  static E parse(std::string_view s) {
+    std::optional<E> v;
+    if constexpr (std::is_same_v<E, vocab::Op>) v = vocab::parse_op(s);
+    if constexpr (std::is_same_v<E, vocab::State>) v = vocab::parse_state(s);
+    if constexpr (std::is_same_v<E, vocab::Dtype>) v = s.empty() ? vocab::Dtype::Mixed : vocab::parse_dtype(s);
+    if constexpr (std::is_same_v<E, vocab::RedOp>) v = s.empty() ? vocab::RedOp::None : vocab::parse_redop(s);
+    if (!v) throw std::logic_error("test trace: unknown vocabulary name '" + std::string(s) + "'");
+    return *v;
+  }
+};
+
 struct OpSpec {
-  std::string op = "all_reduce";
-  std::string dtype = "float32";
+  Vocab<vocab::Op> op = vocab::Op::AllReduce;
+  Vocab<vocab::Dtype> dtype = vocab::Dtype::Float32;
   int64_t count = 1024;
   int root = -1;
   int peer = -1;
-  std::string redop = "sum";
+  Vocab<vocab::RedOp> redop = vocab::RedOp::Sum;
   std::vector<OpPart> parts;
   bool completed = true;
   int64_t group = -1;
   uint64_t stream = 0;
-  std::string state = "enqueued";  // captured/failed/simulated rows get no seq
+  Vocab<vocab::State> state = vocab::State::Enqueued;  // captured/failed/simulated rows get no seq
   int64_t stack = -1;              // stack id (see TraceBuilder::stack)
 };
 

@@ -39,7 +39,7 @@ TraceBuilder clean_two_ranks(int64_t count = 64) {
   TraceBuilder b(2);
   b.comm("aaaaaaaa00000001", {0, 1});
   b.all({0, 1}, "aaaaaaaa00000001", OpSpec{.count = count, .stack = 1}, 5);
-  for (int p : {0, 1}) b.stack(p, 1, {lockstep::Frame{"python", "train_step", "", 0, "train.py", 7}});
+  for (int p : {0, 1}) b.stack(p, 1, {lockstep::Frame{lockstep::vocab::FrameKind::Python, "train_step", "", 0, "train.py", 7}});
   return b;
 }
 
@@ -169,6 +169,25 @@ TEST(CliOps, around_marks_the_op_with_that_seq) {
   EXPECT_NE(r.out.find("all_gather float32 count=1024  [enqueued]"), std::string::npos) << both(r);
   auto missing = lockstep_cli({"ops", dir, "--rank", "5"});
   EXPECT_EQ(missing.exit_code, 2) << both(missing);
+}
+
+// --comm means the same in every command (identity.h): a role, a commName or a hash prefix.
+TEST(CliOps, comm_selects_by_commname_role_or_hash_prefix) {
+  TraceBuilder b(2);
+  b.comm("aaaaaaaa00000001", {0, 1});
+  b.comm("bbbbbbbb00000002", {0, 1}, "", 0, "tp");
+  b.all({0, 1}, "aaaaaaaa00000001", {}, 3);  // calls 3..5 on rank 0 (1, 2 created the comms)
+  b.all({0, 1}, "bbbbbbbb00000002", {.op = "broadcast", .root = 0}, 3);  // calls 6..8
+  auto dir = write(b, "cli-ops-comm");
+  for (std::string sel : {"tp", "bbbb"}) {
+    auto r = lockstep_cli({"ops", dir, "--rank", "0", "--around", "2", "--comm", sel, "--window", "0"});
+    EXPECT_EQ(r.exit_code, 0) << sel << "\n" << both(r);
+    EXPECT_NE(r.out.find("> 7 "), std::string::npos) << sel << ": seq 2 of tp is call 7\n" << both(r);
+  }
+  auto init0 = lockstep_cli({"ops", dir, "--rank", "0", "--around", "2", "--comm", "init0", "--window", "0"});
+  EXPECT_NE(init0.out.find("> 4 "), std::string::npos) << both(init0);
+  auto none = lockstep_cli({"ops", dir, "--rank", "0", "--around", "2", "--comm", "dp"});
+  EXPECT_EQ(none.exit_code, 2) << both(none);
 }
 
 TEST(CliRun, sets_preload_and_recorder_variables_and_returns_the_exit_code) {

@@ -45,7 +45,8 @@ TEST(RealDumps, CompletedMapsToLockstepVocabulary) {
   EXPECT_EQ(p.comms[0].nranks, 1);
   EXPECT_NE(p.comms[0].hash, p.comms[1].hash);
   std::vector<std::string> ops;
-  for (auto& o : p.ops) ops.push_back(o.op + ":" + o.dtype + ":" + std::to_string(o.count) + ":" + std::to_string(o.seq));
+  for (auto& o : p.ops)
+    ops.push_back(std::string(vocab::name(o.op)) + ":" + vocab::stored_name(o.dtype) + ":" + std::to_string(o.count) + ":" + std::to_string(o.seq));
   EXPECT_EQ(ops, (std::vector<std::string>{"all_reduce:float32:1:1", "all_reduce:float32:1024:2", "broadcast:float32:1024:3",
                                            "all_gather:float32:1024:4", "reduce_scatter:float32:1024:5", "all_to_all:float32:0:6",
                                            "all_to_all:float32:0:7", "coalesced:float32:96:8", "all_reduce:float16:256:1",
@@ -64,12 +65,12 @@ TEST(RealDumps, WatchdogDumpKeepsTheStuckOpsAndTheirFrames) {
   EXPECT_TRUE(p.ops[0].completed);
   for (size_t k = 1; k < 5; ++k) EXPECT_FALSE(p.ops[k].completed) << k;
   const Op& rs = p.ops[4];
-  EXPECT_EQ(rs.op, "reduce_scatter");
+  EXPECT_EQ(rs.op, lockstep::vocab::Op::ReduceScatter);
   EXPECT_EQ(rs.seq, 5);
   ASSERT_TRUE(p.stacks.count(rs.stack_id));
   const auto& frames = p.stacks.at(rs.stack_id);
   ASSERT_GE(frames.size(), 3u);
-  EXPECT_EQ(frames[2].kind, "python");
+  EXPECT_EQ(frames[2].kind, lockstep::vocab::FrameKind::Python);
   EXPECT_EQ(frames[2].function, "schedule");
   EXPECT_EQ(frames[2].line, 31);
   EXPECT_NE(frames[2].file.find("fr_dump.py"), std::string::npos);
@@ -95,7 +96,7 @@ TEST(Windows, MembersAlignedOnTheNewestFirstSeq) {
       o.comm = 0;
       o.seq = s;
       o.call_index = s;
-      o.op = "all_reduce";
+      o.op = lockstep::vocab::Op::AllReduce;
       p.ops.push_back(o);
     }
     return p;

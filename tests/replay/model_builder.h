@@ -62,13 +62,13 @@ class ScheduleBuilder {
     o.call_index = next_call(rank);
     o.comm = comm_index(rank, comm_name);
     o.seq = ++seq_[{rank, comm_name}];
-    o.op = kind;
-    o.dtype = dtype;
+    o.op = vocab::parse_op(kind).value();  // an unknown name is a test bug (throws)
+    o.dtype = dtype.empty() ? vocab::Dtype::Mixed : vocab::parse_dtype(dtype).value();
     o.count = count;
     o.stream = stream;
     o.tid = 100 + rank;
-    o.state = "enqueued";
-    if (kind == "all_reduce" || kind == "reduce_scatter" || kind == "reduce") o.redop = "sum";
+    o.state = vocab::State::Enqueued;
+    if (o.op == vocab::Op::AllReduce || o.op == vocab::Op::ReduceScatter || o.op == vocab::Op::Reduce) o.redop = vocab::RedOp::Sum;
     p.ops.push_back(o);
     return p.ops.back();
   }
@@ -86,7 +86,7 @@ class ScheduleBuilder {
     Process& p = trace.processes[rank];
     Wait w;
     w.call_index = next_call(rank);
-    w.kind = kind;
+    w.kind = vocab::parse_wait(kind).value();
     w.stream = stream;
     w.event = event;
     w.tid = 100 + rank;

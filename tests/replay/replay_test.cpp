@@ -255,10 +255,10 @@ TEST(ModelAgreesWithReplay, GraphLaunchedOpsAreReplayedAsTheyRan) {
   b.comm_all("X", {0, 1});
   // Rank 0 captured an all_reduce once and launched its graph twice; rank 1 ran two eagerly.
   const int64_t captured = b.op(0, "X", "all_reduce", 7, 32).call_index;
-  b.trace.processes[0].ops.back().state = "captured";
+  b.trace.processes[0].ops.back().state = lockstep::vocab::State::Captured;
   b.trace.processes[0].ops.back().seq = 0;
   for (int i = 0; i < 2; ++i) {
-    b.op(0, "X", "all_reduce", 7, 32).state = "graph_launched";
+    b.op(0, "X", "all_reduce", 7, 32).state = lockstep::vocab::State::GraphLaunched;
     b.trace.processes[0].ops.back().origin_call = captured;
   }
   b.op(1, "X", "all_reduce", 7, 32);
@@ -273,7 +273,7 @@ TEST(ModelAgreesWithReplay, GroupedSendRecvRingCompletesAndWrongPeerHangs) {
   b.comm_all("R", {0, 1, 2});
   for (int r = 0; r < 3; ++r) {
     Op& o = b.op(r, "R", "send_recv", 7, 8);
-    o.parts = {OpPart{"send", "float32", 8, -1, (r + 1) % 3, ""}, OpPart{"recv", "float32", 8, -1, (r + 2) % 3, ""}};
+    o.parts = {OpPart{lockstep::vocab::Op::Send, lockstep::vocab::Dtype::Float32, 8, -1, (r + 1) % 3, lockstep::vocab::RedOp::None}, OpPart{lockstep::vocab::Op::Recv, lockstep::vocab::Dtype::Float32, 8, -1, (r + 2) % 3, lockstep::vocab::RedOp::None}};
   }
   expect_agreement(write("ring", b), -1, true, "ring");
   b.trace.processes[2].ops.back().parts[1].peer = 0;
@@ -448,21 +448,22 @@ TEST(ReplayValidation, NegativeCountUnknownOpPeerAndRootOutOfRangeAreCannotRun) 
     const char* says;
   };
   const std::string first = kFirstOp;
-  // Values the trace loader itself refuses (a negative count, a rank outside its communicator)
-  // make the file unusable: incomplete evidence (4), naming the skipped file and why; the
-  // analyzer and the model checker refuse the same files.
-  for (const char* name : {"v-negative", "v-nranks"}) {
-    const std::string dir = mutated(name, std::string(name) == "v-negative"
-                                              ? first_op_signature("count=-4")
-                                              : std::string("UPDATE comms SET rank=5"));
-    auto [rc, out] = replay_cli(dir);
-    EXPECT_EQ(rc, 4) << name << "\n" << out;
-    EXPECT_TRUE(contains(out, "was skipped")) << name << "\n" << out;
-  }
-  for (const Case& c : {Case{"v-unknown-op", first_op_signature("op='all_gossip'"), "op 'all_gossip' cannot be replayed"},
-                        Case{"v-peer", first_op_signature("peer=7"), "peer 7"},
-                        Case{"v-root", first_op_signature("op=1, root=9, peer=NULL"), "root 9"},  // 1: broadcast
+  // Values the trace loader itself refuses (a negative count, a rank outside its communicator, a
+  // name the vocabulary (schema/vocab.h) does not know) make the file unusable: incomplete
+  // evidence (4), naming the skipped file and why; the analyzer and the model checker refuse the
+  // same files.
+  for (const Case& c : {Case{"v-negative", first_op_signature("count=-4"), "was skipped"},
+                        Case{"v-nranks", std::string("UPDATE comms SET rank=5"), "was skipped"},
+                        Case{"v-unknown-op", first_op_signature("op='all_gossip'"), "unknown op 'all_gossip'"},
                         Case{"v-dtype", first_op_signature("dtype='float128'"), "unknown dtype 'float128'"}}) {
+    const std::string dir = mutated(c.name, c.statement);
+    auto [rc, out] = replay_cli(dir);
+    EXPECT_EQ(rc, 4) << c.name << "\n" << out;
+    EXPECT_TRUE(contains(out, "was skipped")) << c.name << "\n" << out;
+    EXPECT_TRUE(contains(out, c.says)) << c.name << "\n" << out;
+  }
+  for (const Case& c : {Case{"v-peer", first_op_signature("peer=7"), "peer 7"},
+                        Case{"v-root", first_op_signature("op=1, root=9, peer=NULL"), "root 9"}}) {  // 1: broadcast
     const std::string dir = mutated(c.name, c.statement);
     auto [rc, out] = replay_cli(dir);
     EXPECT_EQ(rc, 5) << c.name << "\n" << out;

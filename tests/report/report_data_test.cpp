@@ -155,8 +155,8 @@ TEST(ReportData, skipped_files_dropped_records_and_stopped_recorders_are_listed)
 TEST(ReportData, an_identical_stack_is_stored_once_and_referenced_by_every_op) {
   TraceBuilder b(4);
   b.comm("dddd0000", range(4));
-  std::vector<Frame> frames = {{.kind = "python", .function = "train_step", .file = "train.py", .line = 42},
-                               {.kind = "native", .function = "main", .module = "/usr/bin/trainer", .offset = 0x40}};
+  std::vector<Frame> frames = {{.kind = lockstep::vocab::FrameKind::Python, .function = "train_step", .file = "train.py", .line = 42},
+                               {.kind = lockstep::vocab::FrameKind::Native, .function = "main", .module = "/usr/bin/trainer", .offset = 0x40}};
   for (int p = 0; p < 4; ++p) {
     b.stack(p, 7, frames);
     b.running(p);
@@ -229,7 +229,7 @@ TEST(ReportEscaping, hostile_trace_strings_stay_data_in_the_page) {
   b.comm("eeee0000", {0, 1});
   for (int p = 0; p < 2; ++p) {
     b.trace().processes[p].host = host;
-    b.stack(p, 1, {{.kind = "native", .function = fn, .module = "</SCRIPT>", .offset = 1}});
+    b.stack(p, 1, {{.kind = lockstep::vocab::FrameKind::Native, .function = fn, .module = "</SCRIPT>", .offset = 1}});
     b.running(p);
     b.add(p, "eeee0000", OpSpec{.stack = 1});
     b.add(p, "eeee0000", OpSpec{.op = p ? "all_gather" : "all_reduce", .completed = false, .stack = 1});

@@ -161,7 +161,7 @@ void shrink_and_check(const std::string& name, const std::string& original, cons
   auto calls = script_calls(py);
   for (const auto& p : minimal.processes) {
     std::vector<std::string> want;
-    for (const auto& o : p.ops) want.push_back(torch_call(o.op));
+    for (const auto& o : p.ops) want.push_back(torch_call(lockstep::vocab::name(o.op)));
     EXPECT_EQ(calls[p.global_rank], want) << "rank " << p.global_rank << "\n" << py;
   }
   EXPECT_NE(lockstep::testing::slurp_file(out + "/README.md").find("lockstep-launch -n " + std::to_string(n)),

@@ -11,7 +11,7 @@ namespace {
 
 std::vector<std::string> ops_of(const Process& p) {
   std::vector<std::string> v;
-  for (const Op& o : p.ops) v.push_back(o.op);
+  for (const Op& o : p.ops) v.push_back(lockstep::vocab::name(o.op));
   return v;
 }
 

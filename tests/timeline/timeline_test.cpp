@@ -194,9 +194,9 @@ TEST(TimelineJson, processes_are_aligned_on_their_wall_clock_start_not_their_mon
 TEST(TimelineJson, op_args_carry_the_trimmed_stack_with_python_frames_first) {
   TraceBuilder b(1);
   b.comm("aaaa1111", {0});
-  b.stack(0, 7, {{.kind = "native", .function = "ncclAllReduce", .module = "libnccl.so.2"},
-                 {.kind = "native", .function = "c10d::ProcessGroupNCCL::allreduce", .module = "libtorch_cuda.so"},
-                 {.kind = "python", .function = "post_backward", .file = "fsdp.py", .line = 42}});
+  b.stack(0, 7, {{.kind = lockstep::vocab::FrameKind::Native, .function = "ncclAllReduce", .module = "libnccl.so.2"},
+                 {.kind = lockstep::vocab::FrameKind::Native, .function = "c10d::ProcessGroupNCCL::allreduce", .module = "libtorch_cuda.so"},
+                 {.kind = lockstep::vocab::FrameKind::Python, .function = "post_backward", .file = "fsdp.py", .line = 42}});
   b.add(0, "aaaa1111", {.stack = 7});
   json j = parse(timeline_json(b.trace()));
   const json key = events(j, "X", 0).at(0)["args"]["stack"];
@@ -215,7 +215,7 @@ TEST(TimelineJson, waits_graph_launches_and_hang_markers_are_instant_events) {
   lockstep::Op& replay = b.add(0, "aaaa1111", {.state = "graph_launched"});
   replay.graph_exec = 0xabc;
   Trace& t = b.trace();
-  t.processes[0].waits.push_back(Wait{.call_index = 9, .kind = "stream_sync", .stream = 1, .tid = 5,
+  t.processes[0].waits.push_back(Wait{.call_index = 9, .kind = lockstep::vocab::Wait::StreamSync, .stream = 1, .tid = 5,
                                       .begin_mono_ns = 4000, .end_mono_ns = -1});
   t.processes[0].hangs.push_back(HangMarker{.mono_ns = 6000, .wall_ns = 6000, .in_flight = 1, .message = "no progress for 30 s"});
   json j = parse(timeline_json(t));
@@ -380,7 +380,7 @@ TEST(TimelineText, window_around_a_seq_shows_only_that_range_and_an_unknown_comm
 TEST(TimelineJson, stacks_are_written_once_and_frames_are_bounded) {
   TraceBuilder b(1);
   b.comm("aaaa1111", {0});
-  b.stack(0, 3, {{.kind = "python", .function = std::string(100000, 'f'), .file = "x.py", .line = 1}});
+  b.stack(0, 3, {{.kind = lockstep::vocab::FrameKind::Python, .function = std::string(100000, 'f'), .file = "x.py", .line = 1}});
   for (int i = 0; i < 1000; ++i) b.add(0, "aaaa1111", {.stack = 3});
   std::string out = timeline_json(b.trace());
   json j = parse(out);
@@ -394,7 +394,7 @@ TEST(TimelineJson, non_utf8_strings_give_valid_json) {
   TraceBuilder b(1);
   b.comm("aaaa1111", {0});
   b.trace().processes[0].host = "node\xff\xfe";
-  b.stack(0, 1, {{.kind = "native", .function = "f\xc3", .module = "m"}});
+  b.stack(0, 1, {{.kind = lockstep::vocab::FrameKind::Native, .function = "f\xc3", .module = "m"}});
   b.add(0, "aaaa1111", {.stack = 1});
   std::string out;
   ASSERT_NO_THROW(out = timeline_json(b.trace()));

@@ -19,10 +19,10 @@ int main(int argc, char** argv) {
       b.op(0, "sub", "reduce", 1, n).root = 0;
       b.op(0, "world", "all_to_all", 1, n);
       Op& g = b.op(0, "world", "send_recv", 2, n);
-      g.parts = {OpPart{"send", "float32", n, -1, 0, ""}, OpPart{"recv", "float32", n, -1, 0, ""}};
+      g.parts = {OpPart{lockstep::vocab::Op::Send, lockstep::vocab::Dtype::Float32, n, -1, 0, lockstep::vocab::RedOp::None}, OpPart{lockstep::vocab::Op::Recv, lockstep::vocab::Dtype::Float32, n, -1, 0, lockstep::vocab::RedOp::None}};
       b.wait(0, "event_record", 1, 0xe1);
       b.wait(0, "stream_wait_event", 2, 0xe1);
-      b.op(0, "world", "all_reduce", 2, n, "bfloat16").state = "graph_launched";
+      b.op(0, "world", "all_reduce", 2, n, "bfloat16").state = lockstep::vocab::State::GraphLaunched;
       b.wait(0, "stream_sync", 2);
     }
     trace_file::write_trace_dir(b.trace, out + "/ok", trace_file::kSchedule);

@@ -1,0 +1,65 @@
+#include "identity.h"
+
+#include <algorithm>
+#include <map>
+
+namespace lockstep {
+
+namespace {
+
+// use_names: the full role (commName, split colors); else the structure only.
+std::vector<std::string> roles(const Process& p, bool full) {
+  // Creation events in call order: communicators, and NOCOLOR splits (no communicator).
+  struct Ev {
+    int64_t call;
+    int comm;    // index into p.comms, -1: a NOCOLOR split
+    int parent;  // index into p.comms, -1: none
+  };
+  std::vector<Ev> evs;
+  for (size_t i = 0; i < p.comms.size(); ++i) evs.push_back({p.comms[i].init_call, static_cast<int>(i), p.comms[i].parent});
+  for (const NoColorSplit& n : p.nocolor_splits) evs.push_back({n.call_index, -1, n.parent});
+  // Stable: a NOCOLOR split sorts after a communicator created in the same call (none is).
+  std::stable_sort(evs.begin(), evs.end(), [](const Ev& a, const Ev& b) { return a.call < b.call; });
+  std::vector<std::string> out(p.comms.size()), structural(p.comms.size());
+  std::map<int, int> splits;  // parent -> split calls so far
+  int roots = 0;
+  // Creation order guarantees a parent's role is known before its children's.
+  for (const Ev& e : evs) {
+    if (e.parent < 0) {
+      if (e.comm >= 0) structural[e.comm] = p.comms[e.comm].created_before_tracing ? "(created before tracing)"
+                                                                                   : "init" + std::to_string(roots++);
+    } else {
+      const int j = splits[e.parent]++;
+      if (e.comm >= 0)
+        structural[e.comm] = out[e.parent] + ".split" + std::to_string(j) +
+                             (full ? "(color=" + std::to_string(p.comms[e.comm].split_color) + ")" : "");
+    }
+    if (e.comm >= 0) {
+      const Comm& c = p.comms[e.comm];
+      out[e.comm] = full && !c.name.empty() ? c.name : structural[e.comm];
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> comm_roles(const Process& p) { return roles(p, true); }
+std::vector<std::string> structural_comm_roles(const Process& p) { return roles(p, false); }
+
+std::string short_hash(const std::string& hash) { return hash.substr(0, 8); }
+
+CommMatch match_comm(const std::string& selector, const std::string& hash, const std::string& role,
+                     const std::string& name) {
+  if (selector.empty()) return CommMatch::kNone;
+  if (role == selector || (!name.empty() && name == selector)) return CommMatch::kExact;
+  if (hash.rfind(selector, 0) == 0) return CommMatch::kHashPrefix;
+  return CommMatch::kNone;
+}
+
+std::string rank_label(const Process& p, int index, bool rank_unique) {
+  if (p.global_rank >= 0 && rank_unique) return "rank " + std::to_string(p.global_rank);
+  return "process " + std::to_string(index) + " (" + p.host + ":" + std::to_string(p.pid) + ")";
+}
+
+}  // namespace lockstep

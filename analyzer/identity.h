@@ -1,0 +1,95 @@
+// The trace's identity rules, defined once: what a communicator is called across ranks and runs
+// (its role), which communicators a `--comm` selector names, how a report shows a rank, how
+// point-to-point messages pair up (their channel), and a communicator's last op. The analyzer,
+// the model checker, replay and the CLI all use these; none derives its own.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "trace_model.h"
+
+namespace lockstep {
+
+// ---- Communicator roles ---------------------------------------------------------------------
+// A communicator's role is the same on every member and in every run of the job (comm hashes
+// are random per run), so baselines and `--order-from` can name it:
+//  - ncclConfig_t.commName when given;
+//  - else "init<i>" for the i-th communicator the process created from a unique id (InitRank*,
+//    InitAll), 0-based;
+//  - else "<parent role>.split<j>(color=c)" for the communicator created by the j-th
+//    ncclCommSplit/Shrink call on the parent. NCCL_SPLIT_NOCOLOR calls count: every member of
+//    the parent makes the j-th split call, whether or not it joins a new communicator, so a rank
+//    that sat one split out numbers the next one like its peers do;
+//  - "(created before tracing)" for one the recorder first saw in use.
+std::vector<std::string> comm_roles(const Process& p);
+// The structure only, "init<i>.split<j>" (no commName, no color): the same on every rank that
+// plays the same part in different communicators (tensor-parallel group 0 vs group 1), for
+// `replay --order-from`.
+std::vector<std::string> structural_comm_roles(const Process& p);
+
+// "3f2a9c01" (the first 8 hex digits), the short form used in reports and accepted by --comm.
+std::string short_hash(const std::string& hash);
+
+// ---- --comm selectors -----------------------------------------------------------------------
+// A selector names a communicator by its role, its commName, or a prefix of its hash. An exact
+// role or name beats a hash prefix (a role "init0" must not also select hashes starting "init0").
+enum class CommMatch { kNone, kHashPrefix, kExact };
+CommMatch match_comm(const std::string& selector, const std::string& hash, const std::string& role,
+                     const std::string& name);
+// Indices of the candidates the selector names: the exact matches when there are any, else the
+// hash-prefix matches. `role_of(i)`/`comm_of(i)` give candidate i's role and Comm.
+template <class RoleOf, class CommOf>
+std::vector<int> select_comms(const std::string& selector, int n, RoleOf role_of, CommOf comm_of) {
+  std::vector<int> exact, prefix;
+  for (int i = 0; i < n; ++i) {
+    const auto& c = comm_of(i);
+    switch (match_comm(selector, c.hash, role_of(i), c.name)) {
+      case CommMatch::kExact: exact.push_back(i); break;
+      case CommMatch::kHashPrefix: prefix.push_back(i); break;
+      case CommMatch::kNone: break;
+    }
+  }
+  return exact.empty() ? prefix : exact;
+}
+
+// ---- Rank labels ----------------------------------------------------------------------------
+// The rank a report shows for a process: its global rank, else its position among the loaded
+// processes (`index`).
+inline int shown_rank(const Process& p, int index) { return p.global_rank >= 0 ? p.global_rank : index; }
+// "rank 3"; when the global rank is unknown or not unique: "process 2 (host:pid)".
+std::string rank_label(const Process& p, int index, bool rank_unique = true);
+
+// ---- Point-to-point channels ----------------------------------------------------------------
+// NCCL matches sends and receives in issue order per (communicator, sender, receiver): the n-th
+// send from s to d on a communicator meets the n-th receive on d from s.
+struct P2PChannel {
+  int32_t comm = -1;  // any communicator index the caller uses consistently
+  int32_t src = -1;   // rank in the communicator
+  int32_t dst = -1;
+  bool operator==(const P2PChannel&) const = default;
+  bool operator<(const P2PChannel& o) const {
+    return comm != o.comm ? comm < o.comm : src != o.src ? src < o.src : dst < o.dst;
+  }
+  // One integer per channel (comm < 2^24, ranks < 2^20).
+  uint64_t key() const {
+    return (static_cast<uint64_t>(comm) << 40) | (static_cast<uint64_t>(src) << 20) | static_cast<uint64_t>(dst);
+  }
+};
+// The channel of one message: `me` sends to (or receives from) `peer`.
+inline P2PChannel p2p_channel(int32_t comm, int32_t me, int32_t peer, bool is_send) {
+  return is_send ? P2PChannel{comm, me, peer} : P2PChannel{comm, peer, me};
+}
+
+// ---- The last op of a communicator ----------------------------------------------------------
+// A process's last op on a communicator, from the indices (in call order) of its collectives and
+// of its point-to-point ops on it (comm_index.h ProcComm::colls / p2p): -1 when it issued none.
+inline int64_t last_op_on_comm(const std::vector<uint32_t>& colls, const std::vector<uint32_t>& p2p) {
+  int64_t last = -1;
+  if (!colls.empty()) last = colls.back();
+  if (!p2p.empty() && static_cast<int64_t>(p2p.back()) > last) last = p2p.back();
+  return last;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,153 @@
+// The identity rules (analyzer/identity.h): roles, --comm selectors, rank labels, p2p channels,
+// and the loader's typed data they read (NOCOLOR splits, created_before_tracing).
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+
+#include "comm_index.h"
+#include "identity.h"
+#include "schedule.h"
+#include "trace_builder.h"
+#include "trace_loader.h"
+
+namespace lockstep {
+namespace {
+
+using testing::TraceBuilder;
+
+void exec(const std::string& path, const std::string& sql) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  int rc = sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err);
+  std::string msg = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  ASSERT_EQ(rc, SQLITE_OK) << msg << " in " << sql;
+}
+
+// World of 2; split #0 with rank 0 passing NCCL_SPLIT_NOCOLOR (no communicator on rank 0, "solo"
+// on rank 1); split #1 with both ranks joining "pair". Before the fix the analyzer named "pair"
+// init0.split0 on rank 0 and init0.split1 on rank 1, while --order-from counted the NOCOLOR
+// call: a baseline and --order-from named one communicator differently.
+TraceBuilder nocolor_job() {
+  TraceBuilder b(2);
+  b.comm("aaaa000000000001", {0, 1});
+  b.comm("bbbb000000000002", {1}, "aaaa000000000001", 7);  // rank 1's split #0
+  b.comm("cccc000000000003", {0, 1}, "aaaa000000000001", 3);
+  // Rank 0's split #0: NOCOLOR, between the world and "pair".
+  Process& p0 = b.trace().processes[0];
+  p0.comms[1].init_call += 1;
+  p0.nocolor_splits.push_back({p0.comms[1].init_call - 1, 0});
+  return b;
+}
+
+TEST(Identity, a_nocolor_split_counts_so_every_member_names_the_next_split_alike) {
+  TraceBuilder b = nocolor_job();
+  const Trace& t = b.trace();
+  auto r0 = comm_roles(t.processes[0]), r1 = comm_roles(t.processes[1]);
+  ASSERT_EQ(r0.size(), 2u);
+  ASSERT_EQ(r1.size(), 3u);
+  EXPECT_EQ(r0[1], "init0.split1(color=3)");
+  EXPECT_EQ(r1[2], "init0.split1(color=3)");
+  EXPECT_EQ(r1[1], "init0.split0(color=7)");
+  // The analyzer's index (baselines) and --order-from's structure agree.
+  Schedule s = schedule_from_trace(t);
+  CommIndex idx = build_comm_index(s);
+  EXPECT_TRUE(idx.warnings.empty()) << idx.warnings[0];
+  EXPECT_EQ(structural_comm_roles(t.processes[0])[1], "init0.split1");
+  EXPECT_EQ(structural_comm_roles(t.processes[1])[2], "init0.split1");
+}
+
+TEST(Identity, commname_wins_over_structure_and_names_children) {
+  TraceBuilder b(1);
+  b.comm("aaaa000000000001", {0}, "", 0, "world");
+  b.comm("bbbb000000000002", {0}, "aaaa000000000001", 4);
+  auto roles = comm_roles(b.trace().processes[0]);
+  EXPECT_EQ(roles[0], "world");
+  EXPECT_EQ(roles[1], "world.split0(color=4)");
+  EXPECT_EQ(structural_comm_roles(b.trace().processes[0])[1], "init0.split0");
+}
+
+TEST(Identity, comm_selector_prefers_an_exact_role_or_name_over_a_hash_prefix) {
+  EXPECT_EQ(match_comm("tp", "aaaa", "init0", "tp"), CommMatch::kExact);
+  EXPECT_EQ(match_comm("init0", "aaaa", "init0", ""), CommMatch::kExact);
+  EXPECT_EQ(match_comm("aa", "aaaa", "init0", ""), CommMatch::kHashPrefix);
+  EXPECT_EQ(match_comm("zz", "aaaa", "init0", "tp"), CommMatch::kNone);
+  EXPECT_EQ(match_comm("", "aaaa", "init0", ""), CommMatch::kNone);
+  // "abc" is one communicator's name and a prefix of another's hash: the name wins.
+  std::vector<Comm> comms(2);
+  comms[0].hash = "abc0000000000001";
+  comms[1].hash = "ffff000000000002";
+  comms[1].name = "abc";
+  std::vector<std::string> roles = {"init0", "abc"};
+  auto hits = select_comms("abc", 2, [&](int i) -> const std::string& { return roles[i]; },
+                           [&](int i) -> const Comm& { return comms[i]; });
+  EXPECT_EQ(hits, std::vector<int>{1});
+}
+
+TEST(Identity, rank_labels_and_p2p_channels) {
+  Process p;
+  p.global_rank = 3;
+  p.host = "n1";
+  p.pid = 42;
+  EXPECT_EQ(shown_rank(p, 7), 3);
+  EXPECT_EQ(rank_label(p, 7), "rank 3");
+  EXPECT_EQ(rank_label(p, 7, false), "process 7 (n1:42)");
+  p.global_rank = -1;
+  EXPECT_EQ(shown_rank(p, 7), 7);
+  // The n-th send from 1 to 2 meets the n-th receive on 2 from 1: one channel, seen from both.
+  EXPECT_EQ(p2p_channel(5, 1, 2, true), p2p_channel(5, 2, 1, false));
+  EXPECT_NE(p2p_channel(5, 1, 2, true).key(), p2p_channel(5, 2, 1, true).key());
+  EXPECT_EQ(last_op_on_comm({1, 4}, {2, 7}), 7);
+  EXPECT_EQ(last_op_on_comm({1, 9}, {2, 7}), 9);
+  EXPECT_EQ(last_op_on_comm({}, {3}), 3);
+  EXPECT_EQ(last_op_on_comm({}, {}), -1);
+}
+
+TEST(IdentityLoader, nocolor_splits_and_created_before_tracing_are_typed_data_of_the_model) {
+  TraceBuilder b(1);
+  b.comm("aaaa000000000001", {0});
+  b.comm("bbbb000000000002", {0});
+  b.comm("cccc000000000003", {0});
+  b.add(0, "aaaa000000000001");
+  auto dir = testing::fresh_dir("identity-loader");
+  testing::write_trace(b.trace(), dir);
+  std::string file;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) file = e.path().string();
+  ASSERT_FALSE(file.empty());
+  // A NOCOLOR split as the recorder writes it, an old trace's sentinel name, the new flag.
+  exec(file, "INSERT INTO api_calls(call_index, name, comm_id, rc, detail, mono_ns) "
+             "VALUES(100, 'ncclCommSplit', 1, 0, 'color=NCCL_SPLIT_NOCOLOR (no new comm)', 0)");
+  exec(file, "UPDATE comms SET name='(created before tracing)' WHERE id=2");
+  exec(file, "UPDATE comms SET created_before_tracing=1 WHERE id=3");
+  Process p = load_process_file(file);
+  ASSERT_EQ(p.nocolor_splits.size(), 1u);
+  EXPECT_EQ(p.nocolor_splits[0].call_index, 100);
+  EXPECT_EQ(p.nocolor_splits[0].parent, 0);
+  ASSERT_EQ(p.comms.size(), 3u);
+  EXPECT_FALSE(p.comms[0].created_before_tracing);
+  EXPECT_TRUE(p.comms[1].created_before_tracing);
+  EXPECT_EQ(p.comms[1].name, "");
+  EXPECT_TRUE(p.comms[2].created_before_tracing);
+  EXPECT_EQ(comm_roles(p)[1], "(created before tracing)");
+}
+
+TEST(IdentityLoader, a_name_the_vocabulary_does_not_know_skips_the_file_with_the_reason) {
+  TraceBuilder b(2);
+  b.comm("aaaa000000000001", {0, 1});
+  b.all({0, 1}, "aaaa000000000001", {}, 2);
+  auto dir = testing::fresh_dir("identity-vocab");
+  testing::write_trace(b.trace(), dir);
+  std::string victim;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) victim = e.path().string();
+  exec(victim, "UPDATE ops SET op='all_reduce_v2' WHERE call_index=(SELECT min(call_index) FROM ops)");
+  Trace t = load_trace(dir);
+  ASSERT_EQ(t.skipped.size(), 1u);
+  EXPECT_NE(t.skipped[0].reason.find("unknown op 'all_reduce_v2'"), std::string::npos) << t.skipped[0].reason;
+  EXPECT_EQ(t.processes.size(), 1u);
+}
+
+}  // namespace
+}  // namespace lockstep
