@@ -459,12 +459,12 @@ void read_ops_full(sqlite3* db, Process& p) {
 }
 
 // Schema-2 values -> model fields. An enumerated column holds the vocab enum's value, or the
-// name itself as text when it was not in the vocabulary (flightrec keeps unknown op names).
+// name itself as text when it was not in the vocabulary (an unknown name: the file is skipped).
 std::string vocab_text(const Stmt& st, int c, const char* (*name_of)(int64_t)) {
   if (st.null(c)) return {};
   if (sqlite3_column_type(st.get(), c) == SQLITE_TEXT) return st.str(c);
   const char* n = name_of(st.i64(c));
-  return n ? n : "unknown";
+  return n ? n : "code " + std::to_string(st.i64(c));
 }
 const char* op_name_of(int64_t v) { return v >= 0 && v < vocab::kNumOps ? vocab::name(vocab::Op(v)) : nullptr; }
 const char* dtype_name_of(int64_t v) {
@@ -473,14 +473,17 @@ const char* dtype_name_of(int64_t v) {
 const char* redop_name_of(int64_t v) {
   return v >= 0 && v < int64_t(std::size(vocab::kRedOpNames)) ? vocab::kRedOpNames[v] : nullptr;
 }
+vocab::Op op_v2(const Stmt& st, int c) { return op_of(vocab_text(st, c, op_name_of)); }
+vocab::Dtype dtype_v2(const Stmt& st, int c) { return dtype_of(vocab_text(st, c, dtype_name_of)); }
+vocab::RedOp redop_v2(const Stmt& st, int c) { return redop_of(vocab_text(st, c, redop_name_of)); }
 OpPart read_part_v2(const Stmt& st, int c) {
   OpPart part;
-  part.op = vocab_text(st, c, op_name_of);
-  part.dtype = vocab_text(st, c + 1, dtype_name_of);
+  part.op = op_v2(st, c);
+  part.dtype = dtype_v2(st, c + 1);
   part.count = st.i64(c + 2);
   part.root = static_cast<int>(st.i64(c + 3, -1));
   part.peer = static_cast<int>(st.i64(c + 4, -1));
-  part.redop = vocab_text(st, c + 5, redop_name_of);
+  part.redop = redop_v2(st, c + 5);
   return part;
 }
 
@@ -507,14 +510,14 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
         check_part(id, sig.parts.back());
         parts_row = parts.step();
       }
-      sig.op = vocab_text(st, 2, op_name_of);
-      sig.dtype = vocab_text(st, 3, dtype_name_of);
+      sig.op = op_v2(st, 2);
+      sig.dtype = dtype_v2(st, 3);
       sig.count = st.i64(4);
       int64_t root = st.i64(5, -1), peer = st.i64(6, -1);
       check_op_numbers(id, 1, sig.count, root, peer);
       sig.root = static_cast<int>(root);
       sig.peer = static_cast<int>(peer);
-      sig.redop = vocab_text(st, 7, redop_name_of);
+      sig.redop = redop_v2(st, 7);
       int comm = ids.index(st.i64(1));
       if (comm < 0) throw FileSkip("corrupt: signature " + std::to_string(id) + " names unknown comm_id " + std::to_string(st.i64(1)));
       uint64_t stream = static_cast<uint64_t>(st.i64(8));

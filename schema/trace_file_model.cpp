@@ -10,34 +10,13 @@
 namespace lockstep::trace_file {
 namespace {
 
-// The model's names -> the vocabulary (the model's field types are about to become the enums
-// themselves; these few helpers are the only place that converts).
-struct Name {
-  int64_t code;       // enum value, or -1 when the name is not in the vocabulary
-  std::string text;   // the name itself (stored as text when code < 0)
-};
-Name op_name(const std::string& s) {
-  auto v = vocab::parse_op(s);
-  return {v ? int64_t(*v) : -1, s};
-}
-vocab::Dtype dtype_of(const std::string& s) { return vocab::parse_dtype(s).value_or(vocab::Dtype::Mixed); }
-vocab::RedOp redop_of(const std::string& s) { return vocab::parse_redop(s).value_or(vocab::RedOp::None); }
-vocab::State state_of(const std::string& s) { return vocab::parse_state(s).value_or(vocab::State::Enqueued); }
+int64_t dtype_code(vocab::Dtype d) { return d == vocab::Dtype::Mixed ? -1 : int64_t(d); }
+int64_t redop_code(vocab::RedOp r) { return r == vocab::RedOp::None ? -1 : int64_t(r); }
 
 uint64_t signature_hash_of(const Op& o) {
   std::vector<digest::Part> parts;
-  for (const OpPart& p : o.parts)
-    parts.push_back({vocab::parse_op(p.op).value_or(vocab::Op::Coalesced), dtype_of(p.dtype), p.count, p.root, p.peer,
-                     redop_of(p.redop)});
-  return digest::signature_hash(vocab::parse_op(o.op).value_or(vocab::Op::Coalesced), dtype_of(o.dtype), o.count, o.root,
-                                o.peer, redop_of(o.redop), parts.data(), parts.size());
-}
-
-// Binds a vocabulary column: the enum's value, or the name as text when it is not one.
-void bind_name(Stmt& q, int c, const std::string& name, int64_t code) {
-  if (name.empty()) q.null(c);
-  else if (code >= 0) q.i64(c, code);
-  else q.text(c, name);
+  for (const OpPart& p : o.parts) parts.push_back({p.op, p.dtype, p.count, p.root, p.peer, p.redop});
+  return digest::signature_hash(o.op, o.dtype, o.count, o.root, o.peer, o.redop, parts.data(), parts.size());
 }
 
 }  // namespace
@@ -90,7 +69,8 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
       r.init_call = c.init_call;
       r.init_mono_ns = c.init_call;
       r.init_rc = c.init_rc;
-      r.end = vocab::parse_comm_end(c.end_kind).value_or(vocab::CommEnd::Alive);
+      r.end = c.end_kind;
+      r.created_before_tracing = c.created_before_tracing;
       ok(t.comm(r), "comm");
       if (c.retired_collectives || c.retired_through_seq || c.retired_digest)
         ok(retired.i64(1, c.retired_collectives).i64(2, int64_t(c.retired_digest)).i64(3, c.retired_through_seq)
@@ -107,7 +87,7 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
       FrameRow r;
       r.stack_id = id;
       r.depth = int32_t(d);
-      r.kind = vocab::parse_frame_kind(f.kind).value_or(vocab::FrameKind::Native);
+      r.kind = f.kind;
       r.function = f.function;
       r.module = f.module;
       r.offset = r.kind == vocab::FrameKind::Native ? int64_t(f.offset) : -1;
@@ -117,16 +97,14 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
     }
   }
 
-  // Signatures: interned by every invariant field (names as text: the model's own form).
-  using Key = std::tuple<int, std::string, std::string, int64_t, int, int, std::string, uint64_t, int64_t, std::string,
-                         int64_t, std::vector<std::tuple<std::string, std::string, int64_t, int, int, std::string>>>;
+  // Signatures: interned by every invariant field.
+  using Key = std::tuple<int, vocab::Op, vocab::Dtype, int64_t, int, int, vocab::RedOp, uint64_t, int64_t, std::string,
+                         int64_t, std::vector<std::tuple<vocab::Op, vocab::Dtype, int64_t, int, int, vocab::RedOp>>>;
   std::map<Key, int64_t> sigs;
   Stmt sig(db.get(),
            "INSERT INTO signatures(id,comm_id,op,dtype,count,root,peer,redop,stream,tid,thread_name,stack_id,nparts,hash) "
            "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
   Stmt part(db.get(), "INSERT INTO signature_parts(sig_id,part,op,dtype,count,root,peer,redop) VALUES(?,?,?,?,?,?,?,?)");
-  auto dtype_code = [](const std::string& s) { auto d = vocab::parse_dtype(s); return d ? int64_t(*d) : -1; };
-  auto redop_code = [](const std::string& s) { auto r = vocab::parse_redop(s); return r ? int64_t(*r) : -1; };
   for (const Op& o : p.ops) {
     const Comm& c = p.comms.at(size_t(o.comm));
     Key k{c.local_id, o.op, o.dtype, o.count, o.root, o.peer, o.redop, o.stream, o.tid, o.thread_name, o.stack_id, {}};
@@ -136,20 +114,16 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
       int64_t id = int64_t(sigs.size()) + 1;
       it = sigs.emplace(std::move(k), id).first;
       sig.i64(1, id).i64(2, c.local_id);
-      bind_name(sig, 3, o.op, op_name(o.op).code);
-      bind_name(sig, 4, o.dtype, dtype_code(o.dtype));
-      sig.i64(5, o.count).opt(6, o.root).opt(7, o.peer);
-      bind_name(sig, 8, o.redop, redop_code(o.redop));
+      sig.i64(3, int64_t(o.op)).opt(4, dtype_code(o.dtype));
+      sig.i64(5, o.count).opt(6, o.root).opt(7, o.peer).opt(8, redop_code(o.redop));
       sig.i64(9, int64_t(o.stream)).i64(10, o.tid).text(11, o.thread_name).opt(12, o.stack_id);
       sig.i64(13, int64_t(o.parts.size())).i64(14, int64_t(signature_hash_of(o)));
       ok(sig.run(), "signature");
       for (size_t i = 0; i < o.parts.size(); ++i) {
         const OpPart& x = o.parts[i];
         part.i64(1, id).i64(2, int64_t(i));
-        bind_name(part, 3, x.op, op_name(x.op).code);
-        bind_name(part, 4, x.dtype, dtype_code(x.dtype));
-        part.i64(5, x.count).opt(6, x.root).opt(7, x.peer);
-        bind_name(part, 8, x.redop, redop_code(x.redop));
+        part.i64(3, int64_t(x.op)).opt(4, dtype_code(x.dtype));
+        part.i64(5, x.count).opt(6, x.root).opt(7, x.peer).opt(8, redop_code(x.redop));
         ok(part.run(), "signature part");
       }
     }
@@ -163,20 +137,17 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
     r.return_mono_ns = r.issue_mono_ns + 10;
     r.completed = o.completed;
     r.complete_mono_ns = o.complete_mono_ns;
-    r.state = state_of(o.state);
+    r.state = o.state;
     r.rc = o.rc;
     r.group_id = o.group_id;
     r.origin_call = o.origin_call;
     r.graph_exec = o.graph_exec;
     ok(t.op(r), "op");
-    if (o.state.size() && !vocab::parse_state(o.state))  // a state outside the vocabulary: kept by name
-      ok(Stmt(db.get(), "UPDATE op_rows SET state=? WHERE call_index=?", false).text(1, o.state).i64(2, o.call_index).run(),
-         "op");
   }
   for (const Wait& w : p.waits) {
     WaitRow r;
     r.call_index = w.call_index;
-    r.kind = vocab::parse_wait(w.kind).value_or(vocab::Wait::StreamSync);
+    r.kind = w.kind;
     r.stream = w.stream;
     r.event = w.event;
     r.tid = w.tid;

@@ -56,7 +56,7 @@ Op& TraceBuilder::add(int proc, const std::string& hash, const OpSpec& s) {
   Op o;
   o.call_index = next_call_[proc]++;
   o.comm = comm_index(proc, hash);
-  bool sequenced = s.state == "enqueued" || s.state == "graph_launched";
+  bool sequenced = vocab::enqueued_work(s.state);
   if (sequenced) {
     int64_t seq = 0;
     for (auto& x : p.ops)
@@ -68,7 +68,8 @@ Op& TraceBuilder::add(int proc, const std::string& hash, const OpSpec& s) {
   o.count = s.count;
   o.root = s.root;
   o.peer = s.peer;
-  o.redop = (s.op == "all_reduce" || s.op == "reduce" || s.op == "reduce_scatter") ? s.redop : "";
+  const vocab::Op k = s.op;
+  o.redop = (k == vocab::Op::AllReduce || k == vocab::Op::Reduce || k == vocab::Op::ReduceScatter) ? s.redop.value : vocab::RedOp::None;
   o.parts = s.parts;
   o.completed = s.completed && sequenced;
   o.group_id = s.group;
@@ -106,8 +107,12 @@ TraceBuilder& TraceBuilder::stopped(int proc, const std::string& reason) {
   return *this;
 }
 
-OpPart send_to(int peer, int64_t count, const std::string& dtype) { return OpPart{"send", dtype, count, -1, peer, ""}; }
-OpPart recv_from(int peer, int64_t count, const std::string& dtype) { return OpPart{"recv", dtype, count, -1, peer, ""}; }
+OpPart send_to(int peer, int64_t count, const std::string& dtype) {
+  return OpPart{vocab::Op::Send, Vocab<vocab::Dtype>(dtype.c_str()), count, -1, peer, vocab::RedOp::None};
+}
+OpPart recv_from(int peer, int64_t count, const std::string& dtype) {
+  return OpPart{vocab::Op::Recv, Vocab<vocab::Dtype>(dtype.c_str()), count, -1, peer, vocab::RedOp::None};
+}
 
 void write_trace(const Trace& t, const std::string& dir) {
   std::filesystem::create_directories(dir);
