@@ -180,6 +180,12 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
   for (auto& p : s.procs) infos.push_back(&p.info);
   a.evidence = validate_evidence(infos, s.skipped);
   a.evidence.insert(a.evidence.end(), a.checkpoints.evidence.begin(), a.checkpoints.evidence.end());
+  // Per process: the first unproven finding a peer completed while its record was lost.
+  std::vector<const Unproven*> issued_by_peer(s.procs.size(), nullptr);
+  for (auto& u : a.unproven)
+    if (u.peer_completed)
+      for (int p : u.lost)
+        if (!issued_by_peer[p]) issued_by_peer[p] = &u;
   for (size_t p = 0; p < s.procs.size(); ++p) {
     const Process& info = s.procs[p].info;
     bool stopped = info.meta.count("recorder_stopped") && !info.meta.at("recorder_stopped").empty();
@@ -191,12 +197,9 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
     e.detail = "rank " + std::to_string(display_rank(s, static_cast<int>(p))) +
                ": trace ends without an exit record (not finished, not seen running): what it did after its last "
                "flush is unknown";
-    for (auto& u : a.unproven)
-      if (u.peer_completed && std::find(u.lost.begin(), u.lost.end(), static_cast<int>(p)) != u.lost.end()) {
-        e.detail += "; a peer completed collective #" + std::to_string(u.finding.ordinal) + " on comm " +
-                    short_hash(a.index.comms[u.finding.gcomm].hash) + ", so it issued it (its record was lost)";
-        break;
-      }
+    if (const Unproven* u = issued_by_peer[p])
+      e.detail += "; a peer completed collective #" + std::to_string(u->finding.ordinal) + " on comm " +
+                  short_hash(a.index.comms[u->finding.gcomm].hash) + ", so it issued it (its record was lost)";
     a.evidence.push_back(std::move(e));
   }
   std::vector<const Divergence*> all;
