@@ -16,7 +16,7 @@
 
 namespace lockstep {
 
-inline constexpr int kJsonReportVersion = 1;  // docs/analyzer.md "JSON report"
+inline constexpr int kJsonReportVersion = 2;  // docs/analyzer.md "JSON report" (2: sides and odd_ranks capped, groups)
 
 struct AnalyzeOptions {
   HangOptions hang;
