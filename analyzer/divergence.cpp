@@ -89,25 +89,22 @@ std::vector<SideGroup> group_sides(const std::vector<int>& procs, const std::vec
   return groups;
 }
 
-// The sides a finding lists: every member when few, else the odd ones (capped) and one member
-// of each other group. `members` are all compared sides, in rank order.
+// The sides a finding lists: every member when few, else the odd ones (capped) and the first
+// kSamplesPerGroup members of each other group. `members` are all compared sides, in rank order.
 std::vector<Side> listed_sides(const std::vector<Side>& members, const std::vector<SideGroup>& groups) {
   if (members.size() <= kMaxListedSides) return members;
-  std::unordered_map<int, const SideGroup*> group_of;
-  for (auto& g : groups)
-    for (int p : g.procs) group_of[p] = &g;
+  std::unordered_map<int, size_t> group_of;
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int p : groups[g].procs) group_of[p] = g;
   std::vector<Side> out;
-  std::unordered_map<const SideGroup*, bool> shown;
+  std::vector<size_t> shown(groups.size(), 0);
   size_t odd_listed = 0;
   for (auto& sd : members) {
-    const SideGroup* g = group_of[sd.proc];
-    if (g->odd && odd_listed < kMaxListedSides) {
+    size_t g = group_of[sd.proc];
+    if (groups[g].odd ? odd_listed < kMaxListedSides : shown[g] < kSamplesPerGroup) {
       out.push_back(sd);
-      ++odd_listed;
-      shown[g] = true;
-    } else if (!shown[g]) {
-      out.push_back(sd);
-      shown[g] = true;
+      odd_listed += groups[g].odd;
+      ++shown[g];
     }
   }
   return out;

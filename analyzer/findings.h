@@ -56,8 +56,10 @@ struct SideGroup {
 };
 
 // Sides listed by a finding on a collective of many members: every odd one up to this many,
-// and one member of each other group; the groups carry the counts and the rest.
+// and the first kSamplesPerGroup members of each other group; the groups carry the counts and
+// the rest.
 inline constexpr size_t kMaxListedSides = 16;
+inline constexpr size_t kSamplesPerGroup = 3;
 
 struct Divergence {
   FindingKind kind = FindingKind::kOpType;
@@ -66,7 +68,7 @@ struct Divergence {
   int64_t ordinal_first = 0; // kDigestMismatch: first ordinal of the interval (ordinal = last)
   std::string detail;        // one line: what differs
   // Listed sides: p2p: sender, receiver; inversion: 2; collectives: every member when there are
-  // at most kMaxListedSides, else the odd ones (capped) and one per other group.
+  // at most kMaxListedSides, else the odd ones (capped) and kSamplesPerGroup per other group.
   std::vector<Side> sides;
   std::vector<SideGroup> groups;  // collectives: every member in one group, largest first
   std::vector<int> not_issued;    // collectives: every member that never issued it

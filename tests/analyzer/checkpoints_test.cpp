@@ -252,7 +252,7 @@ TEST(Scale, never_issued_on_a_world_comm_of_thousands_of_ranks_lists_groups_not_
   EXPECT_EQ(d.members, static_cast<size_t>(n));
   EXPECT_EQ(d.not_issued.size(), static_cast<size_t>(lagging));
   EXPECT_EQ(d.odd.size(), static_cast<size_t>(lagging));
-  EXPECT_LE(d.sides.size(), kMaxListedSides + 1);
+  EXPECT_LE(d.sides.size(), kMaxListedSides + kSamplesPerGroup);
   ASSERT_EQ(d.groups.size(), 2u);
   EXPECT_EQ(d.groups[0].procs.size(), static_cast<size_t>(n - lagging));
   // Output bounded by what differs, not by ranks: one side per member would be ~1 MB of JSON.
