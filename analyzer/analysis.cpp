@@ -44,11 +44,93 @@ Verdict Analysis::verdict() const {
   return Verdict::kClean;
 }
 
+namespace {
+
+inline constexpr size_t kMaxListedOdd = 64;      // odd ranks listed by number in JSON
+inline constexpr size_t kMaxListedGroups = 8;    // groups of a finding listed
+inline constexpr size_t kMaxRangeSegments = 16;  // segments of a rank-range string
+
+std::string capped_ranges(std::vector<int> r) {
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  std::string out;
+  size_t segments = 0, i = 0;
+  for (; i < r.size() && segments < kMaxRangeSegments; ++segments) {
+    size_t j = i;
+    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(r[i]) + (j > i ? "-" + std::to_string(r[j]) : "");
+    i = j + 1;
+  }
+  if (i < r.size()) out += ",... (+" + std::to_string(r.size() - i) + " more)";
+  return out;
+}
+
+// What the verdict rests on when the size cap retired history: "" when nothing was retired.
+std::string window_note(const Analysis& a) {
+  size_t bounded = 0, proven = 0;
+  int64_t through = 0, exact_from = INT64_MAX;
+  for (auto& w : a.checkpoints.comms) {
+    if (w.retired_max == 0) continue;
+    ++bounded;
+    if (!w.unverified && w.digest_through >= w.retired_max) ++proven;
+    through = std::max(through, w.digest_through);
+    exact_from = std::min(exact_from, w.exact_first);
+  }
+  if (!bounded) return "";
+  return "retired history: " + std::to_string(bounded) + " communicator(s) hold only their newest collectives (exact " +
+         "from collective #" + std::to_string(exact_from) + " on); " + std::to_string(proven) + " of them proven " +
+         "identical before that by checkpoint digest (known by digest only, up to collective #" +
+         std::to_string(through) + ")";
+}
+
+// A digest disagreement is the first divergence of its communicator unless an exact finding
+// lies at or before the end of its interval (then the exact one is the finer report).
+void merge_digest_divergences(const Schedule& s, const CheckpointReport& cr, std::vector<Divergence>& divs) {
+  for (auto& dd : cr.divergences) {
+    auto exact = std::find_if(divs.begin(), divs.end(), [&](const Divergence& d) {
+      return d.gcomm == dd.gcomm && !is_p2p_finding(d.kind);
+    });
+    if (exact != divs.end() && exact->ordinal <= dd.last) continue;
+    Divergence d;
+    d.kind = FindingKind::kDigestMismatch;
+    d.gcomm = dd.gcomm;
+    d.ordinal = dd.last;
+    d.ordinal_first = dd.first;
+    size_t members = 0;
+    for (auto& side : dd.sides) members += side.procs.size();
+    d.members = members;
+    for (size_t i = 0; i < dd.sides.size(); ++i) {
+      SideGroup g;
+      g.digest = dd.sides[i].digest;
+      g.procs = dd.sides[i].procs;
+      g.odd = members >= 3 && dd.sides.size() >= 2 && dd.sides[0].procs.size() > dd.sides[1].procs.size() && i > 0;
+      if (g.odd) d.odd.insert(d.odd.end(), g.procs.begin(), g.procs.end());
+      d.groups.push_back(std::move(g));
+    }
+    std::sort(d.odd.begin(), d.odd.end());
+    std::string sides;
+    for (size_t i = 0; i < d.groups.size() && i < 4; ++i) {
+      std::vector<int> ranks;
+      for (int p : d.groups[i].procs) ranks.push_back(display_rank(s, p));
+      sides += (i ? " | " : "") + std::string(ranks.size() > 1 ? "ranks " : "rank ") + capped_ranges(ranks);
+    }
+    if (d.groups.size() > 4) sides += " | " + std::to_string(d.groups.size() - 4) + " more sides";
+    d.detail = "members diverge between collective ordinals " + std::to_string(dd.first) + " and " +
+               std::to_string(dd.last) + "; known by digest only (retired history); sides: " + sides;
+    if (exact != divs.end()) *exact = std::move(d);
+    else divs.push_back(std::move(d));
+  }
+}
+
+}  // namespace
+
 Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
   Analysis a;
   a.schedule = &s;
   a.index = build_comm_index(s);
   a.divergences = find_divergences(s, a.index);
+  a.checkpoints = compare_checkpoints(s, a.index);
+  merge_digest_divergences(s, a.checkpoints, a.divergences);
   a.inversions = find_order_inversions(s, a.index);
   a.hang = explain_hang(s, a.index, options.hang);
   a.hosts = group_by_host(s, options.hang.stale_ns);
@@ -72,15 +154,18 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
     }
     Unproven u;
     bool proven = false;
-    for (auto& sd : d.sides) {
-      if (sd.op >= 0) {
-        u.peer_completed |= s.procs[sd.proc].ops[sd.op].completed();
-        continue;
-      }
-      History h = a.history[sd.proc];
+    for (auto& sd : d.sides)
+      if (sd.op >= 0) u.peer_completed |= s.procs[sd.proc].ops[sd.op].completed();
+    // Collectives list only some sides: every member that never issued it is in not_issued.
+    std::vector<int> absent = d.not_issued;
+    if (d.kind == FindingKind::kP2PPairing)
+      for (auto& sd : d.sides)
+        if (sd.op < 0) absent.push_back(sd.proc);
+    for (int proc : absent) {
+      History h = a.history[proc];
       if (h == History::kComplete || (h == History::kBehind && a.hang.any_marker)) proven = true;
-      else if (h == History::kBehind) u.behind.push_back(sd.proc);
-      else u.lost.push_back(sd.proc);
+      else if (h == History::kBehind) u.behind.push_back(proc);
+      else u.lost.push_back(proc);
     }
     if (proven) {
       kept.push_back(std::move(d));
@@ -94,6 +179,13 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
   std::vector<const Process*> infos;
   for (auto& p : s.procs) infos.push_back(&p.info);
   a.evidence = validate_evidence(infos, s.skipped);
+  a.evidence.insert(a.evidence.end(), a.checkpoints.evidence.begin(), a.checkpoints.evidence.end());
+  // Per process: the first unproven finding a peer completed while its record was lost.
+  std::vector<const Unproven*> issued_by_peer(s.procs.size(), nullptr);
+  for (auto& u : a.unproven)
+    if (u.peer_completed)
+      for (int p : u.lost)
+        if (!issued_by_peer[p]) issued_by_peer[p] = &u;
   for (size_t p = 0; p < s.procs.size(); ++p) {
     const Process& info = s.procs[p].info;
     bool stopped = info.meta.count("recorder_stopped") && !info.meta.at("recorder_stopped").empty();
@@ -105,12 +197,9 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
     e.detail = "rank " + std::to_string(display_rank(s, static_cast<int>(p))) +
                ": trace ends without an exit record (not finished, not seen running): what it did after its last "
                "flush is unknown";
-    for (auto& u : a.unproven)
-      if (u.peer_completed && std::find(u.lost.begin(), u.lost.end(), static_cast<int>(p)) != u.lost.end()) {
-        e.detail += "; a peer completed collective #" + std::to_string(u.finding.ordinal) + " on comm " +
-                    short_hash(a.index.comms[u.finding.gcomm].hash) + ", so it issued it (its record was lost)";
-        break;
-      }
+    if (const Unproven* u = issued_by_peer[p])
+      e.detail += "; a peer completed collective #" + std::to_string(u->finding.ordinal) + " on comm " +
+                  short_hash(a.index.comms[u->finding.gcomm].hash) + ", so it issued it (its record was lost)";
     a.evidence.push_back(std::move(e));
   }
   std::vector<const Divergence*> all;
@@ -146,6 +235,18 @@ struct Ctx {
     return l + ")";
   }
   const SchedOp& sop(const Side& sd) const { return s.procs[sd.proc].ops[sd.op]; }
+  // Rank ranges of many processes, at most kMaxRangeSegments segments ("0-3,7, ... (+N more)").
+  std::string ranges(const std::vector<int>& procs) const {
+    std::vector<int> r;
+    r.reserve(procs.size());
+    for (int p : procs) r.push_back(rank(p));
+    return capped_ranges(r);
+  }
+  static std::string hex(uint64_t v) {
+    char b[17];
+    std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(v));
+    return b;
+  }
   std::optional<Op> full(const Side& sd) const {
     if (sd.op < 0) return std::nullopt;
     return details.op(sd.proc, sop(sd).call_index);
@@ -230,8 +331,31 @@ json finding_json(const Ctx& c, const Divergence& d) {
   for (auto& sd : d.sides) sides.push_back(side_json(c, sd, d.gcomm));
   j["sides"] = sides;
   json odd = json::array();
-  for (int p : d.odd) odd.push_back(c.rank(p));
+  for (size_t i = 0; i < d.odd.size() && i < kMaxListedOdd; ++i) odd.push_back(c.rank(d.odd[i]));
   j["odd_ranks"] = odd;
+  j["odd_count"] = d.odd.size();
+  if (!d.groups.empty()) {
+    // Every member is in one group; sides list only some of them (kMaxListedSides).
+    json groups = json::array();
+    for (size_t i = 0; i < d.groups.size() && i < kMaxListedGroups; ++i) {
+      const SideGroup& g = d.groups[i];
+      json gj = {{"count", g.procs.size()}, {"ranks", c.ranges(g.procs)}, {"odd", g.odd}};
+      if (d.kind == FindingKind::kDigestMismatch) gj["digest"] = c.hex(g.digest);
+      else gj["issued"] = g.sig == kNotIssued ? json(nullptr) : json(describe_signature(c.s.sigs[g.sig]));
+      groups.push_back(gj);
+    }
+    j["groups"] = groups;
+    j["groups_omitted"] = d.groups.size() > kMaxListedGroups ? d.groups.size() - kMaxListedGroups : 0;
+    j["members"] = d.members;
+    j["sides_omitted"] = d.members > d.sides.size() ? d.members - d.sides.size() : 0;
+  }
+  // What the finding rests on: ops compared one by one (exact) or retired history compared by
+  // checkpoint digest (digest).
+  j["evidence"] = d.kind == FindingKind::kDigestMismatch ? "digest" : "exact";
+  if (d.kind == FindingKind::kDigestMismatch) {
+    j["ordinal_first"] = d.ordinal_first;
+    j["ordinal_last"] = d.ordinal;
+  }
   if (d.kind == FindingKind::kOrderInversion) {
     j["comm_b"] = c.comm(d.gcomm_b).hash;
     j["role_b"] = c.comm(d.gcomm_b).role;
@@ -287,27 +411,37 @@ void text_stack_and_context(std::ostream& os, const Ctx& c, const Side& sd) {
 
 // Members that agreed before the divergence: "all 2 members agree on collectives #1..3749".
 std::string agreed_before(const Ctx& c, const Divergence& d) {
-  if (d.kind == FindingKind::kOrderInversion || d.ordinal <= 1) return "";
-  bool p2p = d.kind == FindingKind::kP2PPairing || d.kind == FindingKind::kP2PCount ||
-             d.kind == FindingKind::kP2PDtype || d.kind == FindingKind::kP2PInterleave;
-  if (p2p) return "messages #1.." + std::to_string(d.ordinal - 1) + " between them matched";
-  // Show it in seq numbers of the lowest member when they are plain.
+  if (d.kind == FindingKind::kOrderInversion || d.kind == FindingKind::kDigestMismatch || d.ordinal <= 1) return "";
+  if (is_p2p_finding(d.kind)) return "messages #1.." + std::to_string(d.ordinal - 1) + " between them matched";
   const GlobalComm& g = c.comm(d.gcomm);
-  const auto& colls = c.a.index.of(g.members[0]).colls;
-  std::string range = "collectives #1.." + std::to_string(d.ordinal - 1);
-  if (static_cast<size_t>(d.ordinal - 1) <= colls.size() && d.ordinal >= 2) {
-    const SchedOp& prev = c.s.procs[g.members[0].proc].ops[colls[d.ordinal - 2]];
+  // Ordinals before the finding that some member retired are known by digest only.
+  int64_t retired = 0;
+  for (auto& m : g.members) retired = std::max(retired, c.a.index.of(m).base);
+  retired = std::min(retired, d.ordinal - 1);
+  // Show it in seq numbers of the lowest member when they are plain.
+  const ProcComm& first = c.a.index.of(g.members[0]);
+  std::string range = "collectives #" + std::to_string(retired + 1) + ".." + std::to_string(d.ordinal - 1);
+  int64_t at = first.at(d.ordinal - 1);
+  if (retired == 0 && at >= 0) {
+    const SchedOp& prev = c.s.procs[g.members[0].proc].ops[first.colls[at]];
     if (prev.seq == d.ordinal - 1) range = "seq 1.." + std::to_string(prev.seq);
   }
   // "completed" only when every member recorded the completion of the op before.
   bool completed = true;
   for (auto& m : g.members) {
-    const auto& mc = c.a.index.of(m).colls;
-    completed &= static_cast<size_t>(d.ordinal - 1) <= mc.size() &&
-                 c.s.procs[m.proc].ops[mc[d.ordinal - 2]].completed();
+    const ProcComm& pc = c.a.index.of(m);
+    int64_t i = pc.at(d.ordinal - 1);
+    completed &= i >= 0 && c.s.procs[m.proc].ops[pc.colls[i]].completed();
   }
   std::string who = g.members.size() == 2 ? "both members" : "all " + std::to_string(g.members.size()) + " members";
-  return who + (completed ? " completed " : " issued the same ") + range;
+  const auto& windows = c.a.checkpoints.comms;
+  int64_t proven = static_cast<size_t>(d.gcomm) < windows.size() ? windows[d.gcomm].digest_through : 0;
+  std::string retired_note = proven >= retired ? " (retired history, known by digest only)"
+                                               : " retired and not verified by digest (see incomplete)";
+  if (retired >= d.ordinal - 1) return who + ": collectives #1.." + std::to_string(retired) + retired_note;
+  std::string out = who + (completed ? " completed " : " issued the same ") + range;
+  if (retired > 0) out += "; #1.." + std::to_string(retired) + retired_note;
+  return out;
 }
 
 void text_finding(std::ostream& os, const Ctx& c, const Divergence& d, bool full) {
@@ -346,13 +480,24 @@ void text_finding(std::ostream& os, const Ctx& c, const Divergence& d, bool full
   os << c.comm_label(d.gcomm);
   if (seqs.size() == 1) os << " seq " << *seqs.begin();
   os << ": " << d.detail << "\n";
+  if (d.kind == FindingKind::kDigestMismatch) {
+    for (size_t i = 0; i < d.groups.size() && i < kMaxListedGroups; ++i)
+      os << "  side " << i + 1 << ": " << plural(d.groups[i].procs.size(), "rank", "ranks") << " "
+         << c.ranges(d.groups[i].procs) << ", digest " << Ctx::hex(d.groups[i].digest) << " after collective #"
+         << d.ordinal << (d.groups[i].odd ? " (odd)" : "") << "\n";
+    if (d.groups.size() > kMaxListedGroups) os << "  ... " << d.groups.size() - kMaxListedGroups << " more sides\n";
+    os << "  known by digest only: collectives #" << d.ordinal_first << ".." << d.ordinal
+       << " were retired by the size cap; the ops themselves are gone, their checkpoints disagree\n";
+    if (d.ordinal_first > 1) os << "  all members' digests agree through collective #" << d.ordinal_first - 1 << "\n";
+    return;
+  }
   // With many members, list the odd ones and one of the majority.
   std::vector<Side> shown;
   if (!d.odd.empty()) {
     std::set<int> odd(d.odd.begin(), d.odd.end());
     std::vector<int> major;
-    for (auto& sd : d.sides)
-      if (!odd.count(sd.proc)) major.push_back(c.rank(sd.proc));
+    for (auto& g : d.groups)
+      if (!g.odd) major.insert(major.end(), g.procs.begin(), g.procs.end());
     for (auto& sd : d.sides)
       if (!odd.count(sd.proc)) {
         shown.push_back(sd);
@@ -360,13 +505,21 @@ void text_finding(std::ostream& os, const Ctx& c, const Divergence& d, bool full
       }
     for (auto& sd : d.sides)
       if (odd.count(sd.proc) && shown.size() < 1 + c.opt.max_findings) shown.push_back(sd);
-    std::vector<int> oddr;
-    for (int p : d.odd) oddr.push_back(c.rank(p));
-    os << "  odd one" << (oddr.size() > 1 ? "s" : "") << " out: rank" << (oddr.size() > 1 ? "s " : " ") << rank_ranges(oddr)
-       << "; majority: ranks " << rank_ranges(major) << "\n";
+    os << "  odd one" << (d.odd.size() > 1 ? "s" : "") << " out: rank" << (d.odd.size() > 1 ? "s " : " ")
+       << c.ranges(d.odd) << "; majority: ranks " << c.ranges(major) << "\n";
   } else {
     for (auto& sd : d.sides)
       if (shown.size() < 2 + c.opt.max_findings) shown.push_back(sd);
+  }
+  if (d.members > shown.size() && d.groups.size() > 1) {
+    os << "  " << d.members << " members in " << plural(d.groups.size(), "group", "groups") << ":";
+    for (size_t i = 0; i < d.groups.size() && i < kMaxListedGroups; ++i) {
+      const SideGroup& g = d.groups[i];
+      os << (i ? ";" : "") << " " << g.procs.size() << " "
+         << (g.sig == kNotIssued ? std::string("never issued it") : "issued " + std::string(vocab::name(c.s.sigs[g.sig].op)));
+    }
+    if (d.groups.size() > kMaxListedGroups) os << "; ...";
+    os << "\n";
   }
   for (auto& sd : shown) text_side(os, c, sd, d.gcomm, "  ");
   std::string agreed = agreed_before(c, d);
@@ -468,6 +621,8 @@ std::string summary_line(const Analysis& a) {
     }
     os << "clean: " << counts << "; ranks agree, no order inversion, no hang";
     if (!a.live.empty()) os << " (so far: " << plural(a.live.size(), "process", "processes") << " still running)";
+    std::string note = window_note(a);
+    if (!note.empty()) os << "; " << note;
     return os.str();
   }
   std::vector<std::string> parts;
@@ -499,6 +654,20 @@ std::string render_text(const Analysis& a, TraceDetails& details, const ReportOp
   for (auto& w : a.index.warnings) os << "warning: " << printable(w) << "\n";
   os << identity_warnings_text(s);
   for (auto& u : a.unproven) os << "note: " << unproven_line(a, u) << "\n";
+  size_t windows = 0;
+  for (auto& w : a.checkpoints.comms) {
+    if (w.retired_max == 0) continue;
+    if (windows++ == opt.max_findings) {
+      os << "window: ... more communicators with retired history (see --json)\n";
+      break;
+    }
+    os << "window: " << c.comm_label(w.gcomm) << ": collectives #" << w.exact_first << ".." << w.exact_last
+       << " exact (retained on every member); #1.." << w.digest_through << " known by digest only"
+       << (w.unverified ? "; #" + std::to_string(w.digest_through + 1) + ".." + std::to_string(w.retired_max) +
+                              " not verified"
+                        : "")
+       << "\n";
+  }
   os << job_header_text(s, a.hosts);
   if (!a.problems()) {
     os << "lockstep: " << summary_line(a) << "\n";
@@ -542,6 +711,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
   j["clean"] = a.verdict() == Verdict::kClean;
   j["incomplete"] = a.incomplete();
   j["summary"] = summary_line(a);
+  j["retired_history"] = window_note(a).empty() ? json(nullptr) : json(window_note(a));
   json evidence = json::array();
   for (auto& e : a.evidence)
     evidence.push_back({{"kind", evidence_kind_name(e.kind)}, {"contradictory", e.contradictory},
@@ -584,13 +754,23 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
   json comms = json::array();
   for (auto& g : a.index.comms) {
     json members = json::array();
-    size_t longest = 0;
+    int64_t longest = 0;
     for (auto& m : g.members) {
       members.push_back({{"rank", c.rank(m.proc)}, {"comm_rank", m.rank}});
-      longest = std::max(longest, a.index.of(m).colls.size());
+      longest = std::max(longest, a.index.of(m).end());
     }
-    comms.push_back({{"hash", g.hash}, {"role", g.role}, {"name", g.name}, {"nranks", g.nranks}, {"members", members},
-                     {"collectives", longest}});
+    json cj = {{"hash", g.hash}, {"role", g.role}, {"name", g.name}, {"nranks", g.nranks}, {"members", members},
+               {"collectives", longest}};
+    size_t gi = &g - a.index.comms.data();
+    if (gi < a.checkpoints.comms.size()) {
+      const CommWindow& w = a.checkpoints.comms[gi];
+      // Exact: retained on every member, compared op by op. Digest: retired, proven by checkpoints.
+      cj["history"] = {{"retired_min", w.retired_min}, {"retired_max", w.retired_max},
+                       {"exact_first", w.exact_first}, {"exact_last", w.exact_last},
+                       {"digest_through", w.digest_through}, {"unverified", w.unverified},
+                       {"p2p_cut", w.p2p_cut}};
+    }
+    comms.push_back(cj);
   }
   j["comms"] = comms;
   j["first_divergence"] = a.first ? finding_json(c, *a.first) : json(nullptr);
@@ -685,13 +865,15 @@ std::string render_junit(const std::string& suite, const std::vector<JUnitCase>&
      << "\" tests=\"" << cases.size() << "\" failures=\"" << failures << "\">\n";
   for (auto& c : cases) {
     os << "    <testcase classname=\"lockstep\" name=\"" << xml_escape(c.name) << "\"";
+    std::string out = c.output.empty() ? "" : "      <system-out>" + xml_escape(printable_lines(c.output)) + "</system-out>\n";
     if (c.failure.empty()) {
-      os << "/>\n";
+      os << (out.empty() ? "/>\n" : ">\n" + out + "    </testcase>\n");
       continue;
     }
     std::string failure = printable_lines(c.failure);
     std::string first = failure.substr(0, failure.find('\n'));
-    os << ">\n      <failure message=\"" << xml_escape(first) << "\">" << xml_escape(failure) << "</failure>\n    </testcase>\n";
+    os << ">\n      <failure message=\"" << xml_escape(first) << "\">" << xml_escape(failure) << "</failure>\n" << out
+       << "    </testcase>\n";
   }
   os << "  </testsuite>\n</testsuites>\n";
   return os.str();
@@ -702,10 +884,10 @@ std::vector<JUnitCase> junit_cases(const Analysis& a) {
   std::string div;
   for (auto& d : a.divergences)
     div += std::string(kind_name(d.kind)) + " on comm " + short_hash(a.index.comms[d.gcomm].hash) + ": " + d.detail + "\n";
-  out.push_back({"ranks_agree", div});
+  out.push_back({"ranks_agree", div, window_note(a)});
   std::string inv;
   for (auto& d : a.inversions) inv += d.detail + "\n";
-  out.push_back({"communicator_order", inv});
+  out.push_back({"communicator_order", inv, ""});
   std::string hang;
   if (a.hang.hung)
     for (auto& g : a.hang.groups) {
@@ -713,12 +895,12 @@ std::vector<JUnitCase> junit_cases(const Analysis& a) {
       for (int p : g.procs) r.push_back(display_rank(*a.schedule, p));
       hang += "ranks " + rank_ranges(r) + ": " + g.summary + "\n";
     }
-  out.push_back({"no_hang", hang});
+  out.push_back({"no_hang", hang, ""});
   std::string ev;
   for (auto& e : a.evidence) ev += std::string(evidence_kind_name(e.kind)) + ": " + e.detail + "\n";
   for (auto& u : a.unproven)
     if (!u.lost.empty()) ev += unproven_line(a, u) + "\n";
-  out.push_back({"evidence_complete", ev});
+  out.push_back({"evidence_complete", ev, ""});
   return out;
 }
 

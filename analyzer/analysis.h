@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoints.h"
 #include "comm_index.h"
 #include "findings.h"
 #include "hang.h"
@@ -15,7 +16,7 @@
 
 namespace lockstep {
 
-inline constexpr int kJsonReportVersion = 1;  // docs/analyzer.md "JSON report"
+inline constexpr int kJsonReportVersion = 2;  // docs/analyzer.md "JSON report" (2: sides and odd_ranks capped, groups)
 
 struct AnalyzeOptions {
   HangOptions hang;
@@ -45,6 +46,9 @@ struct Analysis {
   const Schedule* schedule = nullptr;
   CommIndex index;
   std::vector<Divergence> divergences;  // first per communicator, first per point-to-point pair
+  // Bounded traces: per communicator, what is exact (retained on every member) and what is
+  // known by digest only; digest disagreements are in `divergences` as kDigestMismatch.
+  CheckpointReport checkpoints;
   std::vector<Divergence> inversions;   // first per pair of communicators
   HangReport hang;
   std::vector<HostGroup> hosts;         // job_identity.h
@@ -80,6 +84,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
 struct JUnitCase {
   std::string name;
   std::string failure;  // empty: passed
+  std::string output;   // <system-out>: e.g. what is exact and what is known by digest only
 };
 std::string render_junit(const std::string& suite, const std::vector<JUnitCase>& cases);
 // The analysis as CI test cases: ranks_agree, communicator_order, no_hang.

@@ -6,8 +6,9 @@
 namespace lockstep {
 
 int CommIndex::local_of(int gcomm, int proc) const {
-  for (auto& m : comms[gcomm].members)
-    if (m.proc == proc) return m.local;
+  const auto& mine = per_proc[proc];
+  for (size_t l = 0; l < mine.size(); ++l)
+    if (mine[l].gcomm == gcomm) return static_cast<int>(l);
   return -1;
 }
 
@@ -28,14 +29,18 @@ CommIndex build_comm_index(const Schedule& s) {
       if (g.role != roles[l])
         idx.warnings.push_back("comm " + short_hash(c.hash) + ": rank " + std::to_string(info.global_rank) +
                                " calls it " + roles[l] + ", an earlier rank " + g.role + " (using " + g.role + ")");
+      // A process is a member once: only its own earlier comms can hold the same hash.
       bool dup = false;
-      for (auto& m : g.members) dup |= m.proc == static_cast<int>(p);
+      for (size_t e = 0; e < l; ++e) dup |= idx.per_proc[p][e].gcomm == it->second;
       if (dup) {
         idx.warnings.push_back("comm " + short_hash(c.hash) + " appears twice in " + info.path + "; using the first");
         continue;
       }
       g.members.push_back({static_cast<int>(p), static_cast<int>(l), c.rank});
-      idx.per_proc[p][l].gcomm = it->second;
+      ProcComm& pc = idx.per_proc[p][l];
+      pc.gcomm = it->second;
+      pc.base = std::max<int64_t>(0, c.retired_collectives);
+      pc.retired_p2p = std::max<int64_t>(0, c.retired_through_seq - pc.base);
     }
     const auto& ops = s.procs[p].ops;
     for (uint32_t i = 0; i < ops.size(); ++i) {

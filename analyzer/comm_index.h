@@ -30,6 +30,15 @@ struct ProcComm {
   int gcomm = -1;
   std::vector<uint32_t> colls;  // indices into SchedProcess::ops: collectives and all-to-alls
   std::vector<uint32_t> p2p;    // indices into SchedProcess::ops: send, recv, send_recv
+  // Collectives the size cap retired before colls[0] (Comm::retired_collectives): colls[i] is
+  // collective ordinal base + i + 1. Members are aligned by ordinal, never by position.
+  int64_t base = 0;
+  // Point-to-point ops retired (Comm::retired_through_seq - retired_collectives): > 0 cuts the
+  // comm's p2p channels, whose messages are then not paired by index.
+  int64_t retired_p2p = 0;
+  int64_t end() const { return base + static_cast<int64_t>(colls.size()); }  // last ordinal held
+  // Index into colls of 1-based ordinal k; -1 when retired or not issued (yet).
+  int64_t at(int64_t k) const { return k > base && k <= end() ? k - base - 1 : -1; }
 };
 
 struct CommIndex {
@@ -38,7 +47,7 @@ struct CommIndex {
   std::vector<std::string> warnings;            // e.g. members that disagree on a role
 
   const ProcComm& of(const CommMember& m) const { return per_proc[m.proc][m.local]; }
-  // -1 when the process is not a member.
+  // -1 when the process is not a member (scans the process's own communicators, not the members).
   int local_of(int gcomm, int proc) const;
 };
 

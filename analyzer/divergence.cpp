@@ -1,8 +1,10 @@
 // First divergence per communicator: collectives aligned by ordinal across members,
 // point-to-point messages matched pairwise per (sender, receiver) in issue order.
 #include <algorithm>
+#include <climits>
 #include <limits>
 #include <map>
+#include <unordered_map>
 
 #include "findings.h"
 
@@ -23,6 +25,7 @@ const char* kind_name(FindingKind k) {
     case FindingKind::kP2PDtype: return "p2p_dtype";
     case FindingKind::kP2PInterleave: return "p2p_interleave";
     case FindingKind::kOrderInversion: return "order_inversion";
+    case FindingKind::kDigestMismatch: return "digest_mismatch";
   }
   return "unknown";
 }
@@ -57,66 +60,124 @@ Splits splits_of(const Signature& s, int nranks) {
   return sp;
 }
 
-// One collective ordinal of one communicator; fills `out` and returns true on divergence.
-bool check_ordinal(const Schedule& s, const CommIndex& idx, int g, size_t k, Divergence& out) {
+// Whether an all-to-all signature sends and receives the same amount to and from every one of
+// nranks peers: members that all issued it pair up without comparing every pair.
+bool uniform_all_to_all(const Signature& s, int nranks) {
+  if (s.parts.empty()) return true;
+  Splits sp = splits_of(s, nranks);
+  if (sp.send.size() != static_cast<size_t>(nranks) || sp.recv.size() != static_cast<size_t>(nranks)) return false;
+  int64_t amount = sp.send.begin()->second;
+  for (int r = 0; r < nranks; ++r) {
+    auto a = sp.send.find(r), b = sp.recv.find(r);
+    if (a == sp.send.end() || b == sp.recv.end() || a->second != amount || b->second != amount) return false;
+  }
+  return true;
+}
+
+// Groups members by what they issued (linear), largest first; ties by first member.
+std::vector<SideGroup> group_sides(const std::vector<int>& procs, const std::vector<uint32_t>& sig) {
+  std::unordered_map<uint32_t, size_t> at;
+  std::vector<SideGroup> groups;
+  for (size_t i = 0; i < procs.size(); ++i) {
+    auto [it, fresh] = at.emplace(sig[i], groups.size());
+    if (fresh) groups.push_back(SideGroup{sig[i], 0, {}, false});
+    groups[it->second].procs.push_back(procs[i]);
+  }
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const SideGroup& a, const SideGroup& b) { return a.procs.size() > b.procs.size(); });
+  return groups;
+}
+
+// The sides a finding lists: every member when few, else the odd ones (capped) and the first
+// kSamplesPerGroup members of each other group. `members` are all compared sides, in rank order.
+std::vector<Side> listed_sides(const std::vector<Side>& members, const std::vector<SideGroup>& groups) {
+  if (members.size() <= kMaxListedSides) return members;
+  std::unordered_map<int, size_t> group_of;
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (int p : groups[g].procs) group_of[p] = g;
+  std::vector<Side> out;
+  std::vector<size_t> shown(groups.size(), 0);
+  size_t odd_listed = 0;
+  for (auto& sd : members) {
+    size_t g = group_of[sd.proc];
+    if (groups[g].odd ? odd_listed < kMaxListedSides : shown[g] < kSamplesPerGroup) {
+      out.push_back(sd);
+      odd_listed += groups[g].odd;
+      ++shown[g];
+    }
+  }
+  return out;
+}
+
+// One collective ordinal k (1-based) of one communicator; fills `out` and returns true on
+// divergence. Members that retired ordinal k are not compared here (checkpoints.h does).
+bool check_ordinal(const Schedule& s, const CommIndex& idx, int g, int64_t k, Divergence& out) {
   const GlobalComm& gc = idx.comms[g];
   std::vector<Side> sides;
-  std::vector<uint32_t> sig;  // per side; UINT32_MAX = not issued
+  std::vector<uint32_t> sig;  // per side; kNotIssued = not issued
+  std::vector<int> procs;
   bool missing = false, differ = false, all_a2a = true, any_parts = false;
+  uint32_t first_sig = kNotIssued;
   for (auto& m : gc.members) {
-    const auto& colls = idx.of(m).colls;
+    const ProcComm& pc = idx.of(m);
+    if (k <= pc.base) continue;  // retired here
     Side side{m.proc, m.rank, -1};
-    uint32_t sg = std::numeric_limits<uint32_t>::max();
-    if (k < colls.size()) {
-      side.op = colls[k];
-      sg = s.procs[m.proc].ops[colls[k]].sig;
+    uint32_t sg = kNotIssued;
+    int64_t at = pc.at(k);
+    if (at >= 0) {
+      side.op = pc.colls[at];
+      sg = s.procs[m.proc].ops[side.op].sig;
       const Signature& sref = s.sigs[sg];
       all_a2a &= sref.cls == OpClass::kAllToAll;
       any_parts |= !sref.parts.empty();
-      for (uint32_t x : sig)
-        if (x != std::numeric_limits<uint32_t>::max() && x != sg) differ = true;
+      if (first_sig == kNotIssued) first_sig = sg;
+      differ |= sg != first_sig;
     } else {
       missing = true;
     }
     sides.push_back(side);
     sig.push_back(sg);
+    procs.push_back(m.proc);
   }
-  if (!missing && !differ && !(all_a2a && any_parts)) return false;
+  if (sides.size() < 2) return false;
+  bool uniform = all_a2a && !differ && first_sig != kNotIssued && uniform_all_to_all(s.sigs[first_sig], gc.nranks);
+  if (!missing && !differ && !(all_a2a && any_parts && !uniform)) return false;
   out = Divergence{};
   out.gcomm = g;
-  out.ordinal = static_cast<int64_t>(k) + 1;
-  out.sides = sides;
+  out.ordinal = k;
+  out.members = sides.size();
 
   // Majority: the largest group of members that issued the same signature (missing = a group).
-  std::map<uint32_t, std::vector<int>> groups;
-  for (size_t i = 0; i < sides.size(); ++i) groups[sig[i]].push_back(static_cast<int>(i));
-  std::vector<std::pair<uint32_t, std::vector<int>>> ranked(groups.begin(), groups.end());
-  std::stable_sort(ranked.begin(), ranked.end(), [](auto& a, auto& b) {
-    return a.second.size() != b.second.size() ? a.second.size() > b.second.size() : a.second[0] < b.second[0];
-  });
+  out.groups = group_sides(procs, sig);
+  for (auto& gr : out.groups)
+    if (gr.sig == kNotIssued) out.not_issued = gr.procs;
   auto set_odd = [&] {
-    if (sides.size() >= 3 && ranked.size() >= 2 && ranked[0].second.size() > ranked[1].second.size())
-      for (size_t r = 1; r < ranked.size(); ++r)
-        for (int i : ranked[r].second) out.odd.push_back(sides[i].proc);
+    if (sides.size() >= 3 && out.groups.size() >= 2 && out.groups[0].procs.size() > out.groups[1].procs.size())
+      for (size_t r = 1; r < out.groups.size(); ++r) {
+        out.groups[r].odd = true;
+        out.odd.insert(out.odd.end(), out.groups[r].procs.begin(), out.groups[r].procs.end());
+      }
+    std::sort(out.odd.begin(), out.odd.end());
+    out.sides = listed_sides(sides, out.groups);
   };
 
-  if (all_a2a) {
+  if (all_a2a && !uniform) {
     // All issued an all-to-all: dtypes must agree; per-peer counts must pair up.
     bool dtype_ok = true;
     vocab::Dtype dt = vocab::Dtype::Mixed;
     for (size_t i = 0; i < sides.size(); ++i) {
-      if (sig[i] == std::numeric_limits<uint32_t>::max()) continue;
+      if (sig[i] == kNotIssued) continue;
       if (dt == vocab::Dtype::Mixed) dt = s.sigs[sig[i]].dtype;
       dtype_ok &= s.sigs[sig[i]].dtype == dt;
     }
     if (dtype_ok) {
       std::vector<Splits> sp(sides.size());
       for (size_t i = 0; i < sides.size(); ++i)
-        if (sig[i] != std::numeric_limits<uint32_t>::max()) sp[i] = splits_of(s.sigs[sig[i]], gc.nranks);
+        if (sig[i] != kNotIssued) sp[i] = splits_of(s.sigs[sig[i]], gc.nranks);
       for (size_t i = 0; i < sides.size(); ++i) {
-        if (sig[i] == std::numeric_limits<uint32_t>::max()) continue;
+        if (sig[i] == kNotIssued) continue;
         for (size_t j = 0; j < sides.size(); ++j) {
-          if (sig[j] == std::numeric_limits<uint32_t>::max()) continue;
+          if (sig[j] == kNotIssued) continue;
           int ri = sides[i].comm_rank, rj = sides[j].comm_rank;
           int64_t sent = sp[i].send.count(rj) ? sp[i].send[rj] : 0;
           int64_t expected = sp[j].recv.count(ri) ? sp[j].recv[ri] : 0;
@@ -126,6 +187,11 @@ bool check_ordinal(const Schedule& s, const CommIndex& idx, int g, size_t k, Div
                          " elements to comm rank " + std::to_string(rj) + ", which receives " +
                          std::to_string(expected) + " from it";
             out.odd.clear();
+            out.sides = listed_sides(sides, out.groups);
+            if (out.sides.size() < sides.size()) {
+              // The two members that disagree are the ones to show.
+              out.sides = {sides[i], sides[j]};
+            }
             return true;
           }
         }
@@ -135,16 +201,16 @@ bool check_ordinal(const Schedule& s, const CommIndex& idx, int g, size_t k, Div
     }
   }
   if (differ) {
-    // Compare the first odd member with the majority's signature.
-    uint32_t major = ranked[0].first;
-    uint32_t other = std::numeric_limits<uint32_t>::max();
-    for (size_t r = 0; r < ranked.size(); ++r)
-      if (ranked[r].first != major && ranked[r].first != std::numeric_limits<uint32_t>::max()) {
-        other = ranked[r].first;
+    // Compare the majority's signature with the first other one.
+    uint32_t major = out.groups[0].sig;
+    uint32_t other = kNotIssued;
+    for (auto& gr : out.groups)
+      if (gr.sig != major && gr.sig != kNotIssued) {
+        other = gr.sig;
         break;
       }
-    if (major == std::numeric_limits<uint32_t>::max()) std::swap(major, other);
-    if (major != std::numeric_limits<uint32_t>::max() && other != std::numeric_limits<uint32_t>::max()) {
+    if (major == kNotIssued) std::swap(major, other);
+    if (major != kNotIssued && other != kNotIssued) {
       auto [kind, detail] = compare(s.sigs[major], s.sigs[other]);
       out.kind = kind;
       out.detail = detail;
@@ -153,12 +219,8 @@ bool check_ordinal(const Schedule& s, const CommIndex& idx, int g, size_t k, Div
     }
   }
   out.kind = FindingKind::kNeverIssued;
-  std::vector<std::string> who;
-  int n_missing = 0;
-  for (auto& sd : sides)
-    if (sd.op < 0) ++n_missing;
-  out.detail = std::to_string(n_missing) + " of " + std::to_string(sides.size()) +
-               " members never issued collective #" + std::to_string(k + 1);
+  out.detail = std::to_string(out.not_issued.size()) + " of " + std::to_string(sides.size()) +
+               " members never issued collective #" + std::to_string(k);
   set_odd();
   return true;
 }
@@ -179,6 +241,11 @@ void check_p2p(const Schedule& s, const CommIndex& idx, int g, std::vector<Diver
   std::map<std::pair<int, int>, PairQueue> pairs;  // (sender, receiver) comm ranks
   std::map<int, int> proc_of_rank;
   for (auto& m : gc.members) proc_of_rank[m.rank] = m.proc;
+  // Messages are paired by index per (sender, receiver): once the size cap retired some of a
+  // member's p2p ops the indices no longer line up, and p2p is outside the digest. Such comms
+  // are named by checkpoints.h (CommWindow::p2p_cut) instead of paired wrongly here.
+  for (auto& m : gc.members)
+    if (idx.of(m).retired_p2p > 0) return;
   for (auto& m : gc.members) {
     const ProcComm& pc = idx.of(m);
     const auto& ops = s.procs[m.proc].ops;
@@ -188,7 +255,7 @@ void check_p2p(const Schedule& s, const CommIndex& idx, int g, std::vector<Diver
       const Signature& sig = s.sigs[ops[i].sig];
       auto add = [&](vocab::Op op, int peer, int64_t count, vocab::Dtype dtype) {
         if (peer < 0) return;
-        Message msg{m.proc, i, count, dtype, c};
+        Message msg{m.proc, i, count, dtype, static_cast<size_t>(pc.base) + c};
         if (op == vocab::Op::Send) pairs[{m.rank, peer}].sends.push_back(msg);
         if (op == vocab::Op::Recv) pairs[{peer, m.rank}].recvs.push_back(msg);
       };
@@ -249,35 +316,47 @@ void check_p2p(const Schedule& s, const CommIndex& idx, int g, std::vector<Diver
 
 std::vector<Divergence> find_divergences(const Schedule& s, const CommIndex& idx) {
   std::vector<Divergence> out;
+  std::vector<int8_t> uniform(s.sigs.size());  // per sig, for this comm: 0 unknown, 1 yes, 2 no
   for (size_t g = 0; g < idx.comms.size(); ++g) {
     const GlobalComm& gc = idx.comms[g];
     if (gc.members.size() < 2) continue;
-    size_t longest = 0;
-    struct View {
-      const std::vector<uint32_t>* colls;
-      const std::vector<SchedOp>* ops;
-    };
-    std::vector<View> views;
+    std::fill(uniform.begin(), uniform.end(), 0);
+    // Aligned by absolute ordinal: from the first ordinal some member still holds to the last
+    // one any member issued.
+    int64_t first = INT64_MAX, last = 0;
+    std::vector<const ProcComm*> views;
     for (auto& m : gc.members) {
-      longest = std::max(longest, idx.of(m).colls.size());
-      views.push_back({&idx.of(m).colls, &s.procs[m.proc].ops});
+      const ProcComm& pc = idx.of(m);
+      first = std::min(first, pc.base + 1);
+      last = std::max(last, pc.end());
+      views.push_back(&pc);
     }
     Divergence d;
-    for (size_t k = 0; k < longest; ++k) {
+    for (int64_t k = first; k <= last; ++k) {
       // Fast path, no allocation: every member issued the same signature (and it is not an
       // all-to-all whose per-peer splits still need pairing up).
       bool same = true;
-      uint32_t sig0 = 0;
+      uint32_t sig0 = kNotIssued;
+      size_t held = 0;
       for (size_t i = 0; i < views.size() && same; ++i) {
-        if (k >= views[i].colls->size()) {
+        if (k <= views[i]->base) continue;  // retired there: checkpoints.h compares it
+        int64_t at = views[i]->at(k);
+        if (at < 0) {
           same = false;
           break;
         }
-        uint32_t sg = (*views[i].ops)[(*views[i].colls)[k]].sig;
-        if (i == 0) sig0 = sg;
+        ++held;
+        uint32_t sg = s.procs[gc.members[i].proc].ops[views[i]->colls[at]].sig;
+        if (sig0 == kNotIssued) sig0 = sg;
         same = sg == sig0;
       }
-      if (same && !(s.sigs[sig0].cls == OpClass::kAllToAll && !s.sigs[sig0].parts.empty())) continue;
+      if (same && held < 2) continue;
+      if (same && s.sigs[sig0].cls == OpClass::kAllToAll && !s.sigs[sig0].parts.empty()) {
+        if (!uniform[sig0]) uniform[sig0] = uniform_all_to_all(s.sigs[sig0], gc.nranks) ? 1 : 2;
+        if (uniform[sig0] == 1) continue;
+      } else if (same) {
+        continue;
+      }
       if (check_ordinal(s, idx, static_cast<int>(g), k, d)) {
         out.push_back(std::move(d));
         break;

@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <errno.h>
 #include <signal.h>
@@ -38,7 +39,24 @@ std::string rank_ranges(std::vector<int> r) {
   return out;
 }
 
+const char* stop_cause_name(StopCause c) {
+  switch (c) {
+    case StopCause::kNone: return "none";
+    case StopCause::kSignal: return "signal";
+    case StopCause::kStaleFlush: return "stale_flush";
+    case StopCause::kRecorderStopped: return "recorder_stopped";
+    case StopCause::kNoExitRecord: return "no_exit_record";
+  }
+  return "unknown";
+}
+
 namespace {
+
+// Collective ordinal (1-based, absolute: retired history counted) of a process's op.
+int64_t ordinal_of(const ProcComm& pc, uint32_t op) {
+  size_t k = std::lower_bound(pc.colls.begin(), pc.colls.end(), op) - pc.colls.begin();
+  return pc.base + static_cast<int64_t>(k) + 1;
+}
 
 struct Ctx {
   const Schedule& s;
@@ -57,7 +75,7 @@ struct Ctx {
   std::string where(int proc, uint32_t op) const {
     const SchedOp& o = s.procs[proc].ops[op];
     const Comm& c = s.procs[proc].info.comms[o.comm];
-    return vocab::name(s.sigs[o.sig].op) + std::string(" on comm ") + short_hash(c.hash) + " seq " + std::to_string(o.seq);
+    return std::string(vocab::name(s.sigs[o.sig].op)) + " on comm " + short_hash(c.hash) + " seq " + std::to_string(o.seq);
   }
   // For group summaries: the comm's role with its split color dropped, so the 32 tensor-parallel
   // groups of a job, blocked at the same point, read as one line.
@@ -66,7 +84,7 @@ struct Ctx {
     int g = idx.per_proc[proc][o.comm].gcomm;
     std::string role = g < 0 ? short_hash(s.procs[proc].info.comms[o.comm].hash) : idx.comms[g].role;
     for (size_t a; (a = role.find("(color=")) != std::string::npos;) role.erase(a, role.find(')', a) - a + 1);
-    return vocab::name(s.sigs[o.sig].op) + std::string(" on comm ") + role + " seq " + std::to_string(o.seq);
+    return std::string(vocab::name(s.sigs[o.sig].op)) + " on comm " + role + " seq " + std::to_string(o.seq);
   }
   // Why a peer's matching op has not let ours complete; empty = it is not the peer's fault.
   std::string peer_state(int q, uint32_t qop) const {
@@ -90,99 +108,187 @@ std::string last_on_comm(const Ctx& c, int q, const ProcComm& pc) {
          std::to_string(c.s.procs[q].ops[last].seq);
 }
 
-std::vector<WaitFor> waits_of(const Ctx& c, int p, uint32_t op) {
+// Waits of a collective at ordinal k on comm g, for a member that issued signature `sig`: every
+// member's reason (the asking member filters itself out). The same for every member that issued
+// the same signature, so computed once per (comm, ordinal, signature): linear in members.
+std::vector<WaitFor> collective_waits(const Ctx& c, int g, int64_t k, uint32_t sig_index, int self, int self_rank) {
   std::vector<WaitFor> out;
-  const SchedOp& o = c.s.procs[p].ops[op];
-  const ProcComm& mine = c.idx.per_proc[p][o.comm];
-  if (mine.gcomm < 0) return out;
-  const GlobalComm& g = c.idx.comms[mine.gcomm];
-  const Signature& sig = c.s.sigs[o.sig];
+  const GlobalComm& gc = c.idx.comms[g];
+  const Signature& sig = c.s.sigs[sig_index];
   auto dead = [&](int q) { return c.status[q] == RankStatus::kDead ? "; its trace stopped" : ""; };
-  if (sig.cls != OpClass::kP2P) {
-    size_t k = std::lower_bound(mine.colls.begin(), mine.colls.end(), op) - mine.colls.begin();
-    for (auto& m : g.members) {
-      if (m.proc == p) continue;
-      const ProcComm& theirs = c.idx.of(m);
-      if (k >= theirs.colls.size()) {
-        if (c.lost[m.proc])
-          out.push_back({m.proc, "its trace ends before it; history after its last flush lost (" +
-                                     last_on_comm(c, m.proc, theirs) + ")"});
-        else
-          out.push_back({m.proc, "has not issued it (" + last_on_comm(c, m.proc, theirs) + ")" + dead(m.proc)});
-        continue;
-      }
-      uint32_t qop = theirs.colls[k];
-      const SchedOp& qo = c.s.procs[m.proc].ops[qop];
-      const Signature& qs = c.s.sigs[qo.sig];
-      bool same = qo.sig == o.sig || (qs.cls == OpClass::kAllToAll && sig.cls == OpClass::kAllToAll);
-      if (!same) {
-        out.push_back({m.proc, "issued " + describe_signature(qs) + " seq " + std::to_string(qo.seq) + " instead" + dead(m.proc)});
-        continue;
-      }
-      if (sig.cls == OpClass::kAllToAll && qs.cls == OpClass::kAllToAll) {
-        int me = c.s.procs[p].info.comms[o.comm].rank;
-        int64_t want = all_to_all_amount(sig, false, m.rank), sent = all_to_all_amount(qs, true, me);
-        if (want != sent) {
-          out.push_back({m.proc, "its all-to-all sends " + std::to_string(sent) + " elements here, " +
-                                     std::to_string(want) + " expected" + dead(m.proc)});
-          continue;
-        }
-      }
-      std::string st = c.peer_state(m.proc, qop);
-      if (!st.empty()) out.push_back({m.proc, st + dead(m.proc)});
-      else if (c.status[m.proc] == RankStatus::kDead && !qo.completed())
-        out.push_back({m.proc, "issued it; its trace stopped"});
-    }
-    return out;
-  }
-  // Point-to-point: the n-th message to/from a peer needs the peer's n-th matching message.
-  std::map<int, int> proc_of;
-  for (auto& m : g.members) proc_of[m.rank] = m.proc;
-  int me = c.s.procs[p].info.comms[o.comm].rank;
-  auto messages = [&](const std::vector<OpPart>& parts, const Signature& s) {
-    std::vector<std::pair<vocab::Op, int>> v;
-    if (parts.empty()) v.push_back({s.op, s.peer});
-    for (auto& x : parts) v.push_back({x.op, x.peer});
-    return v;
-  };
-  for (auto& [dir, peer] : messages(sig.parts, sig)) {
-    if (!proc_of.count(peer) || (dir != vocab::Op::Send && dir != vocab::Op::Recv)) continue;
-    int q = proc_of[peer];
-    const vocab::Op want = dir == vocab::Op::Send ? vocab::Op::Recv : vocab::Op::Send;
-    // How many messages in this direction up to and including `op` on p...
-    size_t n = 0;
-    for (uint32_t i : mine.p2p) {
-      if (i > op) break;
-      const Signature& x = c.s.sigs[c.s.procs[p].ops[i].sig];
-      for (auto& [d2, p2] : messages(x.parts, x)) n += d2 == dir && p2 == peer;
-    }
-    // ...and the peer's matching one.
-    const ProcComm& theirs = c.idx.per_proc[q][c.idx.local_of(mine.gcomm, q)];
-    size_t seen = 0;
-    int64_t match = -1;
-    for (uint32_t i : theirs.p2p) {
-      const Signature& x = c.s.sigs[c.s.procs[q].ops[i].sig];
-      for (auto& [d2, p2] : messages(x.parts, x))
-        if (d2 == want && p2 == me && ++seen == n) match = i;
-      if (match >= 0) break;
-    }
-    if (match < 0) {
-      out.push_back({q, "has not posted the matching " + std::string(vocab::name(want)) + " (" + last_on_comm(c, q, theirs) + ")" + dead(q)});
+  for (auto& m : gc.members) {
+    if (m.proc == self) continue;
+    const ProcComm& theirs = c.idx.of(m);
+    if (k <= theirs.base) continue;  // retired there: issued (and done) long ago
+    int64_t at = theirs.at(k);
+    if (at < 0) {
+      if (c.lost[m.proc])
+        out.push_back({m.proc, "its trace ends before it; history after its last flush lost (" +
+                                   last_on_comm(c, m.proc, theirs) + ")"});
+      else
+        out.push_back({m.proc, "has not issued it (" + last_on_comm(c, m.proc, theirs) + ")" + dead(m.proc)});
       continue;
     }
-    std::string st = c.peer_state(q, static_cast<uint32_t>(match));
-    if (!st.empty()) out.push_back({q, st + dead(q)});
+    uint32_t qop = theirs.colls[at];
+    const SchedOp& qo = c.s.procs[m.proc].ops[qop];
+    const Signature& qs = c.s.sigs[qo.sig];
+    bool same = qo.sig == sig_index || (qs.cls == OpClass::kAllToAll && sig.cls == OpClass::kAllToAll);
+    if (!same) {
+      out.push_back({m.proc, "issued " + describe_signature(qs) + " seq " + std::to_string(qo.seq) + " instead" + dead(m.proc)});
+      continue;
+    }
+    if (sig.cls == OpClass::kAllToAll && qs.cls == OpClass::kAllToAll && self_rank >= 0) {
+      int64_t want = all_to_all_amount(sig, false, m.rank), sent = all_to_all_amount(qs, true, self_rank);
+      if (want != sent) {
+        out.push_back({m.proc, "its all-to-all sends " + std::to_string(sent) + " elements here, " +
+                                   std::to_string(want) + " expected" + dead(m.proc)});
+        continue;
+      }
+    }
+    std::string st = c.peer_state(m.proc, qop);
+    if (!st.empty()) out.push_back({m.proc, st + dead(m.proc)});
+    else if (c.status[m.proc] == RankStatus::kDead && !qo.completed())
+      out.push_back({m.proc, "issued it; its trace stopped"});
   }
   return out;
 }
 
-}  // namespace
+class Waits {
+ public:
+  explicit Waits(const Ctx& c) : c_(c) {}
 
-HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptions& opt) {
-  HangReport r;
+  std::vector<WaitFor> of(int p, uint32_t op) {
+    const SchedOp& o = c_.s.procs[p].ops[op];
+    const ProcComm& mine = c_.idx.per_proc[p][o.comm];
+    if (mine.gcomm < 0) return {};
+    const Signature& sig = c_.s.sigs[o.sig];
+    if (sig.cls != OpClass::kP2P) {
+      int64_t k = ordinal_of(mine, op);
+      // All-to-alls with per-peer parts depend on the asking member's rank: not shared.
+      if (sig.cls == OpClass::kAllToAll && !sig.parts.empty())
+        return collective_waits(c_, mine.gcomm, k, o.sig, p, c_.s.procs[p].info.comms[o.comm].rank);
+      auto key = std::make_tuple(mine.gcomm, k, o.sig);
+      auto it = memo_.find(key);
+      if (it == memo_.end()) it = memo_.emplace(key, collective_waits(c_, mine.gcomm, k, o.sig, -1, -1)).first;
+      std::vector<WaitFor> out;
+      out.reserve(it->second.size());
+      for (auto& w : it->second)
+        if (w.proc != p) out.push_back(w);
+      return out;
+    }
+    return p2p_waits(p, op, mine);
+  }
+
+ private:
+  // The n-th message to/from a peer needs the peer's n-th matching message.
+  std::vector<WaitFor> p2p_waits(int p, uint32_t op, const ProcComm& mine) {
+    std::vector<WaitFor> out;
+    const SchedOp& o = c_.s.procs[p].ops[op];
+    const Signature& sig = c_.s.sigs[o.sig];
+    const GlobalComm& g = c_.idx.comms[mine.gcomm];
+    auto dead = [&](int q) { return c_.status[q] == RankStatus::kDead ? "; its trace stopped" : ""; };
+    std::map<int, int> proc_of;
+    for (auto& m : g.members) proc_of[m.rank] = m.proc;
+    int me = c_.s.procs[p].info.comms[o.comm].rank;
+    auto messages = [&](const std::vector<OpPart>& parts, const Signature& s) {
+      std::vector<std::pair<vocab::Op, int>> v;
+      if (parts.empty()) v.push_back({s.op, s.peer});
+      for (auto& x : parts) v.push_back({x.op, x.peer});
+      return v;
+    };
+    for (auto& [dir, peer] : messages(sig.parts, sig)) {
+      if (!proc_of.count(peer) || (dir != vocab::Op::Send && dir != vocab::Op::Recv)) continue;
+      int q = proc_of[peer];
+      const ProcComm& theirs = c_.idx.per_proc[q][c_.idx.local_of(mine.gcomm, q)];
+      // Retired messages cut the channel: message indices no longer line up (checkpoints.h).
+      if (mine.retired_p2p > 0 || theirs.retired_p2p > 0) continue;
+      const vocab::Op want = dir == vocab::Op::Send ? vocab::Op::Recv : vocab::Op::Send;
+      // How many messages in this direction up to and including `op` on p...
+      size_t n = 0;
+      for (uint32_t i : mine.p2p) {
+        if (i > op) break;
+        const Signature& x = c_.s.sigs[c_.s.procs[p].ops[i].sig];
+        for (auto& [d2, p2] : messages(x.parts, x)) n += d2 == dir && p2 == peer;
+      }
+      // ...and the peer's matching one.
+      size_t seen = 0;
+      int64_t match = -1;
+      for (uint32_t i : theirs.p2p) {
+        const Signature& x = c_.s.sigs[c_.s.procs[q].ops[i].sig];
+        for (auto& [d2, p2] : messages(x.parts, x))
+          if (d2 == want && p2 == me && ++seen == n) match = i;
+        if (match >= 0) break;
+      }
+      if (match < 0) {
+        out.push_back({q, "has not posted the matching " + std::string(vocab::name(want)) + " (" + last_on_comm(c_, q, theirs) + ")" + dead(q)});
+        continue;
+      }
+      std::string st = c_.peer_state(q, static_cast<uint32_t>(match));
+      if (!st.empty()) out.push_back({q, st + dead(q)});
+    }
+    return out;
+  }
+
+  const Ctx& c_;
+  std::map<std::tuple<int, int64_t, uint32_t>, std::vector<WaitFor>> memo_;
+};
+
+// Per (comm, ordinal): whether every member completed it with one signature; a member whose
+// own op is in flight there has completed it too (only its completion row is missing). Once
+// per (comm, ordinal), not once per member: linear in members.
+class PeersCompleted {
+ public:
+  explicit PeersCompleted(const Schedule& s, const CommIndex& idx) : s_(s), idx_(idx) {}
+
+  bool done(int p, uint32_t op) {
+    const SchedOp& o = s_.procs[p].ops[op];
+    const ProcComm& pc = idx_.per_proc[p][o.comm];
+    if (pc.gcomm < 0 || s_.sigs[o.sig].cls == OpClass::kP2P || idx_.comms[pc.gcomm].members.size() < 2) return false;
+    int64_t k = ordinal_of(pc, op);
+    auto key = std::make_pair(pc.gcomm, k);
+    auto it = memo_.find(key);
+    if (it == memo_.end()) it = memo_.emplace(key, tally(pc.gcomm, k)).first;
+    const Tally& t = it->second;
+    // Every other member completed it (this one has not: it is in flight) with this signature.
+    return t.mixed == false && t.sig == o.sig && t.completed + 1 == t.members;
+  }
+
+ private:
+  struct Tally {
+    size_t members = 0, completed = 0;  // members holding ordinal k or having retired it
+    uint32_t sig = kNone;               // signature of the completed ones
+    bool mixed = false;                 // completed ones disagree
+  };
+  static constexpr uint32_t kNone = UINT32_MAX;
+
+  Tally tally(int g, int64_t k) const {
+    Tally t;
+    for (auto& m : idx_.comms[g].members) {
+      const ProcComm& pc = idx_.of(m);
+      ++t.members;
+      if (k <= pc.base) {
+        ++t.completed;  // retired: completed long ago
+        continue;
+      }
+      int64_t at = pc.at(k);
+      if (at < 0) continue;
+      const SchedOp& q = s_.procs[m.proc].ops[pc.colls[at]];
+      if (!q.completed() || !s_.procs[m.proc].completion_known) continue;
+      ++t.completed;
+      if (t.sig == kNone) t.sig = q.sig;
+      else if (t.sig != q.sig) t.mixed = true;
+    }
+    return t;
+  }
+
+  const Schedule& s_;
+  const CommIndex& idx_;
+  std::map<std::pair<int, int64_t>, Tally> memo_;
+};
+
+// Status, stop cause, liveness and ops in flight of every process.
+void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& opt, Ctx& c, HangReport& r) {
   size_t n = s.procs.size();
-  Ctx c{s, idx, std::vector<std::vector<uint32_t>>(n), std::vector<std::vector<uint32_t>>(n),
-        std::vector<RankStatus>(n, RankStatus::kNoCollective), std::vector<bool>(n, false)};
   std::map<std::string, int64_t> freshest;  // host -> newest last_flush
   for (auto& p : s.procs) {
     auto& f = freshest[p.info.host];
@@ -199,6 +305,7 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     char buf[256] = {};
     if (gethostname(buf, sizeof buf - 1) == 0) here = buf;
   }
+  PeersCompleted peers(s, idx);
   r.ranks.resize(n);
   for (size_t p = 0; p < n; ++p) {
     const SchedProcess& sp = s.procs[p];
@@ -223,10 +330,12 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
       // Killed (SIGUSR1 only flushes). Dead unless it was blocked in NCCL when killed: then the
       // blocked op is the story, and the kill is the launcher's timeout.
       c.status[p] = RankStatus::kDead;
+      rh.cause = StopCause::kSignal;
       rh.why = "trace stopped: " + sp.info.exit_reason;
     } else if (sp.info.last_flush_mono_ns > 0 &&
                freshest[sp.info.host] - sp.info.last_flush_mono_ns > opt.stale_ns) {
       c.status[p] = RankStatus::kDead;
+      rh.cause = StopCause::kStaleFlush;
       rh.why = "trace stopped " + std::to_string((freshest[sp.info.host] - sp.info.last_flush_mono_ns) / 1'000'000'000) +
                " s before its neighbours' on " + sp.info.host + " (process died?)";
     }
@@ -256,19 +365,7 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     // completion row is missing (killed before the watchdog saw the event).
     std::vector<uint32_t> still;
     for (uint32_t i : c.in_flight[p]) {
-      const ProcComm& pc = idx.per_proc[p][sp.ops[i].comm];
-      bool done = false;
-      if (pc.gcomm >= 0 && s.sigs[sp.ops[i].sig].cls != OpClass::kP2P && idx.comms[pc.gcomm].members.size() > 1) {
-        size_t k = std::lower_bound(pc.colls.begin(), pc.colls.end(), i) - pc.colls.begin();
-        done = true;
-        for (auto& m : idx.comms[pc.gcomm].members) {
-          if (m.proc == static_cast<int>(p)) continue;
-          const auto& theirs = idx.of(m).colls;
-          const SchedOp* q = k < theirs.size() ? &s.procs[m.proc].ops[theirs[k]] : nullptr;
-          done &= q && q->completed() && s.procs[m.proc].completion_known && q->sig == sp.ops[i].sig;
-        }
-      }
-      if (done)
+      if (peers.done(static_cast<int>(p), i))
         rh.last_completed = std::max<int64_t>(rh.last_completed, i);
       else
         still.push_back(i);
@@ -278,16 +375,18 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     for (uint32_t i : c.in_flight[p])
       if (streams.insert(sp.ops[i].stream).second) c.oldest[p].push_back(i);
     rh.in_flight = c.in_flight[p].size();
-    bool stale = rh.why.find("before its neighbours") != std::string::npos;
+    bool stale = rh.cause == StopCause::kStaleFlush;
     if (rh.in_flight && !stale) c.status[p] = RankStatus::kBlocked;
+    std::string stop_why = stopped ? "its recorder stopped recording (" + sp.info.meta.at("recorder_stopped") + ")" : "";
     if (rh.history_lost && !stale && c.status[p] == RankStatus::kNoCollective) {
       c.status[p] = RankStatus::kEnded;
-      rh.why = stopped ? "its recorder stopped recording (" + sp.info.meta.at("recorder_stopped") + ")"
+      rh.cause = stopped ? StopCause::kRecorderStopped : StopCause::kNoExitRecord;
+      rh.why = stopped ? stop_why
                        : "its trace ends without an exit record (killed by SIGKILL, out of memory, a lost node, "
                          "or still running where this analyzer cannot see it)";
-    } else if (rh.history_lost && c.status[p] == RankStatus::kBlocked && rh.why.empty()) {
-      rh.why = stopped ? "its recorder stopped recording (" + sp.info.meta.at("recorder_stopped") + ")"
-                       : "its trace ends without an exit record";
+    } else if (rh.history_lost && c.status[p] == RankStatus::kBlocked && rh.cause == StopCause::kNone) {
+      rh.cause = stopped ? StopCause::kRecorderStopped : StopCause::kNoExitRecord;
+      rh.why = stopped ? stop_why : "its trace ends without an exit record";
     }
     // Stopped by SIGTERM/SIGINT (the scheduler or launcher ending the job) with nothing in
     // flight and not long before its neighbours: it was in host code, not dead.
@@ -297,8 +396,13 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
       rh.why = "stopped by " + sp.info.exit_reason + " while in host code";
     }
   }
-  // Wait-for edges between processes.
-  std::vector<std::vector<std::pair<int, uint32_t>>> edges(n);  // proc -> (waits for, via op)
+}
+
+// Wait-for edges: proc -> (waits for, via op). Fills each rank's blocked ops and r.hung.
+std::vector<std::vector<std::pair<int, uint32_t>>> wait_edges(const Schedule& s, const Ctx& c, HangReport& r) {
+  size_t n = s.procs.size();
+  std::vector<std::vector<std::pair<int, uint32_t>>> edges(n);
+  Waits waits(c);
   for (size_t p = 0; p < n; ++p) {
     RankHang& rh = r.ranks[p];
     rh.status = c.status[p];
@@ -308,52 +412,75 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
       b.op = op;
       for (uint32_t x : c.in_flight[p])
         b.queued_behind_it += x > op && s.procs[p].ops[x].stream == s.procs[p].ops[op].stream;
-      b.waits = waits_of(c, static_cast<int>(p), op);
+      b.waits = waits.of(static_cast<int>(p), op);
       for (auto& w : b.waits) edges[p].push_back({w.proc, op});
       rh.blocked.push_back(std::move(b));
     }
-    if (c.status[p] == RankStatus::kBlocked) {
-      // A live rank waiting for live peers is a job in progress, not a hang, until a recorder's
-      // hang timeout says otherwise.
-      for (auto& b : rh.blocked)
-        for (auto& w : b.waits)
-          r.hung |= !(rh.live && r.ranks[w.proc].live) || r.any_marker;
-      r.hung |= !rh.why.empty() && !rh.live;  // killed (by the launcher's timeout?) while blocked in NCCL
-    }
   }
-  // Cycles: Tarjan's strongly connected components; one cycle per component of 2+ processes.
+  for (size_t p = 0; p < n; ++p) {
+    const RankHang& rh = r.ranks[p];
+    if (c.status[p] != RankStatus::kBlocked) continue;
+    // A live rank waiting for live peers is a job in progress, not a hang, until a recorder's
+    // hang timeout says otherwise.
+    for (auto& b : rh.blocked)
+      for (auto& w : b.waits)
+        r.hung |= !(rh.live && r.ranks[w.proc].live) || r.any_marker;
+    r.hung |= !rh.why.empty() && !rh.live;  // killed (by the launcher's timeout?) while blocked in NCCL
+  }
+  return edges;
+}
+
+// Wait-for cycles: Tarjan's strongly connected components (iterative: 16,384 ranks deep is
+// too deep for recursion); one cycle per component of 2+ processes.
+std::vector<WaitCycle> find_cycles(const Schedule& s, const std::vector<std::vector<std::pair<int, uint32_t>>>& edges) {
+  size_t n = edges.size();
   std::vector<int> index(n, -1), low(n, 0), comp(n, -1);
   std::vector<int> stack;
   std::vector<bool> on(n, false);
   int counter = 0, ncomp = 0;
-  std::function<void(int)> strong = [&](int v) {
-    index[v] = low[v] = counter++;
-    stack.push_back(v);
-    on[v] = true;
-    for (auto& [w, op] : edges[v]) {
-      if (index[w] < 0) {
-        strong(w);
-        low[v] = std::min(low[v], low[w]);
-      } else if (on[w]) {
-        low[v] = std::min(low[v], index[w]);
-      }
-    }
-    if (low[v] == index[v]) {
-      int w;
-      do {
-        w = stack.back();
-        stack.pop_back();
-        on[w] = false;
-        comp[w] = ncomp;
-      } while (w != v);
-      ++ncomp;
-    }
+  struct Frame {
+    int v;
+    size_t next;
   };
-  for (size_t v = 0; v < n; ++v)
-    if (index[v] < 0) strong(static_cast<int>(v));
+  for (size_t root = 0; root < n; ++root) {
+    if (index[root] >= 0) continue;
+    std::vector<Frame> call{{static_cast<int>(root), 0}};
+    index[root] = low[root] = counter++;
+    stack.push_back(static_cast<int>(root));
+    on[root] = true;
+    while (!call.empty()) {
+      Frame& f = call.back();
+      int v = f.v;
+      if (f.next < edges[v].size()) {
+        int w = edges[v][f.next++].first;
+        if (index[w] < 0) {
+          index[w] = low[w] = counter++;
+          stack.push_back(w);
+          on[w] = true;
+          call.push_back({w, 0});
+        } else if (on[w]) {
+          low[v] = std::min(low[v], index[w]);
+        }
+        continue;
+      }
+      if (low[v] == index[v]) {
+        int w;
+        do {
+          w = stack.back();
+          stack.pop_back();
+          on[w] = false;
+          comp[w] = ncomp;
+        } while (w != v);
+        ++ncomp;
+      }
+      call.pop_back();
+      if (!call.empty()) low[call.back().v] = std::min(low[call.back().v], low[v]);
+    }
+  }
   std::vector<int> comp_size(ncomp, 0);
   for (size_t v = 0; v < n; ++v) ++comp_size[comp[v]];
   std::vector<bool> done(ncomp, false);
+  std::vector<WaitCycle> cycles;
   for (size_t v0 = 0; v0 < n; ++v0) {
     int cc = comp[v0];
     if (comp_size[cc] < 2 || done[cc]) continue;
@@ -376,13 +503,16 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     std::set<std::string> comms;
     for (auto& h : cyc.hops) comms.insert(s.procs[h.proc].info.comms[s.procs[h.proc].ops[h.op].comm].hash);
     cyc.comms = static_cast<int>(comms.size());
-    r.cycles.push_back(std::move(cyc));
+    cycles.push_back(std::move(cyc));
   }
-  r.hung |= !r.cycles.empty() || r.any_marker;
-  // Groups: processes whose summaries (without their own rank) are identical.
+  return cycles;
+}
+
+// Groups: processes whose summaries (without their own rank) are identical.
+std::vector<RankGroup> group_ranks(const Schedule& s, const Ctx& c, const HangReport& r) {
   std::map<std::string, std::vector<int>> groups;
   std::vector<std::string> order;
-  for (size_t p = 0; p < n; ++p) {
+  for (size_t p = 0; p < r.ranks.size(); ++p) {
     const RankHang& rh = r.ranks[p];
     std::string sum;
     auto last = [&] {
@@ -412,7 +542,23 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
     if (!groups.count(sum)) order.push_back(sum);
     groups[sum].push_back(static_cast<int>(p));
   }
-  for (auto& sum : order) r.groups.push_back({groups[sum], sum});
+  std::vector<RankGroup> out;
+  for (auto& sum : order) out.push_back({groups[sum], sum});
+  return out;
+}
+
+}  // namespace
+
+HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptions& opt) {
+  HangReport r;
+  size_t n = s.procs.size();
+  Ctx c{s, idx, std::vector<std::vector<uint32_t>>(n), std::vector<std::vector<uint32_t>>(n),
+        std::vector<RankStatus>(n, RankStatus::kNoCollective), std::vector<bool>(n, false)};
+  classify_ranks(s, idx, opt, c, r);
+  auto edges = wait_edges(s, c, r);
+  r.cycles = find_cycles(s, edges);
+  r.hung |= !r.cycles.empty() || r.any_marker;
+  r.groups = group_ranks(s, c, r);
   return r;
 }
 

@@ -24,6 +24,16 @@ enum class RankStatus {
 };
 const char* status_name(RankStatus s);  // finished blocked no_collective dead trace_ended
 
+// What stopped a process's trace, typed (RankHang::why is the same for humans).
+enum class StopCause : uint8_t {
+  kNone,             // finished, or still writing
+  kSignal,           // exit record of a fatal signal (SIGTERM, SIGKILL by the launcher, abort, ...)
+  kStaleFlush,       // stopped flushing long before its neighbours on the same host (process died?)
+  kRecorderStopped,  // meta recorder_stopped
+  kNoExitRecord,     // trace ends without an exit record, not seen running
+};
+const char* stop_cause_name(StopCause c);  // none signal stale_flush recorder_stopped no_exit_record
+
 struct WaitFor {
   int proc = -1;
   std::string reason;  // "has not issued it (its last op on the comm: seq 41)", ...
@@ -38,7 +48,8 @@ struct BlockedOp {
 struct RankHang {
   int proc = -1;
   RankStatus status = RankStatus::kNoCollective;
-  std::string why;             // for dead: what shows it
+  StopCause cause = StopCause::kNone;
+  std::string why;             // for dead: what shows it (prose for humans; decide on `cause`)
   int64_t last_completed = -1; // index into ops; -1 = none
   size_t in_flight = 0;
   std::vector<BlockedOp> blocked;

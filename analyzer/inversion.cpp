@@ -40,50 +40,59 @@ std::vector<Divergence> find_order_inversions(const Schedule& s, const CommIndex
     if (procs.size() < 2) continue;
     const int ga = key.first, gb = key.second;  // not a structured binding: clang 14 cannot capture one
     auto lists = [&](int p) {
-      return std::make_pair(&idx.per_proc[p][idx.local_of(ga, p)].colls, &idx.per_proc[p][idx.local_of(gb, p)].colls);
+      return std::make_pair(&idx.per_proc[p][idx.local_of(ga, p)], &idx.per_proc[p][idx.local_of(gb, p)]);
     };
+    // Bounded traces: the size cap retires a process's oldest ops first, so every retired A op
+    // precedes its retained B ops: a(J) = A's retired count + retained A ops before it, and
+    // processes are compared at the same absolute B ordinal J (never by position).
     int ref = procs[0];
     auto [ref_a, ref_b] = lists(ref);
-    auto aref = a_before_b(*ref_a, *ref_b);
+    auto aref = a_before_b(ref_a->colls, ref_b->colls);
     bool found = false;
     for (size_t pi = 1; pi < procs.size() && !found; ++pi) {
       int p = procs[pi];
       auto [pa, pb] = lists(p);
-      auto ap = a_before_b(*pa, *pb);
-      size_t n = std::min(ap.size(), aref.size());
-      for (size_t j = 0; j < n && !found; ++j) {
-        if (ap[j] == aref[j]) continue;
-        // On `late`, A#lo comes after B#j; on `early`, before. Only an inversion if `late` has
-        // issued A#lo at all (otherwise it simply has not got there yet).
-        bool p_late = ap[j] < aref[j];
+      auto ap = a_before_b(pa->colls, pb->colls);
+      int64_t first = std::max(ref_b->base, pb->base) + 1, last = std::min(ref_b->end(), pb->end());
+      for (int64_t J = first; J <= last && !found; ++J) {
+        int64_t ap_j = pa->base + ap[pb->at(J)], aref_j = ref_a->base + aref[ref_b->at(J)];
+        if (ap_j == aref_j) continue;
+        // On `late`, A#lo+1 comes after B#J; on `early`, before. Only an inversion if `late` has
+        // issued A#lo+1 at all (otherwise it simply has not got there yet).
+        bool p_late = ap_j < aref_j;
         int late = p_late ? p : ref, early = p_late ? ref : p;
-        uint32_t lo = std::min(ap[j], aref[j]);
-        const auto& late_a = p_late ? *pa : *ref_a;
-        if (lo >= late_a.size()) continue;
-        const auto& early_a = p_late ? *ref_a : *pa;
-        const auto& late_b = p_late ? *pb : *ref_b;
-        const auto& early_b = p_late ? *ref_b : *pb;
+        int64_t lo = std::min(ap_j, aref_j);
+        const ProcComm& late_pa = p_late ? *pa : *ref_a;
+        const ProcComm& early_pa = p_late ? *ref_a : *pa;
+        // A#lo+1 must be held by both to be shown (retired on one: known by digest only).
+        if (late_pa.at(lo + 1) < 0 || early_pa.at(lo + 1) < 0) continue;
+        const auto& late_a = late_pa.colls;
+        const auto& early_a = early_pa.colls;
+        const auto& late_b = p_late ? pb->colls : ref_b->colls;
+        const auto& early_b = p_late ? ref_b->colls : pb->colls;
+        size_t la = static_cast<size_t>(late_pa.at(lo + 1)), ea = static_cast<size_t>(early_pa.at(lo + 1));
+        size_t lb = static_cast<size_t>((p_late ? *pb : *ref_b).at(J)), eb = static_cast<size_t>((p_late ? *ref_b : *pb).at(J));
         const auto& lops = s.procs[late].ops;
         const auto& eops = s.procs[early].ops;
         // Ops of one ncclGroupStart/End are launched together: their call order is not an order.
         auto grouped = [](const SchedOp& x, const SchedOp& y) { return x.group && x.group == y.group; };
-        if (grouped(lops[late_a[lo]], lops[late_b[j]]) || grouped(eops[early_a[lo]], eops[early_b[j]])) continue;
+        if (grouped(lops[late_a[la]], lops[late_b[lb]]) || grouped(eops[early_a[ea]], eops[early_b[eb]])) continue;
         Divergence d;
         d.kind = FindingKind::kOrderInversion;
         d.gcomm = ga;
         d.ordinal = lo + 1;
         d.gcomm_b = gb;
-        d.ordinal_b = static_cast<int64_t>(j) + 1;
+        d.ordinal_b = J;
         auto rank_in = [&](int g, int proc) {
           for (auto& m : idx.comms[g].members)
             if (m.proc == proc) return m.rank;
           return -1;
         };
-        d.sides = {Side{early, rank_in(ga, early), early_a[lo]}, Side{late, rank_in(ga, late), late_a[lo]}};
-        d.sides_b = {Side{early, rank_in(gb, early), early_b[j]}, Side{late, rank_in(gb, late), late_b[j]}};
+        d.sides = {Side{early, rank_in(ga, early), early_a[ea]}, Side{late, rank_in(ga, late), late_a[la]}};
+        d.sides_b = {Side{early, rank_in(gb, early), early_b[eb]}, Side{late, rank_in(gb, late), late_b[lb]}};
         auto grank = [&](int proc) { return std::to_string(s.procs[proc].info.global_rank); };
         d.detail = "rank " + grank(early) + " issues " + short_hash(idx.comms[ga].hash) + " #" + std::to_string(lo + 1) +
-                   " before " + short_hash(idx.comms[gb].hash) + " #" + std::to_string(j + 1) + ", rank " + grank(late) +
+                   " before " + short_hash(idx.comms[gb].hash) + " #" + std::to_string(J) + ", rank " + grank(late) +
                    " after it";
         out.push_back(std::move(d));
         found = true;

@@ -22,6 +22,8 @@ const char* evidence_kind_name(EvidenceKind k) {
     case EvidenceKind::kDroppedRecords: return "dropped_records";
     case EvidenceKind::kRecorderStopped: return "recorder_stopped";
     case EvidenceKind::kHistoryLost: return "history_lost";
+    case EvidenceKind::kDigestInconsistent: return "digest_inconsistent";
+    case EvidenceKind::kUnverifiedHistory: return "unverified_history";
   }
   return "unknown";
 }

@@ -24,6 +24,9 @@ enum class EvidenceKind {
   kDroppedRecords,    // the recorder dropped records (meta dropped_records > 0)
   kRecorderStopped,   // the recorder stopped recording (meta recorder_stopped)
   kHistoryLost,       // the trace ends without an exit record (killed): history after its last flush is unknown
+  kDigestInconsistent,// a file's checkpoints do not match the collectives it holds (analyzer/checkpoints.h)
+  kUnverifiedHistory, // history the size cap retired that no checkpoint proves: no checkpoints, windows
+                      // that do not overlap with no common checkpoint, retired point-to-point messages
 };
 // "skipped_file", "missing_member", ... (the JSON spelling; docs/analyzer.md).
 const char* evidence_kind_name(EvidenceKind k);

@@ -1,24 +1,44 @@
 #!/usr/bin/env bash
-# Times `lockstep analyze` (wall, peak RSS) on synthetic trace directories from bench/gen_trace,
-# growing ranks at a fixed op count and ops at a fixed rank count. Figures: docs/analyzer.md.
-#   bench/analyzer_bench.sh [BUILD_DIR=build] [WORK_DIR=/tmp/lockstep-bench]
-# Trace directories are kept in WORK_DIR (several GB) so reruns skip generation.
+# Times `lockstep analyze` (wall, peak RSS; load and analysis separately from --timing) on
+# synthetic trace directories from bench/gen_trace. Figures: docs/analyzer.md "Performance".
+#   bench/analyzer_bench.sh [BUILD_DIR=build] [WORK_DIR=/tmp/lockstep-bench] [SIZES...]
+# SIZES are RANKSxOPS[:lag] (":lag": the last host issues 16 ops fewer, a never_issued finding
+# on the world communicator; otherwise gen_trace's divergence near the end). Default: the
+# growth series and the large-job series (4,096 and 16,384 ranks, ~41 M and ~164 M ops: tens of
+# GB of traces). CORES (default 0,1) pins the analyzer with taskset, as on a 2-core machine.
+# Trace directories are kept in WORK_DIR so reruns skip generation.
 set -euo pipefail
 BUILD=${1:-build}
 WORK=${2:-/tmp/lockstep-bench}
+shift $(( $# > 2 ? 2 : $# ))
+SIZES=("$@")
+[ ${#SIZES[@]} -gt 0 ] || SIZES=(64x25000 64x50000 64x100000 128x100000 256x100000
+                                 2048x2500:lag 4096x10000 4096x10000:lag 16384x2500:lag 16384x10000 16384x10000:lag)
+CORES=${CORES:-0,1}
 mkdir -p "$WORK"
-printf "%-6s %-8s %-10s %-8s %-8s %-8s %-9s %s\n" ranks ops trace_MB wall_s cpu_s rss_MB load_ms analyse_ms
-for size in 64x25000 64x50000 64x100000 128x100000 256x100000; do
+printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %s\n" ranks ops lag trace_MB wall_s cpu_s rss_MB load_ms analyse_ms
+for spec in "${SIZES[@]}"; do
+  size=${spec%:*} lag=0
+  [ "$spec" != "$size" ] && lag=16
   ranks=${size%x*} ops=${size#*x}
-  dir="$WORK/$size"
-  [ -d "$dir" ] || "$BUILD/bin/gen_trace" "$dir" --ranks "$ranks" --ops "$ops" --threads 2 >/dev/null
+  dir="$WORK/$size-lag$lag"
+  if [ ! -d "$dir" ]; then
+    if [ "$lag" -gt 0 ]; then
+      "$BUILD/bin/gen_trace" "$dir" --ranks "$ranks" --ops "$ops" --diverge-from-end 0 --lag-host-ops "$lag" --threads "$(nproc)" >/dev/null
+    else
+      "$BUILD/bin/gen_trace" "$dir" --ranks "$ranks" --ops "$ops" --threads "$(nproc)" >/dev/null
+    fi
+  fi
   sync
   mb=$(du -sm "$dir" | cut -f1)
-  /usr/bin/time -f "%e %M %U %S" -o "$WORK/time.txt" "$BUILD/bin/lockstep" analyze "$dir" --timing >/dev/null 2>"$WORK/timing.txt" || true
-  # GNU time prefixes "Command exited with non-zero status 1" (analyze exits 1: it found the divergence).
+  rc=0
+  taskset -c "$CORES" /usr/bin/time -f "%e %M %U %S" -o "$WORK/time.txt" "$BUILD/bin/lockstep" analyze "$dir" --timing \
+    --json >"$WORK/out.json" 2>"$WORK/timing.txt" || rc=$?
+  # analyze exits 1 (a finding) on these directories; GNU time prefixes a line for non-zero exits.
   read -r wall rss user sys < <(tail -n 1 "$WORK/time.txt")
   cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
   load=$(sed -n 's/.*load \([0-9]*\) ms.*/\1/p' "$WORK/timing.txt")
   ana=$(sed -n 's/.*analyse \([0-9]*\) ms.*/\1/p' "$WORK/timing.txt")
-  printf "%-6s %-8s %-10s %-8s %-8s %-8s %-9s %s\n" "$ranks" "$ops" "$mb" "$wall" "$cpu" "$((rss / 1024))" "$load" "$ana"
+  printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %s   (exit %s, json %s KB)\n" "$ranks" "$ops" "$lag" "$mb" "$wall" "$cpu" \
+    "$((rss / 1024))" "$load" "$ana" "$rc" "$(( $(stat -c %s "$WORK/out.json" 2>/dev/null || echo 0) / 1024 ))"
 done

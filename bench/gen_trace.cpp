@@ -3,8 +3,11 @@
 // with stacks, grouped all-to-alls, completions, and a divergence near the end (one rank issues
 // a broadcast where its tensor-parallel peers issue all_gather; the ops after it stay in flight).
 //
-//   gen_trace DIR --ranks 256 --ops 100000 [--tp 8] [--diverge-from-end 100] [--threads 2]
+//   gen_trace DIR --ranks 256 --ops 100000 [--tp 8] [--diverge-from-end 100] [--lag-host-ops 0] [--threads 2]
+// --lag-host-ops K: the ranks of the last host (8 ranks a host) issue K ops fewer (a lagging
+// host: never_issued on the world communicator).
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -27,6 +30,7 @@ struct Options {
   int64_t ops = 1000;
   int tp = 8;
   int64_t diverge_from_end = 100;  // 0: no divergence
+  int64_t lag_host_ops = 0;        // ops the last host's ranks do not issue
   unsigned threads = 2;
 };
 
@@ -136,7 +140,8 @@ void write_rank(const Options& o, int rank) {
   uint64_t dig[4] = {0, 0, 0, 0};
   int64_t diverge_at = o.diverge_from_end > 0 ? o.ops - o.diverge_from_end : -1;
   bool odd_rank = rank == o.ranks - 1;
-  for (int64_t i = 0; i < o.ops; ++i) {
+  int64_t ops = rank / 8 == (o.ranks - 1) / 8 ? std::max<int64_t>(1, o.ops - o.lag_host_ops) : o.ops;
+  for (int64_t i = 0; i < ops; ++i) {
     int64_t ci = 10 + i;
     // Step of 8 ops: tp all_gather x3, tp reduce_scatter x2, dp all_reduce x2, world all_to_all.
     int k = static_cast<int>(i % 8);
@@ -165,7 +170,7 @@ void write_rank(const Options& o, int rank) {
 }
 
 [[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr, "gen_trace: %s\nusage: gen_trace DIR --ranks N --ops M [--tp T] [--diverge-from-end K] [--threads T]\n", msg);
+  std::fprintf(stderr, "gen_trace: %s\nusage: gen_trace DIR --ranks N --ops M [--tp T] [--diverge-from-end K] [--lag-host-ops K] [--threads T]\n", msg);
   std::exit(2);
 }
 
@@ -183,6 +188,7 @@ int main(int argc, char** argv) {
     else if (a == "--ops") o.ops = std::atoll(next());
     else if (a == "--tp") o.tp = std::atoi(next());
     else if (a == "--diverge-from-end") o.diverge_from_end = std::atoll(next());
+    else if (a == "--lag-host-ops") o.lag_host_ops = std::atoll(next());
     else if (a == "--threads") o.threads = static_cast<unsigned>(std::atoi(next()));
     else if (!a.empty() && a[0] != '-' && o.dir.empty()) o.dir = a;
     else usage(("unknown argument " + a).c_str());

@@ -462,7 +462,11 @@ struct Builder {
       lanes.push_back(lane(sd, d.gcomm, odd.count(sd.proc) > 0, marks));
     }
     j["lanes"] = lanes;
-    j["more_sides"] = d.sides.size() - pick.size();
+    j["more_sides"] = std::max(d.members, d.sides.size()) - pick.size();
+    // Exact: ops compared one by one in the retained window; digest: retired history located by
+    // checkpoint (ordinal_first..ordinal), no ops to show.
+    j["evidence"] = d.kind == FindingKind::kDigestMismatch ? "digest" : "exact";
+    if (d.kind == FindingKind::kDigestMismatch) j["ordinal_first"] = d.ordinal_first;
     if (d.kind == FindingKind::kOrderInversion) {
       const GlobalComm& b = a.index.comms[d.gcomm_b];
       j["comm_b"] = b.hash;

@@ -1,0 +1,230 @@
+#include "checkpoints.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "op_digest.h"
+
+namespace lockstep {
+
+uint64_t signature_digest(const Signature& s) {
+  std::vector<digest::Part> parts;
+  parts.reserve(s.parts.size());
+  for (auto& p : s.parts) parts.push_back({p.op, p.dtype, p.count, p.root, p.peer, p.redop});
+  return digest::signature_hash(s.op, s.dtype, s.count, s.root, s.peer, s.redop, parts.data(),
+                                parts.size());
+}
+
+bool CheckpointReport::any_bounded() const {
+  for (auto& c : comms)
+    if (c.bounded) return true;
+  return false;
+}
+
+namespace {
+
+struct Point {
+  int64_t ordinal;
+  uint64_t digest;
+};
+
+// What one member's file proves about its collective sequence on one communicator.
+struct MemberDigests {
+  int proc = -1;
+  bool usable = true;        // digests trusted (consistent, and retired history checkpointed)
+  std::vector<Point> known;  // sorted by ordinal, distinct
+  const Point* at(int64_t k) const {
+    auto it = std::lower_bound(known.begin(), known.end(), k, [](const Point& p, int64_t v) { return p.ordinal < v; });
+    return it != known.end() && it->ordinal == k ? &*it : nullptr;
+  }
+};
+
+std::string rank_of(const Schedule& s, int proc) { return "rank " + std::to_string(display_rank(s, proc)); }
+
+std::string comm_of(const GlobalComm& g) { return "comm " + short_hash(g.hash) + " (" + g.role + ")"; }
+
+}  // namespace
+
+CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
+  CheckpointReport r;
+  std::vector<uint64_t> sig_hash(s.sigs.size());
+  std::vector<bool> sig_done(s.sigs.size(), false);
+  auto hash_of = [&](uint32_t sg) {
+    if (!sig_done[sg]) sig_hash[sg] = signature_digest(s.sigs[sg]), sig_done[sg] = true;
+    return sig_hash[sg];
+  };
+  auto issue = [&](EvidenceKind kind, std::vector<int> procs, std::string detail) {
+    EvidenceIssue e;
+    e.kind = kind;
+    e.procs = procs;
+    for (int p : procs)
+      if (s.procs[p].info.global_rank >= 0) e.ranks.push_back(s.procs[p].info.global_rank);
+    e.detail = std::move(detail);
+    r.evidence.push_back(std::move(e));
+  };
+
+  for (size_t g = 0; g < idx.comms.size(); ++g) {
+    const GlobalComm& gc = idx.comms[g];
+    CommWindow w;
+    w.gcomm = static_cast<int>(g);
+    int64_t min_end = INT64_MAX, comm_interval = 0;
+    w.retired_min = INT64_MAX;
+    for (auto& m : gc.members) {
+      const ProcComm& pc = idx.of(m);
+      const Process& info = s.procs[m.proc].info;
+      w.retired_min = std::min(w.retired_min, pc.base);
+      w.retired_max = std::max(w.retired_max, pc.base);
+      min_end = std::min(min_end, pc.end());
+      comm_interval = std::max(comm_interval, info.checkpoint_interval);
+      w.bounded |= pc.base > 0 || !info.comms[m.local].checkpoints.empty();
+      w.p2p_cut |= pc.retired_p2p > 0;
+    }
+    if (gc.members.empty()) w.retired_min = 0, min_end = 0;
+    w.exact_first = w.retired_max + 1;
+    w.exact_last = min_end;
+    if (!w.bounded) {
+      r.comms.push_back(w);
+      continue;
+    }
+    if (comm_interval <= 0) comm_interval = digest::kDefaultInterval;
+
+    // Per member: verify the retained collectives against the file's own checkpoints, and
+    // collect the ordinals whose digest it knows.
+    std::vector<MemberDigests> md;
+    md.reserve(gc.members.size());
+    for (auto& m : gc.members) {
+      const ProcComm& pc = idx.of(m);
+      const Process& info = s.procs[m.proc].info;
+      const Comm& c = info.comms[m.local];
+      MemberDigests d;
+      d.proc = m.proc;
+      bool has_checkpoints = info.checkpoint_interval > 0;
+      if (pc.base > 0 && !has_checkpoints) {
+        issue(EvidenceKind::kUnverifiedHistory, {m.proc},
+              rank_of(s, m.proc) + ": " + comm_of(gc) + ": " + std::to_string(pc.base) +
+                  " collectives retired and the trace has no checkpoints to verify them");
+        d.usable = false;
+        md.push_back(std::move(d));
+        continue;
+      }
+      // Recorded checkpoints of retired history, kept as recorded.
+      std::unordered_map<int64_t, uint64_t> recorded;
+      for (auto& cp : c.checkpoints) {
+        recorded[cp.ordinal] = cp.digest;
+        if (cp.ordinal > 0 && cp.ordinal < pc.base) d.known.push_back({cp.ordinal, cp.digest});
+      }
+      uint64_t running = pc.base == 0 ? digest::kEmpty : c.retired_digest;
+      auto mismatch = [&](int64_t k, uint64_t have) {
+        auto it = recorded.find(k);
+        return it != recorded.end() && it->second != have;
+      };
+      int64_t bad = -1;
+      if (pc.base > 0 && mismatch(pc.base, running)) bad = pc.base;
+      d.known.push_back({pc.base, running});
+      const auto& ops = s.procs[m.proc].ops;
+      int64_t interval = has_checkpoints ? info.checkpoint_interval : comm_interval;
+      for (size_t i = 0; i < pc.colls.size(); ++i) {
+        int64_t k = pc.base + static_cast<int64_t>(i) + 1;
+        running = digest::chain(running, hash_of(ops[pc.colls[i]].sig));
+        if (bad < 0 && has_checkpoints && mismatch(k, running)) bad = k;
+        if (digest::is_checkpoint(k, interval) || k == w.retired_max || k == pc.end())
+          d.known.push_back({k, running});
+      }
+      if (bad >= 0) {
+        issue(EvidenceKind::kDigestInconsistent, {m.proc},
+              rank_of(s, m.proc) + ": " + comm_of(gc) + ": the trace's checkpoint at collective #" +
+                  std::to_string(bad) + " does not match the collectives it holds (the file is inconsistent)");
+        d.usable = false;
+      }
+      std::sort(d.known.begin(), d.known.end(), [](const Point& a, const Point& b) { return a.ordinal < b.ordinal; });
+      d.known.erase(std::unique(d.known.begin(), d.known.end(),
+                                [](const Point& a, const Point& b) { return a.ordinal == b.ordinal; }),
+                    d.known.end());
+      md.push_back(std::move(d));
+    }
+    if (w.p2p_cut) {
+      std::vector<int> cut;
+      for (auto& m : gc.members)
+        if (idx.of(m).retired_p2p > 0) cut.push_back(m.proc);
+      issue(EvidenceKind::kUnverifiedHistory, cut,
+            comm_of(gc) + ": point-to-point messages were retired by the size cap on " + std::to_string(cut.size()) +
+                " member(s); p2p is outside the digest, so this comm's messages are not paired");
+    }
+    bool all_usable = std::all_of(md.begin(), md.end(), [](const MemberDigests& d) { return d.usable; });
+    std::vector<const MemberDigests*> usable;
+    for (auto& d : md)
+      if (d.usable) usable.push_back(&d);
+    if (w.retired_max == 0 || usable.empty()) {
+      // Nothing retired: the retained window is the whole history, compared op by op.
+      w.unverified = w.retired_max > 0;
+      r.comms.push_back(w);
+      continue;
+    }
+    auto agree_at = [&](int64_t k) {
+      const Point* first = usable[0]->at(k);
+      for (auto* d : usable) {
+        const Point* p = d->at(k);
+        if (!p || !first || p->digest != first->digest) return false;
+      }
+      return true;
+    };
+    // Ordinals whose digest every usable member knows, ascending.
+    std::unordered_map<int64_t, size_t> count;
+    for (auto* d : usable)
+      for (auto& p : d->known) ++count[p.ordinal];
+    std::vector<int64_t> common;
+    for (auto& [k, n] : count)
+      if (n == usable.size()) common.push_back(k);
+    std::sort(common.begin(), common.end());
+    // Prefix digests: once two members differ they differ at every later ordinal, so the first
+    // disagreement is found by bisection.
+    size_t lo = 0, hi = common.size();
+    while (lo < hi) {
+      size_t mid = (lo + hi) / 2;
+      if (agree_at(common[mid])) lo = mid + 1;
+      else hi = mid;
+    }
+    int64_t agreed = lo > 0 ? common[lo - 1] : 0;
+    w.digest_through = std::min(agreed, w.retired_max);
+    if (lo < common.size()) {
+      DigestDivergence dd;
+      dd.gcomm = static_cast<int>(g);
+      dd.first = agreed + 1;
+      dd.last = common[lo];
+      std::unordered_map<uint64_t, size_t> side_of;
+      for (auto* d : usable) {
+        uint64_t v = d->at(dd.last)->digest;
+        auto [it, fresh] = side_of.emplace(v, dd.sides.size());
+        if (fresh) dd.sides.push_back({v, {}});
+        dd.sides[it->second].procs.push_back(d->proc);
+      }
+      std::stable_sort(dd.sides.begin(), dd.sides.end(),
+                       [](const DigestSide& a, const DigestSide& b) { return a.procs.size() > b.procs.size(); });
+      r.divergences.push_back(std::move(dd));
+    } else if (agreed < w.retired_max) {
+      w.unverified = true;
+      // Say which members cannot be compared: those whose known digests stop short of the
+      // others' retired history.
+      std::vector<int> procs;
+      std::string windows;
+      size_t listed = 0;
+      for (auto& m : gc.members) {
+        const ProcComm& pc = idx.of(m);
+        procs.push_back(m.proc);
+        if (listed++ < 4)
+          windows += (windows.empty() ? "" : ", ") + rank_of(s, m.proc) + " holds #" + std::to_string(pc.base + 1) +
+                     ".." + std::to_string(pc.end());
+      }
+      if (listed > 4) windows += ", ...";
+      issue(EvidenceKind::kUnverifiedHistory, procs,
+            comm_of(gc) + ": collectives #" + std::to_string(agreed + 1) + ".." + std::to_string(w.retired_max) +
+                " cannot be compared across members: retained windows do not overlap and no common checkpoint covers "
+                "them (" + windows + "); members agree through #" + std::to_string(agreed));
+    }
+    if (!all_usable) w.unverified = true;
+    r.comms.push_back(w);
+  }
+  return r;
+}
+
+}  // namespace lockstep
