@@ -154,8 +154,10 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
     std::vector<const MemberDigests*> usable;
     for (auto& d : md)
       if (d.usable) usable.push_back(&d);
-    if (w.retired_max == 0 || usable.empty()) {
-      // Nothing retired: the retained window is the whole history, compared op by op.
+    if (w.retired_max == 0 || !all_usable) {
+      // Nothing retired: the retained window is the whole history, compared op by op. A member
+      // whose own digests are inconsistent proves nothing, so no retired ordinal is proven for
+      // the communicator (the others' agreement among themselves would leave that member out).
       w.unverified = w.retired_max > 0;
       r.comms.push_back(w);
       continue;

@@ -10,6 +10,7 @@
 #include "schedule.h"
 #include "trace_builder.h"
 #include "trace_loader.h"
+#include "trace_schema.h"
 
 namespace lockstep {
 namespace {
@@ -115,7 +116,8 @@ TEST(IdentityLoader, nocolor_splits_and_created_before_tracing_are_typed_data_of
   auto dir = testing::fresh_dir("identity-loader");
   testing::write_trace(b.trace(), dir);
   std::string file;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) file = e.path().string();
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().string().ends_with(schema::kFileSuffix)) file = e.path().string();
   ASSERT_FALSE(file.empty());
   // A NOCOLOR split as the recorder writes it, an old trace's sentinel name, the new flag.
   exec(file, "INSERT INTO api_calls(call_index, name, comm_id, rc, detail, mono_ns) "
@@ -141,8 +143,10 @@ TEST(IdentityLoader, a_name_the_vocabulary_does_not_know_skips_the_file_with_the
   auto dir = testing::fresh_dir("identity-vocab");
   testing::write_trace(b.trace(), dir);
   std::string victim;
-  for (const auto& e : std::filesystem::directory_iterator(dir)) victim = e.path().string();
-  exec(victim, "UPDATE ops SET op='all_reduce_v2' WHERE call_index=(SELECT min(call_index) FROM ops)");
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().string().ends_with(schema::kFileSuffix)) victim = e.path().string();
+  // Schema 2 stores an op's name in its signature (as text when it is not a vocabulary value).
+  exec(victim, "UPDATE signatures SET op='all_reduce_v2' WHERE id=(SELECT min(id) FROM signatures)");
   Trace t = load_trace(dir);
   ASSERT_EQ(t.skipped.size(), 1u);
   EXPECT_NE(t.skipped[0].reason.find("unknown op 'all_reduce_v2'"), std::string::npos) << t.skipped[0].reason;
