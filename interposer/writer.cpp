@@ -347,6 +347,7 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   meta("max_mb", std::to_string(max_mb));
   meta("retired_ops", "0");
   for (const auto& [k, v] : info.env) ok = ok && t.env(k, v) == SQLITE_DONE;
+  ok = ok && w->exec(schema::kStopReserveSql);
   if (!ok || !w->exec("COMMIT")) return fail_open("cannot write trace header");
 
   w->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -482,6 +483,8 @@ void Writer::stop_recording(StopReason why, const std::string& detail) {
 bool Writer::write_stop_meta(StopReason why, const std::string& detail) {
   if (!tables_ready_) return false;
   if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) return false;
+  // Free the reserved pages first: the rows below take them instead of growing the file.
+  sqlite3_exec(db_, schema::kReleaseStopReserveSql, nullptr, nullptr, nullptr);
   const std::pair<const char*, std::string> rows[] = {
       {"recorder_stopped", stop_reason_name(why)},
       {"recorder_stopped_detail", detail},

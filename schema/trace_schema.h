@@ -16,6 +16,15 @@ inline constexpr const char* kFileSuffix = ".lockstep.sqlite";
 inline constexpr const char* kApplicationIdHex = "0x4C4B5354";  // 'LKST'
 inline constexpr int kApplicationId = 0x4C4B5354;               // PRAGMA application_id
 
+// Room the recorder keeps for its last words. When a write fails because the file hit its
+// size limit (ulimit -f) or the disk filled, the meta rows that say so need pages the file
+// cannot grow into: the recorder deletes this row first, and the rows reuse its pages.
+// Not part of the trace's content; readers ignore it.
+inline constexpr const char* kStopReserveSql =
+    "CREATE TABLE IF NOT EXISTS stop_reserve(pad BLOB);"
+    "INSERT INTO stop_reserve VALUES(zeroblob(8192));";
+inline constexpr const char* kReleaseStopReserveSql = "DELETE FROM stop_reserve";
+
 // Executed by the writer when it creates a file. Readers check PRAGMA application_id and
 // meta('schema_version') before trusting anything else.
 inline constexpr const char* kCreateSql = R"SQL(
