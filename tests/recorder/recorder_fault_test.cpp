@@ -66,12 +66,16 @@ struct FaultJob {
   }
 };
 
-// What the program does without the recorder: the reference for its fate.
-// 250,000 all-reduces: a trace of ~9 MB (schema 2: ~36 bytes an op), past the 4 MiB limit
-// below; the fixture's own shared memory (~3 MiB for 2 ranks) fits under it.
+// What the program does without the recorder: the reference for its fate, per op count.
+// kManyOps, 250,000 all-reduces: a trace of ~9 MB (schema 2: ~36 bytes an op), past the 4 MiB
+// limit below; the fixture's own shared memory (~3 MiB for 2 ranks) fits under it.
+// kSomeOps, 100,000: well past the shim's 1 MiB (a smaller job: these tests run it 2-4 times).
 constexpr const char* kManyOps = "250000";
-const FaultJob& reference_many() {
-  static FaultJob* j = new FaultJob({"many", kManyOps}, false, {});
+constexpr const char* kSomeOps = "100000";
+const FaultJob& reference(const std::string& ops) {
+  static std::map<std::string, FaultJob*> jobs;
+  FaultJob*& j = jobs[ops];
+  if (!j) j = new FaultJob({"many", ops}, false, {});
   return *j;
 }
 
@@ -84,13 +88,13 @@ std::string program_lines(const ProcResult& r) {
   return keep;
 }
 
-void expect_same_fate_as_without_recorder(const FaultJob& job) {
-  const FaultJob& ref = reference_many();
+void expect_same_fate_as_without_recorder(const FaultJob& job, const std::string& ops) {
+  const FaultJob& ref = reference(ops);
   ASSERT_EQ(ref.result.exit_code, 0) << ref.describe();
   EXPECT_EQ(job.result.term_signal, 0) << job.describe();
   EXPECT_EQ(job.result.exit_code, ref.result.exit_code) << job.describe();
   EXPECT_EQ(sorted_lines(program_lines(job.result)), sorted_lines(program_lines(ref.result))) << job.describe();
-  EXPECT_NE(program_lines(job.result).find(std::string(kManyOps) + " all-reduces done"), std::string::npos)
+  EXPECT_NE(program_lines(job.result).find(ops + " all-reduces done"), std::string::npos)
       << job.describe();
 }
 
@@ -100,7 +104,7 @@ TEST(RecorderFaults, file_size_limit_stops_the_recorder_not_the_program) {
   // 4 MiB (8192 blocks of 512 bytes: /bin/sh is dash here; 8 MiB under bash): room for the
   // fixture's shared memory and the first batches, not for the whole trace (~35 bytes an op).
   FaultJob job({"many", kManyOps}, true, {}, "ulimit -f 8192");
-  expect_same_fate_as_without_recorder(job);
+  expect_same_fate_as_without_recorder(job, kManyOps);
   EXPECT_EQ(count_of(job.result.err, "recording stopped (file_size_limit"), 2u)
       << "once per rank\n" << job.describe();
   ASSERT_EQ(job.traces.size(), 2u) << job.describe();
@@ -109,7 +113,9 @@ TEST(RecorderFaults, file_size_limit_stops_the_recorder_not_the_program) {
     EXPECT_EQ(t.meta("recorder_stopped"), "file_size_limit") << f;
     EXPECT_NE(t.meta("recorder_stopped_detail").find("File too large"), std::string::npos)
         << t.meta("recorder_stopped_detail");
-    EXPECT_GT(std::stoll(t.meta("recorder_stopped_mono_ns")), 0);
+    const std::string stopped_ns = t.meta("recorder_stopped_mono_ns");
+    ASSERT_NE(stopped_ns, "<no row>") << f;
+    EXPECT_GT(std::stoll(stopped_ns), 0);
     EXPECT_LT(std::stoll(t.scalar("SELECT count(*) FROM ops")), std::stoll(kManyOps)) << "the trace is partial";
   }
 }
@@ -142,12 +148,12 @@ TEST(RecorderFaults, enospc_eio_erofs_stop_the_recorder_and_the_trace_says_why) 
   for (ShimCase c : {ShimCase{ENOSPC, "disk_full"}, ShimCase{EIO, "io_error"},
                      ShimCase{EROFS, "read_only"}}) {
     // One failing write after 1 MiB (a transient fault): the stop is written afterwards.
-    FaultJob job({"many", kManyOps}, true,
+    FaultJob job({"many", kSomeOps}, true,
                  {{"LD_PRELOAD", std::string(FAILWRITE_SHIM_PATH) + ":" + LIBLOCKSTEP_PATH},
                   {"LOCKSTEP_TEST_FAIL_ERRNO", std::to_string(c.err)},
                   {"LOCKSTEP_TEST_FAIL_AFTER_BYTES", "1048576"},
                   {"LOCKSTEP_TEST_FAIL_COUNT", "1"}});
-    expect_same_fate_as_without_recorder(job);
+    expect_same_fate_as_without_recorder(job, kSomeOps);
     EXPECT_EQ(count_of(job.result.err, std::string("recording stopped (") + c.reason), 2u)
         << job.describe();
     ASSERT_EQ(job.traces.size(), 2u) << job.describe();
@@ -158,11 +164,11 @@ TEST(RecorderFaults, enospc_eio_erofs_stop_the_recorder_and_the_trace_says_why) 
 TEST(RecorderFaults, a_disk_that_stays_full_costs_the_trace_tail_not_the_program) {
   // Every write fails from 1 MiB on: the stop cannot be written; the program is unaffected and
   // the trace keeps its committed batches (still a readable file).
-  FaultJob job({"many", kManyOps}, true,
+  FaultJob job({"many", kSomeOps}, true,
                {{"LD_PRELOAD", std::string(FAILWRITE_SHIM_PATH) + ":" + LIBLOCKSTEP_PATH},
                 {"LOCKSTEP_TEST_FAIL_ERRNO", std::to_string(ENOSPC)},
                 {"LOCKSTEP_TEST_FAIL_AFTER_BYTES", "1048576"}});
-  expect_same_fate_as_without_recorder(job);
+  expect_same_fate_as_without_recorder(job, kSomeOps);
   EXPECT_EQ(count_of(job.result.err, "recording stopped (disk_full"), 2u) << job.describe();
   ASSERT_EQ(job.traces.size(), 2u) << job.describe();
   for (const auto& f : job.traces) {
@@ -187,8 +193,8 @@ TEST(RecorderFaults, a_disk_that_stays_full_costs_the_trace_tail_not_the_program
 
 TEST(RecorderFaults, an_unwritable_trace_directory_leaves_the_program_untraced_and_unharmed) {
   // /proc/self is not a place for directories: mkdir fails (as root too).
-  FaultJob job({"many", kManyOps}, true, {}, "", "/proc/self/lockstep-trace");
-  expect_same_fate_as_without_recorder(job);
+  FaultJob job({"many", kSomeOps}, true, {}, "", "/proc/self/lockstep-trace");
+  expect_same_fate_as_without_recorder(job, kSomeOps);
   EXPECT_EQ(count_of(job.result.err, "cannot create trace directory"), 2u) << job.describe();
 }
 
