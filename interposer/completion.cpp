@@ -26,6 +26,7 @@ constexpr int kWatchdogPollMs = 10;
 Completion::Completion(Writer* writer, int global_rank, std::string trace_dir)
     : writer_(writer), hang_reporter_(writer, global_rank, std::move(trace_dir)) {
   hang_timeout_s_ = config().hang_timeout_s;
+  memop_ = config().completion_memop;
 }
 
 bool Completion::available() {
@@ -40,6 +41,7 @@ bool Completion::available() {
     } else {
       events_ = new EventPool(drv_);
       memops_ = new MemopSlots(drv_);
+      if (!memop_) writer_->set_meta("completion_signal", "event");
       int v = 0;
       if (drv_->driver_version && drv_->driver_version(&v) == 0)
         writer_->set_meta("cuda_driver_version", std::to_string(v));
@@ -67,8 +69,8 @@ bool Completion::track(void* stream, const InFlightOp& op, int64_t enqueued_mono
   if (!available()) return false;
   Signal sig;
   void* ctx = nullptr;
-  bool memop = !(bench_off() & kOffMemop) && memops_->signal(stream, &sig);
-  if (!signal_noted_.load(std::memory_order_relaxed)) note_signal_kind();
+  bool memop = memop_ && !(bench_off() & kOffMemop) && memops_->signal(stream, &sig);
+  if (memop_ && !signal_noted_.load(std::memory_order_relaxed)) note_signal_kind();
   if (!memop) {
     if (drv_->ctx_get_current) drv_->ctx_get_current(&ctx);
     sig.event = events_->take(ctx);
@@ -89,7 +91,8 @@ bool Completion::track(void* stream, const InFlightOp& op, int64_t enqueued_mono
   return true;
 }
 
-// Meta `completion_signal`: "memop" or "event: <why not memop>" (once, from the first op).
+// LOCKSTEP_COMPLETION=memop: meta `completion_signal` says "memop" or "event: <why not>" (once,
+// from the first op; the default's "event" is written when the driver is loaded).
 void Completion::note_signal_kind() {
   std::string text = memops_->state_text();
   if (text.empty() || signal_noted_.exchange(true)) return;

@@ -70,6 +70,7 @@ class Completion {
   MemopSlots* memops_ = nullptr;
   int load_state_ = 0;  // 0 = not tried, 1 = loaded, -1 = unavailable
   std::mutex load_mu_;
+  bool memop_ = false;  // LOCKSTEP_COMPLETION=memop (events are the default: see completion_signal.h)
   std::atomic<bool> signal_noted_{false};
 
   // Hot path -> watchdog, lock-free; overflow_ (under mu_) only when the queue is full.

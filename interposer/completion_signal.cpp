@@ -110,9 +110,9 @@ uint32_t MemopSlots::slot_of(void* stream) {
 }
 
 bool MemopSlots::signal(void* stream, Signal* out) {
-  if (reinterpret_cast<uintptr_t>(stream) <= 2) return false;  // NULL, legacy, per-thread
   int st = state_.load(std::memory_order_acquire);
   if (st < 0 || (st == 0 && !init())) return false;
+  if (reinterpret_cast<uintptr_t>(stream) <= 2) return false;  // NULL, legacy, per-thread
   ThreadSlot& ts = t_slot;
   if (ts.owner != this || ts.stream != stream) {
     uint32_t s = slot_of(stream);
@@ -132,7 +132,7 @@ bool MemopSlots::signal(void* stream, Signal* out) {
 std::string MemopSlots::state_text() {
   std::lock_guard<std::mutex> g(mu_);
   int s = state_.load(std::memory_order_relaxed);
-  return s > 0 ? "memop" : s < 0 ? "event: " + why_not_ : "";
+  return s > 0 ? "memop (streams 0, 1, 2: event)" : s < 0 ? "event: " + why_not_ : "";
 }
 
 }  // namespace lockstep::rec

@@ -96,6 +96,7 @@ TEST(RecorderOnFixture, every_op_completes_and_stacks_name_the_caller) {
                        "WHERE c.call_index IS NULL"),
               "0")
         << "rank " << rank << ": ops without completion";
+    EXPECT_EQ(t.meta("completion_signal"), "event") << "the default signal";
     EXPECT_EQ(t.scalar("SELECT count(DISTINCT o.call_index) FROM ops o JOIN frames f "
                        "ON f.stack_id=o.stack_id WHERE f.function='train_step'"),
               "3")
@@ -212,8 +213,9 @@ std::map<int, std::vector<std::string>> seed_demo(const std::map<std::string, st
                        std::to_string(rank) + " (pid ";
     size_t at = r.err.find(line);
     EXPECT_NE(at, std::string::npos) << r.err;
-    if (at != std::string::npos)
+    if (at != std::string::npos) {
       EXPECT_NE(r.err.find(std::string("seq 3750 ") + op[rank], at), std::string::npos) << r.err;
+    }
     states[rank] = t.column("SELECT o.seq || ':' || o.op || ':' || (c.call_index IS NOT NULL) "
                             "FROM ops o LEFT JOIN completions c USING(call_index) "
                             "WHERE o.seq IS NOT NULL ORDER BY o.comm_id, o.seq");
@@ -224,11 +226,13 @@ std::map<int, std::vector<std::string>> seed_demo(const std::map<std::string, st
 }  // namespace
 
 // The seed demo (examples/seed_deadlock) under the recorder: the acceptance scenario, with the
-// default completion signal (stream memory writes, which the fake driver implements), then on a
-// device without stream memory operations (events): every op's completion state is the same.
+// stream-memory-write completion signal (LOCKSTEP_COMPLETION=memop, which the fake driver
+// implements), then asking for it on a device without stream memory operations, which falls
+// back to events (the default signal): every op's completion state is the same.
 TEST(RecorderOnFixture, seed_demo_traces_show_3749_completed_then_the_divergent_op_3750) {
-  auto memop = seed_demo({}, "memop");
-  auto event = seed_demo({{"LOCKSTEP_FAKE_NO_MEMOPS", "1"}}, "event: the device does not support");
+  auto memop = seed_demo({{"LOCKSTEP_COMPLETION", "memop"}}, "memop");
+  auto event = seed_demo({{"LOCKSTEP_COMPLETION", "memop"}, {"LOCKSTEP_FAKE_NO_MEMOPS", "1"}},
+                         "event: the device does not support");
   ASSERT_EQ(memop.size(), 2u);
   ASSERT_EQ(event.size(), 2u);
   for (int rank = 0; rank < 2; rank++) {
