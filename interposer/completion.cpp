@@ -69,8 +69,11 @@ bool Completion::track(void* stream, const InFlightOp& op, int64_t enqueued_mono
   if (!available()) return false;
   Signal sig;
   void* ctx = nullptr;
-  bool memop = memop_ && !(bench_off() & kOffMemop) && memops_->signal(stream, &sig);
-  if (memop_ && !signal_noted_.load(std::memory_order_relaxed)) note_signal_kind();
+  bool memop = false;
+  if (memop_ && !(bench_off() & kOffMemop)) {
+    memop = memops_->signal(stream, &sig);  // decides, on the first op, whether memops work
+    if (!signal_noted_.load(std::memory_order_relaxed)) note_signal_kind();
+  }
   if (!memop) {
     if (drv_->ctx_get_current) drv_->ctx_get_current(&ctx);
     sig.event = events_->take(ctx);
