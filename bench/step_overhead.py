@@ -12,7 +12,7 @@ Two ways to compare, both printing one JSON line per timed step:
 
   --ab lockstep   in-process A/B under LD_PRELOAD=liblockstep.so: blocks of --block steps
                   rotate between --configs: "recording", "no-stacks" (recording without stack
-                  capture), "event-signal" (completion by event instead of stream memop) and
+                  capture), "event-signal" (completion by event under LOCKSTEP_COMPLETION=memop) and
                   "paused" (lockstep_bench_set_off: NCCL and runtime hooks forward only); with
                   --settle 1 the first step of each block is not timed (the writer thread
                   finishes the previous block's rows; with --settle 0 --block 1 it does so

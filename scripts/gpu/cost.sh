@@ -9,8 +9,9 @@
 #
 # COST_DIR holds what the dev box built (stripped): bin/nccl_call_overhead, lib/libunwind.so.8,
 # and one lib-<name>/liblockstep.so per build compared (LIBS names them; the last one is the
-# build under test: it also runs with LOCKSTEP_BENCH_OFF=memop, i.e. its event signal, and
-# runs the step A/B). Knobs: PROC_ROUNDS, PARTS_ROUNDS, PRIMITIVES=0|1, SHAPE=host|gpu,
+# build under test: it also runs with LOCKSTEP_COMPLETION=memop, the stream-memop completion
+# signal, and runs the step A/B). The run of 2026-12-01 (docs/gpu-results.md) used this script
+# at 9089c89, where memop was the default and the variant was LOCKSTEP_BENCH_OFF=memop. Knobs: PROC_ROUNDS, PARTS_ROUNDS, PRIMITIVES=0|1, SHAPE=host|gpu,
 # STEP_SECONDS, STEP_CONFIGS, PROCS, FR_STEPS, STEP_TIMEOUT, FR_TIMEOUT.
 set -u
 cd "$(dirname "$0")/../.."
@@ -59,23 +60,25 @@ PYX
 # rec LIB STACKS LABEL ARGS...: one recorded run of the C++ benchmark, its JSON relabelled.
 rec() {
   local lib=$1 s=$2 label=$3; shift 3
-  local off=""
-  case $label in *-event) off=memop ;; esac
+  local signal=event
+  case $label in *-memop) signal=memop ;; esac
   rm -rf "$T/tr"
-  LOCKSTEP_DIR=$T/tr LOCKSTEP_STACKS=$s LOCKSTEP_BENCH_OFF=$off LD_PRELOAD=$D/lib-$lib/liblockstep.so \
+  LOCKSTEP_DIR=$T/tr LOCKSTEP_STACKS=$s LOCKSTEP_COMPLETION=$signal LD_PRELOAD=$D/lib-$lib/liblockstep.so \
     timeout -s KILL 60 "$B" "$@" | sed -E "s/\"mode\": \"([a-z]+)\"/\"mode\": \"\\1-$label\"/" >>"$C" 2>>"$R/c.err"
 }
 stamp "C++ plain, alternating processes (LIBS=$LIBS; under test: $UNDER_TEST)"
 for round in $(seq 1 ${PROC_ROUNDS:-3}); do
   timeout -s KILL 60 "$B" --rounds=15 >>"$C" 2>>"$R/c.err"
   for lib in $LIBS; do for s in none native; do rec $lib $s $lib --rounds=15; done; done
-  rec $UNDER_TEST none $UNDER_TEST-event --rounds=15
-  [ $round = 1 ] && trace_summary "plain-$UNDER_TEST-event-none"
+  rec $UNDER_TEST none $UNDER_TEST-memop --rounds=15
+  [ $round = 1 ] && trace_summary "plain-$UNDER_TEST-memop-none"
   rec $UNDER_TEST none $UNDER_TEST --rounds=15
   [ $round = 1 ] && trace_summary "plain-$UNDER_TEST-none"
 done
 stamp "C++ parts"
 for lib in $LIBS; do for s in none native; do rec $lib $s $lib --mode=parts --rounds=${PARTS_ROUNDS:-11}; done; done
+# memop signal on: its "-memop" configuration is the event signal in the same process
+rec $UNDER_TEST none $UNDER_TEST-memop --mode=parts --rounds=${PARTS_ROUNDS:-11}
 if [ "${PRIMITIVES:-1}" = 1 ]; then
   stamp "primitives"
   timeout -s KILL 90 "$B" --mode=primitives --rounds=15 >>"$C" 2>>"$R/c.err"
