@@ -15,7 +15,8 @@
 //             "hooks only"); a part's cost is full minus "-part".
 // primitives: without the recorder: ncclAllReduce followed by one driver call the recorder
 //             makes per op (cuEventRecord of a pooled event, cuStreamGetCaptureInfo,
-//             cuCtxGetCurrent, cuStreamWriteValue32 to pinned host memory), and clock reads,
+//             cuCtxGetCurrent, cuStreamWriteValue32/64 to pinned host memory with and without
+//             the memory barrier, or to device memory), and clock reads,
 //             alternating within every round; the marginal cost of each on the real issue path.
 // runtime:    the CUDA runtime calls PyTorch makes around each collective (cudaEventRecord,
 //             cudaStreamWaitEvent; libcudart dlopened from $CUDART or libcudart.so.13) through
@@ -49,28 +50,44 @@ namespace {
 // Mirrors interposer/bench_knobs.h.
 const struct { const char* name; unsigned bit; } kParts[] = {
     {"stack", 1u << 1},  {"capture", 1u << 2}, {"clock", 1u << 3},    {"event", 1u << 4},
-    {"queue", 1u << 5},  {"watchdog", 1u << 6}};
+    {"queue", 1u << 5},  {"watchdog", 1u << 6}, {"memop", 1u << 8}};
 constexpr unsigned kOffRecorder = 1u << 0;
 
+// ns: per call until the stream drained (what the tables report); issue_ns: per call until
+// the last call returned, before the synchronize (host cost alone, while the GPU keeps up).
 struct Series {
-  std::vector<double> ns;
+  std::vector<double> ns, issue_ns;
+  void add(std::pair<double, double> t) {
+    ns.push_back(t.first);
+    issue_ns.push_back(t.second);
+  }
   void print(const char* mode, const std::string& label, const char* stacks, int calls) {
     std::sort(ns.begin(), ns.end());
+    std::sort(issue_ns.begin(), issue_ns.end());
     std::printf("{\"mode\": \"%s\", \"label\": \"%s\", \"stacks\": \"%s\", \"median_ns\": %.1f, "
-                "\"min_ns\": %.1f, \"max_ns\": %.1f, \"calls\": %d, \"rounds\": %zu}\n",
-                mode, label.c_str(), stacks, ns[ns.size() / 2], ns.front(), ns.back(), calls,
-                ns.size());
+                "\"min_ns\": %.1f, \"max_ns\": %.1f, \"issue_median_ns\": %.1f, \"calls\": %d, "
+                "\"rounds\": %zu}\n",
+                mode, label.c_str(), stacks, ns[ns.size() / 2], ns.front(), ns.back(),
+                issue_ns[issue_ns.size() / 2], calls, ns.size());
   }
 };
 
 int g_pause_ms = 50;
+std::chrono::steady_clock::time_point g_issued;
 
-double time_ns(int calls, const std::function<void()>& batch) {
+// Every timed batch ends with this: notes when issuing ended, then waits for the stream.
+void drain(CUstream s) {
+  g_issued = std::chrono::steady_clock::now();
+  cuStreamSynchronize(s);
+}
+
+std::pair<double, double> time_ns(int calls, const std::function<void()>& batch) {
   auto t0 = std::chrono::steady_clock::now();
   batch();
   auto t1 = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(std::chrono::milliseconds(g_pause_ms));
-  return std::chrono::duration<double, std::nano>(t1 - t0).count() / calls;
+  return {std::chrono::duration<double, std::nano>(t1 - t0).count() / calls,
+          std::chrono::duration<double, std::nano>(g_issued - t0).count() / calls};
 }
 
 }  // namespace
@@ -106,7 +123,7 @@ int main(int argc, char** argv) {
   };
   auto batch = [&](int n) {
     for (int i = 0; i < n; ++i) issue();
-    cuStreamSynchronize(stream);
+    drain(stream);
   };
   batch(2000);  // warm-up
   const char* preload = std::getenv("LD_PRELOAD");
@@ -116,7 +133,7 @@ int main(int argc, char** argv) {
 
   if (mode == "plain") {
     Series s;
-    for (int r = 0; r < rounds; ++r) s.ns.push_back(time_ns(calls, [&] { batch(calls); }));
+    for (int r = 0; r < rounds; ++r) s.add(time_ns(calls, [&] { batch(calls); }));
     s.print("plain", recorded ? stacks : "baseline", stacks, calls);
   } else if (mode == "parts") {
     using SetOff = unsigned (*)(unsigned);
@@ -134,7 +151,7 @@ int main(int argc, char** argv) {
         const auto& [label, mask] = configs[(k + r) % configs.size()];  // rotate the order
         set_off(mask);
         batch(500);  // settle (the watchdog catches up with the previous configuration)
-        series[label].ns.push_back(time_ns(calls, [&] { batch(calls); }));
+        series[label].add(time_ns(calls, [&] { batch(calls); }));
       }
     set_off(0);
     for (auto& [label, mask] : configs) series[label].print("parts", label, stacks, calls);
@@ -166,6 +183,18 @@ int main(int argc, char** argv) {
            issue();
            cuStreamWriteValue32(stream, host_dev, ++value, CU_STREAM_WRITE_VALUE_DEFAULT);
          }},
+        {"allreduce+cuStreamWriteValue32 no barrier", [&] {
+           issue();
+           cuStreamWriteValue32(stream, host_dev + 64, ++value, CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER);
+         }},
+        {"allreduce+cuStreamWriteValue64 no barrier", [&] {
+           issue();
+           cuStreamWriteValue64(stream, host_dev + 128, ++value, CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER);
+         }},
+        {"allreduce+cuStreamWriteValue64 to device memory", [&] {
+           issue();
+           cuStreamWriteValue64(stream, buf + 32, ++value, CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER);
+         }},
         {"allreduce+2 clock reads", [&] { issue(); sink = sink + clock_read(CLOCK_MONOTONIC) + clock_read(CLOCK_REALTIME); }},
         {"clock_gettime(MONOTONIC)", [&] { sink = sink + clock_read(CLOCK_MONOTONIC); }},
         {"clock_gettime(REALTIME)", [&] { sink = sink + clock_read(CLOCK_REALTIME); }},
@@ -174,9 +203,9 @@ int main(int argc, char** argv) {
     for (int r = 0; r < rounds; ++r)
       for (size_t k = 0; k < steps.size(); ++k) {
         auto& [label, fn] = steps[(k + r) % steps.size()];
-        series[label].ns.push_back(time_ns(calls, [&] {
+        series[label].add(time_ns(calls, [&] {
           for (int i = 0; i < calls; ++i) fn();
-          cuStreamSynchronize(stream);
+          drain(stream);
         }));
       }
     for (auto& [label, fn] : steps) series[label].print("primitives", label, "", calls);
@@ -208,12 +237,12 @@ int main(int argc, char** argv) {
       for (size_t k = 0; k < configs.size(); ++k) {
         const auto& [label, mask] = configs[(k + r) % configs.size()];
         if (set_off) set_off(mask);
-        series[label].ns.push_back(time_ns(calls, [&] {
+        series[label].add(time_ns(calls, [&] {
           for (int i = 0; i < calls / 2; ++i) {
             record(ev, (void*)stream);
             wait((void*)stream, ev, 0);
           }
-          cuStreamSynchronize(stream);
+          drain(stream);
         }));
       }
     if (set_off) set_off(0);

@@ -11,11 +11,15 @@ NCCL, plus one cudaEventRecord per torch collective (779).
 Two ways to compare, both printing one JSON line per timed step:
 
   --ab lockstep   in-process A/B under LD_PRELOAD=liblockstep.so: blocks of --block steps
-                  rotate between "recording", "no-stacks" (recording without stack capture) and
-                  "paused" (lockstep_bench_set_off: NCCL and runtime hooks forward only); the
-                  first step of each block is not timed (the writer thread finishes the previous
-                  block's rows). "paused" still pays the hooks' entry (~20 ns per call) and
-                  shares the machine with the recorder's idle threads.
+                  rotate between --configs: "recording", "no-stacks" (recording without stack
+                  capture), "event-signal" (completion by event under LOCKSTEP_COMPLETION=memop) and
+                  "paused" (lockstep_bench_set_off: NCCL and runtime hooks forward only); with
+                  --settle 1 the first step of each block is not timed (the writer thread
+                  finishes the previous block's rows; with --settle 0 --block 1 it does so
+                  during the next step, whichever configuration that is). "paused" still pays
+                  the hooks' entry (~20 ns per call) and shares the machine with the recorder's
+                  idle threads. Not measured in-process: process start, the recorder's start
+                  (first call, driver loading, trace file creation) and its exit flush.
   --ab fr         alternating child processes, forked from this one after `import torch` and
                   before CUDA is touched: TORCH_FR_BUFFER_SIZE=20000 in odd children, unset in
                   even ones (PyTorch reads it once per process). --procs children per side.
@@ -150,16 +154,22 @@ def ab_lockstep(args, emit):
     import ctypes
     set_off = ctypes.CDLL(None).lockstep_bench_set_off  # exported by the preloaded recorder
     set_off.argtypes, set_off.restype = [ctypes.c_uint], ctypes.c_uint
-    configs = [("recording", 0), ("no-stacks", 1 << 1),   # bench_knobs.h: kOffStack
-               ("paused", (1 << 0) | (1 << 7))]             # kOffRecorder | kOffWaits
+    known = {"recording": 0, "no-stacks": 1 << 1,    # bench_knobs.h: kOffStack
+             "event-signal": 1 << 8,                   # kOffMemop: completion by event
+             "paused": (1 << 0) | (1 << 7)}            # kOffRecorder | kOffWaits
+    configs = [(c, known[c]) for c in args.configs.split(",")]
     model = Model(setup())
     warm(model, args.warmup)
+    deadline = time.monotonic() + args.seconds if args.seconds > 0 else float("inf")
     for pair in range(args.pairs):
+        if time.monotonic() > deadline:
+            break
         for k in range(len(configs)):
             name, mask = configs[(k + pair) % len(configs)]
             set_off(mask)
-            timed_step(model)  # untimed: the previous block's background work settles
-            for _ in range(args.block - 1):
+            if args.settle:
+                timed_step(model)  # untimed: the previous block's background work settles
+            for _ in range(args.block - args.settle):
                 ms, issue = timed_step(model)
                 emit({"pair": pair, "config": name, "ms": ms, "issue_ms": issue})
     set_off(0)
@@ -211,7 +221,13 @@ def main():
     ap.add_argument("--ab", choices=["lockstep", "fr"], required=True)
     ap.add_argument("--label", default="")
     ap.add_argument("--pairs", type=int, default=40, help="lockstep: block pairs")
-    ap.add_argument("--block", type=int, default=3, help="lockstep: steps per block (first untimed)")
+    ap.add_argument("--block", type=int, default=3, help="lockstep: steps per block")
+    ap.add_argument("--seconds", type=float, default=0,
+                    help="lockstep: stop starting pairs after this long (0: run --pairs)")
+    ap.add_argument("--settle", type=int, choices=[0, 1], default=1,
+                    help="lockstep: 1 = the first step of each block is not timed")
+    ap.add_argument("--configs", default="recording,no-stacks,paused",
+                    help="lockstep: configurations rotated (recording, no-stacks, event-signal, paused)")
     ap.add_argument("--procs", type=int, default=10, help="fr: children per side")
     ap.add_argument("--steps", type=int, default=20, help="fr: timed steps per child")
     ap.add_argument("--warmup", type=int, default=5)

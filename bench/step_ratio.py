@@ -21,7 +21,8 @@ BASELINES = ("paused", "off")
 
 def ratio_ci(means, rng):
     ratio = lambda ms: sum(a for a, _ in ms) / sum(b for _, b in ms)
-    boot = sorted(ratio([rng.choice(means) for _ in means]) for _ in range(5000))
+    n = len(means)
+    boot = sorted(ratio([means[i] for i in rng.choices(range(n), k=n)]) for _ in range(5000))
     return ratio(means), boot[int(0.025 * len(boot))], boot[int(0.975 * len(boot)) - 1]
 
 

@@ -11,7 +11,7 @@ bool parse_bench_off(const char* s, unsigned* mask) {
   static const struct { const char* name; unsigned bit; } parts[] = {
       {"recorder", kOffRecorder}, {"stack", kOffStack}, {"capture", kOffCapture},
       {"clock", kOffClock},       {"event", kOffEvent}, {"queue", kOffQueue},
-      {"watchdog", kOffWatchdog}, {"waits", kOffWaits}};
+      {"watchdog", kOffWatchdog}, {"waits", kOffWaits}, {"memop", kOffMemop}};
   unsigned m = 0;
   std::string all(s ? s : "");
   if (all.empty()) {

@@ -18,6 +18,7 @@ enum BenchOff : unsigned {
   kOffQueue = 1u << 5,      // "queue": the op's record is not pushed to the writer
   kOffWatchdog = 1u << 6,   // "watchdog": the watchdog hands events back without querying them
   kOffWaits = 1u << 7,      // "waits": CUDA runtime hooks forward only
+  kOffMemop = 1u << 8,      // "memop": completion by event even where stream memops work
 };
 
 // Parses "stack,clock" (unknown names: false). "" is 0.

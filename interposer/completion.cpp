@@ -1,6 +1,5 @@
 #include "completion.h"
 
-#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,23 +17,7 @@
 
 namespace lockstep::rec {
 
-// Driver entry points, declared with plain types so cuda.h's version macros do not matter.
-struct Completion::Driver {
-  using Res = int;  // CUresult
-  Res (*event_create)(void** ev, unsigned flags) = nullptr;
-  Res (*event_record)(void* ev, void* stream) = nullptr;
-  Res (*event_query)(void* ev) = nullptr;
-  Res (*event_destroy)(void* ev) = nullptr;
-  Res (*ctx_get_current)(void** ctx) = nullptr;
-  Res (*ctx_set_current)(void* ctx) = nullptr;
-  Res (*capture_info)(void* stream, int* status, unsigned long long* id, void** graph,
-                      const void** deps, const void** edges, size_t* ndeps) = nullptr;
-  Res (*exchange_capture_mode)(int* mode) = nullptr;
-  Res (*driver_version)(int* v) = nullptr;
-};
-
 namespace {
-constexpr unsigned kEventDisableTiming = 0x2;  // CU_EVENT_DISABLE_TIMING
 constexpr int kCaptureModeRelaxed = 2;         // CU_STREAM_CAPTURE_MODE_RELAXED
 constexpr int kCudaErrorNotReady = 600;        // CUDA_ERROR_NOT_READY
 constexpr int kWatchdogPollMs = 10;
@@ -43,49 +26,7 @@ constexpr int kWatchdogPollMs = 10;
 Completion::Completion(Writer* writer, int global_rank, std::string trace_dir)
     : writer_(writer), hang_reporter_(writer, global_rank, std::move(trace_dir)) {
   hang_timeout_s_ = config().hang_timeout_s;
-}
-
-bool Completion::load_driver() {
-  void* h = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_NOW);
-  if (!h) h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!h) return false;
-  auto* d = new Driver();
-  auto sym = [&](auto& fn, std::initializer_list<const char*> names) {
-    for (const char* n : names)
-      if (void* p = dlsym(h, n)) {
-        fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
-        return;
-      }
-  };
-  sym(d->event_create, {"cuEventCreate"});
-  sym(d->event_record, {"cuEventRecord"});
-  sym(d->event_query, {"cuEventQuery"});
-  sym(d->event_destroy, {"cuEventDestroy_v2", "cuEventDestroy"});
-  sym(d->ctx_get_current, {"cuCtxGetCurrent"});
-  sym(d->ctx_set_current, {"cuCtxSetCurrent"});
-  sym(d->capture_info, {"cuStreamGetCaptureInfo_v3"});
-  if (!d->capture_info) {
-    // CUDA 13 exports the v3 argument list under the versioned name; older drivers via
-    // cuGetProcAddress with an explicit version.
-    using GetProc = int (*)(const char*, void**, int, unsigned long long, int*);
-    if (auto gp = reinterpret_cast<GetProc>(dlsym(h, "cuGetProcAddress_v2"))) {
-      void* p = nullptr;
-      int status = 0;
-      if (gp("cuStreamGetCaptureInfo", &p, 12030, 0, &status) == 0 && p)
-        d->capture_info = reinterpret_cast<decltype(d->capture_info)>(p);
-    }
-  }
-  sym(d->exchange_capture_mode, {"cuThreadExchangeStreamCaptureMode"});
-  sym(d->driver_version, {"cuDriverGetVersion"});
-  if (!d->event_create || !d->event_record || !d->event_query) {
-    delete d;
-    return false;
-  }
-  drv_ = d;
-  int v = 0;
-  if (d->driver_version && d->driver_version(&v) == 0)
-    writer_->set_meta("cuda_driver_version", std::to_string(v));
-  return true;
+  memop_ = config().completion_memop;
 }
 
 bool Completion::available() {
@@ -93,8 +34,18 @@ bool Completion::available() {
   if (state != 0) return state > 0;
   std::lock_guard<std::mutex> g(load_mu_);
   if (load_state_ == 0) {
-    bool ok = load_driver();
-    if (!ok) writer_->set_meta("completion", "unavailable: no usable libcuda.so.1");
+    drv_ = load_completion_driver();
+    bool ok = drv_ != nullptr;
+    if (!ok) {
+      writer_->set_meta("completion", "unavailable: no usable libcuda.so.1");
+    } else {
+      events_ = new EventPool(drv_);
+      memops_ = new MemopSlots(drv_);
+      if (!memop_) writer_->set_meta("completion_signal", "event");
+      int v = 0;
+      if (drv_->driver_version && drv_->driver_version(&v) == 0)
+        writer_->set_meta("cuda_driver_version", std::to_string(v));
+    }
     __atomic_store_n(&load_state_, ok ? 1 : -1, __ATOMIC_RELEASE);
   }
   return load_state_ > 0;
@@ -114,62 +65,41 @@ CaptureState Completion::capture_state(void* stream) {
   return cs;
 }
 
-namespace {
-// Free events kept by each issuing thread (for one Completion and one context), refilled from
-// and returned to the shared pool a batch at a time: no lock on the hot path in steady state.
-// A thread that exits keeps its few events (not destroyed: the context may be gone by then).
-struct ThreadEvents {
-  const void* owner;
-  void* ctx;
-  int n;
-  void* ev[32];
-};
-__attribute__((tls_model("initial-exec"))) thread_local ThreadEvents t_events;
-}  // namespace
-
-void Completion::reclaim_released_locked() {
-  for (auto& [c, ev] : released_) pool_[c].push_back(ev);
-  released_.clear();
-}
-
-void* Completion::take_event(void* ctx) {
-  ThreadEvents& te = t_events;
-  if (te.owner == this && te.ctx == ctx && te.n > 0) return te.ev[--te.n];
-  std::lock_guard<std::mutex> g(mu_);
-  reclaim_released_locked();
-  if (te.owner == this)  // events of another context go back to the pool
-    for (int i = 0; i < te.n; i++) pool_[te.ctx].push_back(te.ev[i]);
-  te.owner = this;  // a stale owner (a recorder abandoned at fork) keeps its events
-  te.ctx = ctx;
-  te.n = 0;
-  auto& free = pool_[ctx];
-  while (te.n < int(sizeof te.ev / sizeof te.ev[0]) && !free.empty()) {
-    te.ev[te.n++] = free.back();
-    free.pop_back();
-  }
-  return te.n > 0 ? te.ev[--te.n] : nullptr;
-}
-
 bool Completion::track(void* stream, const InFlightOp& op, int64_t enqueued_mono) {
   if (!available()) return false;
+  Signal sig;
   void* ctx = nullptr;
-  if (drv_->ctx_get_current) drv_->ctx_get_current(&ctx);
-  void* ev = take_event(ctx);
-  if (!ev && drv_->event_create(&ev, kEventDisableTiming) != 0) return false;
-  if (drv_->event_record(ev, stream) != 0) {
-    std::lock_guard<std::mutex> g(mu_);
-    pool_[ctx].push_back(ev);
-    return false;
+  bool memop = false;
+  if (memop_ && !(bench_off() & kOffMemop)) {
+    memop = memops_->signal(stream, &sig);  // decides, on the first op, whether memops work
+    if (!signal_noted_.load(std::memory_order_relaxed)) note_signal_kind();
+  }
+  if (!memop) {
+    if (drv_->ctx_get_current) drv_->ctx_get_current(&ctx);
+    sig.event = events_->take(ctx);
+    if (!sig.event) return false;
+    if (drv_->event_record(sig.event, stream) != 0) {
+      events_->put(ctx, sig.event);
+      return false;
+    }
   }
   if (stop_.load(std::memory_order_acquire)) return false;
   if (enqueued_mono == 0 && !(bench_off() & kOffClock)) enqueued_mono = mono_ns();
-  Entry e{op, stream, ev, ctx, enqueued_mono};
+  Entry e{op, stream, sig, ctx, enqueued_mono};
   if (!incoming_.push(e)) {
     std::lock_guard<std::mutex> g(mu_);
     overflow_.push_back(e);
   }
   if (!started_.load(std::memory_order_acquire)) start_watchdog();
   return true;
+}
+
+// LOCKSTEP_COMPLETION=memop: meta `completion_signal` says "memop" or "event: <why not>" (once,
+// from the first op; the default's "event" is written when the driver is loaded).
+void Completion::note_signal_kind() {
+  std::string text = memops_->state_text();
+  if (text.empty() || signal_noted_.exchange(true)) return;
+  writer_->set_meta("completion_signal", text);
 }
 
 void Completion::start_watchdog() {
@@ -205,7 +135,8 @@ void Completion::stop() {
 
 void Completion::take_incoming() {
   auto add = [this](const Entry& e) {
-    if (n_in_flight_ == 0) last_progress_ = e.enqueued_mono;
+    // (an op without a timestamp, LOCKSTEP_BENCH_OFF=clock: from when the watchdog saw it)
+    if (n_in_flight_ == 0) last_progress_ = e.enqueued_mono ? e.enqueued_mono : mono_ns();
     in_flight_[e.stream].push_back(e);
     n_in_flight_++;
   };
@@ -243,6 +174,7 @@ void Completion::poll_once(int64_t now) {
   void* cur_ctx = nullptr;
   bool ctx_known = false;
   auto is_done = [&](const Entry& e) {
+    if (!e.signal.event) return memops_->done(e.signal);
     if (drv_->ctx_set_current && e.ctx && (!ctx_known || cur_ctx != e.ctx)) {
       drv_->ctx_set_current(e.ctx);
       cur_ctx = e.ctx;
@@ -250,13 +182,13 @@ void Completion::poll_once(int64_t now) {
     }
     if (bench_off() & kOffWatchdog) return true;
     // Completed, or failed: an errored stream will not complete later either.
-    return drv_->event_query(e.event) != kCudaErrorNotReady;
+    return drv_->event_query(e.signal.event) != kCudaErrorNotReady;
   };
   std::vector<std::pair<void*, void*>> released;
   for (auto it = in_flight_.begin(); it != in_flight_.end();) {
     std::deque<Entry>& q = it->second;
-    // Events of one stream complete in order, so the completed ones are a prefix of q: find
-    // its end with O(log n) queries instead of one per op (cuEventQuery costs ~1.3 us of
+    // Signals of one stream complete in order, so the completed ones are a prefix of q: find
+    // its end with O(log n) checks instead of one per op (cuEventQuery costs ~1.3 us of
     // driver time on an H200, and shares the driver with the application's launches).
     size_t done = 0;
     if (is_done(q.back())) {
@@ -276,7 +208,7 @@ void Completion::poll_once(int64_t now) {
       r.kind = RecKind::Completion;
       r.done = {e.op.call_index, now};
       writer_->push(r);
-      released.emplace_back(e.ctx, e.event);
+      if (e.signal.event) released.emplace_back(e.ctx, e.signal.event);
       q.pop_front();
       n_in_flight_--;
       last_progress_ = now;
@@ -284,10 +216,7 @@ void Completion::poll_once(int64_t now) {
     }
     it = q.empty() ? in_flight_.erase(it) : std::next(it);
   }
-  if (!released.empty()) {
-    std::lock_guard<std::mutex> g(mu_);
-    released_.insert(released_.end(), released.begin(), released.end());
-  }
+  events_->release(std::move(released));
   if (hang_timeout_s_ > 0 && n_in_flight_ > 0 && !hang_reported_ &&
       now - last_progress_ >= int64_t(hang_timeout_s_ * 1e9)) {
     hang_reported_ = true;

@@ -1,10 +1,10 @@
-// Completion tracking through the CUDA driver API: after an op is enqueued, an event is
-// recorded on its stream (cuEventRecord; events pooled, created with DISABLE_TIMING), and a
-// watchdog thread polls them every 10 ms. A stream's events complete in order, so each poll
-// finds the completed prefix of each stream's in-flight ops by binary search (O(log n) event
-// queries). It also detects hangs: ops in flight and no completion for LOCKSTEP_HANG_TIMEOUT
-// seconds (what is then said and spawned: hang_report.h). libcuda.so.1 is loaded on the first op, never linked: a process without a driver
-// simply has no completions.
+// Completion tracking through the CUDA driver API: after an op is enqueued, a completion signal
+// is enqueued on its stream (completion_signal.h: a stream memory write where the driver allows
+// it, else a pooled event), and a watchdog thread polls the signals every 10 ms. A stream's
+// signals complete in order, so each poll finds the completed prefix of each stream's in-flight
+// ops by binary search. It also detects hangs: ops in flight and no completion for
+// LOCKSTEP_HANG_TIMEOUT seconds (what is then said and spawned: hang_report.h). libcuda.so.1 is
+// loaded on the first op (completion_driver.h).
 #pragma once
 
 #include <atomic>
@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "bounded_queue.h"
+#include "completion_signal.h"
 #include "hang_report.h"
 #include "op_desc.h"
 
@@ -48,34 +49,33 @@ class Completion {
   void stop();
 
  private:
-  struct Driver;
   struct Entry {
     InFlightOp op;
     void* stream;
-    void* event;
-    void* ctx;
+    Signal signal;
+    void* ctx;  // the event's context (event signals only)
     int64_t enqueued_mono;
   };
-  bool load_driver();
   void start_watchdog();
   void watchdog();
   void take_incoming();
   void poll_once(int64_t now);
-  void* take_event(void* ctx);
-  void reclaim_released_locked();
+  void note_signal_kind();
 
   Writer* writer_;
   HangReporter hang_reporter_;
   double hang_timeout_s_ = 60;
-  Driver* drv_ = nullptr;
+  CompletionDriver* drv_ = nullptr;
+  EventPool* events_ = nullptr;
+  MemopSlots* memops_ = nullptr;
   int load_state_ = 0;  // 0 = not tried, 1 = loaded, -1 = unavailable
   std::mutex load_mu_;
+  bool memop_ = false;  // LOCKSTEP_COMPLETION=memop (events are the default: see completion_signal.h)
+  std::atomic<bool> signal_noted_{false};
 
   // Hot path -> watchdog, lock-free; overflow_ (under mu_) only when the queue is full.
   BoundedQueue<Entry> incoming_{1 << 15};
-  std::mutex mu_;  // guards pool_, released_, overflow_, thread_ start
-  std::map<void*, std::vector<void*>> pool_;  // ctx -> free events (threads keep a few more)
-  std::vector<std::pair<void*, void*>> released_;  // (ctx, event) back from the watchdog
+  std::mutex mu_;  // guards overflow_, thread_ start
   std::vector<Entry> overflow_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> started_{false};

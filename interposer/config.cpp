@@ -71,7 +71,11 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
   if (const char* v = env("LOCKSTEP_BENCH_OFF"); v && *v)
     if (!parse_bench_off(v, &c.bench_off))
       warn_default("LOCKSTEP_BENCH_OFF", v,
-                   "a list of recorder,stack,capture,clock,event,queue,watchdog,waits", "none");
+                   "a list of recorder,stack,capture,clock,event,queue,watchdog,waits,memop", "none");
+  if (const char* v = env("LOCKSTEP_COMPLETION"); v && *v) {
+    if (!strcmp(v, "memop")) c.completion_memop = true;
+    else if (strcmp(v, "event")) warn_default("LOCKSTEP_COMPLETION", v, "one of event|memop", "event");
+  }
   if (const char* v = env("LOCKSTEP_MAX_MB"); v && *v) {
     int64_t mb = 0;
     if (parse_int(v, 0, kMaxMaxMb, &mb) && (mb == 0 || mb >= kMinMaxMb)) {

@@ -30,6 +30,7 @@ struct Config {
   std::string analyzer;                            // LOCKSTEP_ANALYZER ("" = no diagnosis)
   unsigned bench_off = 0;                          // LOCKSTEP_BENCH_OFF (bench_knobs.h; benchmarks only)
   int64_t max_mb = kDefaultMaxMb;                  // LOCKSTEP_MAX_MB, 0 = no cap
+  bool completion_memop = false;                   // LOCKSTEP_COMPLETION event|memop
 };
 
 using EnvLookup = std::function<const char*(const char*)>;

@@ -69,6 +69,17 @@ TEST(RecorderConfig, stacks_and_other_variables) {
   EXPECT_NE(w[0].find("LOCKSTEP_STACKS=everything"), std::string::npos) << w[0];
 }
 
+TEST(RecorderConfig, completion_signal_event_by_default_memop_on_request) {
+  std::vector<std::string> w;
+  EXPECT_FALSE(parse({}, &w).completion_memop);
+  EXPECT_TRUE(parse({{"LOCKSTEP_COMPLETION", "memop"}}, &w).completion_memop);
+  EXPECT_FALSE(parse({{"LOCKSTEP_COMPLETION", "event"}}, &w).completion_memop);
+  EXPECT_TRUE(w.empty());
+  EXPECT_FALSE(parse({{"LOCKSTEP_COMPLETION", "MEMOP"}}, &w).completion_memop);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("LOCKSTEP_COMPLETION=MEMOP"), std::string::npos) << w[0];
+}
+
 TEST(RecorderConfig, bench_off_parts_by_name_and_nothing_else) {
   std::vector<std::string> w;
   EXPECT_EQ(parse({}, &w).bench_off, 0u);
@@ -77,6 +88,8 @@ TEST(RecorderConfig, bench_off_parts_by_name_and_nothing_else) {
   EXPECT_EQ(c.bench_off, unsigned(kOffStack | kOffEvent));
   c = parse({{"LOCKSTEP_BENCH_OFF", "recorder,stack,capture,clock,event,queue,watchdog,waits"}}, &w);
   EXPECT_EQ(c.bench_off, 0xffu);
+  c = parse({{"LOCKSTEP_BENCH_OFF", "memop"}}, &w);
+  EXPECT_EQ(c.bench_off, unsigned(kOffMemop));
   for (const char* bad : {"stacks", "stack,", ",stack", "stack,,event", "STACK", "all"}) {
     w.clear();
     c = parse({{"LOCKSTEP_BENCH_OFF", bad}}, &w);
