@@ -10,14 +10,8 @@
 namespace lockstep::trace_file {
 namespace {
 
-int64_t dtype_code(vocab::Dtype d) { return d == vocab::Dtype::Mixed ? -1 : int64_t(d); }
-int64_t redop_code(vocab::RedOp r) { return r == vocab::RedOp::None ? -1 : int64_t(r); }
-
-uint64_t signature_hash_of(const Op& o) {
-  std::vector<digest::Part> parts;
-  for (const OpPart& p : o.parts) parts.push_back({p.op, p.dtype, p.count, p.root, p.peer, p.redop});
-  return digest::signature_hash(o.op, o.dtype, o.count, o.root, o.peer, o.redop, parts.data(), parts.size());
-}
+CallFields call_fields(const Op& o) { return {o.op, o.dtype, o.count, o.root, o.peer, o.redop}; }
+CallFields call_fields(const OpPart& p) { return {p.op, p.dtype, p.count, p.root, p.peer, p.redop}; }
 
 }  // namespace
 
@@ -101,31 +95,27 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
   using Key = std::tuple<int, vocab::Op, vocab::Dtype, int64_t, int, int, vocab::RedOp, uint64_t, int64_t, std::string,
                          int64_t, std::vector<std::tuple<vocab::Op, vocab::Dtype, int64_t, int, int, vocab::RedOp>>>;
   std::map<Key, int64_t> sigs;
-  Stmt sig(db.get(),
-           "INSERT INTO signatures(id,comm_id,op,dtype,count,root,peer,redop,stream,tid,thread_name,stack_id,nparts,hash) "
-           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-  Stmt part(db.get(), "INSERT INTO signature_parts(sig_id,part,op,dtype,count,root,peer,redop) VALUES(?,?,?,?,?,?,?,?)");
   for (const Op& o : p.ops) {
     const Comm& c = p.comms.at(size_t(o.comm));
     Key k{c.local_id, o.op, o.dtype, o.count, o.root, o.peer, o.redop, o.stream, o.tid, o.thread_name, o.stack_id, {}};
     for (const OpPart& x : o.parts) std::get<11>(k).emplace_back(x.op, x.dtype, x.count, x.root, x.peer, x.redop);
     auto it = sigs.find(k);
     if (it == sigs.end()) {
-      int64_t id = int64_t(sigs.size()) + 1;
-      it = sigs.emplace(std::move(k), id).first;
-      sig.i64(1, id).i64(2, c.local_id);
-      sig.i64(3, int64_t(o.op)).opt(4, dtype_code(o.dtype));
-      sig.i64(5, o.count).opt(6, o.root).opt(7, o.peer).opt(8, redop_code(o.redop));
-      sig.i64(9, int64_t(o.stream)).i64(10, o.tid).text(11, o.thread_name).opt(12, o.stack_id);
-      sig.i64(13, int64_t(o.parts.size())).i64(14, int64_t(signature_hash_of(o)));
-      ok(sig.run(), "signature");
-      for (size_t i = 0; i < o.parts.size(); ++i) {
-        const OpPart& x = o.parts[i];
-        part.i64(1, id).i64(2, int64_t(i));
-        part.i64(3, int64_t(x.op)).opt(4, dtype_code(x.dtype));
-        part.i64(5, x.count).opt(6, x.root).opt(7, x.peer).opt(8, redop_code(x.redop));
-        ok(part.run(), "signature part");
-      }
+      it = sigs.emplace(std::move(k), int64_t(sigs.size()) + 1).first;
+      std::vector<CallFields> parts;
+      for (const OpPart& x : o.parts) parts.push_back(call_fields(x));
+      SignatureRow s;
+      static_cast<CallFields&>(s) = call_fields(o);
+      s.id = it->second;
+      s.comm_id = c.local_id;
+      s.stream = o.stream;
+      s.tid = o.tid;
+      s.thread_name = o.thread_name;
+      s.stack_id = o.stack_id;
+      s.nparts = int32_t(parts.size());
+      s.hash = signature_hash(s, parts.data(), parts.size());
+      ok(t.signature(s), "signature");
+      for (size_t i = 0; i < parts.size(); ++i) ok(t.part(PartRow(s.id, int32_t(i), parts[i])), "signature part");
     }
     OpRow r;
     r.call_index = o.call_index;
