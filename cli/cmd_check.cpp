@@ -70,8 +70,8 @@ int check_dir(const CheckArgs& a) {
       std::cout << "lockstep check: retained windows (by collective ordinal) against " << a.baseline << ":\n"
                 << indent(diff.compared, "  ");
     if (diff.equal && diff.partial) {
-      std::cout << "lockstep check: cannot tell whether the schedule matches baseline " << a.baseline
-                << ": some communicator has no collective in common with it (see above)\n";
+      std::cout << "lockstep check: baseline " << a.baseline
+                << " not verified: some communicator has no collective in common with it (see above)\n";
       if (rc == kExitOk) rc = kExitIncomplete;
     } else if (diff.equal) {
       std::cout << "lockstep check: schedule matches baseline " << a.baseline

@@ -1014,14 +1014,18 @@ void Writer::commit_batch(bool force_meta) {
     fail("insert profiler rows");
     return;
   }
-  // A reader holding its shared lock past busy_timeout makes COMMIT return BUSY: the
-  // transaction stays open and is retried, so nothing is lost.
+  commit();
+}
+
+// A reader holding its shared lock past busy_timeout makes COMMIT return BUSY: the transaction
+// stays open and is retried, so nothing is lost.
+bool Writer::commit() {
   for (int attempt = 0;; attempt++) {
     int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
-    if (rc == SQLITE_OK) break;
+    if (rc == SQLITE_OK) return true;
     if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || attempt >= 4) {  // exit waits at most ~10 s
       fail("commit");
-      return;
+      return false;
     }
   }
 }

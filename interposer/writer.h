@@ -117,6 +117,7 @@ class Writer {
   void wait_for_wake();
   void round_done(uint64_t flush_target, bool signal_waits);
   void commit_batch(bool force_meta);
+  bool commit();
   void insert(const Record& r);
   void write_ready_ops(bool force);
   struct PendingOp;
