@@ -163,7 +163,7 @@ struct SigKey {
   int32_t tid, root, peer, redop;
   int8_t dtype;
   OpKind op;
-  std::vector<PartRec> parts;  // call_index/part fields zeroed
+  std::vector<PartRec> parts;  // compared by description and part index (not call_index)
   bool operator==(const SigKey& o) const {
     auto same = [](const PartRec& a, const PartRec& b) {
       return std::tie(a.count, a.part, a.root, a.peer, a.redop, a.dtype, a.op) ==
@@ -635,29 +635,9 @@ const std::string& Writer::thread_name(int tid) {
 
 // The signature of an op: interned once (a row in signatures, its parts in signature_parts).
 int64_t Writer::signature_id(const OpRec& o, const std::vector<PartRec>& parts, bool* collective, uint64_t* hash) {
-  SigKey k;
-  k.comm_id = o.comm_id;
-  k.count = o.count;
-  k.stream = o.stream;
-  k.stack_hash = o.stack_hash;
-  k.tid = o.tid;
-  k.root = o.root;
-  k.peer = o.peer;
-  k.redop = o.redop;
-  k.dtype = o.dtype;
-  k.op = o.op;
-  k.parts.reserve(parts.size());
-  for (const PartRec& p : parts) {
-    PartRec q{};
-    q.count = p.count;
-    q.part = p.part;
-    q.root = p.root;
-    q.peer = p.peer;
-    q.redop = p.redop;
-    q.dtype = p.dtype;
-    q.op = p.op;
-    k.parts.push_back(q);
-  }
+  // The parts as recorded: the key compares and hashes only their description.
+  SigKey k{.comm_id = o.comm_id, .count = o.count, .stream = o.stream, .stack_hash = o.stack_hash, .tid = o.tid,
+           .root = o.root, .peer = o.peer, .redop = o.redop, .dtype = o.dtype, .op = o.op, .parts = parts};
   auto it = sig_->ids.find(k);
   if (it != sig_->ids.end()) {
     *collective = it->second.collective;
@@ -774,22 +754,11 @@ void Writer::write_op(PendingOp& p) {
   uint64_t hash = 0;
   int64_t sig = signature_id(o, *parts, &collective, &hash);
   if (sig < 0) return;
-  trace_file::OpRow r;
-  r.call_index = o.call_index;
-  r.sig = sig;
-  r.seq = o.seq;
-  r.issue_mono_ns = o.issue_mono;
-  r.issue_wall_ns = o.issue_wall;
-  r.return_mono_ns = o.return_mono;
-  r.completed = p.completed;
-  r.complete_mono_ns = p.complete_mono;
-  r.state = vocab::State(o.state);
-  r.rc = o.rc;
-  r.group_id = o.group_id;
-  r.capture_id = o.capture_id;
-  r.graph_id = o.graph_id;
-  r.origin_call = o.origin_call;
-  r.graph_exec = o.graph_exec;
+  const trace_file::OpRow r{.call_index = o.call_index, .sig = sig, .seq = o.seq, .issue_mono_ns = o.issue_mono,
+                            .issue_wall_ns = o.issue_wall, .return_mono_ns = o.return_mono, .completed = p.completed,
+                            .complete_mono_ns = p.complete_mono, .state = vocab::State(o.state), .rc = o.rc,
+                            .group_id = o.group_id, .capture_id = o.capture_id, .graph_id = o.graph_id,
+                            .graph_exec = o.graph_exec, .origin_call = o.origin_call};
   if (!ok(tables_.op(r), "insert op")) return;
   ++sig_->rows_in_file;
   ++sig_->rows_written;
@@ -840,23 +809,13 @@ void Writer::insert(const Record& r) {
     }
     case RecKind::CommInit: {
       const CommInitRec& c = r.comm;
-      trace_file::CommRow row;
-      std::string hex = trace_file::hex16(c.hash);
-      row.id = c.id;
-      row.hash = hex;
-      row.handle = c.handle;
-      row.nranks = c.nranks;
-      row.rank = c.rank;
-      row.cuda_device = c.device;
-      row.parent_id = c.parent_id;
-      row.has_split = c.has_split;
-      row.split_color = c.color;
-      row.split_key = c.key;
-      row.name = std::string_view(c.name, strnlen(c.name, sizeof c.name));
-      row.init_call = c.init_call;
-      row.init_mono_ns = c.init_mono;
-      row.init_rc = c.rc;
-      row.created_before_tracing = c.before_tracing;
+      const std::string hex = trace_file::hex16(c.hash);
+      const trace_file::CommRow row{.id = c.id, .hash = hex, .handle = c.handle, .nranks = c.nranks, .rank = c.rank,
+                                    .cuda_device = c.device, .parent_id = c.parent_id, .has_split = c.has_split,
+                                    .split_color = c.color, .split_key = c.key,
+                                    .name = std::string_view(c.name, strnlen(c.name, sizeof c.name)),
+                                    .init_call = c.init_call, .init_mono_ns = c.init_mono, .init_rc = c.rc,
+                                    .created_before_tracing = c.before_tracing};
       rc = t.comm(row);
       break;
     }

@@ -48,23 +48,12 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
   {
     Stmt retired(db.get(), "UPDATE comms SET retired_collectives=?, retired_digest=?, retired_through_seq=? WHERE id=?");
     for (const Comm& c : p.comms) {
-      CommRow r;
-      r.id = c.local_id;
-      r.hash = c.hash;
-      r.handle = c.handle ? c.handle : uint64_t(c.local_id) * 4096;
-      r.nranks = c.nranks;
-      r.rank = c.rank;
-      r.cuda_device = c.cuda_device;
-      r.parent_id = c.parent >= 0 ? p.comms[size_t(c.parent)].local_id : -1;
-      r.has_split = c.parent >= 0;
-      r.split_color = c.split_color;
-      r.split_key = c.split_key;
-      r.name = c.name;
-      r.init_call = c.init_call;
-      r.init_mono_ns = c.init_call;
-      r.init_rc = c.init_rc;
-      r.end = c.end_kind;
-      r.created_before_tracing = c.created_before_tracing;
+      const CommRow r{.id = c.local_id, .hash = c.hash, .handle = c.handle ? c.handle : uint64_t(c.local_id) * 4096,
+                      .nranks = c.nranks, .rank = c.rank, .cuda_device = c.cuda_device,
+                      .parent_id = c.parent >= 0 ? p.comms[size_t(c.parent)].local_id : -1, .has_split = c.parent >= 0,
+                      .split_color = c.split_color, .split_key = c.split_key, .name = c.name, .init_call = c.init_call,
+                      .init_mono_ns = c.init_call, .init_rc = c.init_rc, .end = c.end_kind,
+                      .created_before_tracing = c.created_before_tracing};
       ok(t.comm(r), "comm");
       if (c.retired_collectives || c.retired_through_seq || c.retired_digest)
         ok(retired.i64(1, c.retired_collectives).i64(2, int64_t(c.retired_digest)).i64(3, c.retired_through_seq)
@@ -117,21 +106,12 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
       ok(t.signature(s), "signature");
       for (size_t i = 0; i < parts.size(); ++i) ok(t.part(PartRow(s.id, int32_t(i), parts[i])), "signature part");
     }
-    OpRow r;
-    r.call_index = o.call_index;
-    r.sig = it->second;
-    r.seq = o.seq > 0 ? o.seq : 0;
-    bool synth = opt.synthesize_times && o.issue_mono_ns == 0;
-    r.issue_mono_ns = synth ? o.call_index * 1000 : o.issue_mono_ns;
-    r.issue_wall_ns = synth ? o.call_index * 1000 : o.issue_wall_ns;
-    r.return_mono_ns = r.issue_mono_ns + 10;
-    r.completed = o.completed;
-    r.complete_mono_ns = o.complete_mono_ns;
-    r.state = o.state;
-    r.rc = o.rc;
-    r.group_id = o.group_id;
-    r.origin_call = o.origin_call;
-    r.graph_exec = o.graph_exec;
+    const bool synth = opt.synthesize_times && o.issue_mono_ns == 0;
+    const int64_t issue = synth ? o.call_index * 1000 : o.issue_mono_ns;
+    const OpRow r{.call_index = o.call_index, .sig = it->second, .seq = o.seq > 0 ? o.seq : 0, .issue_mono_ns = issue,
+                  .issue_wall_ns = synth ? o.call_index * 1000 : o.issue_wall_ns, .return_mono_ns = issue + 10,
+                  .completed = o.completed, .complete_mono_ns = o.complete_mono_ns, .state = o.state, .rc = o.rc,
+                  .group_id = o.group_id, .graph_exec = o.graph_exec, .origin_call = o.origin_call};
     ok(t.op(r), "op");
   }
   for (const Wait& w : p.waits) {
