@@ -884,11 +884,18 @@ void Writer::retire_if_over_cap(int64_t incoming) {
   if (n <= 0) return;
   // The chunk ends at a declared boundary: the first that retires n rows, unless that is more
   // than a commit should take and an earlier one retires some.
+  // Only below every op still pending: then an op at or below the bound that a communicator's
+  // digest still waits for was dropped, not late, and drain_waiting may skip it.
   SigState& s = *sig_;
+  int64_t below = INT64_MAX;
+  for (const PendingOp& p : s.pending) below = std::min(below, p.rec.call_index);
+  size_t usable = 0;
+  while (usable < s.boundaries.size() && s.boundaries[usable].call_index < below) ++usable;
+  if (usable == 0) return;
   size_t j = 0;
-  while (j + 1 < s.boundaries.size() && s.boundaries[j].rows_written - s.retired_ops < n) ++j;
+  while (j + 1 < usable && s.boundaries[j].rows_written - s.retired_ops < n) ++j;
   if (j > 0 && s.boundaries[j].rows_written - s.retired_ops > kMaxRetirePerCommit) --j;
-  if (s.boundaries.empty() || s.boundaries[j].rows_written - s.retired_ops <= 0) return;  // none yet
+  if (s.boundaries[j].rows_written - s.retired_ops <= 0) return;  // none yet
   const int64_t id = s.first_boundary_id + int64_t(j), hi = s.boundaries[j].call_index;
   // Each communicator's state at the boundary, from its marks: no row is read back.
   trace_file::Stmt upd(db_, "UPDATE comms SET retired_collectives=?, retired_digest=?, retired_through_seq=? WHERE id=?",
