@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <cstdlib>
 #include <sstream>
 
 namespace lockstep {
@@ -76,29 +77,47 @@ std::string canonical_schedule(const Analysis& a) {
      << "# Per communicator role: its collectives in order (xN = N times). Then per group of ranks: the\n"
      << "# order in which they issued the roles' collectives (split colors omitted).\n"
      << "# Regenerate: lockstep check DIR --write-baseline FILE\n";
-  // Each role's schedule, from its lowest-ranked member (ranks that disagree fail `check` anyway).
-  std::map<std::string, std::vector<std::pair<int, std::vector<std::string>>>> roles;
+  // Each role's schedule, from its member holding the longest history (the lowest-ranked among
+  // equals; ranks that disagree fail `check` anyway). A capped trace holds collectives
+  // #first..#last of it: the header says so ("collectives=#first..#last"), and a comparison
+  // aligns by that absolute ordinal.
+  struct Variant {
+    int nranks;
+    int64_t first;  // 1-based ordinal of ops[0]; 0: nothing retired
+    std::vector<std::string> ops;
+    bool operator==(const Variant& o) const { return nranks == o.nranks && first == o.first && ops == o.ops; }
+  };
+  std::map<std::string, std::vector<Variant>> roles;
   for (auto& g : a.index.comms) {
     if (g.members.empty()) continue;
-    const CommMember& m = g.members.front();
-    std::vector<std::string> ops;
-    for (uint32_t i : a.index.of(m).colls) ops.push_back(baseline_signature(s.sigs[s.procs[m.proc].ops[i].sig]));
+    const CommMember* m = &g.members.front();
+    for (const CommMember& x : g.members)
+      if (a.index.of(x).base < a.index.of(*m).base) m = &x;
+    const ProcComm& pc = a.index.of(*m);
+    Variant v{g.nranks, pc.base > 0 ? pc.base + 1 : 0, {}};
+    for (uint32_t i : pc.colls) v.ops.push_back(baseline_signature(s.sigs[s.procs[m->proc].ops[i].sig]));
     auto& variants = roles[g.role];
-    bool same = false;
-    for (auto& v : variants) same |= v.second == ops && v.first == g.nranks;
-    if (!same) variants.push_back({g.nranks, std::move(ops)});
+    if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(std::move(v));
   }
   for (auto& [role, variants] : roles)
     for (size_t v = 0; v < variants.size(); ++v) {
+      const Variant& x = variants[v];
       os << "comm " << role;
       if (variants.size() > 1) os << " variant " << v + 1;
-      os << " nranks=" << variants[v].first << " collectives=" << variants[v].second.size() << "\n";
-      run_length(os, variants[v].second, "  ");
+      os << " nranks=" << x.nranks << " collectives=";
+      if (x.first > 0) os << "#" << x.first << "..#" << x.first + static_cast<int64_t>(x.ops.size()) - 1 << "\n";
+      else os << x.ops.size() << "\n";
+      run_length(os, x.ops, "  ");
     }
   // Interleaving between roles, per process; identical ones grouped.
   std::map<std::vector<std::string>, std::vector<int>> orders;
   std::vector<std::vector<std::string>> first_seen;
+  std::vector<int> windowed;  // ranks whose trace retired history: their interleaving is partial
   for (size_t p = 0; p < s.procs.size(); ++p) {
+    if (s.procs[p].info.retired_ops > 0) {
+      windowed.push_back(display_rank(s, static_cast<int>(p)));
+      continue;
+    }
     std::vector<std::string> seq;
     for (auto& o : s.procs[p].ops) {
       const ProcComm& pc = a.index.per_proc[p][o.comm];
@@ -117,13 +136,16 @@ std::string canonical_schedule(const Analysis& a) {
     os << "order ranks " << rank_ranges(orders[seq]) << "\n";
     run_length(os, seq, "  ");
   }
+  if (!windowed.empty())
+    os << "# order of ranks " << rank_ranges(windowed) << " not kept: the size cap retired their oldest ops\n";
   return os.str();
 }
 
-BaselineDiff compare_baseline(const std::string& baseline, const std::string& actual) {
+namespace {
+
+// Line diff of two baselines (or of two sections' lines).
+BaselineDiff text_diff(const std::vector<std::string>& want, const std::vector<std::string>& got) {
   BaselineDiff d;
-  auto want = lines_of(baseline);
-  auto got = lines_of(actual);
   if (want == got) return d;
   d.equal = false;
   // Common prefix and suffix first, then a line LCS over what is left (bounded: a huge
@@ -184,6 +206,135 @@ BaselineDiff compare_baseline(const std::string& baseline, const std::string& ac
   for (auto& l : script) changed += l.tag != ' ';
   if (changed > shown) os << "... " << changed - shown << " more changed lines\n";
   d.text = os.str();
+  return d;
+}
+
+// One "comm ..." section of a baseline: its header, the first ordinal of its lines (1 when
+// nothing was retired) and its lines with the run-length encoding undone.
+struct CommSection {
+  std::string key;     // "comm ROLE[ variant N] nranks=N"
+  std::string header;
+  int64_t first = 1;
+  std::vector<std::string> ops;
+  int64_t last() const { return first + static_cast<int64_t>(ops.size()) - 1; }
+};
+
+size_t indent_of(const std::string& l) { return l.find_first_not_of(' '); }
+
+// Expands lines [i, end) at `indent` into `out` (bounded: a hostile file cannot make it huge).
+bool expand(const std::vector<std::string>& v, size_t& i, size_t indent, std::vector<std::string>& out) {
+  constexpr size_t kMaxOps = 50'000'000;
+  while (i < v.size() && v[i].rfind("comm ", 0) != 0 && v[i].rfind("order ", 0) != 0) {
+    const size_t ind = indent_of(v[i]);
+    if (ind == std::string::npos || ind < indent) return true;
+    std::string l = v[i].substr(ind);
+    ++i;
+    uint64_t reps = 1;
+    bool block = false;
+    if (l.rfind("repeat x", 0) == 0 && l.back() == ':') {
+      block = true;
+      reps = std::strtoull(l.c_str() + 8, nullptr, 10);
+    } else if (size_t x = l.rfind(" x"); x != std::string::npos && x + 2 < l.size() &&
+                                         l.find_first_not_of("0123456789", x + 2) == std::string::npos) {
+      reps = std::strtoull(l.c_str() + x + 2, nullptr, 10);
+      l.resize(x);
+    }
+    std::vector<std::string> body;
+    if (block && !expand(v, i, ind + 1, body)) return false;
+    if (!block) body.push_back(l);
+    if (reps > kMaxOps || out.size() + reps * body.size() > kMaxOps) return false;
+    for (uint64_t r = 0; r < reps; ++r) out.insert(out.end(), body.begin(), body.end());
+  }
+  return true;
+}
+
+// The comm sections of a baseline; false when one does not parse.
+bool comm_sections(const std::vector<std::string>& v, std::vector<CommSection>& out) {
+  for (size_t i = 0; i < v.size();) {
+    if (v[i].rfind("comm ", 0) != 0) {
+      ++i;
+      continue;
+    }
+    CommSection c;
+    c.header = v[i];
+    const size_t at = c.header.rfind(" collectives=");
+    if (at == std::string::npos) return false;
+    c.key = c.header.substr(0, at);
+    const std::string n = c.header.substr(at + 13);
+    if (!n.empty() && n[0] == '#') c.first = std::strtoll(n.c_str() + 1, nullptr, 10);
+    ++i;
+    if (!expand(v, i, 1, c.ops)) return false;
+    out.push_back(std::move(c));
+  }
+  return true;
+}
+
+std::string range(int64_t a, int64_t b) {
+  return a > b ? "none" : "#" + std::to_string(a) + ".." + "#" + std::to_string(b);
+}
+
+}  // namespace
+
+// Schedules of capped runs hold a window of each communicator's collectives ("collectives=
+// #first..#last"): sections are compared on the ordinals both hold, and the result says which.
+BaselineDiff compare_baseline(const std::string& baseline, const std::string& actual) {
+  const auto want = lines_of(baseline), got = lines_of(actual);
+  auto windowed = [](const std::vector<std::string>& v) {
+    return std::any_of(v.begin(), v.end(), [](const std::string& l) {
+      return l.rfind("comm ", 0) == 0 && l.find(" collectives=#") != std::string::npos;
+    });
+  };
+  std::vector<CommSection> a, b;
+  if ((!windowed(want) && !windowed(got)) || !comm_sections(want, a) || !comm_sections(got, b))
+    return text_diff(want, got);
+  BaselineDiff d;
+  std::ostringstream diff, compared;
+  for (const CommSection& x : a) {
+    auto y = std::find_if(b.begin(), b.end(), [&](const CommSection& c) { return c.key == x.key; });
+    if (y == b.end()) {
+      d.equal = false;
+      diff << "- " << x.header << "\n";
+      continue;
+    }
+    const int64_t lo = std::max(x.first, y->first), hi = std::min(x.last(), y->last());
+    compared << x.key << ": baseline " << range(x.first, x.last()) << ", this run " << range(y->first, y->last())
+             << ": compared " << range(lo, hi) << "\n";
+    if (lo > hi) {
+      d.partial = true;
+      continue;
+    }
+    const auto cut = [lo, hi](const CommSection& c) {
+      return std::vector<std::string>(c.ops.begin() + (lo - c.first), c.ops.begin() + (hi - c.first + 1));
+    };
+    BaselineDiff part = text_diff(cut(x), cut(*y));
+    if (!part.equal) {
+      d.equal = false;
+      diff << "in section: " << x.header << " (collectives " << range(lo, hi) << ")\n" << part.text;
+    }
+  }
+  for (const CommSection& y : b)
+    if (std::none_of(a.begin(), a.end(), [&](const CommSection& c) { return c.key == y.key; })) {
+      d.equal = false;
+      diff << "+ " << y.header << "\n";
+    }
+  // The order sections: those of ranks that retired nothing, as text.
+  auto orders = [](const std::vector<std::string>& v) {
+    std::vector<std::string> o;
+    bool in = false;
+    for (const std::string& l : v) {
+      if (l.rfind("comm ", 0) == 0) in = false;
+      if (l.rfind("order ", 0) == 0) in = true;
+      if (in) o.push_back(l);
+    }
+    return o;
+  };
+  BaselineDiff order = text_diff(orders(want), orders(got));
+  if (!order.equal) {
+    d.equal = false;
+    diff << order.text;
+  }
+  d.text = diff.str();
+  d.compared = compared.str();
   return d;
 }
 

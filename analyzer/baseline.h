@@ -17,10 +17,15 @@ std::string canonical_schedule(const Analysis& a);
 struct BaselineDiff {
   bool equal = true;
   std::string text;  // readable diff: the section and the lines that differ
+  // Capped runs (sections "collectives=#first..#last"): per communicator, the ordinals each
+  // side holds and those compared; partial when a communicator had none in common.
+  std::string compared;
+  bool partial = false;
 };
 
 // Compares a baseline file's text with the run's canonical schedule; comment lines ('#') and
-// trailing blanks are ignored so reviewers can annotate the file.
+// trailing blanks are ignored so reviewers can annotate the file. When either side holds a
+// window of a communicator's history (a capped run), collectives are aligned by ordinal.
 BaselineDiff compare_baseline(const std::string& baseline, const std::string& actual);
 
 }  // namespace lockstep

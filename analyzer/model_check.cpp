@@ -123,6 +123,8 @@ Schedule schedule_from_trace(const Trace& trace) {
       local_to_global[ci] = it->second;
       if (ps.comm_rank.size() < s.comms.size()) ps.comm_rank.resize(s.comms.size(), -1);
       ps.comm_rank[it->second] = c.rank;
+      if (ps.retired_colls.size() < s.comms.size()) ps.retired_colls.resize(s.comms.size(), 0);
+      ps.retired_colls[it->second] = c.retired_collectives;
     }
 
     std::unordered_map<uint64_t, int32_t> stream_idx;
@@ -211,7 +213,7 @@ Schedule schedule_from_trace(const Trace& trace) {
     ps.items.reserve(ops.size() + waits.size());
     std::merge(ops.begin(), ops.end(), waits.begin(), waits.end(), std::back_inserter(ps.items), by_call);
   }
-  for (auto& ps : s.procs) ps.comm_rank.resize(s.comms.size(), -1);
+  for (auto& ps : s.procs) ps.comm_rank.resize(s.comms.size(), -1), ps.retired_colls.resize(s.comms.size(), 0);
   for (const CommInfo& c : s.comms)
     for (int r = 0; r < c.nranks; ++r)
       if (c.members[r] < 0)
@@ -257,9 +259,13 @@ struct Marker {
   int32_t pos;
 };
 
+// inst_slots_ values besides a global item id.
+constexpr int32_t kNeverIssued = -1;
+constexpr int32_t kRetired = -2;  // the member's trace retired it (size cap): reached
+
 struct Instance {
   int32_t comm = 0;
-  int32_t ordinal = 0;
+  int64_t ordinal = 0;  // 0-based absolute collective ordinal on the communicator
   int32_t arrived = 0;
   int32_t slots = 0;  // into Engine::inst_slots, nranks entries (global item ids, -1 = never issued)
   bool mismatch = false;
@@ -395,12 +401,27 @@ void Engine::build() {
     int32_t dev_pos = -1;  // serialized model: its position in the device queue
     std::vector<int32_t> items, queues;
   };
-  std::vector<int32_t> stream_q, comm_q, coll_count;
+  // Capped traces: members align collectives by absolute ordinal (retired + position); the
+  // instances of a communicator start at the fewest collectives any member retired.
+  auto retired = [&](int32_t p, size_t c) -> int64_t {
+    const auto& r = s_.procs[p].retired_colls;
+    return c < r.size() ? r[c] : 0;
+  };
+  std::vector<int64_t> first_ordinal(s_.comms.size(), 0);
+  for (size_t c = 0; c < s_.comms.size(); ++c) {
+    int64_t lo = INT64_MAX;
+    for (int32_t m : s_.comms[c].members)
+      if (m >= 0) lo = std::min(lo, retired(m, c));
+    first_ordinal[c] = lo == INT64_MAX ? 0 : lo;
+  }
+  std::vector<int32_t> stream_q, comm_q;
+  std::vector<int64_t> coll_count;
   for (int32_t p = 0; p < nprocs; ++p) {
     const ProcSchedule& ps = s_.procs[p];
     stream_q.assign(ps.streams.size(), -1);
     comm_q.assign(s_.comms.size(), -1);
     coll_count.assign(s_.comms.size(), 0);
+    for (size_t c = 0; c < s_.comms.size(); ++c) coll_count[c] = retired(p, c) - first_ordinal[c];
     // Serialized model: the device queue is a total order that implies stream and communicator
     // order, so it is the only queue; "stream s done up to here" becomes a device position.
     const int32_t device_q = serialized_ ? new_queue(p, Queue::kDevice, 0) : -1;
@@ -557,14 +578,19 @@ void Engine::build() {
           (part.is_send ? ch.sends : ch.recvs).push_back(gp);
         }
       } else {
-        const int32_t ord = coll_count[it.comm]++;
+        const int64_t ord = coll_count[it.comm]++;
         auto& list = comm_insts[it.comm];
-        while (static_cast<int32_t>(list.size()) <= ord) {
+        while (static_cast<int64_t>(list.size()) <= ord) {
           Instance in;
           in.comm = it.comm;
-          in.ordinal = static_cast<int32_t>(list.size());
+          in.ordinal = first_ordinal[it.comm] + static_cast<int64_t>(list.size());
           in.slots = static_cast<int32_t>(inst_slots_.size());
-          inst_slots_.resize(inst_slots_.size() + c.nranks, -1);
+          inst_slots_.resize(inst_slots_.size() + c.nranks, kNeverIssued);
+          for (int32_t r = 0; r < c.nranks; ++r)
+            if (c.members[r] >= 0 && retired(c.members[r], size_t(it.comm)) > in.ordinal) {
+              inst_slots_[in.slots + r] = kRetired;
+              ++in.arrived;
+            }
           list.push_back(static_cast<int32_t>(insts_.size()));
           insts_.push_back(in);
         }
@@ -688,7 +714,8 @@ void Engine::arrive(int32_t g) {
       in.mismatch = true;
       return;
     }
-    for (int32_t r = 0; r < s_.comms[in.comm].nranks; ++r) complete_item(inst_slots_[in.slots + r]);
+    for (int32_t r = 0; r < s_.comms[in.comm].nranks; ++r)
+      if (inst_slots_[in.slots + r] >= 0) complete_item(inst_slots_[in.slots + r]);
     return;
   }
   const Item& it = item(g);
@@ -880,7 +907,8 @@ Engine::Why Engine::why(int32_t u) const {
       const CommInfo& c = s_.comms[in.comm];
       for (int32_t r = 0; r < c.nranks; ++r) {
         const int32_t og = inst_slots_[in.slots + r];
-        if (og < 0) {
+        if (og == kRetired) continue;
+        if (og == kNeverIssued) {
           return {"waits on comm " + c.label + " for " + member_label(in.comm, r) + ", which never issues collective #" +
                       std::to_string(in.ordinal + 1) + " on it",
                   -1, c.members[r]};

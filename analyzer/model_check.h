@@ -75,6 +75,10 @@ struct ProcSchedule {
   std::vector<uint64_t> streams;           // recorded stream values
   std::vector<int64_t> threads;            // recorded tids
   std::vector<int32_t> comm_rank;          // by Schedule comm index: this rank's rank in it, -1
+  // By Schedule comm index: collectives the size cap retired before the first one in `items`
+  // (comms.retired_collectives). Members align collectives by absolute ordinal; one that some
+  // member retired counts as reached by it (its digest is checked by the analyzer, not here).
+  std::vector<int64_t> retired_colls;
   std::vector<Item> items;                 // ops and waits, sorted by call_index
   std::vector<Part> parts;
 };

@@ -2,6 +2,10 @@
 // SQLite, measured from the first push to the end of the flush that commits them; and the bytes
 // on disk per op. Timings only (docs/recorder.md, docs/schema.md).
 //
+// BM_writer_capped: the same with completions, through a writer whose size cap (16 MiB) was
+// reached before timing starts, so every batch pays for retirement; side by side with the
+// uncapped one in one run.
+//
 // LOCKSTEP_BENCH_CAPPED_OPS=N (with LOCKSTEP_MAX_MB=M, default 64): instead, N ops with their
 // completions through one writer capped at M MiB; prints the file's size along the way.
 #include <benchmark/benchmark.h>
@@ -97,40 +101,86 @@ Record op_record(int64_t call) {
   return r;
 }
 
+// Pushes `batch` ops (with their completions when asked) and waits until they are committed.
+void push_batch(Writer* w, int64_t batch, bool completions, int64_t& next_call) {
+  for (int64_t i = 0; i < batch; i++) {
+    int64_t call = next_call++;
+    w->push(op_record(call));
+    if (completions) {
+      Record c;
+      c.kind = RecKind::Completion;
+      c.done = {call, call * 1000 + 5000};
+      w->push(c);
+    }
+    // Keep within the queue: the writer drains concurrently, but never count on it.
+    if (completions && i == 30000) w->flush(60000);
+  }
+  w->flush(60000);
+}
+
 // Batches of 50,000 ops (fits the 65,536-record queue), each with its completion row when
 // range(0) is 1: what a traced training loop produces.
-void BM_writer_commits(benchmark::State& state) {
-  Writer* w = open_writer();
+void time_batches(benchmark::State& state, Writer* w, bool completions, int64_t& next_call) {
   const int64_t batch = 50000;
-  bool completions = state.range(0) == 1;
   int64_t rows = 0;
   const double cpu0 = writer_cpu_seconds();
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
-    for (int64_t i = 0; i < batch; i++) {
-      int64_t call = g_call++;
-      w->push(op_record(call));
-      if (completions) {
-        Record c;
-        c.kind = RecKind::Completion;
-        c.done = {call, call * 1000 + 5000};
-        w->push(c);
-      }
-      // Keep within the queue: the writer drains concurrently, but never count on it.
-      if (completions && i == 30000) w->flush(60000);
-    }
-    w->flush(60000);
+    push_batch(w, batch, completions, next_call);
     state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     rows += completions ? 2 * batch : batch;
   }
   state.counters["ops/s"] = benchmark::Counter(double(batch) * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["ops/writer_cpu_s"] = double(batch) * double(state.iterations()) / (writer_cpu_seconds() - cpu0);
   state.counters["rows/s"] = benchmark::Counter(double(rows), benchmark::Counter::kIsRate);
+}
+
+void BM_writer_commits(benchmark::State& state) {
+  Writer* w = open_writer();
+  time_batches(state, w, state.range(0) == 1, g_call);
   // Bytes on disk per op so far (this writer's file holds every op of both runs).
   struct stat st {};
   if (stat(w->path().c_str(), &st) == 0) state.counters["file_bytes/op"] = double(st.st_size) / double(g_call - 1);
 }
 BENCHMARK(BM_writer_commits)->Arg(0)->Arg(1)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
+
+int64_t meta_int(const std::string& path, const char* key);
+
+// The capped writer: 16 MiB, filled past its cap before the timed batches. Its thread is also
+// named lockstep-writer: the uncapped writer, idle meanwhile, adds its idle wake-ups to the
+// CPU time counted.
+void BM_writer_capped(benchmark::State& state) {
+  static std::string dir;
+  static Writer* w = [] {
+    char tmpl[] = "/tmp/lockstep-writer-bench-capped-XXXXXX";
+    TraceHeader h;
+    h.info = read_process_info();
+    h.info.trace_dir = dir = mkdtemp(tmpl);
+    h.max_mb = 16;
+    std::string err;
+    Writer* w = Writer::open(h, &err);
+    if (!w) {
+      fprintf(stderr, "recorder_writer_bench: %s\n", err.c_str());
+      exit(1);
+    }
+    w->start();
+    return w;
+  }();
+  static int64_t next_call = 1;  // its own calls: seq 1, 2, ... on its communicator
+  while (meta_int(w->path(), "retired_ops") <= 0) push_batch(w, 50000, true, next_call);
+  const int64_t retired0 = meta_int(w->path(), "retired_ops");
+  time_batches(state, w, true, next_call);
+  state.counters["retired_ops"] = double(meta_int(w->path(), "retired_ops") - retired0);
+  struct stat st {};
+  if (stat(w->path().c_str(), &st) == 0) state.counters["file_MiB"] = double(st.st_size) / (1 << 20);
+  if (state.thread_index() == 0 && !dir.empty()) {
+    w->stop("exit");
+    std::string cmd = "rm -rf '" + dir + "'";
+    if (system(cmd.c_str()) != 0) fprintf(stderr, "could not remove %s\n", dir.c_str());
+    dir.clear();
+  }
+}
+BENCHMARK(BM_writer_capped)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
 
 int64_t meta_int(const std::string& path, const char* key) {
   sqlite3* db = nullptr;

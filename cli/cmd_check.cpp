@@ -12,6 +12,18 @@
 namespace lockstep::cli {
 namespace {
 
+std::string indent(const std::string& text, const std::string& by) {
+  std::string out;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t e = text.find('\n', i);
+    if (e == std::string::npos) e = text.size();
+    out += by + text.substr(i, e - i) + "\n";
+    i = e + 1;
+  }
+  return out;
+}
+
 struct CheckArgs {
   std::string dir;
   std::string baseline;
@@ -53,8 +65,17 @@ int check_dir(const CheckArgs& a) {
   if (!a.baseline.empty()) {
     BaselineDiff diff = compare_baseline(expected, actual);
     cases.push_back({"matches_baseline", diff.equal ? "" : "schedule differs from " + a.baseline + "\n" + diff.text});
-    if (diff.equal) {
-      std::cout << "lockstep check: schedule matches baseline " << a.baseline << "\n";
+    // Capped runs: what each side holds of each communicator, and what was compared.
+    if (!diff.compared.empty())
+      std::cout << "lockstep check: retained windows (by collective ordinal) against " << a.baseline << ":\n"
+                << indent(diff.compared, "  ");
+    if (diff.equal && diff.partial) {
+      std::cout << "lockstep check: baseline " << a.baseline
+                << " not verified: some communicator has no collective in common with it (see above)\n";
+      if (rc == kExitOk) rc = kExitIncomplete;
+    } else if (diff.equal) {
+      std::cout << "lockstep check: schedule matches baseline " << a.baseline
+                << (diff.compared.empty() ? "" : " on the collectives both hold") << "\n";
     } else {
       std::cout << "lockstep check: schedule differs from baseline " << a.baseline << " (- baseline, + this run):\n"
                 << diff.text;

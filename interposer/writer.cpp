@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <deque>
 #include <map>
 #include <tuple>
 #include <cstdio>
@@ -162,7 +163,7 @@ struct SigKey {
   int32_t tid, root, peer, redop;
   int8_t dtype;
   OpKind op;
-  std::vector<PartRec> parts;  // call_index/part fields zeroed
+  std::vector<PartRec> parts;  // compared by description and part index (not call_index)
   bool operator==(const SigKey& o) const {
     auto same = [](const PartRec& a, const PartRec& b) {
       return std::tie(a.count, a.part, a.root, a.peer, a.redop, a.dtype, a.op) ==
@@ -190,15 +191,44 @@ struct SigKeyHash {
     return size_t(h);
   }
 };
-digest::Part digest_part(const PartRec& p) {
-  return {vocab::Op(p.op), vocab::dtype_from_nccl(p.dtype), p.count, p.root, p.peer, vocab::redop_from_nccl(p.redop)};
+// The recorder's raw call (OpRec or PartRec: NCCL's dtype and redop values) as trace fields.
+template <typename Rec>
+trace_file::CallFields call_fields(const Rec& r) {
+  return {vocab::Op(r.op), vocab::dtype_from_nccl(r.dtype), r.count, r.root, r.peer, vocab::redop_from_nccl(r.redop)};
 }
 }  // namespace
+
+// A communicator's running digest (writer thread).
+struct Writer::CommDigest {
+  int64_t next_seq = 1;
+  int64_t ordinal = 0;
+  uint64_t digest = digest::kEmpty;
+  // Sequenced ops that arrived ahead of a lower seq (several threads on one communicator).
+  struct Waiting {
+    bool collective;
+    uint64_t hash;
+    int64_t call_index;
+  };
+  std::map<int64_t, Waiting> waiting;  // by seq
+  // Retired history (the size cap): collectives, digest, last seq.
+  int64_t retired_collectives = 0;
+  uint64_t retired_digest = digest::kEmpty;
+  int64_t retired_through_seq = 0;
+  // The digest state at retirement boundaries, taken on the way in (see Boundary): the state
+  // before this communicator's first op past boundaries (previous mark's last_id, last_id].
+  struct Mark {
+    int64_t last_id;
+    int64_t ordinal;
+    uint64_t digest;
+    int64_t through_seq;
+  };
+  std::deque<Mark> marks;
+  int64_t crossed = 0;  // boundaries below this id are behind this communicator's digest
+};
 
 struct Writer::SigState {
   struct Sig {
     int64_t id;
-    int64_t comm_id;
     bool collective;
     uint64_t hash;
   };
@@ -230,19 +260,22 @@ struct Writer::SigState {
     pending.push_back(PendingOp{o, {}, -1, false, 0, 0});
     if (!pending_sorted && !index_stale) pending_index[o.call_index] = pending.size() - 1;
   }
-  struct CommDigest {
-    int64_t next_seq = 1;
-    int64_t ordinal = 0;
-    uint64_t digest = digest::kEmpty;
-    // Sequenced ops that arrived ahead of a lower seq (several threads on one communicator).
-    std::map<int64_t, std::pair<bool, uint64_t>> waiting;  // seq -> (collective, hash)
-    // Retired history (the size cap): collectives, digest, last seq.
-    int64_t retired_collectives = 0;
-    uint64_t retired_digest = digest::kEmpty;
-    int64_t retired_through_seq = 0;
-  };
   std::unordered_map<int64_t, CommDigest> comms;
-  std::unordered_map<int64_t, Sig> by_id;   // signature id -> what retirement needs
+  // Capped traces: candidate bounds of a retirement chunk, declared as op rows are written. A
+  // boundary's call_index is at least every call_index digested when it was declared, and
+  // within a communicator seq order is call_index order, so each communicator's digest state
+  // at the boundary is the state before its first op past it (CommDigest::marks), or its
+  // current state when it has none: retiring `call_index <= bound` reads nothing back.
+  struct Boundary {
+    int64_t call_index;
+    int64_t rows_written;  // op rows written when declared (rows at or below it, give or take late ones)
+  };
+  std::deque<Boundary> boundaries;
+  int64_t first_boundary_id = 0;  // id of boundaries.front()
+  int64_t rows_written = 0;       // op rows written, ever
+  int64_t rows_at_boundary = 0;   // rows_written when the last boundary was declared
+  int64_t max_written_call = 0;
+  int64_t next_boundary_id() const { return first_boundary_id + int64_t(boundaries.size()); }
   int64_t digest_gaps = 0;
   int64_t rows_in_file = 0;                 // op rows written and not retired
   int64_t retired_ops = 0;
@@ -315,7 +348,7 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   if (w->tables_.prepare(w->db_, co.time_base_mono_ns, co.wall_offset_ns) != SQLITE_OK)
     return fail_open("cannot prepare trace statements");
   w->tables_ready_ = true;
-  if (!w->exec(schema::kProfilerCreateSql)) return fail_open("cannot create trace tables");
+  if (!w->exec(trace_file::compact_sql(schema::kProfilerCreateSql).c_str())) return fail_open("cannot create trace tables");
   const int64_t max_mb = h.max_mb >= 0 ? h.max_mb : config().max_mb;
   w->max_bytes_ = max_mb * 1024 * 1024;
   w->checkpoint_interval_ = h.checkpoint_interval > 0 ? h.checkpoint_interval : digest::kDefaultInterval;
@@ -498,51 +531,49 @@ bool Writer::write_stop_meta(StopReason why, const std::string& detail) {
   return false;
 }
 
+// Sleeps until woken (eventfd) or the commit interval passed.
+void Writer::wait_for_wake() {
+  pollfd p{wake_fd_, POLLIN, 0};
+  poll(&p, 1, kCommitIntervalMs);
+  uint64_t drained;
+  ssize_t ignored = read(wake_fd_, &drained, sizeof drained);
+  (void)ignored;
+}
+
+// A round is over: flush() callers up to flush_target return, a signal handler waiting for it
+// is acknowledged.
+void Writer::round_done(uint64_t flush_target, bool signal_waits) {
+  {
+    std::lock_guard<std::mutex> g(flush_mu_);
+    flush_done_ = flush_target;
+  }
+  flush_cv_.notify_all();
+  if (signal_waits) {
+    char c = 1;
+    ssize_t ignored = write(ack_pipe_[1], &c, 1);
+    (void)ignored;
+  }
+}
+
 // After an internal error: keep answering flush and signal-flush requests (they find the
 // recorder stopped) until stop(), so no caller waits for its timeout.
 void Writer::run_failed_until_stop() {
   for (;;) {
-    pollfd p{wake_fd_, POLLIN, 0};
-    poll(&p, 1, kCommitIntervalMs);
-    uint64_t drained;
-    ssize_t ignored = read(wake_fd_, &drained, sizeof drained);
-    (void)ignored;
-    uint64_t flush_target = flush_req_atomic_.load();
-    {
-      std::lock_guard<std::mutex> g(flush_mu_);
-      flush_done_ = flush_target;
-    }
-    flush_cv_.notify_all();
-    if (signal_reason_.exchange(nullptr)) {
-      char c = 1;
-      ignored = write(ack_pipe_[1], &c, 1);
-    }
+    wait_for_wake();
+    round_done(flush_req_atomic_.load(), signal_reason_.exchange(nullptr) != nullptr);
     if (stop_.load()) return;
   }
 }
 
 void Writer::run() {
   for (;;) {
-    pollfd p{wake_fd_, POLLIN, 0};
-    poll(&p, 1, kCommitIntervalMs);
-    uint64_t drained;
-    ssize_t ignored = read(wake_fd_, &drained, sizeof drained);
-    (void)ignored;
-
+    wait_for_wake();
     uint64_t flush_target = flush_req_atomic_.load();
     const char* reason = signal_reason_.exchange(nullptr);
     if (reason) set_meta("exit_reason", reason);
     bool stopping = stop_.load();
     if (!failed()) commit_batch(stopping || reason != nullptr);
-    {
-      std::lock_guard<std::mutex> g(flush_mu_);
-      flush_done_ = flush_target;
-    }
-    flush_cv_.notify_all();
-    if (reason) {
-      char c = 1;
-      ignored = write(ack_pipe_[1], &c, 1);
-    }
+    round_done(flush_target, reason != nullptr);
     if (stopping) break;
   }
 }
@@ -604,54 +635,26 @@ const std::string& Writer::thread_name(int tid) {
 
 // The signature of an op: interned once (a row in signatures, its parts in signature_parts).
 int64_t Writer::signature_id(const OpRec& o, const std::vector<PartRec>& parts, bool* collective, uint64_t* hash) {
-  SigKey k;
-  k.comm_id = o.comm_id;
-  k.count = o.count;
-  k.stream = o.stream;
-  k.stack_hash = o.stack_hash;
-  k.tid = o.tid;
-  k.root = o.root;
-  k.peer = o.peer;
-  k.redop = o.redop;
-  k.dtype = o.dtype;
-  k.op = o.op;
-  k.parts.reserve(parts.size());
-  for (const PartRec& p : parts) {
-    PartRec q{};
-    q.count = p.count;
-    q.part = p.part;
-    q.root = p.root;
-    q.peer = p.peer;
-    q.redop = p.redop;
-    q.dtype = p.dtype;
-    q.op = p.op;
-    k.parts.push_back(q);
-  }
+  // The parts as recorded: the key compares and hashes only their description.
+  SigKey k{.comm_id = o.comm_id, .count = o.count, .stream = o.stream, .stack_hash = o.stack_hash, .tid = o.tid,
+           .root = o.root, .peer = o.peer, .redop = o.redop, .dtype = o.dtype, .op = o.op, .parts = parts};
   auto it = sig_->ids.find(k);
   if (it != sig_->ids.end()) {
     *collective = it->second.collective;
     *hash = it->second.hash;
     return it->second.id;
   }
-  const vocab::Op op = vocab::Op(o.op);
-  std::vector<digest::Part> dparts;
-  dparts.reserve(parts.size());
-  for (const PartRec& p : parts) dparts.push_back(digest_part(p));
+  trace_file::SignatureRow r;
+  static_cast<trace_file::CallFields&>(r) = call_fields(o);
+  std::vector<trace_file::CallFields> calls;
+  calls.reserve(parts.size());
+  for (const PartRec& p : parts) calls.push_back(call_fields(p));
   SigState::Sig sig;
   sig.id = int64_t(sig_->ids.size()) + 1;
-  sig.comm_id = o.comm_id;
-  sig.collective = digest::in_collective_sequence(op);
-  sig.hash = digest::signature_hash(op, vocab::dtype_from_nccl(o.dtype), o.count, o.root, o.peer,
-                                    vocab::redop_from_nccl(o.redop), dparts.data(), dparts.size());
-  trace_file::SignatureRow r;
+  sig.collective = digest::in_collective_sequence(r.op);
+  sig.hash = trace_file::signature_hash(r, calls.data(), calls.size());
   r.id = sig.id;
   r.comm_id = o.comm_id;
-  r.op = op;
-  r.dtype = vocab::dtype_from_nccl(o.dtype);
-  r.count = o.count;
-  r.root = o.root;
-  r.peer = o.peer;
-  r.redop = vocab::redop_from_nccl(o.redop);
   r.stream = o.stream;
   r.tid = o.tid;
   r.thread_name = thread_name(o.tid);
@@ -659,21 +662,9 @@ int64_t Writer::signature_id(const OpRec& o, const std::vector<PartRec>& parts, 
   r.nparts = int32_t(parts.size());
   r.hash = sig.hash;
   if (!ok(tables_.signature(r), "insert signature")) return -1;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const PartRec& p = parts[i];
-    trace_file::PartRow pr;
-    pr.sig_id = sig.id;
-    pr.part = int32_t(i);
-    pr.op = vocab::Op(p.op);
-    pr.dtype = vocab::dtype_from_nccl(p.dtype);
-    pr.count = p.count;
-    pr.root = p.root;
-    pr.peer = p.peer;
-    pr.redop = vocab::redop_from_nccl(p.redop);
-    if (!ok(tables_.part(pr), "insert signature part")) return -1;
-  }
+  for (size_t i = 0; i < calls.size(); ++i)
+    if (!ok(tables_.part(trace_file::PartRow(sig.id, int32_t(i), calls[i])), "insert signature part")) return -1;
   sig_->ids.emplace(std::move(k), sig);
-  sig_->by_id.emplace(sig.id, sig);
   *collective = sig.collective;
   *hash = sig.hash;
   return sig.id;
@@ -682,35 +673,71 @@ int64_t Writer::signature_id(const OpRec& o, const std::vector<PartRec>& parts, 
 // The running digest of a communicator's collectives in seq order (op_digest.h), and a
 // checkpoint row every checkpoint_interval_ collectives.
 void Writer::digest_op(int64_t comm_id, int64_t seq, int64_t call_index, bool collective, uint64_t sig_hash) {
-  (void)call_index;
-  SigState::CommDigest& c = sig_->comms[comm_id];
+  CommDigest& c = sig_->comms[comm_id];
   if (seq < c.next_seq) return;  // a duplicate
-  auto step = [&](bool is_coll, uint64_t h) {
-    if (is_coll) {
-      c.digest = digest::chain(c.digest, h);
-      ++c.ordinal;
-      if (digest::is_checkpoint(c.ordinal, checkpoint_interval_) &&
-          !ok(tables_.checkpoint({comm_id, c.ordinal, c.next_seq, c.digest}), "insert checkpoint"))
-        return false;
-    }
-    ++c.next_seq;
-    return true;
-  };
   if (seq == c.next_seq && c.waiting.empty()) {  // the common case: in order
-    step(collective, sig_hash);
+    digest_step(comm_id, c, collective, sig_hash, call_index);
     return;
   }
-  c.waiting.emplace(seq, std::make_pair(collective, sig_hash));
+  c.waiting.emplace(seq, CommDigest::Waiting{collective, sig_hash, call_index});
   // A seq that never comes (its record was dropped): give up waiting after a bound.
   if (c.waiting.size() > 4096 && c.waiting.begin()->first != c.next_seq) {
     sig_->digest_gaps += c.waiting.begin()->first - c.next_seq;
     c.next_seq = c.waiting.begin()->first;
   }
-  while (!c.waiting.empty() && c.waiting.begin()->first == c.next_seq) {
-    auto [is_coll, h] = c.waiting.begin()->second;
-    c.waiting.erase(c.waiting.begin());
-    if (!step(is_coll, h)) return;
+  drain_waiting(comm_id, c, INT64_MIN);
+}
+
+// Digests the waiting ops that are next in seq order; with a bound, first skips the gap before
+// every waiting op at or below it (their missing predecessors were dropped: retirement is there).
+void Writer::drain_waiting(int64_t comm_id, CommDigest& c, int64_t skip_gaps_through_call) {
+  while (!c.waiting.empty()) {
+    auto it = c.waiting.begin();
+    if (it->first != c.next_seq) {
+      if (it->second.call_index > skip_gaps_through_call) return;
+      sig_->digest_gaps += it->first - c.next_seq;
+      c.next_seq = it->first;
+    }
+    const CommDigest::Waiting w = it->second;
+    c.waiting.erase(it);
+    if (!digest_step(comm_id, c, w.collective, w.hash, w.call_index)) return;
   }
+}
+
+// One more op of the communicator in seq order. An op past declared retirement boundaries
+// first leaves the state before it as the communicator's mark for them.
+bool Writer::digest_step(int64_t comm_id, CommDigest& c, bool collective, uint64_t hash, int64_t call_index) {
+  if (c.crossed < sig_->next_boundary_id()) {
+    c.crossed = std::max(c.crossed, sig_->first_boundary_id);
+    int64_t last = -1;
+    for (int64_t id = c.crossed; id < sig_->next_boundary_id(); ++id) {
+      if (sig_->boundaries[size_t(id - sig_->first_boundary_id)].call_index >= call_index) break;
+      last = id;
+    }
+    if (last >= 0) {
+      c.marks.push_back({last, c.ordinal, c.digest, c.next_seq - 1});
+      c.crossed = last + 1;
+    }
+  }
+  if (collective) {
+    c.digest = digest::chain(c.digest, hash);
+    ++c.ordinal;
+    if (digest::is_checkpoint(c.ordinal, checkpoint_interval_) &&
+        !ok(tables_.checkpoint({comm_id, c.ordinal, c.next_seq, c.digest}), "insert checkpoint"))
+      return false;
+  }
+  ++c.next_seq;
+  return true;
+}
+
+// Capped traces: a retirement boundary about every 1/128 of the rows in the file (at least
+// every 1,024 rows), so that a chunk can end near where the cap wants it.
+void Writer::maybe_declare_boundary() {
+  SigState& s = *sig_;
+  if (s.rows_written - s.rows_at_boundary < std::max<int64_t>(1024, s.rows_in_file / 128)) return;
+  if (!s.boundaries.empty() && s.boundaries.back().call_index >= s.max_written_call) return;
+  s.boundaries.push_back({s.max_written_call, s.rows_written});
+  s.rows_at_boundary = s.rows_written;
 }
 
 void Writer::write_op(PendingOp& p) {
@@ -727,24 +754,15 @@ void Writer::write_op(PendingOp& p) {
   uint64_t hash = 0;
   int64_t sig = signature_id(o, *parts, &collective, &hash);
   if (sig < 0) return;
-  trace_file::OpRow r;
-  r.call_index = o.call_index;
-  r.sig = sig;
-  r.seq = o.seq;
-  r.issue_mono_ns = o.issue_mono;
-  r.issue_wall_ns = o.issue_wall;
-  r.return_mono_ns = o.return_mono;
-  r.completed = p.completed;
-  r.complete_mono_ns = p.complete_mono;
-  r.state = vocab::State(o.state);
-  r.rc = o.rc;
-  r.group_id = o.group_id;
-  r.capture_id = o.capture_id;
-  r.graph_id = o.graph_id;
-  r.origin_call = o.origin_call;
-  r.graph_exec = o.graph_exec;
+  const trace_file::OpRow r{.call_index = o.call_index, .sig = sig, .seq = o.seq, .issue_mono_ns = o.issue_mono,
+                            .issue_wall_ns = o.issue_wall, .return_mono_ns = o.return_mono, .completed = p.completed,
+                            .complete_mono_ns = p.complete_mono, .state = vocab::State(o.state), .rc = o.rc,
+                            .group_id = o.group_id, .capture_id = o.capture_id, .graph_id = o.graph_id,
+                            .graph_exec = o.graph_exec, .origin_call = o.origin_call};
   if (!ok(tables_.op(r), "insert op")) return;
   ++sig_->rows_in_file;
+  ++sig_->rows_written;
+  sig_->max_written_call = std::max(sig_->max_written_call, o.call_index);
   if (o.seq > 0 && (o.state == OpState::Enqueued || o.state == OpState::GraphLaunched))
     digest_op(o.comm_id, o.seq, o.call_index, collective, hash);
 }
@@ -757,8 +775,10 @@ void Writer::write_ready_ops(bool force) {
   std::vector<PendingOp> waiting;
   for (PendingOp& p : pending) {
     if (failed()) return;
-    if (force || p.ready() || p.waited >= 2) write_op(p);
-    else {
+    if (force || p.ready() || p.waited >= 2) {
+      write_op(p);
+      if (max_bytes_ > 0) maybe_declare_boundary();
+    } else {
       ++p.waited;
       waiting.push_back(std::move(p));
     }
@@ -789,23 +809,13 @@ void Writer::insert(const Record& r) {
     }
     case RecKind::CommInit: {
       const CommInitRec& c = r.comm;
-      trace_file::CommRow row;
-      std::string hex = trace_file::hex16(c.hash);
-      row.id = c.id;
-      row.hash = hex;
-      row.handle = c.handle;
-      row.nranks = c.nranks;
-      row.rank = c.rank;
-      row.cuda_device = c.device;
-      row.parent_id = c.parent_id;
-      row.has_split = c.has_split;
-      row.split_color = c.color;
-      row.split_key = c.key;
-      row.name = std::string_view(c.name, strnlen(c.name, sizeof c.name));
-      row.init_call = c.init_call;
-      row.init_mono_ns = c.init_mono;
-      row.init_rc = c.rc;
-      row.created_before_tracing = c.before_tracing;
+      const std::string hex = trace_file::hex16(c.hash);
+      const trace_file::CommRow row{.id = c.id, .hash = hex, .handle = c.handle, .nranks = c.nranks, .rank = c.rank,
+                                    .cuda_device = c.device, .parent_id = c.parent_id, .has_split = c.has_split,
+                                    .split_color = c.color, .split_key = c.key,
+                                    .name = std::string_view(c.name, strnlen(c.name, sizeof c.name)),
+                                    .init_call = c.init_call, .init_mono_ns = c.init_mono, .init_rc = c.rc,
+                                    .created_before_tracing = c.before_tracing};
       rc = t.comm(row);
       break;
     }
@@ -872,59 +882,45 @@ void Writer::retire_if_over_cap(int64_t incoming) {
   int64_t n = int64_t((expected - double(max_bytes_) * kRetireLowWater) / per_row) + 1;
   n = std::min<int64_t>({n, sig_->rows_in_file / 2, kMaxRetirePerCommit});
   if (n <= 0) return;
-  trace_file::Stmt bound(db_, "SELECT call_index FROM op_rows ORDER BY call_index LIMIT 1 OFFSET ?", false);
-  bound.i64(1, n - 1);
-  int rc = bound.step();
-  if (rc != SQLITE_ROW) {
-    bound.reset();
-    ok(rc, "retire: bound");
-    return;
-  }
-  const int64_t hi = sqlite3_column_int64(bound.get(), 0);
-  bound.reset();
-  // The retired collectives of each communicator, in seq order, extend its retired digest.
-  struct Retired {
-    int64_t seq;
-    int64_t sig;
-  };
-  std::unordered_map<int64_t, std::vector<Retired>> by_comm;
-  {
-    trace_file::Stmt rows(db_, "SELECT seq, sig FROM op_rows WHERE call_index <= ? AND seq IS NOT NULL AND state IN (?,?)",
-                          false);
-    rows.i64(1, hi).i64(2, int64_t(vocab::State::Enqueued)).i64(3, int64_t(vocab::State::GraphLaunched));
-    while ((rc = rows.step()) == SQLITE_ROW) {
-      int64_t sig = sqlite3_column_int64(rows.get(), 1);
-      auto s = sig_->by_id.find(sig);
-      if (s == sig_->by_id.end()) continue;
-      by_comm[s->second.comm_id].push_back({sqlite3_column_int64(rows.get(), 0), sig});
-    }
-    rows.reset();
-    if (!ok(rc, "retire: read")) return;
-  }
+  // The chunk ends at a declared boundary: the first that retires n rows, unless that is more
+  // than a commit should take and an earlier one retires some.
+  // Only below every op still pending: then an op at or below the bound that a communicator's
+  // digest still waits for was dropped, not late, and drain_waiting may skip it.
+  SigState& s = *sig_;
+  int64_t below = INT64_MAX;
+  for (const PendingOp& p : s.pending) below = std::min(below, p.rec.call_index);
+  size_t usable = 0;
+  while (usable < s.boundaries.size() && s.boundaries[usable].call_index < below) ++usable;
+  if (usable == 0) return;
+  size_t j = 0;
+  while (j + 1 < usable && s.boundaries[j].rows_written - s.retired_ops < n) ++j;
+  if (j > 0 && s.boundaries[j].rows_written - s.retired_ops > kMaxRetirePerCommit) --j;
+  if (s.boundaries[j].rows_written - s.retired_ops <= 0) return;  // none yet
+  const int64_t id = s.first_boundary_id + int64_t(j), hi = s.boundaries[j].call_index;
+  // Each communicator's state at the boundary, from its marks: no row is read back.
   trace_file::Stmt upd(db_, "UPDATE comms SET retired_collectives=?, retired_digest=?, retired_through_seq=? WHERE id=?",
                        false);
-  for (auto& [comm, list] : by_comm) {
-    std::sort(list.begin(), list.end(), [](const Retired& a, const Retired& b) { return a.seq < b.seq; });
-    SigState::CommDigest& c = sig_->comms[comm];
-    for (const Retired& x : list) {
-      const SigState::Sig& s = sig_->by_id[x.sig];
-      if (s.collective) {
-        c.retired_digest = digest::chain(c.retired_digest, s.hash);
-        ++c.retired_collectives;
-      }
-      c.retired_through_seq = std::max(c.retired_through_seq, x.seq);
-    }
+  for (auto& [comm, c] : s.comms) {
+    drain_waiting(comm, c, hi);
+    if (failed()) return;
+    while (!c.marks.empty() && c.marks.front().last_id < id) c.marks.pop_front();
+    CommDigest::Mark at{id, c.ordinal, c.digest, c.next_seq - 1};
+    if (!c.marks.empty()) at = c.marks.front();
+    if (!c.marks.empty() && c.marks.front().last_id == id) c.marks.pop_front();
+    if (at.ordinal == c.retired_collectives && at.through_seq == c.retired_through_seq) continue;
+    c.retired_collectives = at.ordinal;
+    c.retired_digest = at.digest;
+    c.retired_through_seq = at.through_seq;
     upd.i64(1, c.retired_collectives).i64(2, int64_t(c.retired_digest)).i64(3, c.retired_through_seq).i64(4, comm);
     if (!ok(upd.run(), "retire: comms")) return;
   }
-  int64_t before = sqlite3_total_changes64(db_);
+  s.boundaries.erase(s.boundaries.begin(), s.boundaries.begin() + int64_t(j) + 1);
+  s.first_boundary_id = id + 1;
   for (const char* sql : {"DELETE FROM op_graph WHERE call_index <= ?", "DELETE FROM waits WHERE call_index <= ?",
                           "DELETE FROM graph_launches WHERE call_index <= ?", "DELETE FROM api_calls WHERE call_index <= ?"}) {
     trace_file::Stmt del(db_, sql, false);
     if (!ok(del.i64(1, hi).run(), "retire: delete")) return;
   }
-  int64_t side = sqlite3_total_changes64(db_) - before;
-  (void)side;
   trace_file::Stmt del(db_, "DELETE FROM op_rows WHERE call_index <= ?", false);
   if (!ok(del.i64(1, hi).run(), "retire: delete ops")) return;
   const int64_t gone = sqlite3_changes64(db_);
@@ -984,14 +980,18 @@ void Writer::commit_batch(bool force_meta) {
     fail("insert profiler rows");
     return;
   }
-  // A reader holding its shared lock past busy_timeout makes COMMIT return BUSY: the
-  // transaction stays open and is retried, so nothing is lost.
+  commit();
+}
+
+// A reader holding its shared lock past busy_timeout makes COMMIT return BUSY: the transaction
+// stays open and is retried, so nothing is lost.
+bool Writer::commit() {
   for (int attempt = 0;; attempt++) {
     int rc = sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr);
-    if (rc == SQLITE_OK) break;
+    if (rc == SQLITE_OK) return true;
     if ((rc != SQLITE_BUSY && rc != SQLITE_LOCKED) || attempt >= 4) {  // exit waits at most ~10 s
       fail("commit");
-      return;
+      return false;
     }
   }
 }

@@ -114,12 +114,19 @@ class Writer {
   bool ok(int rc, const char* what);  // SQLITE_DONE/OK, or fail(what) and false
   void run();
   void run_failed_until_stop();
+  void wait_for_wake();
+  void round_done(uint64_t flush_target, bool signal_waits);
   void commit_batch(bool force_meta);
+  bool commit();
   void insert(const Record& r);
   void write_ready_ops(bool force);
   struct PendingOp;
   void write_op(PendingOp& p);
   void digest_op(int64_t comm_id, int64_t seq, int64_t call_index, bool collective, uint64_t sig_hash);
+  struct CommDigest;
+  bool digest_step(int64_t comm_id, CommDigest& c, bool collective, uint64_t hash, int64_t call_index);
+  void drain_waiting(int64_t comm_id, CommDigest& c, int64_t skip_gaps_through_call);
+  void maybe_declare_boundary();
   void retire_if_over_cap(int64_t inserted);
   int64_t signature_id(const OpRec& o, const std::vector<PartRec>& parts, bool* collective, uint64_t* hash);
   void intern_pending_stacks();

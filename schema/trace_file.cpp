@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <vector>
 
 namespace lockstep::trace_file {
 
@@ -83,6 +84,29 @@ std::string names_case(const std::string& col, const char* const (&names)[N]) {
 
 }  // namespace
 
+// SQLite keeps each CREATE statement's text in sqlite_schema, comments and indentation included:
+// in a small trace that is a good part of the file. The comments stay in trace_schema.h.
+std::string compact_sql(std::string_view sql) {
+  std::string out;
+  out.reserve(sql.size());
+  bool quoted = false;
+  for (size_t i = 0; i < sql.size(); ++i) {
+    char c = sql[i];
+    if (c == '\'') quoted = !quoted;
+    if (!quoted && c == '-' && i + 1 < sql.size() && sql[i + 1] == '-') {
+      while (i < sql.size() && sql[i] != '\n') ++i;
+      c = ' ';
+    }
+    if (!quoted && (c == ' ' || c == '\n' || c == '\t')) {
+      if (!out.empty() && out.back() != ' ' && out.back() != '(') out += ' ';
+      continue;
+    }
+    if (!quoted && (c == ')' || c == ',') && !out.empty() && out.back() == ' ') out.pop_back();
+    out += c;
+  }
+  return out;
+}
+
 std::string ops_select(int64_t base, int64_t wall_offset) {
   const std::string b = std::to_string(base), w = std::to_string(wall_offset);
   return "SELECT r.call_index AS call_index, s.comm_id AS comm_id, r.seq AS seq, " + names_case("s.op", vocab::kOpNames) +
@@ -135,7 +159,7 @@ int create(Db& db, const std::string& path, const CreateOptions& o, const char**
   if ((rc = db.exec(pragmas)) != SQLITE_OK) return rc;
   *what = "cannot create trace tables";
   if ((rc = db.exec("BEGIN")) != SQLITE_OK) return rc;
-  if ((rc = db.exec(schema::kCreateSql)) != SQLITE_OK) return rc;
+  if ((rc = db.exec(compact_sql(schema::kCreateSql))) != SQLITE_OK) return rc;
   for (const char* extra : kExtraCreateSql)
     if (*extra && (rc = db.exec(extra)) != SQLITE_OK) return rc;
   if ((rc = db.exec(views_sql(o.time_base_mono_ns, o.wall_offset_ns))) != SQLITE_OK) return rc;
@@ -220,19 +244,34 @@ int64_t dtype_col(vocab::Dtype d) { return d == vocab::Dtype::Mixed ? -1 : int64
 int64_t redop_col(vocab::RedOp r) { return r == vocab::RedOp::None ? -1 : int64_t(r); }
 }  // namespace
 
+uint64_t signature_hash(const CallFields& op, const CallFields* parts, size_t nparts) {
+  std::vector<digest::Part> dp;
+  dp.reserve(nparts);
+  for (size_t i = 0; i < nparts; ++i) dp.push_back(parts[i].digest_part());
+  return digest::signature_hash(op.op, op.dtype, op.count, op.root, op.peer, op.redop, dp.data(), dp.size());
+}
+
+namespace {
+// Columns first..first+5: op, dtype, count, root, peer, redop.
+void bind_call(Stmt& q, int first, const CallFields& c) {
+  q.i64(first, int64_t(c.op)).opt(first + 1, dtype_col(c.dtype)).i64(first + 2, c.count);
+  q.opt(first + 3, c.root).opt(first + 4, c.peer).opt(first + 5, redop_col(c.redop));
+}
+}  // namespace
+
 int Tables::signature(const SignatureRow& s) {
   Stmt& q = sig_;
-  q.i64(1, s.id).i64(2, s.comm_id).i64(3, int64_t(s.op)).opt(4, dtype_col(s.dtype)).i64(5, s.count);
-  q.opt(6, s.root).opt(7, s.peer).opt(8, redop_col(s.redop)).i64(9, int64_t(s.stream)).i64(10, s.tid);
-  q.text(11, s.thread_name).opt(12, s.stack_id).i64(13, s.nparts).i64(14, int64_t(s.hash));
+  q.i64(1, s.id).i64(2, s.comm_id);
+  bind_call(q, 3, s);
+  q.i64(9, int64_t(s.stream)).i64(10, s.tid).text(11, s.thread_name).opt(12, s.stack_id).i64(13, s.nparts);
+  q.i64(14, int64_t(s.hash));
   return q.run();
 }
 
 int Tables::part(const PartRow& p) {
-  Stmt& q = part_;
-  q.i64(1, p.sig_id).i64(2, p.part).i64(3, int64_t(p.op)).opt(4, dtype_col(p.dtype)).i64(5, p.count);
-  q.opt(6, p.root).opt(7, p.peer).opt(8, redop_col(p.redop));
-  return q.run();
+  part_.i64(1, p.sig_id).i64(2, p.part);
+  bind_call(part_, 3, p);
+  return part_.run();
 }
 
 int Tables::op(const OpRow& o) {

@@ -10,11 +10,13 @@
 
 #include <sqlite3.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 
+#include "op_digest.h"
 #include "trace_schema.h"
 #include "vocab.h"
 
@@ -90,15 +92,23 @@ class Db {
 // ---- the rows ---------------------------------------------------------------------------------
 // Fields map to schema/trace_schema.h columns; -1 (or 0 where noted) stands for SQL NULL.
 
-// The invariant description of an op, interned once per distinct value (schema 2).
-struct SignatureRow {
-  int64_t id = 0;
-  int64_t comm_id = 0;
+// What one NCCL call, or a logical op, does: the fields of its cross-rank signature.
+struct CallFields {
   vocab::Op op = vocab::Op::AllReduce;
   vocab::Dtype dtype = vocab::Dtype::Mixed;  // Mixed = NULL
   int64_t count = 0;
   int32_t root = -1, peer = -1;
   vocab::RedOp redop = vocab::RedOp::None;   // None = NULL
+  digest::Part digest_part() const { return {op, dtype, count, root, peer, redop}; }
+};
+
+// op_digest.h signature_hash of an op and its parts.
+uint64_t signature_hash(const CallFields& op, const CallFields* parts, size_t nparts);
+
+// The invariant description of an op, interned once per distinct value (schema 2).
+struct SignatureRow : CallFields {
+  int64_t id = 0;
+  int64_t comm_id = 0;
   uint64_t stream = 0;
   int64_t tid = 0;
   std::string_view thread_name;              // "" = NULL
@@ -107,14 +117,11 @@ struct SignatureRow {
   uint64_t hash = 0;                         // op_digest.h signature_hash (cross-rank part)
 };
 
-struct PartRow {
+struct PartRow : CallFields {
   int64_t sig_id = 0;
   int32_t part = 0;
-  vocab::Op op = vocab::Op::Send;
-  vocab::Dtype dtype = vocab::Dtype::Mixed;
-  int64_t count = 0;
-  int32_t root = -1, peer = -1;
-  vocab::RedOp redop = vocab::RedOp::None;
+  PartRow() { op = vocab::Op::Send; }
+  PartRow(int64_t sig, int32_t index, const CallFields& call) : CallFields(call), sig_id(sig), part(index) {}
 };
 
 // What changes from one op to the next. Absolute times here; insert_op encodes them.
@@ -232,6 +239,9 @@ class Tables {
   Stmt meta_, env_, comm_, comm_end_, sig_, part_, op_, op_graph_, complete_, stack_, frame_, launch_,
       wait_, api_, hang_, checkpoint_;
 };
+
+// SQL without its comments and with runs of blanks folded (what create() stores of the DDL).
+std::string compact_sql(std::string_view sql);
 
 // "%016llx": the on-disk form of comm and stack hashes.
 std::string hex16(uint64_t v);

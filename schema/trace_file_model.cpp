@@ -10,14 +10,8 @@
 namespace lockstep::trace_file {
 namespace {
 
-int64_t dtype_code(vocab::Dtype d) { return d == vocab::Dtype::Mixed ? -1 : int64_t(d); }
-int64_t redop_code(vocab::RedOp r) { return r == vocab::RedOp::None ? -1 : int64_t(r); }
-
-uint64_t signature_hash_of(const Op& o) {
-  std::vector<digest::Part> parts;
-  for (const OpPart& p : o.parts) parts.push_back({p.op, p.dtype, p.count, p.root, p.peer, p.redop});
-  return digest::signature_hash(o.op, o.dtype, o.count, o.root, o.peer, o.redop, parts.data(), parts.size());
-}
+CallFields call_fields(const Op& o) { return {o.op, o.dtype, o.count, o.root, o.peer, o.redop}; }
+CallFields call_fields(const OpPart& p) { return {p.op, p.dtype, p.count, p.root, p.peer, p.redop}; }
 
 }  // namespace
 
@@ -54,23 +48,12 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
   {
     Stmt retired(db.get(), "UPDATE comms SET retired_collectives=?, retired_digest=?, retired_through_seq=? WHERE id=?");
     for (const Comm& c : p.comms) {
-      CommRow r;
-      r.id = c.local_id;
-      r.hash = c.hash;
-      r.handle = c.handle ? c.handle : uint64_t(c.local_id) * 4096;
-      r.nranks = c.nranks;
-      r.rank = c.rank;
-      r.cuda_device = c.cuda_device;
-      r.parent_id = c.parent >= 0 ? p.comms[size_t(c.parent)].local_id : -1;
-      r.has_split = c.parent >= 0;
-      r.split_color = c.split_color;
-      r.split_key = c.split_key;
-      r.name = c.name;
-      r.init_call = c.init_call;
-      r.init_mono_ns = c.init_call;
-      r.init_rc = c.init_rc;
-      r.end = c.end_kind;
-      r.created_before_tracing = c.created_before_tracing;
+      const CommRow r{.id = c.local_id, .hash = c.hash, .handle = c.handle ? c.handle : uint64_t(c.local_id) * 4096,
+                      .nranks = c.nranks, .rank = c.rank, .cuda_device = c.cuda_device,
+                      .parent_id = c.parent >= 0 ? p.comms[size_t(c.parent)].local_id : -1, .has_split = c.parent >= 0,
+                      .split_color = c.split_color, .split_key = c.split_key, .name = c.name, .init_call = c.init_call,
+                      .init_mono_ns = c.init_call, .init_rc = c.init_rc, .end = c.end_kind,
+                      .created_before_tracing = c.created_before_tracing};
       ok(t.comm(r), "comm");
       if (c.retired_collectives || c.retired_through_seq || c.retired_digest)
         ok(retired.i64(1, c.retired_collectives).i64(2, int64_t(c.retired_digest)).i64(3, c.retired_through_seq)
@@ -101,47 +84,34 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
   using Key = std::tuple<int, vocab::Op, vocab::Dtype, int64_t, int, int, vocab::RedOp, uint64_t, int64_t, std::string,
                          int64_t, std::vector<std::tuple<vocab::Op, vocab::Dtype, int64_t, int, int, vocab::RedOp>>>;
   std::map<Key, int64_t> sigs;
-  Stmt sig(db.get(),
-           "INSERT INTO signatures(id,comm_id,op,dtype,count,root,peer,redop,stream,tid,thread_name,stack_id,nparts,hash) "
-           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
-  Stmt part(db.get(), "INSERT INTO signature_parts(sig_id,part,op,dtype,count,root,peer,redop) VALUES(?,?,?,?,?,?,?,?)");
   for (const Op& o : p.ops) {
     const Comm& c = p.comms.at(size_t(o.comm));
     Key k{c.local_id, o.op, o.dtype, o.count, o.root, o.peer, o.redop, o.stream, o.tid, o.thread_name, o.stack_id, {}};
     for (const OpPart& x : o.parts) std::get<11>(k).emplace_back(x.op, x.dtype, x.count, x.root, x.peer, x.redop);
     auto it = sigs.find(k);
     if (it == sigs.end()) {
-      int64_t id = int64_t(sigs.size()) + 1;
-      it = sigs.emplace(std::move(k), id).first;
-      sig.i64(1, id).i64(2, c.local_id);
-      sig.i64(3, int64_t(o.op)).opt(4, dtype_code(o.dtype));
-      sig.i64(5, o.count).opt(6, o.root).opt(7, o.peer).opt(8, redop_code(o.redop));
-      sig.i64(9, int64_t(o.stream)).i64(10, o.tid).text(11, o.thread_name).opt(12, o.stack_id);
-      sig.i64(13, int64_t(o.parts.size())).i64(14, int64_t(signature_hash_of(o)));
-      ok(sig.run(), "signature");
-      for (size_t i = 0; i < o.parts.size(); ++i) {
-        const OpPart& x = o.parts[i];
-        part.i64(1, id).i64(2, int64_t(i));
-        part.i64(3, int64_t(x.op)).opt(4, dtype_code(x.dtype));
-        part.i64(5, x.count).opt(6, x.root).opt(7, x.peer).opt(8, redop_code(x.redop));
-        ok(part.run(), "signature part");
-      }
+      it = sigs.emplace(std::move(k), int64_t(sigs.size()) + 1).first;
+      std::vector<CallFields> parts;
+      for (const OpPart& x : o.parts) parts.push_back(call_fields(x));
+      SignatureRow s;
+      static_cast<CallFields&>(s) = call_fields(o);
+      s.id = it->second;
+      s.comm_id = c.local_id;
+      s.stream = o.stream;
+      s.tid = o.tid;
+      s.thread_name = o.thread_name;
+      s.stack_id = o.stack_id;
+      s.nparts = int32_t(parts.size());
+      s.hash = signature_hash(s, parts.data(), parts.size());
+      ok(t.signature(s), "signature");
+      for (size_t i = 0; i < parts.size(); ++i) ok(t.part(PartRow(s.id, int32_t(i), parts[i])), "signature part");
     }
-    OpRow r;
-    r.call_index = o.call_index;
-    r.sig = it->second;
-    r.seq = o.seq > 0 ? o.seq : 0;
-    bool synth = opt.synthesize_times && o.issue_mono_ns == 0;
-    r.issue_mono_ns = synth ? o.call_index * 1000 : o.issue_mono_ns;
-    r.issue_wall_ns = synth ? o.call_index * 1000 : o.issue_wall_ns;
-    r.return_mono_ns = r.issue_mono_ns + 10;
-    r.completed = o.completed;
-    r.complete_mono_ns = o.complete_mono_ns;
-    r.state = o.state;
-    r.rc = o.rc;
-    r.group_id = o.group_id;
-    r.origin_call = o.origin_call;
-    r.graph_exec = o.graph_exec;
+    const bool synth = opt.synthesize_times && o.issue_mono_ns == 0;
+    const int64_t issue = synth ? o.call_index * 1000 : o.issue_mono_ns;
+    const OpRow r{.call_index = o.call_index, .sig = it->second, .seq = o.seq > 0 ? o.seq : 0, .issue_mono_ns = issue,
+                  .issue_wall_ns = synth ? o.call_index * 1000 : o.issue_wall_ns, .return_mono_ns = issue + 10,
+                  .completed = o.completed, .complete_mono_ns = o.complete_mono_ns, .state = o.state, .rc = o.rc,
+                  .group_id = o.group_id, .graph_exec = o.graph_exec, .origin_call = o.origin_call};
     ok(t.op(r), "op");
   }
   for (const Wait& w : p.waits) {

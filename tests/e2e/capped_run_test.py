@@ -2,7 +2,10 @@
 """A run that exceeds its size cap (issue 11), end to end on the CPU NCCL fixture:
 the recorder retires the oldest ops, the files stay under the cap, `lockstep check` passes with
 the retired history proven by checkpoint digests, and a tampered checkpoint makes the verdict
-incomplete (exit 4), never clean.
+incomplete (exit 4), never clean. `check --baseline` and `replay --model` align members and runs
+by absolute collective ordinal (retired + position): two capped runs whose retained windows differ
+are compared on the collectives both hold, and say which; a baseline with none in common is
+incomplete (exit 4), not a match.
 
 usage: capped_run_test.py LOCKSTEP LOCKSTEP_LAUNCH FIXTURE_PROGRAM"""
 import os
@@ -55,6 +58,53 @@ try:
     expect(check.returncode == 0, f"check passes on the capped run (exit {check.returncode}): {check.stdout[-600:]}")
     expect("proven identical before that by checkpoint digest" in check.stdout,
            "check says the retired history is known by digest")
+
+    # The model checker aligns the members' windows by ordinal: the capped run can complete.
+    model = subprocess.run([lockstep, "replay", "--model", trace], capture_output=True, text=True, timeout=120)
+    expect(model.returncode == 0 and "can complete" in model.stdout,
+           f"replay --model on the capped run: can complete (exit {model.returncode}): {model.stdout[-600:]}")
+
+    # Baselines of capped runs: a run with more steps retires more, so its window lies later.
+    base = os.path.join(work, "capped.baseline")
+    wrote = subprocess.run([lockstep, "check", trace, "--write-baseline", base], capture_output=True, text=True,
+                           timeout=120)
+    expect(wrote.returncode == 0, f"a baseline is written from the capped run (exit {wrote.returncode})")
+    text = open(base).read()
+    expect("collectives=#" in text, "the baseline says which collectives of the communicator it holds")
+    longer = os.path.join(work, "longer")
+    run2 = subprocess.run([lockstep, "run", "-o", longer, "--max-mb", "1", "--", launch, "-n", "2", "--",
+                           program, "many", "70000"], capture_output=True, text=True, timeout=240)
+    expect(run2.returncode == 0, f"the second capped run exits 0 (got {run2.returncode})")
+    same = subprocess.run([lockstep, "check", longer, "--baseline", base], capture_output=True, text=True, timeout=120)
+    expect(same.returncode == 0 and "matches baseline" in same.stdout and "on the collectives both hold" in same.stdout,
+           f"two capped runs of the same schedule match on the collectives both hold (exit {same.returncode}): "
+           f"{same.stdout[-800:]}")
+    expect("compared #" in same.stdout, "check says which collectives it compared")
+    # A baseline from a short uncapped run holds none of the capped run's window: not a match.
+    short = os.path.join(work, "short")
+    subprocess.run([lockstep, "run", "-o", short, "--", launch, "-n", "2", "--", program, "many", "50"],
+                   capture_output=True, text=True, timeout=120)
+    short_base = os.path.join(work, "short.baseline")
+    subprocess.run([lockstep, "check", short, "--write-baseline", short_base], capture_output=True, text=True,
+                   timeout=120)
+    none = subprocess.run([lockstep, "check", trace, "--baseline", short_base], capture_output=True, text=True,
+                          timeout=120)
+    expect(none.returncode == 4 and "compared none" in none.stdout and "not verified" in none.stdout
+           and "schedule matches baseline" not in none.stdout,
+           f"no collective in common with the baseline: incomplete, not a match (exit {none.returncode}): "
+           f"{none.stdout[-800:]}")
+    # A changed collective inside the common window is a difference (exit 3).
+    changed = os.path.join(work, "changed.baseline")
+    lines = text.splitlines()
+    for i, l in enumerate(lines):
+        if l.startswith("  ") and "all_reduce" in l:
+            lines[i] = l.replace("all_reduce", "all_gather", 1)
+            break
+    open(changed, "w").write("\n".join(lines) + "\n")
+    diff = subprocess.run([lockstep, "check", trace, "--baseline", changed], capture_output=True, text=True,
+                          timeout=120)
+    expect(diff.returncode == 3 and "differs from baseline" in diff.stdout,
+           f"a changed collective in the common window differs (exit {diff.returncode}): {diff.stdout[-800:]}")
 
     # A checkpoint that does not match the ops its file holds: the file is inconsistent, and
     # the verdict can no longer be clean.

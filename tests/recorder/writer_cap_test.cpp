@@ -273,6 +273,50 @@ TEST(WriterOnDisk, a_capped_trace_keeps_the_newest_ops_exact_stays_under_the_cap
   }
 }
 
+// Retirement reads nothing back: each communicator's retired digest is its state at a chunk
+// bound, kept as it passed the bound, or its current state when it issued nothing past it. A
+// communicator silent across several chunks, then active again, must come out exact too.
+TEST(WriterOnDisk, a_capped_trace_retires_exactly_when_a_communicator_falls_silent_for_several_chunks) {
+  TempDir dir;
+  Writer* w = open_writer(dir.path, 1, 64);
+  ASSERT_NE(w, nullptr);
+  Workload load;
+  const int64_t n = 120000;
+  for (int64_t call = 1; call <= n; ++call) {
+    Record r = load.op(call);
+    // Comm 2 is silent for calls 30,001..90,000: its ops go to comm 1 instead.
+    if (r.op.comm_id == 2 && call > 30000 && call <= 90000) {
+      load.ops.back().comm = 1;
+      r.op.comm_id = 1;
+      if (r.op.seq) {
+        --load.next_seq[2];
+        r.op.seq = load.ops.back().seq = load.next_seq[1]++;
+      }
+    }
+    w->push(r);
+    if (call % 20000 == 0) w->flush(60000);
+  }
+  w->stop("exit");
+  Db db(w->path());
+  ASSERT_EQ(db.num("SELECT value FROM meta WHERE key='dropped_records'"), 0);
+  const int64_t retired = db.num("SELECT value FROM meta WHERE key='retired_ops'");
+  ASSERT_GT(retired, n / 2);
+  for (int64_t comm : {1, 2}) {
+    auto c = db.rows("SELECT retired_collectives, retired_digest, retired_through_seq FROM comms WHERE id = " +
+                     std::to_string(comm));
+    ASSERT_EQ(c.size(), 1u);
+    int64_t colls = 0, max_seq = 0;
+    for (const Pushed& p : load.ops)
+      if (p.call_index <= retired && p.comm == comm && p.seq) {
+        max_seq = std::max(max_seq, p.seq);
+        if (p.op != OpKind::Send) ++colls;
+      }
+    EXPECT_EQ(c[0][0], colls) << "comm " << comm;
+    EXPECT_EQ(c[0][2], max_seq) << "comm " << comm;
+    EXPECT_EQ(uint64_t(c[0][1]), load.digest_after(comm, colls)) << "comm " << comm;
+  }
+}
+
 TEST(WriterOnDisk, a_capped_trace_killed_mid_run_keeps_every_committed_op) {
   TempDir dir;
   int ack[2];
