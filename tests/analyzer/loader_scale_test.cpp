@@ -196,7 +196,7 @@ TEST(LoaderScale, a_capped_traces_retired_ops_are_never_loaded) {
   const std::string f0 = dir + "/rank-0" + schema::kFileSuffix;
   const int64_t first = num(f0, "SELECT min(call_index) FROM op_rows");
   sql(f0, "DELETE FROM op_rows WHERE call_index < " + std::to_string(first + 400) +
-              "; UPDATE meta SET value='400' WHERE key='retired_ops'"
+              "; INSERT OR REPLACE INTO meta(key, value) VALUES('retired_ops', '400')"
               "; UPDATE comms SET retired_collectives=400, retired_through_seq=400");
   const int64_t rows = num(f0, "SELECT count(*) FROM op_rows");
   const int64_t sequenced = num(f0, "SELECT count(*) FROM op_rows WHERE seq IS NOT NULL");
