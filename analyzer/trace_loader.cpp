@@ -601,6 +601,7 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     ++kept;
   }
   sp.unsequenced_ops = total - kept;
+  sp.groups.shrink_to_fit();
 }
 
 // The hot loop of `lockstep analyze`: one pass over ops, one over parts, one over completions,
