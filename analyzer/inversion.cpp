@@ -72,11 +72,12 @@ std::vector<Divergence> find_order_inversions(const Schedule& s, const CommIndex
         const auto& early_b = p_late ? ref_b->colls : pb->colls;
         size_t la = static_cast<size_t>(late_pa.at(lo + 1)), ea = static_cast<size_t>(early_pa.at(lo + 1));
         size_t lb = static_cast<size_t>((p_late ? *pb : *ref_b).at(J)), eb = static_cast<size_t>((p_late ? *ref_b : *pb).at(J));
-        const auto& lops = s.procs[late].ops;
-        const auto& eops = s.procs[early].ops;
         // Ops of one ncclGroupStart/End are launched together: their call order is not an order.
-        auto grouped = [](const SchedOp& x, const SchedOp& y) { return x.group && x.group == y.group; };
-        if (grouped(lops[late_a[la]], lops[late_b[lb]]) || grouped(eops[early_a[ea]], eops[early_b[eb]])) continue;
+        auto grouped = [](const SchedProcess& p, size_t x, size_t y) {
+          const uint32_t g = p.group_of(x);
+          return g && g == p.group_of(y);
+        };
+        if (grouped(s.procs[late], late_a[la], late_b[lb]) || grouped(s.procs[early], early_a[ea], early_b[eb])) continue;
         Divergence d;
         d.kind = FindingKind::kOrderInversion;
         d.gcomm = ga;

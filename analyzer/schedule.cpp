@@ -39,6 +39,7 @@ Schedule schedule_from_trace(const Trace& trace) {
     sp.info = p;
     sp.info.ops.clear();
     sp.info.stacks.clear();
+    std::vector<std::pair<SchedOp, uint32_t>> ops;  // with its group
     for (const Op& o : p.ops) {
       if (o.seq <= 0 || o.state == vocab::State::Captured || o.comm < 0) {
         ++sp.unsequenced_ops;
@@ -51,7 +52,8 @@ Schedule schedule_from_trace(const Trace& trace) {
       auto it = std::find(sp.streams.begin(), sp.streams.end(), o.stream);
       if (it == sp.streams.end() && sp.streams.size() < 255) it = sp.streams.insert(sp.streams.end(), o.stream);
       so.stream = static_cast<uint8_t>(std::min<ptrdiff_t>(it - sp.streams.begin(), 255));
-      so.group = o.group_id < 0 ? 0 : static_cast<uint32_t>(o.group_id) + 1;
+      const uint32_t group = o.group_id < 0 ? 0 : static_cast<uint32_t>(o.group_id) + 1;
+      if (group) so.flags |= kOpGrouped;
       if (o.completed) {
         so.flags |= kOpCompleted;
         sp.completion_known = true;
@@ -59,9 +61,13 @@ Schedule schedule_from_trace(const Trace& trace) {
       if (o.state == vocab::State::GraphLaunched) so.flags |= kOpGraphLaunched;
       Signature sig{o.op, o.dtype, o.count, o.root, o.peer, o.redop, o.parts, OpClass::kCollective};
       so.sig = sigs.intern(std::move(sig));
+      ops.push_back({so, group});
+    }
+    std::stable_sort(ops.begin(), ops.end(), [](auto& a, auto& b) { return a.first.call_index < b.first.call_index; });
+    for (auto& [so, group] : ops) {
+      if (group) sp.groups.push_back({static_cast<uint32_t>(sp.ops.size()), group});
       sp.ops.push_back(so);
     }
-    std::sort(sp.ops.begin(), sp.ops.end(), [](const SchedOp& a, const SchedOp& b) { return a.call_index < b.call_index; });
     s.procs.push_back(std::move(sp));
   }
   s.sigs = sigs.take();

@@ -1,10 +1,11 @@
 // Compact, analysis-ready form of a trace directory: what the analyses need of every sequenced
-// op (24 bytes each), with op descriptions interned once per directory. A 256-rank x 100,000-op
-// directory fits in ~600 MB instead of the ~8 GB the full trace_model.h structs would take.
+// op (16 bytes each), with op descriptions interned once per directory. A 256-rank x 100,000-op
+// directory fits in ~400 MB instead of the ~8 GB the full trace_model.h structs would take.
 // Details of the few ops a report names (stacks, thread, parts) are read back on demand
 // (analyzer/trace_details.h). Built by the loader from SQLite files, or from an in-memory Trace.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -41,26 +42,46 @@ constexpr OpClass classify_op(vocab::Op op) {
 enum OpFlags : uint8_t {
   kOpCompleted = 1,      // completion recorded
   kOpGraphLaunched = 2,  // ran as part of a CUDA graph replay (set from in-memory traces only)
+  kOpGrouped = 4,        // issued inside ncclGroupStart/End: its group is SchedProcess::group_of
 };
 
+// 16 bytes: 164 M ops (16,384 ranks x 10,000) take 2.6 GB. call_index and sig are bit-fields
+// (read and assigned like integers; the loader rejects values that do not fit: kMaxCallIndex,
+// kMaxSignatures). The group id, needed only to compare two ops of one process, lives beside
+// the ops (SchedProcess::groups) since most ops are not grouped.
 struct SchedOp {
-  int64_t call_index = 0;  // process-wide order
-  uint32_t seq = 0;        // per-communicator sequence number (>= 1)
-  uint32_t sig = 0;        // index into Schedule::sigs
-  uint32_t group = 0;      // 0 = not grouped; else equal for ops of one ncclGroupStart/End
-  uint16_t comm = 0;       // index into SchedProcess::info.comms
-  uint8_t stream = 0;      // index into SchedProcess::streams (255 = overflow bucket)
-  uint8_t flags = 0;       // OpFlags
+  int64_t call_index : 40 = 0;  // process-wide order
+  uint64_t sig : 24 = 0;        // index into Schedule::sigs
+  uint32_t seq = 0;             // per-communicator sequence number (>= 1)
+  uint16_t comm = 0;            // index into SchedProcess::info.comms
+  uint8_t stream = 0;           // index into SchedProcess::streams (255 = overflow bucket)
+  uint8_t flags = 0;            // OpFlags
   bool completed() const { return flags & kOpCompleted; }
 };
-static_assert(sizeof(SchedOp) == 24, "SchedOp is the per-op memory cost of the analyzer");
+static_assert(sizeof(SchedOp) == 16, "SchedOp is the per-op memory cost of the analyzer");
+inline constexpr int64_t kMaxCallIndex = (int64_t(1) << 39) - 1;
+inline constexpr uint32_t kMaxSignatures = uint32_t(1) << 24;
+
+// A grouped op: its index in SchedProcess::ops and its group (equal for the ops of one
+// ncclGroupStart/End of this process; never 0).
+struct OpGroup {
+  uint32_t op = 0;
+  uint32_t group = 0;
+};
 
 struct SchedProcess {
   Process info;                  // meta, env, comms, hangs; info.ops/stacks stay empty
   std::vector<SchedOp> ops;      // sequenced ops only, by call_index
+  std::vector<OpGroup> groups;   // the grouped ops (flag kOpGrouped), by op
   std::vector<uint64_t> streams; // distinct stream values, in first-seen order
   bool completion_known = false; // at least one completion was recorded
   int64_t unsequenced_ops = 0;   // failed / simulated / captured rows (never compared)
+  // The group of ops[op]; 0 = not grouped.
+  uint32_t group_of(size_t op) const {
+    if (!(ops[op].flags & kOpGrouped)) return 0;
+    auto it = std::lower_bound(groups.begin(), groups.end(), op, [](const OpGroup& g, size_t v) { return g.op < v; });
+    return it != groups.end() && it->op == op ? it->group : 0;
+  }
 };
 
 struct Schedule {

@@ -187,9 +187,16 @@ void validate(sqlite3* db, const std::string& path) {
     throw FileSkip("schema version " + v + " is older than this lockstep reads (" +
                    std::to_string(schema::kOldestReadableSchema) + ".." + std::to_string(schema::kSchemaVersion) +
                    "): analyze it with the lockstep that recorded it");
-  if (version >= 2)
-    for (const char* t : {"signatures", "signature_parts", "op_rows", "op_graph", "checkpoints"})
-      if (!table_exists(db, t)) throw FileSkip(std::string("corrupt: schema ") + v + " trace without its " + t + " table");
+  if (version >= 2) {
+    const char* tables[] = {"signatures", "signature_parts", "op_rows", "op_graph", "checkpoints"};
+    bool present[std::size(tables)] = {};
+    Stmt st(db, "SELECT name FROM sqlite_master WHERE type='table' AND name IN "
+                "('signatures','signature_parts','op_rows','op_graph','checkpoints')");
+    while (st.step())
+      for (size_t i = 0; i < std::size(tables); ++i) present[i] |= st.view(0) == tables[i];
+    for (size_t i = 0; i < std::size(tables); ++i)
+      if (!present[i]) throw FileSkip(std::string("corrupt: schema ") + v + " trace without its " + tables[i] + " table");
+  }
 }
 
 // Schema 2 stores ops as signatures + op rows (trace_schema.h); schema 1 as wide ops rows. Full
@@ -489,14 +496,35 @@ OpPart read_part_v2(const Stmt& st, int c) {
 
 // Schema 2: the signatures first (few), then one pass over the small op rows in call_index
 // order; a row costs a hash lookup of its signature id and nothing else.
+void check_call_index(int64_t ci) {
+  if (ci < -kMaxCallIndex - 1 || ci > kMaxCallIndex)
+    throw FileSkip("corrupt: op call_index " + std::to_string(ci) + " out of range (valid: 0.." + std::to_string(kMaxCallIndex) + ")");
+}
+
+// Appends one op; `group` is the row's group_id + 1 (0: not grouped).
+void push_op(SchedProcess& sp, SchedOp o, uint32_t group) {
+  if (sp.ops.size() >= UINT32_MAX) throw FileSkip("more than 4,294,967,295 sequenced ops in one file: not supported");
+  if (group) {
+    o.flags |= kOpGrouped;
+    sp.groups.push_back({static_cast<uint32_t>(sp.ops.size()), group});
+  }
+  sp.ops.push_back(o);
+}
+
+// Schema 2: the signatures first (few), then one pass over the small op rows in call_index
+// order; a row costs an array lookup of its signature id and nothing else.
 void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
   CommIds ids(sp.info);
   struct FileSig {
     uint32_t sig = 0;
     uint16_t comm = 0;
     uint8_t stream = 0;
+    bool present = false;
   };
-  std::unordered_map<int64_t, FileSig> by_id;
+  // signatures.id are 1, 2, ... as the recorder writes them: a dense table, with a hash map for
+  // ids far outside it (a crafted file).
+  std::vector<FileSig> dense;
+  std::unordered_map<int64_t, FileSig> sparse;
   {
     Stmt parts(db, "SELECT sig_id, op, dtype, count, root, peer, redop FROM signature_parts ORDER BY sig_id, part");
     bool parts_row = parts.step();
@@ -524,41 +552,56 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
       size_t si = 0;
       while (si < sp.streams.size() && sp.streams[si] != stream) ++si;
       if (si == sp.streams.size() && si < 255) sp.streams.push_back(stream);
-      by_id[id] = {sigs.intern(std::move(sig)), static_cast<uint16_t>(comm), static_cast<uint8_t>(std::min<size_t>(si, 255))};
+      FileSig fs{sigs.intern(std::move(sig)), static_cast<uint16_t>(comm), static_cast<uint8_t>(std::min<size_t>(si, 255)), true};
+      if (id >= 0 && id < int64_t(1) << 20 && static_cast<size_t>(id) <= 2 * dense.size() + 1024) {
+        if (static_cast<size_t>(id) >= dense.size()) dense.resize(static_cast<size_t>(id) + 1);
+        dense[static_cast<size_t>(id)] = fs;
+      } else {
+        sparse[id] = fs;
+      }
     }
   }
+  auto sig_of = [&](int64_t id) -> const FileSig* {
+    if (id >= 0 && static_cast<uint64_t>(id) < dense.size()) return dense[static_cast<size_t>(id)].present ? &dense[static_cast<size_t>(id)] : nullptr;
+    auto it = sparse.find(id);
+    return it == sparse.end() ? nullptr : &it->second;
+  };
   int64_t total = 0;
   {
     Stmt n(db, "SELECT count(*) FROM op_rows");
     if (n.step()) total = n.i64(0);
   }
   sp.ops.reserve(static_cast<size_t>(total));
-  Stmt st(db, "SELECT call_index, sig, seq, IFNULL(group_id,-1), done IS NOT NULL FROM op_rows WHERE seq IS NOT NULL ORDER BY call_index");
+  // Plain columns, NULLs told apart here: no expression per row in SQLite's VM. Unsequenced rows
+  // (seq NULL: failed, simulated, captured) are counted, not kept.
+  Stmt st(db, "SELECT call_index, sig, seq, group_id, done FROM op_rows ORDER BY call_index");
   sqlite3_stmt* raw = st.get();
   int64_t kept = 0;
   while (st.step()) {
+    if (sqlite3_column_type(raw, 2) == SQLITE_NULL) continue;
     int64_t ci = sqlite3_column_int64(raw, 0);
-    auto it = by_id.find(sqlite3_column_int64(raw, 1));
-    if (it == by_id.end()) throw FileSkip("corrupt: op " + std::to_string(ci) + " names an unknown signature");
+    const FileSig* fs = sig_of(sqlite3_column_int64(raw, 1));
+    if (!fs) throw FileSkip("corrupt: op " + std::to_string(ci) + " names an unknown signature");
     int64_t seq = sqlite3_column_int64(raw, 2);
     if (seq <= 0 || seq > static_cast<int64_t>(UINT32_MAX))
       throw FileSkip("corrupt: op " + std::to_string(ci) + " has seq " + std::to_string(seq) + " (valid: 1.." + std::to_string(UINT32_MAX) + ")");
+    check_call_index(ci);
     SchedOp o;
     o.call_index = ci;
     o.seq = static_cast<uint32_t>(seq);
-    o.sig = it->second.sig;
-    o.comm = it->second.comm;
-    o.stream = it->second.stream;
-    int64_t group = sqlite3_column_int64(raw, 3);
-    o.group = group < 0 ? 0 : static_cast<uint32_t>(group) + 1;
-    if (sqlite3_column_int64(raw, 4)) {
+    o.sig = fs->sig;
+    o.comm = fs->comm;
+    o.stream = fs->stream;
+    int64_t group = sqlite3_column_type(raw, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(raw, 3);
+    if (sqlite3_column_type(raw, 4) != SQLITE_NULL) {
       o.flags |= kOpCompleted;
       sp.completion_known = true;
     }
-    sp.ops.push_back(o);
+    push_op(sp, o, group < 0 ? 0 : static_cast<uint32_t>(group) + 1);
     ++kept;
   }
   sp.unsequenced_ops = total - kept;
+  sp.groups.shrink_to_fit();
 }
 
 // The hot loop of `lockstep analyze`: one pass over ops, one over parts, one over completions,
@@ -605,6 +648,7 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
       parts_row = parts.step();
     }
     ++kept;
+    check_call_index(ci);
     SchedOp o;
     o.call_index = ci;
     int64_t comm_id = sqlite3_column_int64(raw, 1);
@@ -623,7 +667,6 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     if (si == sp.streams.size() && si < 255) sp.streams.push_back(stream);
     o.stream = static_cast<uint8_t>(std::min<size_t>(si, 255));
     int64_t group = sqlite3_column_int64(raw, 8);
-    o.group = group < 0 ? 0 : static_cast<uint32_t>(group) + 1;
 
     // Binary key: the text columns with their NUL, integers as raw bytes (no formatting per row).
     key.clear();
@@ -648,7 +691,7 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
       it = local.emplace(key, sigs.intern(std::move(sig))).first;
     }
     o.sig = it->second;
-    sp.ops.push_back(o);
+    push_op(sp, o, group < 0 ? 0 : static_cast<uint32_t>(group) + 1);
   }
   sp.unsequenced_ops = total - kept;
   Stmt done(db, "SELECT call_index FROM completions ORDER BY call_index");
@@ -693,6 +736,14 @@ std::string not_regular(const std::string& path) {
   return std::string("not a regular file (") + kind + ")";
 }
 
+// SQLite's memory statistics take a global mutex on every allocation, which the loader's
+// threads contend on; the analyzer never reads them. Only possible before SQLite's first use
+// in the process (later it is a harmless SQLITE_MISUSE).
+void no_sqlite_memstatus() {
+  static std::once_flag once;
+  std::call_once(once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
+}
+
 template <class Fn>
 void read_file(const std::string& path, const LoadOptions& opt, Fn&& fn) {
   std::string why = not_regular(path);
@@ -706,6 +757,11 @@ void read_file(const std::string& path, const LoadOptions& opt, Fn&& fn) {
   for (int attempt = 0;; ++attempt) {
     try {
       Db db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, opt.busy_timeout_ms);
+      // One read transaction for the whole file: one shared lock (and one hot-journal check)
+      // instead of one per statement -- ~70 fcntl/stat calls a file -- and one consistent
+      // snapshot of a live file. A recorder's COMMIT waits the few ms this takes (its
+      // busy_timeout), as it already did for the longest statement.
+      sqlite3_exec(db.get(), "BEGIN", nullptr, nullptr, nullptr);
       try {
         validate(db.get(), path);
         fn(db.get());
@@ -726,6 +782,7 @@ void read_file(const std::string& path, const LoadOptions& opt, Fn&& fn) {
 }
 
 std::vector<std::string> list_trace_files(const std::string& dir, std::vector<SkippedFile>* skipped = nullptr) {
+  no_sqlite_memstatus();
   std::error_code ec;
   if (!fs::exists(dir, ec)) throw LoadError("no such directory: " + dir);
   if (!fs::is_directory(dir, ec)) throw LoadError("not a directory: " + dir);
@@ -857,6 +914,8 @@ Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
     }
     std::vector<uint32_t> remap;
     for (auto& sig : local_sigs[i].take()) remap.push_back(global.intern(std::move(sig)));
+    if (global.table().size() > kMaxSignatures)
+      throw LoadError("more than " + std::to_string(kMaxSignatures) + " distinct op signatures in " + dir + ": not supported");
     for (auto& o : procs[i].ops) o.sig = remap[o.sig];
     s.procs.push_back(std::move(procs[i]));
   }
