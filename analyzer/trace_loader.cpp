@@ -19,6 +19,7 @@
 #include "text_escape.h"
 #include "flightrec.h"
 #include "rank_identity.h"
+#include "schedule_waits.h"
 #include "trace_details.h"
 #include "trace_file.h"
 #include "trace_schema.h"
@@ -843,6 +844,7 @@ Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
         procs[i].info.path = files[i];
         read_header(db, procs[i].info);
         read_ops_compact(db, procs[i], local_sigs[i]);
+        if (options.host_waits) if (auto e = read_host_waits(db, procs[i])) e->sqlite_rc ? fail(db, e->sqlite_rc, e->what) : throw FileSkip(e->what);
       });
     } catch (const FileSkip& e) {
       reasons[i] = e.what();

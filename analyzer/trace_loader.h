@@ -14,6 +14,7 @@ struct LoadOptions {
   unsigned threads = 0;        // 0: hardware concurrency (at least 1)
   int busy_timeout_ms = 2000;  // per statement, while a live recorder holds the write lock
   int busy_retries = 5;        // whole-file retries after SQLITE_BUSY beyond the timeout
+  bool host_waits = false;     // load_schedule: also the model checker's side data (schedule_waits.h)
 };
 
 // Raised for errors about the directory itself (missing, not a directory, no trace files, no
