@@ -35,4 +35,16 @@ Trace load_trace_headers(const std::string& dir, const LoadOptions& options = {}
 // One file, full. Throws LoadError with the skip reason when the file is unusable.
 Process load_process_file(const std::string& path, const LoadOptions& options = {});
 
+// How many records of each kind one file holds (lockstep doctor).
+struct RecordCounts {
+  int64_t op_rows = 0;         // every op row, sequenced or not
+  int64_t captured = 0;        // rows captured into a CUDA graph
+  int64_t graph_launches = 0;
+  int64_t plugin_calls = 0;    // NCCL calls NCCL's profiler plugin saw (profiler_schema.h)
+  int64_t plugin_only = 0;     // of them, not seen by the interposer
+};
+// One file's header (meta, env, comms, hangs; no ops) and its record counts. Throws LoadError
+// with the skip reason when the file is unusable.
+Process load_process_counts(const std::string& path, RecordCounts& counts, const LoadOptions& options = {});
+
 }  // namespace lockstep
