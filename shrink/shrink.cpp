@@ -241,7 +241,7 @@ Case make_case(const Trace& t) {
     std::sort(cp.comms.begin(), cp.comms.end());
     std::vector<CItem> ops, waits;
     std::map<int, int> coll_ordinal, sr_ordinal;
-    std::map<std::tuple<int, int, int>, int> sends, recvs;
+    std::map<P2PChannel, int> sends, recvs;
     for (const Op& o : p.ops) {
       if (!enqueued(o) || o.comm < 0 || o.comm >= static_cast<int>(p.comms.size()) || to_global[o.comm] < 0) continue;
       CItem it;
@@ -250,9 +250,11 @@ Case make_case(const Trace& t) {
       const int me = crank[o.comm];
       it.op.comm = g;
       const OpKind k = o.op;
-      if (k == OpKind::Send) it.key = key(g, 1, me, o.peer, sends[{g, me, o.peer}]++);
-      else if (k == OpKind::Recv) it.key = key(g, 1, o.peer, me, recvs[{g, o.peer, me}]++);
-      else if (k == OpKind::SendRecv) it.key = key(g, 2, sr_ordinal[g]++, 0, 0);
+      if (k == OpKind::Send || k == OpKind::Recv) {
+        // The n-th message of a channel (identity.h) in one direction meets the n-th in the other.
+        const P2PChannel ch = p2p_channel(g, me, o.peer, k == OpKind::Send);
+        it.key = key(g, 1, ch.src, ch.dst, (k == OpKind::Send ? sends : recvs)[ch]++);
+      } else if (k == OpKind::SendRecv) it.key = key(g, 2, sr_ordinal[g]++, 0, 0);
       else it.key = key(g, 0, coll_ordinal[g]++, 0, 0);
       ops.push_back(std::move(it));
     }
