@@ -212,6 +212,8 @@ Model build_model(const Schedule& sched) {
     };
 
     std::vector<Item> ops, waits;
+    ops.reserve(sp.ops.size());
+    waits.reserve(sp.waits.size());
     int64_t ignored = 0;  // ops on communicators the model cannot identify
     for (size_t oi = 0; oi < sp.ops.size(); ++oi) {
       const SchedOp& o = sp.ops[oi];
@@ -275,8 +277,9 @@ Model build_model(const Schedule& sched) {
       waits.push_back(it);
     }
     auto by_call = [](const Item& a, const Item& b) { return a.call_index < b.call_index; };
-    std::stable_sort(ops.begin(), ops.end(), by_call);
-    std::stable_sort(waits.begin(), waits.end(), by_call);
+    // The schedule keeps both in call order; sorting is only for hand-built input.
+    if (!std::is_sorted(ops.begin(), ops.end(), by_call)) std::stable_sort(ops.begin(), ops.end(), by_call);
+    if (!std::is_sorted(waits.begin(), waits.end(), by_call)) std::stable_sort(waits.begin(), waits.end(), by_call);
     ps.items.reserve(ops.size() + waits.size());
     std::merge(ops.begin(), ops.end(), waits.begin(), waits.end(), std::back_inserter(ps.items), by_call);
   }
