@@ -261,9 +261,7 @@ struct Ctx {
     int l = a.index.local_of(g, proc);
     if (l < 0) return "not a member";
     const ProcComm& pc = a.index.per_proc[proc][l];
-    int64_t last = -1;
-    if (!pc.colls.empty()) last = pc.colls.back();
-    if (!pc.p2p.empty()) last = std::max<int64_t>(last, pc.p2p.back());
+    const int64_t last = last_op_on_comm(pc.colls, pc.p2p);
     if (last < 0) return "issued nothing on this comm";
     const SchedOp& o = s.procs[proc].ops[last];
     return "last issued " + std::string(vocab::name(s.sigs[o.sig].op)) + " seq " + std::to_string(o.seq) + (o.completed() ? " (completed)" : "");

@@ -238,7 +238,7 @@ struct PairQueue {
 
 void check_p2p(const Schedule& s, const CommIndex& idx, int g, std::vector<Divergence>& out) {
   const GlobalComm& gc = idx.comms[g];
-  std::map<std::pair<int, int>, PairQueue> pairs;  // (sender, receiver) comm ranks
+  std::map<P2PChannel, PairQueue> pairs;  // identity.h: (comm, sender, receiver)
   std::map<int, int> proc_of_rank;
   for (auto& m : gc.members) proc_of_rank[m.rank] = m.proc;
   // Messages are paired by index per (sender, receiver): once the size cap retired some of a
@@ -254,10 +254,11 @@ void check_p2p(const Schedule& s, const CommIndex& idx, int g, std::vector<Diver
       while (c < pc.colls.size() && pc.colls[c] < i) ++c;
       const Signature& sig = s.sigs[ops[i].sig];
       auto add = [&](vocab::Op op, int peer, int64_t count, vocab::Dtype dtype) {
-        if (peer < 0) return;
+        if (peer < 0 || (op != vocab::Op::Send && op != vocab::Op::Recv)) return;
         Message msg{m.proc, i, count, dtype, static_cast<size_t>(pc.base) + c};
-        if (op == vocab::Op::Send) pairs[{m.rank, peer}].sends.push_back(msg);
-        if (op == vocab::Op::Recv) pairs[{peer, m.rank}].recvs.push_back(msg);
+        const bool is_send = op == vocab::Op::Send;
+        PairQueue& q = pairs[p2p_channel(g, m.rank, peer, is_send)];
+        (is_send ? q.sends : q.recvs).push_back(msg);
       };
       if (sig.parts.empty())
         add(sig.op, sig.peer, sig.count, sig.dtype);
@@ -265,8 +266,8 @@ void check_p2p(const Schedule& s, const CommIndex& idx, int g, std::vector<Diver
         for (auto& p : sig.parts) add(p.op, p.peer, p.count, p.dtype);
     }
   }
-  for (auto& [key, q] : pairs) {
-    const int src = key.first, dst = key.second;  // not a structured binding: clang 14 cannot capture one
+  for (auto& [channel, q] : pairs) {
+    const int src = channel.src, dst = channel.dst;  // not a structured binding: clang 14 cannot capture one
     // A peer whose file is missing cannot be checked.
     if (!proc_of_rank.count(src) || !proc_of_rank.count(dst)) continue;
     size_t n = std::min(q.sends.size(), q.recvs.size());

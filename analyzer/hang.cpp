@@ -99,11 +99,8 @@ struct Ctx {
 };
 
 std::string last_on_comm(const Ctx& c, int q, const ProcComm& pc) {
-  uint32_t last = 0;
-  bool any = false;
-  if (!pc.colls.empty()) last = pc.colls.back(), any = true;
-  if (!pc.p2p.empty() && (!any || pc.p2p.back() > last)) last = pc.p2p.back(), any = true;
-  if (!any) return "it issued nothing on this comm";
+  const int64_t last = last_op_on_comm(pc.colls, pc.p2p);
+  if (last < 0) return "it issued nothing on this comm";
   return "its last op on the comm: " + std::string(vocab::name(c.s.sigs[c.s.procs[q].ops[last].sig].op)) + " seq " +
          std::to_string(c.s.procs[q].ops[last].seq);
 }
@@ -189,34 +186,37 @@ class Waits {
     auto dead = [&](int q) { return c_.status[q] == RankStatus::kDead ? "; its trace stopped" : ""; };
     std::map<int, int> proc_of;
     for (auto& m : g.members) proc_of[m.rank] = m.proc;
-    int me = c_.s.procs[p].info.comms[o.comm].rank;
-    auto messages = [&](const std::vector<OpPart>& parts, const Signature& s) {
-      std::vector<std::pair<vocab::Op, int>> v;
-      if (parts.empty()) v.push_back({s.op, s.peer});
-      for (auto& x : parts) v.push_back({x.op, x.peer});
+    const int me = c_.s.procs[p].info.comms[o.comm].rank;
+    // The messages of an op: (channel, is_send), identity.h p2p_channel.
+    auto messages = [&](const Signature& x, int rank) {
+      std::vector<std::pair<P2PChannel, bool>> v;
+      auto add = [&](vocab::Op d, int peer) {
+        if (d == vocab::Op::Send || d == vocab::Op::Recv) v.push_back({p2p_channel(mine.gcomm, rank, peer, d == vocab::Op::Send), d == vocab::Op::Send});
+      };
+      if (x.parts.empty()) add(x.op, x.peer);
+      for (auto& part : x.parts) add(part.op, part.peer);
       return v;
     };
-    for (auto& [dir, peer] : messages(sig.parts, sig)) {
-      if (!proc_of.count(peer) || (dir != vocab::Op::Send && dir != vocab::Op::Recv)) continue;
+    for (auto& [channel, is_send] : messages(sig, me)) {
+      const int peer = is_send ? channel.dst : channel.src;
+      if (!proc_of.count(peer)) continue;
       int q = proc_of[peer];
       const ProcComm& theirs = c_.idx.per_proc[q][c_.idx.local_of(mine.gcomm, q)];
       // Retired messages cut the channel: message indices no longer line up (checkpoints.h).
       if (mine.retired_p2p > 0 || theirs.retired_p2p > 0) continue;
-      const vocab::Op want = dir == vocab::Op::Send ? vocab::Op::Recv : vocab::Op::Send;
-      // How many messages in this direction up to and including `op` on p...
+      const vocab::Op want = is_send ? vocab::Op::Recv : vocab::Op::Send;
+      // How many messages on this channel, in this direction, up to and including `op` on p...
       size_t n = 0;
       for (uint32_t i : mine.p2p) {
         if (i > op) break;
-        const Signature& x = c_.s.sigs[c_.s.procs[p].ops[i].sig];
-        for (auto& [d2, p2] : messages(x.parts, x)) n += d2 == dir && p2 == peer;
+        for (auto& [c2, s2] : messages(c_.s.sigs[c_.s.procs[p].ops[i].sig], me)) n += c2 == channel && s2 == is_send;
       }
-      // ...and the peer's matching one.
+      // ...and the peer's matching one: the n-th message of the other direction on the channel.
       size_t seen = 0;
       int64_t match = -1;
       for (uint32_t i : theirs.p2p) {
-        const Signature& x = c_.s.sigs[c_.s.procs[q].ops[i].sig];
-        for (auto& [d2, p2] : messages(x.parts, x))
-          if (d2 == want && p2 == me && ++seen == n) match = i;
+        for (auto& [c2, s2] : messages(c_.s.sigs[c_.s.procs[q].ops[i].sig], peer))
+          if (c2 == channel && s2 != is_send && ++seen == n) match = i;
         if (match >= 0) break;
       }
       if (match < 0) {
@@ -353,9 +353,7 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
     } else {
       // No completion tracking in this trace: the newest op of each comm may still be running.
       for (auto& pc : idx.per_proc[p]) {
-        int64_t last = -1;
-        if (!pc.colls.empty()) last = pc.colls.back();
-        if (!pc.p2p.empty()) last = std::max<int64_t>(last, pc.p2p.back());
+        const int64_t last = last_op_on_comm(pc.colls, pc.p2p);
         if (last >= 0) c.in_flight[p].push_back(static_cast<uint32_t>(last));
       }
       std::sort(c.in_flight[p].begin(), c.in_flight[p].end());

@@ -46,50 +46,133 @@ const char* verdict_name(Verdict v) {
   return "?";
 }
 
-int16_t Schedule::intern(const std::string& s) {
-  if (s.empty()) return -1;
-  for (size_t i = 0; i < names.size(); ++i)
-    if (names[i] == s) return static_cast<int16_t>(i);
-  if (names.size() >= 32767) throw std::runtime_error("model: too many distinct coalesced part lists");
-  names.push_back(s);
-  return static_cast<int16_t>(names.size() - 1);
+// ---------------------------------------------------------------------------------------------
+// The checker's own form of the schedule: per rank, ops and host waits merged in call order, with
+// communicators identified across ranks.
+
+namespace {
+
+using OpKind = vocab::Op;
+enum class ItemKind : uint8_t {
+  kOp,               // one op
+  kStreamSync,       // host blocks until `stream`'s work issued so far completed
+  kEventSync,        // host blocks until the work before `event`'s last record completed
+  kDeviceSync,       // host blocks until all work issued so far completed
+  kStreamWaitEvent,  // later work on `stream` waits for `event`
+  kEventRecord,      // `event` marks the current end of `stream`
+};
+
+struct Part {         // one send or recv of a p2p op (lone send/recv: one part)
+  bool is_send = false;
+  int32_t peer = -1;  // rank in the communicator
+  int64_t count = 0;
+  vocab::Dtype dtype = vocab::Dtype::Mixed;
+};
+
+struct Item {
+  ItemKind kind = ItemKind::kOp;
+  OpKind op = OpKind::AllReduce;  // kOp items only
+  int64_t call_index = 0;
+  int64_t seq = 0;
+  int32_t comm = -1;       // index into Model::comms
+  int32_t stream = 0;      // index into ProcModel::streams
+  int32_t thread = 0;      // index into SchedProcess::threads
+  int64_t group = -1;      // rows of one rank with the same group >= 0 progress together
+  int64_t count = 0;
+  vocab::Dtype dtype = vocab::Dtype::Mixed;
+  vocab::RedOp redop = vocab::RedOp::None;
+  int32_t root = -1;
+  int64_t event = 0;
+  int32_t first_part = 0;  // into ProcModel::parts (p2p ops only)
+  int32_t nparts = 0;
+  int16_t coalesced_sig = -1;  // coalesced ops: index into Model::names of the parts' op list
+  int32_t op_index = -1;   // kOp items: index into SchedProcess::ops
+};
+
+struct CommInfo {
+  std::string label;          // name, or the first 8 hex digits of the hash
+  std::string hash;
+  int nranks = 0;
+  std::vector<int32_t> members;  // process index for each comm rank (-1 = not in the trace)
+};
+
+struct ProcModel {
+  std::string label;                       // "rank 3" (global rank) or the file name
+  std::vector<uint64_t> streams;           // recorded stream values
+  size_t nthreads = 0;
+  std::vector<int32_t> comm_rank;          // by Model comm index: this rank's rank in it, -1
+  // By Model comm index: collectives the size cap retired before the first one in `items`
+  // (comms.retired_collectives). Members align collectives by absolute ordinal; one that some
+  // member retired counts as reached by it (its digest is checked by the analyzer, not here).
+  std::vector<int64_t> retired_colls;
+  std::vector<Item> items;                 // ops and waits, sorted by call_index
+  std::vector<Part> parts;
+};
+
+struct Model {
+  std::vector<CommInfo> comms;
+  std::vector<ProcModel> procs;
+  std::vector<std::string> names;          // interned coalesced part lists
+  std::vector<std::string> problems;       // input problems found while building (shown to user)
+  int16_t intern(const std::string& s) {   // -1 for ""
+    if (s.empty()) return -1;
+    for (size_t i = 0; i < names.size(); ++i)
+      if (names[i] == s) return static_cast<int16_t>(i);
+    if (names.size() >= 32767) throw std::runtime_error("model: too many distinct coalesced part lists");
+    names.push_back(s);
+    return static_cast<int16_t>(names.size() - 1);
+  }
+};
+
+ItemKind item_kind(vocab::Wait w) {
+  switch (w) {
+    case vocab::Wait::StreamSync: return ItemKind::kStreamSync;
+    case vocab::Wait::EventSync: return ItemKind::kEventSync;
+    case vocab::Wait::DeviceSync: return ItemKind::kDeviceSync;
+    case vocab::Wait::StreamWaitEvent: return ItemKind::kStreamWaitEvent;
+    case vocab::Wait::EventRecord: return ItemKind::kEventRecord;
+  }
+  return ItemKind::kStreamSync;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Trace -> Schedule
-
-Schedule schedule_from_trace(const Trace& trace) {
-  if (trace.processes.empty())
-    throw std::runtime_error("model: the trace " + trace.dir + " has no process files");
-  Schedule s;
+// Throws std::runtime_error with a clear message when the schedule cannot be checked (no
+// processes, a communicator whose members are missing from it...).
+Model build_model(const Schedule& sched) {
+  if (sched.procs.empty())
+    throw std::runtime_error("model: the trace " + sched.dir + " has no process files");
+  Model s;
   // The analyzer's rules (trace_validation.h): contradictions make the directory unusable,
   // the rest (skipped files, missing members, lost histories) is named among the problems.
   {
     std::vector<const Process*> procs;
-    for (const auto& p : trace.processes) procs.push_back(&p);
-    for (const auto& p : trace.processes) {
-      std::string defect = header_defect(p);
-      if (!defect.empty()) throw std::runtime_error("model: " + p.path + ": " + defect);
+    for (const auto& p : sched.procs) procs.push_back(&p.info);
+    for (const auto& p : sched.procs) {
+      if (!p.host_waits_loaded || p.op_threads.size() != p.ops.size())
+        throw std::runtime_error("model: " + p.info.path + ": schedule loaded without host waits (LoadOptions::host_waits)");
+      std::string defect = header_defect(p.info);
+      if (!defect.empty()) throw std::runtime_error("model: " + p.info.path + ": " + defect);
     }
-    for (const EvidenceIssue& e : validate_evidence(procs, trace.skipped)) {
+    for (const EvidenceIssue& e : validate_evidence(procs, sched.skipped)) {
       if (e.contradictory) throw std::runtime_error("model: " + e.detail);
       if (e.kind != EvidenceKind::kMissingMember) s.problems.push_back("incomplete evidence: " + e.detail);
     }
   }
   std::unordered_map<std::string, int32_t> comm_by_hash;
-  s.procs.resize(trace.processes.size());
+  s.procs.resize(sched.procs.size());
 
   // Labels: global ranks when every process has a distinct one, else file-based.
   std::map<int, int> rank_uses;
-  for (const auto& p : trace.processes) rank_uses[p.global_rank]++;
-  for (size_t i = 0; i < trace.processes.size(); ++i) {
-    const Process& p = trace.processes[i];
+  for (const auto& p : sched.procs) rank_uses[p.info.global_rank]++;
+  for (size_t i = 0; i < sched.procs.size(); ++i) {
+    const Process& p = sched.procs[i].info;
     s.procs[i].label = rank_label(p, static_cast<int>(i), rank_uses[p.global_rank] == 1);
   }
 
-  for (size_t pi = 0; pi < trace.processes.size(); ++pi) {
-    const Process& p = trace.processes[pi];
-    ProcSchedule& ps = s.procs[pi];
+  for (size_t pi = 0; pi < sched.procs.size(); ++pi) {
+    const SchedProcess& sp = sched.procs[pi];
+    const Process& p = sp.info;
+    ProcModel& ps = s.procs[pi];
+    ps.nthreads = sp.threads.size();
     std::vector<int32_t> local_to_global(p.comms.size(), -1);
     for (size_t ci = 0; ci < p.comms.size(); ++ci) {
       const Comm& c = p.comms[ci];
@@ -118,7 +201,7 @@ Schedule schedule_from_trace(const Trace& trace) {
       int32_t& slot = info.members[c.rank];
       if (slot >= 0 && slot != static_cast<int32_t>(pi))
         throw std::runtime_error("model: rank " + std::to_string(c.rank) + " of communicator " + c.hash +
-                                 " appears in two files: " + trace.processes[slot].path + " and " + p.path);
+                                 " appears in two files: " + sched.procs[slot].info.path + " and " + p.path);
       slot = static_cast<int32_t>(pi);
       local_to_global[ci] = it->second;
       if (ps.comm_rank.size() < s.comms.size()) ps.comm_rank.resize(s.comms.size(), -1);
@@ -128,50 +211,48 @@ Schedule schedule_from_trace(const Trace& trace) {
     }
 
     std::unordered_map<uint64_t, int32_t> stream_idx;
-    std::unordered_map<int64_t, int32_t> thread_idx;
     auto stream_of = [&](uint64_t v) {
       auto [it, fresh] = stream_idx.try_emplace(v, static_cast<int32_t>(ps.streams.size()));
       if (fresh) ps.streams.push_back(v);
       return it->second;
     };
-    auto thread_of = [&](int64_t v) {
-      auto [it, fresh] = thread_idx.try_emplace(v, static_cast<int32_t>(ps.threads.size()));
-      if (fresh) ps.threads.push_back(v);
-      return it->second;
-    };
 
     std::vector<Item> ops, waits;
+    ops.reserve(sp.ops.size());
+    waits.reserve(sp.waits.size());
     int64_t ignored = 0;  // ops on communicators the model cannot identify
-    for (const Op& o : p.ops) {
-      if (!vocab::enqueued_work(o.state)) continue;  // enqueued nothing
-      if (o.comm < 0 || o.comm >= static_cast<int>(p.comms.size()) || local_to_global[o.comm] < 0) {
+    for (size_t oi = 0; oi < sp.ops.size(); ++oi) {
+      const SchedOp& o = sp.ops[oi];
+      if (o.comm >= p.comms.size() || local_to_global[o.comm] < 0) {
         ++ignored;
         continue;
       }
+      const Signature& sig = sched.sigs[o.sig];
       Item it;
       it.kind = ItemKind::kOp;
-      it.op = o.op;
+      it.op = sig.op;
       it.call_index = o.call_index;
       it.seq = o.seq;
       it.comm = local_to_global[o.comm];
-      it.stream = stream_of(o.stream);
-      it.thread = thread_of(o.tid);
-      it.group = o.group_id;
-      it.count = o.count;
-      it.dtype = o.dtype;
-      it.redop = o.redop;
-      it.root = o.root;
+      it.stream = stream_of(sp.stream_of(oi));
+      it.thread = static_cast<int32_t>(sp.op_threads[oi]);
+      it.group = static_cast<int64_t>(sp.group_of(oi)) - 1;
+      it.count = sig.count;
+      it.dtype = sig.dtype;
+      it.redop = sig.redop;
+      it.root = sig.root;
+      it.op_index = static_cast<int32_t>(oi);
       if (is_p2p(it.op)) {
         it.first_part = static_cast<int32_t>(ps.parts.size());
         if (it.op == OpKind::SendRecv) {
-          for (const OpPart& part : o.parts) {
+          for (const OpPart& part : sig.parts) {
             if (part.op != OpKind::Send && part.op != OpKind::Recv)
               throw std::runtime_error("model: " + p.path + ": send_recv call " + std::to_string(o.call_index) + " has a '" +
                                        vocab::name(part.op) + "' part");
             ps.parts.push_back(Part{part.op == OpKind::Send, part.peer, part.count, part.dtype});
           }
         } else {
-          ps.parts.push_back(Part{it.op == OpKind::Send, o.peer, o.count, it.dtype});
+          ps.parts.push_back(Part{it.op == OpKind::Send, sig.peer, sig.count, it.dtype});
         }
         it.nparts = static_cast<int32_t>(ps.parts.size()) - it.first_part;
         for (int32_t k = it.first_part; k < it.first_part + it.nparts; ++k) {
@@ -181,35 +262,30 @@ Schedule schedule_from_trace(const Trace& trace) {
                                      std::to_string(ps.parts[k].peer) + " outside communicator of " + std::to_string(nr));
         }
       } else if (it.op == OpKind::Coalesced) {
-        std::string sig;
-        for (const OpPart& part : o.parts)
-          sig += std::string(sig.empty() ? "" : ",") + vocab::name(part.op) + ":" + vocab::name(part.dtype) + ":" +
-                 std::to_string(part.count);
-        it.coalesced_sig = s.intern("coalesced[" + sig + "]");
+        std::string names;
+        for (const OpPart& part : sig.parts)
+          names += std::string(names.empty() ? "" : ",") + vocab::name(part.op) + ":" + vocab::name(part.dtype) + ":" +
+                   std::to_string(part.count);
+        it.coalesced_sig = s.intern("coalesced[" + names + "]");
       }
       ops.push_back(it);
     }
     if (ignored)
       s.problems.push_back(p.path + ": " + std::to_string(ignored) +
                            " ops on communicators that cannot be identified across ranks are ignored");
-    for (const Wait& w : p.waits) {
+    for (const HostWait& w : sp.waits) {
       Item it;
-      switch (w.kind) {
-        case vocab::Wait::StreamSync: it.kind = ItemKind::kStreamSync; break;
-        case vocab::Wait::EventSync: it.kind = ItemKind::kEventSync; break;
-        case vocab::Wait::DeviceSync: it.kind = ItemKind::kDeviceSync; break;
-        case vocab::Wait::StreamWaitEvent: it.kind = ItemKind::kStreamWaitEvent; break;
-        case vocab::Wait::EventRecord: it.kind = ItemKind::kEventRecord; break;
-      }
+      it.kind = item_kind(w.kind);
       it.call_index = w.call_index;
       it.stream = stream_of(w.stream);
-      it.thread = thread_of(w.tid);
+      it.thread = static_cast<int32_t>(w.thread);
       it.event = static_cast<int64_t>(w.event);
       waits.push_back(it);
     }
     auto by_call = [](const Item& a, const Item& b) { return a.call_index < b.call_index; };
-    std::stable_sort(ops.begin(), ops.end(), by_call);
-    std::stable_sort(waits.begin(), waits.end(), by_call);
+    // The schedule keeps both in call order; sorting is only for hand-built input.
+    if (!std::is_sorted(ops.begin(), ops.end(), by_call)) std::stable_sort(ops.begin(), ops.end(), by_call);
+    if (!std::is_sorted(waits.begin(), waits.end(), by_call)) std::stable_sort(waits.begin(), waits.end(), by_call);
     ps.items.reserve(ops.size() + waits.size());
     std::merge(ops.begin(), ops.end(), waits.begin(), waits.end(), std::back_inserter(ps.items), by_call);
   }
@@ -221,6 +297,8 @@ Schedule schedule_from_trace(const Trace& trace) {
                              " has no trace file; its ops on it are taken as never issued");
   return s;
 }
+
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------
 // The engine
@@ -279,7 +357,7 @@ struct HostThread {
 
 class Engine {
  public:
-  Engine(const Schedule& s, bool serialized) : s_(s), serialized_(serialized) { build(); }
+  Engine(const Model& s, bool serialized) : s_(s), serialized_(serialized) { build(); }
   void run(uint64_t shuffle_seed);
   Result witness(Verdict stuck_verdict) const;
   bool all_done() const { return done_units_ == static_cast<int64_t>(units_.size()); }
@@ -322,13 +400,15 @@ class Engine {
   std::string instance_summary(const Instance& in, int32_t exclude_proc = -1) const;
 
   const Item& item(int32_t g) const { return s_.procs[item_proc_[g]].items[g - item_base_[item_proc_[g]]]; }
+  // The op of an item (Schedule::procs[p].ops index), -1 for a host wait.
+  int32_t op_index(int32_t g) const { return item(g).kind == ItemKind::kOp ? item(g).op_index : -1; }
   const std::string& plabel(int32_t proc) const { return s_.procs[proc].label; }
   std::string member_label(int32_t comm, int32_t crank) const {
     int32_t p = s_.comms[comm].members[crank];
     return p >= 0 ? plabel(p) : "comm rank " + std::to_string(crank) + " (no trace file)";
   }
 
-  const Schedule& s_;
+  const Model& s_;
   bool serialized_;
   std::vector<int32_t> item_base_;   // per proc: global id of its first item
   std::vector<int32_t> item_proc_;   // per global item
@@ -417,7 +497,7 @@ void Engine::build() {
   std::vector<int32_t> stream_q, comm_q;
   std::vector<int64_t> coll_count;
   for (int32_t p = 0; p < nprocs; ++p) {
-    const ProcSchedule& ps = s_.procs[p];
+    const ProcModel& ps = s_.procs[p];
     stream_q.assign(ps.streams.size(), -1);
     comm_q.assign(s_.comms.size(), -1);
     coll_count.assign(s_.comms.size(), 0);
@@ -435,11 +515,11 @@ void Engine::build() {
       if (comm_q[c] < 0) comm_q[c] = new_queue(p, Queue::kComm, c);
       return comm_q[c];
     };
-    std::vector<OpenGroup> open(ps.threads.size());
+    std::vector<OpenGroup> open(ps.nthreads);
     const int32_t thread_base = static_cast<int32_t>(threads_.size());
-    std::vector<int32_t> per_thread(ps.threads.size(), 0);
+    std::vector<int32_t> per_thread(ps.nthreads, 0);
     for (const Item& it : ps.items) ++per_thread[it.thread];
-    for (size_t t = 0; t < ps.threads.size(); ++t) {
+    for (size_t t = 0; t < ps.nthreads; ++t) {
       HostThread h;
       h.proc = p;
       h.steps.reserve(per_thread[t]);
@@ -598,7 +678,7 @@ void Engine::build() {
         inst_slots_[insts_[list[ord]].slots + crank] = g;
       }
     }
-    for (size_t t = 0; t < ps.threads.size(); ++t) close_group(static_cast<int32_t>(t));
+    for (size_t t = 0; t < ps.nthreads; ++t) close_group(static_cast<int32_t>(t));
   }
   for (const Queue& q : queues_)
     if (!q.units.empty()) units_[q.units[0]].at_head++;
@@ -772,7 +852,7 @@ void Engine::complete_unit(int32_t u) {
 
 std::string Engine::item_desc(int32_t g) const {
   const Item& it = item(g);
-  const ProcSchedule& ps = s_.procs[item_proc_[g]];
+  const ProcModel& ps = s_.procs[item_proc_[g]];
   std::string d = "comm " + s_.comms[it.comm].label + " seq " + std::to_string(it.seq) + " " + vocab::name(it.op);
   if (it.op == OpKind::Send || it.op == OpKind::Recv) {
     const Part& part = ps.parts[it.first_part];
@@ -809,7 +889,7 @@ std::string Engine::unit_desc(int32_t u) const {
 
 std::string Engine::wait_desc(int32_t g) const {
   const Item& it = item(g);
-  const ProcSchedule& ps = s_.procs[item_proc_[g]];
+  const ProcModel& ps = s_.procs[item_proc_[g]];
   switch (it.kind) {
     case ItemKind::kStreamSync: return "stream_sync(stream " + hex(ps.streams[it.stream]) + ")";
     case ItemKind::kEventSync: return "event_sync(event " + hex(static_cast<uint64_t>(it.event)) + ")";
@@ -966,7 +1046,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
       const Why y = why(u);
       w.waits_for = y.text;
       w.waits_on = y.proc >= 0 ? y.proc : y.unit >= 0 ? units_[y.unit].proc : -1;
-      w.item = units_[u].first_item - item_base_[p];
+      w.op = op_index(units_[u].first_item);
       w.never_issued = y.proc >= 0;
     } else {
       for (const HostThread& h : threads_) {
@@ -1004,7 +1084,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
   if (cross_rank)
     for (int32_t v : cycle_units) {
       r.cycle.push_back(plabel(units_[v].proc) + ": " + unit_desc(v) + " " + why(v).text);
-      r.cycle_steps.push_back({units_[v].proc, units_[v].first_item - item_base_[units_[v].proc]});
+      r.cycle_steps.push_back({units_[v].proc, op_index(units_[v].first_item)});
     }
 
   // Truncated schedules (a recorded hang) often end before the op a rank waits for: then the
@@ -1027,7 +1107,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
           const RankWitness& w = r.ranks[by_proc[*it]];
           if (path.size() > 1 || w.waits_on != w.proc) {
             r.cycle.push_back(w.label + ": " + w.blocked_in + " " + w.waits_for);
-            r.cycle_steps.push_back({w.proc, w.item, w.never_issued});
+            r.cycle_steps.push_back({w.proc, w.op, w.never_issued});
           }
         }
       }
@@ -1042,7 +1122,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
       r.summary = instance_summary(in) + ": no matching op";
       for (int32_t k = 0; k < s_.comms[in.comm].nranks; ++k) {
         const int32_t g = inst_slots_[in.slots + k];
-        if (g >= 0) r.mismatch.push_back({item_proc_[g], g - item_base_[item_proc_[g]]});
+        if (g >= 0) r.mismatch.push_back({item_proc_[g], op_index(g)});
       }
       break;
     }
@@ -1060,7 +1140,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
 
 namespace {
 
-Result check_models(const Schedule& schedule, const Options& options) {
+Result check_models(const Model& schedule, const Options& options) {
   // The serialized model only adds constraints (one more queue per rank), so when it completes
   // the concurrent one does too: a good schedule needs one pass.
   if (options.check_serialized) {
@@ -1089,8 +1169,9 @@ Result check_models(const Schedule& schedule, const Options& options) {
 }  // namespace
 
 Result check(const Schedule& schedule, const Options& options) {
-  Result r = check_models(schedule, options);
-  r.problems = schedule.problems;
+  const Model model = build_model(schedule);
+  Result r = check_models(model, options);
+  r.problems = model.problems;
   return r;
 }
 

@@ -29,6 +29,19 @@ uint32_t SignatureTable::intern(Signature sig) {
   return it->second;
 }
 
+uint64_t SchedProcess::stream_of(size_t i) const {
+  const SchedOp& o = ops[i];
+  if (o.stream < streams.size()) return streams[o.stream];
+  auto it = std::lower_bound(overflow_streams.begin(), overflow_streams.end(), std::pair<uint32_t, uint64_t>(uint32_t(i), 0));
+  return it != overflow_streams.end() && it->first == i ? it->second : kUnknownStream;
+}
+
+uint32_t ThreadTable::index(int64_t tid) {
+  auto [it, fresh] = index_.try_emplace(tid, static_cast<uint32_t>(sp_.threads.size()));
+  if (fresh) sp_.threads.push_back(tid);
+  return it->second;
+}
+
 Schedule schedule_from_trace(const Trace& trace) {
   Schedule s;
   s.dir = trace.dir;
@@ -39,9 +52,15 @@ Schedule schedule_from_trace(const Trace& trace) {
     sp.info = p;
     sp.info.ops.clear();
     sp.info.stacks.clear();
-    std::vector<std::pair<SchedOp, uint32_t>> ops;  // with its group
-    for (const Op& o : p.ops) {
-      if (o.seq <= 0 || o.state == vocab::State::Captured || o.comm < 0) {
+    // Sorted here, so that the side data below can follow the same order.
+    std::vector<const Op*> by_call;
+    for (const Op& o : p.ops) by_call.push_back(&o);
+    std::stable_sort(by_call.begin(), by_call.end(), [](const Op* a, const Op* b) { return a->call_index < b->call_index; });
+    ThreadTable threads(sp);
+    for (const Op* op : by_call) {
+      const Op& o = *op;
+      // As the loader reads files: rows that enqueued nothing have no seq there.
+      if (o.seq <= 0 || !vocab::enqueued_work(o.state) || o.comm < 0) {
         ++sp.unsequenced_ops;
         continue;
       }
@@ -61,13 +80,16 @@ Schedule schedule_from_trace(const Trace& trace) {
       if (o.state == vocab::State::GraphLaunched) so.flags |= kOpGraphLaunched;
       Signature sig{o.op, o.dtype, o.count, o.root, o.peer, o.redop, o.parts, OpClass::kCollective};
       so.sig = sigs.intern(std::move(sig));
-      ops.push_back({so, group});
-    }
-    std::stable_sort(ops.begin(), ops.end(), [](auto& a, auto& b) { return a.first.call_index < b.first.call_index; });
-    for (auto& [so, group] : ops) {
+      if (so.stream == 255) sp.overflow_streams.emplace_back(static_cast<uint32_t>(sp.ops.size()), o.stream);
+      sp.op_threads.push_back(threads.index(o.tid));
       if (group) sp.groups.push_back({static_cast<uint32_t>(sp.ops.size()), group});
       sp.ops.push_back(so);
     }
+    std::vector<const Wait*> waits;
+    for (const Wait& w : p.waits) waits.push_back(&w);
+    std::stable_sort(waits.begin(), waits.end(), [](const Wait* a, const Wait* b) { return a->call_index < b->call_index; });
+    for (const Wait* w : waits) sp.waits.push_back({w->call_index, w->kind, w->stream, w->event, threads.index(w->tid)});
+    sp.host_waits_loaded = true;
     s.procs.push_back(std::move(sp));
   }
   s.sigs = sigs.take();

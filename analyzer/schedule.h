@@ -69,6 +69,15 @@ struct OpGroup {
   uint32_t group = 0;
 };
 
+// A host-side wait or event record (trace_model.h Wait), as the model checker reads it.
+struct HostWait {
+  int64_t call_index = 0;
+  vocab::Wait kind = vocab::Wait::StreamSync;
+  uint64_t stream = 0;
+  uint64_t event = 0;
+  uint32_t thread = 0;  // index into SchedProcess::threads
+};
+
 struct SchedProcess {
   Process info;                  // meta, env, comms, hangs; info.ops/stacks stay empty
   std::vector<SchedOp> ops;      // sequenced ops only, by call_index
@@ -82,6 +91,30 @@ struct SchedProcess {
     auto it = std::lower_bound(groups.begin(), groups.end(), op, [](const OpGroup& g, size_t v) { return g.op < v; });
     return it != groups.end() && it->op == op ? it->group : 0;
   }
+
+  // What only the model checker needs (analyzer/model_check.h): the host thread of each op and
+  // the host waits. Filled by schedule_from_trace, and by the loader only when asked
+  // (LoadOptions::host_waits, analyzer/schedule_waits.h); empty otherwise.
+  bool host_waits_loaded = false;
+  std::vector<int64_t> threads;      // distinct tids, first seen in ops, then in waits
+  std::vector<uint32_t> op_threads;  // per ops[i]: index into threads
+  std::vector<HostWait> waits;       // by call_index
+  // The exact stream of each op in the overflow bucket (SchedOp::stream 255): (op index, stream).
+  std::vector<std::pair<uint32_t, uint64_t>> overflow_streams;
+  // The stream value of ops[i] (kUnknownStream: in the overflow bucket without side data).
+  uint64_t stream_of(size_t i) const;
+  static constexpr uint64_t kUnknownStream = ~uint64_t(0);
+};
+
+// Builds the threads / op_threads side data one row at a time (schedule_from_trace, the loader).
+class ThreadTable {
+ public:
+  explicit ThreadTable(SchedProcess& sp) : sp_(sp) {}
+  uint32_t index(int64_t tid);
+
+ private:
+  SchedProcess& sp_;
+  std::unordered_map<int64_t, uint32_t> index_;
 };
 
 struct Schedule {
@@ -109,7 +142,8 @@ class SignatureTable {
 
 std::string signature_key(const Signature& s);
 
-// The compact form of a fully loaded trace (tests, small traces).
+// The compact form of a fully loaded trace (tests, small traces, replay --order-from), with the
+// model checker's side data (host waits, op threads).
 Schedule schedule_from_trace(const Trace& trace);
 
 // Elements an all-to-all moves to (send) or from (!send) one peer; ncclAlltoAll (no parts)

@@ -18,7 +18,9 @@
 
 #include "text_escape.h"
 #include "flightrec.h"
+#include "profiler_schema.h"
 #include "rank_identity.h"
+#include "schedule_waits.h"
 #include "trace_details.h"
 #include "trace_file.h"
 #include "trace_schema.h"
@@ -840,6 +842,36 @@ Process load_process_file(const std::string& path, const LoadOptions& options) {
   return p;
 }
 
+Process load_process_counts(const std::string& path, RecordCounts& counts, const LoadOptions& options) {
+  Process p;
+  try {
+    read_file(path, options, [&](sqlite3* db) {
+      p = Process{};
+      p.path = path;
+      counts = RecordCounts{};
+      read_header(db, p);
+      const bool v2 = compact_rows(p);
+      Stmt ops(db, v2 ? "SELECT count(*), coalesce(sum(state = ?1), 0) FROM op_rows"
+                      : "SELECT count(*), coalesce(sum(state = ?2), 0) FROM ops");
+      sqlite3_bind_int(ops.get(), 1, static_cast<int>(vocab::State::Captured));
+      sqlite3_bind_text(ops.get(), 2, vocab::name(vocab::State::Captured), -1, SQLITE_STATIC);
+      if (ops.step()) counts.op_rows = ops.i64(0), counts.captured = ops.i64(1);
+      if (table_exists(db, "graph_launches")) {
+        Stmt launches(db, "SELECT count(*) FROM graph_launches");
+        if (launches.step()) counts.graph_launches = launches.i64(0);
+      }
+      if (p.meta.count("profiler_plugin") && table_exists(db, "profiler_ops")) {
+        Stmt plugin(db, "SELECT count(*), coalesce(sum(seen_by != ?1), 0) FROM profiler_ops");
+        sqlite3_bind_text(plugin.get(), 1, schema::kSeenByBoth, -1, SQLITE_STATIC);
+        if (plugin.step()) counts.plugin_calls = plugin.i64(0), counts.plugin_only = plugin.i64(1);
+      }
+    });
+  } catch (const FileSkip& e) {
+    throw LoadError(e.what());
+  }
+  return p;
+}
+
 namespace {
 
 // Reads every trace file of `dir` in parallel with `read(db, process)`; files that cannot be used
@@ -900,6 +932,7 @@ Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
         procs[i].info.path = files[i];
         read_header(db, procs[i].info);
         read_ops_compact(db, procs[i], local_sigs[i]);
+        if (options.host_waits) if (auto e = read_host_waits(db, procs[i])) e->sqlite_rc ? fail(db, e->sqlite_rc, e->what) : throw FileSkip(e->what);
       });
     } catch (const FileSkip& e) {
       reasons[i] = e.what();

@@ -14,6 +14,7 @@ struct LoadOptions {
   unsigned threads = 0;        // 0: hardware concurrency (at least 1)
   int busy_timeout_ms = 2000;  // per statement, while a live recorder holds the write lock
   int busy_retries = 5;        // whole-file retries after SQLITE_BUSY beyond the timeout
+  bool host_waits = false;     // load_schedule: also the model checker's side data (schedule_waits.h)
 };
 
 // Raised for errors about the directory itself (missing, not a directory, no trace files, no
@@ -33,5 +34,17 @@ Trace load_trace_headers(const std::string& dir, const LoadOptions& options = {}
 
 // One file, full. Throws LoadError with the skip reason when the file is unusable.
 Process load_process_file(const std::string& path, const LoadOptions& options = {});
+
+// How many records of each kind one file holds (lockstep doctor).
+struct RecordCounts {
+  int64_t op_rows = 0;         // every op row, sequenced or not
+  int64_t captured = 0;        // rows captured into a CUDA graph
+  int64_t graph_launches = 0;
+  int64_t plugin_calls = 0;    // NCCL calls NCCL's profiler plugin saw (profiler_schema.h)
+  int64_t plugin_only = 0;     // of them, not seen by the interposer
+};
+// One file's header (meta, env, comms, hangs; no ops) and its record counts. Throws LoadError
+// with the skip reason when the file is unusable.
+Process load_process_counts(const std::string& path, RecordCounts& counts, const LoadOptions& options = {});
 
 }  // namespace lockstep

@@ -1,5 +1,7 @@
 #include "trace_validation.h"
 
+#include "identity.h"
+
 #include <algorithm>
 #include <map>
 #include <functional>
@@ -35,10 +37,6 @@ namespace {
 bool matchable(const Comm& c) { return c.init_rc == 0 && c.nranks > 0 && !c.created_before_tracing; }
 
 std::string short8(const std::string& h) { return h.substr(0, 8); }
-
-std::string rank_label(const Process& p, int proc) {
-  return p.global_rank >= 0 ? "rank " + std::to_string(p.global_rank) : "process " + std::to_string(proc);
-}
 
 }  // namespace
 

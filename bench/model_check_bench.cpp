@@ -1,5 +1,5 @@
 // Timing of the model checker on a generated 3D-parallel schedule (TP x PP x DP), built directly
-// as a model::Schedule (a Trace of this size would need gigabytes of strings).
+// as the compact lockstep::Schedule (a Trace of this size would need gigabytes of strings).
 //
 //   build-replay/bin/model_check_bench [--ranks 1024] [--ops 10000] [--tp 8] [--pp 4] [--break]
 //                                      [--via-trace]
@@ -18,8 +18,10 @@
 #include <string>
 
 #include "model_check.h"
+#include "schedule.h"
 
 using namespace lockstep::model;
+using lockstep::Schedule;
 
 namespace {
 
@@ -48,124 +50,106 @@ bool arg_flag(int argc, char** argv, const char* name) {
 // Ranks are laid out as rank = (dp * pp + p) * tp + t. One step per rank:
 // TP all_reduce (stream 1), PP exchange with the next stage as one send_recv group (stream 2),
 // TP all_reduce, DP reduce_scatter and all_gather (stream 3): 5 ops.
-Schedule generate(int nranks, int ops_per_rank, int tp, int pp, bool broken) {
+lockstep::Schedule generate(int nranks, int ops_per_rank, int tp, int pp, bool broken) {
+  using lockstep::vocab::Op;
   const int dp = nranks / (tp * pp);
-  Schedule s;
+  lockstep::Schedule s;
+  s.dir = "<generated>";
+  lockstep::SignatureTable sigs;
   const auto f32 = lockstep::vocab::Dtype::Float32;
   const auto sum = lockstep::vocab::RedOp::Sum;
-  auto add_comm = [&](const std::string& label, int n) {
-    CommInfo c;
-    c.label = c.hash = label;
-    c.nranks = n;
-    c.members.assign(n, -1);
-    s.comms.push_back(std::move(c));
-    return static_cast<int32_t>(s.comms.size() - 1);
+  auto coll_sig = [&](Op k) {
+    return sigs.intern({k, f32, 1 << 20, -1, -1, k == Op::AllGather ? lockstep::vocab::RedOp::None : sum, {}, {}});
   };
-  std::vector<int32_t> tp_comm(nranks / tp), pp_comm(nranks / pp), dp_comm(tp * pp);
-  for (int g = 0; g < nranks / tp; ++g) tp_comm[g] = add_comm("tp" + std::to_string(g), tp);
-  for (int g = 0; g < dp * tp; ++g) pp_comm[g] = add_comm("pp" + std::to_string(g), pp);
-  for (int g = 0; g < tp * pp; ++g) dp_comm[g] = add_comm("dp" + std::to_string(g), dp);
+  const uint32_t all_reduce = coll_sig(Op::AllReduce), reduce_scatter = coll_sig(Op::ReduceScatter),
+                 all_gather = coll_sig(Op::AllGather);
   s.procs.resize(nranks);
   for (int r = 0; r < nranks; ++r) {
     const int t = r % tp, p = (r / tp) % pp, d = r / (tp * pp);
-    ProcSchedule& ps = s.procs[r];
-    ps.label = "rank " + std::to_string(r);
-    ps.streams = {1, 2, 3};
-    ps.threads = {1000 + r};
-    ps.comm_rank.assign(s.comms.size(), -1);
-    const int32_t ct = tp_comm[r / tp], cp = pp_comm[d * tp + t], cd = dp_comm[p * tp + t];
-    ps.comm_rank[ct] = t;
-    ps.comm_rank[cp] = p;
-    ps.comm_rank[cd] = d;
-    s.comms[ct].members[t] = s.comms[cp].members[p] = s.comms[cd].members[d] = r;
-    ps.items.reserve(ops_per_rank);
-    int64_t call = 0, seq_t = 0, seq_p = 0, seq_d = 0;
-    auto coll = [&](OpKind k, int32_t comm, int32_t stream, int64_t& seq) {
-      Item it;
-      it.op = k;
-      it.call_index = ++call;
-      it.seq = ++seq;
-      it.comm = comm;
-      it.stream = stream;
-      it.count = 1 << 20;
-      it.dtype = f32;
-      it.redop = k == OpKind::AllGather ? lockstep::vocab::RedOp::None : sum;
-      ps.items.push_back(it);
+    lockstep::SchedProcess& sp = s.procs[r];
+    sp.info.global_rank = r;
+    sp.info.path = "rank " + std::to_string(r);
+    auto add_comm = [&](const std::string& hash, int n, int rank) {
+      lockstep::Comm c;
+      c.hash = c.name = hash;
+      c.nranks = n;
+      c.rank = rank;
+      sp.info.comms.push_back(c);
+      return static_cast<uint16_t>(sp.info.comms.size() - 1);
     };
-    while (static_cast<int>(ps.items.size()) < ops_per_rank) {
-      coll(OpKind::AllReduce, ct, 0, seq_t);
-      if (pp > 1) {
-        Item it;
-        it.op = OpKind::SendRecv;
-        it.call_index = ++call;
-        it.seq = ++seq_p;
-        it.comm = cp;
-        it.stream = 1;
-        it.first_part = static_cast<int32_t>(ps.parts.size());
-        ps.parts.push_back(Part{true, (p + 1) % pp, 4096, f32});
-        ps.parts.push_back(Part{false, (p + pp - 1) % pp, 4096, f32});
-        it.nparts = 2;
-        ps.items.push_back(it);
-      }
-      coll(OpKind::AllReduce, ct, 0, seq_t);
-      coll(OpKind::ReduceScatter, cd, 2, seq_d);
-      coll(OpKind::AllGather, cd, 2, seq_d);
+    const uint16_t ct = add_comm("tp" + std::to_string(r / tp), tp, t);
+    const uint16_t cp = add_comm("pp" + std::to_string(d * tp + t), pp, p);
+    const uint16_t cd = add_comm("dp" + std::to_string(p * tp + t), dp, d);
+    sp.streams = {1, 2, 3};
+    sp.threads = {1000 + r};
+    sp.host_waits_loaded = true;
+    const uint32_t exchange =
+        sigs.intern({Op::SendRecv, f32, 8192, -1, -1, lockstep::vocab::RedOp::None,
+                     {{Op::Send, f32, 4096, -1, (p + 1) % pp, lockstep::vocab::RedOp::None},
+                      {Op::Recv, f32, 4096, -1, (p + pp - 1) % pp, lockstep::vocab::RedOp::None}},
+                     {}});
+    sp.ops.reserve(ops_per_rank);
+    int64_t call = 0;
+    uint32_t seq_t = 0, seq_p = 0, seq_d = 0;
+    auto add = [&](uint32_t sig, uint16_t comm, uint8_t stream, uint32_t& seq) {
+      lockstep::SchedOp o;
+      o.call_index = ++call;
+      o.seq = ++seq;
+      o.sig = sig;
+      o.comm = comm;
+      o.stream = stream;
+      sp.ops.push_back(o);
+    };
+    while (static_cast<int>(sp.ops.size()) < ops_per_rank) {
+      add(all_reduce, ct, 0, seq_t);
+      if (pp > 1) add(exchange, cp, 1, seq_p);
+      add(all_reduce, ct, 0, seq_t);
+      add(reduce_scatter, cd, 2, seq_d);
+      add(all_gather, cd, 2, seq_d);
     }
-    ps.items.resize(ops_per_rank);
+    sp.ops.resize(ops_per_rank);
+    sp.op_threads.assign(sp.ops.size(), 0);
   }
   if (broken) {
     // Halfway through, the last rank issues an all_reduce where its DP peers issue all_gather:
     // everything after it stalls, so the checker explains a stuck state of ~half the ops.
-    auto& items = s.procs[nranks - 1].items;
-    for (size_t i = items.size() / 2; i < items.size(); ++i) {
-      if (items[i].op == OpKind::AllGather) {
-        items[i].op = OpKind::AllReduce;
-        items[i].redop = sum;
+    auto& ops = s.procs[nranks - 1].ops;
+    for (size_t i = ops.size() / 2; i < ops.size(); ++i) {
+      if (ops[i].sig == all_gather) {
+        ops[i].sig = all_reduce;
         break;
       }
     }
   }
+  s.sigs = sigs.take();
   return s;
 }
 
 // The schedule as the loader would return it (strings per op), to time schedule_from_trace.
-lockstep::Trace to_trace(const Schedule& s) {
+lockstep::Trace to_trace(const lockstep::Schedule& s) {
   lockstep::Trace t;
-  t.dir = "<generated>";
+  t.dir = s.dir;
   t.processes.resize(s.procs.size());
   for (size_t p = 0; p < s.procs.size(); ++p) {
-    const ProcSchedule& ps = s.procs[p];
+    const lockstep::SchedProcess& sp = s.procs[p];
     lockstep::Process& pr = t.processes[p];
-    pr.global_rank = static_cast<int>(p);
-    pr.path = ps.label;
-    std::vector<int> local(s.comms.size(), -1);
-    for (size_t c = 0; c < s.comms.size(); ++c) {
-      if (ps.comm_rank[c] < 0) continue;
-      lockstep::Comm cm;
-      cm.hash = s.comms[c].hash;
-      cm.nranks = s.comms[c].nranks;
-      cm.rank = ps.comm_rank[c];
-      local[c] = static_cast<int>(pr.comms.size());
-      pr.comms.push_back(cm);
-    }
-    pr.ops.reserve(ps.items.size());
-    for (const Item& it : ps.items) {
+    pr = sp.info;
+    pr.ops.reserve(sp.ops.size());
+    for (size_t i = 0; i < sp.ops.size(); ++i) {
+      const lockstep::SchedOp& so = sp.ops[i];
+      const lockstep::Signature& sig = s.sigs[so.sig];
       lockstep::Op o;
-      o.call_index = it.call_index;
-      o.comm = local[it.comm];
-      o.seq = it.seq;
-      o.op = it.op;
-      o.dtype = it.dtype;
-      o.redop = it.redop;
-      o.count = it.count;
-      o.stream = ps.streams[it.stream];
-      o.tid = ps.threads[it.thread];
+      o.call_index = so.call_index;
+      o.comm = so.comm;
+      o.seq = so.seq;
+      o.op = sig.op;
+      o.dtype = sig.dtype;
+      o.redop = sig.redop;
+      o.count = sig.count;
+      o.parts = sig.parts;
+      o.stream = sp.stream_of(i);
+      o.tid = sp.threads[sp.op_threads[i]];
       o.state = lockstep::vocab::State::Enqueued;
-      for (int32_t k = 0; k < it.nparts; ++k) {
-        const Part& part = ps.parts[it.first_part + k];
-        o.parts.push_back(lockstep::OpPart{part.is_send ? OpKind::Send : OpKind::Recv, lockstep::vocab::Dtype::Float32, part.count, -1, part.peer,
-                                         lockstep::vocab::RedOp::None});
-      }
       pr.ops.push_back(std::move(o));
     }
   }
@@ -188,8 +172,9 @@ int main(int argc, char** argv) {
   Options o;
   Result r = check(s, o);
   double t2 = now_s();
-  std::printf("ranks %d, ops/rank %d, comms %zu: generate %.2f s, check %.2f s (%.0f ns/op), peak RSS %ld MiB\n",
-              nranks, ops, s.comms.size(), t1 - t0, t2 - t1, (t2 - t1) * 1e9 / (double(nranks) * ops), peak_rss_mb());
+  const int ncomms = nranks / tp + nranks / pp + tp * pp;
+  std::printf("ranks %d, ops/rank %d, comms %d: generate %.2f s, check %.2f s (%.0f ns/op), peak RSS %ld MiB\n",
+              nranks, ops, ncomms, t1 - t0, t2 - t1, (t2 - t1) * 1e9 / (double(nranks) * ops), peak_rss_mb());
   std::printf("verdict: %s (%s model)%s%s\n", verdict_name(r.verdict), r.model.c_str(),
               r.summary.empty() ? "" : ": ", r.summary.c_str());
   if (arg_flag(argc, argv, "--via-trace")) {

@@ -1,8 +1,7 @@
 // lockstep doctor DIR: for each trace file, how this process reached NCCL and what the recorder
-// could therefore not see (docs/recorder.md, "How NCCL is reached"). Reads only meta and env
-// (trace files are untrusted: opened read-only, every string printed escaped).
-#include <sqlite3.h>
-
+// could therefore not see (docs/recorder.md, "How NCCL is reached"). Reads each file's header
+// and record counts through the loader (load_process_counts: read-only, validated); every string
+// is printed escaped.
 #include <algorithm>
 #include <filesystem>
 #include <iostream>
@@ -12,6 +11,7 @@
 
 #include "commands.h"
 #include "exit_codes.h"
+#include "trace_loader.h"
 
 namespace lockstep::cli {
 namespace {
@@ -35,46 +35,17 @@ std::string printable(const std::string& s, size_t max = 300) {
 struct FileFacts {
   std::string path, error;
   std::map<std::string, std::string> meta;
-  int64_t ops = 0, graph_launches = 0, captured = 0;
-  int64_t plugin_calls = 0, plugin_only = 0;  // NCCL's profiler plugin (schema/profiler_schema.h)
+  RecordCounts counts;
 };
 
 FileFacts read_facts(const std::string& path) {
   FileFacts f;
   f.path = path;
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    f.error = db ? sqlite3_errmsg(db) : "cannot open";
-    sqlite3_close(db);
-    return f;
+  try {
+    f.meta = load_process_counts(path, f.counts).meta;
+  } catch (const LoadError& e) {
+    f.error = e.what();
   }
-  sqlite3_busy_timeout(db, 2000);
-  auto rows = [&](const char* sql, auto&& each) {
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) {
-      if (f.error.empty()) f.error = sqlite3_errmsg(db);
-      return;
-    }
-    while (sqlite3_step(st) == SQLITE_ROW) each(st);
-    sqlite3_finalize(st);
-  };
-  auto text = [](sqlite3_stmt* st, int i) {
-    auto* p = sqlite3_column_text(st, i);
-    return p ? std::string(reinterpret_cast<const char*>(p)) : std::string();
-  };
-  rows("SELECT key, value FROM meta", [&](sqlite3_stmt* st) { f.meta[text(st, 0)] = text(st, 1); });
-  rows("SELECT count(*), coalesce(sum(state = 'captured'), 0) FROM ops", [&](sqlite3_stmt* st) {
-    f.ops = sqlite3_column_int64(st, 0);
-    f.captured = sqlite3_column_int64(st, 1);
-  });
-  rows("SELECT count(*) FROM graph_launches",
-       [&](sqlite3_stmt* st) { f.graph_launches = sqlite3_column_int64(st, 0); });
-  if (f.meta.count("profiler_plugin"))
-    rows("SELECT count(*), coalesce(sum(seen_by != 'both'), 0) FROM profiler_ops", [&](sqlite3_stmt* st) {
-      f.plugin_calls = sqlite3_column_int64(st, 0);
-      f.plugin_only = sqlite3_column_int64(st, 1);
-    });
-  sqlite3_close(db);
   return f;
 }
 
@@ -131,10 +102,10 @@ void report(const FileFacts& f) {
             << (plugin ? "; NCCL's profiler plugin (" + printable(m("profiler_plugin")) + ")" : std::string())
             << "; CUPTI: not used\n";
   if (plugin)
-    std::cout << "  coverage: the plugin saw " << f.plugin_calls << " NCCL calls, " << f.plugin_only
+    std::cout << "  coverage: the plugin saw " << f.counts.plugin_calls << " NCCL calls, " << f.counts.plugin_only
               << " of them not seen by the interposer\n";
-  std::cout << "  recorded: " << f.ops << " op rows, " << f.captured << " captured into graphs, "
-            << f.graph_launches << " graph launches; stacks " << printable(m("stack_mode")) << "\n";
+  std::cout << "  recorded: " << f.counts.op_rows << " op rows, " << f.counts.captured << " captured into graphs, "
+            << f.counts.graph_launches << " graph launches; stacks " << printable(m("stack_mode")) << "\n";
   std::vector<std::string> missed;
   if (has(reached, "unhooked"))
     missed.push_back("more libnccl copies than lockstep has hook slots (4): calls through the "
@@ -143,13 +114,13 @@ void report(const FileFacts& f) {
     missed.push_back("a statically linked NCCL (e.g. conda PyTorch) or one inside another "
                      "library is invisible to the interposer; load liblockstep as NCCL's profiler "
                      "plugin too (NCCL_PROFILER_PLUGIN=$(lockstep --preload-path)) to see it");
-  else if (f.plugin_only > 0)
-    missed.push_back(std::to_string(f.plugin_only) + " NCCL calls " +
+  else if (f.counts.plugin_only > 0)
+    missed.push_back(std::to_string(f.counts.plugin_only) + " NCCL calls " +
                      (preloaded ? "reached NCCL without the interposer (a static or private NCCL)"
                                 : "were seen only by the plugin") +
                      ": recorded from NCCL's profiler plugin, without reduction op or CUDA-graph "
                      "replays (docs/recorder.md)");
-  if (f.captured > 0 && f.graph_launches == 0)
+  if (f.counts.captured > 0 && f.counts.graph_launches == 0)
     missed.push_back("ops were captured into CUDA graphs but no launch was seen: a launch "
                      "through a statically linked cudart or a per-thread-stream (_ptsz) driver "
                      "entry point is not counted");

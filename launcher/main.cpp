@@ -2,13 +2,12 @@
 // Runs N ranks of a program on this machine (see launcher.h). Exit status: 0 when every rank
 // exited 0, 124 when the timeout killed ranks, 2 for a usage error, otherwise the first failing
 // rank's status (128 + signal when it was killed by one).
-#include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cli_args.h"
 #include "launcher.h"
 #include "lockstep_version.h"
 
@@ -34,16 +33,7 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", quiet, "Do not echo the ranks' output");
   app.add_option("program", o.argv, "The program and its arguments, after --")->required();
   app.footer("usage: lockstep-launch -n N [options] -- prog [args...]");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto code = lockstep::parse_args(app, argc, argv, 2)) return *code;
   for (const auto& kv : env) {
     auto eq = kv.find('=');
     o.env[kv.substr(0, eq)] = kv.substr(eq + 1);

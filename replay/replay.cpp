@@ -167,9 +167,28 @@ std::string seconds(double s) {
 
 model::Result model_check_dir(const std::string& trace_dir, int order_from, std::vector<std::string>* problems,
                               std::vector<std::string>* incomplete) {
-  Trace t = load(trace_dir);
-  if (incomplete) *incomplete = incomplete_evidence(t);
-  if (order_from >= 0) {
+  lockstep::Schedule s;
+  if (order_from < 0) {
+    // The analyzer's loader, with the checker's side data (host waits, op threads).
+    try {
+      LoadOptions lo;
+      lo.host_waits = true;
+      s = load_schedule(trace_dir, lo);
+    } catch (const LoadError& e) {
+      throw ReplayError(ErrorKind::kInputError, e.what());
+    }
+    if (s.procs.empty()) throw ReplayError(ErrorKind::kInputError, "no usable trace file in " + trace_dir);
+    if (incomplete) {
+      Trace headers;
+      headers.dir = s.dir;
+      headers.skipped = s.skipped;
+      for (const SchedProcess& p : s.procs) headers.processes.push_back(p.info);
+      *incomplete = incomplete_evidence(headers);
+    }
+  } else {
+    // Every rank's ops reordered like the source rank's (rank_schedule.h), then compacted.
+    Trace t = load(trace_dir);
+    if (incomplete) *incomplete = incomplete_evidence(t);
     const auto files = rank_files(t);
     if (order_from >= static_cast<int>(files.size()))
       throw ReplayError(ErrorKind::kInputError, "--order-from " + std::to_string(order_from) + ": the trace has ranks 0.." +
@@ -183,10 +202,11 @@ model::Result model_check_dir(const std::string& trace_dir, int order_from, std:
       reorder_like(mine, source);
       p = std::move(mine.proc);
     }
+    s = schedule_from_trace(t);
   }
-  model::Schedule s = model::schedule_from_trace(t);
-  if (problems) *problems = s.problems;
-  return model::check(s);
+  model::Result r = model::check(s);
+  if (problems) *problems = r.problems;
+  return r;
 }
 
 ReplayResult run_replay(const ReplayOptions& o, std::ostream& log) {

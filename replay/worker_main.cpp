@@ -4,13 +4,12 @@
 // With --files, the rank comes from the rank variables (schema/rank_env.h: RANK set by the
 // launcher, torchrun; SLURM_PROCID under srun, ...). Unique ids are exchanged through files in
 // $LOCKSTEP_RENDEZVOUS_DIR. Exit status: worker.h.
-#include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
+#include "cli_args.h"
 #include "lockstep_version.h"
 #include "rank_env.h"
 #include "worker.h"
@@ -31,16 +30,7 @@ int main(int argc, char** argv) {
   app.add_option("--max-delay-us", o.max_delay_us, "Largest perturbation delay in microseconds")
       ->check(CLI::Range(0, 60000000));
   app.add_flag("--verbose", o.verbose, "Progress on stderr");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return lockstep::replay::kWorkerExitUsage;
-  }
+  if (auto code = lockstep::parse_args(app, argc, argv, lockstep::replay::kWorkerExitUsage)) return *code;
   if (o.trace_file.empty()) {
     if (files.empty()) {
       std::fprintf(stderr, "lockstep-replay-worker: no trace file (--file or --files)\n");

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <map>
 #include <optional>
 #include <set>
@@ -15,7 +16,7 @@ namespace lockstep::shrink {
 
 namespace {
 
-using model::OpKind;
+using OpKind = vocab::Op;
 
 bool enqueued(const Op& o) { return vocab::enqueued_work(o.state); }
 
@@ -40,22 +41,38 @@ std::string Signature::text() const {
   return v;
 }
 
-Signature signature_of(const model::Schedule& s, const model::Result& r) {
+Signature signature_of(const lockstep::Schedule& s, const model::Result& r) {
   Signature sig;
   sig.verdict = r.verdict;
   if (r.verdict == model::Verdict::kCanComplete) {
     sig.kind = "none";
     return sig;
   }
-  auto item = [&](const model::WitnessStep& w) -> const model::Item* {
+  // A witness step's op: its description and its communicator, numbered across ranks by hash.
+  struct Item {
+    vocab::Op op;
+    int comm;
+    int root;
+    vocab::RedOp redop;
+    vocab::Dtype dtype;
+    int64_t count;
+  };
+  std::map<std::string, int> comm_ids;
+  std::deque<Item> storage;
+  auto item = [&](const model::WitnessStep& w) -> const Item* {
     if (w.proc < 0 || w.proc >= static_cast<int>(s.procs.size())) return nullptr;
-    const auto& items = s.procs[w.proc].items;
-    if (w.item < 0 || w.item >= static_cast<int>(items.size())) return nullptr;
-    return &items[w.item];
+    const auto& sp = s.procs[w.proc];
+    if (w.op < 0 || w.op >= static_cast<int>(sp.ops.size())) return nullptr;
+    const SchedOp& o = sp.ops[w.op];
+    const lockstep::Signature& d = s.sigs[o.sig];
+    const std::string& hash = o.comm < sp.info.comms.size() ? sp.info.comms[o.comm].hash : std::string();
+    const int comm = comm_ids.try_emplace(hash, static_cast<int>(comm_ids.size())).first->second;
+    storage.push_back({d.op, comm, d.root, d.redop, d.dtype, d.count});
+    return &storage.back();
   };
   if (!r.mismatch.empty()) {
     sig.kind = "mismatch";
-    std::vector<const model::Item*> its;
+    std::vector<const Item*> its;
     for (const auto& w : r.mismatch)
       if (const auto* it = item(w)) its.push_back(it);
     std::set<std::string> kinds;
@@ -67,10 +84,10 @@ Signature signature_of(const model::Schedule& s, const model::Result& r) {
     };
     if (its.empty()) sig.field = "other";
     else if (kinds.size() > 1) sig.field = "op_type";
-    else if (differs([](const model::Item& i) { return i.root; })) sig.field = "root";
-    else if (differs([](const model::Item& i) { return i.redop; })) sig.field = "redop";
-    else if (differs([](const model::Item& i) { return i.dtype; })) sig.field = "dtype";
-    else if (differs([](const model::Item& i) { return i.count; })) sig.field = "count";
+    else if (differs([](const Item& i) { return i.root; })) sig.field = "root";
+    else if (differs([](const Item& i) { return i.redop; })) sig.field = "redop";
+    else if (differs([](const Item& i) { return i.dtype; })) sig.field = "dtype";
+    else if (differs([](const Item& i) { return i.count; })) sig.field = "count";
     else sig.field = "other";
     sig.steps.assign(kinds.begin(), kinds.end());
     return sig;
@@ -82,7 +99,7 @@ Signature signature_of(const model::Schedule& s, const model::Result& r) {
     for (const auto& w : r.cycle_steps) {
       if (w.never_issued) sig.field = "never_issued";
       const auto* it = item(w);
-      if (it && it->kind == model::ItemKind::kOp) steps.push_back({it->comm, vocab::name(it->op)});
+      if (it) steps.push_back({it->comm, vocab::name(it->op)});
       else steps.push_back({-1, "host_wait"});
     }
     const size_t m = steps.size();
@@ -124,8 +141,8 @@ Signature signature_of(const model::Schedule& s, const model::Result& r) {
   sig.kind = "stuck";
   std::set<std::string> kinds;
   for (const auto& w : r.ranks) {
-    const auto* it = item({w.proc, w.item});
-    kinds.insert(it && it->kind == model::ItemKind::kOp ? vocab::name(it->op) : "host_wait");
+    const auto* it = item({w.proc, w.op});
+    kinds.insert(it ? vocab::name(it->op) : "host_wait");
   }
   sig.steps.assign(kinds.begin(), kinds.end());
   return sig;
@@ -224,7 +241,7 @@ Case make_case(const Trace& t) {
     std::sort(cp.comms.begin(), cp.comms.end());
     std::vector<CItem> ops, waits;
     std::map<int, int> coll_ordinal, sr_ordinal;
-    std::map<std::tuple<int, int, int>, int> sends, recvs;
+    std::map<P2PChannel, int> sends, recvs;
     for (const Op& o : p.ops) {
       if (!enqueued(o) || o.comm < 0 || o.comm >= static_cast<int>(p.comms.size()) || to_global[o.comm] < 0) continue;
       CItem it;
@@ -233,9 +250,11 @@ Case make_case(const Trace& t) {
       const int me = crank[o.comm];
       it.op.comm = g;
       const OpKind k = o.op;
-      if (k == OpKind::Send) it.key = key(g, 1, me, o.peer, sends[{g, me, o.peer}]++);
-      else if (k == OpKind::Recv) it.key = key(g, 1, o.peer, me, recvs[{g, o.peer, me}]++);
-      else if (k == OpKind::SendRecv) it.key = key(g, 2, sr_ordinal[g]++, 0, 0);
+      if (k == OpKind::Send || k == OpKind::Recv) {
+        // The n-th message of a channel (identity.h) in one direction meets the n-th in the other.
+        const P2PChannel ch = p2p_channel(g, me, o.peer, k == OpKind::Send);
+        it.key = key(g, 1, ch.src, ch.dst, (k == OpKind::Send ? sends : recvs)[ch]++);
+      } else if (k == OpKind::SendRecv) it.key = key(g, 2, sr_ordinal[g]++, 0, 0);
       else it.key = key(g, 0, coll_ordinal[g]++, 0, 0);
       ops.push_back(std::move(it));
     }
@@ -417,7 +436,7 @@ class Shrinker {
     auto t0 = std::chrono::steady_clock::now();
     Result res;
     res.before = size_of(original);
-    model::Schedule sched = model::schedule_from_trace(original);
+    const lockstep::Schedule sched = schedule_from_trace(original);
     res.original_check = model::check(sched);
     if (res.original_check.verdict == model::Verdict::kCanComplete)
       throw std::runtime_error("the model checker says this schedule can complete (" +
@@ -448,7 +467,7 @@ class Shrinker {
       Sel forced = sel_;
       forced.one_stream = true;
       auto ft = build(cs_, forced);
-      model::Schedule fs = model::schedule_from_trace(*ft);
+      const lockstep::Schedule fs = schedule_from_trace(*ft);
       model::Result fr = model::check(fs);
       ++checks_;
       if (fr.verdict == model::Verdict::kDeadlock && signature_of(fs, fr).same_bug(target_)) {
@@ -457,7 +476,7 @@ class Shrinker {
       }
     }
     res.minimal = std::move(minimal);
-    res.minimal_check = model::check(model::schedule_from_trace(res.minimal));
+    res.minimal_check = model::check(schedule_from_trace(res.minimal));
     res.after = size_of(res.minimal);
     for (size_t p = 0; p < cs_.procs.size(); ++p)
       if (sel_.rank_on[p]) res.kept_ranks.push_back(cs_.procs[p].orig_rank);
@@ -505,7 +524,7 @@ class Shrinker {
     auto t = build(cs_, s);
     if (!t) return false;
     try {
-      model::Schedule sc = model::schedule_from_trace(*t);
+      const lockstep::Schedule sc = schedule_from_trace(*t);
       model::Result r = model::check(sc);
       if (r.verdict == model::Verdict::kCanComplete) return false;
       return signature_of(sc, r) == target_;

@@ -40,7 +40,7 @@ struct Signature {
   bool operator==(const Signature& o) const { return verdict == o.verdict && same_bug(o); }
 };
 
-Signature signature_of(const model::Schedule& schedule, const model::Result& result);
+Signature signature_of(const lockstep::Schedule& schedule, const model::Result& result);
 
 struct Options {
   int max_rounds = 3;  // phases are repeated while a round removes something

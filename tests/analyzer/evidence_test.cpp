@@ -279,7 +279,7 @@ TEST(Evidence, rank_out_of_range_file_is_skipped_by_loader_and_refused_alike_by_
   ASSERT_EQ(t.skipped.size(), 1u);  // the model checker's input: the same file is left out
   auto r = run_schedule(std::move(s));
   expect_incomplete(*r, "out of range");
-  model::Schedule m = model::schedule_from_trace(t);
+  const model::Result m = model::check(schedule_from_trace(t));
   std::string problems;
   for (auto& p : m.problems) problems += p + "\n";
   EXPECT_NE(problems.find("out of range"), std::string::npos) << problems;
@@ -288,7 +288,7 @@ TEST(Evidence, rank_out_of_range_file_is_skipped_by_loader_and_refused_alike_by_
 TEST(Evidence, contradictory_directory_is_refused_by_the_model_checker) {
   TraceBuilder b = two_ranks();
   b.trace().processes[1].comms[0].rank = 0;
-  EXPECT_THROW(model::schedule_from_trace(b.trace()), std::runtime_error);
+  EXPECT_THROW(model::check(schedule_from_trace(b.trace())), std::runtime_error);
   auto r = run(b);
   EXPECT_TRUE(r->a.evidence[0].contradictory);
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../../examples/common/bootstrap.h"
+#include "../harness/driver_stream.h"
 
 #define NEED(x)                                                                  \
   do {                                                                           \
@@ -37,14 +38,8 @@ int main(int argc, char** argv) {
     fprintf(stderr, "plugin_ranks: %s\n", e.what());
     return 1;
   }
-  NEED(cuInit(0) == CUDA_SUCCESS);
-  CUdevice dev;
-  CUcontext ctx;
   CUstream stream;
-  NEED(cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
-  NEED(cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
-  NEED(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
-  NEED(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  NEED(lockstep_test::driver_stream(&stream));
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
 
   ncclComm_t comm;

@@ -12,9 +12,13 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 import tempfile
 import unittest
 import xml.etree.ElementTree as ET
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from ranks import wait_all  # noqa: E402  (tests/harness: shared by tests/plugin and tests/reach)
 
 LIB = os.environ.get("LOCKSTEP_LIB", "")
 FIXTURE = os.environ.get("LOCKSTEP_FIXTURE", "")
@@ -54,14 +58,7 @@ def run_ranks(tmp, name, program, plugin=True, preload=False, args=(), extra=Non
         env.update(extra or {})
         procs.append(subprocess.Popen([program] + list(args), env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
-    outs = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-        outs.append((p.returncode, out))
+    outs = wait_all(procs, TIMEOUT)
     return trace_dir, outs
 
 

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "../harness/driver_stream.h"
+
 #define NEED(x)                                                   \
   do {                                                            \
     if (!(x)) {                                                   \
@@ -47,14 +49,8 @@ int main(int argc, char** argv) {
   auto destroy = sym<decltype(&ncclCommDestroy)>(h, "ncclCommDestroy");
   NEED(get_id && init && all_reduce && bcast && destroy);
 
-  NEED(cuInit(0) == CUDA_SUCCESS);
-  CUdevice dev;
-  CUcontext ctx;
   CUstream stream;
-  NEED(cuDeviceGet(&dev, 0) == CUDA_SUCCESS);
-  NEED(cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
-  NEED(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
-  NEED(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING) == CUDA_SUCCESS);
+  NEED(lockstep_test::driver_stream(&stream));
 
   ncclUniqueId id;
   ncclComm_t comm;

@@ -14,6 +14,9 @@ import sys
 import tempfile
 import unittest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+from ranks import wait_all  # noqa: E402  (tests/harness: shared by tests/plugin and tests/reach)
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROGRAM = os.path.join(HERE, "pynccl_ctypes.py")
 LIB = os.environ.get("LOCKSTEP_LIB", "")
@@ -50,14 +53,7 @@ def run_ranks(trace_dir, nranks, *args, **extra_env):
                "--host-buffers"] + list(args)
         procs.append(subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
-    outs = []
-    for p in procs:
-        try:
-            out, _ = p.communicate(timeout=TIMEOUT)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-        outs.append((p.returncode, out))
+    outs = wait_all(procs, TIMEOUT)
     return outs
 
 

@@ -13,7 +13,7 @@ using model::Verdict;
 using testing::ScheduleBuilder;
 
 model::Result check(const Trace& t, model::Options o = {}) {
-  return model::check(model::schedule_from_trace(t), o);
+  return model::check(schedule_from_trace(t), o);
 }
 
 std::string dump(const model::Result& r) { return "\n--- checker output ---\n" + model::format_text(r); }
@@ -265,10 +265,9 @@ TEST(ModelCheck, MissingMemberIsReportedAsProblemAndNeverIssues) {
   ScheduleBuilder b(1);
   b.comm(0, "X", 2, 0);
   b.op(0, "X", "all_reduce");
-  auto s = model::schedule_from_trace(b.trace);
-  ASSERT_EQ(s.problems.size(), 1u);
-  EXPECT_TRUE(contains(s.problems[0], "rank 1 of 2 has no trace file")) << s.problems[0];
-  auto r = model::check(s);
+  auto r = model::check(schedule_from_trace(b.trace));
+  ASSERT_EQ(r.problems.size(), 1u);
+  EXPECT_TRUE(contains(r.problems[0], "rank 1 of 2 has no trace file")) << r.problems[0];
   EXPECT_EQ(r.verdict, Verdict::kDeadlock) << dump(r);
 }
 
@@ -280,14 +279,14 @@ TEST(ModelCheck, BadInputIsRejectedWithAClearMessage) {
   Op& o = b.op(0, "X", "send_recv");
   o.parts.push_back(OpPart{lockstep::vocab::Op::AllReduce, lockstep::vocab::Dtype::Float32, 8, -1, -1, lockstep::vocab::RedOp::Sum});
   try {
-    model::schedule_from_trace(b.trace);
+    model::check(schedule_from_trace(b.trace));
     FAIL() << "expected an error for a send_recv with a collective part";
   } catch (const std::runtime_error& e) {
     EXPECT_TRUE(contains(e.what(), "has a 'all_reduce' part")) << e.what();
   }
   Trace empty;
   empty.dir = "/nowhere";
-  EXPECT_THROW(model::schedule_from_trace(empty), std::runtime_error);
+  EXPECT_THROW(model::check(schedule_from_trace(empty)), std::runtime_error);
 }
 
 TEST(ModelCheck, SplitCommsOfFourRanksMatchIndependently) {
@@ -342,7 +341,7 @@ TEST(ModelCheck, VerdictIsIndependentOfTransitionOrder) {
         if (rng() % 4 == 0) b.wait(r, "stream_sync", stream);
       }
     }
-    const auto s = model::schedule_from_trace(b.trace);
+    const auto s = schedule_from_trace(b.trace);
     const auto base = model::check(s);
     for (uint64_t seed = 1; seed <= 8; ++seed) {
       model::Options o;
@@ -400,7 +399,7 @@ TEST(ModelCheck, TruncatedCrossCommunicatorHangIsACycleBetweenRanks) {
   b.op(1, "A", "all_reduce");
   b.op(0, "A", "reduce_scatter");
   b.op(1, "B", "all_to_all");
-  auto r = model::check(model::schedule_from_trace(b.trace));
+  auto r = model::check(schedule_from_trace(b.trace));
   EXPECT_EQ(r.verdict, model::Verdict::kDeadlock) << model::format_text(r);
   ASSERT_EQ(r.cycle.size(), 2u) << model::format_text(r);
   EXPECT_NE(r.cycle[0].find("rank 0: comm A seq 2 reduce_scatter"), std::string::npos) << r.cycle[0];

@@ -16,7 +16,7 @@ std::vector<std::string> ops_of(const Process& p) {
 }
 
 shrink::Signature signature(const Trace& t) {
-  model::Schedule s = model::schedule_from_trace(t);
+  const Schedule s = schedule_from_trace(t);
   return shrink::signature_of(s, model::check(s));
 }
 

@@ -1,0 +1,70 @@
+#include "schedule_waits.h"
+
+#include "text_escape.h"
+#include "trace_file.h"
+#include "vocab.h"
+
+namespace lockstep {
+
+namespace {
+
+std::optional<SideReadError> failed(sqlite3* db, int rc, const char* what) {
+  return SideReadError{rc, std::string(what) + ": " + sqlite3_errmsg(db)};
+}
+
+}  // namespace
+
+std::optional<SideReadError> read_host_waits(sqlite3* db, SchedProcess& sp) {
+  sp.threads.clear();
+  sp.op_threads.assign(sp.ops.size(), 0);
+  sp.waits.clear();
+  sp.overflow_streams.clear();
+  ThreadTable threads(sp);
+  // Schema 2 keeps tid and stream on the op's signature; schema 1 on the op row (trace_schema.h).
+  auto v = sp.info.meta.find("schema_version");
+  const bool compact = v != sp.info.meta.end() && v->second != "1";
+  const char* ops_sql = compact ? "SELECT r.call_index, s.tid, IFNULL(s.stream,0) FROM op_rows r JOIN signatures s "
+                                  "ON s.id = r.sig WHERE r.seq IS NOT NULL ORDER BY r.call_index"
+                                : "SELECT call_index, tid, IFNULL(stream,0) FROM ops WHERE seq IS NOT NULL ORDER BY call_index";
+  {
+    trace_file::Stmt st(db, ops_sql, false);
+    if (!st.ok()) return failed(db, sqlite3_errcode(db), "query failed (op threads)");
+    std::vector<bool> seen(sp.ops.size(), false);
+    size_t i = 0;
+    int rc;
+    while ((rc = st.step()) == SQLITE_ROW) {
+      const int64_t ci = sqlite3_column_int64(st.get(), 0);
+      while (i < sp.ops.size() && sp.ops[i].call_index < ci) ++i;
+      if (i == sp.ops.size() || sp.ops[i].call_index != ci) continue;  // written after the ops were read
+      sp.op_threads[i] = threads.index(sqlite3_column_int64(st.get(), 1));
+      seen[i] = true;
+      if (sp.ops[i].stream == 255)
+        sp.overflow_streams.emplace_back(static_cast<uint32_t>(i), static_cast<uint64_t>(sqlite3_column_int64(st.get(), 2)));
+    }
+    if (rc != SQLITE_DONE) return failed(db, rc, "read failed (op threads)");
+    // Rows a live capped recorder retired in between: one unknown thread (tid 0) for them.
+    for (size_t k = 0; k < seen.size(); ++k)
+      if (!seen[k]) sp.op_threads[k] = threads.index(0);
+  }
+  trace_file::Stmt w(db, "SELECT call_index, kind, IFNULL(stream,0), IFNULL(event,0), tid FROM waits ORDER BY call_index", false);
+  if (!w.ok()) return failed(db, sqlite3_errcode(db), "query failed (waits)");
+  int rc;
+  while ((rc = w.step()) == SQLITE_ROW) {
+    const unsigned char* t = sqlite3_column_text(w.get(), 1);
+    std::string_view kind = t ? std::string_view(reinterpret_cast<const char*>(t), sqlite3_column_bytes(w.get(), 1)) : "";
+    auto k = vocab::parse_wait(kind);
+    if (!k) return SideReadError{0, "corrupt: unknown wait kind '" + printable(kind) + "'"};
+    HostWait x;
+    x.call_index = sqlite3_column_int64(w.get(), 0);
+    x.kind = *k;
+    x.stream = static_cast<uint64_t>(sqlite3_column_int64(w.get(), 2));
+    x.event = static_cast<uint64_t>(sqlite3_column_int64(w.get(), 3));
+    x.thread = threads.index(sqlite3_column_int64(w.get(), 4));
+    sp.waits.push_back(x);
+  }
+  if (rc != SQLITE_DONE) return failed(db, rc, "read failed (waits)");
+  sp.host_waits_loaded = true;
+  return std::nullopt;
+}
+
+}  // namespace lockstep

@@ -1,0 +1,27 @@
+// Argument parsing shared by the small executables (lockstep-launch, lockstep-replay-worker):
+// CLI11, with --help and --version printed and answered with 0, a usage error printed and
+// answered with the executable's own usage code.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+
+namespace lockstep {
+
+// nullopt: parsed, carry on; else the exit code to return from main.
+inline std::optional<int> parse_args(CLI::App& app, int argc, char** argv, int usage_exit_code) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return usage_exit_code;
+  }
+  return std::nullopt;
+}
+
+}  // namespace lockstep
