@@ -159,6 +159,8 @@ Model build_model(const Schedule& sched) {
   }
   std::unordered_map<std::string, int32_t> comm_by_hash;
   s.procs.resize(sched.procs.size());
+  constexpr int16_t kNotInterned = -2;
+  std::vector<int16_t> coalesced_name(sched.sigs.size(), kNotInterned);  // by signature index
 
   // Labels: global ranks when every process has a distinct one, else file-based.
   std::map<int, int> rank_uses;
@@ -262,11 +264,15 @@ Model build_model(const Schedule& sched) {
                                      std::to_string(ps.parts[k].peer) + " outside communicator of " + std::to_string(nr));
         }
       } else if (it.op == OpKind::Coalesced) {
-        std::string names;
-        for (const OpPart& part : sig.parts)
-          names += std::string(names.empty() ? "" : ",") + vocab::name(part.op) + ":" + vocab::name(part.dtype) + ":" +
-                   std::to_string(part.count);
-        it.coalesced_sig = s.intern("coalesced[" + names + "]");
+        int16_t& cached = coalesced_name[o.sig];  // once per signature, not per op
+        if (cached == kNotInterned) {
+          std::string names;
+          for (const OpPart& part : sig.parts)
+            names += std::string(names.empty() ? "" : ",") + vocab::name(part.op) + ":" + vocab::name(part.dtype) + ":" +
+                     std::to_string(part.count);
+          cached = s.intern("coalesced[" + names + "]");
+        }
+        it.coalesced_sig = cached;
       }
       ops.push_back(it);
     }

@@ -264,7 +264,8 @@ void read_header(sqlite3* db, Process& p) {
   };
   p.host = meta("host");
   p.pid = to_i64(meta("pid"), 0);
-  p.global_rank = static_cast<int>(to_i64(meta("global_rank"), -1));
+  // Clamped into int's range so that header_defect sees an out-of-range value, not a wrapped one.
+  p.global_rank = static_cast<int>(std::clamp<int64_t>(to_i64(meta("global_rank"), -1), INT32_MIN, INT32_MAX));
   p.finished = meta("finished") == "1";
   p.exit_reason = meta("exit_reason");
   p.dropped_records = to_i64(meta("dropped_records"), 0);

@@ -41,6 +41,10 @@ std::string short8(const std::string& h) { return h.substr(0, 8); }
 }  // namespace
 
 std::string header_defect(const Process& p) {
+  // The global rank sizes per-rank tables (replay's rank files, missing-rank lists).
+  if (p.global_rank < -1 || p.global_rank >= kMaxRanks)
+    return "corrupt: global_rank " + std::to_string(p.global_rank) + " is out of range (valid: -1 for unknown, 0.." +
+           std::to_string(kMaxRanks - 1) + ")";
   for (const Comm& c : p.comms) {
     if (c.init_rc != 0) continue;
     if (c.nranks < 0 || c.nranks > kMaxRanks)

@@ -62,8 +62,14 @@ std::vector<std::string> incomplete_evidence(const Trace& trace) {
     if (p.dropped_records > 0)
       why.push_back(p.path + ": the recorder dropped " + std::to_string(p.dropped_records) + " records");
   }
-  for (int r = 0; r <= max_rank; ++r)
-    if (!ranks.count(r)) why.push_back("global rank " + std::to_string(r) + " has no trace file");
+  // Named one by one up to a few; a count beyond (a hostile global_rank must not make this long).
+  const int64_t missing = static_cast<int64_t>(max_rank) + 1 - static_cast<int64_t>(ranks.size());
+  int64_t named = 0;
+  for (int r = 0; r <= max_rank && named < std::min<int64_t>(missing, 8); ++r)
+    if (!ranks.count(r)) why.push_back("global rank " + std::to_string(r) + " has no trace file"), ++named;
+  if (missing > named)
+    why.push_back(std::to_string(missing - named) + " more global ranks up to " + std::to_string(max_rank) +
+                  " have no trace file");
   // Members of each communicator: every rank 0..nranks-1 must have a file.
   std::map<std::string, std::pair<int, std::set<int>>> members;  // hash -> (nranks, ranks seen)
   for (const Process& p : trace.processes)
@@ -86,6 +92,18 @@ std::vector<std::string> incomplete_evidence(const Trace& trace) {
 std::vector<std::string> rank_files(const Trace& trace) {
   int n = 0;
   for (const Process& p : trace.processes) n = std::max(n, p.global_rank + 1);
+  std::set<int> have;
+  for (const Process& p : trace.processes) have.insert(p.global_rank);
+  if (static_cast<size_t>(n) > trace.processes.size() && have.size() == trace.processes.size() && *have.begin() >= 0) {
+    // Distinct ranks, some below the highest without a file: name the first, without a table
+    // as large as the highest rank a file claims.
+    int r = 0;
+    while (have.count(r)) ++r;
+    std::string why = "global rank " + std::to_string(r) + " of 0.." + std::to_string(n - 1) +
+                      " has no usable trace file: its schedule cannot be replayed";
+    for (const SkippedFile& f : trace.skipped) why += "\n  " + f.path + " was skipped: " + f.reason;
+    throw ReplayError(ErrorKind::kIncomplete, why);
+  }
   std::vector<std::string> files(static_cast<size_t>(std::max(n, 0)));
   for (const Process& p : trace.processes) {
     if (p.global_rank < 0)

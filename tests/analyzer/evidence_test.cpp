@@ -285,6 +285,21 @@ TEST(Evidence, rank_out_of_range_file_is_skipped_by_loader_and_refused_alike_by_
   EXPECT_NE(problems.find("out of range"), std::string::npos) << problems;
 }
 
+// A fuzz finding: a global_rank of 2^31-1 made replay list two billion missing ranks (and size
+// a table by it). Out of [-1, 2^24) the file is corrupt, as an out-of-range comm rank is.
+TEST(Evidence, global_rank_out_of_range_skips_the_file_with_its_reason) {
+  for (const char* rank : {"2147483647", "99999999999", "-7"}) {
+    auto dir = lockstep::testing::fresh_dir("ev-grank");
+    lockstep::testing::write_trace(two_ranks().trace(), dir);
+    sql(dir + "/rank-1" + schema::kFileSuffix, std::string("UPDATE meta SET value='") + rank + "' WHERE key='global_rank'");
+    Schedule s = load_schedule(dir);
+    ASSERT_EQ(s.skipped.size(), 1u) << rank;
+    EXPECT_NE(s.skipped[0].reason.find("global_rank"), std::string::npos) << s.skipped[0].reason;
+    auto r = run_schedule(std::move(s));
+    expect_incomplete(*r, "global_rank");
+  }
+}
+
 TEST(Evidence, contradictory_directory_is_refused_by_the_model_checker) {
   TraceBuilder b = two_ranks();
   b.trace().processes[1].comms[0].rank = 0;
