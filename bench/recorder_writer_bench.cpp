@@ -32,22 +32,26 @@ namespace {
 
 std::string g_dir;
 
+// A started writer on a fresh directory (dir receives its path); exits when it cannot open.
+Writer* start_writer(const char* prefix, int64_t max_mb, std::string& dir) {
+  std::string tmpl = std::string("/tmp/") + prefix + "-XXXXXX";
+  TraceHeader h;
+  h.info = read_process_info();
+  h.info.trace_dir = dir = mkdtemp(tmpl.data());
+  h.max_mb = max_mb;
+  std::string err;
+  Writer* w = Writer::open(h, &err);
+  if (!w) {
+    fprintf(stderr, "recorder_writer_bench: %s\n", err.c_str());
+    exit(1);
+  }
+  w->start();
+  return w;
+}
+
 Writer* open_writer() {
-  static Writer* w = [] {
-    char tmpl[] = "/tmp/lockstep-writer-bench-XXXXXX";
-    TraceHeader h;
-    h.info = read_process_info();
-    h.info.trace_dir = g_dir = mkdtemp(tmpl);
-    h.max_mb = 0;  // the throughput of the writer itself, no cap
-    std::string err;
-    Writer* w = Writer::open(h, &err);
-    if (!w) {
-      fprintf(stderr, "recorder_writer_bench: %s\n", err.c_str());
-      exit(1);
-    }
-    w->start();
-    return w;
-  }();
+  // The throughput of the writer itself, no cap.
+  static Writer* w = start_writer("lockstep-writer-bench", 0, g_dir);
   return w;
 }
 
@@ -151,21 +155,7 @@ int64_t meta_int(const std::string& path, const char* key);
 // CPU time counted.
 void BM_writer_capped(benchmark::State& state) {
   static std::string dir;
-  static Writer* w = [] {
-    char tmpl[] = "/tmp/lockstep-writer-bench-capped-XXXXXX";
-    TraceHeader h;
-    h.info = read_process_info();
-    h.info.trace_dir = dir = mkdtemp(tmpl);
-    h.max_mb = 16;
-    std::string err;
-    Writer* w = Writer::open(h, &err);
-    if (!w) {
-      fprintf(stderr, "recorder_writer_bench: %s\n", err.c_str());
-      exit(1);
-    }
-    w->start();
-    return w;
-  }();
+  static Writer* w = start_writer("lockstep-writer-bench-capped", 16, dir);
   static int64_t next_call = 1;  // its own calls: seq 1, 2, ... on its communicator
   while (meta_int(w->path(), "retired_ops") <= 0) push_batch(w, 50000, true, next_call);
   const int64_t retired0 = meta_int(w->path(), "retired_ops");
@@ -197,19 +187,9 @@ int64_t meta_int(const std::string& path, const char* key) {
 }
 
 int capped_run(int64_t n) {
-  char tmpl[] = "/tmp/lockstep-writer-capped-XXXXXX";
-  TraceHeader h;
-  h.info = read_process_info();
-  h.info.trace_dir = g_dir = mkdtemp(tmpl);
   const char* mb = getenv("LOCKSTEP_MAX_MB");
-  h.max_mb = mb && *mb ? atoll(mb) : 64;
-  std::string err;
-  Writer* w = Writer::open(h, &err);
-  if (!w) {
-    fprintf(stderr, "recorder_writer_bench: %s\n", err.c_str());
-    return 1;
-  }
-  w->start();
+  const int64_t max_mb = mb && *mb ? atoll(mb) : 64;
+  Writer* w = start_writer("lockstep-writer-capped", max_mb, g_dir);
   auto t0 = std::chrono::steady_clock::now();
   int64_t max_size = 0;
   for (int64_t call = 1; call <= n; call++) {
@@ -238,7 +218,7 @@ int capped_run(int64_t n) {
   stat(w->path().c_str(), &st);
   printf("capped run: %lld ops, cap %lld MiB: final file %lld bytes, largest seen %lld bytes, retired_ops %lld, "
          "dropped_records %lld, %.1f s (%.0f ops/s)\n",
-         (long long)n, (long long)h.max_mb, (long long)st.st_size, (long long)std::max<int64_t>(max_size, st.st_size),
+         (long long)n, (long long)max_mb, (long long)st.st_size, (long long)std::max<int64_t>(max_size, st.st_size),
          (long long)meta_int(w->path(), "retired_ops"), (long long)meta_int(w->path(), "dropped_records"), s,
          double(n) / s);
   std::string cmd = "rm -rf '" + g_dir + "'";

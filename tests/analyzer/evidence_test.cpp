@@ -76,13 +76,7 @@ std::string kinds(const Analysis& a) {
   return s;
 }
 
-void sql(const std::string& path, const std::string& text) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* err = nullptr;
-  ASSERT_EQ(sqlite3_exec(db, text.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
-  sqlite3_close(db);
-}
+void sql(const std::string& path, const std::string& text) { lockstep::testing::exec_sql(path, text); }
 
 // Incomplete: the verdict, every format, and never the word "clean" as the verdict.
 void expect_incomplete(const Run& r, const std::string& needle) {

@@ -81,13 +81,7 @@ void expect_same_schedule(const Schedule& a, const Schedule& b) {
   }
 }
 
-void sql(const std::string& path, const std::string& text) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* err = nullptr;
-  ASSERT_EQ(sqlite3_exec(db, text.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
-  sqlite3_close(db);
-}
+void sql(const std::string& path, const std::string& text) { lockstep::testing::exec_sql(path, text); }
 
 int64_t num(const std::string& path, const std::string& query) {
   sqlite3* db = nullptr;

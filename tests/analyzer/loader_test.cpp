@@ -37,13 +37,7 @@ std::string slurp(const std::string& path) {
   return ss.str();
 }
 
-void sql(const std::string& path, const std::string& text) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* err = nullptr;
-  ASSERT_EQ(sqlite3_exec(db, text.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
-  sqlite3_close(db);
-}
+void sql(const std::string& path, const std::string& text) { lockstep::testing::exec_sql(path, text); }
 
 std::string reason_for(const Schedule& s, const std::string& file) {
   for (auto& sk : s.skipped)

@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include <filesystem>
 #include <stdexcept>
 
@@ -143,6 +145,20 @@ std::string fresh_dir(const std::string& name) {
   std::filesystem::create_directories(dir);
   g_cleanup.dirs.push_back(dir);
   return dir.string();
+}
+
+void exec_sql(const std::string& path, const std::string& text) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) {
+    sqlite3_close(db);
+    throw std::runtime_error("cannot open " + path);
+  }
+  char* err = nullptr;
+  const int rc = sqlite3_exec(db, text.c_str(), nullptr, nullptr, &err);
+  const std::string why = err ? err : "";
+  sqlite3_free(err);
+  sqlite3_close(db);
+  if (rc != SQLITE_OK) throw std::runtime_error(path + ": " + text + ": " + why);
 }
 
 }  // namespace lockstep::testing

@@ -83,4 +83,7 @@ void write_trace(const Trace& t, const std::string& dir);
 // A fresh empty directory under the test temp dir.
 std::string fresh_dir(const std::string& name);
 
+// Runs SQL on a written trace file (tests that damage or edit one); throws with SQLite's message.
+void exec_sql(const std::string& path, const std::string& text);
+
 }  // namespace lockstep::testing

@@ -15,14 +15,9 @@ import subprocess
 import sys
 import tempfile
 
+from e2e_checks import expect, finish
+
 lockstep, launch, program = sys.argv[1:4]
-failures = []
-
-
-def expect(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
 
 
 def meta(path, key):
@@ -123,5 +118,4 @@ try:
 finally:
     shutil.rmtree(work, ignore_errors=True)
 
-print(f"{len(failures)} failure(s)")
-sys.exit(1 if failures else 0)
+finish()
