@@ -97,7 +97,11 @@ std::vector<HostGroup> group_by_host(const Schedule& s, int64_t stale_ns) {
     // Monotonic clocks differ between hosts: compare wall clocks, each derived on its own host.
     bool ok = true;
     int64_t wall = meta_i64(p, "start_wall_ns", &ok), mono = meta_i64(p, "start_mono_ns", &ok);
-    if (ok && p.last_flush_mono_ns > 0) newest[h] = std::max(newest[h], wall + (p.last_flush_mono_ns - mono));
+    // Times from an untrusted file: a sum that overflows is no evidence of a flush time.
+    int64_t since_start = 0, flushed = 0;
+    if (ok && p.last_flush_mono_ns > 0 && !__builtin_sub_overflow(p.last_flush_mono_ns, mono, &since_start) &&
+        !__builtin_add_overflow(wall, since_start, &flushed))
+      newest[h] = std::max(newest[h], flushed);
     if (p.finished || !p.exit_reason.empty()) silent[h] = false;
   }
   for (size_t h = 0; h < hosts.size() && hosts.size() > 1; ++h) {
@@ -105,8 +109,9 @@ std::vector<HostGroup> group_by_host(const Schedule& s, int64_t stale_ns) {
     size_t fresher = h;
     for (size_t o = 0; o < hosts.size(); ++o)
       if (o != h && newest[o] != INT64_MIN && (fresher == h || newest[o] > newest[fresher])) fresher = o;
-    if (fresher == h || newest[fresher] - newest[h] <= stale_ns) continue;
-    hosts[h].stopped_before_ns = newest[fresher] - newest[h];
+    int64_t behind = 0;
+    if (fresher == h || __builtin_sub_overflow(newest[fresher], newest[h], &behind) || behind <= stale_ns) continue;
+    hosts[h].stopped_before_ns = behind;
     hosts[h].stopped_before_host = hosts[fresher].host;
   }
   return hosts;

@@ -205,8 +205,15 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
     const int pid = static_cast<int>(i) + 1;
     constexpr int kHostTid = 1;
     const int rank = shown_rank(p, static_cast<int>(i));
-    const int64_t shift = clocks[i].mono_to_wall - origin;
-    auto ts = [&](int64_t mono) { return mono + shift; };
+    // Clock values come from an untrusted file: saturate rather than overflow.
+    int64_t shift = 0;
+    if (__builtin_sub_overflow(clocks[i].mono_to_wall, origin, &shift))
+      shift = clocks[i].mono_to_wall > 0 ? INT64_MAX : INT64_MIN;
+    auto ts = [&](int64_t mono) {
+      int64_t v = 0;
+      if (__builtin_add_overflow(mono, shift, &v)) v = mono > 0 ? INT64_MAX : INT64_MIN;
+      return v;
+    };
     const int64_t end_ns = ts(process_end_mono(p));
 
     emit({{"ph", "M"}, {"name", "process_name"}, {"pid", pid},
