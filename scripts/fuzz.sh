@@ -5,7 +5,10 @@
 # timeout-*, oom-*) land in build-fuzz/findings/; reproduce one with
 #   build-fuzz/bin/trace_fuzzer build-fuzz/findings/crash-...   (LOCKSTEP_FUZZ_VERBOSE=1 prints each command)
 # and, once fixed, copy it to tests/fuzz/regressions/ (replayed in every ctest run).
-# --ci: exit 77 (ctest: skipped) when clang or libFuzzer is missing; fewer workers.
+# --ci: exit 77 (ctest: skipped) when clang or libFuzzer is missing; a fixed seed and a fixed
+# number of executions (FUZZ_SEED, default 1; FUZZ_RUNS, default 200; SECONDS stays the upper
+# bound), so one tree gives one result: a clean-clone CI run predicts the official one, and a
+# finding reproduces. Varied, longer runs are for developers (no --ci; docs/testing.md).
 # --build-only: build the target and stop (ctest builds it in one test, using both cores, and
 # runs it in another, on one core, beside other tests).
 # Extra arguments after the seconds go to libFuzzer (e.g. -jobs=4 -workers=4).
@@ -44,10 +47,12 @@ mkdir -p "$BUILD_DIR/corpus" "$BUILD_DIR/findings"
 log="$BUILD_DIR/fuzz.log"
 # Leaks: the CLI's loaders keep nothing between runs, but libFuzzer's leak check per input is
 # slow on 250 KB SQLite inputs; ASan still reports leaks at exit.
+ci_args=()
+[ "$ci" = 1 ] && ci_args=(-seed="${FUZZ_SEED:-1}" -runs="${FUZZ_RUNS:-200}")
 set +e
 ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
   "$BUILD_DIR/bin/trace_fuzzer" -max_total_time="$seconds" -timeout=30 -error_exitcode=1 -timeout_exitcode=1 -rss_limit_mb=4096 -max_len=1048576 \
-  -artifact_prefix="$BUILD_DIR/findings/" -print_final_stats=1 "$@" \
+  -artifact_prefix="$BUILD_DIR/findings/" -print_final_stats=1 "${ci_args[@]}" "$@" \
   "$BUILD_DIR/corpus" tests/fuzz/corpus 2>&1 | tee "$log" | grep -E "^#[0-9]+.*(pulse|DONE)|ERROR|finding|stat::|Test unit written" 
 rc=${PIPESTATUS[0]}
 set -e
