@@ -977,6 +977,7 @@ void Writer::commit_batch(bool force_meta) {
   }
   for (const PendingHang& h : hangs)
     if (!ok(tables_.hang(h.mono, h.wall, h.in_flight, h.message), "insert hang")) return;
+  if (!ok(tables_.sync_chunk_views(), "op chunk views")) return;
   last_dropped_ = dropped_.load();
   last_meta_mono_ = mono_ns();
   meta.emplace_back("dropped_records", std::to_string(last_dropped_));
@@ -990,7 +991,19 @@ void Writer::commit_batch(bool force_meta) {
     fail("insert profiler rows");
     return;
   }
-  commit();
+  if (commit()) grow_page_size();
+}
+
+// 1 KiB pages keep a small trace small (its ~20 tables take a page each), but freeing a chunk's
+// pages costs per page: past kLargePagesAt the file is rewritten once with 4 KiB pages (VACUUM,
+// atomic under the rollback journal; a failure leaves the file as it was and is not retried).
+void Writer::grow_page_size() {
+  if (page_size_grown_ || file_.scalar("PRAGMA page_count") * file_.scalar("PRAGMA page_size", 4096) < kLargePagesAt)
+    return;
+  page_size_grown_ = true;
+  if (file_.scalar("PRAGMA page_size", 4096) >= 4096) return;
+  exec("PRAGMA page_size=4096");
+  exec("VACUUM");
 }
 
 // A reader holding its shared lock past busy_timeout makes COMMIT return BUSY: the transaction

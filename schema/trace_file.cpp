@@ -376,7 +376,9 @@ int Tables::complete(int64_t call_index, int64_t complete_mono_ns, bool* found) 
   return rc;
 }
 
-int Tables::rebuild_chunk_views() {
+int Tables::sync_chunk_views() {
+  if (!views_stale_) return SQLITE_OK;
+  views_stale_ = false;
   std::vector<std::string> names;
   names.reserve(chunks_.size() + 1);
   // op_rows stays (emptied when retired): the view keeps every chunk table there is.
@@ -395,7 +397,8 @@ int Tables::close_op_chunk(int64_t last_call) {
   open.last_call = last_call;
   chunks_.emplace_back();
   chunks_.back().k = k;
-  return rebuild_chunk_views();
+  views_stale_ = true;
+  return SQLITE_OK;
 }
 
 int Tables::retire_op_chunks(int64_t through_call, int64_t* rows) {
@@ -415,7 +418,8 @@ int Tables::retire_op_chunks(int64_t through_call, int64_t* rows) {
     retired_through_ = std::max(retired_through_, c.last_call);
     chunks_.pop_front();
   }
-  return dropped ? rebuild_chunk_views() : SQLITE_OK;
+  views_stale_ |= dropped;
+  return SQLITE_OK;
 }
 
 int Tables::stack(int64_t id, std::string_view hash_hex) { return stack_.i64(1, id).text(2, hash_hex).run(); }

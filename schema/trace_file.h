@@ -244,8 +244,11 @@ class Tables {
   int complete(int64_t call_index, int64_t complete_mono_ns, bool* found = nullptr);
 
   // Chunks of op rows (trace_schema.h), for the size cap. Ends the open chunk at `last_call`
-  // (rows above it go to a new table op_rows_<k>) and rebuilds op_rows_all. In a transaction.
+  // (rows above it go to a new table op_rows_<k>). In a transaction.
   int close_op_chunk(int64_t last_call);
+  // op_rows_all and the completions trigger follow the chunks once per call (close and retire
+  // only mark them stale: rebuilding them is a schema change). Call before committing.
+  int sync_chunk_views();
   // Retires every chunk that ends at or below `through_call` (never the open one): op_rows is
   // emptied, op_rows_<k> dropped; one operation per chunk, no per-row delete. *rows: the rows
   // they held. Rows that arrive later at or below the bound are not written.
@@ -269,7 +272,7 @@ class Tables {
     Stmt insert, complete;          // prepared on first use
   };
   Chunk* chunk_for(int64_t call_index);
-  int rebuild_chunk_views();
+  bool views_stale_ = false;
 
   sqlite3* db_ = nullptr;
   int64_t base_ = 0, wall_offset_ = 0;
