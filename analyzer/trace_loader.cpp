@@ -249,7 +249,8 @@ OpSources op_sources(sqlite3* db, const Process& p) {
     return it == p.meta.end() ? int64_t(0) : to_i64(it->second, 0);
   };
   const int64_t base = meta("op_time_base_mono_ns"), offset = meta("op_wall_offset_ns");
-  return {"(" + trace_file::ops_select(base, offset, rows) + ")", "(" + trace_file::op_parts_select(rows) + ")",
+  const int version = static_cast<int>(std::clamp<int64_t>(meta("schema_version"), 2, schema::kSchemaVersion));
+  return {"(" + trace_file::ops_select(base, offset, rows, version) + ")", "(" + trace_file::op_parts_select(rows) + ")",
           "(" + trace_file::completions_select(base, rows) + ")"};
 }
 
@@ -860,7 +861,8 @@ Process load_process_counts(const std::string& path, RecordCounts& counts, const
       counts = RecordCounts{};
       read_header(db, p);
       const bool v2 = compact_rows(p);
-      const std::string sql = v2 ? "SELECT count(*), coalesce(sum(state = ?1), 0) FROM " +
+      // Schema 3 packs rc into state (trace_schema.h kOpRcShift).
+      const std::string sql = v2 ? "SELECT count(*), coalesce(sum((state & 15) = ?1), 0) FROM " +
                                        trace_file::op_rows_source(trace_file::op_chunk_tables(db))
                                  : "SELECT count(*), coalesce(sum(state = ?2), 0) FROM ops";
       Stmt ops(db, sql.c_str());

@@ -149,14 +149,17 @@ std::string op_rows_source(const std::vector<std::string>& tables) {
   return s + ")";
 }
 
-std::string ops_select(int64_t base, int64_t wall_offset, const std::string& rows) {
+std::string ops_select(int64_t base, int64_t wall_offset, const std::string& rows, int schema) {
   const std::string b = std::to_string(base), w = std::to_string(wall_offset);
+  const std::string shift = std::to_string(schema::kOpRcShift);
+  const std::string rc = schema >= 3 ? "(r.state >> " + shift + ")" : "r.rc";
+  const std::string state = schema >= 3 ? "(r.state & " + std::to_string((1 << schema::kOpRcShift) - 1) + ")" : "r.state";
   return "SELECT r.call_index AS call_index, s.comm_id AS comm_id, r.seq AS seq, " + names_case("s.op", vocab::kOpNames) +
          " AS op, " + names_case("s.dtype", vocab::kDtypeNames) + " AS dtype, " +
          "s.count AS count, s.root AS root, s.peer AS peer, " + names_case("s.redop", vocab::kRedOpNames) +
          " AS redop, s.stream AS stream, s.tid AS tid, s.thread_name AS thread_name, r.group_id AS group_id, " + b +
          " + r.t AS issue_mono_ns, " + b + " + r.t + " + w + " + r.wall AS issue_wall_ns, " + b +
-         " + r.t + r.ret AS return_mono_ns, r.rc AS rc, " + names_case("r.state", vocab::kStateNames) +
+         " + r.t + r.ret AS return_mono_ns, " + rc + " AS rc, " + names_case(state, vocab::kStateNames) +
          " AS state, g.capture_id AS capture_id, g.graph_id AS graph_id, g.origin_call AS origin_call, "
          "g.graph_exec AS graph_exec, s.stack_id AS stack_id "
          "FROM " + rows + " r JOIN signatures s ON s.id = r.sig LEFT JOIN op_graph g ON g.call_index = r.call_index";
@@ -342,7 +345,7 @@ int Tables::op(const OpRow& o) {
   if (!c) return SQLITE_DONE;
   if (!c->insert.ok()) {
     c->insert = Stmt(db_, ("INSERT OR REPLACE INTO " + op_chunk_table(c->k) +
-                           "(call_index,sig,seq,t,ret,done,wall,state,rc,group_id) VALUES(?,?,?,?,?,?,?,?,?,?)")
+                           "(call_index,sig,seq,t,ret,done,wall,state,group_id) VALUES(?,?,?,?,?,?,?,?,?)")
                               .c_str());
     if (!c->insert.ok()) return sqlite3_errcode(db_) ? sqlite3_errcode(db_) : SQLITE_ERROR;
   }
@@ -352,7 +355,8 @@ int Tables::op(const OpRow& o) {
   else q.null(5);
   if (o.completed) q.i64(6, o.complete_mono_ns - o.issue_mono_ns);
   else q.null(6);
-  q.i64(7, o.issue_wall_ns - o.issue_mono_ns - wall_offset_).i64(8, int64_t(o.state)).i64(9, o.rc).opt(10, o.group_id);
+  q.i64(7, o.issue_wall_ns - o.issue_mono_ns - wall_offset_);
+  q.i64(8, int64_t(o.state) + int64_t(o.rc) * (int64_t(1) << schema::kOpRcShift)).opt(9, o.group_id);
   int rc = q.run();
   if (rc != SQLITE_DONE) return rc;
   ++c->rows;

@@ -212,7 +212,9 @@ std::string chunk_views_sql(const std::vector<std::string>& chunk_tables);
 // The SELECTs behind those views, for readers that must not trust SQL stored in a file (the
 // loader reads an untrusted trace through these, never through the file's own views). `rows` is
 // a FROM source with every op row: op_rows_source().
-std::string ops_select(int64_t time_base_mono_ns, int64_t wall_offset_ns, const std::string& rows = "op_rows");
+// `schema`: the file's version (2 keeps rc in a column of its own, 3 packs it into state).
+std::string ops_select(int64_t time_base_mono_ns, int64_t wall_offset_ns, const std::string& rows = "op_rows",
+                       int schema = schema::kSchemaVersion);
 std::string op_parts_select(const std::string& rows = "op_rows");
 std::string completions_select(int64_t time_base_mono_ns, const std::string& rows = "op_rows");
 

@@ -44,13 +44,17 @@ inline constexpr const char* kReleaseStopReserveSql = "DELETE FROM stop_reserve"
 //   ret         return_mono_ns - issue_mono_ns (NULL: unknown)
 //   done        completion mono_ns - issue_mono_ns (NULL: not completed)
 //   wall        issue_wall_ns - issue_mono_ns - meta op_wall_offset_ns
-//   state       vocab::State: enqueued failed simulated captured graph_launched
-//   rc          ncclResult_t returned to the caller
+//   state       vocab::State (enqueued failed simulated captured graph_launched) + 16 x the
+//               ncclResult_t returned to the caller (schema 2: a column `rc` of its own):
+//               state = value & 15, rc = value >> 4; 0 for an enqueued op that returned
+//               ncclSuccess, stored in no byte at all
 //   group_id    process-wide id of the outermost group; NULL if none
 inline constexpr const char* kOpRowsTable = "op_rows";
 inline constexpr const char* kOpRowsColumns =
     "(call_index INTEGER PRIMARY KEY, sig INTEGER NOT NULL, seq INTEGER, t INTEGER NOT NULL, ret INTEGER, "
-    "done INTEGER, wall INTEGER NOT NULL, state INTEGER NOT NULL, rc INTEGER NOT NULL, group_id INTEGER)";
+    "done INTEGER, wall INTEGER NOT NULL, state INTEGER NOT NULL, group_id INTEGER)";
+// state = vocab::State + kOpRcShift-shifted rc (schema 3; schema 2 kept rc in its own column).
+inline constexpr int kOpRcShift = 4;
 // Every op row of a file, for sqlite3 users: a view over the chunks, rebuilt when they change.
 inline constexpr const char* kOpRowsAllView = "op_rows_all";
 
