@@ -114,7 +114,7 @@ std::string op_chunk_table(int64_t k) {
 
 std::vector<std::string> op_chunk_tables(sqlite3* db) {
   std::vector<std::pair<int64_t, std::string>> found;
-  Stmt st(db, "SELECT name FROM sqlite_schema WHERE type='table' AND name GLOB 'op_rows*'", false);
+  Stmt st(db, "SELECT name FROM sqlite_master WHERE type='table' AND name GLOB 'op_rows*'", false);
   if (!st.ok()) return {};
   const std::string_view prefix = "op_rows_";
   while (st.step() == SQLITE_ROW) {

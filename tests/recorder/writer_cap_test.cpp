@@ -284,12 +284,48 @@ TEST(WriterOnDisk, a_capped_trace_keeps_the_newest_ops_exact_stays_under_the_cap
   EXPECT_EQ(p.retired_ops, retired);
   EXPECT_EQ(p.checkpoint_interval, interval);
   EXPECT_EQ(int64_t(p.ops.size()), kept);
+  // The analysis load reads the chunk tables themselves, in order: every kept row once.
+  Schedule sched = load_schedule(dir.path);
+  ASSERT_EQ(sched.procs.size(), 1u);
+  EXPECT_TRUE(sched.skipped.empty());
+  EXPECT_EQ(int64_t(sched.procs[0].ops.size()) + sched.procs[0].unsequenced_ops, kept);
+  for (size_t i = 1; i < sched.procs[0].ops.size(); ++i)
+    ASSERT_LT(sched.procs[0].ops[i - 1].call_index, sched.procs[0].ops[i].call_index) << i;
   ASSERT_EQ(p.comms.size(), 2u);
   for (const Comm& c : p.comms) {
     EXPECT_GT(c.retired_collectives, 0);
     EXPECT_FALSE(c.checkpoints.empty());
     EXPECT_EQ(c.checkpoints.front().ordinal, interval);
   }
+}
+
+// Chunks hold increasing call_index ranges; a file that says otherwise (a crafted one) is
+// skipped with its reason, not read out of order.
+TEST(WriterOnDisk, a_file_whose_op_chunks_overlap_is_skipped_as_corrupt) {
+  TempDir dir;
+  Writer* w = open_writer(dir.path, 1, 64);
+  ASSERT_NE(w, nullptr);
+  Workload load;
+  for (int64_t from = 1; from <= 60000; from += 10000) {
+    push_ops(w, load, from, from + 9999);
+    w->flush(60000);
+  }
+  w->stop("exit");
+  EXPECT_TRUE(load_schedule(dir.path).skipped.empty());
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(w->path().c_str(), &db), SQLITE_OK);
+    EXPECT_GT(lockstep::trace_file::op_chunk_tables(db).size(), 2u) << "the cap made chunks";
+    // A row in the first chunk above the later chunks' range.
+    EXPECT_EQ(sqlite3_exec(db, "INSERT INTO op_rows SELECT call_index + 1000000, sig, seq, t, ret, done, wall, state, "
+                               "group_id FROM op_rows_all WHERE seq IS NOT NULL LIMIT 1",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  Schedule s = load_schedule(dir.path);
+  ASSERT_EQ(s.skipped.size(), 1u);
+  EXPECT_NE(s.skipped[0].reason.find("overlaps the one before it"), std::string::npos) << s.skipped[0].reason;
 }
 
 // Retirement reads nothing back: each communicator's retired digest is its state at a chunk
