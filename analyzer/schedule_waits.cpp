@@ -23,25 +23,33 @@ std::optional<SideReadError> read_host_waits(sqlite3* db, SchedProcess& sp) {
   // Schema 2 keeps tid and stream on the op's signature; schema 1 on the op row (trace_schema.h).
   auto v = sp.info.meta.find("schema_version");
   const bool compact = v != sp.info.meta.end() && v->second != "1";
-  const char* ops_sql = compact ? "SELECT r.call_index, s.tid, IFNULL(s.stream,0) FROM op_rows r JOIN signatures s "
-                                  "ON s.id = r.sig WHERE r.seq IS NOT NULL ORDER BY r.call_index"
-                                : "SELECT call_index, tid, IFNULL(stream,0) FROM ops WHERE seq IS NOT NULL ORDER BY call_index";
+  // Schema 3 keeps op rows in chunks, in call_index order (trace_schema.h): one query each.
+  std::vector<std::string> ops_sql;
+  if (compact) {
+    for (const std::string& t : trace_file::op_chunk_tables(db))
+      ops_sql.push_back("SELECT r.call_index, s.tid, IFNULL(s.stream,0) FROM " + t +
+                        " r JOIN signatures s ON s.id = r.sig WHERE r.seq IS NOT NULL ORDER BY r.call_index");
+  } else {
+    ops_sql.push_back("SELECT call_index, tid, IFNULL(stream,0) FROM ops WHERE seq IS NOT NULL ORDER BY call_index");
+  }
   {
-    trace_file::Stmt st(db, ops_sql, false);
-    if (!st.ok()) return failed(db, sqlite3_errcode(db), "query failed (op threads)");
     std::vector<bool> seen(sp.ops.size(), false);
     size_t i = 0;
-    int rc;
-    while ((rc = st.step()) == SQLITE_ROW) {
-      const int64_t ci = sqlite3_column_int64(st.get(), 0);
-      while (i < sp.ops.size() && sp.ops[i].call_index < ci) ++i;
-      if (i == sp.ops.size() || sp.ops[i].call_index != ci) continue;  // written after the ops were read
-      sp.op_threads[i] = threads.index(sqlite3_column_int64(st.get(), 1));
-      seen[i] = true;
-      if (sp.ops[i].stream == 255)
-        sp.overflow_streams.emplace_back(static_cast<uint32_t>(i), static_cast<uint64_t>(sqlite3_column_int64(st.get(), 2)));
+    for (const std::string& sql : ops_sql) {
+      trace_file::Stmt st(db, sql.c_str(), false);
+      if (!st.ok()) return failed(db, sqlite3_errcode(db), "query failed (op threads)");
+      int rc;
+      while ((rc = st.step()) == SQLITE_ROW) {
+        const int64_t ci = sqlite3_column_int64(st.get(), 0);
+        while (i < sp.ops.size() && sp.ops[i].call_index < ci) ++i;
+        if (i == sp.ops.size() || sp.ops[i].call_index != ci) continue;  // written after the ops were read
+        sp.op_threads[i] = threads.index(sqlite3_column_int64(st.get(), 1));
+        seen[i] = true;
+        if (sp.ops[i].stream == 255)
+          sp.overflow_streams.emplace_back(static_cast<uint32_t>(i), static_cast<uint64_t>(sqlite3_column_int64(st.get(), 2)));
+      }
+      if (rc != SQLITE_DONE) return failed(db, rc, "read failed (op threads)");
     }
-    if (rc != SQLITE_DONE) return failed(db, rc, "read failed (op threads)");
     // Rows a live capped recorder retired in between: one unknown thread (tid 0) for them.
     for (size_t k = 0; k < seen.size(); ++k)
       if (!seen[k]) sp.op_threads[k] = threads.index(0);

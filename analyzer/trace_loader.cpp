@@ -241,15 +241,17 @@ void read_retired(sqlite3* db, Process& p) {
 struct OpSources {
   std::string ops = "ops", parts = "op_parts", done = "completions";
 };
-OpSources op_sources(const Process& p) {
+OpSources op_sources(sqlite3* db, const Process& p) {
   if (!compact_rows(p)) return {};
+  const std::string rows = trace_file::op_rows_source(trace_file::op_chunk_tables(db));
   auto meta = [&](const char* k) {
     auto it = p.meta.find(k);
     return it == p.meta.end() ? int64_t(0) : to_i64(it->second, 0);
   };
   const int64_t base = meta("op_time_base_mono_ns"), offset = meta("op_wall_offset_ns");
-  return {"(" + trace_file::ops_select(base, offset) + ")", "(" + trace_file::op_parts_select() + ")",
-          "(" + trace_file::completions_select(base) + ")"};
+  const int version = static_cast<int>(std::clamp<int64_t>(meta("schema_version"), 2, schema::kSchemaVersion));
+  return {"(" + trace_file::ops_select(base, offset, rows, version) + ")", "(" + trace_file::op_parts_select(rows) + ")",
+          "(" + trace_file::completions_select(base, rows) + ")"};
 }
 
 // meta, env, comms, hangs: everything but ops.
@@ -422,7 +424,7 @@ Frame read_frame(const Stmt& fr, int c) {
 
 void read_ops_full(sqlite3* db, Process& p) {
   CommIds ids(p);
-  const OpSources src = op_sources(p);
+  const OpSources src = op_sources(db, p);
   Stmt st(db, ("SELECT " + std::string(kOpColumns) + " FROM " + src.ops + " ORDER BY call_index").c_str());
   while (st.step()) p.ops.push_back(read_op_row(st, ids));
   auto find = [&](int64_t ci) -> Op* {
@@ -569,39 +571,46 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     auto it = sparse.find(id);
     return it == sparse.end() ? nullptr : &it->second;
   };
+  // The op rows in their chunks (schema 3; schema 2 has op_rows only), read in chunk order:
+  // call_index increases across them, checked here (a crafted file may say otherwise).
+  const std::vector<std::string> chunks = trace_file::op_chunk_tables(db);
   int64_t total = 0;
-  {
-    Stmt n(db, "SELECT count(*) FROM op_rows");
-    if (n.step()) total = n.i64(0);
+  for (const std::string& t : chunks) {
+    Stmt n(db, ("SELECT count(*) FROM " + t).c_str());
+    if (n.step()) total += n.i64(0);
   }
   sp.ops.reserve(static_cast<size_t>(total));
-  // Plain columns, NULLs told apart here: no expression per row in SQLite's VM. Unsequenced rows
-  // (seq NULL: failed, simulated, captured) are counted, not kept.
-  Stmt st(db, "SELECT call_index, sig, seq, group_id, done FROM op_rows ORDER BY call_index");
-  sqlite3_stmt* raw = st.get();
-  int64_t kept = 0;
-  while (st.step()) {
-    if (sqlite3_column_type(raw, 2) == SQLITE_NULL) continue;
-    int64_t ci = sqlite3_column_int64(raw, 0);
-    const FileSig* fs = sig_of(sqlite3_column_int64(raw, 1));
-    if (!fs) throw FileSkip("corrupt: op " + std::to_string(ci) + " names an unknown signature");
-    int64_t seq = sqlite3_column_int64(raw, 2);
-    if (seq <= 0 || seq > static_cast<int64_t>(UINT32_MAX))
-      throw FileSkip("corrupt: op " + std::to_string(ci) + " has seq " + std::to_string(seq) + " (valid: 1.." + std::to_string(UINT32_MAX) + ")");
-    check_call_index(ci);
-    SchedOp o;
-    o.call_index = ci;
-    o.seq = static_cast<uint32_t>(seq);
-    o.sig = fs->sig;
-    o.comm = fs->comm;
-    o.stream = fs->stream;
-    int64_t group = sqlite3_column_type(raw, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(raw, 3);
-    if (sqlite3_column_type(raw, 4) != SQLITE_NULL) {
-      o.flags |= kOpCompleted;
-      sp.completion_known = true;
+  int64_t kept = 0, previous = INT64_MIN;
+  for (const std::string& table : chunks) {
+    // Plain columns, NULLs told apart here: no expression per row in SQLite's VM. Unsequenced rows
+    // (seq NULL: failed, simulated, captured) are counted, not kept.
+    Stmt st(db, ("SELECT call_index, sig, seq, group_id, done FROM " + table + " ORDER BY call_index").c_str());
+    sqlite3_stmt* raw = st.get();
+    while (st.step()) {
+      int64_t ci = sqlite3_column_int64(raw, 0);
+      if (ci <= previous) throw FileSkip("corrupt: op chunk " + table + " overlaps the one before it (call_index " + std::to_string(ci) + ")");
+      previous = ci;
+      if (sqlite3_column_type(raw, 2) == SQLITE_NULL) continue;
+      const FileSig* fs = sig_of(sqlite3_column_int64(raw, 1));
+      if (!fs) throw FileSkip("corrupt: op " + std::to_string(ci) + " names an unknown signature");
+      int64_t seq = sqlite3_column_int64(raw, 2);
+      if (seq <= 0 || seq > static_cast<int64_t>(UINT32_MAX))
+        throw FileSkip("corrupt: op " + std::to_string(ci) + " has seq " + std::to_string(seq) + " (valid: 1.." + std::to_string(UINT32_MAX) + ")");
+      check_call_index(ci);
+      SchedOp o;
+      o.call_index = ci;
+      o.seq = static_cast<uint32_t>(seq);
+      o.sig = fs->sig;
+      o.comm = fs->comm;
+      o.stream = fs->stream;
+      int64_t group = sqlite3_column_type(raw, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(raw, 3);
+      if (sqlite3_column_type(raw, 4) != SQLITE_NULL) {
+        o.flags |= kOpCompleted;
+        sp.completion_known = true;
+      }
+      push_op(sp, o, group < 0 ? 0 : static_cast<uint32_t>(group) + 1);
+      ++kept;
     }
-    push_op(sp, o, group < 0 ? 0 : static_cast<uint32_t>(group) + 1);
-    ++kept;
   }
   sp.unsequenced_ops = total - kept;
   sp.groups.shrink_to_fit();
@@ -852,8 +861,11 @@ Process load_process_counts(const std::string& path, RecordCounts& counts, const
       counts = RecordCounts{};
       read_header(db, p);
       const bool v2 = compact_rows(p);
-      Stmt ops(db, v2 ? "SELECT count(*), coalesce(sum(state = ?1), 0) FROM op_rows"
-                      : "SELECT count(*), coalesce(sum(state = ?2), 0) FROM ops");
+      // Schema 3 packs rc into state (trace_schema.h kOpRcShift).
+      const std::string sql = v2 ? "SELECT count(*), coalesce(sum((state & 15) = ?1), 0) FROM " +
+                                       trace_file::op_rows_source(trace_file::op_chunk_tables(db))
+                                 : "SELECT count(*), coalesce(sum(state = ?2), 0) FROM ops";
+      Stmt ops(db, sql.c_str());
       sqlite3_bind_int(ops.get(), 1, static_cast<int>(vocab::State::Captured));
       sqlite3_bind_text(ops.get(), 2, vocab::name(vocab::State::Captured), -1, SQLITE_STATIC);
       if (ops.step()) counts.op_rows = ops.i64(0), counts.captured = ops.i64(1);
@@ -994,7 +1006,7 @@ class FileDetails : public TraceDetails {
     try {
       sqlite3* db = open(proc);
       CommIds ids(s_.procs[proc].info);
-      const OpSources src = op_sources(s_.procs[proc].info);
+      const OpSources src = op_sources(db, s_.procs[proc].info);
       std::string sql = "SELECT " + std::string(kOpColumns) + " FROM " + src.ops + " WHERE call_index BETWEEN ?1 AND ?2" +
                         (sequenced_only ? " AND seq IS NOT NULL AND state != 'captured'" : "") + " ORDER BY call_index " +
                         (newest ? "DESC" : "ASC") + " LIMIT ?3";

@@ -149,6 +149,7 @@ void BM_writer_commits(benchmark::State& state) {
 BENCHMARK(BM_writer_commits)->Arg(0)->Arg(1)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
 
 int64_t meta_int(const std::string& path, const char* key);
+int64_t query_int(const std::string& path, const std::string& sql);
 
 // The capped writer: 16 MiB, filled past its cap before the timed batches. Its thread is also
 // named lockstep-writer: the uncapped writer, idle meanwhile, adds its idle wake-ups to the
@@ -161,6 +162,7 @@ void BM_writer_capped(benchmark::State& state) {
   const int64_t retired0 = meta_int(w->path(), "retired_ops");
   time_batches(state, w, true, next_call);
   state.counters["retired_ops"] = double(meta_int(w->path(), "retired_ops") - retired0);
+  state.counters["page_B"] = double(query_int(w->path(), "PRAGMA page_size"));
   struct stat st {};
   if (stat(w->path().c_str(), &st) == 0) state.counters["file_MiB"] = double(st.st_size) / (1 << 20);
   if (state.thread_index() == 0 && !dir.empty()) {
@@ -172,18 +174,21 @@ void BM_writer_capped(benchmark::State& state) {
 }
 BENCHMARK(BM_writer_capped)->UseManualTime()->Iterations(10)->Unit(benchmark::kMillisecond);
 
-int64_t meta_int(const std::string& path, const char* key) {
+int64_t query_int(const std::string& path, const std::string& sql) {
   sqlite3* db = nullptr;
   int64_t v = -1;
   if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
     sqlite3_stmt* st = nullptr;
-    std::string sql = std::string("SELECT value FROM meta WHERE key='") + key + "'";
     if (sqlite3_prepare_v2(db, sql.c_str(), -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
       v = sqlite3_column_int64(st, 0);
     sqlite3_finalize(st);
   }
   sqlite3_close(db);
   return v;
+}
+
+int64_t meta_int(const std::string& path, const char* key) {
+  return query_int(path, std::string("SELECT value FROM meta WHERE key='") + key + "'");
 }
 
 int capped_run(int64_t n) {

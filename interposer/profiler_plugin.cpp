@@ -31,6 +31,7 @@
 #include "recorder_state.h"
 #include "stack_capture.h"
 #include "symbol_lookup.h"
+#include "trace_file.h"
 
 extern "C" ncclProfiler_v5_t ncclProfiler_v5;
 
@@ -526,7 +527,11 @@ bool prepare(sqlite3* db) {
   auto prep = [&](const char* sql, sqlite3_stmt** s) {
     return sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, s, nullptr) == SQLITE_OK;
   };
+  // The tables exist only in files whose process loaded the plugin (created in the writer's
+  // open transaction).
   bool ok =
+      sqlite3_exec(db, trace_file::compact_sql(schema::kProfilerCreateSql).c_str(), nullptr, nullptr, nullptr) ==
+          SQLITE_OK &&
       prep("INSERT OR REPLACE INTO profiler_comms(id,nccl_comm_hash,name,nranks,rank,nnodes,"
            "init_mono_ns) VALUES(?,?,?,?,?,?,?)", &g_stmts.comm) &&
       prep("UPDATE profiler_comms SET comm_id=? WHERE id=?", &g_stmts.linked) &&

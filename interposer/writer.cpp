@@ -341,14 +341,15 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   co.synchronous = network ? "NORMAL" : "OFF";
   co.busy_timeout_ms = 2000;
   co.time_base_mono_ns = start_mono;
-  co.wall_offset_ns = start_wall - start_mono;
+  // The hot path's own offset (clock.h wall_from_mono: wall at the midpoint of two monotonic
+  // reads): an op row's wall column is then the clock's slew, 0 or 1 byte, not a clock read.
+  co.wall_offset_ns = wall_from_mono(start_mono) - start_mono;
   const char* what = "";
   if (trace_file::create(w->file_, w->path_, co, &what) != SQLITE_OK) return fail_open(what);
   w->db_ = w->file_.get();
   if (w->tables_.prepare(w->db_, co.time_base_mono_ns, co.wall_offset_ns) != SQLITE_OK)
     return fail_open("cannot prepare trace statements");
   w->tables_ready_ = true;
-  if (!w->exec(trace_file::compact_sql(schema::kProfilerCreateSql).c_str())) return fail_open("cannot create trace tables");
   const int64_t max_mb = h.max_mb >= 0 ? h.max_mb : config().max_mb;
   w->max_bytes_ = max_mb * 1024 * 1024;
   w->checkpoint_interval_ = h.checkpoint_interval > 0 ? h.checkpoint_interval : digest::kDefaultInterval;
@@ -732,10 +733,15 @@ bool Writer::digest_step(int64_t comm_id, CommDigest& c, bool collective, uint64
 
 // Capped traces: a retirement boundary about every 1/128 of the rows in the file (at least
 // every 1,024 rows), so that a chunk can end near where the cap wants it.
+// Far below the cap no boundary is needed: at least max_bytes_/4096 rows apart (1/128 of the
+// rows a full file holds at ~32 bytes a row), so a small trace keeps a single op_rows table.
+// Each boundary ends a chunk of op rows (trace_file Tables::close_op_chunk): retiring up to it
+// drops whole tables.
 void Writer::maybe_declare_boundary() {
   SigState& s = *sig_;
-  if (s.rows_written - s.rows_at_boundary < std::max<int64_t>(1024, s.rows_in_file / 128)) return;
+  if (s.rows_written - s.rows_at_boundary < std::max<int64_t>({1024, s.rows_in_file / 128, max_bytes_ / 4096})) return;
   if (!s.boundaries.empty() && s.boundaries.back().call_index >= s.max_written_call) return;
+  if (!ok(tables_.close_op_chunk(s.max_written_call), "end op chunk")) return;
   s.boundaries.push_back({s.max_written_call, s.rows_written});
   s.rows_at_boundary = s.rows_written;
 }
@@ -759,8 +765,12 @@ void Writer::write_op(PendingOp& p) {
                             .complete_mono_ns = p.complete_mono, .state = vocab::State(o.state), .rc = o.rc,
                             .group_id = o.group_id, .capture_id = o.capture_id, .graph_id = o.graph_id,
                             .graph_exec = o.graph_exec, .origin_call = o.origin_call};
-  if (!ok(tables_.op(r), "insert op")) return;
-  ++sig_->rows_in_file;
+  if (o.call_index <= tables_.retired_through_call()) {
+    ++sig_->retired_ops;  // late: its chunk is already retired
+  } else {
+    if (!ok(tables_.op(r), "insert op")) return;
+    ++sig_->rows_in_file;
+  }
   ++sig_->rows_written;
   sig_->max_written_call = std::max(sig_->max_written_call, o.call_index);
   if (o.seq > 0 && (o.state == OpState::Enqueued || o.state == OpState::GraphLaunched))
@@ -834,9 +844,10 @@ void Writer::insert(const Record& r) {
         p->complete_mono = r.done.mono;
         return;
       }
-      rc = t.complete(r.done.call_index, r.done.mono);
+      bool found = false;
+      rc = t.complete(r.done.call_index, r.done.mono, &found);
       // Its op row is not there: its record was dropped, or the size cap retired it.
-      if (rc == SQLITE_DONE && sqlite3_changes(db_) == 0) ++sig_->orphan_completions;
+      if (rc == SQLITE_DONE && !found) ++sig_->orphan_completions;
       break;
     }
     case RecKind::GraphLaunch: {
@@ -921,9 +932,8 @@ void Writer::retire_if_over_cap(int64_t incoming) {
     trace_file::Stmt del(db_, sql, false);
     if (!ok(del.i64(1, hi).run(), "retire: delete")) return;
   }
-  trace_file::Stmt del(db_, "DELETE FROM op_rows WHERE call_index <= ?", false);
-  if (!ok(del.i64(1, hi).run(), "retire: delete ops")) return;
-  const int64_t gone = sqlite3_changes64(db_);
+  int64_t gone = 0;
+  if (!ok(tables_.retire_op_chunks(hi, &gone), "retire: drop op chunks")) return;
   sig_->rows_in_file -= gone;
   sig_->retired_ops += gone;
   ok(tables_.meta("retired_ops", std::to_string(sig_->retired_ops)), "retire: meta");
@@ -967,6 +977,7 @@ void Writer::commit_batch(bool force_meta) {
   }
   for (const PendingHang& h : hangs)
     if (!ok(tables_.hang(h.mono, h.wall, h.in_flight, h.message), "insert hang")) return;
+  if (!ok(tables_.sync_chunk_views(), "op chunk views")) return;
   last_dropped_ = dropped_.load();
   last_meta_mono_ = mono_ns();
   meta.emplace_back("dropped_records", std::to_string(last_dropped_));
@@ -980,7 +991,19 @@ void Writer::commit_batch(bool force_meta) {
     fail("insert profiler rows");
     return;
   }
-  commit();
+  if (commit()) grow_page_size();
+}
+
+// 1 KiB pages keep a small trace small (its ~20 tables take a page each), but freeing a chunk's
+// pages costs per page: past kLargePagesAt the file is rewritten once with 4 KiB pages (VACUUM,
+// atomic under the rollback journal; a failure leaves the file as it was and is not retried).
+void Writer::grow_page_size() {
+  if (page_size_grown_ || file_.scalar("PRAGMA page_count") * file_.scalar("PRAGMA page_size", 4096) < kLargePagesAt)
+    return;
+  page_size_grown_ = true;
+  if (file_.scalar("PRAGMA page_size", 4096) >= 4096) return;
+  exec("PRAGMA page_size=4096");
+  exec("VACUUM");
 }
 
 // A reader holding its shared lock past busy_timeout makes COMMIT return BUSY: the transaction

@@ -72,6 +72,8 @@ struct TraceHeader {
 inline constexpr double kRetireHighWater = 0.90;
 inline constexpr double kRetireLowWater = 0.80;
 inline constexpr int64_t kMaxRetirePerCommit = 1 << 18;  // rows: keeps one commit short
+// Past this size the file is rewritten once with 4 KiB pages (Writer::grow_page_size).
+inline constexpr int64_t kLargePagesAt = int64_t(4) << 20;
 
 class Writer {
  public:
@@ -127,6 +129,7 @@ class Writer {
   bool digest_step(int64_t comm_id, CommDigest& c, bool collective, uint64_t hash, int64_t call_index);
   void drain_waiting(int64_t comm_id, CommDigest& c, int64_t skip_gaps_through_call);
   void maybe_declare_boundary();
+  void grow_page_size();
   void retire_if_over_cap(int64_t inserted);
   int64_t signature_id(const OpRec& o, const std::vector<PartRec>& parts, bool* collective, uint64_t* hash);
   void intern_pending_stacks();
@@ -145,6 +148,7 @@ class Writer {
   bool tables_ready_ = false;
   int64_t max_bytes_ = 0;          // 0: no cap
   int64_t checkpoint_interval_ = 0;
+  bool page_size_grown_ = false;
 
   BoundedQueue<Record> queue_;
   std::atomic<uint64_t> dropped_{0};

@@ -61,6 +61,14 @@ std::vector<std::string> incomplete_evidence(const Trace& trace) {
       why.push_back(p.path + ": the recorder stopped recording (" + stopped->second + ")");
     if (p.dropped_records > 0)
       why.push_back(p.path + ": the recorder dropped " + std::to_string(p.dropped_records) + " records");
+    // Collectives are aligned by absolute ordinal across a size-cap cut; sends and receives are
+    // paired by their order per peer, and how many of them each side retired is not recorded.
+    for (const Comm& c : p.comms) {
+      const int64_t p2p = c.retired_through_seq - c.retired_collectives;
+      if (p2p > 0 && why.size() < 20)
+        why.push_back(p.path + ": comm " + c.hash + ": the size cap retired " + std::to_string(p2p) +
+                      " point-to-point op(s); the sends and receives left cannot be paired with their peers'");
+    }
   }
   // Named one by one up to a few; a count beyond (a hostile global_rank must not make this long).
   const int64_t missing = static_cast<int64_t>(max_rank) + 1 - static_cast<int64_t>(ranks.size());

@@ -1,6 +1,6 @@
 // The tables liblockstep writes as NCCL's profiler plugin (interposer/profiler_plugin.cpp), read
-// by the coverage report (analyzer/coverage.cpp). Created in every trace file (empty when NCCL
-// did not load liblockstep as its plugin); documented for users in docs/recorder.md, "NCCL's
+// by the coverage report (analyzer/coverage.cpp). Created when NCCL loads liblockstep as its
+// plugin (absent otherwise, schema 3; empty in earlier files); documented for users in docs/recorder.md, "NCCL's
 // profiler plugin". Ops that only the plugin saw also get an ops row (and comms row) of
 // trace_schema.h, so every analysis reads them like the interposer's.
 #pragma once

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <vector>
 
@@ -107,40 +108,92 @@ std::string compact_sql(std::string_view sql) {
   return out;
 }
 
-std::string ops_select(int64_t base, int64_t wall_offset) {
+std::string op_chunk_table(int64_t k) {
+  return k == 0 ? std::string(schema::kOpRowsTable) : std::string(schema::kOpRowsTable) + "_" + std::to_string(k);
+}
+
+std::vector<std::string> op_chunk_tables(sqlite3* db) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  Stmt st(db, "SELECT name FROM sqlite_master WHERE type='table' AND name GLOB 'op_rows*'", false);
+  if (!st.ok()) return {};
+  const std::string_view prefix = "op_rows_";
+  while (st.step() == SQLITE_ROW) {
+    const unsigned char* t = sqlite3_column_text(st.get(), 0);
+    std::string name = t ? reinterpret_cast<const char*>(t) : "";
+    if (name == schema::kOpRowsTable) {
+      found.emplace_back(0, name);
+      continue;
+    }
+    if (name.size() <= prefix.size() || name.size() > prefix.size() + 15 || name.compare(0, prefix.size(), prefix) != 0 ||
+        name[prefix.size()] == '0')
+      continue;
+    int64_t k = 0;
+    bool digits = true;
+    for (size_t i = prefix.size(); i < name.size(); ++i) {
+      if (name[i] < '0' || name[i] > '9') digits = false;
+      else k = k * 10 + (name[i] - '0');
+    }
+    if (digits) found.emplace_back(k, name);
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+std::string op_rows_source(const std::vector<std::string>& tables) {
+  if (tables.size() == 1) return tables[0];
+  if (tables.empty()) return "(SELECT * FROM " + std::string(schema::kOpRowsTable) + ")";
+  std::string s = "(";
+  for (size_t i = 0; i < tables.size(); ++i) s += (i ? " UNION ALL SELECT * FROM " : "SELECT * FROM ") + tables[i];
+  return s + ")";
+}
+
+std::string ops_select(int64_t base, int64_t wall_offset, const std::string& rows, int schema) {
   const std::string b = std::to_string(base), w = std::to_string(wall_offset);
+  const std::string shift = std::to_string(schema::kOpRcShift);
+  const std::string rc = schema >= 3 ? "(r.state >> " + shift + ")" : "r.rc";
+  const std::string state = schema >= 3 ? "(r.state & " + std::to_string((1 << schema::kOpRcShift) - 1) + ")" : "r.state";
   return "SELECT r.call_index AS call_index, s.comm_id AS comm_id, r.seq AS seq, " + names_case("s.op", vocab::kOpNames) +
          " AS op, " + names_case("s.dtype", vocab::kDtypeNames) + " AS dtype, " +
          "s.count AS count, s.root AS root, s.peer AS peer, " + names_case("s.redop", vocab::kRedOpNames) +
          " AS redop, s.stream AS stream, s.tid AS tid, s.thread_name AS thread_name, r.group_id AS group_id, " + b +
          " + r.t AS issue_mono_ns, " + b + " + r.t + " + w + " + r.wall AS issue_wall_ns, " + b +
-         " + r.t + r.ret AS return_mono_ns, r.rc AS rc, " + names_case("r.state", vocab::kStateNames) +
+         " + r.t + r.ret AS return_mono_ns, " + rc + " AS rc, " + names_case(state, vocab::kStateNames) +
          " AS state, g.capture_id AS capture_id, g.graph_id AS graph_id, g.origin_call AS origin_call, "
          "g.graph_exec AS graph_exec, s.stack_id AS stack_id "
-         "FROM op_rows r JOIN signatures s ON s.id = r.sig LEFT JOIN op_graph g ON g.call_index = r.call_index";
+         "FROM " + rows + " r JOIN signatures s ON s.id = r.sig LEFT JOIN op_graph g ON g.call_index = r.call_index";
 }
 
-std::string op_parts_select() {
+std::string op_parts_select(const std::string& rows) {
   return "SELECT r.call_index AS call_index, p.part AS part, " + names_case("p.op", vocab::kOpNames) + " AS op, " +
          names_case("p.dtype", vocab::kDtypeNames) + " AS dtype, p.count AS count, p.root AS root, p.peer AS peer, " +
          names_case("p.redop", vocab::kRedOpNames) +
-         " AS redop FROM op_rows r JOIN signature_parts p ON p.sig_id = r.sig";
+         " AS redop FROM " + rows + " r JOIN signature_parts p ON p.sig_id = r.sig";
 }
 
-std::string completions_select(int64_t base) {
-  return "SELECT call_index, " + std::to_string(base) + " + t + done AS mono_ns FROM op_rows WHERE done IS NOT NULL";
+std::string completions_select(int64_t base, const std::string& rows) {
+  return "SELECT call_index, " + std::to_string(base) + " + t + done AS mono_ns FROM " + rows + " WHERE done IS NOT NULL";
 }
 
 std::string views_sql(int64_t base, int64_t wall_offset) {
-  return "CREATE VIEW IF NOT EXISTS ops AS " + ops_select(base, wall_offset) +
+  const std::string all = schema::kOpRowsAllView;
+  return "CREATE VIEW IF NOT EXISTS ops AS " + ops_select(base, wall_offset, all) +
          ";\n"
-         "CREATE VIEW IF NOT EXISTS op_parts AS " + op_parts_select() +
+         "CREATE VIEW IF NOT EXISTS op_parts AS " + op_parts_select(all) +
          ";\n"
-         "CREATE VIEW IF NOT EXISTS completions AS " + completions_select(base) +
-         ";\n"
-         // Tools that edit completions (tests that make a host fall behind) keep working.
-         "CREATE TRIGGER IF NOT EXISTS completions_delete INSTEAD OF DELETE ON completions BEGIN "
-         "UPDATE op_rows SET done = NULL WHERE call_index = OLD.call_index; END;\n";
+         "CREATE VIEW IF NOT EXISTS completions AS " + completions_select(base, all) + ";\n";
+}
+
+std::string chunk_views_sql(const std::vector<std::string>& tables) {
+  std::string s = "DROP VIEW IF EXISTS " + std::string(schema::kOpRowsAllView) + ";CREATE VIEW " +
+                  schema::kOpRowsAllView + " AS ";
+  for (size_t i = 0; i < tables.size(); ++i) s += (i ? " UNION ALL SELECT * FROM " : "SELECT * FROM ") + tables[i];
+  // Tools that edit completions (tests that make a host fall behind) keep working.
+  s += ";DROP TRIGGER IF EXISTS completions_delete;"
+       "CREATE TRIGGER completions_delete INSTEAD OF DELETE ON completions BEGIN ";
+  for (const std::string& t : tables) s += "UPDATE " + t + " SET done=NULL WHERE call_index=OLD.call_index;";
+  return s + "END;";
 }
 
 int create(Db& db, const std::string& path, const CreateOptions& o, const char** what) {
@@ -160,9 +213,13 @@ int create(Db& db, const std::string& path, const CreateOptions& o, const char**
   *what = "cannot create trace tables";
   if ((rc = db.exec("BEGIN")) != SQLITE_OK) return rc;
   if ((rc = db.exec(compact_sql(schema::kCreateSql))) != SQLITE_OK) return rc;
+  if ((rc = db.exec("CREATE TABLE IF NOT EXISTS " + std::string(schema::kOpRowsTable) + schema::kOpRowsColumns)) !=
+      SQLITE_OK)
+    return rc;
   for (const char* extra : kExtraCreateSql)
     if (*extra && (rc = db.exec(extra)) != SQLITE_OK) return rc;
   if ((rc = db.exec(views_sql(o.time_base_mono_ns, o.wall_offset_ns))) != SQLITE_OK) return rc;
+  if ((rc = db.exec(chunk_views_sql({schema::kOpRowsTable}))) != SQLITE_OK) return rc;
   {
     Stmt m(db.get(), "INSERT OR REPLACE INTO meta(key,value) VALUES(?,?)", false);
     const std::pair<const char*, std::string> rows[] = {
@@ -177,6 +234,10 @@ int create(Db& db, const std::string& path, const CreateOptions& o, const char**
 }
 
 int Tables::prepare(sqlite3* db, int64_t base, int64_t wall_offset) {
+  db_ = db;
+  chunks_.clear();
+  chunks_.emplace_back();  // op_rows, open
+  retired_through_ = INT64_MIN;
   base_ = base;
   wall_offset_ = wall_offset;
   struct {
@@ -193,9 +254,7 @@ int Tables::prepare(sqlite3* db, int64_t base, int64_t wall_offset) {
        "INSERT INTO signatures(id,comm_id,op,dtype,count,root,peer,redop,stream,tid,thread_name,stack_id,nparts,hash) "
        "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)"},
       {&part_, "INSERT OR REPLACE INTO signature_parts(sig_id,part,op,dtype,count,root,peer,redop) VALUES(?,?,?,?,?,?,?,?)"},
-      {&op_, "INSERT OR REPLACE INTO op_rows(call_index,sig,seq,t,ret,done,wall,state,rc,group_id) VALUES(?,?,?,?,?,?,?,?,?,?)"},
       {&op_graph_, "INSERT OR REPLACE INTO op_graph(call_index,capture_id,graph_id,origin_call,graph_exec) VALUES(?,?,?,?,?)"},
-      {&complete_, "UPDATE op_rows SET done=?1-t WHERE call_index=?2"},
       {&stack_, "INSERT OR IGNORE INTO stacks(id,hash) VALUES(?,?)"},
       {&frame_, "INSERT OR REPLACE INTO frames(stack_id,depth,kind,function,module,offset,file,line) VALUES(?,?,?,?,?,?,?,?)"},
       {&launch_, "INSERT OR REPLACE INTO graph_launches(call_index,graph_exec,graph_id,stream,mono_ns) VALUES(?,?,?,?,?)"},
@@ -274,24 +333,97 @@ int Tables::part(const PartRow& p) {
   return part_.run();
 }
 
+Tables::Chunk* Tables::chunk_for(int64_t call_index) {
+  if (call_index <= retired_through_) return nullptr;
+  size_t i = chunks_.size() - 1;  // almost always the open chunk
+  while (i > 0 && chunks_[i - 1].last_call >= call_index) --i;
+  return &chunks_[i];
+}
+
 int Tables::op(const OpRow& o) {
-  Stmt& q = op_;
+  Chunk* c = chunk_for(o.call_index);
+  if (!c) return SQLITE_DONE;
+  if (!c->insert.ok()) {
+    c->insert = Stmt(db_, ("INSERT OR REPLACE INTO " + op_chunk_table(c->k) +
+                           "(call_index,sig,seq,t,ret,done,wall,state,group_id) VALUES(?,?,?,?,?,?,?,?,?)")
+                              .c_str());
+    if (!c->insert.ok()) return sqlite3_errcode(db_) ? sqlite3_errcode(db_) : SQLITE_ERROR;
+  }
+  Stmt& q = c->insert;
   q.i64(1, o.call_index).i64(2, o.sig).opt(3, o.seq, 0).i64(4, o.issue_mono_ns - base_);
   if (o.return_mono_ns) q.i64(5, o.return_mono_ns - o.issue_mono_ns);
   else q.null(5);
   if (o.completed) q.i64(6, o.complete_mono_ns - o.issue_mono_ns);
   else q.null(6);
-  q.i64(7, o.issue_wall_ns - o.issue_mono_ns - wall_offset_).i64(8, int64_t(o.state)).i64(9, o.rc).opt(10, o.group_id);
+  q.i64(7, o.issue_wall_ns - o.issue_mono_ns - wall_offset_);
+  q.i64(8, int64_t(o.state) + int64_t(o.rc) * (int64_t(1) << schema::kOpRcShift)).opt(9, o.group_id);
   int rc = q.run();
-  if (rc != SQLITE_DONE || (!o.capture_id && !o.graph_id && !o.graph_exec && o.origin_call < 0)) return rc;
+  if (rc != SQLITE_DONE) return rc;
+  ++c->rows;
+  if (!o.capture_id && !o.graph_id && !o.graph_exec && o.origin_call < 0) return rc;
   Stmt& g = op_graph_;
   g.i64(1, o.call_index).opt(2, int64_t(o.capture_id), 0).opt(3, int64_t(o.graph_id), 0).opt(4, o.origin_call);
   g.opt(5, int64_t(o.graph_exec), 0);
   return g.run();
 }
 
-int Tables::complete(int64_t call_index, int64_t complete_mono_ns) {
-  return complete_.i64(1, complete_mono_ns - base_).i64(2, call_index).run();
+int Tables::complete(int64_t call_index, int64_t complete_mono_ns, bool* found) {
+  if (found) *found = false;
+  Chunk* c = chunk_for(call_index);
+  if (!c) return SQLITE_DONE;
+  if (!c->complete.ok()) {
+    c->complete = Stmt(db_, ("UPDATE " + op_chunk_table(c->k) + " SET done=?1-t WHERE call_index=?2").c_str());
+    if (!c->complete.ok()) return sqlite3_errcode(db_) ? sqlite3_errcode(db_) : SQLITE_ERROR;
+  }
+  int rc = c->complete.i64(1, complete_mono_ns - base_).i64(2, call_index).run();
+  if (found) *found = rc == SQLITE_DONE && sqlite3_changes(db_) > 0;
+  return rc;
+}
+
+int Tables::sync_chunk_views() {
+  if (!views_stale_) return SQLITE_OK;
+  views_stale_ = false;
+  std::vector<std::string> names;
+  names.reserve(chunks_.size() + 1);
+  // op_rows stays (emptied when retired): the view keeps every chunk table there is.
+  if (chunks_.front().k != 0) names.push_back(op_chunk_table(0));
+  for (const Chunk& c : chunks_) names.push_back(op_chunk_table(c.k));
+  return sqlite3_exec(db_, chunk_views_sql(names).c_str(), nullptr, nullptr, nullptr);
+}
+
+int Tables::close_op_chunk(int64_t last_call) {
+  Chunk& open = chunks_.back();
+  if (last_call < (chunks_.size() > 1 ? chunks_[chunks_.size() - 2].last_call : INT64_MIN) + 1) return SQLITE_MISUSE;
+  const int64_t k = open.k + 1;
+  int rc = sqlite3_exec(db_, ("CREATE TABLE " + op_chunk_table(k) + schema::kOpRowsColumns).c_str(), nullptr, nullptr,
+                        nullptr);
+  if (rc != SQLITE_OK) return rc;
+  open.last_call = last_call;
+  chunks_.emplace_back();
+  chunks_.back().k = k;
+  views_stale_ = true;
+  return SQLITE_OK;
+}
+
+int Tables::retire_op_chunks(int64_t through_call, int64_t* rows) {
+  *rows = 0;
+  bool dropped = false;
+  while (chunks_.size() > 1 && chunks_.front().last_call <= through_call) {
+    Chunk& c = chunks_.front();
+    c.insert = Stmt();
+    c.complete = Stmt();
+    // Emptying a whole table (DELETE without WHERE) and DROP TABLE free its pages without
+    // visiting its rows one by one.
+    const std::string sql = c.k == 0 ? "DELETE FROM " + op_chunk_table(0) : "DROP TABLE " + op_chunk_table(c.k);
+    int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
+    if (rc != SQLITE_OK) return rc;
+    dropped |= c.k != 0;
+    *rows += c.rows;
+    retired_through_ = std::max(retired_through_, c.last_call);
+    chunks_.pop_front();
+  }
+  views_stale_ |= dropped;
+  return SQLITE_OK;
 }
 
 int Tables::stack(int64_t id, std::string_view hash_hex) { return stack_.i64(1, id).text(2, hash_hex).run(); }

@@ -13,8 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
+#include <deque>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "op_digest.h"
 #include "trace_schema.h"
@@ -202,13 +204,28 @@ struct CreateOptions {
 int create(Db& db, const std::string& path, const CreateOptions& options, const char** what);
 
 // The views that show schema-2 rows as schema-1 tables (ops, op_parts, completions) with names,
-// for `sqlite3 trace.sqlite 'select ...'` users and SQL readers written for schema 1.
+// for `sqlite3 trace.sqlite 'select ...'` users and SQL readers written for schema 1. They read
+// the op rows through the view op_rows_all (chunk_views_sql).
 std::string views_sql(int64_t time_base_mono_ns, int64_t wall_offset_ns);
+// op_rows_all over these chunk tables and the completions_delete trigger, replacing the old ones.
+std::string chunk_views_sql(const std::vector<std::string>& chunk_tables);
 // The SELECTs behind those views, for readers that must not trust SQL stored in a file (the
-// loader reads an untrusted trace through these, never through the file's own views).
-std::string ops_select(int64_t time_base_mono_ns, int64_t wall_offset_ns);
-std::string op_parts_select();
-std::string completions_select(int64_t time_base_mono_ns);
+// loader reads an untrusted trace through these, never through the file's own views). `rows` is
+// a FROM source with every op row: op_rows_source().
+// `schema`: the file's version (2 keeps rc in a column of its own, 3 packs it into state).
+std::string ops_select(int64_t time_base_mono_ns, int64_t wall_offset_ns, const std::string& rows = "op_rows",
+                       int schema = schema::kSchemaVersion);
+std::string op_parts_select(const std::string& rows = "op_rows");
+std::string completions_select(int64_t time_base_mono_ns, const std::string& rows = "op_rows");
+
+// The op row tables (trace_schema.h kOpRowsColumns): "op_rows" for chunk 0, "op_rows_<k>" after.
+std::string op_chunk_table(int64_t k);
+// A file's op row tables in chunk order (so in call_index order), from sqlite_schema: op_rows
+// (schema 2 has no other) and every table named op_rows_<k>, k >= 1 written without leading
+// zeros. Empty when the query fails.
+std::vector<std::string> op_chunk_tables(sqlite3* db);
+// A FROM source with every row of those tables: the table, or a UNION ALL subquery.
+std::string op_rows_source(const std::vector<std::string>& chunk_tables);
 
 // Prepared inserts for every table, each returning SQLITE_DONE or the failing code.
 class Tables {
@@ -222,9 +239,24 @@ class Tables {
   int comm_end(int64_t id, vocab::CommEnd kind, int64_t call_index, int64_t mono_ns);
   int signature(const SignatureRow& s);
   int part(const PartRow& p);
+  // Written into the chunk whose call_index range holds o.call_index; a row at or below the
+  // retired range (retired_through_call) is not written (SQLITE_DONE): its chunk is gone.
   int op(const OpRow& o);
-  // A completion that arrived after its op row was written.
-  int complete(int64_t call_index, int64_t complete_mono_ns);
+  // A completion that arrived after its op row was written; *found: the row was there.
+  int complete(int64_t call_index, int64_t complete_mono_ns, bool* found = nullptr);
+
+  // Chunks of op rows (trace_schema.h), for the size cap. Ends the open chunk at `last_call`
+  // (rows above it go to a new table op_rows_<k>). In a transaction.
+  int close_op_chunk(int64_t last_call);
+  // op_rows_all and the completions trigger follow the chunks once per call (close and retire
+  // only mark them stale: rebuilding them is a schema change). Call before committing.
+  int sync_chunk_views();
+  // Retires every chunk that ends at or below `through_call` (never the open one): op_rows is
+  // emptied, op_rows_<k> dropped; one operation per chunk, no per-row delete. *rows: the rows
+  // they held. Rows that arrive later at or below the bound are not written.
+  int retire_op_chunks(int64_t through_call, int64_t* rows);
+  int64_t retired_through_call() const { return retired_through_; }
+  size_t op_chunks() const { return chunks_.size(); }
   int stack(int64_t id, std::string_view hash_hex);
   int frame(const FrameRow& f);
   int graph_launch(int64_t call_index, uint64_t exec, uint64_t graph, uint64_t stream, int64_t mono_ns);
@@ -235,9 +267,21 @@ class Tables {
   int checkpoint(const CheckpointRow& c);
 
  private:
+  struct Chunk {
+    int64_t k = 0;
+    int64_t last_call = INT64_MAX;  // the open chunk: no upper bound
+    int64_t rows = 0;
+    Stmt insert, complete;          // prepared on first use
+  };
+  Chunk* chunk_for(int64_t call_index);
+  bool views_stale_ = false;
+
+  sqlite3* db_ = nullptr;
   int64_t base_ = 0, wall_offset_ = 0;
-  Stmt meta_, env_, comm_, comm_end_, sig_, part_, op_, op_graph_, complete_, stack_, frame_, launch_,
-      wait_, api_, hang_, checkpoint_;
+  std::deque<Chunk> chunks_;
+  int64_t retired_through_ = INT64_MIN;
+  Stmt meta_, env_, comm_, comm_end_, sig_, part_, op_graph_, stack_, frame_, launch_, wait_, api_, hang_,
+      checkpoint_;
 };
 
 // SQL without its comments and with runs of blanks folded (what create() stores of the DDL).

@@ -8,7 +8,7 @@
 
 namespace lockstep::schema {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 // The oldest schema the loader still reads (schema 1: one wide ops row per op, names as text,
 // tables op_parts and completions; see docs/schema.md).
 inline constexpr int kOldestReadableSchema = 1;
@@ -19,11 +19,44 @@ inline constexpr int kApplicationId = 0x4C4B5354;               // PRAGMA applic
 // Room the recorder keeps for its last words. When a write fails because the file hit its
 // size limit (ulimit -f) or the disk filled, the meta rows that say so need pages the file
 // cannot grow into: the recorder deletes this row first, and the rows reuse its pages.
-// Not part of the trace's content; readers ignore it.
+// Not part of the trace's content; readers ignore it. 4 KiB = 4 overflow pages of 1 KiB freed:
+// the stop rows (3 new meta rows and dropped_records) split at most a leaf of meta and one of
+// its key index, 2 pages each at worst (a root split); measured: 2 (docs/schema.md).
 inline constexpr const char* kStopReserveSql =
     "CREATE TABLE IF NOT EXISTS stop_reserve(pad BLOB);"
-    "INSERT INTO stop_reserve VALUES(zeroblob(8192));";
+    "INSERT INTO stop_reserve VALUES(zeroblob(4096));";
 inline constexpr const char* kReleaseStopReserveSql = "DELETE FROM stop_reserve";
+
+// One row per logical operation: a single call outside a group, or everything one thread
+// issued on one communicator between its outermost ncclGroupStart/ncclGroupEnd. Rows for ops
+// that ran inside a CUDA-graph replay are written at each graph launch (state graph_launched,
+// op_graph.origin_call = the captured row).
+// Chunks (schema 3): the rows live in `op_rows` and, in a capped trace, in `op_rows_<k>`
+// (k = 1, 2, ...): chunk k holds the call_index range just above chunk k-1's, so the chunks read
+// in k order are in call_index order. The size cap (LOCKSTEP_MAX_MB) retires the oldest chunks
+// whole: op_rows is emptied (it always exists), op_rows_<k> dropped; see comms.retired_*.
+// The columns, one definition for every chunk:
+//   call_index  INTEGER PRIMARY KEY  process-wide, increasing: order between communicators
+//   sig         signatures.id
+//   seq         per-communicator logical sequence number, from 1; NULL when the op enqueued
+//               nothing (error, simulate, captured)
+//   t           issue_mono_ns - meta op_time_base_mono_ns
+//   ret         return_mono_ns - issue_mono_ns (NULL: unknown)
+//   done        completion mono_ns - issue_mono_ns (NULL: not completed)
+//   wall        issue_wall_ns - issue_mono_ns - meta op_wall_offset_ns
+//   state       vocab::State (enqueued failed simulated captured graph_launched) + 16 x the
+//               ncclResult_t returned to the caller (schema 2: a column `rc` of its own):
+//               state = value & 15, rc = value >> 4; 0 for an enqueued op that returned
+//               ncclSuccess, stored in no byte at all
+//   group_id    process-wide id of the outermost group; NULL if none
+inline constexpr const char* kOpRowsTable = "op_rows";
+inline constexpr const char* kOpRowsColumns =
+    "(call_index INTEGER PRIMARY KEY, sig INTEGER NOT NULL, seq INTEGER, t INTEGER NOT NULL, ret INTEGER, "
+    "done INTEGER, wall INTEGER NOT NULL, state INTEGER NOT NULL, group_id INTEGER)";
+// state = vocab::State + kOpRcShift-shifted rc (schema 3; schema 2 kept rc in its own column).
+inline constexpr int kOpRcShift = 4;
+// Every op row of a file, for sqlite3 users: a view over the chunks, rebuilt when they change.
+inline constexpr const char* kOpRowsAllView = "op_rows_all";
 
 // Executed by the writer when it creates a file. Readers check PRAGMA application_id and
 // meta('schema_version') before trusting anything else.
@@ -51,7 +84,7 @@ CREATE TABLE IF NOT EXISTS meta(
 CREATE TABLE IF NOT EXISTS env(
   name  TEXT PRIMARY KEY,   -- every NCCL_*, TORCH_NCCL_*, CUDA_* variable, plus LOCKSTEP_*
   value TEXT
-);
+) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS comms(
   id            INTEGER PRIMARY KEY,  -- local to this file
@@ -91,10 +124,10 @@ CREATE TABLE IF NOT EXISTS checkpoints(
   seq           INTEGER NOT NULL,     -- ops.seq of the k-th collective
   digest        INTEGER NOT NULL,     -- digest after k collectives (uint64 stored as int64)
   PRIMARY KEY(comm_id, ordinal)
-);
+) WITHOUT ROWID;
 
 -- Schema 2: an op is stored as its invariant description, interned once in `signatures`, plus
--- one small `op_rows` row per op with only what changes. Integers for every enumerated value
+-- one small op row (kOpRowsColumns above) per op with only what changes. Integers for every enumerated value
 -- (schema/vocab.h: the enum's value), times relative to meta op_time_base_mono_ns. The views
 -- ops, op_parts and completions (trace_file.cpp views_sql) show the rows as schema 1 did, with
 -- names: `sqlite3 trace.sqlite 'SELECT * FROM ops'` reads the same columns as before.
@@ -129,26 +162,6 @@ CREATE TABLE IF NOT EXISTS signature_parts(
   PRIMARY KEY(sig_id, part)
 ) WITHOUT ROWID;
 
--- One row per logical operation: a single call outside a group, or everything one thread
--- issued on one communicator between its outermost ncclGroupStart/ncclGroupEnd.
--- Rows for ops that ran inside a CUDA-graph replay are written at each graph launch
--- (state graph_launched, op_graph.origin_call = the captured row). The size cap
--- (LOCKSTEP_MAX_MB) deletes the oldest rows in whole chunks: see comms.retired_*.
-CREATE TABLE IF NOT EXISTS op_rows(
-  call_index    INTEGER PRIMARY KEY,  -- process-wide, increasing: order between communicators
-  sig           INTEGER NOT NULL,     -- signatures.id
-  seq           INTEGER,              -- per-communicator logical sequence number, from 1; NULL
-                                      -- when the op enqueued nothing (error, simulate, captured)
-  t             INTEGER NOT NULL,     -- issue_mono_ns - meta op_time_base_mono_ns
-  ret           INTEGER,              -- return_mono_ns - issue_mono_ns (NULL: unknown)
-  done          INTEGER,              -- completion mono_ns - issue_mono_ns (NULL: not completed)
-  wall          INTEGER NOT NULL,     -- issue_wall_ns - issue_mono_ns - meta op_wall_offset_ns
-  state         INTEGER NOT NULL,     -- vocab::State: enqueued failed simulated captured
-                                      -- graph_launched
-  rc            INTEGER NOT NULL,     -- ncclResult_t returned to the caller
-  group_id      INTEGER               -- process-wide id of the outermost group; NULL if none
-);
-
 -- CUDA-graph columns of an op row, only for rows that have one (captured, graph_launched).
 CREATE TABLE IF NOT EXISTS op_graph(
   call_index    INTEGER PRIMARY KEY,  -- op_rows.call_index
@@ -160,7 +173,8 @@ CREATE TABLE IF NOT EXISTS op_graph(
 
 CREATE TABLE IF NOT EXISTS stacks(
   id            INTEGER PRIMARY KEY,
-  hash          TEXT NOT NULL UNIQUE  -- 16 hex digits over native pcs and python frames
+  hash          TEXT NOT NULL         -- 16 hex digits over native pcs and python frames (the
+                                      -- writer interns them: one row per hash)
 );
 
 CREATE TABLE IF NOT EXISTS frames(
@@ -173,7 +187,7 @@ CREATE TABLE IF NOT EXISTS frames(
   file          TEXT,                 -- python: source file
   line          INTEGER,              -- python: line number
   PRIMARY KEY(stack_id, depth)
-);
+) WITHOUT ROWID;
 
 -- cudaGraphLaunch seen by the recorder (each replay of a captured graph).
 CREATE TABLE IF NOT EXISTS graph_launches(

@@ -148,8 +148,8 @@ TEST(Loader, reads_a_file_while_its_writer_holds_an_open_transaction) {
   sqlite3* w = nullptr;
   ASSERT_EQ(sqlite3_open(path.c_str(), &w), SQLITE_OK);
   // Uncommitted rows (RESERVED lock): readers see the last committed state.
-  ASSERT_EQ(sqlite3_exec(w, "BEGIN IMMEDIATE; INSERT INTO op_rows(call_index, sig, seq, t, wall, state, rc) "
-                            "VALUES(1000, 1, 6, 0, 0, 0, 0)",
+  ASSERT_EQ(sqlite3_exec(w, "BEGIN IMMEDIATE; INSERT INTO op_rows(call_index, sig, seq, t, wall, state) "
+                            "VALUES(1000, 1, 6, 0, 0, 0)",
                          nullptr, nullptr, nullptr),
             SQLITE_OK);
   Schedule s = load_schedule(dir);
@@ -182,7 +182,7 @@ TEST(Loader, never_modifies_a_trace_even_one_with_a_hot_journal) {
     sqlite3* w = nullptr;
     sqlite3_open(path.c_str(), &w);
     sqlite3_exec(w, "PRAGMA journal_mode=DELETE; PRAGMA cache_size=2; BEGIN; UPDATE signatures SET op=1; "
-                    "INSERT INTO op_rows SELECT call_index+100000, sig, seq+1000, t, ret, done, wall, state, rc, group_id "
+                    "INSERT INTO op_rows SELECT call_index+100000, sig, seq+1000, t, ret, done, wall, state, group_id "
                     "FROM op_rows",
                  nullptr, nullptr, nullptr);
     _exit(0);  // no COMMIT, no close: the journal stays hot

@@ -62,7 +62,7 @@ try:
         raise SystemExit(1)
     # Let it retire a few more chunks, then kill it where it stands: no handler runs.
     time.sleep(1.0)
-    committed_before = query(victim, "SELECT max(call_index) FROM op_rows")
+    committed_before = query(victim, "SELECT max(call_index) FROM op_rows_all")
     os.kill(int(meta(victim, "pid")), signal.SIGKILL)
     # Rank 0 now waits for rank 1 forever: end it as a job's timeout would (its trace says so).
     time.sleep(1.0)
@@ -89,7 +89,7 @@ try:
     db = sqlite3.connect(copy)
     expect(db.execute("PRAGMA integrity_check").fetchone()[0] == "ok", "the killed rank's file is intact")
     retired = int(db.execute("SELECT value FROM meta WHERE key='retired_ops'").fetchone()[0])
-    lo, hi, kept = db.execute("SELECT min(call_index), max(call_index), count(*) FROM op_rows").fetchone()
+    lo, hi, kept = db.execute("SELECT min(call_index), max(call_index), count(*) FROM op_rows_all").fetchone()
     finished = db.execute("SELECT value FROM meta WHERE key='finished'").fetchone()[0]
     expect(finished == "0" and db.execute("SELECT value FROM meta WHERE key='exit_reason'").fetchone() is None,
            "the killed rank's file says it never finished (no exit_reason)")
@@ -99,7 +99,7 @@ try:
     # Nothing lost between the retired history and the newest op: the calls are ops or
     # communicator calls, so count the retained sequenced ops per communicator instead.
     for comm, through in db.execute("SELECT id, retired_through_seq FROM comms"):
-        first, last, n = db.execute("SELECT min(seq), max(seq), count(seq) FROM op_rows r JOIN signatures s "
+        first, last, n = db.execute("SELECT min(seq), max(seq), count(seq) FROM op_rows_all r JOIN signatures s "
                                     "ON s.id = r.sig WHERE s.comm_id = ? AND r.seq IS NOT NULL", (comm,)).fetchone()
         if n == 0:
             continue

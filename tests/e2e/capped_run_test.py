@@ -43,8 +43,8 @@ try:
         retired = int(meta(f, "retired_ops") or 0)
         expect(retired > 0, f"{os.path.basename(f)}: the cap retired {retired} ops")
         db = sqlite3.connect(f)
-        newest = db.execute("SELECT max(seq) FROM op_rows").fetchone()[0]
-        kept = db.execute("SELECT count(*) FROM op_rows").fetchone()[0]
+        newest = db.execute("SELECT max(seq) FROM op_rows_all").fetchone()[0]
+        kept = db.execute("SELECT count(*) FROM op_rows_all").fetchone()[0]
         db.close()
         expect(newest == 60000, f"{os.path.basename(f)}: the newest op (seq 60000) is kept exactly (max seq {newest})")
         expect(kept + retired == 60000, f"{os.path.basename(f)}: kept {kept} + retired {retired} = 60000 ops")

@@ -184,7 +184,7 @@ TEST(RecorderFaults, a_disk_that_stays_full_costs_the_trace_tail_not_the_program
     EXPECT_EQ(sqlite3_exec(db, "PRAGMA quick_check", nullptr, nullptr, nullptr), SQLITE_OK) << f;
     sqlite3_close(db);
     Trace t(copy);
-    EXPECT_EQ(t.meta("schema_version"), "2") << f;
+    EXPECT_EQ(t.meta("schema_version"), "3") << f;
     EXPECT_NE(std::stoll(t.scalar("SELECT count(*) FROM ops")), 0) << f;
     std::remove(copy.c_str());
     std::remove((copy + "-journal").c_str());

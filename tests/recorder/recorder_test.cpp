@@ -269,7 +269,7 @@ TEST(Recorder, environment_and_process_facts_are_recorded_once) {
   EXPECT_EQ(t.meta("nccl_version"), "22809");
   EXPECT_NE(t.meta("nccl_library").find("libnccl.so.2"), std::string::npos) << t.meta("nccl_library");
   EXPECT_EQ(t.meta("cuda_driver_version"), "13000");
-  EXPECT_EQ(t.meta("schema_version"), "2");
+  EXPECT_EQ(t.meta("schema_version"), "3");
   EXPECT_EQ(t.meta("finished"), "1");
   EXPECT_EQ(t.meta("exit_reason"), "exit");
   EXPECT_EQ(t.meta("dropped_records"), "0");

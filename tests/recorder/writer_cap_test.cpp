@@ -15,6 +15,7 @@
 
 #include "op_digest.h"
 #include "process_info.h"
+#include "trace_file.h"
 #include "trace_loader.h"
 #include "trace_test_util.h"
 #include "vocab.h"
@@ -128,6 +129,7 @@ class Db {
  public:
   explicit Db(const std::string& path) { EXPECT_EQ(sqlite3_open_v2(path.c_str(), &db_, SQLITE_OPEN_READONLY, nullptr), SQLITE_OK); }
   ~Db() { sqlite3_close(db_); }
+  sqlite3* get() const { return db_; }
   int64_t num(const std::string& sql) {
     sqlite3_stmt* st = nullptr;
     EXPECT_EQ(sqlite3_prepare_v2(db_, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sql << ": " << sqlite3_errmsg(db_);
@@ -169,6 +171,9 @@ TEST(WriterOnDisk, an_op_costs_at_most_40_bytes_at_full_detail) {
   ASSERT_EQ(db.num("SELECT value FROM meta WHERE key='dropped_records'"), 0) << "the queue overflowed: the test's own fault";
   EXPECT_EQ(db.num("SELECT count(*) FROM completions"), db.num("SELECT count(*) FROM ops WHERE state='enqueued'"));
   EXPECT_LE(double(file_size(w->path())) / double(n), 40.0) << file_size(w->path()) << " bytes for " << n << " ops";
+  // Past 4 MiB the file was rewritten once with 4 KiB pages (writer.h kLargePagesAt); no cap: one chunk.
+  EXPECT_EQ(db.num("PRAGMA page_size"), 4096);
+  EXPECT_EQ(db.num("SELECT count(*) FROM sqlite_master WHERE name GLOB 'op_rows_[0-9]*'"), 0);
   // The view gives back what was pushed, with names.
   EXPECT_EQ(db.num("SELECT count(*) FROM ops WHERE op='send' AND peer=1 AND dtype='float32'"),
             db.num("SELECT count(*) FROM op_rows WHERE call_index % 7 = 3"));
@@ -199,12 +204,26 @@ TEST(WriterOnDisk, a_capped_trace_keeps_the_newest_ops_exact_stays_under_the_cap
   Db db(w->path());
   ASSERT_EQ(db.num("SELECT value FROM meta WHERE key='dropped_records'"), 0);
   const int64_t retired = db.num("SELECT value FROM meta WHERE key='retired_ops'");
-  const int64_t kept = db.num("SELECT count(*) FROM op_rows");
+  const int64_t kept = db.num("SELECT count(*) FROM op_rows_all");
   EXPECT_GT(retired, n / 2) << "the cap retired the oldest ops";
   EXPECT_EQ(retired + kept, n);
   // The newest ops, contiguous and exact: nothing missing after the oldest one kept.
-  EXPECT_EQ(db.num("SELECT max(call_index) FROM op_rows"), n);
-  EXPECT_EQ(db.num("SELECT min(call_index) FROM op_rows"), retired + 1);
+  EXPECT_EQ(db.num("SELECT max(call_index) FROM op_rows_all"), n);
+  EXPECT_EQ(db.num("SELECT min(call_index) FROM op_rows_all"), retired + 1);
+  // Retired whole: the first chunk (op_rows) emptied, the next ones dropped; the kept rows in
+  // later chunk tables, each a call_index range above the one before.
+  EXPECT_EQ(db.num("SELECT count(*) FROM op_rows"), 0);
+  EXPECT_EQ(db.num("SELECT count(*) FROM sqlite_master WHERE name = 'op_rows_1'"), 0);
+  const auto chunks = lockstep::trace_file::op_chunk_tables(db.get());
+  EXPECT_GT(chunks.size(), 2u);
+  int64_t below = 0, in_chunks = 0;
+  for (size_t i = 1; i < chunks.size(); ++i) {
+    const int64_t lo = db.num("SELECT IFNULL(min(call_index), 0) FROM " + chunks[i]);
+    if (lo) EXPECT_GT(lo, below) << chunks[i];
+    below = std::max(below, db.num("SELECT IFNULL(max(call_index), 0) FROM " + chunks[i]));
+    in_chunks += db.num("SELECT count(*) FROM " + chunks[i]);
+  }
+  EXPECT_EQ(in_chunks, kept);
   for (const Pushed& p : {load.ops[n - 1], load.ops[n - 1000], load.ops[size_t(retired)]}) {
     auto r = db.rows("SELECT comm_id, IFNULL(seq, 0), count FROM ops WHERE call_index = " + std::to_string(p.call_index));
     ASSERT_EQ(r.size(), 1u) << p.call_index;
@@ -265,12 +284,48 @@ TEST(WriterOnDisk, a_capped_trace_keeps_the_newest_ops_exact_stays_under_the_cap
   EXPECT_EQ(p.retired_ops, retired);
   EXPECT_EQ(p.checkpoint_interval, interval);
   EXPECT_EQ(int64_t(p.ops.size()), kept);
+  // The analysis load reads the chunk tables themselves, in order: every kept row once.
+  Schedule sched = load_schedule(dir.path);
+  ASSERT_EQ(sched.procs.size(), 1u);
+  EXPECT_TRUE(sched.skipped.empty());
+  EXPECT_EQ(int64_t(sched.procs[0].ops.size()) + sched.procs[0].unsequenced_ops, kept);
+  for (size_t i = 1; i < sched.procs[0].ops.size(); ++i)
+    ASSERT_LT(sched.procs[0].ops[i - 1].call_index, sched.procs[0].ops[i].call_index) << i;
   ASSERT_EQ(p.comms.size(), 2u);
   for (const Comm& c : p.comms) {
     EXPECT_GT(c.retired_collectives, 0);
     EXPECT_FALSE(c.checkpoints.empty());
     EXPECT_EQ(c.checkpoints.front().ordinal, interval);
   }
+}
+
+// Chunks hold increasing call_index ranges; a file that says otherwise (a crafted one) is
+// skipped with its reason, not read out of order.
+TEST(WriterOnDisk, a_file_whose_op_chunks_overlap_is_skipped_as_corrupt) {
+  TempDir dir;
+  Writer* w = open_writer(dir.path, 1, 64);
+  ASSERT_NE(w, nullptr);
+  Workload load;
+  for (int64_t from = 1; from <= 60000; from += 10000) {
+    push_ops(w, load, from, from + 9999);
+    w->flush(60000);
+  }
+  w->stop("exit");
+  EXPECT_TRUE(load_schedule(dir.path).skipped.empty());
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(w->path().c_str(), &db), SQLITE_OK);
+    EXPECT_GT(lockstep::trace_file::op_chunk_tables(db).size(), 2u) << "the cap made chunks";
+    // A row in the first chunk above the later chunks' range.
+    EXPECT_EQ(sqlite3_exec(db, "INSERT INTO op_rows SELECT call_index + 1000000, sig, seq, t, ret, done, wall, state, "
+                               "group_id FROM op_rows_all WHERE seq IS NOT NULL LIMIT 1",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  Schedule s = load_schedule(dir.path);
+  ASSERT_EQ(s.skipped.size(), 1u);
+  EXPECT_NE(s.skipped[0].reason.find("overlaps the one before it"), std::string::npos) << s.skipped[0].reason;
 }
 
 // Retirement reads nothing back: each communicator's retired digest is its state at a chunk

@@ -571,5 +571,28 @@ TEST(ReplayValidation, MissingRankFileOrStoppedRecorderIsIncompleteEvidence) {
   EXPECT_EQ(smrc, 4) << smout;
 }
 
+// A capped trace whose size cap retired point-to-point ops: the model pairs sends and receives
+// by their order per peer, which the cut breaks (p2p is outside the digest), so its verdict on
+// them is not evidence: incomplete (4), naming the file and the count.
+TEST(ReplayValidation, RetiredPointToPointIsIncompleteEvidenceForTheModel) {
+  ScheduleBuilder b(3);
+  b.comm_all("R", {0, 1, 2});
+  for (int step = 0; step < 2; ++step)
+    for (int r = 0; r < 3; ++r) {
+      Op& o = b.op(r, "R", "send_recv", 7, 8);
+      o.parts = {OpPart{vocab::Op::Send, vocab::Dtype::Float32, 8, -1, (r + 1) % 3, vocab::RedOp::None},
+                 OpPart{vocab::Op::Recv, vocab::Dtype::Float32, 8, -1, (r + 2) % 3, vocab::RedOp::None}};
+    }
+  const std::string dir = write("capped-p2p", b);
+  auto [rc0, out0] = run_cli("replay --model " + dir);
+  EXPECT_EQ(rc0, 0) << out0;
+  // Rank 0's first send_recv retired by the cap, as the writer leaves it (comms.retired_*).
+  sql(rank_file(dir, 0), "DELETE FROM op_rows WHERE seq = 1; UPDATE comms SET retired_through_seq = 1; "
+                         "INSERT OR REPLACE INTO meta(key,value) VALUES('retired_ops','1')");
+  auto [rc, out] = run_cli("replay --model " + dir);
+  EXPECT_EQ(rc, 4) << "before: a deadlock verdict from sends and receives paired across the cut\n" << out;
+  EXPECT_TRUE(contains(out, "the size cap retired 1 point-to-point op")) << out;
+}
+
 }  // namespace
 }  // namespace lockstep
