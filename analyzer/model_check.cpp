@@ -69,25 +69,27 @@ struct Part {         // one send or recv of a p2p op (lone send/recv: one part)
   vocab::Dtype dtype = vocab::Dtype::Mixed;
 };
 
+// 72 bytes, widest fields first: the checker holds one per op and host wait.
 struct Item {
-  ItemKind kind = ItemKind::kOp;
-  OpKind op = OpKind::AllReduce;  // kOp items only
   int64_t call_index = 0;
-  int64_t seq = 0;
+  int64_t group = -1;      // rows of one rank with the same group >= 0 progress together
+  int64_t count = 0;
+  int64_t event = 0;
+  uint32_t seq = 0;
   int32_t comm = -1;       // index into Model::comms
   int32_t stream = 0;      // index into ProcModel::streams
   int32_t thread = 0;      // index into SchedProcess::threads
-  int64_t group = -1;      // rows of one rank with the same group >= 0 progress together
-  int64_t count = 0;
-  vocab::Dtype dtype = vocab::Dtype::Mixed;
-  vocab::RedOp redop = vocab::RedOp::None;
   int32_t root = -1;
-  int64_t event = 0;
   int32_t first_part = 0;  // into ProcModel::parts (p2p ops only)
   int32_t nparts = 0;
-  int16_t coalesced_sig = -1;  // coalesced ops: index into Model::names of the parts' op list
   int32_t op_index = -1;   // kOp items: index into SchedProcess::ops
+  int16_t coalesced_sig = -1;  // coalesced ops: index into Model::names of the parts' op list
+  ItemKind kind = ItemKind::kOp;
+  OpKind op = OpKind::AllReduce;  // kOp items only
+  vocab::Dtype dtype = vocab::Dtype::Mixed;
+  vocab::RedOp redop = vocab::RedOp::None;
 };
+static_assert(sizeof(Item) == 72, "Item is the checker's per-op memory");
 
 struct CommInfo {
   std::string label;          // name, or the first 8 hex digits of the hash
@@ -219,24 +221,34 @@ Model build_model(const Schedule& sched) {
       return it->second;
     };
 
-    std::vector<Item> ops, waits;
-    ops.reserve(sp.ops.size());
-    waits.reserve(sp.waits.size());
+    // Streams are numbered ops first, then waits, each in stored order; SchedOp::stream indexes
+    // sp.streams, so most ops find theirs in an array (255: the overflow bucket, by value).
+    auto usable = [&](const SchedOp& o) { return o.comm < p.comms.size() && local_to_global[o.comm] >= 0; };
+    std::vector<int32_t> stream_by_slot(sp.streams.size(), -1);
+    auto op_stream = [&](size_t oi) {
+      const uint8_t slot = sp.ops[oi].stream;
+      if (slot >= stream_by_slot.size()) return stream_of(sp.stream_of(oi));
+      if (stream_by_slot[slot] < 0) stream_by_slot[slot] = stream_of(sp.streams[slot]);
+      return stream_by_slot[slot];
+    };
     int64_t ignored = 0;  // ops on communicators the model cannot identify
     for (size_t oi = 0; oi < sp.ops.size(); ++oi) {
+      if (usable(sp.ops[oi])) op_stream(oi);
+      else ++ignored;
+    }
+    for (const HostWait& w : sp.waits) stream_of(w.stream);
+
+    auto add_op = [&](size_t oi) {
       const SchedOp& o = sp.ops[oi];
-      if (o.comm >= p.comms.size() || local_to_global[o.comm] < 0) {
-        ++ignored;
-        continue;
-      }
+      if (!usable(o)) return;
       const Signature& sig = sched.sigs[o.sig];
-      Item it;
+      Item& it = ps.items.emplace_back();
       it.kind = ItemKind::kOp;
       it.op = sig.op;
       it.call_index = o.call_index;
       it.seq = o.seq;
       it.comm = local_to_global[o.comm];
-      it.stream = stream_of(sp.stream_of(oi));
+      it.stream = op_stream(oi);
       it.thread = static_cast<int32_t>(sp.op_threads[oi]);
       it.group = static_cast<int64_t>(sp.group_of(oi)) - 1;
       it.count = sig.count;
@@ -274,26 +286,46 @@ Model build_model(const Schedule& sched) {
         }
         it.coalesced_sig = cached;
       }
-      ops.push_back(it);
-    }
-    if (ignored)
-      s.problems.push_back(p.path + ": " + std::to_string(ignored) +
-                           " ops on communicators that cannot be identified across ranks are ignored");
-    for (const HostWait& w : sp.waits) {
-      Item it;
+    };
+    auto add_wait = [&](const HostWait& w) {
+      Item& it = ps.items.emplace_back();
       it.kind = item_kind(w.kind);
       it.call_index = w.call_index;
       it.stream = stream_of(w.stream);
       it.thread = static_cast<int32_t>(w.thread);
       it.event = static_cast<int64_t>(w.event);
-      waits.push_back(it);
+    };
+
+    // Ops and waits merged in call order straight into the items (an op before a wait of the
+    // same call index). The schedule keeps both in call order; the orders below are only for
+    // hand-built input.
+    std::vector<uint32_t> op_order, wait_order;  // empty: stored order is call order
+    auto call_order = [](std::vector<uint32_t>& order, size_t n, auto call_of) {
+      bool sorted = true;
+      for (size_t i = 1; i < n && sorted; ++i) sorted = call_of(i - 1) <= call_of(i);
+      if (sorted) return;
+      order.resize(n);
+      for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
+      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return call_of(a) < call_of(b); });
+    };
+    call_order(op_order, sp.ops.size(), [&](size_t i) { return int64_t(sp.ops[i].call_index); });
+    call_order(wait_order, sp.waits.size(), [&](size_t i) { return sp.waits[i].call_index; });
+    ps.items.reserve(sp.ops.size() - static_cast<size_t>(ignored) + sp.waits.size());
+    size_t a = 0, b = 0;
+    while (a < sp.ops.size() || b < sp.waits.size()) {
+      const size_t oi = op_order.empty() ? a : op_order[a < sp.ops.size() ? a : 0];
+      const size_t wi = wait_order.empty() ? b : wait_order[b < sp.waits.size() ? b : 0];
+      if (b == sp.waits.size() || (a < sp.ops.size() && !(sp.waits[wi].call_index < sp.ops[oi].call_index))) {
+        add_op(oi);
+        ++a;
+      } else {
+        add_wait(sp.waits[wi]);
+        ++b;
+      }
     }
-    auto by_call = [](const Item& a, const Item& b) { return a.call_index < b.call_index; };
-    // The schedule keeps both in call order; sorting is only for hand-built input.
-    if (!std::is_sorted(ops.begin(), ops.end(), by_call)) std::stable_sort(ops.begin(), ops.end(), by_call);
-    if (!std::is_sorted(waits.begin(), waits.end(), by_call)) std::stable_sort(waits.begin(), waits.end(), by_call);
-    ps.items.reserve(ops.size() + waits.size());
-    std::merge(ops.begin(), ops.end(), waits.begin(), waits.end(), std::back_inserter(ps.items), by_call);
+    if (ignored)
+      s.problems.push_back(p.path + ": " + std::to_string(ignored) +
+                           " ops on communicators that cannot be identified across ranks are ignored");
   }
   for (auto& ps : s.procs) ps.comm_rank.resize(s.comms.size(), -1), ps.retired_colls.resize(s.comms.size(), 0);
   for (const CommInfo& c : s.comms)
