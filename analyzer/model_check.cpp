@@ -69,25 +69,27 @@ struct Part {         // one send or recv of a p2p op (lone send/recv: one part)
   vocab::Dtype dtype = vocab::Dtype::Mixed;
 };
 
+// 72 bytes, widest fields first: the checker holds one per op and host wait.
 struct Item {
-  ItemKind kind = ItemKind::kOp;
-  OpKind op = OpKind::AllReduce;  // kOp items only
   int64_t call_index = 0;
-  int64_t seq = 0;
+  int64_t group = -1;      // rows of one rank with the same group >= 0 progress together
+  int64_t count = 0;
+  int64_t event = 0;
+  uint32_t seq = 0;
   int32_t comm = -1;       // index into Model::comms
   int32_t stream = 0;      // index into ProcModel::streams
   int32_t thread = 0;      // index into SchedProcess::threads
-  int64_t group = -1;      // rows of one rank with the same group >= 0 progress together
-  int64_t count = 0;
-  vocab::Dtype dtype = vocab::Dtype::Mixed;
-  vocab::RedOp redop = vocab::RedOp::None;
   int32_t root = -1;
-  int64_t event = 0;
   int32_t first_part = 0;  // into ProcModel::parts (p2p ops only)
   int32_t nparts = 0;
-  int16_t coalesced_sig = -1;  // coalesced ops: index into Model::names of the parts' op list
   int32_t op_index = -1;   // kOp items: index into SchedProcess::ops
+  int16_t coalesced_sig = -1;  // coalesced ops: index into Model::names of the parts' op list
+  ItemKind kind = ItemKind::kOp;
+  OpKind op = OpKind::AllReduce;  // kOp items only
+  vocab::Dtype dtype = vocab::Dtype::Mixed;
+  vocab::RedOp redop = vocab::RedOp::None;
 };
+static_assert(sizeof(Item) == 72, "Item is the checker's per-op memory");
 
 struct CommInfo {
   std::string label;          // name, or the first 8 hex digits of the hash
@@ -219,24 +221,34 @@ Model build_model(const Schedule& sched) {
       return it->second;
     };
 
-    std::vector<Item> ops, waits;
-    ops.reserve(sp.ops.size());
-    waits.reserve(sp.waits.size());
+    // Streams are numbered ops first, then waits, each in stored order; SchedOp::stream indexes
+    // sp.streams, so most ops find theirs in an array (255: the overflow bucket, by value).
+    auto usable = [&](const SchedOp& o) { return o.comm < p.comms.size() && local_to_global[o.comm] >= 0; };
+    std::vector<int32_t> stream_by_slot(sp.streams.size(), -1);
+    auto op_stream = [&](size_t oi) {
+      const uint8_t slot = sp.ops[oi].stream;
+      if (slot >= stream_by_slot.size()) return stream_of(sp.stream_of(oi));
+      if (stream_by_slot[slot] < 0) stream_by_slot[slot] = stream_of(sp.streams[slot]);
+      return stream_by_slot[slot];
+    };
     int64_t ignored = 0;  // ops on communicators the model cannot identify
     for (size_t oi = 0; oi < sp.ops.size(); ++oi) {
+      if (usable(sp.ops[oi])) op_stream(oi);
+      else ++ignored;
+    }
+    for (const HostWait& w : sp.waits) stream_of(w.stream);
+
+    auto add_op = [&](size_t oi) {
       const SchedOp& o = sp.ops[oi];
-      if (o.comm >= p.comms.size() || local_to_global[o.comm] < 0) {
-        ++ignored;
-        continue;
-      }
+      if (!usable(o)) return;
       const Signature& sig = sched.sigs[o.sig];
-      Item it;
+      Item& it = ps.items.emplace_back();
       it.kind = ItemKind::kOp;
       it.op = sig.op;
       it.call_index = o.call_index;
       it.seq = o.seq;
       it.comm = local_to_global[o.comm];
-      it.stream = stream_of(sp.stream_of(oi));
+      it.stream = op_stream(oi);
       it.thread = static_cast<int32_t>(sp.op_threads[oi]);
       it.group = static_cast<int64_t>(sp.group_of(oi)) - 1;
       it.count = sig.count;
@@ -274,26 +286,46 @@ Model build_model(const Schedule& sched) {
         }
         it.coalesced_sig = cached;
       }
-      ops.push_back(it);
-    }
-    if (ignored)
-      s.problems.push_back(p.path + ": " + std::to_string(ignored) +
-                           " ops on communicators that cannot be identified across ranks are ignored");
-    for (const HostWait& w : sp.waits) {
-      Item it;
+    };
+    auto add_wait = [&](const HostWait& w) {
+      Item& it = ps.items.emplace_back();
       it.kind = item_kind(w.kind);
       it.call_index = w.call_index;
       it.stream = stream_of(w.stream);
       it.thread = static_cast<int32_t>(w.thread);
       it.event = static_cast<int64_t>(w.event);
-      waits.push_back(it);
+    };
+
+    // Ops and waits merged in call order straight into the items (an op before a wait of the
+    // same call index). The schedule keeps both in call order; the orders below are only for
+    // hand-built input.
+    std::vector<uint32_t> op_order, wait_order;  // empty: stored order is call order
+    auto call_order = [](std::vector<uint32_t>& order, size_t n, auto call_of) {
+      bool sorted = true;
+      for (size_t i = 1; i < n && sorted; ++i) sorted = call_of(i - 1) <= call_of(i);
+      if (sorted) return;
+      order.resize(n);
+      for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
+      std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return call_of(a) < call_of(b); });
+    };
+    call_order(op_order, sp.ops.size(), [&](size_t i) { return int64_t(sp.ops[i].call_index); });
+    call_order(wait_order, sp.waits.size(), [&](size_t i) { return sp.waits[i].call_index; });
+    ps.items.reserve(sp.ops.size() - static_cast<size_t>(ignored) + sp.waits.size());
+    size_t a = 0, b = 0;
+    while (a < sp.ops.size() || b < sp.waits.size()) {
+      const size_t oi = op_order.empty() ? a : op_order[a < sp.ops.size() ? a : 0];
+      const size_t wi = wait_order.empty() ? b : wait_order[b < sp.waits.size() ? b : 0];
+      if (b == sp.waits.size() || (a < sp.ops.size() && !(sp.waits[wi].call_index < sp.ops[oi].call_index))) {
+        add_op(oi);
+        ++a;
+      } else {
+        add_wait(sp.waits[wi]);
+        ++b;
+      }
     }
-    auto by_call = [](const Item& a, const Item& b) { return a.call_index < b.call_index; };
-    // The schedule keeps both in call order; sorting is only for hand-built input.
-    if (!std::is_sorted(ops.begin(), ops.end(), by_call)) std::stable_sort(ops.begin(), ops.end(), by_call);
-    if (!std::is_sorted(waits.begin(), waits.end(), by_call)) std::stable_sort(waits.begin(), waits.end(), by_call);
-    ps.items.reserve(ops.size() + waits.size());
-    std::merge(ops.begin(), ops.end(), waits.begin(), waits.end(), std::back_inserter(ps.items), by_call);
+    if (ignored)
+      s.problems.push_back(p.path + ": " + std::to_string(ignored) +
+                           " ops on communicators that cannot be identified across ranks are ignored");
   }
   for (auto& ps : s.procs) ps.comm_rank.resize(s.comms.size(), -1), ps.retired_colls.resize(s.comms.size(), 0);
   for (const CommInfo& c : s.comms)
@@ -371,8 +403,26 @@ class Engine {
   int64_t completed_op_items() const { return completed_op_items_; }
 
  private:
+  // Building the queues, units and matching tables (build() and its steps).
+  struct Matching;
+  struct OpenGroup;
+  struct ProcBuild;
   void build();
+  void allocate_items();
+  void build_proc(int32_t proc, Matching& m);
+  void add_host_item(ProcBuild& b, int32_t gitem, const Item& it);
+  int32_t place_op(ProcBuild& b, int32_t gitem, const Item& it);
+  void add_p2p_parts(Matching& m, int32_t proc, int32_t gitem, const Item& it);
+  void join_collective(Matching& m, ProcBuild& b, int32_t gitem, const Item& it);
+  void pair_channels(const Matching& m);
   int32_t new_queue(int32_t proc, Queue::Kind kind, int32_t key);
+  int32_t stream_queue(ProcBuild& b, int32_t stream);
+  int32_t comm_queue(ProcBuild& b, int32_t comm);
+  int32_t device_size(const ProcBuild& b) const;
+  int32_t new_unit(const ProcBuild& b, int32_t gitem, int32_t thread);
+  void finish_unit(int32_t unit, const int32_t* items, int32_t nitems, const int32_t* qs, int32_t nq);
+  void close_group(ProcBuild& b, int32_t thread);
+  int64_t retired(int32_t proc, size_t comm) const;  // collectives the proc's trace retired on comm
   void advance(int32_t thread);
   void try_activate(int32_t unit);
   void arrive(int32_t gitem);
@@ -451,7 +501,46 @@ int32_t Engine::new_queue(int32_t proc, Queue::Kind kind, int32_t key) {
   return static_cast<int32_t>(queues_.size() - 1);
 }
 
-void Engine::build() {
+// What the steps of build() share across processes: collective instances per (comm, ordinal),
+// p2p channels per (comm, src, dst), and where each communicator's instances start.
+struct Engine::Matching {
+  std::vector<std::vector<int32_t>> comm_insts;  // per comm: instance ids by ordinal - first_ordinal
+  struct Channel {
+    std::vector<int32_t> sends, recvs;  // global part ids, in issue order
+  };
+  std::unordered_map<uint64_t, Channel> channels;
+  // Capped traces: members align collectives by absolute ordinal (retired + position); the
+  // instances of a communicator start at the fewest collectives any member retired.
+  std::vector<int64_t> first_ordinal;
+};
+
+// A group being assembled on one host thread: its rows can interleave with other threads'
+// calls, so its items and queues are collected until the thread's group ends.
+struct Engine::OpenGroup {
+  int64_t group = -1;
+  int32_t unit = -1;
+  int32_t dev_pos = -1;  // serialized model: its position in the device queue
+  std::vector<int32_t> items, queues;
+};
+
+// One process being turned into units and queues (build_proc).
+struct Engine::ProcBuild {
+  int32_t proc = 0;
+  int32_t thread_base = 0;               // its first host thread in threads_
+  int32_t device_q = -1;                 // serialized model: its only queue
+  std::vector<int32_t> stream_q, comm_q; // queue per stream / comm, created when first used
+  std::vector<int64_t> coll_count;       // per comm: collectives issued so far (+ retired - first_ordinal)
+  std::vector<int32_t> stream_end;       // serialized model: device position after each stream's last unit
+  std::vector<OpenGroup> open;           // per host thread
+  std::unordered_map<int64_t, Marker> events;  // event -> where its last record was
+};
+
+int64_t Engine::retired(int32_t p, size_t c) const {
+  const auto& r = s_.procs[p].retired_colls;
+  return c < r.size() ? r[c] : 0;
+}
+
+void Engine::allocate_items() {
   const int32_t nprocs = static_cast<int32_t>(s_.procs.size());
   item_base_.resize(nprocs);
   part_base_.resize(nprocs);
@@ -473,222 +562,239 @@ void Engine::build() {
   units_.reserve(total);
   unit_items_.reserve(total);
   unit_queues_.reserve(serialized_ ? total : total * 2);
+}
 
-  // Collective instances: per (comm, ordinal). P2P channels: per (comm, src, dst).
-  std::vector<std::vector<int32_t>> comm_insts(s_.comms.size());
-  struct Channel { std::vector<int32_t> sends, recvs; };
-  std::unordered_map<uint64_t, Channel> channels;
-
-  // A group being assembled on one host thread: its rows can interleave with other threads'
-  // calls, so its items and queues are collected until the thread's group ends.
-  struct OpenGroup {
-    int64_t group = -1;
-    int32_t unit = -1;
-    int32_t dev_pos = -1;  // serialized model: its position in the device queue
-    std::vector<int32_t> items, queues;
-  };
-  // Capped traces: members align collectives by absolute ordinal (retired + position); the
-  // instances of a communicator start at the fewest collectives any member retired.
-  auto retired = [&](int32_t p, size_t c) -> int64_t {
-    const auto& r = s_.procs[p].retired_colls;
-    return c < r.size() ? r[c] : 0;
-  };
-  std::vector<int64_t> first_ordinal(s_.comms.size(), 0);
+void Engine::build() {
+  allocate_items();
+  Matching m;
+  m.comm_insts.resize(s_.comms.size());
+  m.first_ordinal.assign(s_.comms.size(), 0);
   for (size_t c = 0; c < s_.comms.size(); ++c) {
     int64_t lo = INT64_MAX;
-    for (int32_t m : s_.comms[c].members)
-      if (m >= 0) lo = std::min(lo, retired(m, c));
-    first_ordinal[c] = lo == INT64_MAX ? 0 : lo;
+    for (int32_t member : s_.comms[c].members)
+      if (member >= 0) lo = std::min(lo, retired(member, c));
+    m.first_ordinal[c] = lo == INT64_MAX ? 0 : lo;
   }
-  std::vector<int32_t> stream_q, comm_q;
-  std::vector<int64_t> coll_count;
-  for (int32_t p = 0; p < nprocs; ++p) {
-    const ProcModel& ps = s_.procs[p];
-    stream_q.assign(ps.streams.size(), -1);
-    comm_q.assign(s_.comms.size(), -1);
-    coll_count.assign(s_.comms.size(), 0);
-    for (size_t c = 0; c < s_.comms.size(); ++c) coll_count[c] = retired(p, c) - first_ordinal[c];
-    // Serialized model: the device queue is a total order that implies stream and communicator
-    // order, so it is the only queue; "stream s done up to here" becomes a device position.
-    const int32_t device_q = serialized_ ? new_queue(p, Queue::kDevice, 0) : -1;
-    std::vector<int32_t> stream_end(ps.streams.size(), 0);
-    auto dev_size = [&] { return static_cast<int32_t>(queues_[device_q].units.size()); };
-    auto stream_queue = [&](int32_t s) {
-      if (stream_q[s] < 0) stream_q[s] = new_queue(p, Queue::kStream, s);
-      return stream_q[s];
-    };
-    auto comm_queue = [&](int32_t c) {
-      if (comm_q[c] < 0) comm_q[c] = new_queue(p, Queue::kComm, c);
-      return comm_q[c];
-    };
-    std::vector<OpenGroup> open(ps.nthreads);
-    const int32_t thread_base = static_cast<int32_t>(threads_.size());
-    std::vector<int32_t> per_thread(ps.nthreads, 0);
-    for (const Item& it : ps.items) ++per_thread[it.thread];
-    for (size_t t = 0; t < ps.nthreads; ++t) {
-      HostThread h;
-      h.proc = p;
-      h.steps.reserve(per_thread[t]);
-      threads_.push_back(std::move(h));
-    }
-    auto new_unit = [&](int32_t g, int32_t thread) {
-      Unit un;
-      un.proc = p;
-      un.thread = thread;
-      un.first_item = g;
-      units_.push_back(un);
-      threads_[thread].steps.push_back(static_cast<int32_t>(units_.size() - 1));
-      return static_cast<int32_t>(units_.size() - 1);
-    };
-    auto finish_unit = [&](int32_t u, const int32_t* items, int32_t nitems, const int32_t* qs, int32_t nq) {
-      Unit& un = units_[u];
-      un.items_begin = static_cast<int32_t>(unit_items_.size());
-      un.nitems = nitems;
-      unit_items_.insert(unit_items_.end(), items, items + nitems);
-      un.q_begin = static_cast<int32_t>(unit_queues_.size());
-      un.nq = nq;
-      unit_queues_.insert(unit_queues_.end(), qs, qs + nq);
-    };
-    auto close_group = [&](int32_t t) {
-      OpenGroup& og = open[t];
-      if (og.unit < 0) return;
-      finish_unit(og.unit, og.items.data(), static_cast<int32_t>(og.items.size()), og.queues.data(),
-                  static_cast<int32_t>(og.queues.size()));
-      og.unit = -1;
-      og.group = -1;
-      og.items.clear();
-      og.queues.clear();
-    };
-    std::unordered_map<int64_t, Marker> events;
-
-    for (size_t i = 0; i < ps.items.size(); ++i) {
-      const int32_t g = item_base_[p] + static_cast<int32_t>(i);
-      const Item& it = ps.items[i];
-      item_proc_[g] = p;
-      const int32_t t = it.thread;
-      const int32_t thread = thread_base + t;
-      if (it.kind != ItemKind::kOp) {
-        close_group(t);
-        const int32_t sq = serialized_ ? device_q : stream_queue(it.stream);
-        // Everything issued so far on the item's stream.
-        const Marker stream_mark = serialized_ ? Marker{device_q, stream_end[it.stream]}
-                                               : Marker{sq, static_cast<int32_t>(queues_[sq].units.size())};
-        switch (it.kind) {
-          case ItemKind::kEventRecord:
-            events[it.event] = stream_mark;
-            break;
-          case ItemKind::kStreamWaitEvent: {
-            auto e = events.find(it.event);
-            if (e == events.end()) break;  // never recorded: waits for nothing (as in CUDA)
-            const int32_t u = new_unit(g, thread);
-            units_[u].barrier = true;
-            units_[u].marker_q = e->second.q;
-            units_[u].marker_pos = e->second.pos;
-            item_unit_[g] = u;
-            queues_[sq].units.push_back(u);
-            finish_unit(u, nullptr, 0, &sq, 1);
-            break;
-          }
-          case ItemKind::kStreamSync:
-          case ItemKind::kEventSync:
-          case ItemKind::kDeviceSync: {
-            std::vector<Marker> ms;
-            if (it.kind == ItemKind::kStreamSync) {
-              ms.push_back(stream_mark);
-            } else if (it.kind == ItemKind::kEventSync) {
-              auto e = events.find(it.event);
-              if (e != events.end()) ms.push_back(e->second);
-            } else if (serialized_) {
-              ms.push_back(Marker{device_q, dev_size()});
-            } else {
-              for (int32_t q : stream_q)
-                if (q >= 0) ms.push_back(Marker{q, static_cast<int32_t>(queues_[q].units.size())});
-            }
-            wait_marker_idx_[g] = static_cast<int32_t>(wait_markers_.size());
-            wait_markers_.push_back(std::move(ms));
-            threads_[thread].steps.push_back(-(g + 1));
-            break;
-          }
-          default: break;
-        }
-        continue;
-      }
-
-      ++op_items_;
-      int32_t qs[2];
-      int32_t nq;
-      if (serialized_) {
-        qs[0] = device_q;
-        nq = 1;
-      } else {
-        qs[0] = stream_queue(it.stream);
-        qs[1] = comm_queue(it.comm);
-        nq = 2;
-      }
-      int32_t u;
-      if (it.group < 0) {
-        close_group(t);
-        u = new_unit(g, thread);
-        for (int32_t k = 0; k < nq; ++k) queues_[qs[k]].units.push_back(u);
-        finish_unit(u, &g, 1, qs, nq);
-        if (serialized_) stream_end[it.stream] = dev_size();
-      } else {
-        OpenGroup& og = open[t];
-        if (og.unit < 0 || og.group != it.group) {
-          close_group(t);
-          og.unit = new_unit(g, thread);
-          og.group = it.group;
-          og.dev_pos = serialized_ ? dev_size() : -1;
-        }
-        u = og.unit;
-        og.items.push_back(g);
-        if (serialized_) stream_end[it.stream] = og.dev_pos + 1;
-        for (int32_t k = 0; k < nq; ++k) {
-          if (std::find(og.queues.begin(), og.queues.end(), qs[k]) != og.queues.end()) continue;
-          og.queues.push_back(qs[k]);
-          queues_[qs[k]].units.push_back(u);
-        }
-      }
-      item_unit_[g] = u;
-      units_[u].pending++;
-
-      const CommInfo& c = s_.comms[it.comm];
-      const int32_t crank = ps.comm_rank[it.comm];
-      if (is_p2p(it.op)) {
-        item_pending_parts_[g] = it.nparts;
-        for (int32_t k = 0; k < it.nparts; ++k) {
-          const Part& part = ps.parts[it.first_part + k];
-          const int32_t gp = part_base_[p] + it.first_part + k;
-          part_item_[gp] = g;
-          Channel& ch = channels[p2p_channel(it.comm, crank, part.peer, part.is_send).key()];
-          (part.is_send ? ch.sends : ch.recvs).push_back(gp);
-        }
-      } else {
-        const int64_t ord = coll_count[it.comm]++;
-        auto& list = comm_insts[it.comm];
-        while (static_cast<int64_t>(list.size()) <= ord) {
-          Instance in;
-          in.comm = it.comm;
-          in.ordinal = first_ordinal[it.comm] + static_cast<int64_t>(list.size());
-          in.slots = static_cast<int32_t>(inst_slots_.size());
-          inst_slots_.resize(inst_slots_.size() + c.nranks, kNeverIssued);
-          for (int32_t r = 0; r < c.nranks; ++r)
-            if (c.members[r] >= 0 && retired(c.members[r], size_t(it.comm)) > in.ordinal) {
-              inst_slots_[in.slots + r] = kRetired;
-              ++in.arrived;
-            }
-          list.push_back(static_cast<int32_t>(insts_.size()));
-          insts_.push_back(in);
-        }
-        item_inst_[g] = list[ord];
-        inst_slots_[insts_[list[ord]].slots + crank] = g;
-      }
-    }
-    for (size_t t = 0; t < ps.nthreads; ++t) close_group(static_cast<int32_t>(t));
-  }
+  for (int32_t p = 0; p < static_cast<int32_t>(s_.procs.size()); ++p) build_proc(p, m);
   for (const Queue& q : queues_)
     if (!q.units.empty()) units_[q.units[0]].at_head++;
-  for (auto& [key, ch] : channels) {
+  pair_channels(m);
+}
+
+// A process's items in call order: host waits become markers or barriers, ops become units
+// (a group: one unit) on their queues, and each op joins its collective instance or p2p channels.
+void Engine::build_proc(int32_t p, Matching& m) {
+  const ProcModel& ps = s_.procs[p];
+  ProcBuild b;
+  b.proc = p;
+  b.stream_q.assign(ps.streams.size(), -1);
+  b.comm_q.assign(s_.comms.size(), -1);
+  b.coll_count.assign(s_.comms.size(), 0);
+  for (size_t c = 0; c < s_.comms.size(); ++c) b.coll_count[c] = retired(p, c) - m.first_ordinal[c];
+  // Serialized model: the device queue is a total order that implies stream and communicator
+  // order, so it is the only queue; "stream s done up to here" becomes a device position.
+  b.device_q = serialized_ ? new_queue(p, Queue::kDevice, 0) : -1;
+  b.stream_end.assign(ps.streams.size(), 0);
+  b.open.resize(ps.nthreads);
+  b.thread_base = static_cast<int32_t>(threads_.size());
+  std::vector<int32_t> per_thread(ps.nthreads, 0);
+  for (const Item& it : ps.items) ++per_thread[it.thread];
+  for (size_t t = 0; t < ps.nthreads; ++t) {
+    HostThread h;
+    h.proc = p;
+    h.steps.reserve(per_thread[t]);
+    threads_.push_back(std::move(h));
+  }
+  for (size_t i = 0; i < ps.items.size(); ++i) {
+    const int32_t g = item_base_[p] + static_cast<int32_t>(i);
+    const Item& it = ps.items[i];
+    item_proc_[g] = p;
+    if (it.kind != ItemKind::kOp) {
+      close_group(b, it.thread);
+      add_host_item(b, g, it);
+      continue;
+    }
+    ++op_items_;
+    const int32_t u = place_op(b, g, it);
+    item_unit_[g] = u;
+    units_[u].pending++;
+    if (is_p2p(it.op)) add_p2p_parts(m, p, g, it);
+    else join_collective(m, b, g, it);
+  }
+  for (size_t t = 0; t < ps.nthreads; ++t) close_group(b, static_cast<int32_t>(t));
+}
+
+int32_t Engine::stream_queue(ProcBuild& b, int32_t stream) {
+  if (b.stream_q[stream] < 0) b.stream_q[stream] = new_queue(b.proc, Queue::kStream, stream);
+  return b.stream_q[stream];
+}
+
+int32_t Engine::comm_queue(ProcBuild& b, int32_t comm) {
+  if (b.comm_q[comm] < 0) b.comm_q[comm] = new_queue(b.proc, Queue::kComm, comm);
+  return b.comm_q[comm];
+}
+
+int32_t Engine::device_size(const ProcBuild& b) const { return static_cast<int32_t>(queues_[b.device_q].units.size()); }
+
+int32_t Engine::new_unit(const ProcBuild& b, int32_t g, int32_t thread) {
+  Unit un;
+  un.proc = b.proc;
+  un.thread = b.thread_base + thread;
+  un.first_item = g;
+  units_.push_back(un);
+  threads_[un.thread].steps.push_back(static_cast<int32_t>(units_.size() - 1));
+  return static_cast<int32_t>(units_.size() - 1);
+}
+
+void Engine::finish_unit(int32_t u, const int32_t* items, int32_t nitems, const int32_t* qs, int32_t nq) {
+  Unit& un = units_[u];
+  un.items_begin = static_cast<int32_t>(unit_items_.size());
+  un.nitems = nitems;
+  unit_items_.insert(unit_items_.end(), items, items + nitems);
+  un.q_begin = static_cast<int32_t>(unit_queues_.size());
+  un.nq = nq;
+  unit_queues_.insert(unit_queues_.end(), qs, qs + nq);
+}
+
+void Engine::close_group(ProcBuild& b, int32_t thread) {
+  OpenGroup& og = b.open[thread];
+  if (og.unit < 0) return;
+  finish_unit(og.unit, og.items.data(), static_cast<int32_t>(og.items.size()), og.queues.data(),
+              static_cast<int32_t>(og.queues.size()));
+  og.unit = -1;
+  og.group = -1;
+  og.items.clear();
+  og.queues.clear();
+}
+
+// An event record remembers a stream position; stream_wait_event becomes a barrier unit on its
+// stream; the syncs become a host step that waits for markers.
+void Engine::add_host_item(ProcBuild& b, int32_t g, const Item& it) {
+  const int32_t sq = serialized_ ? b.device_q : stream_queue(b, it.stream);
+  // Everything issued so far on the item's stream.
+  const Marker stream_mark = serialized_ ? Marker{b.device_q, b.stream_end[it.stream]}
+                                         : Marker{sq, static_cast<int32_t>(queues_[sq].units.size())};
+  switch (it.kind) {
+    case ItemKind::kEventRecord:
+      b.events[it.event] = stream_mark;
+      break;
+    case ItemKind::kStreamWaitEvent: {
+      auto e = b.events.find(it.event);
+      if (e == b.events.end()) break;  // never recorded: waits for nothing (as in CUDA)
+      const int32_t u = new_unit(b, g, it.thread);
+      units_[u].barrier = true;
+      units_[u].marker_q = e->second.q;
+      units_[u].marker_pos = e->second.pos;
+      item_unit_[g] = u;
+      queues_[sq].units.push_back(u);
+      finish_unit(u, nullptr, 0, &sq, 1);
+      break;
+    }
+    case ItemKind::kStreamSync:
+    case ItemKind::kEventSync:
+    case ItemKind::kDeviceSync: {
+      std::vector<Marker> ms;
+      if (it.kind == ItemKind::kStreamSync) {
+        ms.push_back(stream_mark);
+      } else if (it.kind == ItemKind::kEventSync) {
+        auto e = b.events.find(it.event);
+        if (e != b.events.end()) ms.push_back(e->second);
+      } else if (serialized_) {
+        ms.push_back(Marker{b.device_q, device_size(b)});
+      } else {
+        for (int32_t q : b.stream_q)
+          if (q >= 0) ms.push_back(Marker{q, static_cast<int32_t>(queues_[q].units.size())});
+      }
+      wait_marker_idx_[g] = static_cast<int32_t>(wait_markers_.size());
+      wait_markers_.push_back(std::move(ms));
+      threads_[b.thread_base + it.thread].steps.push_back(-(g + 1));
+      break;
+    }
+    default: break;
+  }
+}
+
+// The unit of an op: its own, or its thread's open group's; queued on its stream and
+// communicator (serialized model: the device queue). Returns the unit.
+int32_t Engine::place_op(ProcBuild& b, int32_t g, const Item& it) {
+  const int32_t t = it.thread;
+  int32_t qs[2];
+  int32_t nq;
+  if (serialized_) {
+    qs[0] = b.device_q;
+    nq = 1;
+  } else {
+    qs[0] = stream_queue(b, it.stream);
+    qs[1] = comm_queue(b, it.comm);
+    nq = 2;
+  }
+  if (it.group < 0) {
+    close_group(b, t);
+    const int32_t u = new_unit(b, g, t);
+    for (int32_t k = 0; k < nq; ++k) queues_[qs[k]].units.push_back(u);
+    finish_unit(u, &g, 1, qs, nq);
+    if (serialized_) b.stream_end[it.stream] = device_size(b);
+    return u;
+  }
+  OpenGroup& og = b.open[t];
+  if (og.unit < 0 || og.group != it.group) {
+    close_group(b, t);
+    og.unit = new_unit(b, g, t);
+    og.group = it.group;
+    og.dev_pos = serialized_ ? device_size(b) : -1;
+  }
+  og.items.push_back(g);
+  if (serialized_) b.stream_end[it.stream] = og.dev_pos + 1;
+  for (int32_t k = 0; k < nq; ++k) {
+    if (std::find(og.queues.begin(), og.queues.end(), qs[k]) != og.queues.end()) continue;
+    og.queues.push_back(qs[k]);
+    queues_[qs[k]].units.push_back(og.unit);
+  }
+  return og.unit;
+}
+
+// Each send / recv part joins its (comm, sender, receiver) channel in issue order.
+void Engine::add_p2p_parts(Matching& m, int32_t p, int32_t g, const Item& it) {
+  const ProcModel& ps = s_.procs[p];
+  const int32_t crank = ps.comm_rank[it.comm];
+  item_pending_parts_[g] = it.nparts;
+  for (int32_t k = 0; k < it.nparts; ++k) {
+    const Part& part = ps.parts[it.first_part + k];
+    const int32_t gp = part_base_[p] + it.first_part + k;
+    part_item_[gp] = g;
+    Matching::Channel& ch = m.channels[p2p_channel(it.comm, crank, part.peer, part.is_send).key()];
+    (part.is_send ? ch.sends : ch.recvs).push_back(gp);
+  }
+}
+
+// The op takes its slot in the instance of its collective ordinal, created on first use; the
+// members that retired that ordinal count as arrived.
+void Engine::join_collective(Matching& m, ProcBuild& b, int32_t g, const Item& it) {
+  const CommInfo& c = s_.comms[it.comm];
+  const int32_t crank = s_.procs[b.proc].comm_rank[it.comm];
+  const int64_t ord = b.coll_count[it.comm]++;
+  auto& list = m.comm_insts[it.comm];
+  while (static_cast<int64_t>(list.size()) <= ord) {
+    Instance in;
+    in.comm = it.comm;
+    in.ordinal = m.first_ordinal[it.comm] + static_cast<int64_t>(list.size());
+    in.slots = static_cast<int32_t>(inst_slots_.size());
+    inst_slots_.resize(inst_slots_.size() + c.nranks, kNeverIssued);
+    for (int32_t r = 0; r < c.nranks; ++r)
+      if (c.members[r] >= 0 && retired(c.members[r], size_t(it.comm)) > in.ordinal) {
+        inst_slots_[in.slots + r] = kRetired;
+        ++in.arrived;
+      }
+    list.push_back(static_cast<int32_t>(insts_.size()));
+    insts_.push_back(in);
+  }
+  item_inst_[g] = list[ord];
+  inst_slots_[insts_[list[ord]].slots + crank] = g;
+}
+
+// The k-th send of a channel meets its k-th receive.
+void Engine::pair_channels(const Matching& m) {
+  for (const auto& [key, ch] : m.channels) {
     const size_t n = std::min(ch.sends.size(), ch.recvs.size());
     for (size_t k = 0; k < n; ++k) {
       part_partner_[ch.sends[k]] = ch.recvs[k];

@@ -68,7 +68,7 @@ int run_rank_from_env(const ReplayArgs& a) {
                  "(unique ids are exchanged there)\n";
     return kExitUsage;
   }
-  Trace t = load_trace(a.dir);
+  const Schedule t = load_schedule(a.dir);
   const auto files = replay::rank_files(t);
   if (auto why = replay::incomplete_evidence(t); !why.empty())
     throw replay::ReplayError(replay::ErrorKind::kIncomplete, "the recorded evidence is incomplete: " + why.front());

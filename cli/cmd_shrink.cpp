@@ -73,7 +73,9 @@ std::string replay_check(const ShrinkArgs& a, const shrink::Result& r, std::stri
 }
 
 int run_shrink(const ShrinkArgs& a) {
-  Trace t = load_trace(a.dir);
+  LoadOptions lo;
+  lo.host_waits = true;  // the model checker's side data
+  const Schedule t = load_schedule(a.dir, lo);
   shrink::Options so;
   if (!a.quiet) so.progress = [](const std::string& s) { std::cerr << "shrink: " << printable(s) << "\n"; };
   shrink::Result r;

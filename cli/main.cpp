@@ -2,6 +2,7 @@
 // consistent collective order (check). Subcommands live in cmd_<name>.cpp (commands.h).
 #include <iostream>
 
+#include "cli_args.h"
 #include "commands.h"
 #include "exit_codes.h"
 #include "lockstep_version.h"
@@ -38,18 +39,7 @@ int main(int argc, char** argv) {
   lockstep::cli::add_doctor_command(app, &exit_code);
   lockstep::cli::add_shrink_command(app, &exit_code);
   lockstep::cli::add_import_command(app, &exit_code);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return lockstep::cli::kExitUsage;
-  }
+  if (auto code = lockstep::parse_args(app, argc, argv, lockstep::cli::kExitUsage)) return *code;
   if (preload_path) {
     std::string path = lockstep::cli::preload_library_path();
     std::cout << path << "\n";

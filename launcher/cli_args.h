@@ -1,6 +1,6 @@
-// Argument parsing shared by the small executables (lockstep-launch, lockstep-replay-worker):
-// CLI11, with --help and --version printed and answered with 0, a usage error printed and
-// answered with the executable's own usage code.
+// Argument parsing shared by every executable (lockstep, lockstep-launch, lockstep-replay-worker):
+// CLI11, with --help, --help-all and --version printed and answered with 0, a usage error printed
+// and answered with the executable's own usage code.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -14,6 +14,8 @@ inline std::optional<int> parse_args(CLI::App& app, int argc, char** argv, int u
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);

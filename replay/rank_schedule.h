@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "schedule.h"
 #include "trace_model.h"
 
 namespace lockstep::replay {
@@ -28,5 +29,9 @@ bool replayable(const Op& op);
 // the new order; host waits are dropped (they refer to the old order). Returns how many units
 // moved.
 int reorder_like(RankSchedule& mine, const RankSchedule& source);
+// The same on the compact schedule (replay --model --order-from): mine's ops in the new order
+// with their side data (threads, groups, overflow streams); its host waits dropped. Needs the
+// schedule's side data (LoadOptions::host_waits). Throws std::runtime_error without it.
+int reorder_like(SchedProcess& mine, const SchedProcess& source, const std::vector<Signature>& sigs);
 
 }  // namespace lockstep::replay

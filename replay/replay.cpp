@@ -48,12 +48,13 @@ Outcome ReplayResult::outcome() const {
   return o;
 }
 
-std::vector<std::string> incomplete_evidence(const Trace& trace) {
+std::vector<std::string> incomplete_evidence(const Schedule& trace) {
   std::vector<std::string> why;
   for (const SkippedFile& f : trace.skipped) why.push_back(f.path + " was skipped: " + f.reason);
   int max_rank = -1;
   std::set<int> ranks;
-  for (const Process& p : trace.processes) {
+  for (const SchedProcess& sp : trace.procs) {
+    const Process& p = sp.info;
     if (p.global_rank >= 0) ranks.insert(p.global_rank);
     max_rank = std::max(max_rank, p.global_rank);
     auto stopped = p.meta.find("recorder_stopped");
@@ -80,8 +81,8 @@ std::vector<std::string> incomplete_evidence(const Trace& trace) {
                   " have no trace file");
   // Members of each communicator: every rank 0..nranks-1 must have a file.
   std::map<std::string, std::pair<int, std::set<int>>> members;  // hash -> (nranks, ranks seen)
-  for (const Process& p : trace.processes)
-    for (const Comm& c : p.comms) {
+  for (const SchedProcess& p : trace.procs)
+    for (const Comm& c : p.info.comms) {
       if (c.init_rc != 0) continue;
       auto& m = members[c.hash];
       m.first = std::max(m.first, c.nranks);
@@ -97,12 +98,12 @@ std::vector<std::string> incomplete_evidence(const Trace& trace) {
   return why;
 }
 
-std::vector<std::string> rank_files(const Trace& trace) {
+std::vector<std::string> rank_files(const Schedule& trace) {
   int n = 0;
-  for (const Process& p : trace.processes) n = std::max(n, p.global_rank + 1);
+  for (const SchedProcess& p : trace.procs) n = std::max(n, p.info.global_rank + 1);
   std::set<int> have;
-  for (const Process& p : trace.processes) have.insert(p.global_rank);
-  if (static_cast<size_t>(n) > trace.processes.size() && have.size() == trace.processes.size() && *have.begin() >= 0) {
+  for (const SchedProcess& p : trace.procs) have.insert(p.info.global_rank);
+  if (static_cast<size_t>(n) > trace.procs.size() && have.size() == trace.procs.size() && *have.begin() >= 0) {
     // Distinct ranks, some below the highest without a file: name the first, without a table
     // as large as the highest rank a file claims.
     int r = 0;
@@ -113,7 +114,8 @@ std::vector<std::string> rank_files(const Trace& trace) {
     throw ReplayError(ErrorKind::kIncomplete, why);
   }
   std::vector<std::string> files(static_cast<size_t>(std::max(n, 0)));
-  for (const Process& p : trace.processes) {
+  for (const SchedProcess& sp : trace.procs) {
+    const Process& p = sp.info;
     if (p.global_rank < 0)
       throw ReplayError(ErrorKind::kInputError, p.path + " has no global rank (one file per rank; set RANK when recording)");
     if (!files[p.global_rank].empty())
@@ -133,14 +135,18 @@ std::vector<std::string> rank_files(const Trace& trace) {
 
 namespace {
 
-Trace load(const std::string& dir) {
+// The compact schedule (with the model checker's side data when asked), as the analyzer loads it.
+lockstep::Schedule load(const std::string& dir, bool host_waits = false) {
+  lockstep::Schedule s;
   try {
-    Trace t = load_trace(dir);
-    if (t.processes.empty()) throw ReplayError(ErrorKind::kInputError, "no usable trace file in " + dir);
-    return t;
+    LoadOptions lo;
+    lo.host_waits = host_waits;
+    s = load_schedule(dir, lo);
   } catch (const LoadError& e) {
     throw ReplayError(ErrorKind::kInputError, e.what());
   }
+  if (s.procs.empty()) throw ReplayError(ErrorKind::kInputError, "no usable trace file in " + dir);
+  return s;
 }
 
 // The last line a rank printed: its worker's reason (for humans only; the outcome is typed).
@@ -193,42 +199,19 @@ std::string seconds(double s) {
 
 model::Result model_check_dir(const std::string& trace_dir, int order_from, std::vector<std::string>* problems,
                               std::vector<std::string>* incomplete) {
-  lockstep::Schedule s;
-  if (order_from < 0) {
-    // The analyzer's loader, with the checker's side data (host waits, op threads).
-    try {
-      LoadOptions lo;
-      lo.host_waits = true;
-      s = load_schedule(trace_dir, lo);
-    } catch (const LoadError& e) {
-      throw ReplayError(ErrorKind::kInputError, e.what());
-    }
-    if (s.procs.empty()) throw ReplayError(ErrorKind::kInputError, "no usable trace file in " + trace_dir);
-    if (incomplete) {
-      Trace headers;
-      headers.dir = s.dir;
-      headers.skipped = s.skipped;
-      for (const SchedProcess& p : s.procs) headers.processes.push_back(p.info);
-      *incomplete = incomplete_evidence(headers);
-    }
-  } else {
-    // Every rank's ops reordered like the source rank's (rank_schedule.h), then compacted.
-    Trace t = load(trace_dir);
-    if (incomplete) *incomplete = incomplete_evidence(t);
-    const auto files = rank_files(t);
+  // The analyzer's loader, with the checker's side data (host waits, op threads).
+  lockstep::Schedule s = load(trace_dir, true);
+  if (incomplete) *incomplete = incomplete_evidence(s);
+  if (order_from >= 0) {
+    // Every rank's ops reordered like the source rank's (rank_schedule.h).
+    const auto files = rank_files(s);
     if (order_from >= static_cast<int>(files.size()))
       throw ReplayError(ErrorKind::kInputError, "--order-from " + std::to_string(order_from) + ": the trace has ranks 0.." +
                                                     std::to_string(files.size() - 1));
-    RankSchedule source;
-    for (const Process& p : t.processes)
-      if (p.global_rank == order_from) source.proc = p;
-    for (Process& p : t.processes) {
-      RankSchedule mine;
-      mine.proc = std::move(p);
-      reorder_like(mine, source);
-      p = std::move(mine.proc);
-    }
-    s = schedule_from_trace(t);
+    size_t source = 0;
+    while (s.procs[source].info.global_rank != order_from) ++source;
+    const SchedProcess original = s.procs[source];
+    for (SchedProcess& p : s.procs) reorder_like(p, original, s.sigs);
   }
   model::Result r = model::check(s);
   if (problems) *problems = r.problems;
@@ -242,7 +225,7 @@ ReplayResult run_replay(const ReplayOptions& o, std::ostream& log) {
                       "worker executable not found: '" + o.worker_exe + "' (build target lockstep-replay-worker)");
   if (!o.preload.empty() && access(o.preload.c_str(), R_OK) != 0)
     throw ReplayError(ErrorKind::kInputError, "recorder library not found: " + o.preload + " (build it, or set LOCKSTEP_PRELOAD)");
-  const Trace t = load(o.trace_dir);
+  const lockstep::Schedule t = load(o.trace_dir);
   const auto files = rank_files(t);
   const int n = static_cast<int>(files.size());
   if (o.order_from >= n)

@@ -166,6 +166,21 @@ Size size_of(const Trace& t) {
   return z;
 }
 
+Size size_of(const lockstep::Schedule& s) {
+  Size z;
+  z.ranks = static_cast<int>(s.procs.size());
+  std::set<std::string> hashes;
+  for (const SchedProcess& p : s.procs) {
+    for (const auto& c : p.info.comms)
+      if (c.init_rc == 0 && c.nranks > 0) hashes.insert(c.hash);
+    z.ops += static_cast<int>(p.ops.size());  // the schedule holds only ops that enqueued work
+    for (const SchedOp& o : p.ops) z.max_count = std::max(z.max_count, s.sigs[o.sig].count);
+    z.waits += static_cast<int>(p.waits.size());
+  }
+  z.comms = static_cast<int>(hashes.size());
+  return z;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The case: the trace as global communicators and per-rank items, and a selection of it.
 
@@ -205,7 +220,30 @@ struct Sel {
 
 bool has_parts(const Op& o) { return !o.parts.empty(); }
 
-Case make_case(const Trace& t) {
+// The op row of a schedule op, as a candidate trace writes it (the fields shrink keeps).
+Op row_of(const lockstep::Schedule& s, const SchedProcess& sp, size_t i) {
+  const SchedOp& so = sp.ops[i];
+  const lockstep::Signature& sig = s.sigs[so.sig];
+  Op o;
+  o.call_index = so.call_index;
+  o.comm = so.comm;
+  o.seq = so.seq;
+  o.op = sig.op;
+  o.dtype = sig.dtype;
+  o.count = sig.count;
+  o.root = sig.root;
+  o.peer = sig.peer;
+  o.redop = sig.redop;
+  o.parts = sig.parts;
+  o.stream = sp.stream_of(i);
+  o.tid = sp.threads[sp.op_threads[i]];
+  o.group_id = static_cast<int64_t>(sp.group_of(i)) - 1;
+  o.state = so.flags & kOpGraphLaunched ? vocab::State::GraphLaunched : vocab::State::Enqueued;
+  o.completed = so.completed();
+  return o;
+}
+
+Case make_case(const lockstep::Schedule& t) {
   Case cs;
   std::unordered_map<std::string, int> comm_by_hash;
   std::map<std::tuple<int, int, int, int, int>, int> keys;
@@ -214,8 +252,11 @@ Case make_case(const Trace& t) {
     if (fresh) ++cs.nkeys;
     return it->second;
   };
-  for (size_t pi = 0; pi < t.processes.size(); ++pi) {
-    const Process& p = t.processes[pi];
+  for (size_t pi = 0; pi < t.procs.size(); ++pi) {
+    const SchedProcess& sp = t.procs[pi];
+    const Process& p = sp.info;
+    if (!sp.host_waits_loaded || sp.op_threads.size() != sp.ops.size())
+      throw std::runtime_error("shrink: " + p.path + ": schedule loaded without host waits (LoadOptions::host_waits)");
     CProc cp;
     cp.orig_rank = shown_rank(p, static_cast<int>(pi));
     std::vector<int> to_global(p.comms.size(), -1);
@@ -242,7 +283,8 @@ Case make_case(const Trace& t) {
     std::vector<CItem> ops, waits;
     std::map<int, int> coll_ordinal, sr_ordinal;
     std::map<P2PChannel, int> sends, recvs;
-    for (const Op& o : p.ops) {
+    for (size_t oi = 0; oi < sp.ops.size(); ++oi) {
+      const Op o = row_of(t, sp, oi);
       if (!enqueued(o) || o.comm < 0 || o.comm >= static_cast<int>(p.comms.size()) || to_global[o.comm] < 0) continue;
       CItem it;
       it.op = o;
@@ -258,10 +300,15 @@ Case make_case(const Trace& t) {
       else it.key = key(g, 0, coll_ordinal[g]++, 0, 0);
       ops.push_back(std::move(it));
     }
-    for (size_t wi = 0; wi < p.waits.size(); ++wi) {
+    for (size_t wi = 0; wi < sp.waits.size(); ++wi) {
+      const HostWait& hw = sp.waits[wi];
       CItem it;
       it.is_wait = true;
-      it.wait = p.waits[wi];
+      it.wait.call_index = hw.call_index;
+      it.wait.kind = hw.kind;
+      it.wait.stream = hw.stream;
+      it.wait.event = hw.event;
+      it.wait.tid = sp.threads[hw.thread];
       it.key = key(-1, 3, static_cast<int>(pi), static_cast<int>(wi), 0);
       waits.push_back(std::move(it));
     }
@@ -430,13 +477,12 @@ std::vector<int> ddmin(std::vector<int> c, const std::function<bool(const std::v
 
 class Shrinker {
  public:
-  Shrinker(const Trace& t, const Options& o) : opt_(o), cs_(make_case(t)), sel_(full_selection(cs_)) {}
+  Shrinker(const lockstep::Schedule& t, const Options& o) : opt_(o), cs_(make_case(t)), sel_(full_selection(cs_)) {}
 
-  Result run(const Trace& original) {
+  Result run(const lockstep::Schedule& sched) {
     auto t0 = std::chrono::steady_clock::now();
     Result res;
-    res.before = size_of(original);
-    const lockstep::Schedule sched = schedule_from_trace(original);
+    res.before = size_of(sched);
     res.original_check = model::check(sched);
     if (res.original_check.verdict == model::Verdict::kCanComplete)
       throw std::runtime_error("the model checker says this schedule can complete (" +
@@ -678,9 +724,11 @@ class Shrinker {
 
 }  // namespace
 
-Result shrink(const Trace& trace, const Options& options) {
-  Shrinker s(trace, options);
-  return s.run(trace);
+Result shrink(const lockstep::Schedule& schedule, const Options& options) {
+  Shrinker s(schedule, options);
+  return s.run(schedule);
 }
+
+Result shrink(const Trace& trace, const Options& options) { return shrink(schedule_from_trace(trace), options); }
 
 }  // namespace lockstep::shrink

@@ -67,9 +67,14 @@ struct Result {
 };
 
 // Throws std::runtime_error when the trace's schedule can complete (nothing to shrink) or
-// cannot be modelled.
+// cannot be modelled. The schedule as load_schedule gives it with LoadOptions::host_waits;
+// candidates and the minimal reproducer are built as trace rows (Result::minimal), the form
+// the emitters and the trace writer take.
+Result shrink(const lockstep::Schedule& schedule, const Options& options = {});
+// An in-memory trace (tests, shrink_bench): shrinks schedule_from_trace(trace).
 Result shrink(const Trace& trace, const Options& options = {});
 
 Size size_of(const Trace& trace);
+Size size_of(const lockstep::Schedule& schedule);
 
 }  // namespace lockstep::shrink

@@ -48,7 +48,7 @@ TEST(RankIdentity, infers_the_rank_from_the_communicator_spanning_every_process)
   EXPECT_EQ(t.processes[1].global_rank, 1);
   EXPECT_TRUE(t.processes[1].rank_conflict.empty());
   // Replay maps files to ranks through the inferred ranks instead of refusing rank -1.
-  auto files = replay::rank_files(t);
+  auto files = replay::rank_files(load_schedule(dir));
   EXPECT_EQ(files[0], dir + "/rank-1.lockstep.sqlite");
   std::string r = report(dir);
   EXPECT_NE(r.find("clean: 2 processes"), std::string::npos) << r;
@@ -65,7 +65,7 @@ TEST(RankIdentity, a_single_process_that_set_its_own_rank_is_rank_0_of_its_only_
   Trace t = load_trace(dir);
   EXPECT_EQ(t.processes[0].global_rank, 0);
   EXPECT_EQ(t.processes[0].global_rank_source, "inferred:comm c0ffee00");
-  EXPECT_EQ(replay::rank_files(t).size(), 1u);
+  EXPECT_EQ(replay::rank_files(load_schedule(dir)).size(), 1u);
 }
 
 TEST(RankIdentity, no_communicator_spans_every_process_so_nothing_is_guessed) {
@@ -78,7 +78,7 @@ TEST(RankIdentity, no_communicator_spans_every_process_so_nothing_is_guessed) {
   Trace t = load_trace(dir);
   EXPECT_EQ(t.processes[0].global_rank, -1);
   EXPECT_EQ(t.processes[1].global_rank, -1);
-  EXPECT_THROW(replay::rank_files(t), std::runtime_error);
+  EXPECT_THROW(replay::rank_files(load_schedule(dir)), std::runtime_error);
 }
 
 TEST(RankIdentity, conflicting_sources_are_reported_not_resolved) {

@@ -1,0 +1,237 @@
+// The versioned JSON report of an Analysis (`lockstep analyze --json`, docs/analyzer.md).
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "analysis_render.h"
+
+namespace lockstep {
+
+using namespace render;
+
+namespace {
+
+using nlohmann::json;
+
+json frame_json(const Frame& f) {
+  json j = {{"kind", f.kind}, {"function", f.function}};
+  if (!f.file.empty()) j["file"] = f.file, j["line"] = f.line;
+  if (!f.module.empty()) j["module"] = f.module, j["offset"] = f.offset;
+  return j;
+}
+
+json side_json(const Ctx& c, const Side& sd, int g) {
+  json j = {{"rank", c.rank(sd.proc)}, {"comm_rank", sd.comm_rank}, {"host", c.s.procs[sd.proc].info.host},
+            {"pid", c.s.procs[sd.proc].info.pid}, {"issued", sd.op >= 0}};
+  if (sd.op < 0) {
+    j["last_on_comm"] = c.last_on(sd.proc, g);
+    if (!c.a.history.empty()) j["history"] = history_name(c.a.history[sd.proc]);
+    return j;
+  }
+  const SchedOp& o = c.sop(sd);
+  const Signature& sig = c.s.sigs[o.sig];
+  j["op"] = vocab::name(sig.op);
+  j["dtype"] = vocab::stored_name(sig.dtype);
+  j["count"] = sig.count;
+  j["root"] = sig.root >= 0 ? json(sig.root) : json(nullptr);
+  j["peer"] = sig.peer >= 0 ? json(sig.peer) : json(nullptr);
+  j["redop"] = sig.redop == vocab::RedOp::None ? json(nullptr) : json(vocab::name(sig.redop));
+  j["seq"] = o.seq;
+  j["call_index"] = o.call_index;
+  j["state"] = op_state(c.s, sd.proc, o);
+  j["describe"] = describe_signature(sig);
+  json parts = json::array();
+  for (auto& p : sig.parts)
+    parts.push_back({{"op", p.op}, {"dtype", p.dtype}, {"count", p.count}, {"peer", p.peer >= 0 ? json(p.peer) : json(nullptr)}});
+  j["parts"] = parts;
+  auto frames = c.stack_of(sd);
+  json st = json::array();
+  for (auto& f : frames) st.push_back(frame_json(f));
+  j["stack"] = st;
+  j["from"] = frame_origin(frames);
+  return j;
+}
+
+json finding_json(const Ctx& c, const Divergence& d) {
+  json j = {{"kind", kind_name(d.kind)},
+            {"comm", c.comm(d.gcomm).hash},
+            {"role", c.comm(d.gcomm).role},
+            {"nranks", c.comm(d.gcomm).nranks},
+            {"ordinal", d.ordinal},
+            {"detail", d.detail}};
+  // seq as the members see it: equal unless point-to-point traffic shifted some members'.
+  std::set<uint32_t> seqs;
+  for (auto& sd : d.sides)
+    if (sd.op >= 0) seqs.insert(c.sop(sd).seq);
+  j["seq"] = seqs.size() == 1 ? json(*seqs.begin()) : json(nullptr);
+  json sides = json::array();
+  for (auto& sd : d.sides) sides.push_back(side_json(c, sd, d.gcomm));
+  j["sides"] = sides;
+  json odd = json::array();
+  for (size_t i = 0; i < d.odd.size() && i < kMaxListedOdd; ++i) odd.push_back(c.rank(d.odd[i]));
+  j["odd_ranks"] = odd;
+  j["odd_count"] = d.odd.size();
+  if (!d.groups.empty()) {
+    // Every member is in one group; sides list only some of them (kMaxListedSides).
+    json groups = json::array();
+    for (size_t i = 0; i < d.groups.size() && i < kMaxListedGroups; ++i) {
+      const SideGroup& g = d.groups[i];
+      json gj = {{"count", g.procs.size()}, {"ranks", c.ranges(g.procs)}, {"odd", g.odd}};
+      if (d.kind == FindingKind::kDigestMismatch) gj["digest"] = c.hex(g.digest);
+      else gj["issued"] = g.sig == kNotIssued ? json(nullptr) : json(describe_signature(c.s.sigs[g.sig]));
+      groups.push_back(gj);
+    }
+    j["groups"] = groups;
+    j["groups_omitted"] = d.groups.size() > kMaxListedGroups ? d.groups.size() - kMaxListedGroups : 0;
+    j["members"] = d.members;
+    j["sides_omitted"] = d.members > d.sides.size() ? d.members - d.sides.size() : 0;
+  }
+  // What the finding rests on: ops compared one by one (exact) or retired history compared by
+  // checkpoint digest (digest).
+  j["evidence"] = d.kind == FindingKind::kDigestMismatch ? "digest" : "exact";
+  if (d.kind == FindingKind::kDigestMismatch) {
+    j["ordinal_first"] = d.ordinal_first;
+    j["ordinal_last"] = d.ordinal;
+  }
+  if (d.kind == FindingKind::kOrderInversion) {
+    j["comm_b"] = c.comm(d.gcomm_b).hash;
+    j["role_b"] = c.comm(d.gcomm_b).role;
+    j["ordinal_b"] = d.ordinal_b;
+    json sb = json::array();
+    for (auto& sd : d.sides_b) sb.push_back(side_json(c, sd, d.gcomm_b));
+    j["sides_b"] = sb;
+  }
+  return j;
+}
+
+}  // namespace
+
+std::string render_json(const Analysis& a, TraceDetails& details, const ReportOptions& opt) {
+  const Schedule& s = *a.schedule;
+  Ctx c{a, s, details, opt};
+  json j;
+  j["schema"] = "lockstep.analysis";
+  j["version"] = kJsonReportVersion;
+  j["dir"] = s.dir;
+  j["verdict"] = verdict_name(a.verdict());
+  j["clean"] = a.verdict() == Verdict::kClean;
+  j["incomplete"] = a.incomplete();
+  j["summary"] = summary_line(a);
+  j["retired_history"] = window_note(a).empty() ? json(nullptr) : json(window_note(a));
+  json evidence = json::array();
+  for (auto& e : a.evidence)
+    evidence.push_back({{"kind", evidence_kind_name(e.kind)}, {"contradictory", e.contradictory},
+                        {"ranks", e.ranks}, {"detail", e.detail}});
+  j["evidence"] = evidence;
+  json unproven = json::array();
+  for (auto& u : a.unproven)
+    unproven.push_back({{"kind", kind_name(u.finding.kind)}, {"comm", a.index.comms[u.finding.gcomm].hash},
+                        {"ordinal", u.finding.ordinal}, {"behind_ranks", ranks_of(s, u.behind)},
+                        {"lost_ranks", ranks_of(s, u.lost)}, {"peer_completed", u.peer_completed},
+                        {"detail", unproven_line(a, u)}});
+  j["unproven"] = unproven;
+  j["live_ranks"] = ranks_of(s, a.live);
+  json procs = json::array();
+  for (size_t p = 0; p < s.procs.size(); ++p) {
+    auto& i = s.procs[p].info;
+    procs.push_back({{"rank", c.rank(static_cast<int>(p))},
+                     {"host", i.host},
+                     {"pid", i.pid},
+                     {"file", i.path},
+                     {"ops", s.procs[p].ops.size()},
+                     {"unsequenced_ops", s.procs[p].unsequenced_ops},
+                     {"finished", i.finished},
+                     {"exit_reason", i.exit_reason},
+                     {"dropped_records", i.dropped_records},
+                     {"history", history_name(a.history[p])},
+                     {"status", status_name(a.hang.ranks[p].status)}});
+  }
+  j["processes"] = procs;
+  add_identity_json(j, s, a.hosts);
+  json skipped = json::array();
+  for (auto& sk : s.skipped) skipped.push_back({{"path", sk.path}, {"reason", sk.reason}});
+  j["skipped"] = skipped;
+  // Every caveat in one list of lines (as the text report prints them).
+  json warnings = json::array();
+  for (auto& e : a.evidence) warnings.push_back("incomplete: " + e.detail);
+  for (auto& w : a.index.warnings) warnings.push_back(w);
+  for (auto& u : a.unproven) warnings.push_back(unproven_line(a, u));
+  j["warnings"] = warnings;
+  json comms = json::array();
+  for (auto& g : a.index.comms) {
+    json members = json::array();
+    int64_t longest = 0;
+    for (auto& m : g.members) {
+      members.push_back({{"rank", c.rank(m.proc)}, {"comm_rank", m.rank}});
+      longest = std::max(longest, a.index.of(m).end());
+    }
+    json cj = {{"hash", g.hash}, {"role", g.role}, {"name", g.name}, {"nranks", g.nranks}, {"members", members},
+               {"collectives", longest}};
+    size_t gi = &g - a.index.comms.data();
+    if (gi < a.checkpoints.comms.size()) {
+      const CommWindow& w = a.checkpoints.comms[gi];
+      // Exact: retained on every member, compared op by op. Digest: retired, proven by checkpoints.
+      cj["history"] = {{"retired_min", w.retired_min}, {"retired_max", w.retired_max},
+                       {"exact_first", w.exact_first}, {"exact_last", w.exact_last},
+                       {"digest_through", w.digest_through}, {"unverified", w.unverified},
+                       {"p2p_cut", w.p2p_cut}};
+    }
+    comms.push_back(cj);
+  }
+  j["comms"] = comms;
+  j["first_divergence"] = a.first ? finding_json(c, *a.first) : json(nullptr);
+  json divs = json::array();
+  for (auto& d : a.divergences) divs.push_back(finding_json(c, d));
+  j["divergences"] = divs;
+  json inv = json::array();
+  for (auto& d : a.inversions) inv.push_back(finding_json(c, d));
+  j["order_inversions"] = inv;
+  json hang = {{"hung", a.hang.hung}, {"hang_timeout_fired", a.hang.any_marker}};
+  json ranks = json::array();
+  for (auto& r : a.hang.ranks) {
+    const SchedProcess& sp = s.procs[r.proc];
+    json rj = {{"rank", c.rank(r.proc)}, {"status", status_name(r.status)}, {"in_flight", r.in_flight}};
+    if (!r.why.empty()) rj["why"] = r.why;
+    auto opj = [&](uint32_t i) {
+      const SchedOp& o = sp.ops[i];
+      return json{{"comm", sp.info.comms[o.comm].hash}, {"seq", o.seq}, {"op", s.sigs[o.sig].op},
+                  {"call_index", o.call_index}, {"describe", describe_signature(s.sigs[o.sig])}};
+    };
+    rj["last_completed"] = r.last_completed >= 0 ? opj(static_cast<uint32_t>(r.last_completed)) : json(nullptr);
+    json blocked = json::array();
+    for (auto& b : r.blocked) {
+      json bj = opj(b.op);
+      bj["queued_behind_it"] = b.queued_behind_it;
+      json w = json::array();
+      for (auto& x : b.waits) w.push_back({{"rank", c.rank(x.proc)}, {"reason", x.reason}});
+      bj["waits_for"] = w;
+      blocked.push_back(bj);
+    }
+    rj["blocked"] = blocked;
+    ranks.push_back(rj);
+  }
+  hang["ranks"] = ranks;
+  json cycles = json::array();
+  for (auto& cyc : a.hang.cycles) {
+    json hops = json::array();
+    for (auto& h : cyc.hops) {
+      const SchedOp& o = s.procs[h.proc].ops[h.op];
+      hops.push_back({{"rank", c.rank(h.proc)}, {"comm", s.procs[h.proc].info.comms[o.comm].hash}, {"seq", o.seq},
+                      {"op", s.sigs[o.sig].op}, {"waits_for", c.rank(h.waits_for)}});
+    }
+    cycles.push_back({{"communicators", cyc.comms}, {"hops", hops}});
+  }
+  hang["cycles"] = cycles;
+  json groups = json::array();
+  for (auto& g : a.hang.groups) {
+    std::vector<int> r;
+    for (int p : g.procs) r.push_back(c.rank(p));
+    groups.push_back({{"ranks", rank_ranges(r)}, {"count", r.size()}, {"summary", g.summary}});
+  }
+  hang["groups"] = groups;
+  j["hang"] = hang;
+  // Trace strings are printable already (loader); paths from the file system may not be UTF-8.
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace lockstep

@@ -1,0 +1,88 @@
+// The analysis as JUnit XML test cases (`lockstep check --junit`).
+#include <sstream>
+
+#include "analysis_render.h"
+#include "text_escape.h"
+
+namespace lockstep {
+
+using namespace render;
+
+namespace {
+// Printable line by line: XML 1.0 forbids control characters even as references.
+std::string printable_lines(const std::string& s) {
+  std::string out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    size_t nl = s.find('\n', at);
+    if (nl == std::string::npos) nl = s.size();
+    out += printable(std::string_view(s).substr(at, nl - at));
+    if (nl < s.size()) out += '\n';
+    at = nl + 1;
+  }
+  return out;
+}
+std::string xml_escape(const std::string& s) {
+  std::string o;
+  for (char ch : s) {
+    switch (ch) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += ch;
+    }
+  }
+  return o;
+}
+}  // namespace
+
+std::string render_junit(const std::string& suite, const std::vector<JUnitCase>& cases) {
+  size_t failures = 0;
+  for (auto& c : cases) failures += !c.failure.empty();
+  std::ostringstream os;
+  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites>\n  <testsuite name=\"" << xml_escape(printable(suite))
+     << "\" tests=\"" << cases.size() << "\" failures=\"" << failures << "\">\n";
+  for (auto& c : cases) {
+    os << "    <testcase classname=\"lockstep\" name=\"" << xml_escape(c.name) << "\"";
+    std::string out = c.output.empty() ? "" : "      <system-out>" + xml_escape(printable_lines(c.output)) + "</system-out>\n";
+    if (c.failure.empty()) {
+      os << (out.empty() ? "/>\n" : ">\n" + out + "    </testcase>\n");
+      continue;
+    }
+    std::string failure = printable_lines(c.failure);
+    std::string first = failure.substr(0, failure.find('\n'));
+    os << ">\n      <failure message=\"" << xml_escape(first) << "\">" << xml_escape(failure) << "</failure>\n" << out
+       << "    </testcase>\n";
+  }
+  os << "  </testsuite>\n</testsuites>\n";
+  return os.str();
+}
+
+std::vector<JUnitCase> junit_cases(const Analysis& a) {
+  std::vector<JUnitCase> out;
+  std::string div;
+  for (auto& d : a.divergences)
+    div += std::string(kind_name(d.kind)) + " on comm " + short_hash(a.index.comms[d.gcomm].hash) + ": " + d.detail + "\n";
+  out.push_back({"ranks_agree", div, window_note(a)});
+  std::string inv;
+  for (auto& d : a.inversions) inv += d.detail + "\n";
+  out.push_back({"communicator_order", inv, ""});
+  std::string hang;
+  if (a.hang.hung)
+    for (auto& g : a.hang.groups) {
+      std::vector<int> r;
+      for (int p : g.procs) r.push_back(display_rank(*a.schedule, p));
+      hang += "ranks " + rank_ranges(r) + ": " + g.summary + "\n";
+    }
+  out.push_back({"no_hang", hang, ""});
+  std::string ev;
+  for (auto& e : a.evidence) ev += std::string(evidence_kind_name(e.kind)) + ": " + e.detail + "\n";
+  for (auto& u : a.unproven)
+    if (!u.lost.empty()) ev += unproven_line(a, u) + "\n";
+  out.push_back({"evidence_complete", ev, ""});
+  return out;
+}
+
+
+}  // namespace lockstep

@@ -1,0 +1,130 @@
+// What every rendering shares: rank ranges, the retired-history note, op states, the
+// summary line (text, JSON, JUnit and `check` print it).
+#include "analysis_render.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "text_escape.h"
+
+namespace lockstep {
+namespace render {
+
+std::string capped_ranges(std::vector<int> r) {
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  std::string out;
+  size_t segments = 0, i = 0;
+  for (; i < r.size() && segments < kMaxRangeSegments; ++segments) {
+    size_t j = i;
+    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
+    out += (out.empty() ? "" : ",") + std::to_string(r[i]) + (j > i ? "-" + std::to_string(r[j]) : "");
+    i = j + 1;
+  }
+  if (i < r.size()) out += ",... (+" + std::to_string(r.size() - i) + " more)";
+  return out;
+}
+
+std::string window_note(const Analysis& a) {
+  size_t bounded = 0, proven = 0;
+  int64_t through = 0, exact_from = INT64_MAX;
+  for (auto& w : a.checkpoints.comms) {
+    if (w.retired_max == 0) continue;
+    ++bounded;
+    if (!w.unverified && w.digest_through >= w.retired_max) ++proven;
+    through = std::max(through, w.digest_through);
+    exact_from = std::min(exact_from, w.exact_first);
+  }
+  if (!bounded) return "";
+  return "retired history: " + std::to_string(bounded) + " communicator(s) hold only their newest collectives (exact " +
+         "from collective #" + std::to_string(exact_from) + " on); " + std::to_string(proven) + " of them proven " +
+         "identical before that by checkpoint digest (known by digest only, up to collective #" +
+         std::to_string(through) + ")";
+}
+
+std::string op_state(const Schedule& s, int proc, const SchedOp& o) {
+  if (o.completed()) return "completed";
+  if (!s.procs[proc].completion_known) return "issued";
+  return "in flight";
+}
+
+std::vector<int> ranks_of(const Schedule& s, const std::vector<int>& procs) {
+  std::vector<int> r;
+  for (int p : procs) r.push_back(display_rank(s, p));
+  return r;
+}
+
+std::string unproven_line(const Analysis& a, const Unproven& u) {
+  const Schedule& s = *a.schedule;
+  const Divergence& d = u.finding;
+  std::string what = d.kind == FindingKind::kP2PPairing ? "message #" + std::to_string(d.ordinal)
+                                                         : "collective #" + std::to_string(d.ordinal);
+  std::string where = what + " on comm " + short_hash(a.index.comms[d.gcomm].hash);
+  std::string out;
+  if (!u.behind.empty()) {
+    auto r = ranks_of(s, u.behind);
+    out += std::string("rank") + (r.size() > 1 ? "s " : " ") + rank_ranges(r) + " behind: " + where +
+           " not issued yet (still running)";
+  }
+  if (!u.lost.empty()) {
+    auto r = ranks_of(s, u.lost);
+    if (!out.empty()) out += "; ";
+    out += std::string("rank") + (r.size() > 1 ? "s " : " ") + rank_ranges(r) + ": " + where +
+           (u.peer_completed ? " completed on a peer, so issued here too: history lost after the last flush"
+                             : " not in the trace, which ends without an exit record: unknown whether issued");
+  }
+  return out;
+}
+
+}  // namespace render
+
+using namespace render;
+
+std::string summary_line(const Analysis& a) {
+  std::ostringstream os;
+  const Schedule& s = *a.schedule;
+  if (!a.problems()) {
+    std::string counts = plural(s.procs.size(), "process", "processes") + ", " +
+                         plural(a.index.comms.size(), "communicator", "communicators") + ", " +
+                         plural(a.total_ops, "op", "ops");
+    if (a.incomplete()) {
+      os << "incomplete evidence: " << counts << " read; no divergence found in what was read, but "
+         << printable(evidence_summary(a.evidence));
+      return os.str();
+    }
+    if (a.behind()) {
+      std::vector<int> b;
+      for (auto& u : a.unproven) b.insert(b.end(), u.behind.begin(), u.behind.end());
+      auto r = ranks_of(s, b);
+      os << "behind: " << counts << "; no divergence so far; job still running, rank" << (r.size() > 1 ? "s " : " ")
+         << rank_ranges(r) << " behind their peers";
+      return os.str();
+    }
+    os << "clean: " << counts << "; ranks agree, no order inversion, no hang";
+    if (!a.live.empty()) os << " (so far: " << plural(a.live.size(), "process", "processes") << " still running)";
+    std::string note = window_note(a);
+    if (!note.empty()) os << "; " << note;
+    return os.str();
+  }
+  std::vector<std::string> parts;
+  if (a.first) {
+    const Divergence& d = *a.first;
+    std::string seq;
+    for (auto& sd : d.sides)
+      if (sd.op >= 0) {
+        seq = " seq " + std::to_string(s.procs[sd.proc].ops[sd.op].seq);
+        break;
+      }
+    parts.push_back(std::string("first divergence: ") + kind_name(d.kind) + " on comm " + short_hash(a.index.comms[d.gcomm].hash) +
+                    (d.kind == FindingKind::kOrderInversion ? "" : seq) + ": " + d.detail);
+  }
+  size_t n = a.divergences.size() + a.inversions.size();
+  if (n > 1) parts.push_back(std::to_string(n) + " findings in all");
+  if (a.hang.hung)
+    parts.push_back(a.hang.cycles.empty() ? "hang" : "hang (" + plural(a.hang.cycles.size(), "wait-for cycle", "wait-for cycles") + ")");
+  if (a.incomplete()) parts.push_back("incomplete evidence: " + printable(evidence_summary(a.evidence, 2)));
+  for (size_t i = 0; i < parts.size(); ++i) os << (i ? "; " : "") << parts[i];
+  return os.str();
+}
+
+}  // namespace lockstep
