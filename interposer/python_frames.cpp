@@ -322,6 +322,7 @@ const uint8_t* read_bytes(const Runtime& rt, const char* obj, size_t& size) {
 
 std::atomic<const PyCodeInfo*> g_table[kTableSize];
 std::atomic<size_t> g_interned{0};
+std::atomic<bool> g_pointer_guard{false};  // benchmarking only: python_frames_bench_pointer_guard
 
 bool same_str(const Runtime& rt, const char* obj, const std::string& raw) {
   RawStr s;
@@ -393,6 +394,10 @@ const PyCodeInfo* intern_code(const Runtime& rt, const char* code) {
     const PyCodeInfo* cur = slot.load(std::memory_order_acquire);
     while (true) {
       if (cur && cur->code != key) break;  // another code object's slot: probe on
+      if (cur && g_pointer_guard.load(std::memory_order_relaxed) &&
+          load<uintptr_t>(code, rt.layout.co_filename) == cur->filename_obj &&
+          load<uintptr_t>(code, rt.layout.co_linetable) == cur->linetable_obj)
+        return cur;
       if (cur && guard_matches(rt, *cur, code)) return cur;
       // Empty slot, or a dead code object's entry at this address: publish a new entry.
       const PyCodeInfo* fresh = make_info(rt, code);
@@ -477,6 +482,8 @@ int python_linetable_line(const uint8_t* table, size_t len, int firstlineno, int
 }  // namespace pyframes_detail
 
 bool python_frames_available() { return runtime().ok; }
+
+void python_frames_bench_pointer_guard(bool on) { g_pointer_guard.store(on, std::memory_order_relaxed); }
 
 const char* python_frames_status() { return runtime().status; }
 

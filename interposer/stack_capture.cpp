@@ -9,6 +9,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "bench_knobs.h"
 #include "config.h"
 #include "log.h"
 #include "python_frames.h"
@@ -52,20 +53,35 @@ StackMode stacks_init() {
 
 const char* unwinder_name() { return g_unw ? "libunwind" : "glibc-backtrace"; }
 
-uint64_t capture_stack(StackMode mode, StackBuf& buf) {
+uint64_t capture_stack(StackMode mode, StackBuf& buf, unsigned off) {
   buf.n = 0;
   buf.npy = 0;
   if (mode == StackMode::None) return 0;
-  void* raw[kMaxNativeFrames + 8];
-  int n = g_unw ? g_unw(raw, kMaxNativeFrames + 8) : glibc_backtrace(raw, kMaxNativeFrames + 8);
-  int skip = 0;
-  while (skip < n && in_own_module(raw[skip])) skip++;
-  for (int i = skip; i < n && buf.n < kMaxNativeFrames; i++)
-    buf.pcs[buf.n++] = reinterpret_cast<uintptr_t>(raw[i]);
+  const bool profile = off & kProfile;
+  uint64_t t0 = profile ? bench_ticks() : 0;
+  const bool python = mode == StackMode::Python && !(off & kOffPython);
+  if (!python || !(off & kOffUnwind)) {
+    void* raw[kMaxNativeFrames + 8];
+    int n = g_unw ? g_unw(raw, kMaxNativeFrames + 8) : glibc_backtrace(raw, kMaxNativeFrames + 8);
+    int skip = 0;
+    while (skip < n && in_own_module(raw[skip])) skip++;
+    for (int i = skip; i < n && buf.n < kMaxNativeFrames; i++)
+      buf.pcs[buf.n++] = reinterpret_cast<uintptr_t>(raw[i]);
+    if (profile) {
+      uint64_t t1 = bench_ticks();
+      bench_count(kCntUnwindTicks, t1 - t0);
+      bench_count(kCntUnwindFrames, uint64_t(n));
+      t0 = t1;
+    }
+  }
   uint64_t h = XXH3_64bits(buf.pcs, sizeof(uintptr_t) * buf.n);
-  if (mode == StackMode::Python) {
+  if (python) {
     buf.npy = int(lockstep::capture_python_frames(buf.py, kMaxPythonFrames));
     if (buf.npy > 0) h = lockstep::python_frames_hash(buf.py, size_t(buf.npy), h);
+    if (profile) {
+      bench_count(kCntPythonTicks, bench_ticks() - t0);
+      bench_count(kCntPythonFrames, uint64_t(buf.npy));
+    }
   }
   return h ? h : 1;
 }

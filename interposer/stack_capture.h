@@ -32,8 +32,9 @@ StackMode stacks_init();
 
 // Fills buf with the caller's native frames (liblockstep's own frames skipped) and, in python
 // mode, its Python frames; returns the stack's hash (never 0). Allocation-free (except the first
-// sight of a Python code object, interned by python_frames.cpp).
-uint64_t capture_stack(StackMode mode, StackBuf& buf);
+// sight of a Python code object, interned by python_frames.cpp). `off`: the bench knobs
+// (bench_knobs.h: kOffPython, kOffUnwind, kProfile); 0 in a real job.
+uint64_t capture_stack(StackMode mode, StackBuf& buf, unsigned off = 0);
 
 // Name of the unwinder in use ("libunwind", "glibc-backtrace").
 const char* unwinder_name();
