@@ -24,6 +24,7 @@ enum BenchOff : unsigned {
   kOffUnwind = 1u << 10,    // "unwind": python stack mode captures Python frames only
   kOffPyGuard = 1u << 11,   // "pyguard": interned code objects checked by pointers only
   kProfile = 1u << 12,      // "profile": not a part; accumulates the counters below (rdtsc)
+  kOffUnwindCap = 1u << 13, // "unwindcap": python mode unwinds every native frame (as before)
 };
 
 // Where the hot path's time goes, summed over every thread while kProfile is set (ticks of
