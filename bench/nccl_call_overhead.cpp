@@ -160,7 +160,7 @@ int main(int argc, char** argv) {
     if (auto counters = reinterpret_cast<Counters>(dlsym(RTLD_DEFAULT, "lockstep_bench_counters"))) {
       const char* names[] = {"ops", "op_begin", "op_end", "stack_captures", "unwind", "unwind_frames",
                              "python", "python_frames", "submit", "submits", "waits",
-                             "wait_rows", "completion"};
+                             "wait_rows", "completion", "event_record"};
       constexpr unsigned kN = sizeof names / sizeof *names;
       uint64_t a[kN + 1] = {}, b[kN + 1] = {};
       set_off(1u << 12);

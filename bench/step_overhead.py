@@ -41,8 +41,10 @@ import torch.distributed as dist
 LAYERS, HIDDEN, TOKENS = 60, 1024, 6144
 # --shape: "host" (the sizes above: ~80 ms, bound by the host's issue rate, so every ns the
 # recorder adds per call shows) or "gpu" (hidden 2048, 8192 tokens: the GPU's work takes about
-# twice the host's issue time, as in a large training job; the recorder's host cost overlaps).
-SHAPES = {"host": (60, 1024, 6144), "gpu": (60, 2048, 8192)}
+# twice the host's issue time, as in a large training job; the recorder's host cost overlaps),
+# or "small" (hidden 512, 2048 tokens: the same 779 collectives per step, a child process of
+# the Flight Recorder comparison builds it in a fraction of the time).
+SHAPES = {"host": (60, 1024, 6144), "gpu": (60, 2048, 8192), "small": (60, 512, 2048)}
 
 
 class AllToAll(torch.autograd.Function):
@@ -154,12 +156,13 @@ def setup():
 
 # bench_knobs.h: the parts each configuration switches off (lockstep_bench_set_off).
 OFF = {"recorder": 1 << 0, "stack": 1 << 1, "queue": 1 << 5, "waits": 1 << 7, "memop": 1 << 8, "python": 1 << 9,
-       "unwind": 1 << 10, "pyguard": 1 << 11, "profile": 1 << 12}
+       "unwind": 1 << 10, "pyguard": 1 << 11, "profile": 1 << 12, "unwindcap": 1 << 13}
 CONFIGS = {
     "recording": 0,                                   # the stack mode the process runs with
     "no-stacks": OFF["stack"],
     "native": OFF["python"],                          # python mode: native frames only
     "python-no-unwind": OFF["unwind"],                # python mode: Python frames only
+    "full-unwind": OFF["unwindcap"],                  # python mode: every native frame (as before)
     "python-ptr-guard": OFF["pyguard"],               # intern lookups checked by pointers only
     "no-waits": OFF["waits"],                         # runtime calls forwarded, not recorded
     "no-rows": OFF["queue"] | OFF["waits"],           # as recording, but no row reaches the writer
@@ -169,7 +172,7 @@ CONFIGS = {
 # BenchCounter order (bench_knobs.h); the TSC follows the last one.
 COUNTERS = ["ops", "op_begin_ticks", "op_end_ticks", "stacks", "unwind_ticks", "unwind_frames",
             "python_ticks", "python_frames", "submit_ticks", "submits", "waits", "wait_ticks",
-            "event_ticks"]
+            "event_ticks", "event_record_ticks"]
 
 
 def counters_reader(lib):
@@ -234,10 +237,22 @@ def child(args, config, pair, out):
     model = Model(setup())
     warm(model, args.warmup)
     ms = [timed_step(model) for _ in range(args.steps)]
+    entries = fr_entries()
     with open(out, "a") as f:
         for m, issue in ms:
-            f.write(json.dumps({"pair": pair, "config": config, "ms": m, "issue_ms": issue}) + "\n")
+            f.write(json.dumps({"pair": pair, "config": config, "ms": m, "issue_ms": issue,
+                                "fr_entries": entries}) + "\n")
     dist.destroy_process_group()
+
+
+def fr_entries():
+    """Entries in this process's Flight Recorder buffer (evidence that it recorded), or None."""
+    try:
+        import pickle
+        dump = pickle.loads(torch._C._distributed_c10d._dump_nccl_trace())
+        return len(dump.get("entries", []))
+    except Exception:  # noqa: BLE001 -- an API that moved: no evidence either way
+        return None
 
 
 def ab_fr(args, emit):

@@ -71,6 +71,7 @@ def profile_table(rows):
     parts = [("op_begin_ticks", "op_begin"), ("op_end_ticks", "op_end"),
              ("unwind_ticks", "native unwind"), ("python_ticks", "Python frames"),
              ("submit_ticks", "stack hash/submit"), ("event_ticks", "completion"),
+             ("event_record_ticks", "of which cuEventRecord"),
              ("wait_ticks", "runtime-call rows")]
     printed = False
     for label, pairs in rows.items():

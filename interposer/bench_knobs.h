@@ -43,6 +43,7 @@ enum BenchCounter : unsigned {
   kCntWaits,         // runtime calls recorded (waits rows)
   kCntWaitTicks,     // their recorder work (call index, clock, row)
   kCntEventTicks,    // op_end's completion tracking (context query, event record, handoff)
+  kCntEventRecordTicks,  // of which the driver's cuEventRecord
   kCntCount
 };
 extern std::atomic<uint64_t> g_bench_counters[kCntCount];

@@ -4,12 +4,13 @@
 # C++ line), steps.jsonl (one line per timed step, with the recorder's profile counters),
 # step-table.md (bench/step_ratio.py), trace.txt (the step run's trace summary).
 #
-#   COST_DIR=build-cost LIBS="before after" STEP_LIB=after STEP_SECONDS=280 bash cost_attrib.sh
+#   COST_DIR=build-cost LIBS="before after" STEP_RUNS="after:280:recording,paused" bash cost_attrib.sh
 #
 # COST_DIR: bin/nccl_call_overhead, lib/ (libunwind.so.8), lib-<name>/liblockstep.so per build in
 # LIBS, bench/ (step_overhead.py, step_ratio.py). Knobs: PROC_ROUNDS (C++ plain processes per
-# build, alternating), PARTS=0|1, RUNTIME=0|1, STEP_LIB (empty: no step A/B), STEP_CONFIGS,
-# STEP_SECONDS, STEP_TIMEOUT, SHAPE.
+# build, alternating), PARTS=0|1, RUNTIME=0|1, PARTS_LIBS, STEP_RUNS ("lib:seconds:configs ...", one
+# in-process step A/B per entry; empty: none), FR_PROCS (children per side of the Flight Recorder
+# A/B; empty: none), FR_SHAPE, FR_STEPS, FR_TIMEOUT, STEP_SLACK (s added to each one's kill limit), SHAPE.
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -67,7 +68,7 @@ if [ "${PROC_ROUNDS:-2}" -gt 0 ]; then
 fi
 if [ "${PARTS:-1}" = 1 ]; then
   stamp "C++ parts (with the profile line)"
-  for lib in $LIBS; do for s in none native; do rec $lib $s --mode=parts --rounds=${PARTS_ROUNDS:-9}; done; done
+  for lib in ${PARTS_LIBS:-$LIBS}; do for s in none native; do rec $lib $s --mode=parts --rounds=${PARTS_ROUNDS:-9}; done; done
 fi
 if [ "${RUNTIME:-1}" = 1 ]; then
   SP=$($PY -c 'import site;print(site.getsitepackages()[0])')
@@ -80,18 +81,27 @@ if [ "${RUNTIME:-1}" = 1 ]; then
 fi
 cat "$C"
 S=$OUT/steps.jsonl; : >"$S"
-if [ -n "${STEP_LIB:-}" ]; then
-  stamp "step A/B in-process, lib-$STEP_LIB, python stacks, ${STEP_SECONDS:-120} s"
+# STEP_RUNS: "lib:seconds:config,config,... ..." -- one in-process A/B per entry, in turn.
+for run in ${STEP_RUNS:-}; do
+  IFS=: read -r lib secs configs <<<"$run"
+  stamp "step A/B in-process, lib-$lib, python stacks, $secs s: $configs"
   rm -rf "$T/tr"
-  LOCKSTEP_DIR=$T/tr LOCKSTEP_STACKS=python LD_PRELOAD=$D/lib-$STEP_LIB/liblockstep.so \
-    timeout -s KILL ${STEP_TIMEOUT:-200} $PY "$D/bench/step_overhead.py" --ab lockstep \
-    --label "python-$STEP_LIB-${SHAPE:-host}" --shape ${SHAPE:-host} --block 1 --settle 0 --shuffle 1 \
-    --profile ${PROFILE:-1} --configs ${STEP_CONFIGS:-recording,paused} --pairs 100000 \
-    --seconds ${STEP_SECONDS:-120} >>"$S" 2>"$T/step.err"
-  stamp "step rc=$? ($(wc -l <"$S") steps)"
-  tail -n 30 "$T/step.err"
-  trace_summary "step-$STEP_LIB" | tee "$OUT/trace.txt"
-  timeout -s KILL 60 $PY "$D/bench/step_ratio.py" "$S" | tee "$OUT/step-table.md"
+  LOCKSTEP_DIR=$T/tr LOCKSTEP_STACKS=python LD_PRELOAD=$D/lib-$lib/liblockstep.so \
+    timeout -s KILL $((secs + ${STEP_SLACK:-45})) $PY "$D/bench/step_overhead.py" --ab lockstep \
+    --label "python-$lib-${SHAPE:-host}" --shape ${SHAPE:-host} --block 1 --settle 0 --shuffle 1 \
+    --profile ${PROFILE:-1} --configs "$configs" --pairs 100000 \
+    --seconds "$secs" >>"$S" 2>"$T/step.err"
+  stamp "step rc=$? ($(wc -l <"$S") steps in all)"
+  tail -n 20 "$T/step.err"
+  trace_summary "step-$lib" | tee -a "$OUT/trace.txt"
+done
+if [ -n "${FR_PROCS:-}" ]; then
+  stamp "Flight Recorder A/B: alternating child processes, ${FR_PROCS} per side, shape ${FR_SHAPE:-small}"
+  timeout -s KILL ${FR_TIMEOUT:-200} $PY "$D/bench/step_overhead.py" --ab fr --label "fr-${FR_SHAPE:-small}" \
+    --shape ${FR_SHAPE:-small} --procs "$FR_PROCS" --steps ${FR_STEPS:-10} --warmup 2 >>"$S" 2>"$T/fr.err"
+  stamp "fr rc=$? ($(grep -c '"fr-' "$S") steps)"
+  tail -n 20 "$T/fr.err"
 fi
+[ -s "$S" ] && timeout -s KILL 60 $PY "$D/bench/step_ratio.py" "$S" | tee "$OUT/step-table.md"
 rm -rf "$T"
 stamp done
