@@ -185,10 +185,15 @@ def counters_reader(lib):
     f.argtypes, f.restype = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint], ctypes.c_uint
     n = len(COUNTERS) + 1
     buf = (ctypes.c_uint64 * n)()
+    # The library says how many counters it keeps; the TSC follows them (an older build keeps
+    # fewer: the missing ones read 0).
+    have = min(int(f(buf, n)), len(COUNTERS))
 
     def read():
         f(buf, n)
-        return dict(zip(COUNTERS + ["tsc"], buf))
+        out = dict(zip(COUNTERS, list(buf[:have]) + [0] * (len(COUNTERS) - have)))
+        out["tsc"] = buf[have]
+        return out
     return read
 
 
@@ -259,7 +264,10 @@ def ab_fr(args, emit):
     import tempfile
     out = tempfile.mktemp(prefix="step-fr-", suffix=".jsonl")
     assert not torch.cuda.is_initialized()
+    deadline = time.monotonic() + args.seconds if args.seconds > 0 else float("inf")
     for pair in range(args.procs):
+        if time.monotonic() > deadline:
+            break
         for config in (("fr", "off") if pair % 2 == 0 else ("off", "fr")):
             pid = os.fork()
             if pid == 0:
@@ -288,7 +296,7 @@ def main():
     ap.add_argument("--pairs", type=int, default=40, help="lockstep: block pairs")
     ap.add_argument("--block", type=int, default=3, help="lockstep: steps per block")
     ap.add_argument("--seconds", type=float, default=0,
-                    help="lockstep: stop starting pairs after this long (0: run --pairs)")
+                    help="stop starting pairs after this long (0: run --pairs / --procs)")
     ap.add_argument("--settle", type=int, choices=[0, 1], default=1,
                     help="lockstep: 1 = the first step of each block is not timed")
     ap.add_argument("--configs", default="recording,no-stacks,paused",

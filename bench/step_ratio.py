@@ -89,7 +89,9 @@ def profile_table(rows):
                       + " | unwind frames / stack | Python frames / stack | new stacks / step |")
                 print("|---|---|---|---|---|" + "---|" * (len(parts) + 3))
                 printed = True
-            ghz = statistics.median(r["counters"]["tsc"] / (r["ms"] * 1e6) for r in recs)
+            ghz = statistics.median(r["counters"].get("tsc", 0) / (r["ms"] * 1e6) for r in recs)
+            if ghz <= 0:
+                continue
             mean = lambda k: statistics.fmean(r["counters"].get(k, 0) for r in recs)
             us = lambda k: mean(k) / ghz / 1e3
             per_stack = lambda k: mean(k) / mean("stacks") if mean("stacks") else 0.0

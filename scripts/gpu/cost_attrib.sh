@@ -10,7 +10,7 @@
 # LIBS, bench/ (step_overhead.py, step_ratio.py). Knobs: PROC_ROUNDS (C++ plain processes per
 # build, alternating), PARTS=0|1, RUNTIME=0|1, PARTS_LIBS, STEP_RUNS ("lib:seconds:configs ...", one
 # in-process step A/B per entry; empty: none), FR_PROCS (children per side of the Flight Recorder
-# A/B; empty: none), FR_SHAPE, FR_STEPS, FR_TIMEOUT, STEP_SLACK (s added to each one's kill limit), SHAPE.
+# A/B; empty: none), FR_SHAPE, FR_STEPS, FR_SECONDS (no new pair after), FR_TIMEOUT, STEP_SLACK (s added to each one's kill limit), SHAPE.
 set -u
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
@@ -98,7 +98,7 @@ done
 if [ -n "${FR_PROCS:-}" ]; then
   stamp "Flight Recorder A/B: alternating child processes, ${FR_PROCS} per side, shape ${FR_SHAPE:-small}"
   timeout -s KILL ${FR_TIMEOUT:-200} $PY "$D/bench/step_overhead.py" --ab fr --label "fr-${FR_SHAPE:-small}" \
-    --shape ${FR_SHAPE:-small} --procs "$FR_PROCS" --steps ${FR_STEPS:-10} --warmup 2 >>"$S" 2>"$T/fr.err"
+    --shape ${FR_SHAPE:-small} --procs "$FR_PROCS" --steps ${FR_STEPS:-10} --warmup 2 --seconds ${FR_SECONDS:-0} >>"$S" 2>"$T/fr.err"
   stamp "fr rc=$? ($(grep -c '"fr-' "$S") steps)"
   tail -n 20 "$T/fr.err"
 fi
