@@ -23,8 +23,10 @@ Two ways to compare, both printing one JSON line per timed step:
                   idle threads. Not measured in-process: process start, the recorder's start
                   (first call, driver loading, trace file creation) and its exit flush.
   --ab fr         alternating child processes, forked from this one after `import torch` and
-                  before CUDA is touched: TORCH_FR_BUFFER_SIZE=20000 in odd children, unset in
-                  even ones (PyTorch reads it once per process). --procs children per side.
+                  before CUDA is touched: TORCH_FR_BUFFER_SIZE=20000 in odd children, 0 in even
+                  ones (PyTorch reads it once per process; unset means its default, 2,000
+                  entries in torch 2.11). --procs children per side; each step's line says how
+                  many entries the child's Flight Recorder held (fr_entries).
 
 bench/step_ratio.py turns the lines into ratios with bootstrap 95% intervals.
 """
@@ -235,10 +237,10 @@ def ab_lockstep(args, emit):
 
 
 def child(args, config, pair, out):
-    if config == "fr":
-        os.environ["TORCH_FR_BUFFER_SIZE"] = "20000"
-    else:
-        os.environ.pop("TORCH_FR_BUFFER_SIZE", None)
+    # Unset is not off: torch 2.11 keeps a 2,000-entry Flight Recorder by default (the children
+    # of 2026-12-01's cost session 4 dumped 2,000 entries with the variable unset). 0 asks for
+    # none; each child reports the entries it actually holds (fr_entries).
+    os.environ["TORCH_FR_BUFFER_SIZE"] = "20000" if config == "fr" else "0"
     model = Model(setup())
     warm(model, args.warmup)
     ms = [timed_step(model) for _ in range(args.steps)]
