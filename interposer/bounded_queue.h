@@ -1,8 +1,9 @@
 // Bounded multi-producer queue of fixed-size records (Vyukov's array queue): a push is one CAS
 // and two stores, never allocates, never blocks; a full queue refuses the push and the caller
-// counts the drop. One consumer (the writer thread) pops. Cells start on a cache line, and a
-// push may copy only a prefix of the value (a short record of a tagged union): the producer
-// then writes the fewest lines, each last read by the consumer's core.
+// counts the drop. One consumer (the writer thread) pops. A push may copy only a prefix of the
+// value (a short record of a tagged union): the producer then writes fewer cache lines, each
+// last read by the consumer's core. (64-byte-aligned cells were tried: +3.7 MiB of RSS, no
+// gain resolved on the H200; docs/gpu-results.md, cost session 4.)
 #pragma once
 
 #include <atomic>
@@ -59,7 +60,7 @@ class BoundedQueue {
   size_t capacity() const { return mask_ + 1; }
 
  private:
-  struct alignas(64) Cell {
+  struct Cell {
     std::atomic<size_t> seq;
     T value;
   };

@@ -61,8 +61,9 @@ struct PyFrameInfo {
 };
 
 // Benchmarking only (bench_knobs.h, "pyguard"): an interned code object is taken as matching
-// when its filename and location-table pointers match, without comparing their contents (a
-// dead code object's address reused could then be described wrongly). Never in a real job.
+// when its file name, qualname and location-table pointers and first line match, without
+// comparing contents (a dead code object's address reused could then be described wrongly).
+// Never in a real job.
 void python_frames_bench_pointer_guard(bool on);
 
 // Off the hot path (writer thread). Thread-safe; reads only the intern table.

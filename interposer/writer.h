@@ -29,7 +29,7 @@ namespace lockstep::rec {
 using lockstep::PyFrameRaw;
 
 inline constexpr int kCommitIntervalMs = 50;
-inline constexpr size_t kQueueRecords = 1 << 16;  // ~12 MiB of slots: the memory bound
+inline constexpr size_t kQueueRecords = 1 << 16;  // ~10 MiB of slots: the memory bound
 
 // The bytes of r a push copies: its tag and the union member the tag names.
 inline size_t record_bytes(const Record& r) {
