@@ -155,6 +155,32 @@ int main(int argc, char** argv) {
       }
     set_off(0);
     for (auto& [label, mask] : configs) series[label].print("parts", label, stacks, calls);
+    // The recorder's own counters (bench_knobs.h, kProfile): TSC ticks per part, per call.
+    using Counters = unsigned (*)(uint64_t*, unsigned);
+    if (auto counters = reinterpret_cast<Counters>(dlsym(RTLD_DEFAULT, "lockstep_bench_counters"))) {
+      const char* names[] = {"ops", "op_begin", "op_end", "stack_captures", "unwind", "unwind_frames",
+                             "python", "python_frames", "submit", "submits", "waits",
+                             "wait_rows", "completion", "event_record"};
+      constexpr unsigned kN = sizeof names / sizeof *names;
+      uint64_t a[kN + 1] = {}, b[kN + 1] = {};
+      set_off(1u << 12);
+      batch(500);
+      counters(a, kN + 1);
+      auto t0 = std::chrono::steady_clock::now();
+      batch(calls);
+      counters(b, kN + 1);
+      double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+      set_off(0);
+      double ghz = double(b[kN] - a[kN]) / ns;
+      std::printf("{\"mode\": \"profile\", \"stacks\": \"%s\", \"calls\": %d, \"tsc_ghz\": %.3f",
+                  stacks, calls, ghz);
+      for (unsigned i = 0; i < kN; ++i) {
+        bool ticks = !strstr(names[i], "frames") && i != 0 && i != 3 && i != 9 && i != 10;
+        std::printf(", \"%s%s\": %.1f", names[i], ticks ? "_ns" : "", ticks ? double(b[i] - a[i]) / ghz / calls
+                                                                        : double(b[i] - a[i]) / calls);
+      }
+      std::printf("}\n");
+    }
   } else if (mode == "primitives") {
     void* host = nullptr;
     CHECK(cuMemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));

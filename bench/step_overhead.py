@@ -11,9 +11,11 @@ NCCL, plus one cudaEventRecord per torch collective (779).
 Two ways to compare, both printing one JSON line per timed step:
 
   --ab lockstep   in-process A/B under LD_PRELOAD=liblockstep.so: blocks of --block steps
-                  rotate between --configs: "recording", "no-stacks" (recording without stack
-                  capture), "event-signal" (completion by event under LOCKSTEP_COMPLETION=memop) and
-                  "paused" (lockstep_bench_set_off: NCCL and runtime hooks forward only); with
+                  rotate between --configs (CONFIGS below: "recording", "no-stacks", "native",
+                  "no-waits", ... and "paused": lockstep_bench_set_off, NCCL and runtime hooks
+                  forward only), in a new random order each round with --shuffle 1; with
+                  --profile 1 each step's line carries the recorder's profile counters
+                  (ticks of the TSC spent per part, bench_knobs.h); with
                   --settle 1 the first step of each block is not timed (the writer thread
                   finishes the previous block's rows; with --settle 0 --block 1 it does so
                   during the next step, whichever configuration that is). "paused" still pays
@@ -21,8 +23,10 @@ Two ways to compare, both printing one JSON line per timed step:
                   idle threads. Not measured in-process: process start, the recorder's start
                   (first call, driver loading, trace file creation) and its exit flush.
   --ab fr         alternating child processes, forked from this one after `import torch` and
-                  before CUDA is touched: TORCH_FR_BUFFER_SIZE=20000 in odd children, unset in
-                  even ones (PyTorch reads it once per process). --procs children per side.
+                  before CUDA is touched: TORCH_FR_BUFFER_SIZE=20000 in odd children, 0 in even
+                  ones (PyTorch reads it once per process; unset means its default, 2,000
+                  entries in torch 2.11). --procs children per side; each step's line says how
+                  many entries the child's Flight Recorder held (fr_entries).
 
 bench/step_ratio.py turns the lines into ratios with bootstrap 95% intervals.
 """
@@ -39,8 +43,10 @@ import torch.distributed as dist
 LAYERS, HIDDEN, TOKENS = 60, 1024, 6144
 # --shape: "host" (the sizes above: ~80 ms, bound by the host's issue rate, so every ns the
 # recorder adds per call shows) or "gpu" (hidden 2048, 8192 tokens: the GPU's work takes about
-# twice the host's issue time, as in a large training job; the recorder's host cost overlaps).
-SHAPES = {"host": (60, 1024, 6144), "gpu": (60, 2048, 8192)}
+# twice the host's issue time, as in a large training job; the recorder's host cost overlaps),
+# or "small" (hidden 512, 2048 tokens: the same 779 collectives per step, a child process of
+# the Flight Recorder comparison builds it in a fraction of the time).
+SHAPES = {"host": (60, 1024, 6144), "gpu": (60, 2048, 8192), "small": (60, 512, 2048)}
 
 
 class AllToAll(torch.autograd.Function):
@@ -150,51 +156,120 @@ def setup():
     return dev
 
 
+# bench_knobs.h: the parts each configuration switches off (lockstep_bench_set_off).
+OFF = {"recorder": 1 << 0, "stack": 1 << 1, "queue": 1 << 5, "waits": 1 << 7, "memop": 1 << 8, "python": 1 << 9,
+       "unwind": 1 << 10, "pyguard": 1 << 11, "profile": 1 << 12, "unwindcap": 1 << 13}
+CONFIGS = {
+    "recording": 0,                                   # the stack mode the process runs with
+    "no-stacks": OFF["stack"],
+    "native": OFF["python"],                          # python mode: native frames only
+    "python-no-unwind": OFF["unwind"],                # python mode: Python frames only
+    "full-unwind": OFF["unwindcap"],                  # python mode: every native frame (as before)
+    "python-ptr-guard": OFF["pyguard"],               # intern lookups checked by pointers only
+    "no-waits": OFF["waits"],                         # runtime calls forwarded, not recorded
+    "no-rows": OFF["queue"] | OFF["waits"],           # as recording, but no row reaches the writer
+    "event-signal": OFF["memop"],                     # completion by event
+    "paused": OFF["recorder"] | OFF["waits"],         # NCCL and runtime hooks forward only
+}
+# BenchCounter order (bench_knobs.h); the TSC follows the last one.
+COUNTERS = ["ops", "op_begin_ticks", "op_end_ticks", "stacks", "unwind_ticks", "unwind_frames",
+            "python_ticks", "python_frames", "submit_ticks", "submits", "waits", "wait_ticks",
+            "event_ticks", "event_record_ticks"]
+
+
+def counters_reader(lib):
+    """A function returning the recorder's profile counters (dict), or None on builds without."""
+    import ctypes
+    try:
+        f = lib.lockstep_bench_counters
+    except AttributeError:
+        return None
+    f.argtypes, f.restype = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_uint], ctypes.c_uint
+    n = len(COUNTERS) + 1
+    buf = (ctypes.c_uint64 * n)()
+    # The library says how many counters it keeps; the TSC follows them (an older build keeps
+    # fewer: the missing ones read 0).
+    have = min(int(f(buf, n)), len(COUNTERS))
+
+    def read():
+        f(buf, n)
+        out = dict(zip(COUNTERS, list(buf[:have]) + [0] * (len(COUNTERS) - have)))
+        out["tsc"] = buf[have]
+        return out
+    return read
+
+
 def ab_lockstep(args, emit):
     import ctypes
-    set_off = ctypes.CDLL(None).lockstep_bench_set_off  # exported by the preloaded recorder
+    import random
+    lib = ctypes.CDLL(None)
+    set_off = lib.lockstep_bench_set_off  # exported by the preloaded recorder
     set_off.argtypes, set_off.restype = [ctypes.c_uint], ctypes.c_uint
-    known = {"recording": 0, "no-stacks": 1 << 1,    # bench_knobs.h: kOffStack
-             "event-signal": 1 << 8,                   # kOffMemop: completion by event
-             "paused": (1 << 0) | (1 << 7)}            # kOffRecorder | kOffWaits
-    configs = [(c, known[c]) for c in args.configs.split(",")]
+    read = counters_reader(lib) if args.profile else None
+    extra = OFF["profile"] if read else 0
+    configs = [(c, CONFIGS[c] | extra) for c in args.configs.split(",")]
     model = Model(setup())
     warm(model, args.warmup)
+    rng = random.Random(15)
     deadline = time.monotonic() + args.seconds if args.seconds > 0 else float("inf")
     for pair in range(args.pairs):
         if time.monotonic() > deadline:
             break
-        for k in range(len(configs)):
-            name, mask = configs[(k + pair) % len(configs)]
+        order = list(configs)
+        if args.shuffle:
+            rng.shuffle(order)  # a new order every round: no configuration always follows another
+        else:
+            order = [configs[(k + pair) % len(configs)] for k in range(len(configs))]
+        for name, mask in order:
             set_off(mask)
             if args.settle:
                 timed_step(model)  # untimed: the previous block's background work settles
             for _ in range(args.block - args.settle):
+                before = read() if read else None
                 ms, issue = timed_step(model)
-                emit({"pair": pair, "config": name, "ms": ms, "issue_ms": issue})
+                rec = {"pair": pair, "config": name, "ms": ms, "issue_ms": issue}
+                if before:
+                    after = read()
+                    rec["counters"] = {k: after[k] - before[k] for k in after}
+                emit(rec)
     set_off(0)
     dist.destroy_process_group()
 
 
 def child(args, config, pair, out):
-    if config == "fr":
-        os.environ["TORCH_FR_BUFFER_SIZE"] = "20000"
-    else:
-        os.environ.pop("TORCH_FR_BUFFER_SIZE", None)
+    # Unset is not off: torch 2.11 keeps a 2,000-entry Flight Recorder by default (the children
+    # of 2026-12-01's cost session 4 dumped 2,000 entries with the variable unset). 0 asks for
+    # none; each child reports the entries it actually holds (fr_entries).
+    os.environ["TORCH_FR_BUFFER_SIZE"] = "20000" if config == "fr" else "0"
     model = Model(setup())
     warm(model, args.warmup)
     ms = [timed_step(model) for _ in range(args.steps)]
+    entries = fr_entries()
     with open(out, "a") as f:
         for m, issue in ms:
-            f.write(json.dumps({"pair": pair, "config": config, "ms": m, "issue_ms": issue}) + "\n")
+            f.write(json.dumps({"pair": pair, "config": config, "ms": m, "issue_ms": issue,
+                                "fr_entries": entries}) + "\n")
     dist.destroy_process_group()
+
+
+def fr_entries():
+    """Entries in this process's Flight Recorder buffer (evidence that it recorded), or None."""
+    try:
+        import pickle
+        dump = pickle.loads(torch._C._distributed_c10d._dump_nccl_trace())
+        return len(dump.get("entries", []))
+    except Exception:  # noqa: BLE001 -- an API that moved: no evidence either way
+        return None
 
 
 def ab_fr(args, emit):
     import tempfile
     out = tempfile.mktemp(prefix="step-fr-", suffix=".jsonl")
     assert not torch.cuda.is_initialized()
+    deadline = time.monotonic() + args.seconds if args.seconds > 0 else float("inf")
     for pair in range(args.procs):
+        if time.monotonic() > deadline:
+            break
         for config in (("fr", "off") if pair % 2 == 0 else ("off", "fr")):
             pid = os.fork()
             if pid == 0:
@@ -223,11 +298,15 @@ def main():
     ap.add_argument("--pairs", type=int, default=40, help="lockstep: block pairs")
     ap.add_argument("--block", type=int, default=3, help="lockstep: steps per block")
     ap.add_argument("--seconds", type=float, default=0,
-                    help="lockstep: stop starting pairs after this long (0: run --pairs)")
+                    help="stop starting pairs after this long (0: run --pairs / --procs)")
     ap.add_argument("--settle", type=int, choices=[0, 1], default=1,
                     help="lockstep: 1 = the first step of each block is not timed")
     ap.add_argument("--configs", default="recording,no-stacks,paused",
-                    help="lockstep: configurations rotated (recording, no-stacks, event-signal, paused)")
+                    help="lockstep: configurations rotated (" + ", ".join(CONFIGS) + ")")
+    ap.add_argument("--shuffle", type=int, choices=[0, 1], default=0,
+                    help="lockstep: 1 = the configurations' order drawn anew every round")
+    ap.add_argument("--profile", type=int, choices=[0, 1], default=0,
+                    help="lockstep: 1 = recorder profile counters per step (bench_knobs.h)")
     ap.add_argument("--procs", type=int, default=10, help="fr: children per side")
     ap.add_argument("--steps", type=int, default=20, help="fr: timed steps per child")
     ap.add_argument("--warmup", type=int, default=5)

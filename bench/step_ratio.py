@@ -8,7 +8,10 @@ block of every configuration run back to back, or one child process per side) ar
 configuration; the ratio is the sum over pairs of the configuration's means over the sum of the
 baseline's, and its interval comes from 5,000 resamples of the pairs (percentile bootstrap,
 fixed seed). Both the step time (`ms`, ends after torch.cuda.synchronize) and the host issue
-time (`issue_ms`, until the step's last call returned) are compared. Prints a Markdown table.
+time (`issue_ms`, until the step's last call returned) are compared. Prints a Markdown table,
+then, for steps that carry the recorder's profile counters (step_overhead.py --profile 1), a
+second one: per configuration, the mean per step of each counted part, in µs of the TSC (its
+rate taken from the TSC ticks over each step's wall time).
 """
 import collections
 import json
@@ -61,6 +64,41 @@ def main():
             b = [r["ms"] for p in both for r in p[base]]
             print(f"| {label} | {conf} vs {base} | {len(both)} | {len(a)} | "
                   f"{statistics.median(a):.2f} / {statistics.median(b):.2f} | {cells[0]} | {cells[1]} |")
+    profile_table(rows)
+
+
+def profile_table(rows):
+    parts = [("op_begin_ticks", "op_begin"), ("op_end_ticks", "op_end"),
+             ("unwind_ticks", "native unwind"), ("python_ticks", "Python frames"),
+             ("submit_ticks", "stack hash/submit"), ("event_ticks", "completion"),
+             ("event_record_ticks", "of which cuEventRecord"),
+             ("wait_ticks", "runtime-call rows")]
+    printed = False
+    for label, pairs in rows.items():
+        by_conf = collections.defaultdict(list)
+        for p in pairs.values():
+            for conf, recs in p.items():
+                by_conf[conf].extend(r for r in recs if r.get("counters") and r["ms"] > 0)
+        for conf, recs in sorted(by_conf.items()):
+            if not recs or not any(r["counters"].get("ops") for r in recs):
+                continue
+            if not printed:
+                print()
+                print("| run | configuration | steps | ops / step | waits / step | "
+                      + " | ".join(f"{n}, µs/step" for _, n in parts)
+                      + " | unwind frames / stack | Python frames / stack | new stacks / step |")
+                print("|---|---|---|---|---|" + "---|" * (len(parts) + 3))
+                printed = True
+            ghz = statistics.median(r["counters"].get("tsc", 0) / (r["ms"] * 1e6) for r in recs)
+            if ghz <= 0:
+                continue
+            mean = lambda k: statistics.fmean(r["counters"].get(k, 0) for r in recs)
+            us = lambda k: mean(k) / ghz / 1e3
+            per_stack = lambda k: mean(k) / mean("stacks") if mean("stacks") else 0.0
+            print(f"| {label} | {conf} | {len(recs)} | {mean('ops'):.0f} | {mean('waits'):.0f} | "
+                  + " | ".join(f"{us(k):.0f}" for k, _ in parts)
+                  + f" | {per_stack('unwind_frames'):.1f} | {per_stack('python_frames'):.1f} "
+                  f"| {mean('submits'):.1f} |")
 
 
 if __name__ == "__main__":

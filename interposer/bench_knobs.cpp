@@ -6,12 +6,15 @@
 namespace lockstep::rec {
 
 std::atomic<unsigned> g_bench_off{0};
+std::atomic<uint64_t> g_bench_counters[kCntCount];
 
 bool parse_bench_off(const char* s, unsigned* mask) {
   static const struct { const char* name; unsigned bit; } parts[] = {
       {"recorder", kOffRecorder}, {"stack", kOffStack}, {"capture", kOffCapture},
       {"clock", kOffClock},       {"event", kOffEvent}, {"queue", kOffQueue},
-      {"watchdog", kOffWatchdog}, {"waits", kOffWaits}, {"memop", kOffMemop}};
+      {"watchdog", kOffWatchdog}, {"waits", kOffWaits}, {"memop", kOffMemop},
+      {"python", kOffPython},     {"unwind", kOffUnwind}, {"pyguard", kOffPyGuard},
+      {"profile", kProfile},      {"unwindcap", kOffUnwindCap}};
   unsigned m = 0;
   std::string all(s ? s : "");
   if (all.empty()) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 
 namespace lockstep::rec {
 
@@ -19,7 +20,41 @@ enum BenchOff : unsigned {
   kOffWatchdog = 1u << 6,   // "watchdog": the watchdog hands events back without querying them
   kOffWaits = 1u << 7,      // "waits": CUDA runtime hooks forward only
   kOffMemop = 1u << 8,      // "memop": completion by event even where stream memops work
+  kOffPython = 1u << 9,     // "python": python stack mode captures native frames only
+  kOffUnwind = 1u << 10,    // "unwind": python stack mode captures Python frames only
+  kOffPyGuard = 1u << 11,   // "pyguard": interned code objects checked by pointers only
+  kProfile = 1u << 12,      // "profile": not a part; accumulates the counters below (rdtsc)
+  kOffUnwindCap = 1u << 13, // "unwindcap": python mode unwinds every native frame (as before)
 };
+
+// Where the hot path's time goes, summed over every thread while kProfile is set (ticks of
+// the TSC; lockstep_bench_counters copies them out). Relaxed adds: approximate under races.
+enum BenchCounter : unsigned {
+  kCntOps,           // op_begin calls that recorded
+  kCntOpBeginTicks,  // op_begin's recorder work (clock, call index, stack, capture query)
+  kCntOpEndTicks,    // op_end's recorder work (row, queue push, completion tracking)
+  kCntStacks,        // stack captures
+  kCntUnwindTicks,   // native unwind
+  kCntUnwindFrames,  // native frames returned by the unwinder
+  kCntPythonTicks,   // Python frame walk (intern lookups and their guards included)
+  kCntPythonFrames,  // Python frames captured
+  kCntStackSubmitTicks,  // hashing, seen-cache lookup, new stacks submitted to the writer
+  kCntStackSubmits,  // stacks submitted (not in the per-thread seen cache)
+  kCntWaits,         // runtime calls recorded (waits rows)
+  kCntWaitTicks,     // their recorder work (call index, clock, row)
+  kCntEventTicks,    // op_end's completion tracking (context query, event record, handoff)
+  kCntEventRecordTicks,  // of which the driver's cuEventRecord
+  kCntCount
+};
+extern std::atomic<uint64_t> g_bench_counters[kCntCount];
+#if defined(__x86_64__)
+inline uint64_t bench_ticks() { return __builtin_ia32_rdtsc(); }
+#else
+inline uint64_t bench_ticks() { return 0; }
+#endif
+inline void bench_count(BenchCounter c, uint64_t v) {
+  g_bench_counters[c].fetch_add(v, std::memory_order_relaxed);
+}
 
 // Parses "stack,clock" (unknown names: false). "" is 0.
 bool parse_bench_off(const char* s, unsigned* mask);

@@ -1,11 +1,16 @@
 // Bounded multi-producer queue of fixed-size records (Vyukov's array queue): a push is one CAS
 // and two stores, never allocates, never blocks; a full queue refuses the push and the caller
-// counts the drop. One consumer (the writer thread) pops.
+// counts the drop. One consumer (the writer thread) pops. A push may copy only a prefix of the
+// value (a short record of a tagged union): the producer then writes fewer cache lines, each
+// last read by the consumer's core. (64-byte-aligned cells were tried: +3.7 MiB of RSS, no
+// gain resolved on the H200; docs/gpu-results.md, cost session 4.)
 #pragma once
 
 #include <atomic>
 #include <cstddef>
+#include <cstring>
 #include <memory>
+#include <type_traits>
 
 namespace lockstep::rec {
 
@@ -17,7 +22,9 @@ class BoundedQueue {
     for (size_t i = 0; i < capacity_pow2; i++) cells_[i].seq.store(i, std::memory_order_relaxed);
   }
 
-  bool push(const T& v) {
+  // `bytes`: how much of v to copy (the rest of the cell keeps stale bytes: the consumer must
+  // not read past what the value's own tag says is there). Trivially copyable types only.
+  bool push(const T& v, size_t bytes = sizeof(T)) {
     size_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {
       Cell& c = cells_[pos & mask_];
@@ -25,7 +32,10 @@ class BoundedQueue {
       intptr_t diff = intptr_t(seq) - intptr_t(pos);
       if (diff == 0) {
         if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-          c.value = v;
+          if constexpr (std::is_trivially_copyable_v<T>)
+            std::memcpy(static_cast<void*>(&c.value), &v, bytes < sizeof(T) ? bytes : sizeof(T));
+          else
+            c.value = v;
           c.seq.store(pos + 1, std::memory_order_release);
           return true;
         }

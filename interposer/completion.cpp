@@ -78,7 +78,11 @@ bool Completion::track(void* stream, const InFlightOp& op, int64_t enqueued_mono
     if (drv_->ctx_get_current) drv_->ctx_get_current(&ctx);
     sig.event = events_->take(ctx);
     if (!sig.event) return false;
-    if (drv_->event_record(sig.event, stream) != 0) {
+    const bool profile = bench_off() & kProfile;
+    const uint64_t t0 = profile ? bench_ticks() : 0;
+    const int rc = drv_->event_record(sig.event, stream);
+    if (profile) bench_count(kCntEventRecordTicks, bench_ticks() - t0);
+    if (rc != 0) {
       events_->put(ctx, sig.event);
       return false;
     }

@@ -24,12 +24,20 @@ constexpr cudaError_t kNoRuntime = cudaErrorInitializationError;
 template <class Fn, class... A>
 cudaError_t wait_hook(Fn real, WaitKind kind, void* stream, void* event, A... args) {
   if (!real) return kNoRuntime;
-  if (!recorder_active() || (bench_off() & kOffWaits)) return real(args...);
+  const unsigned off = bench_off();
+  if (!recorder_active() || (off & kOffWaits)) return real(args...);
   HookGuard guard;
   if (guard.nested()) return real(args...);
+  uint64_t t0 = (off & kProfile) ? bench_ticks() : 0;
   CallStart c = call_start(false);
+  uint64_t t1 = (off & kProfile) ? bench_ticks() : 0;
   cudaError_t rc = real(args...);
+  uint64_t t2 = (off & kProfile) ? bench_ticks() : 0;
   wait_done(c, kind, stream, event);
+  if (off & kProfile) {
+    bench_count(kCntWaitTicks, (t1 - t0) + (bench_ticks() - t2));
+    bench_count(kCntWaits, 1);
+  }
   return rc;
 }
 

@@ -9,6 +9,7 @@
 
 #include "bench_knobs.h"
 #include "log.h"
+#include "python_frames.h"
 #include "recorder.h"
 #include "recorder_state.h"
 #include "symbol_lookup.h"
@@ -340,9 +341,20 @@ void* nccl_hook_for(const char* name, int slot) {
 extern "C" __attribute__((visibility("default"))) unsigned lockstep_bench_set_off(unsigned mask) {
   static std::atomic<unsigned> ever{0};  // meta bench_off: every part that was ever off
   unsigned old = g_bench_off.exchange(mask);
+  if ((old ^ mask) & kOffPyGuard) lockstep::python_frames_bench_pointer_guard(mask & kOffPyGuard);
   unsigned before = ever.fetch_or(mask);
   if ((before | mask) != before)
     if (Recorder* r = current_recorder())
       r->writer->set_meta("bench_off", std::to_string(before | mask));
   return old;
+}
+
+// Benchmarking only: copies up to n of the profile counters (bench_knobs.h, BenchCounter order)
+// into out, then the TSC now; returns how many counters there are.
+extern "C" __attribute__((visibility("default"))) unsigned lockstep_bench_counters(uint64_t* out,
+                                                                                   unsigned n) {
+  unsigned i = 0;
+  for (; out && i < n && i < kCntCount; i++) out[i] = g_bench_counters[i].load(std::memory_order_relaxed);
+  if (out && i < n) out[i] = bench_ticks();
+  return kCntCount;
 }

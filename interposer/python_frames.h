@@ -60,6 +60,12 @@ struct PyFrameInfo {
   int line = 0;          // 0 when unknown
 };
 
+// Benchmarking only (bench_knobs.h, "pyguard"): an interned code object is taken as matching
+// when its file name, qualname and location-table pointers and first line match, without
+// comparing contents (a dead code object's address reused could then be described wrongly).
+// Never in a real job.
+void python_frames_bench_pointer_guard(bool on);
+
 // Off the hot path (writer thread). Thread-safe; reads only the intern table.
 PyFrameInfo resolve_python_frame(const PyFrameRaw& frame);
 

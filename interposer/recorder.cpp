@@ -96,6 +96,7 @@ Recorder* start_locked() {
   r->writer->set_meta("hot_clock", hot_clock_uses_tsc() ? "tsc" : "clock_gettime");
   if (unsigned off = config().bench_off) {
     g_bench_off.store(off, std::memory_order_relaxed);
+    if (off & kOffPyGuard) lockstep::python_frames_bench_pointer_guard(true);
     r->writer->set_meta("bench_off", std::to_string(off));
   }
   r->writer->start();
@@ -122,12 +123,19 @@ Recorder* recorder() noexcept {
   return r;
 }
 
-uint64_t stack_for(Recorder* r, ThreadState& ts) {
-  if (r->stack_mode == StackMode::None || (bench_off() & kOffStack)) return 0;
-  uint64_t h = capture_stack(r->stack_mode, ts.stack);
+uint64_t stack_for(Recorder* r, ThreadState& ts, unsigned off) {
+  if (r->stack_mode == StackMode::None || (off & kOffStack)) return 0;
+  uint64_t h = capture_stack(r->stack_mode, ts.stack, off);
+  const uint64_t t0 = (off & kProfile) ? bench_ticks() : 0;
   uint64_t& slot = ts.seen_stacks[h & (ThreadState::kSeenStacks - 1)];
-  if (slot != h && r->writer->submit_stack(h, ts.stack.pcs, ts.stack.n, ts.stack.py, ts.stack.npy))
-    slot = h;
+  if (slot != h) {
+    if (r->writer->submit_stack(h, ts.stack.pcs, ts.stack.n, ts.stack.py, ts.stack.npy)) slot = h;
+    if (off & kProfile) bench_count(kCntStackSubmits, 1);
+  }
+  if (off & kProfile) {
+    bench_count(kCntStackSubmitTicks, bench_ticks() - t0);
+    bench_count(kCntStacks, 1);
+  }
   return h;
 }
 
@@ -245,7 +253,9 @@ void emit_op(Recorder* r, CommState* c, void* handle, OpRec& o, int rc, bool sim
     if (o.capture_id) r->by_capture[o.capture_id].push_back({o, c});
     else r->by_graph[o.graph_id].push_back({o, c});
   }
-  if (o.state != OpState::Enqueued || (bench_off() & kOffEvent)) return;
+  const unsigned off = bench_off();
+  if (o.state != OpState::Enqueued || (off & kOffEvent)) return;
+  const uint64_t t0 = (off & kProfile) ? bench_ticks() : 0;
   InFlightOp in_flight{o.call_index, c->hash, o.seq, o.count, o.op};
   if (rc == kNcclSuccess) {
     r->completion->track(reinterpret_cast<void*>(o.stream), in_flight, o.return_mono);
@@ -259,6 +269,7 @@ void emit_op(Recorder* r, CommState* c, void* handle, OpRec& o, int rc, bool sim
     // stream work would be: then it is ordered after the kernel.
     defer_completion(r, handle, reinterpret_cast<void*>(o.stream), in_flight);
   }
+  if (off & kProfile) bench_count(kCntEventTicks, bench_ticks() - t0);
 }
 
 }  // namespace
@@ -309,6 +320,7 @@ OpToken op_begin(const OpDesc& d) noexcept {
   if (!r) return t;
   const unsigned off = bench_off();
   if (off & kOffRecorder) return t;
+  const uint64_t t0 = (off & kProfile) ? bench_ticks() : 0;
   ThreadState& ts = thread_state();
   t.active = true;
   t.desc = d;
@@ -319,8 +331,12 @@ OpToken op_begin(const OpDesc& d) noexcept {
   }
   if (!t.grouped) t.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
   // A group's row carries the stack of its first call: later calls need none.
-  if (!t.grouped || ts.parts.empty()) t.stack_hash = stack_for(r, ts);
+  if (!t.grouped || ts.parts.empty()) t.stack_hash = stack_for(r, ts, off);
   if (!(off & kOffCapture)) t.capture = r->completion->capture_state(d.stream);
+  if (off & kProfile) {
+    bench_count(kCntOpBeginTicks, bench_ticks() - t0);
+    bench_count(kCntOps, 1);
+  }
   return t;
 }
 
@@ -328,6 +344,8 @@ void op_end(OpToken& t, int rc) noexcept {
   if (!t.active) return;
   Recorder* r = recorder();
   if (!r) return;
+  const bool profile = bench_off() & kProfile;
+  const uint64_t t0 = profile ? bench_ticks() : 0;
   ThreadState& ts = thread_state();
   if (t.grouped && enqueued_ok(rc)) {
     ts.parts.push_back({t.desc, t.issue_mono, t.issue_wall, t.stack_hash, t.capture});
@@ -350,6 +368,7 @@ void op_end(OpToken& t, int rc) noexcept {
     o.graph_id = t.capture.graph;
   }
   emit_op(r, c, t.desc.comm, o, rc, false);
+  if (profile) bench_count(kCntOpEndTicks, bench_ticks() - t0);
 }
 
 void group_start() noexcept {

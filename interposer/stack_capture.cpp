@@ -9,6 +9,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "bench_knobs.h"
 #include "config.h"
 #include "log.h"
 #include "python_frames.h"
@@ -52,21 +53,40 @@ StackMode stacks_init() {
 
 const char* unwinder_name() { return g_unw ? "libunwind" : "glibc-backtrace"; }
 
-uint64_t capture_stack(StackMode mode, StackBuf& buf) {
+uint64_t capture_stack(StackMode mode, StackBuf& buf, unsigned off) {
   buf.n = 0;
   buf.npy = 0;
   if (mode == StackMode::None) return 0;
-  void* raw[kMaxNativeFrames + 8];
-  int n = g_unw ? g_unw(raw, kMaxNativeFrames + 8) : glibc_backtrace(raw, kMaxNativeFrames + 8);
-  int skip = 0;
-  while (skip < n && in_own_module(raw[skip])) skip++;
-  for (int i = skip; i < n && buf.n < kMaxNativeFrames; i++)
-    buf.pcs[buf.n++] = reinterpret_cast<uintptr_t>(raw[i]);
-  uint64_t h = XXH3_64bits(buf.pcs, sizeof(uintptr_t) * buf.n);
-  if (mode == StackMode::Python) {
+  const bool profile = off & kProfile;
+  uint64_t t0 = profile ? bench_ticks() : 0;
+  const bool python = mode == StackMode::Python && !(off & kOffPython);
+  if (python) {
     buf.npy = int(lockstep::capture_python_frames(buf.py, kMaxPythonFrames));
-    if (buf.npy > 0) h = lockstep::python_frames_hash(buf.py, size_t(buf.npy), h);
+    if (profile) {
+      uint64_t t1 = bench_ticks();
+      bench_count(kCntPythonTicks, t1 - t0);
+      bench_count(kCntPythonFrames, uint64_t(buf.npy));
+      t0 = t1;
+    }
   }
+  if (!python || !(off & kOffUnwind)) {
+    // Below Python frames the native stack is the interpreter's: only the innermost frames
+    // (the C/C++ path from the Python call to NCCL) say more than the Python frames do.
+    const int want = python && buf.npy > 0 && !(off & kOffUnwindCap) ? kNativeFramesUnderPython
+                                                                      : kMaxNativeFrames;
+    void* raw[kMaxNativeFrames + kOwnFrames];
+    int n = g_unw ? g_unw(raw, want + kOwnFrames) : glibc_backtrace(raw, want + kOwnFrames);
+    int skip = 0;
+    while (skip < n && in_own_module(raw[skip])) skip++;
+    for (int i = skip; i < n && buf.n < want; i++)
+      buf.pcs[buf.n++] = reinterpret_cast<uintptr_t>(raw[i]);
+    if (profile) {
+      bench_count(kCntUnwindTicks, bench_ticks() - t0);
+      bench_count(kCntUnwindFrames, uint64_t(n));
+    }
+  }
+  uint64_t h = XXH3_64bits(buf.pcs, sizeof(uintptr_t) * buf.n);
+  if (buf.npy > 0) h = lockstep::python_frames_hash(buf.py, size_t(buf.npy), h);
   return h ? h : 1;
 }
 

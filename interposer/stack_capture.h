@@ -18,6 +18,11 @@ inline const char* stack_mode_name(StackMode m) {
 
 inline constexpr int kMaxNativeFrames = 64;
 inline constexpr int kMaxPythonFrames = 64;
+// Python mode, on a thread running Python code: native frames kept below the hook. Deeper
+// ones are the interpreter's and the bindings' (the Python frames name the caller), and each
+// frame unwound cost ~55 ns on the H200 host under PyTorch (docs/gpu-results.md, cost session 4).
+inline constexpr int kNativeFramesUnderPython = 12;
+inline constexpr int kOwnFrames = 8;  // liblockstep's own frames at most, skipped
 
 struct StackBuf {
   uintptr_t pcs[kMaxNativeFrames];
@@ -30,10 +35,12 @@ struct StackBuf {
 // CPython is in the process, else native). Returns the mode actually in effect.
 StackMode stacks_init();
 
-// Fills buf with the caller's native frames (liblockstep's own frames skipped) and, in python
+// Fills buf with the caller's native frames (liblockstep's own frames skipped; in python mode
+// the innermost kNativeFramesUnderPython when the thread has Python frames) and, in python
 // mode, its Python frames; returns the stack's hash (never 0). Allocation-free (except the first
-// sight of a Python code object, interned by python_frames.cpp).
-uint64_t capture_stack(StackMode mode, StackBuf& buf);
+// sight of a Python code object, interned by python_frames.cpp). `off`: the bench knobs
+// (bench_knobs.h: kOffPython, kOffUnwind, kOffUnwindCap, kProfile); 0 in a real job.
+uint64_t capture_stack(StackMode mode, StackBuf& buf, unsigned off = 0);
 
 // Name of the unwinder in use ("libunwind", "glibc-backtrace").
 const char* unwinder_name();

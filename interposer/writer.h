@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -28,7 +29,22 @@ namespace lockstep::rec {
 using lockstep::PyFrameRaw;
 
 inline constexpr int kCommitIntervalMs = 50;
-inline constexpr size_t kQueueRecords = 1 << 16;  // ~11 MiB of slots: the memory bound
+inline constexpr size_t kQueueRecords = 1 << 16;  // ~10 MiB of slots: the memory bound
+
+// The bytes of r a push copies: its tag and the union member the tag names.
+inline size_t record_bytes(const Record& r) {
+  switch (r.kind) {
+    case RecKind::Op: return offsetof(Record, op) + sizeof r.op;
+    case RecKind::Part: return offsetof(Record, part) + sizeof r.part;
+    case RecKind::CommInit: return offsetof(Record, comm) + sizeof r.comm;
+    case RecKind::CommEnd: return offsetof(Record, end) + sizeof r.end;
+    case RecKind::Api: return offsetof(Record, api) + sizeof r.api;
+    case RecKind::Completion: return offsetof(Record, done) + sizeof r.done;
+    case RecKind::GraphLaunch: return offsetof(Record, launch) + sizeof r.launch;
+    case RecKind::Wait: return offsetof(Record, wait) + sizeof r.wait;
+  }
+  return sizeof r;
+}
 
 // Why the recorder stopped recording: meta recorder_stopped (schema/trace_schema.h). The
 // program is never affected: the recorder warns once, records what it still can, and goes quiet.
@@ -85,7 +101,7 @@ class Writer {
 
   // Hot path: never blocks; a refused record is counted in meta dropped_records.
   void push(const Record& r) {
-    if (!queue_.push(r)) dropped_.fetch_add(1, std::memory_order_relaxed);
+    if (!queue_.push(r, record_bytes(r))) dropped_.fetch_add(1, std::memory_order_relaxed);
   }
 
   // Rare events (a stack seen for the first time, meta updates, hang markers): mutex-guarded.

@@ -70,6 +70,10 @@ class E2ENcclPythonFrames(unittest.TestCase):
                 "JOIN frames f ON f.stack_id = o.stack_id WHERE o.op = 'all_reduce' "
                 "AND f.kind = 'python' ORDER BY o.call_index, f.depth").fetchall()
             mode = db.execute("SELECT value FROM meta WHERE key='stack_mode'").fetchone()
+            native = db.execute(
+                "SELECT o.call_index, count(*), group_concat(f.module, '|') FROM ops o "
+                "JOIN frames f ON f.stack_id = o.stack_id WHERE o.op = 'all_reduce' "
+                "AND f.kind = 'native' GROUP BY o.call_index").fetchall()
         by_op = {}
         for call, thread, function, file, line in rows:
             by_op.setdefault(call, []).append((function, os.path.basename(file), line))
@@ -83,6 +87,12 @@ class E2ENcclPythonFrames(unittest.TestCase):
         self.assertEqual(first[-1][0], "<module>")
         self.assertEqual(second[0], ("issue_from_thread", me, mark_line("thread_issue")), second)
         self.assertTrue(any(f == "Thread.run" for f, _, _ in second), second)
+        # Under Python frames only the innermost native frames are kept (stack_capture.h:
+        # kNativeFramesUnderPython), the extension that called NCCL among them.
+        self.assertEqual(len(native), 2, native)
+        for call, count, modules in native:
+            self.assertTrue(1 <= count <= 12, (call, count, modules))
+            self.assertIn("lockstep_nccl_ext", modules, (call, modules))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstddef>
+#include <cstring>
 #include <set>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -22,6 +25,34 @@ TEST(BoundedQueue, refuses_pushes_when_full_and_accepts_again_after_a_pop) {
   std::vector<int> rest;
   while (q.pop(v)) rest.push_back(v);
   EXPECT_EQ(rest, (std::vector<int>{1, 2, 3, 4}));
+}
+
+TEST(BoundedQueue, a_prefix_push_delivers_the_prefix_and_full_pushes_stay_whole) {
+  struct Tagged {
+    int32_t tag;
+    int32_t small;
+    char big[120];
+  };
+  BoundedQueue<Tagged> q(2);
+  Tagged full{1, 11, {}};
+  std::memset(full.big, 'x', sizeof full.big);
+  Tagged shrt{2, 22, {}};
+  std::memset(shrt.big, 'y', sizeof shrt.big);
+  ASSERT_TRUE(q.push(full));
+  ASSERT_TRUE(q.push(shrt, offsetof(Tagged, big)));  // tag and small only
+  Tagged out{};
+  ASSERT_TRUE(q.pop(out));
+  EXPECT_EQ(out.tag, 1);
+  EXPECT_EQ(out.small, 11);
+  EXPECT_EQ(std::string(out.big, sizeof out.big), std::string(sizeof out.big, 'x'));
+  ASSERT_TRUE(q.pop(out));
+  EXPECT_EQ(out.tag, 2);
+  EXPECT_EQ(out.small, 22);
+  EXPECT_NE(out.big[0], 'y') << "bytes past the prefix were copied";
+  // The cell reused by a full push carries the whole value again.
+  ASSERT_TRUE(q.push(shrt));
+  ASSERT_TRUE(q.pop(out));
+  EXPECT_EQ(std::string(out.big, sizeof out.big), std::string(sizeof out.big, 'y'));
 }
 
 TEST(BoundedQueue, concurrent_producers_lose_nothing_they_were_told_was_accepted) {
