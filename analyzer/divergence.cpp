@@ -333,7 +333,17 @@ std::vector<Divergence> find_divergences(const Schedule& s, const CommIndex& idx
       views.push_back(&pc);
     }
     Divergence d;
-    for (int64_t k = first; k <= last; ++k) {
+    for (int64_t k = first, next = first; k <= last; k = next) {
+      // An ordinal no member holds (between one member's retired history and another's window)
+      // compares like every ordinal up to the next window edge: go there (a crafted retired
+      // count can open a gap of billions of ordinals).
+      next = k + 1;
+      if (std::none_of(views.begin(), views.end(), [k](const ProcComm* v) { return v->at(k) >= 0; })) {
+        next = last + 1;
+        for (const ProcComm* v : views)
+          for (int64_t edge : {v->base + 1, v->end() + 1})
+            if (edge > k) next = std::min(next, edge);
+      }
       // Fast path, no allocation: every member issued the same signature (and it is not an
       // all-to-all whose per-peer splits still need pairing up).
       bool same = true;

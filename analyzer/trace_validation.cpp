@@ -45,6 +45,24 @@ std::string header_defect(const Process& p) {
   if (p.global_rank < -1 || p.global_rank >= kMaxRanks)
     return "corrupt: global_rank " + std::to_string(p.global_rank) + " is out of range (valid: -1 for unknown, 0.." +
            std::to_string(kMaxRanks - 1) + ")";
+  // Bounded traces: retired counts, checkpoint ordinals and seqs are collective ordinals or seqs,
+  // 32-bit like every seq (the loader's rule): beyond that they would overflow the ordinal
+  // arithmetic (checkpoints.cpp: base + i + 1).
+  if (p.checkpoint_interval > kMaxSeq)
+    return "corrupt: checkpoint_interval " + std::to_string(p.checkpoint_interval) + " is out of range (valid: 0.." +
+           std::to_string(kMaxSeq) + ")";
+  for (const Comm& c : p.comms) {
+    auto bad = [&](const char* what, int64_t v) {
+      return "corrupt: comm " + short8(c.hash) + " has " + what + " " + std::to_string(v) + " (valid: 0.." +
+             std::to_string(kMaxSeq) + ")";
+    };
+    if (c.retired_collectives > kMaxSeq) return bad("retired_collectives", c.retired_collectives);
+    if (c.retired_through_seq > kMaxSeq) return bad("retired_through_seq", c.retired_through_seq);
+    for (const Comm::Checkpoint& cp : c.checkpoints) {
+      if (cp.ordinal < 0 || cp.ordinal > kMaxSeq) return bad("a checkpoint at ordinal", cp.ordinal);
+      if (cp.seq < 0 || cp.seq > kMaxSeq) return bad("a checkpoint at seq", cp.seq);
+    }
+  }
   for (const Comm& c : p.comms) {
     if (c.init_rc != 0) continue;
     if (c.nranks < 0 || c.nranks > kMaxRanks)

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "report.h"
+#include "saturating.h"
 
 namespace lockstep::report {
 
@@ -628,13 +629,14 @@ struct Builder {
       bool ok_w = false, ok_m = false;
       int64_t wall = meta_int(info, "start_wall_ns", &ok_w), mono = meta_int(info, "start_mono_ns", &ok_m);
       if (!ok_w || !ok_m) aligned = false, wall = mono = 0;
-      int64_t shift = wall - mono;
+      // Clock values from an untrusted file: saturating arithmetic (saturating.h).
+      int64_t shift = sat_sub(wall, mono);
       std::vector<Op> ops = details.ops_between(p, 0, INT64_MAX, opt.timeline_ops, true);
       int64_t end = info.last_flush_mono_ns;
       json oj = json::array();
       for (auto& o : ops) {
-        int64_t t0 = o.issue_mono_ns + shift;
-        int64_t t1 = (o.completed && o.complete_mono_ns >= o.issue_mono_ns ? o.complete_mono_ns : std::max(end, o.issue_mono_ns)) + shift;
+        int64_t t0 = sat_add(o.issue_mono_ns, shift);
+        int64_t t1 = sat_add(o.completed && o.complete_mono_ns >= o.issue_mono_ns ? o.complete_mono_ns : std::max(end, o.issue_mono_ns), shift);
         t_min = std::min(t_min, t0);
         t_max = std::max(t_max, t1);
         json j = op_json(p, o);
@@ -648,8 +650,8 @@ struct Builder {
     // Times relative to the window's start, in microseconds (JSON numbers stay exact).
     for (auto& l : lanes)
       for (auto& o : l["ops"]) {
-        o["t0"] = (o["t0"].get<int64_t>() - t_min) / 1000.0;
-        o["t1"] = (o["t1"].get<int64_t>() - t_min) / 1000.0;
+        o["t0"] = sat_sub(o["t0"].get<int64_t>(), t_min) / 1000.0;
+        o["t1"] = sat_sub(o["t1"].get<int64_t>(), t_min) / 1000.0;
       }
     std::string ranks_arg;
     for (int p : procs) ranks_arg += (ranks_arg.empty() ? "" : ",") + std::to_string(rank(p));
@@ -661,7 +663,7 @@ struct Builder {
       cmd += " --comm " + short_hash(findings_json["list"][0]["comm"].get<std::string>()) + " --from-seq " +
              std::to_string(std::max<int64_t>(1, seq - 10)) + " --to-seq " + std::to_string(seq + 10);
     }
-    return {{"lanes", lanes}, {"span_us", (t_max - t_min) / 1000.0}, {"aligned", aligned}, {"command", cmd}};
+    return {{"lanes", lanes}, {"span_us", sat_sub(t_max, t_min) / 1000.0}, {"aligned", aligned}, {"command", cmd}};
   }
 
   json build() {
