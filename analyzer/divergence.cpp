@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "findings.h"
+#include "saturating.h"
 
 namespace lockstep {
 
@@ -46,16 +47,20 @@ std::pair<FindingKind, std::string> compare(const Signature& a, const Signature&
 // (no parts) moves `count` elements to and from every peer.
 struct Splits {
   std::map<int, int64_t> send, recv;
+  int64_t each = -1;  // ncclAlltoAll: this many to and from every peer (not one entry per rank:
+                      // nranks comes from the file and can be 2^24)
+  int64_t sent_to(int r) const { return each >= 0 ? each : send.count(r) ? send.at(r) : 0; }
+  int64_t received_from(int r) const { return each >= 0 ? each : recv.count(r) ? recv.at(r) : 0; }
 };
-Splits splits_of(const Signature& s, int nranks) {
+Splits splits_of(const Signature& s) {
   Splits sp;
   if (s.parts.empty()) {
-    for (int r = 0; r < nranks; ++r) sp.send[r] = sp.recv[r] = s.count;
+    sp.each = s.count;
     return sp;
   }
   for (auto& p : s.parts) {
-    if (p.op == vocab::Op::Send) sp.send[p.peer] += p.count;
-    if (p.op == vocab::Op::Recv) sp.recv[p.peer] += p.count;
+    if (p.op == vocab::Op::Send) sp.send[p.peer] = sat_add(sp.send[p.peer], p.count);  // counts from the file
+    if (p.op == vocab::Op::Recv) sp.recv[p.peer] = sat_add(sp.recv[p.peer], p.count);
   }
   return sp;
 }
@@ -64,7 +69,7 @@ Splits splits_of(const Signature& s, int nranks) {
 // nranks peers: members that all issued it pair up without comparing every pair.
 bool uniform_all_to_all(const Signature& s, int nranks) {
   if (s.parts.empty()) return true;
-  Splits sp = splits_of(s, nranks);
+  Splits sp = splits_of(s);
   if (sp.send.size() != static_cast<size_t>(nranks) || sp.recv.size() != static_cast<size_t>(nranks)) return false;
   int64_t amount = sp.send.begin()->second;
   for (int r = 0; r < nranks; ++r) {
@@ -173,14 +178,14 @@ bool check_ordinal(const Schedule& s, const CommIndex& idx, int g, int64_t k, Di
     if (dtype_ok) {
       std::vector<Splits> sp(sides.size());
       for (size_t i = 0; i < sides.size(); ++i)
-        if (sig[i] != kNotIssued) sp[i] = splits_of(s.sigs[sig[i]], gc.nranks);
+        if (sig[i] != kNotIssued) sp[i] = splits_of(s.sigs[sig[i]]);
       for (size_t i = 0; i < sides.size(); ++i) {
         if (sig[i] == kNotIssued) continue;
         for (size_t j = 0; j < sides.size(); ++j) {
           if (sig[j] == kNotIssued) continue;
           int ri = sides[i].comm_rank, rj = sides[j].comm_rank;
-          int64_t sent = sp[i].send.count(rj) ? sp[i].send[rj] : 0;
-          int64_t expected = sp[j].recv.count(ri) ? sp[j].recv[ri] : 0;
+          int64_t sent = sp[i].sent_to(rj);
+          int64_t expected = sp[j].received_from(ri);
           if (sent != expected) {
             out.kind = FindingKind::kAllToAllSplit;
             out.detail = "all-to-all split: comm rank " + std::to_string(ri) + " sends " + std::to_string(sent) +

@@ -160,16 +160,23 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
   for (auto& h : order) {
     const Members& m = comms[h];
     if (m.mismatch) continue;
-    std::vector<int> missing;
-    for (int r = 0; r < m.nranks; ++r)
-      if (!m.by_rank.count(r)) missing.push_back(r);
-    if (missing.empty()) continue;
+    // by_rank holds ranks in [0, nranks): the missing ones are counted, and the first few named
+    // by walking it (nranks comes from the file and can be 2^24, in every communicator).
+    const size_t missing = static_cast<size_t>(m.nranks) - m.by_rank.size();
+    if (missing == 0) continue;
     std::string list;
-    for (size_t k = 0; k < missing.size() && k < 8; ++k) list += (k ? "," : "") + std::to_string(missing[k]);
-    if (missing.size() > 8) list += ",... (" + std::to_string(missing.size()) + " in all)";
+    auto held = m.by_rank.begin();
+    for (int r = 0, named = 0; r < m.nranks && named < 8; ++r) {
+      if (held != m.by_rank.end() && held->first == r) {
+        ++held;
+        continue;
+      }
+      list += (named++ ? "," : "") + std::to_string(r);
+    }
+    if (missing > 8) list += ",... (" + std::to_string(missing) + " in all)";
     add(EvidenceKind::kMissingMember, false, {},
         "comm " + short8(h) + " has " + std::to_string(m.nranks) + " ranks, " + std::to_string(m.by_rank.size()) +
-            " traced: no usable file of comm rank" + (missing.size() > 1 ? "s " : " ") + list);
+            " traced: no usable file of comm rank" + (missing > 1 ? "s " : " ") + list);
   }
 
   // Two jobs in one directory: the processes fall into groups that share no communicator.
