@@ -59,27 +59,37 @@ std::string family_of(const std::string& role) {
   return out;
 }
 
-// "0-7,9,12-15" with at most max_segments segments, then " (+N more)".
+// Ascending ranks as [first, last] spans, added in order (adjacent spans merge).
+struct Spans {
+  std::vector<std::pair<int, int>> spans;
+  int64_t count = 0;
+  void add(int lo, int n) {
+    if (!spans.empty() && spans.back().second + 1 == lo)
+      spans.back().second = lo + n - 1;
+    else
+      spans.push_back({lo, lo + n - 1});
+    count += n;
+  }
+  // "0-7,9,12-15" with at most max_segments segments, then " (+N more)".
+  std::string text(size_t max_segments) const {
+    std::string out;
+    int64_t shown = 0;
+    for (size_t k = 0; k < spans.size(); ++k) {
+      if (k == max_segments) return out + " (+" + std::to_string(count - shown) + " more)";
+      auto [lo, hi] = spans[k];
+      out += (k ? "," : "") + std::to_string(lo) + (hi > lo ? "-" + std::to_string(hi) : "");
+      shown += hi - lo + 1;
+    }
+    return out;
+  }
+};
+
 std::string ranges(std::vector<int> r, size_t max_segments) {
   std::sort(r.begin(), r.end());
   r.erase(std::unique(r.begin(), r.end()), r.end());
-  std::string out;
-  size_t segments = 0, shown = 0;
-  for (size_t i = 0; i < r.size();) {
-    size_t j = i;
-    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
-    if (segments == max_segments) {
-      out += " (+" + std::to_string(r.size() - shown) + " more)";
-      return out;
-    }
-    if (!out.empty()) out += ",";
-    out += std::to_string(r[i]);
-    if (j > i) out += "-" + std::to_string(r[j]);
-    shown += j - i + 1;
-    ++segments;
-    i = j + 1;
-  }
-  return out;
+  Spans s;
+  for (int x : r) s.add(x, 1);
+  return s.text(max_segments);
 }
 
 int64_t meta_int(const Process& p, const char* key, bool* ok) {
@@ -105,6 +115,7 @@ struct Builder {
 
   int world = 0;                     // global ranks 0..world-1 drawn
   std::vector<int> proc_of_rank;     // global rank -> proc, -1 = no file
+  std::vector<int> file_ranks;       // ranks with a file, ascending
   std::vector<std::string> hosts;    // distinct host names, in rank order of first appearance
   std::vector<int> host_of_proc;
   // [proc][local comm] = {last issued seq, last completed seq}, -1 = none
@@ -127,6 +138,7 @@ struct Builder {
     for (int r = 0; r < world; ++r) {
       int p = proc_of_rank[r];
       if (p < 0) continue;
+      file_ranks.push_back(r);
       auto [it, added] = host_index.emplace(s.procs[p].info.host, static_cast<int>(hosts.size()));
       if (added) hosts.push_back(s.procs[p].info.host);
       host_of_proc[p] = it->second;
@@ -295,9 +307,10 @@ struct Builder {
     for (auto& f : order) {
       const std::vector<int>& gs = by_family[f];
       using Cell = std::tuple<int64_t, int64_t, int>;  // issued, completed, state
-      std::vector<Cell> cells(world, Cell{-1, -1, kNotMember});
-      for (int r = 0; r < world; ++r)
-        if (proc_of_rank[r] < 0) cells[r] = Cell{-1, -1, kMissing};
+      // Sparse: a rank's cell is its first member's standing, else kNotMember (a file) or
+      // kMissing (none). world comes from the files' nranks (up to 2^24), and a directory can
+      // hold many families: ranks are walked in runs, never one by one.
+      std::map<int, Cell> member_cells;
       json comms = json::array();
       std::vector<std::pair<int, json>> ranked_comms;  // interest, entry
       for (int g : gs) {
@@ -308,7 +321,7 @@ struct Builder {
           int r = rank(m.proc);
           auto [issued, completed] = last_seq[m.proc][m.local];
           int st = cell_state(m.proc, m.local);
-          if (std::get<2>(cells[r]) == kNotMember || std::get<2>(cells[r]) == kMissing) cells[r] = Cell{issued, completed, st};
+          member_cells.emplace(r, Cell{issued, completed, st});
           lo = std::min(lo, issued);
           hi = std::max(hi, issued);
           states.insert(st);
@@ -331,30 +344,43 @@ struct Builder {
       for (size_t i = 0; i < ranked_comms.size() && i < opt.max_list; ++i) comms.push_back(ranked_comms[i].second);
 
       json runs = json::array();
-      std::map<Cell, std::vector<int>> groups;
+      std::map<Cell, Spans> groups;
       int64_t max_issued = -1;
-      for (int r = 0; r < world;) {
-        int n = 1;
-        while (r + n < world && cells[r + n] == cells[r]) ++n;
-        auto [issued, completed, st] = cells[r];
-        runs.push_back({n, issued, completed, st});
-        if (st != kNotMember) {
-          auto& v = groups[cells[r]];
-          for (int i = 0; i < n; ++i) v.push_back(r + i);
-        }
+      Cell last{-2, -2, -1};
+      auto add_run = [&](int lo, int n, const Cell& c) {
+        auto [issued, completed, st] = c;
+        if (!runs.empty() && c == last)
+          runs.back()[0] = runs.back()[0].get<int>() + n;
+        else
+          runs.push_back({n, issued, completed, st});
+        last = c;
+        if (st != kNotMember) groups[c].add(lo, n);
         max_issued = std::max(max_issued, issued);
-        r += n;
+      };
+      // Ranks whose cell can be other than kMissing: those with a file, and members.
+      std::vector<int> points = file_ranks;
+      for (auto& [r, c] : member_cells) points.push_back(r);
+      std::sort(points.begin(), points.end());
+      points.erase(std::unique(points.begin(), points.end()), points.end());
+      const Cell missing{-1, -1, kMissing};
+      int next = 0;
+      for (int r : points) {
+        if (r > next) add_run(next, r - next, missing);
+        auto it = member_cells.find(r);
+        add_run(r, 1, it != member_cells.end() ? it->second : proc_of_rank[r] < 0 ? missing : Cell{-1, -1, kNotMember});
+        next = r + 1;
       }
-      std::vector<std::pair<Cell, std::vector<int>>> gl(groups.begin(), groups.end());
-      std::stable_sort(gl.begin(), gl.end(), [](auto& x, auto& y) { return x.second.size() > y.second.size(); });
+      if (next < world) add_run(next, world - next, missing);
+      std::vector<std::pair<Cell, Spans>> gl(groups.begin(), groups.end());
+      std::stable_sort(gl.begin(), gl.end(), [](auto& x, auto& y) { return x.second.count > y.second.count; });
       json gj = json::array();
       for (size_t i = 0; i < gl.size() && i < opt.max_list; ++i) {
         auto [issued, completed, st] = gl[i].first;
         gj.push_back({{"issued", issued},
                       {"completed", completed},
                       {"state", kCellStates[st]},
-                      {"count", gl[i].second.size()},
-                      {"ranks", ranges(gl[i].second, opt.max_range_segments)}});
+                      {"count", gl[i].second.count},
+                      {"ranks", gl[i].second.text(opt.max_range_segments)}});
       }
       out.push_back({{"family", f},
                      {"comms", {{"count", gs.size()}, {"list", comms}}},
