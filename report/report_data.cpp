@@ -199,12 +199,18 @@ struct Builder {
 
   json evidence(bool* incomplete) {
     json e;
-    std::vector<int> read, missing;
-    for (int r = 0; r < world; ++r) (proc_of_rank[r] >= 0 ? read : missing).push_back(r);
+    Spans read, missing;  // from the ranks with a file: world can be 2^24
+    int next = 0;
+    for (int r : file_ranks) {
+      if (r > next) missing.add(next, r - next);
+      read.add(r, 1);
+      next = r + 1;
+    }
+    if (next < world) missing.add(next, world - next);
     e["world"] = world;
     e["processes"] = s.procs.size();
-    e["ranks_read"] = {{"count", read.size()}, {"ranges", ranges(read, opt.max_range_segments)}};
-    e["missing_ranks"] = {{"count", missing.size()}, {"ranges", ranges(missing, opt.max_range_segments)}};
+    e["ranks_read"] = {{"count", read.count}, {"ranges", read.text(opt.max_range_segments)}};
+    e["missing_ranks"] = {{"count", missing.count}, {"ranges", missing.text(opt.max_range_segments)}};
     e["total_ops"] = a.total_ops;
     int64_t unsequenced = 0;
     for (auto& p : s.procs) unsequenced += p.unsequenced_ops;
@@ -243,7 +249,7 @@ struct Builder {
     for (size_t i = 0; i < a.index.warnings.size() && i < opt.max_list; ++i) warnings.push_back(a.index.warnings[i]);
     e["warnings"] = {{"count", a.index.warnings.size()}, {"items", warnings}};
 
-    *incomplete = !missing.empty() || n_dropped || n_stopped || !s.skipped.empty() || n_partial;
+    *incomplete = missing.count > 0 || n_dropped || n_stopped || !s.skipped.empty() || n_partial;
     return e;
   }
 
@@ -275,13 +281,22 @@ struct Builder {
       if (p < 0) return {-1, 4};
       return {host_of_proc[p], rank_status_index(a.hang.ranks[p].status)};
     };
-    for (int r = 0; r < world;) {
-      auto k = key(r);
-      int n = 1;
-      while (r + n < world && key(r + n) == k) ++n;
-      runs.push_back({n, k.first, k.second});
-      r += n;
+    std::pair<int, int> last{-2, -2};
+    auto add = [&](int n, std::pair<int, int> k) {
+      if (!runs.empty() && k == last)
+        runs.back()[0] = runs.back()[0].get<int>() + n;
+      else
+        runs.push_back({n, k.first, k.second});
+      last = k;
+    };
+    // Ranks without a file share one key: walked in runs (world can be 2^24).
+    int next = 0;
+    for (int r : file_ranks) {
+      if (r > next) add(r - next, {-1, 4});
+      add(1, key(r));
+      next = r + 1;
     }
+    if (next < world) add(world - next, {-1, 4});
     return {{"statuses", kRankStatuses}, {"runs", runs}};
   }
 
