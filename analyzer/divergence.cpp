@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "findings.h"
+#include "saturating.h"
 
 namespace lockstep {
 
@@ -46,16 +47,20 @@ std::pair<FindingKind, std::string> compare(const Signature& a, const Signature&
 // (no parts) moves `count` elements to and from every peer.
 struct Splits {
   std::map<int, int64_t> send, recv;
+  int64_t each = -1;  // ncclAlltoAll: this many to and from every peer (not one entry per rank:
+                      // nranks comes from the file and can be 2^24)
+  int64_t sent_to(int r) const { return each >= 0 ? each : send.count(r) ? send.at(r) : 0; }
+  int64_t received_from(int r) const { return each >= 0 ? each : recv.count(r) ? recv.at(r) : 0; }
 };
-Splits splits_of(const Signature& s, int nranks) {
+Splits splits_of(const Signature& s) {
   Splits sp;
   if (s.parts.empty()) {
-    for (int r = 0; r < nranks; ++r) sp.send[r] = sp.recv[r] = s.count;
+    sp.each = s.count;
     return sp;
   }
   for (auto& p : s.parts) {
-    if (p.op == vocab::Op::Send) sp.send[p.peer] += p.count;
-    if (p.op == vocab::Op::Recv) sp.recv[p.peer] += p.count;
+    if (p.op == vocab::Op::Send) sp.send[p.peer] = sat_add(sp.send[p.peer], p.count);  // counts from the file
+    if (p.op == vocab::Op::Recv) sp.recv[p.peer] = sat_add(sp.recv[p.peer], p.count);
   }
   return sp;
 }
@@ -64,7 +69,7 @@ Splits splits_of(const Signature& s, int nranks) {
 // nranks peers: members that all issued it pair up without comparing every pair.
 bool uniform_all_to_all(const Signature& s, int nranks) {
   if (s.parts.empty()) return true;
-  Splits sp = splits_of(s, nranks);
+  Splits sp = splits_of(s);
   if (sp.send.size() != static_cast<size_t>(nranks) || sp.recv.size() != static_cast<size_t>(nranks)) return false;
   int64_t amount = sp.send.begin()->second;
   for (int r = 0; r < nranks; ++r) {
@@ -173,14 +178,14 @@ bool check_ordinal(const Schedule& s, const CommIndex& idx, int g, int64_t k, Di
     if (dtype_ok) {
       std::vector<Splits> sp(sides.size());
       for (size_t i = 0; i < sides.size(); ++i)
-        if (sig[i] != kNotIssued) sp[i] = splits_of(s.sigs[sig[i]], gc.nranks);
+        if (sig[i] != kNotIssued) sp[i] = splits_of(s.sigs[sig[i]]);
       for (size_t i = 0; i < sides.size(); ++i) {
         if (sig[i] == kNotIssued) continue;
         for (size_t j = 0; j < sides.size(); ++j) {
           if (sig[j] == kNotIssued) continue;
           int ri = sides[i].comm_rank, rj = sides[j].comm_rank;
-          int64_t sent = sp[i].send.count(rj) ? sp[i].send[rj] : 0;
-          int64_t expected = sp[j].recv.count(ri) ? sp[j].recv[ri] : 0;
+          int64_t sent = sp[i].sent_to(rj);
+          int64_t expected = sp[j].received_from(ri);
           if (sent != expected) {
             out.kind = FindingKind::kAllToAllSplit;
             out.detail = "all-to-all split: comm rank " + std::to_string(ri) + " sends " + std::to_string(sent) +
@@ -333,7 +338,17 @@ std::vector<Divergence> find_divergences(const Schedule& s, const CommIndex& idx
       views.push_back(&pc);
     }
     Divergence d;
-    for (int64_t k = first; k <= last; ++k) {
+    for (int64_t k = first, next = first; k <= last; k = next) {
+      // An ordinal no member holds (between one member's retired history and another's window)
+      // compares like every ordinal up to the next window edge: go there (a crafted retired
+      // count can open a gap of billions of ordinals).
+      next = k + 1;
+      if (std::none_of(views.begin(), views.end(), [k](const ProcComm* v) { return v->at(k) >= 0; })) {
+        next = last + 1;
+        for (const ProcComm* v : views)
+          for (int64_t edge : {v->base + 1, v->end() + 1})
+            if (edge > k) next = std::min(next, edge);
+      }
       // Fast path, no allocation: every member issued the same signature (and it is not an
       // all-to-all whose per-peer splits still need pairing up).
       bool same = true;

@@ -26,6 +26,10 @@
 namespace lockstep::model {
 
 namespace {
+// Bounds on what the model allocates per member rank (16,384 ranks x 10,000 collectives, the
+// largest traces measured, take 164 M instance slots).
+constexpr int64_t kMaxModelRanks = int64_t(1) << 26;
+constexpr size_t kMaxInstanceSlots = size_t(1) << 28;
 
 using vocab::is_p2p;
 
@@ -160,6 +164,7 @@ Model build_model(const Schedule& sched) {
     }
   }
   std::unordered_map<std::string, int32_t> comm_by_hash;
+  int64_t model_ranks = 0;
   s.procs.resize(sched.procs.size());
   constexpr int16_t kNotInterned = -2;
   std::vector<int16_t> coalesced_name(sched.sigs.size(), kNotInterned);  // by signature index
@@ -189,6 +194,13 @@ Model build_model(const Schedule& sched) {
       }
       auto [it, fresh] = comm_by_hash.try_emplace(c.hash, static_cast<int32_t>(s.comms.size()));
       if (fresh) {
+        // Per-rank tables are sized by nranks, which comes from the file (up to 2^24 in every
+        // communicator): a directory whose communicators add up to more is refused, not modeled.
+        model_ranks += c.nranks;
+        if (model_ranks > kMaxModelRanks)
+          throw std::runtime_error("model: the communicators add up to more than " + std::to_string(kMaxModelRanks) +
+                                   " member ranks (" + p.path + ": communicator " + c.hash + " of " +
+                                   std::to_string(c.nranks) + " ranks): too large to model");
         CommInfo info;
         info.hash = c.hash;
         info.label = !c.name.empty() ? c.name : c.hash.substr(0, 8);
@@ -328,11 +340,19 @@ Model build_model(const Schedule& sched) {
                            " ops on communicators that cannot be identified across ranks are ignored");
   }
   for (auto& ps : s.procs) ps.comm_rank.resize(s.comms.size(), -1), ps.retired_colls.resize(s.comms.size(), 0);
-  for (const CommInfo& c : s.comms)
+  // One line per communicator: a few missing ranks named, the rest counted (nranks comes from
+  // the file and can be 2^24).
+  for (const CommInfo& c : s.comms) {
+    std::string list;
+    int64_t missing = 0;
     for (int r = 0; r < c.nranks; ++r)
-      if (c.members[r] < 0)
-        s.problems.push_back("communicator " + c.label + ": rank " + std::to_string(r) + " of " + std::to_string(c.nranks) +
-                             " has no trace file; its ops on it are taken as never issued");
+      if (c.members[r] < 0 && missing++ < 8) list += (list.empty() ? "" : ",") + std::to_string(r);
+    if (missing > 8) list += ",... (" + std::to_string(missing) + " in all)";
+    if (missing)
+      s.problems.push_back("communicator " + c.label + ": rank" + (missing > 1 ? "s " : " ") + list + " of " +
+                           std::to_string(c.nranks) + (missing > 1 ? " have" : " has") +
+                           " no trace file; its ops on it are taken as never issued");
+  }
   return s;
 }
 
@@ -779,6 +799,10 @@ void Engine::join_collective(Matching& m, ProcBuild& b, int32_t g, const Item& i
     in.comm = it.comm;
     in.ordinal = m.first_ordinal[it.comm] + static_cast<int64_t>(list.size());
     in.slots = static_cast<int32_t>(inst_slots_.size());
+    if (inst_slots_.size() + c.nranks > kMaxInstanceSlots)
+      throw std::runtime_error("model: collectives x communicator sizes exceed " + std::to_string(kMaxInstanceSlots) +
+                               " rank slots (communicator " + c.hash + " of " + std::to_string(c.nranks) +
+                               " ranks): too large to model");
     inst_slots_.resize(inst_slots_.size() + c.nranks, kNeverIssued);
     for (int32_t r = 0; r < c.nranks; ++r)
       if (c.members[r] >= 0 && retired(c.members[r], size_t(it.comm)) > in.ordinal) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "saturating.h"
+
 namespace lockstep {
 
 namespace {
@@ -100,7 +102,7 @@ int64_t all_to_all_amount(const Signature& s, bool send, int peer) {
   if (s.parts.empty()) return s.count;
   int64_t n = 0;
   for (auto& p : s.parts)
-    if (p.peer == peer && p.op == (send ? vocab::Op::Send : vocab::Op::Recv)) n += p.count;
+    if (p.peer == peer && p.op == (send ? vocab::Op::Send : vocab::Op::Recv)) n = sat_add(n, p.count);  // counts from the file
   return n;
 }
 
@@ -111,7 +113,7 @@ std::string describe_signature(const Signature& s) {
     // Per-peer sends, the part that must pair up with the peers' receives.
     std::map<int, int64_t> sends;
     for (auto& p : s.parts)
-      if (p.op == vocab::Op::Send) sends[p.peer] += p.count;
+      if (p.op == vocab::Op::Send) sends[p.peer] = sat_add(sends[p.peer], p.count);
     d += " sends=[";
     bool first = true;
     for (auto& [peer, n] : sends) {

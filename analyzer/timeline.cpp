@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "hang.h"
+#include "saturating.h"
 #include "trace_schema.h"
 #include "trace_details.h"
 
@@ -45,7 +46,7 @@ Clock process_clock(const Process& p) {
   bool has_wall = false, has_mono = false;
   int64_t wall = meta_int(p, "start_wall_ns", &has_wall);
   int64_t mono = meta_int(p, "start_mono_ns", &has_mono);
-  if (has_wall && has_mono) return {wall - mono, true};
+  if (has_wall && has_mono) return {sat_sub(wall, mono), true};
   for (const Op& o : p.ops)  // older files: any op carries both clocks
     if (o.issue_wall_ns > 0 && o.issue_mono_ns > 0) return {o.issue_wall_ns - o.issue_mono_ns, true};
   return {};
@@ -172,7 +173,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
     bool has_mono = false;
     int64_t start = meta_int(p, "start_mono_ns", &has_mono);
     if (!has_mono) start = p.ops.empty() ? 0 : p.ops.front().issue_mono_ns;
-    origin = std::min(origin, start + clocks[i].mono_to_wall);
+    origin = std::min(origin, sat_add(start, clocks[i].mono_to_wall));
     all_aligned = all_aligned && clocks[i].aligned;
   }
   if (origin == INT64_MAX) origin = 0;
@@ -335,7 +336,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       }
       std::string name = vocab::name(op.op) + (op.seq > 0 ? " #" + std::to_string(op.seq) : "");
       emit({{"ph", "X"}, {"name", name}, {"cat", cat}, {"pid", pid}, {"tid", tid}, {"ts", us(start)},
-            {"dur", us(std::max<int64_t>(0, stop - start))}, {"args", std::move(args)}});
+            {"dur", us(std::max<int64_t>(0, sat_sub(stop, start)))}, {"args", std::move(args)}});
       if (counted) {
         members[{p.comms[op.comm].hash, ord}].push_back(placed.size());
         placed.push_back({pid, tid, start,
@@ -350,7 +351,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
       if (!in_span(ts(w.begin_mono_ns))) continue;
       json args = {{"kind", vocab::name(w.kind)}, {"stream", hex(w.stream)}, {"host_tid", w.tid}, {"call_index", w.call_index}};
       if (w.event != 0) args["event"] = hex(w.event);
-      if (w.end_mono_ns >= 0) args["waited_us"] = us(w.end_mono_ns - w.begin_mono_ns);
+      if (w.end_mono_ns >= 0) args["waited_us"] = us(sat_sub(w.end_mono_ns, w.begin_mono_ns));
       else args["returned"] = false;
       emit({{"ph", "i"}, {"s", "t"}, {"name", vocab::name(w.kind)}, {"cat", w.end_mono_ns >= 0 ? "wait" : "wait_blocked"},
             {"pid", pid}, {"tid", kHostTid}, {"ts", us(ts(w.begin_mono_ns))}, {"args", std::move(args)}});

@@ -286,8 +286,9 @@ void read_header(sqlite3* db, Process& p) {
       c.local_id = static_cast<int>(st.i64(0));
       c.hash = st.str(1);
       c.handle = static_cast<uint64_t>(st.i64(2));
-      c.nranks = static_cast<int>(st.i64(3));
-      c.rank = static_cast<int>(st.i64(4));
+      // Clamped, not wrapped: nranks 2^32 + 2 must reach header_defect as out of range, not as 2.
+      c.nranks = static_cast<int>(std::clamp<int64_t>(st.i64(3), INT32_MIN, INT32_MAX));
+      c.rank = static_cast<int>(std::clamp<int64_t>(st.i64(4), INT32_MIN, INT32_MAX));
       c.cuda_device = static_cast<int>(st.i64(5, -1));
       parent_ids.push_back(st.i64(6, -1));
       c.split_color = static_cast<int>(st.i64(7));

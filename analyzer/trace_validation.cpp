@@ -45,6 +45,24 @@ std::string header_defect(const Process& p) {
   if (p.global_rank < -1 || p.global_rank >= kMaxRanks)
     return "corrupt: global_rank " + std::to_string(p.global_rank) + " is out of range (valid: -1 for unknown, 0.." +
            std::to_string(kMaxRanks - 1) + ")";
+  // Bounded traces: retired counts, checkpoint ordinals and seqs are collective ordinals or seqs,
+  // 32-bit like every seq (the loader's rule): beyond that they would overflow the ordinal
+  // arithmetic (checkpoints.cpp: base + i + 1).
+  if (p.checkpoint_interval > kMaxSeq)
+    return "corrupt: checkpoint_interval " + std::to_string(p.checkpoint_interval) + " is out of range (valid: 0.." +
+           std::to_string(kMaxSeq) + ")";
+  for (const Comm& c : p.comms) {
+    auto bad = [&](const char* what, int64_t v) {
+      return "corrupt: comm " + short8(c.hash) + " has " + what + " " + std::to_string(v) + " (valid: 0.." +
+             std::to_string(kMaxSeq) + ")";
+    };
+    if (c.retired_collectives > kMaxSeq) return bad("retired_collectives", c.retired_collectives);
+    if (c.retired_through_seq > kMaxSeq) return bad("retired_through_seq", c.retired_through_seq);
+    for (const Comm::Checkpoint& cp : c.checkpoints) {
+      if (cp.ordinal < 0 || cp.ordinal > kMaxSeq) return bad("a checkpoint at ordinal", cp.ordinal);
+      if (cp.seq < 0 || cp.seq > kMaxSeq) return bad("a checkpoint at seq", cp.seq);
+    }
+  }
   for (const Comm& c : p.comms) {
     if (c.init_rc != 0) continue;
     if (c.nranks < 0 || c.nranks > kMaxRanks)
@@ -142,16 +160,23 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
   for (auto& h : order) {
     const Members& m = comms[h];
     if (m.mismatch) continue;
-    std::vector<int> missing;
-    for (int r = 0; r < m.nranks; ++r)
-      if (!m.by_rank.count(r)) missing.push_back(r);
-    if (missing.empty()) continue;
+    // by_rank holds ranks in [0, nranks): the missing ones are counted, and the first few named
+    // by walking it (nranks comes from the file and can be 2^24, in every communicator).
+    const size_t missing = static_cast<size_t>(m.nranks) - m.by_rank.size();
+    if (missing == 0) continue;
     std::string list;
-    for (size_t k = 0; k < missing.size() && k < 8; ++k) list += (k ? "," : "") + std::to_string(missing[k]);
-    if (missing.size() > 8) list += ",... (" + std::to_string(missing.size()) + " in all)";
+    auto held = m.by_rank.begin();
+    for (int r = 0, named = 0; r < m.nranks && named < 8; ++r) {
+      if (held != m.by_rank.end() && held->first == r) {
+        ++held;
+        continue;
+      }
+      list += (named++ ? "," : "") + std::to_string(r);
+    }
+    if (missing > 8) list += ",... (" + std::to_string(missing) + " in all)";
     add(EvidenceKind::kMissingMember, false, {},
         "comm " + short8(h) + " has " + std::to_string(m.nranks) + " ranks, " + std::to_string(m.by_rank.size()) +
-            " traced: no usable file of comm rank" + (missing.size() > 1 ? "s " : " ") + list);
+            " traced: no usable file of comm rank" + (missing > 1 ? "s " : " ") + list);
   }
 
   // Two jobs in one directory: the processes fall into groups that share no communicator.

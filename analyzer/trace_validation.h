@@ -42,8 +42,11 @@ struct EvidenceIssue {
 };
 
 // Per-file checks of the header, before any analysis trusts it: nranks in [1, kMaxRanks],
-// rank in [0, nranks). Empty: usable; else the skip reason.
+// rank in [0, nranks), retired counts and checkpoints within kMaxSeq. Empty: usable; else the
+// skip reason.
 inline constexpr int kMaxRanks = 1 << 24;
+// Seqs, collective ordinals and retired counts are 32-bit (the loader rejects a larger seq).
+inline constexpr int64_t kMaxSeq = UINT32_MAX;
 std::string header_defect(const Process& p);
 
 // Cross-file checks over the processes of one directory (the loaded ones, in order) and the

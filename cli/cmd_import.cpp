@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "flightrec.h"
+#include "text_escape.h"
 
 namespace lockstep::cli {
 namespace {
@@ -19,15 +20,16 @@ int import_dumps(const ImportArgs& a) {
   try {
     files = flightrec::import_dir(a.src, a.out, skipped);
   } catch (const std::exception& e) {
-    std::cerr << "lockstep import: " << e.what() << "\n";
+    std::cerr << "lockstep import: " << printable(e.what()) << "\n";
     return kExitUsage;
   }
-  for (auto& s : skipped) std::cerr << "skipped " << s.path << ": " << s.reason << "\n";
+  // A dump's file name and the reader's message can hold control characters: printed escaped.
+  for (auto& s : skipped) std::cerr << "skipped " << printable(s.path) << ": " << printable(s.reason) << "\n";
   if (files.empty()) {
     std::cerr << "lockstep import: no readable Flight Recorder dump in " << a.src << "\n";
     return kExitUsage;
   }
-  for (auto& f : files) std::cout << "wrote " << f << "\n";
+  for (auto& f : files) std::cout << "wrote " << printable(f) << "\n";
   return kExitOk;
 }
 

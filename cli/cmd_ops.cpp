@@ -26,7 +26,7 @@ int ops(const OpsArgs& a) {
       if (r == a.rank) path = headers.processes[i].path;
     }
   } catch (const LoadError& e) {
-    std::cerr << "lockstep ops: " << e.what() << "\n";
+    std::cerr << "lockstep ops: " << printable(e.what()) << "\n";
     return kExitUsage;
   }
   if (path.empty()) {
@@ -37,7 +37,7 @@ int ops(const OpsArgs& a) {
   try {
     p = load_process_file(path);
   } catch (const LoadError& e) {
-    std::cerr << "lockstep ops: " << e.what() << "\n";
+    std::cerr << "lockstep ops: " << printable(e.what()) << "\n";
     return kExitUsage;
   }
   auto roles = comm_roles(p);

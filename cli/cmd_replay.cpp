@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "model_check.h"
+#include "text_escape.h"
 #include "rank_env.h"
 #include "rank_schedule.h"
 #include "replay.h"
@@ -43,12 +44,18 @@ using replay::Outcome;
 int run_model(const ReplayArgs& a) {
   std::vector<std::string> incomplete;
   model::Result r = replay::model_check_dir(a.dir, a.order_from, nullptr, &incomplete);
-  std::cout << (a.json ? model::format_json(r) + "\n" : model::format_text(r));
+  // File names (skipped files, file-based labels) can hold control characters: printed escaped,
+  // line by line.
+  std::string text = a.json ? model::format_json(r) + "\n" : model::format_text(r);
+  for (size_t at = 0, nl; at < text.size(); at = nl + 1) {
+    nl = std::min(text.find('\n', at), text.size());
+    std::cout << printable(std::string_view(text).substr(at, nl - at)) << (nl < text.size() ? "\n" : "");
+  }
   if (!incomplete.empty()) {
     // The verdict above is about the files that are there: not the recorded job's.
     std::ostream& o = a.json ? std::cerr : std::cout;
     o << "incomplete evidence: the verdict covers only the files present\n";
-    for (const auto& w : incomplete) o << "  " << w << "\n";
+    for (const auto& w : incomplete) o << "  " << printable(w) << "\n";
     return exit_code_of(Outcome::kIncomplete);
   }
   return r.verdict == model::Verdict::kCanComplete ? exit_code_of(Outcome::kCompleted) : exit_code_of(Outcome::kHangs);
@@ -152,14 +159,14 @@ void add_replay_command(CLI::App& app, int* exit_code) {
       else if (a->rank_from_env) *exit_code = run_rank_from_env(*a);
       else *exit_code = run_local(*a);
     } catch (const replay::ReplayError& e) {
-      std::cerr << "lockstep replay: " << e.what() << "\n";
+      std::cerr << "lockstep replay: " << printable(e.what()) << "\n";
       switch (e.kind) {
         case replay::ErrorKind::kIncomplete: *exit_code = exit_code_of(Outcome::kIncomplete); break;
         case replay::ErrorKind::kCannotRun: *exit_code = exit_code_of(Outcome::kCannotRun); break;
         case replay::ErrorKind::kInputError: *exit_code = kExitUsage; break;
       }
     } catch (const std::exception& e) {
-      std::cerr << "lockstep replay: " << e.what() << "\n";
+      std::cerr << "lockstep replay: " << printable(e.what()) << "\n";
       *exit_code = kExitUsage;
     }
   });

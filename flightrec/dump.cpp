@@ -132,10 +132,19 @@ class Reader {
       } else {
         const auto& rs = d_.seq(*rk, "pg_config ranks");
         charge(rs.size(), 0);
-        for (uint32_t r : rs) g.ranks.push_back(static_cast<int>(d_.integer(r, "rank")));
+        for (uint32_t r : rs) g.ranks.push_back(static_cast<int>(in_range(d_.integer(r, "rank"), 0, 1 << 24, "pg_config rank")));
       }
       out.groups.push_back(std::move(g));
     }
+  }
+
+  // Numbers the mapping computes with are checked where they are first read: a value torch
+  // cannot write makes the dump unreadable (named in the skip reason), never an overflow later.
+  static int64_t in_range(int64_t v, int64_t lo, int64_t hi, const char* key) {
+    if (v < lo || v > hi)
+      throw DumpError(std::string(key) + " " + std::to_string(v) + " is out of range (valid: " + std::to_string(lo) + ".." +
+                      std::to_string(hi) + ")");
+    return v;
   }
 
   uint32_t need(uint32_t e, const char* key) {
@@ -179,14 +188,14 @@ class Reader {
   FrEntry read_entry(uint32_t e, FrDump& dump) {
     small_dict(e, "entry");
     FrEntry x;
-    x.record_id = d_.integer(need(e, "record_id"), "record_id");
+    x.record_id = in_range(d_.integer(need(e, "record_id"), "record_id"), 0, kMaxRecordId, "record_id");
     x.pg_id = opt_int(e, "pg_id");
     const auto& pg = d_.seq(need(e, "process_group"), "process_group");
     if (pg.size() != 2) throw DumpError("process_group: expected (name, desc)");
     x.pg_name = text(pg[0], "process_group name");
     x.pg_desc = text(pg[1], "process_group desc");
-    x.collective_seq_id = opt_int(e, "collective_seq_id");
-    x.p2p_seq_id = opt_int(e, "p2p_seq_id");
+    x.collective_seq_id = in_range(opt_int(e, "collective_seq_id"), 0, kMaxSeqId, "collective_seq_id");
+    x.p2p_seq_id = in_range(opt_int(e, "p2p_seq_id"), 0, kMaxSeqId, "p2p_seq_id");
     x.op_id = opt_int(e, "op_id");
     x.profiling_name = text(need(e, "profiling_name"), "profiling_name");
     x.input_sizes = sizes(e, "input_sizes");
@@ -196,12 +205,12 @@ class Reader {
     x.state = text(need(e, "state"), "state");
     if (x.state != "scheduled" && x.state != "started" && x.state != "completed")
       throw DumpError("state '" + x.state + "' (scheduled, started or completed expected)");
-    x.time_created_ns = opt_int(e, "time_created_ns");
-    x.time_started_ns = opt_int(e, "time_discovered_started_ns");
-    x.time_completed_ns = opt_int(e, "time_discovered_completed_ns");
+    x.time_created_ns = in_range(opt_int(e, "time_created_ns"), 0, kMaxTimeNs, "time_created_ns");
+    x.time_started_ns = in_range(opt_int(e, "time_discovered_started_ns"), 0, kMaxTimeNs, "time_discovered_started_ns");
+    x.time_completed_ns = in_range(opt_int(e, "time_discovered_completed_ns"), 0, kMaxTimeNs, "time_discovered_completed_ns");
     if (auto r = d_.get(e, "retired")) x.retired = d_.boolean(*r, "retired");
     if (auto p = d_.get(e, "is_p2p")) x.is_p2p = d_.boolean(*p, "is_p2p");
-    x.timeout_ms = opt_int(e, "timeout_ms");
+    x.timeout_ms = in_range(opt_int(e, "timeout_ms"), 0, kMaxTimeNs / 1000000, "timeout_ms");
     if (auto t = d_.get(e, "thread_name")) x.thread_name = text(*t, "thread_name");
     if (auto t = d_.get(e, "thread_id")) {
       const Node& n = d_.at(*t);

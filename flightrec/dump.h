@@ -13,6 +13,13 @@
 
 namespace lockstep::flightrec {
 
+// Ranges of the numbers a dump may hold (dump.cpp rejects a dump with a value outside them):
+// record ids become call indexes (analyzer kMaxCallIndex = 2^39 - 1 is record_id + 1), sequence
+// ids become 32-bit seqs, times (ns since the epoch) leave room to subtract and add them.
+inline constexpr int64_t kMaxRecordId = (int64_t(1) << 39) - 2;
+inline constexpr int64_t kMaxSeqId = UINT32_MAX;
+inline constexpr int64_t kMaxTimeNs = int64_t(1) << 62;
+
 struct FrFrame {
   std::string name;
   std::string filename;

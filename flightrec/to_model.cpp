@@ -55,17 +55,23 @@ vocab::Dtype one_dtype(const std::vector<std::string>& ts) {
   return map_dtype(ts[0]);
 }
 
+// Element counts from the dump's tensor sizes (each >= 0, dump.cpp) saturate at kMaxCount: a
+// crafted dump can list sizes whose product or sum exceeds int64.
+constexpr int64_t kMaxCount = INT64_MAX / 2;
 int64_t numel(const std::vector<int64_t>& dims) {
+  if (std::find(dims.begin(), dims.end(), 0) != dims.end()) return 0;
   int64_t n = 1;
-  for (int64_t d : dims) {
-    if (d != 0 && n > INT64_MAX / d) return INT64_MAX;
-    n *= d;
-  }
+  for (int64_t d : dims)
+    if (__builtin_mul_overflow(n, d, &n) || n > kMaxCount) return kMaxCount;
   return n;
+}
+int64_t add_counts(int64_t a, int64_t b) {
+  int64_t s = 0;
+  return __builtin_add_overflow(a, b, &s) || s > kMaxCount ? kMaxCount : s;
 }
 int64_t total(const std::vector<std::vector<int64_t>>& ts) {
   int64_t n = 0;
-  for (auto& t : ts) n = std::min<int64_t>(INT64_MAX / 2, n + numel(t));
+  for (auto& t : ts) n = add_counts(n, numel(t));
   return n;
 }
 
@@ -148,7 +154,7 @@ void map_entry(const FrEntry& e, Op& o) {
       part.op = ag ? Op::AllGather : rs ? Op::ReduceScatter : Op::AllReduce;
       part.dtype = k < dts.size() ? map_dtype(dts[k]) : o.dtype;
       part.count = numel(sizes[k]);
-      o.count = std::min<int64_t>(INT64_MAX / 2, o.count + part.count);
+      o.count = add_counts(o.count, part.count);
       o.parts.push_back(part);
     }
   } else if (is_group_end(n)) {
@@ -308,7 +314,7 @@ Process to_process(const FrDump& d, int global_rank) {
         } else {
           o.parts.push_back({part.op, part.dtype, part.count, part.root, part.peer, part.redop});
         }
-        if (part.op != vocab::Op::Recv) o.count = std::min<int64_t>(INT64_MAX / 2, o.count + part.count);
+        if (part.op != vocab::Op::Recv) o.count = add_counts(o.count, part.count);
         if (o.stack_id < 0) o.stack_id = stack_id(order[members[m]]->stack);
       }
       o.op = all_p2p ? vocab::Op::SendRecv : vocab::Op::Coalesced;

@@ -49,7 +49,9 @@ int64_t Document::integer(uint32_t id, const char* what) const {
     if (k == n.s.size()) wrong(what, "an integer", n.kind);
     for (; k < n.s.size(); ++k) {
       if (n.s[k] < '0' || n.s[k] > '9') wrong(what, "an integer", n.kind);
-      v = v * 10 + (n.s[k] - '0');
+      // 19 digits can exceed int64: such a string is no integer of the dump.
+      if (__builtin_mul_overflow(v, 10, &v) || __builtin_add_overflow(v, n.s[k] - '0', &v))
+        wrong(what, "an integer that fits in 64 bits", n.kind);
     }
     return n.s[0] == '-' ? -v : v;
   }

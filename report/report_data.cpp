@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "report.h"
+#include "saturating.h"
 
 namespace lockstep::report {
 
@@ -58,27 +59,37 @@ std::string family_of(const std::string& role) {
   return out;
 }
 
-// "0-7,9,12-15" with at most max_segments segments, then " (+N more)".
+// Ascending ranks as [first, last] spans, added in order (adjacent spans merge).
+struct Spans {
+  std::vector<std::pair<int, int>> spans;
+  int64_t count = 0;
+  void add(int lo, int n) {
+    if (!spans.empty() && spans.back().second + 1 == lo)
+      spans.back().second = lo + n - 1;
+    else
+      spans.push_back({lo, lo + n - 1});
+    count += n;
+  }
+  // "0-7,9,12-15" with at most max_segments segments, then " (+N more)".
+  std::string text(size_t max_segments) const {
+    std::string out;
+    int64_t shown = 0;
+    for (size_t k = 0; k < spans.size(); ++k) {
+      if (k == max_segments) return out + " (+" + std::to_string(count - shown) + " more)";
+      auto [lo, hi] = spans[k];
+      out += (k ? "," : "") + std::to_string(lo) + (hi > lo ? "-" + std::to_string(hi) : "");
+      shown += hi - lo + 1;
+    }
+    return out;
+  }
+};
+
 std::string ranges(std::vector<int> r, size_t max_segments) {
   std::sort(r.begin(), r.end());
   r.erase(std::unique(r.begin(), r.end()), r.end());
-  std::string out;
-  size_t segments = 0, shown = 0;
-  for (size_t i = 0; i < r.size();) {
-    size_t j = i;
-    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
-    if (segments == max_segments) {
-      out += " (+" + std::to_string(r.size() - shown) + " more)";
-      return out;
-    }
-    if (!out.empty()) out += ",";
-    out += std::to_string(r[i]);
-    if (j > i) out += "-" + std::to_string(r[j]);
-    shown += j - i + 1;
-    ++segments;
-    i = j + 1;
-  }
-  return out;
+  Spans s;
+  for (int x : r) s.add(x, 1);
+  return s.text(max_segments);
 }
 
 int64_t meta_int(const Process& p, const char* key, bool* ok) {
@@ -104,6 +115,7 @@ struct Builder {
 
   int world = 0;                     // global ranks 0..world-1 drawn
   std::vector<int> proc_of_rank;     // global rank -> proc, -1 = no file
+  std::vector<int> file_ranks;       // ranks with a file, ascending
   std::vector<std::string> hosts;    // distinct host names, in rank order of first appearance
   std::vector<int> host_of_proc;
   // [proc][local comm] = {last issued seq, last completed seq}, -1 = none
@@ -126,6 +138,7 @@ struct Builder {
     for (int r = 0; r < world; ++r) {
       int p = proc_of_rank[r];
       if (p < 0) continue;
+      file_ranks.push_back(r);
       auto [it, added] = host_index.emplace(s.procs[p].info.host, static_cast<int>(hosts.size()));
       if (added) hosts.push_back(s.procs[p].info.host);
       host_of_proc[p] = it->second;
@@ -186,12 +199,18 @@ struct Builder {
 
   json evidence(bool* incomplete) {
     json e;
-    std::vector<int> read, missing;
-    for (int r = 0; r < world; ++r) (proc_of_rank[r] >= 0 ? read : missing).push_back(r);
+    Spans read, missing;  // from the ranks with a file: world can be 2^24
+    int next = 0;
+    for (int r : file_ranks) {
+      if (r > next) missing.add(next, r - next);
+      read.add(r, 1);
+      next = r + 1;
+    }
+    if (next < world) missing.add(next, world - next);
     e["world"] = world;
     e["processes"] = s.procs.size();
-    e["ranks_read"] = {{"count", read.size()}, {"ranges", ranges(read, opt.max_range_segments)}};
-    e["missing_ranks"] = {{"count", missing.size()}, {"ranges", ranges(missing, opt.max_range_segments)}};
+    e["ranks_read"] = {{"count", read.count}, {"ranges", read.text(opt.max_range_segments)}};
+    e["missing_ranks"] = {{"count", missing.count}, {"ranges", missing.text(opt.max_range_segments)}};
     e["total_ops"] = a.total_ops;
     int64_t unsequenced = 0;
     for (auto& p : s.procs) unsequenced += p.unsequenced_ops;
@@ -230,7 +249,7 @@ struct Builder {
     for (size_t i = 0; i < a.index.warnings.size() && i < opt.max_list; ++i) warnings.push_back(a.index.warnings[i]);
     e["warnings"] = {{"count", a.index.warnings.size()}, {"items", warnings}};
 
-    *incomplete = !missing.empty() || n_dropped || n_stopped || !s.skipped.empty() || n_partial;
+    *incomplete = missing.count > 0 || n_dropped || n_stopped || !s.skipped.empty() || n_partial;
     return e;
   }
 
@@ -262,13 +281,22 @@ struct Builder {
       if (p < 0) return {-1, 4};
       return {host_of_proc[p], rank_status_index(a.hang.ranks[p].status)};
     };
-    for (int r = 0; r < world;) {
-      auto k = key(r);
-      int n = 1;
-      while (r + n < world && key(r + n) == k) ++n;
-      runs.push_back({n, k.first, k.second});
-      r += n;
+    std::pair<int, int> last{-2, -2};
+    auto add = [&](int n, std::pair<int, int> k) {
+      if (!runs.empty() && k == last)
+        runs.back()[0] = runs.back()[0].get<int>() + n;
+      else
+        runs.push_back({n, k.first, k.second});
+      last = k;
+    };
+    // Ranks without a file share one key: walked in runs (world can be 2^24).
+    int next = 0;
+    for (int r : file_ranks) {
+      if (r > next) add(r - next, {-1, 4});
+      add(1, key(r));
+      next = r + 1;
     }
+    if (next < world) add(world - next, {-1, 4});
     return {{"statuses", kRankStatuses}, {"runs", runs}};
   }
 
@@ -294,9 +322,10 @@ struct Builder {
     for (auto& f : order) {
       const std::vector<int>& gs = by_family[f];
       using Cell = std::tuple<int64_t, int64_t, int>;  // issued, completed, state
-      std::vector<Cell> cells(world, Cell{-1, -1, kNotMember});
-      for (int r = 0; r < world; ++r)
-        if (proc_of_rank[r] < 0) cells[r] = Cell{-1, -1, kMissing};
+      // Sparse: a rank's cell is its first member's standing, else kNotMember (a file) or
+      // kMissing (none). world comes from the files' nranks (up to 2^24), and a directory can
+      // hold many families: ranks are walked in runs, never one by one.
+      std::map<int, Cell> member_cells;
       json comms = json::array();
       std::vector<std::pair<int, json>> ranked_comms;  // interest, entry
       for (int g : gs) {
@@ -307,7 +336,7 @@ struct Builder {
           int r = rank(m.proc);
           auto [issued, completed] = last_seq[m.proc][m.local];
           int st = cell_state(m.proc, m.local);
-          if (std::get<2>(cells[r]) == kNotMember || std::get<2>(cells[r]) == kMissing) cells[r] = Cell{issued, completed, st};
+          member_cells.emplace(r, Cell{issued, completed, st});
           lo = std::min(lo, issued);
           hi = std::max(hi, issued);
           states.insert(st);
@@ -330,30 +359,43 @@ struct Builder {
       for (size_t i = 0; i < ranked_comms.size() && i < opt.max_list; ++i) comms.push_back(ranked_comms[i].second);
 
       json runs = json::array();
-      std::map<Cell, std::vector<int>> groups;
+      std::map<Cell, Spans> groups;
       int64_t max_issued = -1;
-      for (int r = 0; r < world;) {
-        int n = 1;
-        while (r + n < world && cells[r + n] == cells[r]) ++n;
-        auto [issued, completed, st] = cells[r];
-        runs.push_back({n, issued, completed, st});
-        if (st != kNotMember) {
-          auto& v = groups[cells[r]];
-          for (int i = 0; i < n; ++i) v.push_back(r + i);
-        }
+      Cell last{-2, -2, -1};
+      auto add_run = [&](int lo, int n, const Cell& c) {
+        auto [issued, completed, st] = c;
+        if (!runs.empty() && c == last)
+          runs.back()[0] = runs.back()[0].get<int>() + n;
+        else
+          runs.push_back({n, issued, completed, st});
+        last = c;
+        if (st != kNotMember) groups[c].add(lo, n);
         max_issued = std::max(max_issued, issued);
-        r += n;
+      };
+      // Ranks whose cell can be other than kMissing: those with a file, and members.
+      std::vector<int> points = file_ranks;
+      for (auto& [r, c] : member_cells) points.push_back(r);
+      std::sort(points.begin(), points.end());
+      points.erase(std::unique(points.begin(), points.end()), points.end());
+      const Cell missing{-1, -1, kMissing};
+      int next = 0;
+      for (int r : points) {
+        if (r > next) add_run(next, r - next, missing);
+        auto it = member_cells.find(r);
+        add_run(r, 1, it != member_cells.end() ? it->second : proc_of_rank[r] < 0 ? missing : Cell{-1, -1, kNotMember});
+        next = r + 1;
       }
-      std::vector<std::pair<Cell, std::vector<int>>> gl(groups.begin(), groups.end());
-      std::stable_sort(gl.begin(), gl.end(), [](auto& x, auto& y) { return x.second.size() > y.second.size(); });
+      if (next < world) add_run(next, world - next, missing);
+      std::vector<std::pair<Cell, Spans>> gl(groups.begin(), groups.end());
+      std::stable_sort(gl.begin(), gl.end(), [](auto& x, auto& y) { return x.second.count > y.second.count; });
       json gj = json::array();
       for (size_t i = 0; i < gl.size() && i < opt.max_list; ++i) {
         auto [issued, completed, st] = gl[i].first;
         gj.push_back({{"issued", issued},
                       {"completed", completed},
                       {"state", kCellStates[st]},
-                      {"count", gl[i].second.size()},
-                      {"ranks", ranges(gl[i].second, opt.max_range_segments)}});
+                      {"count", gl[i].second.count},
+                      {"ranks", gl[i].second.text(opt.max_range_segments)}});
       }
       out.push_back({{"family", f},
                      {"comms", {{"count", gs.size()}, {"list", comms}}},
@@ -628,13 +670,14 @@ struct Builder {
       bool ok_w = false, ok_m = false;
       int64_t wall = meta_int(info, "start_wall_ns", &ok_w), mono = meta_int(info, "start_mono_ns", &ok_m);
       if (!ok_w || !ok_m) aligned = false, wall = mono = 0;
-      int64_t shift = wall - mono;
+      // Clock values from an untrusted file: saturating arithmetic (saturating.h).
+      int64_t shift = sat_sub(wall, mono);
       std::vector<Op> ops = details.ops_between(p, 0, INT64_MAX, opt.timeline_ops, true);
       int64_t end = info.last_flush_mono_ns;
       json oj = json::array();
       for (auto& o : ops) {
-        int64_t t0 = o.issue_mono_ns + shift;
-        int64_t t1 = (o.completed && o.complete_mono_ns >= o.issue_mono_ns ? o.complete_mono_ns : std::max(end, o.issue_mono_ns)) + shift;
+        int64_t t0 = sat_add(o.issue_mono_ns, shift);
+        int64_t t1 = sat_add(o.completed && o.complete_mono_ns >= o.issue_mono_ns ? o.complete_mono_ns : std::max(end, o.issue_mono_ns), shift);
         t_min = std::min(t_min, t0);
         t_max = std::max(t_max, t1);
         json j = op_json(p, o);
@@ -648,8 +691,8 @@ struct Builder {
     // Times relative to the window's start, in microseconds (JSON numbers stay exact).
     for (auto& l : lanes)
       for (auto& o : l["ops"]) {
-        o["t0"] = (o["t0"].get<int64_t>() - t_min) / 1000.0;
-        o["t1"] = (o["t1"].get<int64_t>() - t_min) / 1000.0;
+        o["t0"] = sat_sub(o["t0"].get<int64_t>(), t_min) / 1000.0;
+        o["t1"] = sat_sub(o["t1"].get<int64_t>(), t_min) / 1000.0;
       }
     std::string ranks_arg;
     for (int p : procs) ranks_arg += (ranks_arg.empty() ? "" : ",") + std::to_string(rank(p));
@@ -661,7 +704,7 @@ struct Builder {
       cmd += " --comm " + short_hash(findings_json["list"][0]["comm"].get<std::string>()) + " --from-seq " +
              std::to_string(std::max<int64_t>(1, seq - 10)) + " --to-seq " + std::to_string(seq + 10);
     }
-    return {{"lanes", lanes}, {"span_us", (t_max - t_min) / 1000.0}, {"aligned", aligned}, {"command", cmd}};
+    return {{"lanes", lanes}, {"span_us", sat_sub(t_max, t_min) / 1000.0}, {"aligned", aligned}, {"command", cmd}};
   }
 
   json build() {

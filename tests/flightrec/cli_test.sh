@@ -111,6 +111,20 @@ if [ "$incomplete_contract" = 1 ]; then
 fi
 check "hostile pickle: nothing executed" $([ ! -e /tmp/lockstep-fr-pwned ] && echo 0 || echo 1)
 
+# Dump file names with terminal escapes (ESC, BEL): every command prints them escaped.
+mkdir -p "$work/esc"
+python3 "$make" "$work/escsrc" --ranks 2
+cp "$work/escsrc/nccl_trace_rank_0" "$work/esc/$(printf '\033]0;pwned\007')nccl_trace_rank_0"
+printf '\x80\x04unreadable' >"$work/esc/$(printf '\033[2J')nccl_trace_rank_1"
+run esc-import import "$work/esc" -o "$work/esco"
+run esc-analyze analyze "$work/esc"
+run esc-check check "$work/esc"
+run esc-model replay "$work/esc" --model
+run esc-ops ops "$work/esc" --rank 0
+for name in esc-import esc-analyze esc-check esc-model esc-ops; do
+  check "escaped names: $name prints no ESC or BEL" $(grep -q $'[\033\007]' "$work/$name.out" "$work/$name.err" && echo 1 || echo 0)
+done
+
 # A directory of only non-dump files: input error, not a crash.
 mkdir -p "$work/none" && echo '{"schema": "lockstep.analysis"}' >"$work/none/report.json"
 run none analyze "$work/none"

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "flightrec.h"
@@ -106,6 +107,63 @@ TEST(Windows, MembersAlignedOnTheNewestFirstSeq) {
   EXPECT_EQ(ps[0].ops.front().seq, 5);
   EXPECT_EQ(ps[1].ops.front().seq, 5);
   EXPECT_EQ(ps[0].meta.at("fr_aligned_dropped.default_pg"), "2");
+}
+
+// Hostile numbers (a crafted dump): each is named where it is read, or saturates, never
+// overflows (the FR fuzz target runs with UBSan; these pin the rules down).
+// A one-entry JSON dump; `fields` ("key": value, ...) replace or add entry fields.
+std::string one_entry_dump(const std::string& fields) {
+  std::map<std::string, std::string> e = {{"record_id", "0"},
+                                          {"process_group", R"(["0", "default_pg"])"},
+                                          {"collective_seq_id", "1"},
+                                          {"profiling_name", R"("nccl:all_reduce")"},
+                                          {"state", R"("completed")"},
+                                          {"time_created_ns", "1000"}};
+  if (!fields.empty()) {
+    size_t colon = fields.find(':');
+    e[fields.substr(1, fields.find('"', 1) - 1)] = fields.substr(colon + 1);
+  }
+  std::string entry;
+  for (auto& [k, v] : e) entry += (entry.empty() ? "" : ", ") + ("\"" + k + "\": " + v);
+  return R"({"version": "2.10", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0]"}}, "entries": [{)" +
+         entry + "}]}";
+}
+
+std::string read_error(const std::string& json) {
+  try {
+    read_dump(json, "crafted.json");
+  } catch (const DumpError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HostileNumbers, ValuesBeyondTheirRangeMakeTheDumpUnreadable) {
+  EXPECT_EQ(read_error(one_entry_dump("")), "");
+  EXPECT_NE(read_error(one_entry_dump(R"("record_id": 549755813887)")).find("record_id 549755813887 is out of range"),
+            std::string::npos);  // 2^39 - 1: its call index (record_id + 1) would not fit the analyzer's
+  EXPECT_NE(read_error(one_entry_dump(R"("record_id": -1)")).find("record_id -1 is out of range"), std::string::npos);
+  EXPECT_NE(read_error(one_entry_dump(R"("collective_seq_id": 4294967296)")).find("collective_seq_id"), std::string::npos);
+  EXPECT_NE(read_error(one_entry_dump(R"("p2p_seq_id": 9223372036854775807)")).find("p2p_seq_id"), std::string::npos);
+  EXPECT_NE(read_error(one_entry_dump(R"("time_discovered_completed_ns": 9223372036854775807)")).find("time_discovered_completed_ns"),
+            std::string::npos);
+  EXPECT_NE(read_error(one_entry_dump(R"("time_created_ns": -5)")).find("time_created_ns -5"), std::string::npos);
+  EXPECT_NE(read_error(one_entry_dump(R"("timeout_ms": 9223372036854775807)")).find("timeout_ms"), std::string::npos);
+  // A decimal string of 19 digits beyond int64 (JSON pg_status style) is no integer.
+  EXPECT_NE(read_error(one_entry_dump(R"("op_id": "9999999999999999999")")).find("fits in 64 bits"), std::string::npos);
+  EXPECT_EQ(read_error(one_entry_dump(R"("op_id": "9223372036854775807")")), "");
+}
+
+TEST(HostileNumbers, ElementCountsSaturate) {
+  // 2^40 x 2^40 elements, and two tensors of 2^62: the count saturates at INT64_MAX / 2.
+  FrDump d = read_dump(one_entry_dump(R"("input_sizes": [[1099511627776, 1099511627776], [4611686018427387904, 4611686018427387904]])"),
+                       "crafted.json");
+  Process p = to_process(d, 0);
+  ASSERT_EQ(p.ops.size(), 1u);
+  EXPECT_EQ(p.ops[0].count, INT64_MAX / 2);
+  // A zero dimension makes the tensor empty, whatever the other dimensions.
+  d = read_dump(one_entry_dump(R"("input_sizes": [[9223372036854775807, 9223372036854775807, 0], [3]])"), "crafted.json");
+  EXPECT_EQ(to_process(d, 0).ops[0].count, 3);
 }
 
 }  // namespace

@@ -55,6 +55,8 @@ std::string hostile_value(std::mt19937_64& rng) {
       "'12abc'", "'0x7fffffff'", "'9999999999999999999999'", "'SIGKILL'", "'SIGTERM'", "'disk_full'",
       "'all_to_all'", "'send'", "'recv'", "'graph_launched'", "'captured'", "'python'", "'native'",
       "'0000000000000000'", "'ffffffffffffffff'", "randomblob(64)", "zeroblob(3)",
+      // Just inside and outside the loader's limits (kMaxRanks, kMaxSeq, kMaxCallIndex, 2^62).
+      "16777215", "16777216", "4294967294", "549755813887", "549755813888", "4611686018427387904",
   };
   constexpr size_t n = sizeof(kValues) / sizeof(kValues[0]);
   switch (rng() % 8) {
@@ -136,15 +138,19 @@ void one_mutation(sqlite3* db, std::mt19937_64& rng, std::vector<std::string>* l
 std::vector<std::string> split_files(const uint8_t* data, size_t size) {
   std::vector<std::string> files;
   std::string_view all(reinterpret_cast<const char*>(data), size);
-  std::string_view header(kHeader, kHeaderLen);
+  std::string_view header(kHeader, kHeaderLen), marker(kFileMarker, kFileMarkerLen);
   size_t start = 0;
   while (start < all.size()) {
-    size_t next = all.find(header, start + 1);
+    size_t next = std::min(all.find(header, start + 1), all.find(marker, start + 1));
     if (next == std::string_view::npos) next = all.size();
     files.emplace_back(all.substr(start, next - start));
     start = next;
   }
   return files;
+}
+
+std::string_view file_bytes(std::string_view part) {
+  return part.substr(0, kFileMarkerLen) == std::string_view(kFileMarker, kFileMarkerLen) ? part.substr(kFileMarkerLen) : part;
 }
 
 std::string join_files(const std::vector<std::string>& files) {

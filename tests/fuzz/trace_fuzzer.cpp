@@ -1,7 +1,8 @@
 // Fuzz target for everything the CLI does with a trace, in process: the input bytes become the
-// trace files of a fresh directory (split at each SQLite header, sql_mutator.h), then analyze,
-// analyze --json, check, stacks, ops, timeline -o, timeline --text and replay --model run on it
-// through the CLI's own command code. A crash, an abort (an exception the CLI lets escape),
+// trace files of a fresh directory (split at each SQLite header, sql_mutator.h; a part that
+// starts like a PyTorch Flight Recorder dump, pickle or JSON, is written as one, so the FR
+// importer is fuzzed too), then analyze, analyze --json, check, stacks, ops, timeline -o,
+// timeline --text, replay --model and report -o run on it through the CLI's own command code. A crash, an abort (an exception the CLI lets escape),
 // a sanitizer report, a hang (libFuzzer -timeout) or invalid JSON output is a finding.
 //
 // Built two ways (tests/fuzz/CMakeLists.txt): with clang -fsanitize=fuzzer as a libFuzzer
@@ -21,6 +22,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "dump.h"
 #include "sql_mutator.h"
 #include "trace_loader.h"
 
@@ -62,6 +64,7 @@ int run_cli(const std::vector<std::string>& args, std::string* out) {
   lockstep::cli::add_ops_command(app, &exit_code);
   lockstep::cli::add_replay_command(app, &exit_code);
   lockstep::cli::add_timeline_command(app, &exit_code);
+  lockstep::cli::add_report_command(app, &exit_code);
   std::vector<const char*> argv;
   for (auto& a : args) argv.push_back(a.c_str());
   Capture cap;
@@ -152,6 +155,10 @@ void run_everything(const std::string& dir, const uint8_t* data, size_t size) {
   auto [model_args, model_rc] = cmd({"replay", dir, "--model", "--json"});
   if (model_rc != 2) expect_json(model_args, out);
   cmd({"replay", dir, "--model"});
+  std::string page = dir + ".report.html";
+  fs::remove(page);
+  cmd({"report", dir, "-o", page});
+  fs::remove(page);
 }
 
 std::string scratch_dir() {
@@ -164,15 +171,25 @@ std::string scratch_dir() {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string root = scratch_dir();
-  std::string dir = root + "/traces";
+  // The FR importer converts a directory once per process and caches it by path (dump_dir.cpp):
+  // each input gets a directory of its own, and the conversions land under `root` (TMPDIR),
+  // removed with it.
+  static const bool tmp_set = setenv("TMPDIR", (root + "/tmp").c_str(), 1) == 0;
+  static uint64_t inputs = 0;
+  std::string dir = root + "/traces" + std::to_string(inputs++);
   std::error_code ec;
   fs::remove_all(root, ec);
   fs::create_directories(dir);
+  if (tmp_set) fs::create_directories(root + "/tmp");
   auto files = lockstep::fuzz::split_files(data, size);
   if (files.size() > 8) files.resize(8);
   for (size_t i = 0; i < files.size(); ++i) {
-    std::ofstream f(dir + "/rank" + std::to_string(i) + ".lockstep.sqlite", std::ios::binary);
-    f.write(files[i].data(), static_cast<std::streamsize>(files[i].size()));
+    // Named as torch names FR dumps (the rank is the name's number), else as a trace file.
+    std::string_view bytes = lockstep::fuzz::file_bytes(files[i]);
+    bool fr = lockstep::flightrec::sniff(bytes.substr(0, 64)) != lockstep::flightrec::Format::kNone;
+    std::ofstream f(dir + (fr ? "/nccl_trace_rank_" + std::to_string(i) : "/rank" + std::to_string(i) + ".lockstep.sqlite"),
+                    std::ios::binary);
+    f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
   }
   run_everything(dir, data, size);
   fs::remove_all(root, ec);

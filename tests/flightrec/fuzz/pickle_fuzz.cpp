@@ -1,10 +1,13 @@
 // libFuzzer target: the Flight Recorder dump reader (pickle VM, JSON reader, typed dump) on
-// arbitrary bytes. Anything but a DumpError is a bug; ASan/UBSan catch memory errors.
+// arbitrary bytes, and the mapping of a dump that reads to a lockstep Process (to_process,
+// align_windows). Anything but a DumpError is a bug; ASan/UBSan catch memory errors and
+// arithmetic on the dump's numbers that overflows.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
-#include "dump.h"
+#include "flightrec.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace lockstep::flightrec;
@@ -16,7 +19,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string_view in(reinterpret_cast<const char*>(data), size);
   try {
     FrDump d = read_dump(in, "fuzz", lim);
-    (void)d;
+    // As rank 0 (a file-name rank), and with no rank (told by a one-rank group, or refused).
+    std::vector<lockstep::Process> procs;
+    for (int rank : {0, -1}) {
+      try {
+        procs.push_back(to_process(d, rank));
+      } catch (const DumpError&) {
+      }
+    }
+    align_windows(procs);
   } catch (const DumpError&) {
   }
   return 0;
