@@ -139,4 +139,26 @@ std::string describe_signature(const Signature& s) {
   return d;
 }
 
+Op op_row(const Schedule& s, const SchedProcess& sp, size_t i) {
+  const SchedOp& so = sp.ops[i];
+  const Signature& sig = s.sigs[so.sig];
+  Op o;
+  o.call_index = so.call_index;
+  o.comm = so.comm;
+  o.seq = so.seq;
+  o.op = sig.op;
+  o.dtype = sig.dtype;
+  o.count = sig.count;
+  o.root = sig.root;
+  o.peer = sig.peer;
+  o.redop = sig.redop;
+  o.parts = sig.parts;
+  o.stream = sp.stream_of(i);
+  o.tid = sp.threads[sp.op_threads[i]];
+  o.group_id = static_cast<int64_t>(sp.group_of(i)) - 1;
+  o.state = so.flags & kOpGraphLaunched ? vocab::State::GraphLaunched : vocab::State::Enqueued;
+  o.completed = so.completed();
+  return o;
+}
+
 }  // namespace lockstep

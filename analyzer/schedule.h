@@ -146,6 +146,10 @@ std::string signature_key(const Signature& s);
 // model checker's side data (host waits, op threads).
 Schedule schedule_from_trace(const Trace& trace);
 
+// The op row of schedule op `i` of `sp`, with the fields the schedule keeps (no times, no stack):
+// the inverse of schedule_from_trace for what shrink writes and the benchmarks time.
+Op op_row(const Schedule& s, const SchedProcess& sp, size_t i);
+
 // Elements an all-to-all moves to (send) or from (!send) one peer; ncclAlltoAll (no parts)
 // moves `count` to and from every peer.
 int64_t all_to_all_amount(const Signature& s, bool send, int peer);

@@ -135,23 +135,7 @@ lockstep::Trace to_trace(const lockstep::Schedule& s) {
     lockstep::Process& pr = t.processes[p];
     pr = sp.info;
     pr.ops.reserve(sp.ops.size());
-    for (size_t i = 0; i < sp.ops.size(); ++i) {
-      const lockstep::SchedOp& so = sp.ops[i];
-      const lockstep::Signature& sig = s.sigs[so.sig];
-      lockstep::Op o;
-      o.call_index = so.call_index;
-      o.comm = so.comm;
-      o.seq = so.seq;
-      o.op = sig.op;
-      o.dtype = sig.dtype;
-      o.redop = sig.redop;
-      o.count = sig.count;
-      o.parts = sig.parts;
-      o.stream = sp.stream_of(i);
-      o.tid = sp.threads[sp.op_threads[i]];
-      o.state = lockstep::vocab::State::Enqueued;
-      pr.ops.push_back(std::move(o));
-    }
+    for (size_t i = 0; i < sp.ops.size(); ++i) pr.ops.push_back(lockstep::op_row(s, sp, i));
   }
   return t;
 }

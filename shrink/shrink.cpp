@@ -220,29 +220,6 @@ struct Sel {
 
 bool has_parts(const Op& o) { return !o.parts.empty(); }
 
-// The op row of a schedule op, as a candidate trace writes it (the fields shrink keeps).
-Op row_of(const lockstep::Schedule& s, const SchedProcess& sp, size_t i) {
-  const SchedOp& so = sp.ops[i];
-  const lockstep::Signature& sig = s.sigs[so.sig];
-  Op o;
-  o.call_index = so.call_index;
-  o.comm = so.comm;
-  o.seq = so.seq;
-  o.op = sig.op;
-  o.dtype = sig.dtype;
-  o.count = sig.count;
-  o.root = sig.root;
-  o.peer = sig.peer;
-  o.redop = sig.redop;
-  o.parts = sig.parts;
-  o.stream = sp.stream_of(i);
-  o.tid = sp.threads[sp.op_threads[i]];
-  o.group_id = static_cast<int64_t>(sp.group_of(i)) - 1;
-  o.state = so.flags & kOpGraphLaunched ? vocab::State::GraphLaunched : vocab::State::Enqueued;
-  o.completed = so.completed();
-  return o;
-}
-
 Case make_case(const lockstep::Schedule& t) {
   Case cs;
   std::unordered_map<std::string, int> comm_by_hash;
@@ -284,7 +261,7 @@ Case make_case(const lockstep::Schedule& t) {
     std::map<int, int> coll_ordinal, sr_ordinal;
     std::map<P2PChannel, int> sends, recvs;
     for (size_t oi = 0; oi < sp.ops.size(); ++oi) {
-      const Op o = row_of(t, sp, oi);
+      const Op o = lockstep::op_row(t, sp, oi);
       if (!enqueued(o) || o.comm < 0 || o.comm >= static_cast<int>(p.comms.size()) || to_global[o.comm] < 0) continue;
       CItem it;
       it.op = o;
