@@ -249,7 +249,16 @@ struct Builder {
     for (size_t i = 0; i < a.index.warnings.size() && i < opt.max_list; ++i) warnings.push_back(a.index.warnings[i]);
     e["warnings"] = {{"count", a.index.warnings.size()}, {"items", warnings}};
 
-    *incomplete = missing.count > 0 || n_dropped || n_stopped || !s.skipped.empty() || n_partial;
+    // The analyzer's own evidence issues: the one definition of "incomplete" (what analyze and
+    // check exit 4 on). The page's lists above add detail; they never make it complete.
+    json issues = json::array();
+    for (size_t i = 0; i < a.evidence.size() && i < opt.max_list; ++i) {
+      const EvidenceIssue& is = a.evidence[i];
+      issues.push_back({{"kind", evidence_kind_name(is.kind)}, {"detail", is.detail}});
+    }
+    e["issues"] = {{"count", a.evidence.size()}, {"items", issues}};
+
+    *incomplete = a.incomplete() || missing.count > 0 || n_dropped || n_stopped || !s.skipped.empty() || n_partial;
     return e;
   }
 
