@@ -225,6 +225,14 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
           rank_label(p, static_cast<int>(i)) + ": the recorder stopped recording (" + st->second +
               (det != p.meta.end() && !det->second.empty() ? ": " + det->second : "") + "); later calls are missing");
     }
+    // Ops whose record reached the writer after the size cap had retired their range, and that
+    // the retired range could not take in (interposer/writer.cpp absorb_late_op). Any value but
+    // "0" counts: an unreadable one proves nothing either.
+    auto late = p.meta.find("late_retired_ops");
+    if (late != p.meta.end() && late->second != "0")
+      add(EvidenceKind::kUnverifiedHistory, false, {static_cast<int>(i)},
+          rank_label(p, static_cast<int>(i)) + ": " + late->second.substr(0, 20) +
+              " ops returned after the size cap retired their range; its retired history has a hole");
   }
   return out;
 }

@@ -11,25 +11,15 @@
 
 #include "commands.h"
 #include "exit_codes.h"
+#include "text_escape.h"
 #include "trace_loader.h"
 
 namespace lockstep::cli {
 namespace {
 
-// Control characters and non-ASCII bytes as \xNN: no terminal injection from a trace.
-std::string printable(const std::string& s, size_t max = 300) {
-  std::string out;
-  for (unsigned char c : s.substr(0, max)) {
-    if (c >= 0x20 && c < 0x7f) {
-      out += char(c);
-    } else {
-      char b[8];
-      snprintf(b, sizeof b, "\\x%02x", c);
-      out += b;
-    }
-  }
-  if (s.size() > max) out += "...";
-  return out;
+// Trace strings are untrusted: the one escaper (analyzer/text_escape.h), on at most `max` bytes.
+std::string printable_prefix(const std::string& s, size_t max = 300) {
+  return lockstep::printable(std::string_view(s).substr(0, max)) + (s.size() > max ? "..." : "");
 }
 
 struct FileFacts {
@@ -66,17 +56,17 @@ void report(const FileFacts& f) {
     return it == f.meta.end() ? std::string() : it->second;
   };
   std::cout << std::filesystem::path(f.path).filename().string() << ": rank "
-            << printable(m("global_rank")) << ", pid " << printable(m("pid")) << " on "
-            << printable(m("host")) << "\n";
+            << printable_prefix(m("global_rank")) << ", pid " << printable_prefix(m("pid")) << " on "
+            << printable_prefix(m("host")) << "\n";
   if (!f.error.empty()) {
-    std::cout << "  unreadable: " << printable(f.error) << "\n";
+    std::cout << "  unreadable: " << printable_prefix(f.error) << "\n";
     return;
   }
-  std::cout << "  libnccl used: " << (m("nccl_library").empty() ? "(unknown)" : printable(m("nccl_library")))
-            << " (version " << printable(m("nccl_version")) << ")\n";
+  std::cout << "  libnccl used: " << (m("nccl_library").empty() ? "(unknown)" : printable_prefix(m("nccl_library")))
+            << " (version " << printable_prefix(m("nccl_version")) << ")\n";
   std::string libs = m("nccl_libraries");
   if (!libs.empty() && libs != m("nccl_library"))
-    std::cout << "  every libnccl it called: " << printable(libs) << "\n";
+    std::cout << "  every libnccl it called: " << printable_prefix(libs) << "\n";
   std::string reached = m("nccl_reached");
   std::cout << "  reached through: ";
   if (reached.empty()) {
@@ -99,13 +89,13 @@ void report(const FileFacts& f) {
             << (preloaded ? "NCCL entry points (LD_PRELOAD), CUDA graphs through the runtime "
                             "and the driver API (cuGetProcAddress included)"
                           : "none of the interposer's (liblockstep was not preloaded)")
-            << (plugin ? "; NCCL's profiler plugin (" + printable(m("profiler_plugin")) + ")" : std::string())
+            << (plugin ? "; NCCL's profiler plugin (" + printable_prefix(m("profiler_plugin")) + ")" : std::string())
             << "; CUPTI: not used\n";
   if (plugin)
     std::cout << "  coverage: the plugin saw " << f.counts.plugin_calls << " NCCL calls, " << f.counts.plugin_only
               << " of them not seen by the interposer\n";
   std::cout << "  recorded: " << f.counts.op_rows << " op rows, " << f.counts.captured << " captured into graphs, "
-            << f.counts.graph_launches << " graph launches; stacks " << printable(m("stack_mode")) << "\n";
+            << f.counts.graph_launches << " graph launches; stacks " << printable_prefix(m("stack_mode")) << "\n";
   std::vector<std::string> missed;
   if (has(reached, "unhooked"))
     missed.push_back("more libnccl copies than lockstep has hook slots (4): calls through the "
@@ -125,17 +115,17 @@ void report(const FileFacts& f) {
                      "through a statically linked cudart or a per-thread-stream (_ptsz) driver "
                      "entry point is not counted");
   if (!m("recorder_stopped").empty())
-    missed.push_back("the recorder stopped (" + printable(m("recorder_stopped")) +
+    missed.push_back("the recorder stopped (" + printable_prefix(m("recorder_stopped")) +
                      "): later ops are missing");
   if (m("dropped_records") != "" && m("dropped_records") != "0")
-    missed.push_back(printable(m("dropped_records")) + " records dropped (queue full)");
+    missed.push_back(printable_prefix(m("dropped_records")) + " records dropped (queue full)");
   for (const auto& s : missed) std::cout << "  missed: " << s << "\n";
 }
 
 int doctor(const std::string& dir) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
-    std::cerr << "lockstep doctor: " << printable(dir) << " is not a directory\n";
+    std::cerr << "lockstep doctor: " << printable_prefix(dir) << " is not a directory\n";
     return kExitUsage;
   }
   std::vector<std::string> files;
@@ -145,7 +135,7 @@ int doctor(const std::string& dir) {
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) {
-    std::cout << "no trace file in " << printable(dir)
+    std::cout << "no trace file in " << printable_prefix(dir)
               << ": no process made an NCCL call that lockstep saw. NCCL reached only through "
                  "a static copy, or a process that never loaded liblockstep (LD_PRELOAD not "
                  "inherited), leaves nothing here.\n";

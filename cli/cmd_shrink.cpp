@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "emit.h"
 #include "exit_codes.h"
+#include "text_escape.h"
 #include "replay.h"
 #include "shrink.h"
 #include "trace_loader.h"
@@ -20,14 +21,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kExitNotConfirmed = 5;
+constexpr int kExitNotConfirmed = 5;  // reproducer written, but the replay could not run or did not hang
 
-// Names in a trace are untrusted: no control characters (escape sequences) reach the terminal.
-std::string printable(std::string s) {
-  for (char& c : s)
-    if ((static_cast<unsigned char>(c) < 0x20 && c != '\n') || c == 0x7f) c = '?';
-  return s;
-}  // reproducer written, but the replay could not run or did not hang
+// A multi-line report of trace strings: each line through the one escaper (analyzer/text_escape.h).
+std::string printable_lines(const std::string& s) {
+  std::string out;
+  size_t at = 0;
+  while (at < s.size()) {
+    size_t nl = s.find('\n', at);
+    if (nl == std::string::npos) nl = s.size();
+    out += printable(std::string_view(s).substr(at, nl - at));
+    if (nl < s.size()) out += '\n';
+    at = nl + 1;
+  }
+  return out;
+}
 
 struct ShrinkArgs {
   std::string dir;
@@ -101,7 +109,7 @@ int run_shrink(const ShrinkArgs& a) {
   for (const auto& line : r.removed) o << "  " << line << "\n";
   if (!replay_line.empty()) o << "replay of the reproducer: " << replay_line << "\n";
   o << "wrote " << a.out << "/{repro.c, repro.py, trace/, README.md}\n";
-  std::cout << printable(o.str());
+  std::cout << printable_lines(o.str());
   if (!problem.empty()) {
     std::cerr << "lockstep shrink: " << printable(problem) << "\n";
     return kExitNotConfirmed;

@@ -224,6 +224,9 @@ struct Writer::CommDigest {
   };
   std::deque<Mark> marks;
   int64_t crossed = 0;  // boundaries below this id are behind this communicator's digest
+  // Ops whose record came after the cap retired their call_index (the call was still running
+  // when a retirement passed it), by seq, until the retired range reaches them (absorb_late_op).
+  std::map<int64_t, Waiting> late;
 };
 
 struct Writer::SigState {
@@ -281,6 +284,12 @@ struct Writer::SigState {
   int64_t retired_ops = 0;
   int64_t late_parts = 0;
   int64_t orphan_completions = 0;
+  int64_t late_unabsorbed = 0;  // late ops whose seq a retired range had already closed without them
+  int64_t late_retired_ops() const {
+    int64_t n = late_unabsorbed;
+    for (const auto& [id, c] : comms) n += int64_t(c.late.size());
+    return n;
+  }
 };
 
 Writer::Writer() : queue_(kQueueRecords) {}
@@ -765,7 +774,8 @@ void Writer::write_op(PendingOp& p) {
                             .complete_mono_ns = p.complete_mono, .state = vocab::State(o.state), .rc = o.rc,
                             .group_id = o.group_id, .capture_id = o.capture_id, .graph_id = o.graph_id,
                             .graph_exec = o.graph_exec, .origin_call = o.origin_call};
-  if (o.call_index <= tables_.retired_through_call()) {
+  const bool late = o.call_index <= tables_.retired_through_call();
+  if (late) {
     ++sig_->retired_ops;  // late: its chunk is already retired
   } else {
     if (!ok(tables_.op(r), "insert op")) return;
@@ -773,8 +783,39 @@ void Writer::write_op(PendingOp& p) {
   }
   ++sig_->rows_written;
   sig_->max_written_call = std::max(sig_->max_written_call, o.call_index);
-  if (o.seq > 0 && (o.state == OpState::Enqueued || o.state == OpState::GraphLaunched))
+  if (o.seq > 0 && (o.state == OpState::Enqueued || o.state == OpState::GraphLaunched)) {
     digest_op(o.comm_id, o.seq, o.call_index, collective, hash);
+    if (late) absorb_late_op(o.comm_id, o.seq, collective, hash);
+  }
+}
+
+// A late op (see CommDigest::late) extends its communicator's retired range when it is the next
+// seq after it: the retired columns then count it, so no seq is in neither the retired range nor
+// the rows. One whose seq the range already passed cannot be proven: meta late_retired_ops
+// counts it (and those still waiting), and the analyzer reads it as unverified history.
+void Writer::absorb_late_op(int64_t comm_id, int64_t seq, bool collective, uint64_t hash) {
+  CommDigest& c = sig_->comms[comm_id];
+  if (seq <= c.retired_through_seq) {
+    ++sig_->late_unabsorbed;
+    return;
+  }
+  c.late.emplace(seq, CommDigest::Waiting{collective, hash, 0});
+  bool changed = false;
+  while (!c.late.empty() && c.late.begin()->first == c.retired_through_seq + 1) {
+    const CommDigest::Waiting w = c.late.begin()->second;
+    c.late.erase(c.late.begin());
+    if (w.collective) {
+      c.retired_digest = digest::chain(c.retired_digest, w.hash);
+      ++c.retired_collectives;
+    }
+    ++c.retired_through_seq;
+    changed = true;
+  }
+  if (!changed) return;
+  trace_file::Stmt upd(db_, "UPDATE comms SET retired_collectives=?, retired_digest=?, retired_through_seq=? WHERE id=?",
+                       false);
+  upd.i64(1, c.retired_collectives).i64(2, int64_t(c.retired_digest)).i64(3, c.retired_through_seq).i64(4, comm_id);
+  ok(upd.run(), "retire: late op");
 }
 
 // Ops leave the pending list at the end of a batch, in arrival order, once their parts are in
@@ -922,6 +963,9 @@ void Writer::retire_if_over_cap(int64_t incoming) {
     c.retired_collectives = at.ordinal;
     c.retired_digest = at.digest;
     c.retired_through_seq = at.through_seq;
+    // Late ops the new range covers are in its digest when they were digested in seq order
+    // (marks come from the running digest); one that is not cannot be told apart here.
+    while (!c.late.empty() && c.late.begin()->first <= c.retired_through_seq) c.late.erase(c.late.begin());
     upd.i64(1, c.retired_collectives).i64(2, int64_t(c.retired_digest)).i64(3, c.retired_through_seq).i64(4, comm);
     if (!ok(upd.run(), "retire: comms")) return;
   }
@@ -985,6 +1029,7 @@ void Writer::commit_batch(bool force_meta) {
   if (sig_->digest_gaps) meta.emplace_back("digest_gaps", std::to_string(sig_->digest_gaps));
   meta.emplace_back("completions_without_op", std::to_string(sig_->orphan_completions));
   if (sig_->late_parts) meta.emplace_back("late_parts", std::to_string(sig_->late_parts));
+  if (int64_t n = sig_->late_retired_ops()) meta.emplace_back("late_retired_ops", std::to_string(n));
   for (const auto& [k, v] : meta)
     if (!ok(tables_.meta(k, v), "update meta")) return;
   if (!profiler_commit_rows(db_)) {

@@ -144,6 +144,7 @@ class Writer {
   struct CommDigest;
   bool digest_step(int64_t comm_id, CommDigest& c, bool collective, uint64_t hash, int64_t call_index);
   void drain_waiting(int64_t comm_id, CommDigest& c, int64_t skip_gaps_through_call);
+  void absorb_late_op(int64_t comm_id, int64_t seq, bool collective, uint64_t hash);
   void maybe_declare_boundary();
   void grow_page_size();
   void retire_if_over_cap(int64_t inserted);
