@@ -3,7 +3,8 @@
 // starts like a PyTorch Flight Recorder dump, pickle or JSON, is written as one, so the FR
 // importer is fuzzed too), then analyze, analyze --json, check, stacks, ops, timeline -o,
 // timeline --text, replay --model and report -o run on it through the CLI's own command code. A crash, an abort (an exception the CLI lets escape),
-// a sanitizer report, a hang (libFuzzer -timeout) or invalid JSON output is a finding.
+// a sanitizer report, a hang (libFuzzer -timeout), invalid JSON output or output that is not
+// printable text (a control character or malformed UTF-8: terminal injection) is a finding.
 //
 // Built two ways (tests/fuzz/CMakeLists.txt): with clang -fsanitize=fuzzer as a libFuzzer
 // target (scripts/fuzz.sh), and with the default compiler as a replayer of files (the committed
