@@ -26,11 +26,17 @@ std::string printable(std::string_view s) {
       ++k;
       continue;
     }
-    size_t n = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    // Well-formed UTF-8 only (RFC 3629): no lead byte above 0xf4, no overlong form (an
+    // overlong ESC or CSI must not reach a lenient terminal), no surrogate, nothing past U+10FFFF.
+    size_t n = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
     bool ok = n > 0 && k + n <= s.size();
     for (size_t j = 1; ok && j < n; ++j) ok = (static_cast<unsigned char>(s[k + j]) & 0xc0) == 0x80;
+    const unsigned char c1 = ok ? static_cast<unsigned char>(s[k + 1]) : 0;
+    if (ok && ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0) || (c == 0xf0 && c1 < 0x90) ||
+               (c == 0xf4 && c1 >= 0x90)))
+      ok = false;
     // C1 controls (U+0080..U+009F) are terminal escapes too.
-    if (ok && n == 2 && c == 0xc2 && static_cast<unsigned char>(s[k + 1]) < 0xa0) ok = false;
+    if (ok && n == 2 && c == 0xc2 && c1 < 0xa0) ok = false;
     if (ok) {
       out.append(s.substr(k, n));
       k += n;

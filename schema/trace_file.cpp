@@ -141,12 +141,30 @@ std::vector<std::string> op_chunk_tables(sqlite3* db) {
   return out;
 }
 
+namespace {
+// SQLite refuses a compound SELECT of more than 500 terms (SQLITE_MAX_COMPOUND_SELECT): past
+// this many chunk tables the UNION ALL is nested, each subquery a compound of its own (a
+// crafted file can name any number of op_rows_<k> tables).
+constexpr size_t kUnionTerms = 256;
+
+// SELECT * over sources [lo, hi), in order.
+std::string union_all(const std::vector<std::string>& sources, size_t lo, size_t hi) {
+  std::string s;
+  if (hi - lo <= kUnionTerms) {
+    for (size_t i = lo; i < hi; ++i) s += (i > lo ? " UNION ALL SELECT * FROM " : "SELECT * FROM ") + sources[i];
+    return s;
+  }
+  const size_t step = (hi - lo + kUnionTerms - 1) / kUnionTerms;
+  for (size_t i = lo; i < hi; i += step)
+    s += (i > lo ? " UNION ALL SELECT * FROM (" : "SELECT * FROM (") + union_all(sources, i, std::min(hi, i + step)) + ")";
+  return s;
+}
+}  // namespace
+
 std::string op_rows_source(const std::vector<std::string>& tables) {
   if (tables.size() == 1) return tables[0];
   if (tables.empty()) return "(SELECT * FROM " + std::string(schema::kOpRowsTable) + ")";
-  std::string s = "(";
-  for (size_t i = 0; i < tables.size(); ++i) s += (i ? " UNION ALL SELECT * FROM " : "SELECT * FROM ") + tables[i];
-  return s + ")";
+  return "(" + union_all(tables, 0, tables.size()) + ")";
 }
 
 std::string ops_select(int64_t base, int64_t wall_offset, const std::string& rows, int schema) {
@@ -187,8 +205,7 @@ std::string views_sql(int64_t base, int64_t wall_offset) {
 
 std::string chunk_views_sql(const std::vector<std::string>& tables) {
   std::string s = "DROP VIEW IF EXISTS " + std::string(schema::kOpRowsAllView) + ";CREATE VIEW " +
-                  schema::kOpRowsAllView + " AS ";
-  for (size_t i = 0; i < tables.size(); ++i) s += (i ? " UNION ALL SELECT * FROM " : "SELECT * FROM ") + tables[i];
+                  schema::kOpRowsAllView + " AS " + union_all(tables, 0, tables.size());
   // Tools that edit completions (tests that make a host fall behind) keep working.
   s += ";DROP TRIGGER IF EXISTS completions_delete;"
        "CREATE TRIGGER completions_delete INSTEAD OF DELETE ON completions BEGIN ";

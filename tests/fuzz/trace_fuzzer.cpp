@@ -3,7 +3,8 @@
 // starts like a PyTorch Flight Recorder dump, pickle or JSON, is written as one, so the FR
 // importer is fuzzed too), then analyze, analyze --json, check, stacks, ops, timeline -o,
 // timeline --text, replay --model and report -o run on it through the CLI's own command code. A crash, an abort (an exception the CLI lets escape),
-// a sanitizer report, a hang (libFuzzer -timeout) or invalid JSON output is a finding.
+// a sanitizer report, a hang (libFuzzer -timeout), invalid JSON output or output that is not
+// printable text (a control character or malformed UTF-8: terminal injection) is a finding.
 //
 // Built two ways (tests/fuzz/CMakeLists.txt): with clang -fsanitize=fuzzer as a libFuzzer
 // target (scripts/fuzz.sh), and with the default compiler as a replayer of files (the committed
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -55,7 +57,7 @@ bool verbose() {
 }
 
 // Runs one CLI command line exactly as main.cpp dispatches it; returns its exit code.
-int run_cli(const std::vector<std::string>& args, std::string* out) {
+int run_cli(const std::vector<std::string>& args, std::string* out, std::string* err) {
   CLI::App app{"lockstep", "lockstep"};
   int exit_code = 0;
   lockstep::cli::add_analyze_command(app, &exit_code);
@@ -75,16 +77,43 @@ int run_cli(const std::vector<std::string>& args, std::string* out) {
   }
   // Exceptions other than CLI's are not caught: the CLI would abort on them (exit 134).
   *out = cap.out.str();
+  *err = cap.err.str();
   if (verbose()) {
     std::string line;
     for (auto& a : args) line += a + " ";
-    std::fprintf(stderr, "%s-> %d\n%s%s", line.c_str(), exit_code, out->c_str(), cap.err.str().c_str());
+    std::fprintf(stderr, "%s-> %d\n%s%s", line.c_str(), exit_code, out->c_str(), err->c_str());
   }
   return exit_code;
 }
 
 void expect_exit(const std::vector<std::string>& args, int rc, const std::string& out) {
   if (rc < 0 || rc > 5) finding(args, "exit code " + std::to_string(rc) + " outside 0..5", out);
+}
+
+// What a terminal shows: every string a trace brings is made printable (text_escape.h): the
+// output is well-formed UTF-8 without C0 controls (but newline and tab), DEL or C1 controls, so
+// no escape sequence from a file reaches the terminal (written raw, 0x9b is CSI on an 8-bit one).
+void expect_printable(const std::vector<std::string>& args, const std::string& text, const char* stream) {
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    size_t n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    bool ok = n > 0 && i + n <= text.size();
+    uint32_t cp = n == 1 ? c : n == 2 ? c & 0x1f : n == 3 ? c & 0x0f : c & 0x07;
+    for (size_t k = 1; ok && k < n; ++k) {
+      const unsigned char b = static_cast<unsigned char>(text[i + k]);
+      ok = (b & 0xc0) == 0x80;
+      cp = (cp << 6) | (b & 0x3f);
+    }
+    if (ok && ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) || (cp >= 0xd800 && cp <= 0xdfff)))
+      ok = false;  // overlong, surrogate, past U+10FFFF
+    if (ok && ((cp < 0x20 && cp != '\n' && cp != '\t') || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f))) ok = false;
+    if (!ok) {
+      char at[96];
+      std::snprintf(at, sizeof at, "%s: byte 0x%02x at offset %zu is not printable text", stream, c, i);
+      finding(args, at, text.substr(i > 100 ? i - 100 : 0, 400));
+    }
+    i += n;
+  }
 }
 
 void expect_json(const std::vector<std::string>& args, const std::string& text) {
@@ -128,11 +157,13 @@ Target pick_target(const std::string& dir, const uint8_t* data, size_t size) {
 void run_everything(const std::string& dir, const uint8_t* data, size_t size) {
   Target t = pick_target(dir, data, size);
   std::string timeline = dir + ".timeline.json";
-  std::string out;
+  std::string out, err;
   auto cmd = [&](std::vector<std::string> args) {
     args.insert(args.begin(), "lockstep");
-    int rc = run_cli(args, &out);
+    int rc = run_cli(args, &out, &err);
     expect_exit(args, rc, out);
+    expect_printable(args, out, "stdout");
+    expect_printable(args, err, "stderr");
     return std::make_pair(args, rc);
   };
   cmd({"analyze", dir});
