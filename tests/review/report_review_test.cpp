@@ -24,7 +24,7 @@ using testing::TraceBuilder;
 // an exit record (history lost), a digest-inconsistent file, unverified retired history or a
 // duplicate rank then give verdict.state "clean" and evidence_incomplete false: the page shows
 // the green "clean" badge, while its own summary line says "incomplete evidence".
-TEST(ReviewReport, DISABLED_finding4_a_torn_trace_is_not_clean_on_the_report_page) {
+TEST(ReviewReport, finding4_a_torn_trace_is_not_clean_on_the_report_page) {
   TraceBuilder b(2);
   b.comm("c0ffee0000000001", {0, 1});
   b.all({0, 1}, "c0ffee0000000001", OpSpec{}, 20);

@@ -152,7 +152,7 @@ RankFile record_rank(const std::string& dir, int rank, bool late) {
 // seq + 2 on: seq + 1 is in neither, and nothing in the file says so (dropped_records 0,
 // recorder healthy). The analyzer aligns collectives by ordinal (retired_collectives + position):
 // every later collective of this rank is off by one against its peers.
-TEST(ReviewWriter, DISABLED_finding1_an_op_that_returns_after_its_range_was_retired_leaves_no_hole_in_its_comm) {
+TEST(ReviewWriter, finding1_an_op_that_returns_after_its_range_was_retired_leaves_no_hole_in_its_comm) {
   TempDir dir;
   const RankFile f = record_rank(dir.path, 0, /*late=*/true);
   sqlite3* db = nullptr;
@@ -172,7 +172,7 @@ TEST(ReviewWriter, DISABLED_finding1_an_op_that_returns_after_its_range_was_reti
 // Finding 1, what the analyzer concludes: both ranks issued the same 61 all-reduces on comm 1 and
 // the same 120,000 on comm 2; rank 0's blocked call was merely late to the writer. A verdict of
 // divergence or hang (exit 1) is stronger than this evidence.
-TEST(ReviewWriter, DISABLED_finding1_the_analyzer_finds_no_problem_in_ranks_that_issued_the_same_ops) {
+TEST(ReviewWriter, finding1_the_analyzer_finds_no_problem_in_ranks_that_issued_the_same_ops) {
   TempDir dir;
   record_rank(dir.path, 0, /*late=*/true);
   record_rank(dir.path, 1, /*late=*/false);
