@@ -36,7 +36,9 @@ fi
 # -O1 and line tables only: what ASan reports need, and a shorter build than -O2 -g.
 san="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -O1 -gline-tables-only"
 if [ ! -f "$BUILD_DIR/CMakeCache.txt" ]; then
-  CC="$cc" CXX="$cxx" cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=None -DLOCKSTEP_FUZZ=ON \
+  # A unity build: the sanitized compile is CI's longest step, and most of it is the same headers
+  # parsed again (378 vs 539 CPU-s for trace_fuzzer on the dev box).
+  CC="$cc" CXX="$cxx" cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=None -DLOCKSTEP_FUZZ=ON -DCMAKE_UNITY_BUILD=ON \
     -DLOCKSTEP_BUILD_BENCH=OFF "-DCMAKE_C_FLAGS=$san" "-DCMAKE_CXX_FLAGS=$san" "${launcher[@]}" >/dev/null
 fi
 cmake --build "$BUILD_DIR" --target trace_fuzzer -j"$(nproc)" >/dev/null
