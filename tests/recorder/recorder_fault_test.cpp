@@ -69,9 +69,10 @@ struct FaultJob {
 // What the program does without the recorder: the reference for its fate, per op count.
 // kManyOps, 250,000 all-reduces: a trace of ~9 MB (schema 2: ~36 bytes an op), past the 4 MiB
 // limit below; the fixture's own shared memory (~3 MiB for 2 ranks) fits under it.
-// kSomeOps, 100,000: well past the shim's 1 MiB (a smaller job: these tests run it 2-4 times).
+// kSomeOps, 50,000: ~1.4-1.9 MB at schema 3 (28-38 bytes an op), past the shim's 1 MiB (a smaller
+// job: these tests run it 2-4 times).
 constexpr const char* kManyOps = "250000";
-constexpr const char* kSomeOps = "100000";
+constexpr const char* kSomeOps = "50000";
 const FaultJob& reference(const std::string& ops) {
   static std::map<std::string, FaultJob*> jobs;
   FaultJob*& j = jobs[ops];
