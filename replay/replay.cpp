@@ -95,6 +95,23 @@ std::vector<std::string> incomplete_evidence(const Schedule& trace) {
                   " ranks have no trace file");
     if (why.size() > 20) break;
   }
+  // The rest of the analyzer's evidence (what analyze and check exit 4 on): a killed rank's lost
+  // history, separate jobs in one directory, duplicate or inconsistent files, unproven retired
+  // history. The kinds above are named in replay's own words.
+  for (const EvidenceIssue& e : analyze(trace).evidence) {
+    switch (e.kind) {
+      case EvidenceKind::kSkippedFile:
+      case EvidenceKind::kMissingMember:
+      case EvidenceKind::kDroppedRecords:
+      case EvidenceKind::kRecorderStopped: continue;
+      default: break;
+    }
+    if (why.size() > 24) {
+      why.push_back("and more (lockstep analyze lists every item)");
+      break;
+    }
+    why.push_back(e.detail);
+  }
   return why;
 }
 

@@ -49,7 +49,7 @@ TEST(ReviewReplay, the_analyzer_names_a_rank_whose_history_after_its_last_flush_
 // p2p, missing ranks and members) and leaves out the rest: history lost (a rank killed without
 // an exit record), digest-inconsistent and unverified retired history. `lockstep replay --model`
 // then answers "can complete", exit 0, where `lockstep analyze` and `check` answer exit 4.
-TEST(ReviewReplay, DISABLED_finding3_model_check_of_a_torn_trace_reports_incomplete_evidence) {
+TEST(ReviewReplay, finding3_model_check_of_a_torn_trace_reports_incomplete_evidence) {
   const std::string dir = torn_trace_dir();
   std::vector<std::string> incomplete;
   model::Result r = replay::model_check_dir(dir, -1, nullptr, &incomplete);
@@ -60,7 +60,7 @@ TEST(ReviewReplay, DISABLED_finding3_model_check_of_a_torn_trace_reports_incompl
 // Finding 3, second case: two jobs' traces in one directory (processes that share no
 // communicator). The analyzer names it (kMixedJobs, not contradictory: exit 4); the model checker
 // prints it as a warning, and `replay --model` still exits 0.
-TEST(ReviewReplay, DISABLED_finding3_model_check_of_two_jobs_in_one_directory_reports_incomplete_evidence) {
+TEST(ReviewReplay, finding3_model_check_of_two_jobs_in_one_directory_reports_incomplete_evidence) {
   TraceBuilder b(4);
   b.comm("c0ffee0000000001", {0, 1});
   b.comm("c0ffee0000000002", {2, 3});
