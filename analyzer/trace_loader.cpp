@@ -886,14 +886,9 @@ Process load_process_counts(const std::string& path, RecordCounts& counts, const
   return p;
 }
 
-namespace {
-
-// Reads every trace file of `dir` in parallel with `read(db, process)`; files that cannot be used
-// are listed in Trace::skipped with the reason.
-template <class Read>
-Trace load_each_file(const std::string& dir, const LoadOptions& options, Read read) {
-  Trace t;
-  auto files = list_trace_files(dir, &t.skipped);
+Schedule load_headers(const std::string& dir, const LoadOptions& options) {
+  Schedule s;
+  auto files = list_trace_files(dir, &s.skipped);
   std::vector<Process> procs(files.size());
   std::vector<std::string> reasons(files.size());
   parallel_for(files.size(), options.threads, [&](size_t i) {
@@ -901,35 +896,23 @@ Trace load_each_file(const std::string& dir, const LoadOptions& options, Read re
       read_file(files[i], options, [&](sqlite3* db) {
         procs[i] = Process{};
         procs[i].path = files[i];
-        read(db, procs[i]);
+        read_header(db, procs[i]);
       });
     } catch (const FileSkip& e) {
       reasons[i] = e.what();
     }
   });
-  t.dir = dir;
+  s.dir = dir;
   for (size_t i = 0; i < files.size(); ++i) {
     if (reasons[i].empty())
-      t.processes.push_back(std::move(procs[i]));
+      s.procs.emplace_back().info = std::move(procs[i]);
     else
-      t.skipped.push_back({files[i], reasons[i]});
+      s.skipped.push_back({files[i], reasons[i]});
   }
-  resolve_rank_identity(t);
-  std::sort(t.processes.begin(), t.processes.end(), process_less);
-  return t;
-}
-
-}  // namespace
-
-Trace load_trace(const std::string& dir, const LoadOptions& options) {
-  return load_each_file(dir, options, [](sqlite3* db, Process& p) {
-    read_header(db, p);
-    read_ops_full(db, p);
-  });
-}
-
-Trace load_trace_headers(const std::string& dir, const LoadOptions& options) {
-  return load_each_file(dir, options, [](sqlite3* db, Process& p) { read_header(db, p); });
+  resolve_rank_identity(s);
+  std::sort(s.procs.begin(), s.procs.end(),
+            [](const SchedProcess& a, const SchedProcess& b) { return process_less(a.info, b.info); });
+  return s;
 }
 
 Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
@@ -1046,41 +1029,8 @@ class FileDetails : public TraceDetails {
   std::map<int, std::unique_ptr<Db>> dbs_;
 };
 
-class MemoryDetails : public TraceDetails {
- public:
-  explicit MemoryDetails(const Trace& t) : t_(t) {}
-  std::optional<Op> op(int proc, int64_t call_index) override {
-    const auto& ops = t_.processes[proc].ops;
-    auto it = std::lower_bound(ops.begin(), ops.end(), call_index,
-                               [](const Op& o, int64_t v) { return o.call_index < v; });
-    if (it == ops.end() || it->call_index != call_index) return std::nullopt;
-    return *it;
-  }
-  std::vector<Op> ops_between(int proc, int64_t from, int64_t to, int limit, bool newest) override {
-    std::vector<Op> out;
-    for (const Op& o : t_.processes[proc].ops)
-      if (o.call_index >= from && o.call_index <= to && o.seq > 0 && o.state != vocab::State::Captured) out.push_back(o);
-    if (static_cast<int>(out.size()) > limit) {
-      if (newest)
-        out.erase(out.begin(), out.end() - limit);
-      else
-        out.resize(static_cast<size_t>(limit));
-    }
-    return out;
-  }
-  std::vector<Frame> stack(int proc, int64_t stack_id) override {
-    auto& st = t_.processes[proc].stacks;
-    auto it = st.find(stack_id);
-    return it == st.end() ? std::vector<Frame>{} : it->second;
-  }
-
- private:
-  const Trace& t_;
-};
-
 }  // namespace
 
 std::unique_ptr<TraceDetails> details_from_files(const Schedule& s) { return std::make_unique<FileDetails>(s); }
-std::unique_ptr<TraceDetails> details_from_trace(const Trace& t) { return std::make_unique<MemoryDetails>(t); }
 
 }  // namespace lockstep

@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "trace_details.h"
 #include "trace_model.h"
 
 namespace lockstep::testing {
@@ -87,3 +88,9 @@ std::string fresh_dir(const std::string& name);
 void exec_sql(const std::string& path, const std::string& text);
 
 }  // namespace lockstep::testing
+
+namespace lockstep {
+// The details of a built trace, as details_from_files gives them for its written files
+// (`proc` indexes trace.processes == schedule_from_trace(trace).procs).
+std::unique_ptr<TraceDetails> details_from_trace(const Trace& t);
+}  // namespace lockstep

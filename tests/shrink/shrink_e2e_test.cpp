@@ -118,10 +118,10 @@ void shrink_and_check(const std::string& name, const std::string& original, cons
   EXPECT_NE(s.out.find("replay of the reproducer: hangs"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("removed:"), std::string::npos) << s.out;
 
-  lockstep::Trace minimal = lockstep::load_trace(out + "/trace");
-  const int n = static_cast<int>(minimal.processes.size());
+  const lockstep::Schedule minimal = lockstep::load_headers(out + "/trace");
+  const int n = static_cast<int>(minimal.procs.size());
   int ops = 0;
-  for (const auto& p : minimal.processes) ops += static_cast<int>(p.ops.size());
+  for (const auto& p : minimal.procs) ops += static_cast<int>(lockstep::load_process_file(p.info.path).ops.size());
   EXPECT_LE(n, e.max_ranks) << s.out;
   EXPECT_LE(ops, e.max_ops) << s.out;
 
