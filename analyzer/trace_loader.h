@@ -50,4 +50,9 @@ struct RecordCounts {
 // with the skip reason when the file is unusable.
 Process load_process_counts(const std::string& path, RecordCounts& counts, const LoadOptions& options = {});
 
+// NCCL's profiler plugin's tables of one file (schema/profiler_schema.h, analyzer/coverage.h):
+// the calls it saw and those the interposer did not. false: the file has none.
+struct ProcessCoverage;
+bool load_plugin_coverage(const std::string& path, size_t max_examples, ProcessCoverage* out);
+
 }  // namespace lockstep
