@@ -5,7 +5,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <deque>
+#include <future>
 #include <sstream>
+#include <thread>
 #include <unordered_map>
 
 #include "hang.h"
@@ -145,6 +148,33 @@ struct Selection {
   }
 };
 
+// The rows of the processes in `order`, read ahead on a few threads while the caller writes the
+// previous ones: at most `ahead` processes' rows are held at a time (reading one file is mostly
+// SQLite decoding, so files are read in parallel as the analyzer's loader does).
+class RowsAhead {
+ public:
+  RowsAhead(const ProcessRows& rows, std::vector<size_t> order, size_t ahead)
+      : rows_(rows), order_(std::move(order)), ahead_(std::max<size_t>(1, ahead)) {}
+  ~RowsAhead() {
+    for (auto& f : pending_) f.wait();
+  }
+  // The rows of order[k]; k must increase by one per call. Throws what `rows` threw.
+  Process take(size_t k) {
+    while (next_ < order_.size() && next_ < k + ahead_)
+      pending_.push_back(std::async(std::launch::async, [this, i = order_[next_++]] { return rows_(i); }));
+    auto f = std::move(pending_.front());
+    pending_.pop_front();
+    return f.get();
+  }
+
+ private:
+  const ProcessRows& rows_;
+  std::vector<size_t> order_;
+  size_t ahead_;
+  size_t next_ = 0;
+  std::deque<std::future<Process>> pending_;
+};
+
 }  // namespace
 
 void check_timeline_options(const Schedule& t, const TimelineOptions& options) {
@@ -226,6 +256,22 @@ std::vector<SkippedFile> write_timeline_json(const Schedule& t, const ProcessRow
   std::vector<Placed> placed;  // collective members, for the flows
   std::unordered_map<std::string, uint32_t> signatures;
   std::map<std::tuple<std::string, int64_t>, std::vector<size_t>> members;  // (hash, ordinal) -> placed
+  // Rows of the processes the clock pass could not read are not asked for again.
+  std::vector<size_t> to_read;
+  for (size_t i : procs)
+    if (!unread_why.count(i)) to_read.push_back(i);
+  RowsAhead ahead(rows, to_read, std::max(2u, std::thread::hardware_concurrency()));
+  size_t taken = 0;
+  auto next_rows = [&](size_t i, Process& p) {
+    try {
+      p = ahead.take(taken++);
+      return true;
+    } catch (const std::exception& e) {
+      unread_why[i] = e.what();
+      unread.push_back({t.procs[i].info.path, e.what()});
+      return false;
+    }
+  };
   for (size_t i : procs) {
     const Process& hdr = t.procs[i].info;
     // pid/tid 0 are the kernel's idle task to Perfetto (special-cased): numbering starts at 1.
@@ -234,7 +280,7 @@ std::vector<SkippedFile> write_timeline_json(const Schedule& t, const ProcessRow
     const int rank = display_rank(t, static_cast<int>(i));
     const std::string who = "rank " + std::to_string(rank) + " (" + hdr.host + " " + std::to_string(hdr.pid) + ")";
     Process p;
-    if (unread_why.count(i) || !read_rows(i, p)) {
+    if (unread_why.count(i) || !next_rows(i, p)) {
       emit({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", who + ": not read: " + unread_why[i]}}}});
       emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
       continue;

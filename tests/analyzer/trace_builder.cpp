@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "schedule.h"
 #include "trace_file_model.h"
 #include "trace_schema.h"
 
@@ -202,5 +203,10 @@ class MemoryDetails : public TraceDetails {
 }  // namespace
 
 std::unique_ptr<TraceDetails> details_from_trace(const Trace& t) { return std::make_unique<MemoryDetails>(t); }
+
+std::string timeline_json(const Trace& t, const TimelineOptions& options) {
+  const Schedule headers = schedule_from_trace(t);
+  return timeline_json(headers, [&](size_t i) { return t.processes.at(i); }, options);
+}
 
 }  // namespace lockstep

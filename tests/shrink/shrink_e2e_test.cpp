@@ -159,7 +159,8 @@ void shrink_and_check(const std::string& name, const std::string& original, cons
     EXPECT_EQ(pc.exit_code, 0) << pc.err << py;
   }
   auto calls = script_calls(py);
-  for (const auto& p : minimal.processes) {
+  for (const auto& sp : minimal.procs) {
+    const lockstep::Process p = lockstep::load_process_file(sp.info.path);
     std::vector<std::string> want;
     for (const auto& o : p.ops) want.push_back(torch_call(lockstep::vocab::name(o.op)));
     EXPECT_EQ(calls[p.global_rank], want) << "rank " << p.global_rank << "\n" << py;

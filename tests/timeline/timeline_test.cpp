@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <mutex>
 #include <sstream>
 
 #include "analysis.h"
@@ -27,13 +29,6 @@ using lockstep::testing::TraceBuilder;
 using nlohmann::json;
 
 namespace {
-
-// The timeline of an in-memory trace: the headers as the schedule holds them, each process's
-// rows from the trace (from files: load_headers and load_process_file).
-std::string timeline_json(const Trace& t, const TimelineOptions& o = {}) {
-  const lockstep::Schedule headers = schedule_from_trace(t);
-  return lockstep::timeline_json(headers, [&](size_t i) { return t.processes.at(i); }, o);
-}
 
 std::string timeline_of_files(const std::string& dir) {
   const lockstep::Schedule headers = lockstep::load_headers(dir);
@@ -304,9 +299,13 @@ TEST(TimelineJson, a_process_whose_rows_cannot_be_read_is_named_and_returned_not
     p.meta["start_mono_ns"] = "1000";
   }
   const lockstep::Schedule headers = schedule_from_trace(b.trace());
+  std::mutex mu;  // rows are read ahead on other threads
   std::vector<size_t> asked;
   auto rows = [&](size_t i) -> lockstep::Process {
-    asked.push_back(i);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      asked.push_back(i);
+    }
     if (i == 1) throw lockstep::LoadError("corrupt: op 3 has seq 0");
     return b.trace().processes.at(i);
   };
@@ -314,7 +313,8 @@ TEST(TimelineJson, a_process_whose_rows_cannot_be_read_is_named_and_returned_not
   auto unread = lockstep::write_timeline_json(headers, rows, {}, out);
   ASSERT_EQ(unread.size(), 1u);
   EXPECT_EQ(unread[0].reason, "corrupt: op 3 has seq 0");
-  EXPECT_EQ(asked, (std::vector<size_t>{0, 1})) << "each process's rows are read once, in order";
+  std::sort(asked.begin(), asked.end());
+  EXPECT_EQ(asked, (std::vector<size_t>{0, 1})) << "each process's rows are read once";
   json j = parse(out.str());
   EXPECT_EQ(events(j, "X", 0).size(), 4u);
   EXPECT_EQ(events(j, "X", 1).size(), 0u);
