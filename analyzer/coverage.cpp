@@ -1,22 +1,15 @@
 #include "coverage.h"
 
-#include <sqlite3.h>
-
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "profiler_schema.h"
 #include "text_escape.h"
+#include "trace_loader.h"
 
 namespace lockstep {
 namespace {
 
 using json = nlohmann::json;
-
-std::string column_text(sqlite3_stmt* st, int i) {
-  auto* p = sqlite3_column_text(st, i);
-  return p ? std::string(reinterpret_cast<const char*>(p), size_t(sqlite3_column_bytes(st, i))) : std::string();
-}
 
 int64_t meta_int(const Process& p, const char* key) {
   auto it = p.meta.find(key);
@@ -26,58 +19,6 @@ int64_t meta_int(const Process& p, const char* key) {
   } catch (...) {
     return 0;
   }
-}
-
-// Reads one file's plugin tables. false: the file has none (NCCL never loaded the plugin there).
-bool read_one(const std::string& path, size_t max_examples, ProcessCoverage* out) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    sqlite3_close(db);
-    return false;
-  }
-  sqlite3_busy_timeout(db, 2000);
-  bool any = false;
-  auto query = [&](const char* sql, auto&& each) {
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) {
-      if (any && out->error.empty()) out->error = sqlite3_errmsg(db);
-      return false;
-    }
-    int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) each(st);
-    if (rc != SQLITE_DONE && out->error.empty()) out->error = sqlite3_errmsg(db);
-    sqlite3_finalize(st);
-    return true;
-  };
-  int64_t comms = 0;
-  if (!query("SELECT count(*) FROM profiler_comms", [&](sqlite3_stmt* st) { comms = sqlite3_column_int64(st, 0); }) ||
-      comms == 0) {
-    sqlite3_close(db);
-    return false;
-  }
-  any = true;
-  std::string sql = std::string("SELECT count(*), coalesce(sum(seen_by != '") + schema::kSeenByBoth +
-                    "'), 0) FROM profiler_ops";
-  query(sql.c_str(), [&](sqlite3_stmt* st) {
-    out->plugin_calls = sqlite3_column_int64(st, 0);
-    out->missed = sqlite3_column_int64(st, 1);
-  });
-  sql = std::string("SELECT coalesce(o.op, o.nccl_func), o.dtype, o.count, c.nccl_comm_hash, o.nccl_seq, "
-                    "o.call_index FROM profiler_ops o LEFT JOIN profiler_comms c ON c.id = o.profiler_comm "
-                    "WHERE o.seen_by != '") + schema::kSeenByBoth + "' ORDER BY o.id LIMIT " +
-        std::to_string(max_examples);
-  query(sql.c_str(), [&](sqlite3_stmt* st) {
-    MissedCall m;
-    m.op = column_text(st, 0);
-    m.dtype = column_text(st, 1);
-    m.count = sqlite3_column_int64(st, 2);
-    m.nccl_comm = column_text(st, 3);
-    m.nccl_seq = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 4);
-    m.call_index = sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 5);
-    out->examples.push_back(std::move(m));
-  });
-  sqlite3_close(db);
-  return true;
 }
 
 std::string who(const Schedule& s, int proc) {
@@ -123,7 +64,7 @@ Coverage read_coverage(const Schedule& s, size_t max_examples) {
     pc.proc = int(i);
     pc.interposer = meta_int(info, "interposer_preloaded") == 1;
     pc.dropped = meta_int(info, "profiler_dropped");
-    if (!read_one(info.path, max_examples, &pc) && pc.error.empty())
+    if (!load_plugin_coverage(info.path, max_examples, &pc) && pc.error.empty())
       pc.error = "the profiler tables are missing or unreadable";
     c.procs.push_back(std::move(pc));
   }

@@ -67,12 +67,6 @@ void resolve_rank_identity(const std::vector<Process*>& procs) {
   }
 }
 
-void resolve_rank_identity(Trace& t) {
-  std::vector<Process*> ps;
-  for (auto& p : t.processes) ps.push_back(&p);
-  resolve_rank_identity(ps);
-}
-
 void resolve_rank_identity(Schedule& s) {
   std::vector<Process*> ps;
   for (auto& p : s.procs) ps.push_back(&p.info);

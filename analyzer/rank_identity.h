@@ -18,7 +18,6 @@ namespace lockstep {
 // Sets global_rank (when -1 and a spanning communicator says), global_rank_source (from the
 // meta key, or "inferred:comm <hash>") and rank_conflict of every process.
 void resolve_rank_identity(const std::vector<Process*>& procs);
-void resolve_rank_identity(Trace& t);
 void resolve_rank_identity(Schedule& s);
 
 }  // namespace lockstep

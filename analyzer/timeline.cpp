@@ -5,7 +5,11 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <deque>
+#include <future>
 #include <sstream>
+#include <thread>
+#include <unordered_map>
 
 #include "hang.h"
 #include "saturating.h"
@@ -90,7 +94,7 @@ struct Placed {
   int pid = 0;
   int tid = 0;
   int64_t ts_ns = 0;  // relative to the trace origin
-  std::string signature;  // op dtype count root redop: equal for matching collective members
+  uint32_t signature = 0;  // interned "op dtype count root redop": equal for matching collective members
 };
 
 double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
@@ -101,11 +105,11 @@ struct Selection {
   std::vector<std::vector<std::string>> roles;  // [process][local comm]
   std::vector<std::vector<bool>> comm_on;       // [process][local comm]
 
-  Selection(const Trace& t, const TimelineOptions& o) {
+  Selection(const Schedule& t, const TimelineOptions& o) {
     std::set<int> want_ranks(o.ranks.begin(), o.ranks.end());
     std::set<int> seen_ranks;
-    for (size_t i = 0; i < t.processes.size(); ++i) {
-      int r = shown_rank(t.processes[i], static_cast<int>(i));
+    for (size_t i = 0; i < t.procs.size(); ++i) {
+      int r = display_rank(t, static_cast<int>(i));
       seen_ranks.insert(r);
       if (want_ranks.empty() || want_ranks.count(r)) procs.push_back(i);
     }
@@ -114,16 +118,16 @@ struct Selection {
         std::vector<int> have(seen_ranks.begin(), seen_ranks.end());
         throw TimelineError("no trace of rank " + std::to_string(r) + " (ranks in the trace: " + rank_ranges(have) + ")");
       }
-    roles.assign(t.processes.size(), {});
-    comm_on.assign(t.processes.size(), {});
+    roles.assign(t.procs.size(), {});
+    comm_on.assign(t.procs.size(), {});
     bool any_comm = false;
     std::set<std::string> all_comms;
     // The selector names the communicators it matches exactly (role or name) when there are
     // any, else those whose hash it prefixes (identity.h).
     CommMatch best = CommMatch::kNone;
-    std::vector<std::vector<CommMatch>> match(t.processes.size());
+    std::vector<std::vector<CommMatch>> match(t.procs.size());
     for (size_t i : procs) {
-      const Process& p = t.processes[i];
+      const Process& p = t.procs[i].info;
       roles[i] = comm_roles(p);
       comm_on[i].assign(p.comms.size(), o.comm.empty());
       for (size_t c = 0; c < p.comms.size(); ++c) {
@@ -144,35 +148,86 @@ struct Selection {
   }
 };
 
+// The rows of the processes in `order`, read ahead on a few threads while the caller writes the
+// previous ones: at most `ahead` processes' rows are held at a time (reading one file is mostly
+// SQLite decoding, so files are read in parallel as the analyzer's loader does).
+class RowsAhead {
+ public:
+  RowsAhead(const ProcessRows& rows, std::vector<size_t> order, size_t ahead)
+      : rows_(rows), order_(std::move(order)), ahead_(std::max<size_t>(1, ahead)) {}
+  ~RowsAhead() {
+    for (auto& f : pending_) f.wait();
+  }
+  // The rows of order[k]; k must increase by one per call. Throws what `rows` threw.
+  Process take(size_t k) {
+    while (next_ < order_.size() && next_ < k + ahead_)
+      pending_.push_back(std::async(std::launch::async, [this, i = order_[next_++]] { return rows_(i); }));
+    auto f = std::move(pending_.front());
+    pending_.pop_front();
+    return f.get();
+  }
+
+ private:
+  const ProcessRows& rows_;
+  std::vector<size_t> order_;
+  size_t ahead_;
+  size_t next_ = 0;
+  std::deque<std::future<Process>> pending_;
+};
+
 }  // namespace
 
-void check_timeline_options(const Trace& t, const TimelineOptions& options) {
+void check_timeline_options(const Schedule& t, const TimelineOptions& options) {
   const Selection checked(t, options);
   (void)checked;
 }
 
-void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream& out) {
+std::vector<SkippedFile> write_timeline_json(const Schedule& t, const ProcessRows& rows, const TimelineOptions& o,
+                                             std::ostream& out) {
   const Selection sel(t, o);
   const auto& procs = sel.procs;
   const auto& roles = sel.roles;
   const auto& comm_on = sel.comm_on;
   const bool seq_range = o.from_seq > 0 || o.to_seq > 0;
   auto op_selected = [&](size_t i, const Op& op) {
-    if (op.comm >= 0 ? !comm_on[i][op.comm] : !o.comm.empty()) return false;
+    // A live file can gain a communicator between its header and its rows: not in the selection.
+    if (op.comm >= 0 ? op.comm >= static_cast<int>(comm_on[i].size()) || !comm_on[i][op.comm] : !o.comm.empty()) return false;
     if (!seq_range) return true;
     return op.seq > 0 && op.seq >= o.from_seq && (o.to_seq <= 0 || op.seq <= o.to_seq);
   };
 
-  // The origin: the earliest wall-clock instant of any selected process.
-  std::vector<Clock> clocks(t.processes.size());
+  // A process whose rows cannot be read keeps its track, named with the reason, and no events.
+  std::vector<SkippedFile> unread;
+  std::map<size_t, std::string> unread_why;
+  auto read_rows = [&](size_t i, Process& p) {
+    try {
+      p = rows(i);
+      return true;
+    } catch (const std::exception& e) {
+      unread_why[i] = e.what();
+      unread.push_back({t.procs[i].info.path, e.what()});
+      return false;
+    }
+  };
+
+  // The origin: the earliest wall-clock instant of any selected process. The header's clock
+  // meta keys place a process; only older files without them need their rows read first.
+  std::vector<Clock> clocks(t.procs.size());
   int64_t origin = INT64_MAX;
   bool all_aligned = true;
   for (size_t i : procs) {
-    const Process& p = t.processes[i];
-    clocks[i] = process_clock(p);
-    bool has_mono = false;
-    int64_t start = meta_int(p, "start_mono_ns", &has_mono);
-    if (!has_mono) start = p.ops.empty() ? 0 : p.ops.front().issue_mono_ns;
+    const Process* p = &t.procs[i].info;
+    bool has_wall = false, has_mono = false;
+    meta_int(*p, "start_wall_ns", &has_wall);
+    meta_int(*p, "start_mono_ns", &has_mono);
+    Process full;
+    if (!has_wall || !has_mono) {
+      if (!read_rows(i, full)) continue;
+      p = &full;
+    }
+    clocks[i] = process_clock(*p);
+    int64_t start = meta_int(*p, "start_mono_ns", &has_mono);
+    if (!has_mono) start = p->ops.empty() ? 0 : p->ops.front().issue_mono_ns;
     origin = std::min(origin, sat_add(start, clocks[i].mono_to_wall));
     all_aligned = all_aligned && clocks[i].aligned;
   }
@@ -199,13 +254,37 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
   // frame's text is bounded, so a crafted trace with huge frames cannot blow the file up.
   json stacks = json::object();
   std::vector<Placed> placed;  // collective members, for the flows
+  std::unordered_map<std::string, uint32_t> signatures;
   std::map<std::tuple<std::string, int64_t>, std::vector<size_t>> members;  // (hash, ordinal) -> placed
+  // Rows of the processes the clock pass could not read are not asked for again.
+  std::vector<size_t> to_read;
+  for (size_t i : procs)
+    if (!unread_why.count(i)) to_read.push_back(i);
+  RowsAhead ahead(rows, to_read, std::max(2u, std::thread::hardware_concurrency()));
+  size_t taken = 0;
+  auto next_rows = [&](size_t i, Process& p) {
+    try {
+      p = ahead.take(taken++);
+      return true;
+    } catch (const std::exception& e) {
+      unread_why[i] = e.what();
+      unread.push_back({t.procs[i].info.path, e.what()});
+      return false;
+    }
+  };
   for (size_t i : procs) {
-    const Process& p = t.processes[i];
+    const Process& hdr = t.procs[i].info;
     // pid/tid 0 are the kernel's idle task to Perfetto (special-cased): numbering starts at 1.
     const int pid = static_cast<int>(i) + 1;
     constexpr int kHostTid = 1;
-    const int rank = shown_rank(p, static_cast<int>(i));
+    const int rank = display_rank(t, static_cast<int>(i));
+    const std::string who = "rank " + std::to_string(rank) + " (" + hdr.host + " " + std::to_string(hdr.pid) + ")";
+    Process p;
+    if (unread_why.count(i) || !next_rows(i, p)) {
+      emit({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", who + ": not read: " + unread_why[i]}}}});
+      emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
+      continue;
+    }
     // Clock values come from an untrusted file: saturate rather than overflow.
     int64_t shift = 0;
     if (__builtin_sub_overflow(clocks[i].mono_to_wall, origin, &shift))
@@ -217,8 +296,7 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
     };
     const int64_t end_ns = ts(process_end_mono(p));
 
-    emit({{"ph", "M"}, {"name", "process_name"}, {"pid", pid},
-          {"args", {{"name", "rank " + std::to_string(rank) + " (" + p.host + " " + std::to_string(p.pid) + ")"}}}});
+    emit({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", who}}}});
     emit({{"ph", "M"}, {"name", "process_sort_index"}, {"pid", pid}, {"args", {{"sort_index", pid}}}});
 
     // Tracks: one per (communicator, stream); the stream is named only when a communicator's
@@ -339,9 +417,9 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
             {"dur", us(std::max<int64_t>(0, sat_sub(stop, start)))}, {"args", std::move(args)}});
       if (counted) {
         members[{p.comms[op.comm].hash, ord}].push_back(placed.size());
-        placed.push_back({pid, tid, start,
-                          std::string(vocab::name(op.op)) + " " + vocab::stored_name(op.dtype) + " " + std::to_string(op.count) + " " +
-                              std::to_string(op.root) + " " + vocab::name(op.redop)});
+        const std::string sig = std::string(vocab::name(op.op)) + " " + vocab::stored_name(op.dtype) + " " +
+                                std::to_string(op.count) + " " + std::to_string(op.root) + " " + vocab::name(op.redop);
+        placed.push_back({pid, tid, start, signatures.emplace(sig, static_cast<uint32_t>(signatures.size())).first->second});
       }
     }
     for (auto& [exec, at] : launches)
@@ -382,11 +460,12 @@ void write_timeline_json(const Trace& t, const TimelineOptions& o, std::ostream&
   }
 
   out << "\n],\n\"stacks\":" << stacks.dump(-1, ' ', false, json::error_handler_t::replace) << "}\n";
+  return unread;
 }
 
-std::string timeline_json(const Trace& t, const TimelineOptions& options) {
+std::string timeline_json(const Schedule& headers, const ProcessRows& rows, const TimelineOptions& options) {
   std::ostringstream out;
-  write_timeline_json(t, options, out);
+  write_timeline_json(headers, rows, options, out);
   return out.str();
 }
 

@@ -1,15 +1,18 @@
 // Timeline views of a trace (docs/timeline.md): Chrome Trace Event Format JSON for
 // ui.perfetto.dev / chrome://tracing, and a text view of a window of sequence numbers on one
-// communicator, one column per group of identical ranks. Pure functions of the model.
+// communicator, one column per group of identical ranks. Pure functions of the schedule's headers
+// and of each process's rows, read one process at a time.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "analysis.h"
+#include "schedule.h"
 #include "trace_model.h"
 
 namespace lockstep {
@@ -27,14 +30,22 @@ struct TimelineOptions {
   size_t max_frames = 8;   // trimmed stack frames per op (trim_stack)
 };
 
-// The trace as a Chrome Trace Event Format object ({"traceEvents": [...], ...}). Each process
-// is placed on the wall clock by its meta start_wall_ns/start_mono_ns; timestamps are
-// microseconds since the earliest event. Stable output: the same trace gives the same bytes.
-// Streams the same, event by event (memory: the loaded trace, not the output).
-void write_timeline_json(const Trace& t, const TimelineOptions& options, std::ostream& out);
+// The full rows (ops, stacks, waits) of headers.procs[proc], read when the timeline reaches that
+// process: one process's rows are held at a time, so memory does not grow with the rank count.
+// Throws (LoadError) when they cannot be read. From files: load_process_file(info.path).
+using ProcessRows = std::function<Process(size_t proc)>;
+
+// The trace as a Chrome Trace Event Format object ({"traceEvents": [...], ...}). `headers` is the
+// directory's headers (load_headers: meta, comms, ranks; no ops needed). Each process is placed on
+// the wall clock by its meta start_wall_ns/start_mono_ns; timestamps are microseconds since the
+// earliest event. Stable output: the same trace gives the same bytes. Written event by event.
+// Returns the files whose rows could not be read: their process track is named "not read: why"
+// and holds no events (the caller names them as missing evidence).
+std::vector<SkippedFile> write_timeline_json(const Schedule& headers, const ProcessRows& rows, const TimelineOptions& options,
+                                             std::ostream& out);
 // Throws the TimelineError write_timeline_json would throw, before any output is made.
-void check_timeline_options(const Trace& t, const TimelineOptions& options);
-std::string timeline_json(const Trace& t, const TimelineOptions& options = {});
+void check_timeline_options(const Schedule& headers, const TimelineOptions& options);
+std::string timeline_json(const Schedule& headers, const ProcessRows& rows, const TimelineOptions& options = {});
 
 struct TextTimelineOptions {
   std::string comm;     // hash prefix, role or name; empty: the first finding's, else the first

@@ -1,5 +1,5 @@
 // Details of the few ops a report names (full rows, neighbours, stacks), read on demand: from
-// the trace files (read-only, one short query each) or from an in-memory Trace.
+// the trace files (read-only, one short query each; tests: from their in-memory builder).
 #pragma once
 
 #include <memory>
@@ -14,7 +14,7 @@ namespace lockstep {
 class TraceDetails {
  public:
   virtual ~TraceDetails() = default;
-  // `proc` indexes Schedule::procs (== Trace::processes for schedule_from_trace).
+  // `proc` indexes Schedule::procs.
   virtual std::optional<Op> op(int proc, int64_t call_index) = 0;
   // Sequenced ops with call_index in [from, to], at most `limit`, oldest first; `newest` keeps
   // the last `limit` instead of the first.
@@ -23,7 +23,6 @@ class TraceDetails {
 };
 
 std::unique_ptr<TraceDetails> details_from_files(const Schedule& s);
-std::unique_ptr<TraceDetails> details_from_trace(const Trace& t);
 
 // The frames worth showing: Python frames first (innermost first), then native frames outside
 // NCCL, lockstep, libc, the Python interpreter and torch's dispatch glue. At most max_frames.

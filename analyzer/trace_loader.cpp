@@ -16,6 +16,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "coverage.h"
 #include "text_escape.h"
 #include "flightrec.h"
 #include "profiler_schema.h"
@@ -886,14 +887,9 @@ Process load_process_counts(const std::string& path, RecordCounts& counts, const
   return p;
 }
 
-namespace {
-
-// Reads every trace file of `dir` in parallel with `read(db, process)`; files that cannot be used
-// are listed in Trace::skipped with the reason.
-template <class Read>
-Trace load_each_file(const std::string& dir, const LoadOptions& options, Read read) {
-  Trace t;
-  auto files = list_trace_files(dir, &t.skipped);
+Schedule load_headers(const std::string& dir, const LoadOptions& options) {
+  Schedule s;
+  auto files = list_trace_files(dir, &s.skipped);
   std::vector<Process> procs(files.size());
   std::vector<std::string> reasons(files.size());
   parallel_for(files.size(), options.threads, [&](size_t i) {
@@ -901,35 +897,23 @@ Trace load_each_file(const std::string& dir, const LoadOptions& options, Read re
       read_file(files[i], options, [&](sqlite3* db) {
         procs[i] = Process{};
         procs[i].path = files[i];
-        read(db, procs[i]);
+        read_header(db, procs[i]);
       });
     } catch (const FileSkip& e) {
       reasons[i] = e.what();
     }
   });
-  t.dir = dir;
+  s.dir = dir;
   for (size_t i = 0; i < files.size(); ++i) {
     if (reasons[i].empty())
-      t.processes.push_back(std::move(procs[i]));
+      s.procs.emplace_back().info = std::move(procs[i]);
     else
-      t.skipped.push_back({files[i], reasons[i]});
+      s.skipped.push_back({files[i], reasons[i]});
   }
-  resolve_rank_identity(t);
-  std::sort(t.processes.begin(), t.processes.end(), process_less);
-  return t;
-}
-
-}  // namespace
-
-Trace load_trace(const std::string& dir, const LoadOptions& options) {
-  return load_each_file(dir, options, [](sqlite3* db, Process& p) {
-    read_header(db, p);
-    read_ops_full(db, p);
-  });
-}
-
-Trace load_trace_headers(const std::string& dir, const LoadOptions& options) {
-  return load_each_file(dir, options, [](sqlite3* db, Process& p) { read_header(db, p); });
+  resolve_rank_identity(s);
+  std::sort(s.procs.begin(), s.procs.end(),
+            [](const SchedProcess& a, const SchedProcess& b) { return process_less(a.info, b.info); });
+  return s;
 }
 
 Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
@@ -1046,41 +1030,67 @@ class FileDetails : public TraceDetails {
   std::map<int, std::unique_ptr<Db>> dbs_;
 };
 
-class MemoryDetails : public TraceDetails {
- public:
-  explicit MemoryDetails(const Trace& t) : t_(t) {}
-  std::optional<Op> op(int proc, int64_t call_index) override {
-    const auto& ops = t_.processes[proc].ops;
-    auto it = std::lower_bound(ops.begin(), ops.end(), call_index,
-                               [](const Op& o, int64_t v) { return o.call_index < v; });
-    if (it == ops.end() || it->call_index != call_index) return std::nullopt;
-    return *it;
-  }
-  std::vector<Op> ops_between(int proc, int64_t from, int64_t to, int limit, bool newest) override {
-    std::vector<Op> out;
-    for (const Op& o : t_.processes[proc].ops)
-      if (o.call_index >= from && o.call_index <= to && o.seq > 0 && o.state != vocab::State::Captured) out.push_back(o);
-    if (static_cast<int>(out.size()) > limit) {
-      if (newest)
-        out.erase(out.begin(), out.end() - limit);
-      else
-        out.resize(static_cast<size_t>(limit));
-    }
-    return out;
-  }
-  std::vector<Frame> stack(int proc, int64_t stack_id) override {
-    auto& st = t_.processes[proc].stacks;
-    auto it = st.find(stack_id);
-    return it == st.end() ? std::vector<Frame>{} : it->second;
-  }
+}  // namespace
 
- private:
-  const Trace& t_;
-};
+namespace {
+std::string column_text(sqlite3_stmt* st, int i) {
+  auto* p = sqlite3_column_text(st, i);
+  return p ? std::string(reinterpret_cast<const char*>(p), size_t(sqlite3_column_bytes(st, i))) : std::string();
+}
 
 }  // namespace
 
+// Reads one file's plugin tables. false: the file has none (NCCL never loaded the plugin there).
+bool load_plugin_coverage(const std::string& path, size_t max_examples, ProcessCoverage* out) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
+    sqlite3_close(db);
+    return false;
+  }
+  sqlite3_busy_timeout(db, 2000);
+  bool any = false;
+  auto query = [&](const char* sql, auto&& each) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) {
+      if (any && out->error.empty()) out->error = sqlite3_errmsg(db);
+      return false;
+    }
+    sqlite3_bind_text(st, 1, schema::kSeenByBoth, -1, SQLITE_STATIC);  // ?1 where a query has it
+    int rc;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) each(st);
+    if (rc != SQLITE_DONE && out->error.empty()) out->error = sqlite3_errmsg(db);
+    sqlite3_finalize(st);
+    return true;
+  };
+  int64_t comms = 0;
+  if (!query("SELECT count(*) FROM profiler_comms", [&](sqlite3_stmt* st) { comms = sqlite3_column_int64(st, 0); }) ||
+      comms == 0) {
+    sqlite3_close(db);
+    return false;
+  }
+  any = true;
+  query("SELECT count(*), coalesce(sum(seen_by != ?1), 0) FROM profiler_ops", [&](sqlite3_stmt* st) {
+    out->plugin_calls = sqlite3_column_int64(st, 0);
+    out->missed = sqlite3_column_int64(st, 1);
+  });
+  const std::string examples =
+      "SELECT coalesce(o.op, o.nccl_func), o.dtype, o.count, c.nccl_comm_hash, o.nccl_seq, o.call_index FROM profiler_ops o "
+      "LEFT JOIN profiler_comms c ON c.id = o.profiler_comm WHERE o.seen_by != ?1 ORDER BY o.id LIMIT " +
+      std::to_string(max_examples);
+  query(examples.c_str(), [&](sqlite3_stmt* st) {
+    MissedCall m;
+    m.op = column_text(st, 0);
+    m.dtype = column_text(st, 1);
+    m.count = sqlite3_column_int64(st, 2);
+    m.nccl_comm = column_text(st, 3);
+    m.nccl_seq = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 4);
+    m.call_index = sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 5);
+    out->examples.push_back(std::move(m));
+  });
+  sqlite3_close(db);
+  return true;
+}
+
 std::unique_ptr<TraceDetails> details_from_files(const Schedule& s) { return std::make_unique<FileDetails>(s); }
-std::unique_ptr<TraceDetails> details_from_trace(const Trace& t) { return std::make_unique<MemoryDetails>(t); }
 
 }  // namespace lockstep

@@ -23,16 +23,19 @@ struct LoadError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Everything, as trace_model.h structs (ops with parts, completions, stacks, waits, hangs).
-Trace load_trace(const std::string& dir, const LoadOptions& options = {});
-
-// The compact form for analyses: sequenced ops only, no stacks (see trace_details.h).
+// The trace as its one model: the compact Schedule (sequenced ops only, no stacks; the few rows a
+// report names are read on demand, trace_details.h).
 Schedule load_schedule(const std::string& dir, const LoadOptions& options = {});
 
-// Only meta, env, comms and hangs of every file (no ops): finding a rank's file is cheap.
-Trace load_trace_headers(const std::string& dir, const LoadOptions& options = {});
+// The same Schedule with only each process's header (Schedule::procs[i].info: meta, env, comms,
+// hangs, resolved rank; no ops): finding a rank's file, or a view that reads one process's rows
+// at a time (load_process_file), is cheap.
+Schedule load_headers(const std::string& dir, const LoadOptions& options = {});
 
-// One file, full. Throws LoadError with the skip reason when the file is unusable.
+// One file's full rows (ops with parts, completions, stacks, waits, hangs), as trace_model.h
+// row types: read one process at a time by the views that print every row (ops, timeline).
+// The process's rank is as recorded (rank inference needs the directory: use load_headers').
+// Throws LoadError with the skip reason when the file is unusable.
 Process load_process_file(const std::string& path, const LoadOptions& options = {});
 
 // How many records of each kind one file holds (lockstep doctor).
@@ -46,5 +49,10 @@ struct RecordCounts {
 // One file's header (meta, env, comms, hangs; no ops) and its record counts. Throws LoadError
 // with the skip reason when the file is unusable.
 Process load_process_counts(const std::string& path, RecordCounts& counts, const LoadOptions& options = {});
+
+// NCCL's profiler plugin's tables of one file (schema/profiler_schema.h, analyzer/coverage.h):
+// the calls it saw and those the interposer did not. false: the file has none.
+struct ProcessCoverage;
+bool load_plugin_coverage(const std::string& path, size_t max_examples, ProcessCoverage* out);
 
 }  // namespace lockstep

@@ -20,11 +20,10 @@ struct OpsArgs {
 int ops(const OpsArgs& a) {
   std::string path;
   try {
-    Trace headers = load_trace_headers(a.dir);
-    for (size_t i = 0; i < headers.processes.size(); ++i) {
-      int r = shown_rank(headers.processes[i], static_cast<int>(i));
-      if (r == a.rank) path = headers.processes[i].path;
-    }
+    // Headers to find the rank's file; then that one process's rows.
+    const Schedule headers = load_headers(a.dir);
+    for (size_t i = 0; i < headers.procs.size(); ++i)
+      if (display_rank(headers, static_cast<int>(i)) == a.rank) path = headers.procs[i].info.path;
   } catch (const LoadError& e) {
     std::cerr << "lockstep ops: " << printable(e.what()) << "\n";
     return kExitUsage;

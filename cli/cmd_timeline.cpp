@@ -31,24 +31,19 @@ struct TimelineArgs {
   int window = 5;
 };
 
-// With --ranks, only those ranks' files are loaded in full (a 256-rank directory holds far
-// more than memory needs for two ranks). Falls back to loading everything when some file has no
-// global rank, since ranks are then positions in the whole directory.
-Trace load_ranks(const std::string& dir, const std::vector<int>& ranks, Trace& headers) {
-  headers = load_trace_headers(dir);
-  for (const Process& p : headers.processes)
-    if (p.global_rank < 0) return load_trace(dir);
-  Trace t;
-  t.dir = headers.dir;
-  t.skipped = headers.skipped;
-  for (const Process& p : headers.processes)
-    if (std::find(ranks.begin(), ranks.end(), p.global_rank) != ranks.end()) t.processes.push_back(load_process_file(p.path));
-  std::vector<int> have;
-  for (const Process& p : headers.processes) have.push_back(p.global_rank);
-  for (int r : ranks)
-    if (std::find(have.begin(), have.end(), r) == have.end())
-      throw LoadError("no trace of rank " + std::to_string(r) + " (ranks in the trace: " + rank_ranges(have) + ")");
-  return t;
+// The evidence of what was read: every file's header, less the files whose rows could not be read
+// (write_timeline_json names them), as for analyze.
+std::vector<EvidenceIssue> evidence_of(const Schedule& headers, const std::vector<SkippedFile>& unread) {
+  std::vector<const Process*> procs;
+  std::vector<SkippedFile> skipped = headers.skipped;
+  for (auto& p : headers.procs) {
+    auto bad = std::find_if(unread.begin(), unread.end(), [&](const SkippedFile& u) { return u.path == p.info.path; });
+    if (bad == unread.end())
+      procs.push_back(&p.info);
+    else
+      skipped.push_back(*bad);
+  }
+  return validate_evidence(procs, skipped);
 }
 
 int timeline(const TimelineArgs& a) {
@@ -83,39 +78,38 @@ int timeline(const TimelineArgs& a) {
     std::cerr << "lockstep timeline: --from-seq " << a.from_seq << " is after --to-seq " << a.to_seq << "\n";
     return kExitUsage;
   }
-  Trace t, headers;
+  // The headers of every file, then one process's rows at a time (memory: one process, not the
+  // directory). With --ranks, only those ranks' rows are read.
+  Schedule headers;
   try {
-    t = a.ranks.empty() ? load_trace(a.dir) : load_ranks(a.dir, a.ranks, headers);
+    headers = load_headers(a.dir);
   } catch (const LoadError& e) {
     std::cerr << "lockstep timeline: " << printable(e.what()) << "\n";
     return kExitUsage;
   }
-  if (t.processes.empty()) {
-    for (auto& sk : t.skipped) std::cerr << "skipped " << printable(sk.path) << ": " << printable(sk.reason) << "\n";
+  if (headers.procs.empty()) {
+    for (auto& sk : headers.skipped) std::cerr << "skipped " << printable(sk.path) << ": " << printable(sk.reason) << "\n";
     std::cerr << "lockstep timeline: no usable trace file in " << printable(a.dir) << "; nothing written\n";
     return kExitUsage;
   }
-  // The timeline shows what was read; what was not is named here and in the exit code. With
-  // --ranks, the other ranks' files are judged by their headers.
-  const Trace& whole = a.ranks.empty() || headers.processes.empty() ? t : headers;
-  std::vector<const Process*> procs;
-  for (auto& p : whole.processes) procs.push_back(&p);
-  auto evidence = validate_evidence(procs, whole.skipped);
-  for (auto& e : evidence) std::cerr << "incomplete: " << printable(e.detail) << "\n";
-  const int done = evidence.empty() ? kExitOk : kExitIncomplete;
+  const ProcessRows rows = [&](size_t i) { return load_process_file(headers.procs[i].info.path); };
+  // The timeline shows what was read; what was not is named on stderr and in the exit code.
+  auto report = [&](const std::vector<SkippedFile>& unread) {
+    auto evidence = evidence_of(headers, unread);
+    for (auto& e : evidence) std::cerr << "incomplete: " << printable(e.detail) << "\n";
+    return evidence.empty() ? kExitOk : kExitIncomplete;
+  };
   TimelineOptions o;
   o.ranks = a.ranks;
   o.comm = a.comm;
   o.from_seq = a.from_seq;
   o.to_seq = a.to_seq;
   std::string tmp;
+  std::vector<SkippedFile> unread;
   try {
-    if (a.output == "-") {
-      write_timeline_json(t, o, std::cout);
-      return done;
-    }
+    if (a.output == "-") return report(write_timeline_json(headers, rows, o, std::cout));
     // Validate the selection before creating the file: a bad --ranks leaves nothing behind.
-    check_timeline_options(t, o);
+    check_timeline_options(headers, o);
     // Written beside the target and renamed into place: a failure never leaves a partial file.
     tmp = a.output + ".partial-XXXXXX";
     int fd = mkstemp(tmp.data());
@@ -128,7 +122,7 @@ int timeline(const TimelineArgs& a) {
     fchmod(fd, 0666 & ~mask);
     close(fd);
     std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
-    write_timeline_json(t, o, file);
+    unread = write_timeline_json(headers, rows, o, file);
     file.close();
     if (!file || std::rename(tmp.c_str(), a.output.c_str()) != 0) {
       std::remove(tmp.c_str());
@@ -140,6 +134,7 @@ int timeline(const TimelineArgs& a) {
     std::cerr << "lockstep timeline: " << printable(e.what()) << "\n";
     return kExitUsage;
   }
+  const int done = report(unread);
   std::cerr << "wrote " << printable(a.output) << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
   return done;
 }

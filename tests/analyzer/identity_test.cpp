@@ -147,10 +147,10 @@ TEST(IdentityLoader, a_name_the_vocabulary_does_not_know_skips_the_file_with_the
     if (e.path().string().ends_with(schema::kFileSuffix)) victim = e.path().string();
   // Schema 2 stores an op's name in its signature (as text when it is not a vocabulary value).
   exec(victim, "UPDATE signatures SET op='all_reduce_v2' WHERE id=(SELECT min(id) FROM signatures)");
-  Trace t = load_trace(dir);
+  Schedule t = load_schedule(dir);
   ASSERT_EQ(t.skipped.size(), 1u);
   EXPECT_NE(t.skipped[0].reason.find("unknown op 'all_reduce_v2'"), std::string::npos) << t.skipped[0].reason;
-  EXPECT_EQ(t.processes.size(), 1u);
+  EXPECT_EQ(t.procs.size(), 1u);
 }
 
 }  // namespace

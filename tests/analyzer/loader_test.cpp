@@ -54,10 +54,10 @@ TEST(Loader, reads_back_every_field_the_writer_stored) {
                                .parts = {lockstep::testing::send_to(1, 5), lockstep::testing::recv_from(1, 5)}});
   b.trace().processes[1].hangs.push_back({7, 8, 1, "hang!"});
   lockstep::testing::write_trace(b.trace(), dir);
-  Trace t = load_trace(dir);
+  const Schedule t = lockstep::load_headers(dir);
   ASSERT_TRUE(t.skipped.empty()) << t.skipped[0].reason;
-  ASSERT_EQ(t.processes.size(), 2u);
-  const Process& p0 = t.processes[0];
+  ASSERT_EQ(t.procs.size(), 2u);
+  const Process p0 = lockstep::load_process_file(t.procs[0].info.path);
   EXPECT_EQ(p0.global_rank, 0);
   EXPECT_EQ(p0.host, "node0");
   EXPECT_TRUE(p0.finished);
@@ -72,8 +72,8 @@ TEST(Loader, reads_back_every_field_the_writer_stored) {
   ASSERT_EQ(p0.stacks.at(1).size(), 2u);
   EXPECT_EQ(p0.stacks.at(1)[0].file, "train.py");
   EXPECT_EQ(p0.stacks.at(1)[1].offset, 0x1234u);
-  ASSERT_EQ(t.processes[1].hangs.size(), 1u);
-  EXPECT_EQ(t.processes[1].hangs[0].message, "hang!");
+  ASSERT_EQ(t.procs[1].info.hangs.size(), 1u);
+  EXPECT_EQ(t.procs[1].info.hangs[0].message, "hang!");
 
   Schedule s = load_schedule(dir);
   ASSERT_EQ(s.procs.size(), 2u);
@@ -191,10 +191,9 @@ TEST(Loader, never_modifies_a_trace_even_one_with_a_hot_journal) {
   waitpid(child, &status, 0);
   ASSERT_TRUE(fs::exists(path + "-journal")) << "test setup: expected a hot journal";
   std::string before = slurp(path), journal = slurp(path + "-journal");
-  Trace t = load_trace(dir);
-  ASSERT_TRUE(t.skipped.empty()) << t.skipped[0].reason;
-  ASSERT_EQ(t.processes[0].ops.size(), 50u) << "the uncommitted transaction must be rolled back";
-  EXPECT_EQ(t.processes[0].ops[0].op, lockstep::vocab::Op::AllReduce);
+  const Process p = lockstep::load_process_file(path);
+  ASSERT_EQ(p.ops.size(), 50u) << "the uncommitted transaction must be rolled back";
+  EXPECT_EQ(p.ops[0].op, lockstep::vocab::Op::AllReduce);
   EXPECT_EQ(slurp(path), before) << "the trace file was modified";
   EXPECT_EQ(slurp(path + "-journal"), journal) << "the journal was modified";
 }

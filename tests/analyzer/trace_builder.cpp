@@ -4,9 +4,11 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <stdexcept>
 
+#include "schedule.h"
 #include "trace_file_model.h"
 #include "trace_schema.h"
 
@@ -162,3 +164,49 @@ void exec_sql(const std::string& path, const std::string& text) {
 }
 
 }  // namespace lockstep::testing
+
+namespace lockstep {
+namespace {
+
+class MemoryDetails : public TraceDetails {
+ public:
+  explicit MemoryDetails(const Trace& t) : t_(t) {}
+  std::optional<Op> op(int proc, int64_t call_index) override {
+    const auto& ops = t_.processes[proc].ops;
+    auto it = std::lower_bound(ops.begin(), ops.end(), call_index,
+                               [](const Op& o, int64_t v) { return o.call_index < v; });
+    if (it == ops.end() || it->call_index != call_index) return std::nullopt;
+    return *it;
+  }
+  std::vector<Op> ops_between(int proc, int64_t from, int64_t to, int limit, bool newest) override {
+    std::vector<Op> out;
+    for (const Op& o : t_.processes[proc].ops)
+      if (o.call_index >= from && o.call_index <= to && o.seq > 0 && o.state != vocab::State::Captured) out.push_back(o);
+    if (static_cast<int>(out.size()) > limit) {
+      if (newest)
+        out.erase(out.begin(), out.end() - limit);
+      else
+        out.resize(static_cast<size_t>(limit));
+    }
+    return out;
+  }
+  std::vector<Frame> stack(int proc, int64_t stack_id) override {
+    auto& st = t_.processes[proc].stacks;
+    auto it = st.find(stack_id);
+    return it == st.end() ? std::vector<Frame>{} : it->second;
+  }
+
+ private:
+  const Trace& t_;
+};
+
+}  // namespace
+
+std::unique_ptr<TraceDetails> details_from_trace(const Trace& t) { return std::make_unique<MemoryDetails>(t); }
+
+std::string timeline_json(const Trace& t, const TimelineOptions& options) {
+  const Schedule headers = schedule_from_trace(t);
+  return timeline_json(headers, [&](size_t i) { return t.processes.at(i); }, options);
+}
+
+}  // namespace lockstep

@@ -9,6 +9,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "timeline.h"
+#include "trace_details.h"
 #include "trace_model.h"
 
 namespace lockstep::testing {
@@ -87,3 +89,12 @@ std::string fresh_dir(const std::string& name);
 void exec_sql(const std::string& path, const std::string& text);
 
 }  // namespace lockstep::testing
+
+namespace lockstep {
+// The details of a built trace, as details_from_files gives them for its written files
+// (`proc` indexes trace.processes == schedule_from_trace(trace).procs).
+std::unique_ptr<TraceDetails> details_from_trace(const Trace& t);
+// The timeline JSON of a built trace: the headers as schedule_from_trace holds them, each
+// process's rows from the trace (from files: load_headers and load_process_file).
+std::string timeline_json(const Trace& t, const TimelineOptions& options = {});
+}  // namespace lockstep

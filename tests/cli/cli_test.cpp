@@ -338,3 +338,26 @@ TEST(CliTimeline, skipped_file_is_named_and_exits_4_with_the_timeline_of_the_res
   json j = json::parse(slurp_file(out));
   EXPECT_EQ(j["otherData"]["skipped"].size(), 1u);
 }
+
+// The timeline reads headers first, then each process's rows: a file whose header reads but whose
+// rows do not is still named (stderr, its track, exit 4), and the other rank is written.
+TEST(CliTimeline, file_whose_rows_cannot_be_read_is_named_and_exits_4) {
+  auto dir = write(clean_two_ranks(), "cli-tl-rows");
+  lockstep::testing::exec_sql(dir + "/rank-1" + lockstep::schema::kFileSuffix,
+                              "UPDATE op_rows SET seq=-3 WHERE call_index=(SELECT max(call_index) FROM op_rows)");
+  auto out = dir + "/t.json";
+  auto r = lockstep_cli({"timeline", dir, "-o", out});
+  EXPECT_EQ(r.exit_code, 4) << both(r);
+  EXPECT_NE(r.err.find("incomplete: "), std::string::npos) << both(r);
+  EXPECT_NE(r.err.find("rank-1.lockstep.sqlite"), std::string::npos) << both(r);
+  json j = json::parse(slurp_file(out));
+  int slices_rank0 = 0, slices_rank1 = 0;
+  std::string name1;
+  for (const json& e : j["traceEvents"]) {
+    if (e["ph"] == "X") (e["pid"] == 1 ? slices_rank0 : slices_rank1)++;
+    if (e["ph"] == "M" && e["name"] == "process_name" && e["pid"] == 2) name1 = e["args"]["name"];
+  }
+  EXPECT_GT(slices_rank0, 0);
+  EXPECT_EQ(slices_rank1, 0);
+  EXPECT_NE(name1.find("not read: "), std::string::npos) << name1;
+}

@@ -140,8 +140,9 @@ Target pick_target(const std::string& dir, const uint8_t* data, size_t size) {
       std::streambuf* old;
       ~Restore() { std::cerr.rdbuf(old); }
     } restore{std::cerr.rdbuf(sink.rdbuf())};
-    lockstep::Trace tr = lockstep::load_trace_headers(dir);
-    for (auto& p : tr.processes) {
+    const lockstep::Schedule tr = lockstep::load_headers(dir);
+    for (auto& sp : tr.procs) {
+      const lockstep::Process& p = sp.info;
       if (p.global_rank >= 0) t.rank = p.global_rank;
       if (!p.comms.empty()) {
         const auto& c = p.comms[(h >> 8) % p.comms.size()];

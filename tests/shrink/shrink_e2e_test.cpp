@@ -118,10 +118,10 @@ void shrink_and_check(const std::string& name, const std::string& original, cons
   EXPECT_NE(s.out.find("replay of the reproducer: hangs"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("removed:"), std::string::npos) << s.out;
 
-  lockstep::Trace minimal = lockstep::load_trace(out + "/trace");
-  const int n = static_cast<int>(minimal.processes.size());
+  const lockstep::Schedule minimal = lockstep::load_headers(out + "/trace");
+  const int n = static_cast<int>(minimal.procs.size());
   int ops = 0;
-  for (const auto& p : minimal.processes) ops += static_cast<int>(p.ops.size());
+  for (const auto& p : minimal.procs) ops += static_cast<int>(lockstep::load_process_file(p.info.path).ops.size());
   EXPECT_LE(n, e.max_ranks) << s.out;
   EXPECT_LE(ops, e.max_ops) << s.out;
 
@@ -159,7 +159,8 @@ void shrink_and_check(const std::string& name, const std::string& original, cons
     EXPECT_EQ(pc.exit_code, 0) << pc.err << py;
   }
   auto calls = script_calls(py);
-  for (const auto& p : minimal.processes) {
+  for (const auto& sp : minimal.procs) {
+    const lockstep::Process p = lockstep::load_process_file(sp.info.path);
     std::vector<std::string> want;
     for (const auto& o : p.ops) want.push_back(torch_call(lockstep::vocab::name(o.op)));
     EXPECT_EQ(calls[p.global_rank], want) << "rank " << p.global_rank << "\n" << py;

@@ -40,13 +40,13 @@ TEST(RankIdentity, infers_the_rank_from_the_communicator_spanning_every_process)
   auto dir = fresh_dir("identity-infer");
   write_trace(b.trace(), dir);
 
-  Trace t = load_trace(dir);
-  ASSERT_EQ(t.processes.size(), 2u);
-  EXPECT_EQ(t.processes[0].global_rank, 0);
-  EXPECT_EQ(t.processes[0].path, dir + "/rank-1.lockstep.sqlite");
-  EXPECT_EQ(t.processes[0].global_rank_source, "inferred:comm aaaa1111");
-  EXPECT_EQ(t.processes[1].global_rank, 1);
-  EXPECT_TRUE(t.processes[1].rank_conflict.empty());
+  Schedule t = load_headers(dir);
+  ASSERT_EQ(t.procs.size(), 2u);
+  EXPECT_EQ(t.procs[0].info.global_rank, 0);
+  EXPECT_EQ(t.procs[0].info.path, dir + "/rank-1.lockstep.sqlite");
+  EXPECT_EQ(t.procs[0].info.global_rank_source, "inferred:comm aaaa1111");
+  EXPECT_EQ(t.procs[1].info.global_rank, 1);
+  EXPECT_TRUE(t.procs[1].info.rank_conflict.empty());
   // Replay maps files to ranks through the inferred ranks instead of refusing rank -1.
   auto files = replay::rank_files(load_schedule(dir));
   EXPECT_EQ(files[0], dir + "/rank-1.lockstep.sqlite");
@@ -62,9 +62,9 @@ TEST(RankIdentity, a_single_process_that_set_its_own_rank_is_rank_0_of_its_only_
   record_rank(b.trace().processes[0], -1);
   auto dir = fresh_dir("identity-single");
   write_trace(b.trace(), dir);
-  Trace t = load_trace(dir);
-  EXPECT_EQ(t.processes[0].global_rank, 0);
-  EXPECT_EQ(t.processes[0].global_rank_source, "inferred:comm c0ffee00");
+  Schedule t = load_headers(dir);
+  EXPECT_EQ(t.procs[0].info.global_rank, 0);
+  EXPECT_EQ(t.procs[0].info.global_rank_source, "inferred:comm c0ffee00");
   EXPECT_EQ(replay::rank_files(load_schedule(dir)).size(), 1u);
 }
 
@@ -75,9 +75,9 @@ TEST(RankIdentity, no_communicator_spans_every_process_so_nothing_is_guessed) {
   for (auto& p : b.trace().processes) record_rank(p, -1);
   auto dir = fresh_dir("identity-none");
   write_trace(b.trace(), dir);
-  Trace t = load_trace(dir);
-  EXPECT_EQ(t.processes[0].global_rank, -1);
-  EXPECT_EQ(t.processes[1].global_rank, -1);
+  Schedule t = load_headers(dir);
+  EXPECT_EQ(t.procs[0].info.global_rank, -1);
+  EXPECT_EQ(t.procs[1].info.global_rank, -1);
   EXPECT_THROW(replay::rank_files(load_schedule(dir)), std::runtime_error);
 }
 
@@ -91,10 +91,10 @@ TEST(RankIdentity, conflicting_sources_are_reported_not_resolved) {
   record_rank(ps[2], 2, "RANK");
   auto dir = fresh_dir("identity-conflict");
   write_trace(b.trace(), dir);
-  Trace t = load_trace(dir);
+  Schedule t = load_headers(dir);
   // RANK kept: two processes now claim rank 2; each conflict is named.
   std::string all;
-  for (auto& p : t.processes) all += p.rank_conflict + "\n";
+  for (auto& p : t.procs) all += p.info.rank_conflict + "\n";
   EXPECT_NE(all.find("RANK says rank 2 but communicator wwww0000, which spans every process, says rank 0"),
             std::string::npos) << all;
   EXPECT_NE(all.find("rank 2 is claimed by 2 processes"), std::string::npos) << all;

@@ -83,6 +83,21 @@ TEST(TimelineCli, ranks_option_shows_only_those_ranks) {
   ASSERT_EQ(names.size(), 2u) << r.out.substr(0, 1000);
   EXPECT_EQ(names[0].rfind("rank 0 (", 0), 0u) << names[0];
   EXPECT_EQ(names[1].rfind("rank 2 (", 0), 0u) << names[1];
+  // One numbering of process tracks: a process's pid is its position in the directory + 1, with
+  // or without --ranks (the CLI used to renumber the selected ranks 1, 2, ... unless some file
+  // lacked a global rank, so rank 2 was pid 2 here and pid 3 in the full timeline).
+  ProcResult all = run_program({LOCKSTEP_EXE, "timeline", w.dir, "-o", "-"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  json full = json::parse(all.out, nullptr, false);
+  auto pid_of = [](const json& doc, const std::string& rank) {
+    for (const json& e : doc["traceEvents"])
+      if (e["ph"] == "M" && e["name"] == "process_name" && e["args"]["name"].get<std::string>().rfind(rank + " (", 0) == 0)
+        return e["pid"].get<int>();
+    return -1;
+  };
+  EXPECT_EQ(pid_of(j, "rank 2"), 3);
+  EXPECT_EQ(pid_of(j, "rank 2"), pid_of(full, "rank 2"));
+  EXPECT_EQ(pid_of(j, "rank 0"), pid_of(full, "rank 0"));
 }
 
 TEST(TimelineCli, unknown_rank_or_comm_exits_2_with_what_exists_and_creates_no_file) {

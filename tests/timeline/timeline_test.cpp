@@ -4,6 +4,9 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <algorithm>
+#include <mutex>
+#include <sstream>
 
 #include "analysis.h"
 #include "timeline.h"
@@ -15,7 +18,6 @@ using lockstep::analyze;
 using lockstep::Frame;
 using lockstep::HangMarker;
 using lockstep::schedule_from_trace;
-using lockstep::timeline_json;
 using lockstep::timeline_text;
 using lockstep::TimelineError;
 using lockstep::TimelineOptions;
@@ -27,6 +29,11 @@ using lockstep::testing::TraceBuilder;
 using nlohmann::json;
 
 namespace {
+
+std::string timeline_of_files(const std::string& dir) {
+  const lockstep::Schedule headers = lockstep::load_headers(dir);
+  return lockstep::timeline_json(headers, [&](size_t i) { return lockstep::load_process_file(headers.procs[i].info.path); });
+}
 
 json parse(const std::string& text) {
   try {
@@ -275,11 +282,44 @@ TEST(TimelineJson, output_from_loaded_files_is_byte_identical_across_loads) {
   TraceBuilder b = seed_like();
   std::string dir = lockstep::testing::fresh_dir("timeline-determinism");
   lockstep::testing::write_trace(b.trace(), dir);
-  std::string first = timeline_json(lockstep::load_trace(dir));
-  for (int k = 0; k < 3; ++k) ASSERT_EQ(timeline_json(lockstep::load_trace(dir)), first) << "load " << k;
+  std::string first = timeline_of_files(dir);
+  for (int k = 0; k < 3; ++k) ASSERT_EQ(timeline_of_files(dir), first) << "load " << k;
   json j = parse(first);
   EXPECT_EQ(events(j, "X").size(), 8u);
   std::filesystem::remove_all(dir);
+}
+
+// The timeline holds one process's rows at a time; a process whose rows cannot be read (its
+// header could) keeps its track, named with the reason, is returned to the caller as missing
+// evidence, and the other processes are still shown.
+TEST(TimelineJson, a_process_whose_rows_cannot_be_read_is_named_and_returned_not_dropped) {
+  TraceBuilder b = seed_like();
+  for (auto& p : b.trace().processes) {  // the header places the process: no rows read for its clock
+    p.meta["start_wall_ns"] = "1700000000000000000";
+    p.meta["start_mono_ns"] = "1000";
+  }
+  const lockstep::Schedule headers = schedule_from_trace(b.trace());
+  std::mutex mu;  // rows are read ahead on other threads
+  std::vector<size_t> asked;
+  auto rows = [&](size_t i) -> lockstep::Process {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      asked.push_back(i);
+    }
+    if (i == 1) throw lockstep::LoadError("corrupt: op 3 has seq 0");
+    return b.trace().processes.at(i);
+  };
+  std::ostringstream out;
+  auto unread = lockstep::write_timeline_json(headers, rows, {}, out);
+  ASSERT_EQ(unread.size(), 1u);
+  EXPECT_EQ(unread[0].reason, "corrupt: op 3 has seq 0");
+  std::sort(asked.begin(), asked.end());
+  EXPECT_EQ(asked, (std::vector<size_t>{0, 1})) << "each process's rows are read once";
+  json j = parse(out.str());
+  EXPECT_EQ(events(j, "X", 0).size(), 4u);
+  EXPECT_EQ(events(j, "X", 1).size(), 0u);
+  EXPECT_NE(meta_name(j, "process_name", 1).find("not read: corrupt: op 3 has seq 0"), std::string::npos)
+      << meta_name(j, "process_name", 1);
 }
 
 std::string text_of(const Trace& t, TextTimelineOptions o = {}) {
