@@ -202,6 +202,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
     for (auto& b : r.blocked) {
       json bj = opj(b.op);
       bj["queued_behind_it"] = b.queued_behind_it;
+      if (b.last_candidate != b.op) bj["stuck_in_one_up_to"] = opj(b.last_candidate);  // hang.h BlockedOp
       json w = json::array();
       for (auto& x : b.waits) w.push_back({{"rank", c.rank(x.proc)}, {"reason", x.reason}});
       bj["waits_for"] = w;

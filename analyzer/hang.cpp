@@ -396,6 +396,39 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
   }
 }
 
+// LOCKSTEP_COMPLETION=covering (meta completion_signal, completion_window): the window, or
+// kMaxWindow when the trace's value is unreadable; 0 with a per-op completion signal.
+constexpr uint32_t kMaxWindow = 4096;
+uint32_t covering_window(const SchedProcess& sp) {
+  auto sig = sp.info.meta.find("completion_signal");
+  if (sig == sp.info.meta.end() || sig->second != "covering") return 0;
+  auto w = sp.info.meta.find("completion_window");
+  if (w == sp.info.meta.end() || w->second.empty() || w->second.size() > 4) return kMaxWindow;
+  uint32_t v = 0;
+  for (char ch : w->second) {
+    if (ch < '0' || ch > '9') return kMaxWindow;
+    v = v * 10 + static_cast<uint32_t>(ch - '0');
+  }
+  return v >= 1 && v <= kMaxWindow ? v : kMaxWindow;
+}
+
+// Covering completion: a stream's first incomplete op is at most `window` ops after its last
+// completed one (a covering event is recorded at least every `window` ops); the last of those
+// still in flight.
+uint32_t last_candidate(const SchedProcess& sp, const Ctx& c, int p, uint32_t op, uint32_t window) {
+  const uint8_t stream = sp.ops[op].stream;
+  int64_t last_done = -1;
+  for (uint32_t i = 0; i < sp.ops.size(); ++i)
+    if (sp.ops[i].stream == stream && sp.ops[i].completed()) last_done = i;
+  uint32_t last = op, n = 0;
+  for (uint32_t i = static_cast<uint32_t>(last_done + 1); i < sp.ops.size() && n < window; ++i) {
+    if (sp.ops[i].stream != stream) continue;
+    ++n;
+    if (i >= op && c.in_flight_op(p, i)) last = i;
+  }
+  return last;
+}
+
 // Wait-for edges: proc -> (waits for, via op). Fills each rank's blocked ops and r.hung.
 std::vector<std::vector<std::pair<int, uint32_t>>> wait_edges(const Schedule& s, const Ctx& c, HangReport& r) {
   size_t n = s.procs.size();
@@ -405,9 +438,12 @@ std::vector<std::vector<std::pair<int, uint32_t>>> wait_edges(const Schedule& s,
     RankHang& rh = r.ranks[p];
     rh.status = c.status[p];
     if (c.status[p] == RankStatus::kFinished) continue;
+    const uint32_t window = covering_window(s.procs[p]);
     for (uint32_t op : c.oldest[p]) {
       BlockedOp b;
       b.op = op;
+      b.last_candidate = window ? last_candidate(s.procs[p], c, static_cast<int>(p), op, window) : op;
+      b.covering_window = window;
       for (uint32_t x : c.in_flight[p])
         b.queued_behind_it += x > op && s.procs[p].ops[x].stream == s.procs[p].ops[op].stream;
       b.waits = waits.of(static_cast<int>(p), op);
@@ -527,6 +563,9 @@ std::vector<RankGroup> group_ranks(const Schedule& s, const Ctx& c, const HangRe
       case RankStatus::kBlocked: {
         const BlockedOp& b = rh.blocked.front();
         sum = "blocked in " + c.where_family(static_cast<int>(p), b.op);
+        if (b.last_candidate != b.op)
+          sum += " or a later op up to " + c.where_family(static_cast<int>(p), b.last_candidate) +
+                 " (covering completion, window " + std::to_string(b.covering_window) + ")";
         std::map<std::string, std::vector<int>> by_reason;
         for (auto& w : b.waits) by_reason[w.reason].push_back(display_rank(s, w.proc));
         for (auto& [why, who] : by_reason)

@@ -41,6 +41,11 @@ struct WaitFor {
 
 struct BlockedOp {
   uint32_t op = 0;             // index into SchedProcess::ops: the oldest op in flight on a stream
+  // The op the stream is stuck in is one of its in-flight ops op..last_candidate (issue order).
+  // == op with a per-op completion signal; later with LOCKSTEP_COMPLETION=covering, where ops
+  // after the last completed covering event read as in flight though some may be done.
+  uint32_t last_candidate = 0;
+  uint32_t covering_window = 0;  // covering completion: the trace's window; 0 = per-op signal
   size_t queued_behind_it = 0; // later ops in flight on the same stream
   std::vector<WaitFor> waits;  // empty: every peer issued it too (waits on something else)
 };

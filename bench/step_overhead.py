@@ -158,7 +158,7 @@ def setup():
 
 # bench_knobs.h: the parts each configuration switches off (lockstep_bench_set_off).
 OFF = {"recorder": 1 << 0, "stack": 1 << 1, "queue": 1 << 5, "waits": 1 << 7, "memop": 1 << 8, "python": 1 << 9,
-       "unwind": 1 << 10, "pyguard": 1 << 11, "profile": 1 << 12, "unwindcap": 1 << 13}
+       "unwind": 1 << 10, "pyguard": 1 << 11, "profile": 1 << 12, "unwindcap": 1 << 13, "covering": 1 << 14}
 CONFIGS = {
     "recording": 0,                                   # the stack mode the process runs with
     "no-stacks": OFF["stack"],
@@ -169,6 +169,9 @@ CONFIGS = {
     "no-waits": OFF["waits"],                         # runtime calls forwarded, not recorded
     "no-rows": OFF["queue"] | OFF["waits"],           # as recording, but no row reaches the writer
     "event-signal": OFF["memop"],                     # completion by event
+    # In a LOCKSTEP_COMPLETION=covering process (where "recording" is the covering signal):
+    "event-per-op": OFF["covering"],                  # an event after every op (the default signal)
+    "no-stacks-event": OFF["stack"] | OFF["covering"],
     "paused": OFF["recorder"] | OFF["waits"],         # NCCL and runtime hooks forward only
 }
 # BenchCounter order (bench_knobs.h); the TSC follows the last one.

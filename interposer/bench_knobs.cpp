@@ -14,7 +14,8 @@ bool parse_bench_off(const char* s, unsigned* mask) {
       {"clock", kOffClock},       {"event", kOffEvent}, {"queue", kOffQueue},
       {"watchdog", kOffWatchdog}, {"waits", kOffWaits}, {"memop", kOffMemop},
       {"python", kOffPython},     {"unwind", kOffUnwind}, {"pyguard", kOffPyGuard},
-      {"profile", kProfile},      {"unwindcap", kOffUnwindCap}};
+      {"profile", kProfile},      {"unwindcap", kOffUnwindCap},
+      {"covering", kOffCovering}};
   unsigned m = 0;
   std::string all(s ? s : "");
   if (all.empty()) {

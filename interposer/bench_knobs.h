@@ -25,6 +25,7 @@ enum BenchOff : unsigned {
   kOffPyGuard = 1u << 11,   // "pyguard": interned code objects checked by pointers only
   kProfile = 1u << 12,      // "profile": not a part; accumulates the counters below (rdtsc)
   kOffUnwindCap = 1u << 13, // "unwindcap": python mode unwinds every native frame (as before)
+  kOffCovering = 1u << 14,  // "covering": LOCKSTEP_COMPLETION=covering records an event per op
 };
 
 // Where the hot path's time goes, summed over every thread while kProfile is set (ticks of

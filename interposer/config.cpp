@@ -74,7 +74,18 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
                    "a list of recorder,stack,capture,clock,event,queue,watchdog,waits,memop", "none");
   if (const char* v = env("LOCKSTEP_COMPLETION"); v && *v) {
     if (!strcmp(v, "memop")) c.completion_memop = true;
-    else if (strcmp(v, "event")) warn_default("LOCKSTEP_COMPLETION", v, "one of event|memop", "event");
+    else if (!strcmp(v, "covering")) c.completion_covering = true;
+    else if (strcmp(v, "event"))
+      warn_default("LOCKSTEP_COMPLETION", v, "one of event|memop|covering", "event");
+  }
+  if (const char* v = env("LOCKSTEP_COMPLETION_WINDOW"); v && *v) {
+    if (!parse_int(v, 1, kMaxCompletionWindow, &c.completion_window)) {
+      char expected[64];
+      snprintf(expected, sizeof expected, "a number of ops in [1, %lld]",
+               static_cast<long long>(kMaxCompletionWindow));
+      warn_default("LOCKSTEP_COMPLETION_WINDOW", v, expected,
+                   std::to_string(kDefaultCompletionWindow));
+    }
   }
   if (const char* v = env("LOCKSTEP_MAX_MB"); v && *v) {
     int64_t mb = 0;

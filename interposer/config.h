@@ -23,6 +23,11 @@ inline constexpr int64_t kDefaultMaxMb = 256;
 inline constexpr int64_t kMinMaxMb = 1;          // below this the header alone does not fit
 inline constexpr int64_t kMaxMaxMb = 1 << 22;    // 4 TiB: far beyond any filesystem's file
 
+// LOCKSTEP_COMPLETION=covering: at most this many ops of a stream between two covering events
+// (completion.h); 1 = an event after every op.
+inline constexpr int64_t kDefaultCompletionWindow = 8;
+inline constexpr int64_t kMaxCompletionWindow = 4096;
+
 struct Config {
   std::string dir = "lockstep-trace";              // LOCKSTEP_DIR (relative: to the cwd)
   StacksSetting stacks = StacksSetting::Auto;      // LOCKSTEP_STACKS none|native|python
@@ -30,7 +35,9 @@ struct Config {
   std::string analyzer;                            // LOCKSTEP_ANALYZER ("" = no diagnosis)
   unsigned bench_off = 0;                          // LOCKSTEP_BENCH_OFF (bench_knobs.h; benchmarks only)
   int64_t max_mb = kDefaultMaxMb;                  // LOCKSTEP_MAX_MB, 0 = no cap
-  bool completion_memop = false;                   // LOCKSTEP_COMPLETION event|memop
+  bool completion_memop = false;                   // LOCKSTEP_COMPLETION event|memop|covering
+  bool completion_covering = false;
+  int64_t completion_window = kDefaultCompletionWindow;  // LOCKSTEP_COMPLETION_WINDOW (covering)
 };
 
 using EnvLookup = std::function<const char*(const char*)>;

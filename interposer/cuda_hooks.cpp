@@ -34,6 +34,8 @@ cudaError_t wait_hook(Fn real, WaitKind kind, void* stream, void* event, A... ar
   cudaError_t rc = real(args...);
   uint64_t t2 = (off & kProfile) ? bench_ticks() : 0;
   wait_done(c, kind, stream, event);
+  if (rc == cudaSuccess && (kind == WaitKind::StreamSync || kind == WaitKind::DeviceSync))
+    synchronized(stream, kind == WaitKind::DeviceSync);
   if (off & kProfile) {
     bench_count(kCntWaitTicks, (t1 - t0) + (bench_ticks() - t2));
     bench_count(kCntWaits, 1);

@@ -20,10 +20,11 @@ extern char** environ;
 
 namespace lockstep::rec {
 
-void HangReporter::report(int64_t now, int64_t stalled_ns, std::vector<const InFlightOp*> heads,
+void HangReporter::report(int64_t now, int64_t stalled_ns, std::vector<StuckOps> heads,
                           size_t n_in_flight) {
-  std::sort(heads.begin(), heads.end(),
-            [](const InFlightOp* a, const InFlightOp* b) { return a->call_index < b->call_index; });
+  std::sort(heads.begin(), heads.end(), [](const StuckOps& a, const StuckOps& b) {
+    return a.first->call_index < b.first->call_index;
+  });
   char rank[32];
   if (global_rank_ >= 0) snprintf(rank, sizeof rank, "rank %d", global_rank_);
   else snprintf(rank, sizeof rank, "rank ?");
@@ -31,12 +32,18 @@ void HangReporter::report(int64_t now, int64_t stalled_ns, std::vector<const InF
                     "): no NCCL progress for " + std::to_string(stalled_ns / 1000000000) +
                     "s; in flight:";
   size_t shown = 0;
-  for (const InFlightOp* op : heads) {
+  for (const StuckOps& h : heads) {
     if (shown == 8) break;
-    char buf[160];
-    snprintf(buf, sizeof buf, "%s comm %016llx seq %lld %s count %lld", shown ? "," : "",
-             static_cast<unsigned long long>(op->comm_hash), static_cast<long long>(op->seq),
-             op_name(op->op), static_cast<long long>(op->count));
+    const InFlightOp* op = h.first;
+    char buf[320];
+    int n = snprintf(buf, sizeof buf, "%s comm %016llx seq %lld %s count %lld", shown ? "," : "",
+                     static_cast<unsigned long long>(op->comm_hash),
+                     static_cast<long long>(op->seq), op_name(op->op),
+                     static_cast<long long>(op->count));
+    if (h.last != h.first && n > 0 && size_t(n) < sizeof buf)  // covering completion
+      snprintf(buf + n, sizeof buf - size_t(n), " or a later op up to comm %016llx seq %lld %s",
+               static_cast<unsigned long long>(h.last->comm_hash),
+               static_cast<long long>(h.last->seq), op_name(h.last->op));
     msg += buf;
     shown++;
   }

@@ -24,13 +24,20 @@ struct InFlightOp {
   OpKind op;
 };
 
+// What a stream is stuck on: its first incomplete op is one of first..last, in issue order
+// (first == last with a per-op completion signal).
+struct StuckOps {
+  const InFlightOp* first;
+  const InFlightOp* last;
+};
+
 class HangReporter {
  public:
   HangReporter(Writer* writer, int global_rank, std::string trace_dir)
       : writer_(writer), global_rank_(global_rank), trace_dir_(std::move(trace_dir)) {}
-  // heads: the oldest in-flight op of each stream (what the process is stuck on);
+  // heads: per stream, the op it is stuck on (what the process is stuck on);
   // n_in_flight: every op in flight.
-  void report(int64_t now, int64_t stalled_ns, std::vector<const InFlightOp*> heads,
+  void report(int64_t now, int64_t stalled_ns, std::vector<StuckOps> heads,
               size_t n_in_flight);
   // Reaps finished diagnoses without blocking.
   void reap_children();

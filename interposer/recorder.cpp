@@ -673,6 +673,12 @@ void graph_launched(const CallStart& cs, void* exec, void* stream, int rc) noexc
   }
 }
 
+void synchronized(void* stream, bool device) noexcept {
+  Recorder* r = current_recorder();
+  if (!r || (bench_off() & kOffEvent)) return;
+  r->completion->synced(stream, device);
+}
+
 void wait_done(const CallStart& cs, WaitKind kind, void* stream, void* event) noexcept {
   Recorder* r = current_recorder();
   if (!r || !cs.active) return;

@@ -94,5 +94,7 @@ void graph_destroyed(void* graph) noexcept;
 void graph_exec_destroyed(void* exec) noexcept;
 void graph_launched(const CallStart& c, void* exec, void* stream, int rc) noexcept;
 void wait_done(const CallStart& c, WaitKind kind, void* stream, void* event) noexcept;
+// A stream (device: every stream) synchronize returned success on this thread.
+void synchronized(void* stream, bool device) noexcept;
 
 }  // namespace lockstep::rec

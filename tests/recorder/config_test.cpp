@@ -80,6 +80,27 @@ TEST(RecorderConfig, completion_signal_event_by_default_memop_on_request) {
   EXPECT_NE(w[0].find("LOCKSTEP_COMPLETION=MEMOP"), std::string::npos) << w[0];
 }
 
+TEST(RecorderConfig, covering_completion_and_its_window_are_range_checked) {
+  std::vector<std::string> w;
+  Config c = parse({}, &w);
+  EXPECT_FALSE(c.completion_covering);
+  EXPECT_EQ(c.completion_window, kDefaultCompletionWindow);
+  c = parse({{"LOCKSTEP_COMPLETION", "covering"}, {"LOCKSTEP_COMPLETION_WINDOW", "1"}}, &w);
+  EXPECT_TRUE(w.empty());
+  EXPECT_TRUE(c.completion_covering);
+  EXPECT_FALSE(c.completion_memop);
+  EXPECT_EQ(c.completion_window, 1);
+  c = parse({{"LOCKSTEP_COMPLETION_WINDOW", "4096"}}, &w);
+  EXPECT_EQ(c.completion_window, 4096);
+  for (const char* bad : {"0", "4097", "-1", "8x", " 8", "1e3", "99999999999999999999"}) {
+    w.clear();
+    c = parse({{"LOCKSTEP_COMPLETION_WINDOW", bad}}, &w);
+    EXPECT_EQ(c.completion_window, kDefaultCompletionWindow) << bad;
+    ASSERT_EQ(w.size(), 1u) << bad;
+    EXPECT_NE(w[0].find("LOCKSTEP_COMPLETION_WINDOW"), std::string::npos) << w[0];
+  }
+}
+
 TEST(RecorderConfig, bench_off_parts_by_name_and_nothing_else) {
   std::vector<std::string> w;
   EXPECT_EQ(parse({}, &w).bench_off, 0u);
