@@ -26,6 +26,7 @@ const char* evidence_kind_name(EvidenceKind k) {
     case EvidenceKind::kHistoryLost: return "history_lost";
     case EvidenceKind::kDigestInconsistent: return "digest_inconsistent";
     case EvidenceKind::kUnverifiedHistory: return "unverified_history";
+    case EvidenceKind::kBenchmarkSwitches: return "benchmark_switches";
   }
   return "unknown";
 }
@@ -225,6 +226,13 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
           rank_label(p, static_cast<int>(i)) + ": the recorder stopped recording (" + st->second +
               (det != p.meta.end() && !det->second.empty() ? ": " + det->second : "") + "); later calls are missing");
     }
+    // Benchmark switches (LOCKSTEP_BENCH_OFF, lockstep_bench_set_off) turned parts of the
+    // recorder off at some point: rows may be missing by design.
+    auto bench = p.meta.find("bench_off");
+    if (bench != p.meta.end() && !bench->second.empty() && bench->second != "0")
+      add(EvidenceKind::kBenchmarkSwitches, false, {static_cast<int>(i)},
+          rank_label(p, static_cast<int>(i)) + ": benchmark switches turned parts of the recorder off (bench_off " +
+              bench->second.substr(0, 20) + "); this trace is not evidence");
     // Ops whose record reached the writer after the size cap had retired their range, and that
     // the retired range could not take in (interposer/writer.cpp absorb_late_op). Any value but
     // "0" counts: an unreadable one proves nothing either.

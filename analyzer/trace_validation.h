@@ -26,7 +26,9 @@ enum class EvidenceKind {
   kHistoryLost,       // the trace ends without an exit record (killed): history after its last flush is unknown
   kDigestInconsistent,// a file's checkpoints do not match the collectives it holds (analyzer/checkpoints.h)
   kUnverifiedHistory, // history the size cap retired that no checkpoint proves: no checkpoints, windows
-                      // that do not overlap with no common checkpoint, retired point-to-point messages
+                      // that do not overlap with no common checkpoint, retired point-to-point messages,
+                      // late ops the retired range could not take in (meta late_retired_ops)
+  kBenchmarkSwitches, // benchmark switches turned parts of the recorder off (meta bench_off): not evidence
 };
 // "skipped_file", "missing_member", ... (the JSON spelling; docs/analyzer.md).
 const char* evidence_kind_name(EvidenceKind k);

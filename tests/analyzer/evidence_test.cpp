@@ -140,6 +140,22 @@ TEST(Evidence, recorder_that_stopped_recording_makes_it_incomplete) {
   EXPECT_TRUE(has_kind(r->a, EvidenceKind::kRecorderStopped));
 }
 
+TEST(Evidence, a_trace_recorded_with_benchmark_switches_is_not_evidence) {
+  TraceBuilder b = two_ranks();
+  b.trace().processes[1].meta["bench_off"] = "8";
+  auto r = run(b);
+  expect_incomplete(*r, "benchmark switches");
+  EXPECT_TRUE(has_kind(r->a, EvidenceKind::kBenchmarkSwitches));
+}
+
+TEST(Evidence, late_ops_the_retired_range_could_not_take_make_retired_history_unverified) {
+  TraceBuilder b = two_ranks();
+  b.trace().processes[0].meta["late_retired_ops"] = "3";
+  auto r = run(b);
+  expect_incomplete(*r, "returned after the size cap retired their range");
+  EXPECT_TRUE(has_kind(r->a, EvidenceKind::kUnverifiedHistory));
+}
+
 // The SIGKILL report of issue 18: the peer completed seq 6, the killed rank's trace (no exit
 // record) ends at seq 5. A collective cannot complete without all members: the killed rank
 // issued it and its record was lost. Not "never issued", not "in host code".
