@@ -9,19 +9,6 @@ namespace lockstep {
 using namespace render;
 
 namespace {
-// Printable line by line: XML 1.0 forbids control characters even as references.
-std::string printable_lines(const std::string& s) {
-  std::string out;
-  size_t at = 0;
-  while (at <= s.size()) {
-    size_t nl = s.find('\n', at);
-    if (nl == std::string::npos) nl = s.size();
-    out += printable(std::string_view(s).substr(at, nl - at));
-    if (nl < s.size()) out += '\n';
-    at = nl + 1;
-  }
-  return out;
-}
 std::string xml_escape(const std::string& s) {
   std::string o;
   for (char ch : s) {

@@ -76,4 +76,17 @@ std::string printable(std::string_view s) {
   return out;
 }
 
+std::string printable_lines(std::string_view s) {
+  std::string out;
+  size_t at = 0;
+  while (at <= s.size()) {
+    size_t nl = s.find('\n', at);
+    if (nl == std::string_view::npos) nl = s.size();
+    out += printable(s.substr(at, nl - at));
+    if (nl < s.size()) out += '\n';
+    at = nl + 1;
+  }
+  return out;
+}
+
 }  // namespace lockstep

@@ -14,5 +14,8 @@ namespace lockstep {
 bool is_printable(std::string_view s);
 // The printable form: valid UTF-8, no control characters. Identity for printable input.
 std::string printable(std::string_view s);
+// The same line by line: newlines kept, every other control character escaped (multi-line
+// reports; XML 1.0 forbids control characters even as references).
+std::string printable_lines(std::string_view s);
 
 }  // namespace lockstep

@@ -23,20 +23,6 @@ namespace fs = std::filesystem;
 
 constexpr int kExitNotConfirmed = 5;  // reproducer written, but the replay could not run or did not hang
 
-// A multi-line report of trace strings: each line through the one escaper (analyzer/text_escape.h).
-std::string printable_lines(const std::string& s) {
-  std::string out;
-  size_t at = 0;
-  while (at < s.size()) {
-    size_t nl = s.find('\n', at);
-    if (nl == std::string::npos) nl = s.size();
-    out += printable(std::string_view(s).substr(at, nl - at));
-    if (nl < s.size()) out += '\n';
-    at = nl + 1;
-  }
-  return out;
-}
-
 struct ShrinkArgs {
   std::string dir;
   std::string out;

@@ -377,6 +377,13 @@ TEST(Escape, printable_keeps_utf8_and_makes_controls_and_bad_bytes_visible) {
   EXPECT_FALSE(is_printable("\x7f"));
 }
 
+TEST(Escape, printable_lines_keeps_newlines_and_escapes_every_other_control) {
+  EXPECT_EQ(printable_lines("a\nb\x1b[2J\n"), "a\nb\\x1b[2J\n");
+  EXPECT_EQ(printable_lines("\r\n\n"), "\\r\n\n");
+  EXPECT_EQ(printable_lines(""), "");
+  EXPECT_EQ(printable_lines("one line"), "one line");
+}
+
 // Crafted strings in a trace file: the text report shows them escaped, and the JSON report is
 // valid UTF-8 instead of an uncaught encoder exception (exit 134 before).
 TEST(Escape, hostile_strings_in_a_trace_file_are_escaped_in_text_and_json) {
