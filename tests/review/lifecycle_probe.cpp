@@ -1,0 +1,195 @@
+// Review 2026-12-02 (docs/review-2026-12-02.md): a program with one scenario per finding about
+// the recorder's process lifecycle (signals, exit, exec). lifecycle_review_test.cpp runs it with
+// and without LD_PRELOAD=liblockstep.so and compares what the program sees.
+//   review_lifecycle_probe SCENARIO        (stub NCCL/CUDA of tests/recorder)
+#include <nccl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+const char* g_self = nullptr;
+volatile sig_atomic_t g_handled = 0;
+volatile sig_atomic_t g_sigint_blocked_in_handler = -1;
+
+cudaStream_t stream() { return reinterpret_cast<cudaStream_t>(uintptr_t(0x5000)); }
+float buf[64];
+
+#define CHECK(call)                                                              \
+  do {                                                                           \
+    if ((call) != ncclSuccess) {                                                 \
+      fprintf(stderr, "probe: %s failed (line %d)\n", #call, __LINE__);          \
+      exit(2);                                                                   \
+    }                                                                            \
+  } while (0)
+
+// The recorder starts (and installs its handlers) at the first NCCL call.
+ncclComm_t nccl_ops(int n, char id_byte = 1) {
+  ncclUniqueId id;
+  memset(&id, id_byte, sizeof id);
+  ncclComm_t c = nullptr;
+  CHECK(ncclCommInitRank(&c, 1, id, 0));
+  for (int i = 0; i < n; i++) CHECK(ncclAllReduce(buf, buf, 4, ncclFloat32, ncclSum, c, stream()));
+  return c;
+}
+
+void on_flag(int) {
+  g_handled = g_handled + 1;
+}
+
+void on_check_mask(int) {
+  sigset_t cur;
+  pthread_sigmask(SIG_SETMASK, nullptr, &cur);
+  g_sigint_blocked_in_handler = sigismember(&cur, SIGINT);
+}
+
+void install(int sig, void (*h)(int), int flags, int also_block = 0) {
+  struct sigaction sa {};
+  sa.sa_handler = h;
+  sa.sa_flags = flags;
+  sigemptyset(&sa.sa_mask);
+  if (also_block) sigaddset(&sa.sa_mask, also_block);
+  sigaction(sig, &sa, nullptr);
+}
+
+void say(const char* s) {
+  printf("%s\n", s);
+  fflush(stdout);
+}
+
+// --- finding L1: a signal the program ignores stays ignored in the programs it execs ---------
+int scenario_ignore_then_exec() {
+  signal(SIGINT, SIG_IGN);
+  nccl_ops(2);
+  execl(g_self, g_self, "print_sigint_disposition", static_cast<char*>(nullptr));
+  perror("execl");
+  return 3;
+}
+
+int scenario_print_sigint_disposition() {
+  struct sigaction sa {};
+  sigaction(SIGINT, nullptr, &sa);
+  const bool info = sa.sa_flags & SA_SIGINFO;
+  say(!info && sa.sa_handler == SIG_IGN ? "SIGINT SIG_IGN"
+      : !info && sa.sa_handler == SIG_DFL ? "SIGINT SIG_DFL"
+                                           : "SIGINT handler");
+  return 0;
+}
+
+// --- finding L2: the program's handler keeps its flags and mask ------------------------------
+// A handler installed without SA_RESTART interrupts a blocking read (EINTR). A helper thread
+// sends the signal to the main thread after 300 ms and, 3 s later, writes a byte so that a
+// restarted read returns instead of hanging the test.
+int g_pipe[2];
+pthread_t g_main;
+void* signal_main_thread(void*) {
+  usleep(300 * 1000);
+  pthread_kill(g_main, SIGTERM);
+  sleep(3);
+  char c = 'x';
+  ssize_t ignored = write(g_pipe[1], &c, 1);
+  (void)ignored;
+  return nullptr;
+}
+int scenario_eintr_read() {
+  install(SIGTERM, on_flag, 0);  // no SA_RESTART: the program wants EINTR
+  nccl_ops(2);
+  if (pipe(g_pipe) != 0) return 3;
+  g_main = pthread_self();
+  pthread_t t;
+  pthread_create(&t, nullptr, signal_main_thread, nullptr);
+  char c;
+  ssize_t n = read(g_pipe[0], &c, 1);
+  int e = errno;
+  if (n < 0 && e == EINTR) say("read interrupted");
+  else say("read restarted");
+  printf("handled %d\n", int(g_handled));
+  fflush(stdout);
+  _exit(0);  // the helper thread still sleeps
+}
+
+// A one-shot handler (SA_RESETHAND): the first SIGTERM is handled, the second kills.
+int scenario_resethand() {
+  install(SIGTERM, on_flag, SA_RESETHAND);
+  nccl_ops(2);
+  raise(SIGTERM);
+  say("first handled");
+  raise(SIGTERM);
+  say("second survived");
+  return 0;
+}
+
+// The handler's sa_mask: SIGINT is blocked while the SIGTERM handler runs.
+int scenario_handler_mask() {
+  install(SIGTERM, on_check_mask, 0, SIGINT);
+  nccl_ops(2);
+  raise(SIGTERM);
+  say(g_sigint_blocked_in_handler == 1 ? "SIGINT blocked in handler" : "SIGINT not blocked in handler");
+  return 0;
+}
+
+// --- finding L3: a handled signal is not an exit ----------------------------------------------
+// The program handles SIGTERM and goes on; then it ends without an exit record (_exit, as a
+// SIGKILL or a lost node would end it): the history after the last commit is unknown.
+int scenario_handled_sigterm_then_vanish() {
+  install(SIGTERM, on_flag, SA_RESTART);
+  ncclComm_t c = nccl_ops(4);
+  raise(SIGTERM);
+  usleep(200 * 1000);  // the writer commits: what follows is the program going on
+  for (int i = 0; i < 4; i++) CHECK(ncclAllReduce(buf, buf, 4, ncclFloat32, ncclSum, c, stream()));
+  say("still running");
+  _exit(0);
+}
+
+// --- finding L4: exec keeps the trace of the image before it ----------------------------------
+int scenario_ops_then_exec() {
+  nccl_ops(3);
+  usleep(300 * 1000);  // committed (the writer commits every 50 ms)
+  execl(g_self, g_self, "ops_after_exec", static_cast<char*>(nullptr));
+  perror("execl");
+  return 3;
+}
+int scenario_ops_after_exec() {
+  ncclComm_t c = nccl_ops(2, 2);
+  CHECK(ncclCommDestroy(c));
+  return 0;
+}
+
+// --- finding L6: signals that end the process without a flush ---------------------------------
+int scenario_ops_then_sighup() {
+  nccl_ops(20);
+  raise(SIGHUP);
+  return 0;
+}
+
+// --- finding L7: quick_exit ---------------------------------------------------------------------
+int scenario_ops_then_quick_exit() {
+  nccl_ops(20);
+  quick_exit(0);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  g_self = argv[0];
+  std::string s = argc > 1 ? argv[1] : "";
+  if (s == "ignore_then_exec") return scenario_ignore_then_exec();
+  if (s == "print_sigint_disposition") return scenario_print_sigint_disposition();
+  if (s == "eintr_read") return scenario_eintr_read();
+  if (s == "resethand") return scenario_resethand();
+  if (s == "handler_mask") return scenario_handler_mask();
+  if (s == "handled_sigterm_then_vanish") return scenario_handled_sigterm_then_vanish();
+  if (s == "ops_then_exec") return scenario_ops_then_exec();
+  if (s == "ops_after_exec") return scenario_ops_after_exec();
+  if (s == "ops_then_sighup") return scenario_ops_then_sighup();
+  if (s == "ops_then_quick_exit") return scenario_ops_then_quick_exit();
+  fprintf(stderr, "review_lifecycle_probe: unknown scenario %s\n", s.c_str());
+  return 64;
+}
