@@ -5,6 +5,7 @@
 #include <nccl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -175,6 +176,36 @@ int scenario_ops_then_quick_exit() {
   quick_exit(0);
 }
 
+// --- guards (sound on the reviewed code) -------------------------------------------------------
+// exit() from a thread other than main: atexit runs there, the trace is finished.
+void* ops_then_exit(void*) {
+  nccl_ops(10);
+  exit(5);
+}
+int scenario_exit_from_thread() {
+  pthread_t t;
+  pthread_create(&t, nullptr, ops_then_exit, nullptr);
+  for (;;) pause();
+}
+
+int scenario_ops_then_abort() {
+  nccl_ops(20);
+  abort();
+}
+
+// A forked child that execs a program without NCCL: no trace file, nothing on stderr.
+int scenario_fork_exec_child() {
+  nccl_ops(3);
+  pid_t child = fork();
+  if (child == 0) {
+    execl("/bin/true", "true", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 6;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,6 +221,9 @@ int main(int argc, char** argv) {
   if (s == "ops_after_exec") return scenario_ops_after_exec();
   if (s == "ops_then_sighup") return scenario_ops_then_sighup();
   if (s == "ops_then_quick_exit") return scenario_ops_then_quick_exit();
+  if (s == "exit_from_thread") return scenario_exit_from_thread();
+  if (s == "ops_then_abort") return scenario_ops_then_abort();
+  if (s == "fork_exec_child") return scenario_fork_exec_child();
   fprintf(stderr, "review_lifecycle_probe: unknown scenario %s\n", s.c_str());
   return 64;
 }

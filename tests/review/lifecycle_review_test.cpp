@@ -207,3 +207,35 @@ TEST(ReviewLifecycle, config_warnings_are_printable) {
     EXPECT_EQ(w.find('\x9b'), std::string::npos) << w;
   }
 }
+
+// Guards: what the review read and found sound, kept as tests (they pass on the reviewed code).
+TEST(ReviewLifecycle, exit_from_a_non_main_thread_finishes_the_trace) {
+  TempDir dir;
+  ProcResult traced = probe("exit_from_thread", traced_env(dir.path));
+  ASSERT_EQ(traced.exit_code, 5) << describe(traced);
+  std::vector<std::string> files = trace_files(dir.path);
+  ASSERT_EQ(files.size(), 1u);
+  Trace t(files[0]);
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM ops"), "10");
+  EXPECT_EQ(t.meta("finished"), "1");
+  EXPECT_EQ(t.meta("exit_reason"), "exit");
+}
+
+TEST(ReviewLifecycle, abort_commits_the_trace_and_still_dies_of_sigabrt) {
+  TempDir dir;
+  ProcResult traced = probe("ops_then_abort", traced_env(dir.path));
+  ASSERT_EQ(traced.term_signal, SIGABRT) << describe(traced);
+  std::vector<std::string> files = trace_files(dir.path);
+  ASSERT_EQ(files.size(), 1u);
+  Trace t(files[0]);
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM ops"), "20");
+  EXPECT_EQ(t.meta("exit_reason"), "SIGABRT");
+}
+
+TEST(ReviewLifecycle, forked_child_that_execs_without_nccl_leaves_no_trace_and_says_nothing) {
+  TempDir dir;
+  ProcResult traced = probe("fork_exec_child", traced_env(dir.path));
+  ASSERT_EQ(traced.exit_code, 0) << describe(traced);
+  EXPECT_EQ(trace_files(dir.path).size(), 1u) << "only the parent's";
+  EXPECT_EQ(traced.err, "");
+}
