@@ -3,6 +3,7 @@
 // and without LD_PRELOAD=liblockstep.so and compares what the program sees.
 //   review_lifecycle_probe SCENARIO        (stub NCCL/CUDA of tests/recorder)
 #include <nccl.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -12,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 
 namespace {
@@ -176,6 +178,56 @@ int scenario_ops_then_quick_exit() {
   quick_exit(0);
 }
 
+// --- finding L9: the recorder's own stderr lines ---------------------------------------------
+// An op on the stub's stuck stream: the watchdog's hang line (LOCKSTEP_HANG_TIMEOUT) goes to
+// stderr, from the watchdog thread, while the program sleeps.
+void hang_for(double seconds) {
+  ncclComm_t c = nccl_ops(1);
+  CHECK(ncclAllReduce(buf, buf, 4, ncclFloat32, ncclSum, c,
+                      reinterpret_cast<cudaStream_t>(uintptr_t(0xDEAD0))));  // stub_cuda.h kStuckStream
+  timespec left{time_t(seconds), long((seconds - time_t(seconds)) * 1e9)};
+  while (nanosleep(&left, &left) != 0 && errno == EINTR) {
+  }
+}
+
+// The program's stderr is a pipe whose reader is gone (`prog 2>&1 | head -1` after head
+// exited); the program itself never writes to it.
+int scenario_stderr_broken_pipe() {
+  signal(SIGPIPE, SIG_DFL);  // a C program's default (a test runner may hand down SIG_IGN)
+  int p[2];
+  if (pipe(p) != 0) return 3;
+  close(p[0]);
+  dup2(p[1], 2);
+  close(p[1]);
+  hang_for(1.5);
+  say("done");
+  return 0;
+}
+
+// The program closed stderr and its next open() got descriptor 2 (a daemon's data file).
+int scenario_stderr_fd_reused(const char* data_path) {
+  close(2);
+  int fd = open(data_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd != 2) return 3;
+  hang_for(1.5);
+  const char data[] = "program data\n";
+  ssize_t ignored = write(fd, data, sizeof data - 1);
+  (void)ignored;
+  return 0;
+}
+
+// The analyzer the recorder spawns on a hang (LOCKSTEP_ANALYZER, set by `lockstep run`) is the
+// program's child: its exit sends the program a SIGCHLD it did not ask for.
+volatile sig_atomic_t g_sigchld = 0;
+void on_sigchld(int) { g_sigchld = g_sigchld + 1; }
+int scenario_sigchld_count() {
+  install(SIGCHLD, on_sigchld, SA_RESTART);
+  hang_for(2.5);
+  printf("sigchld %d\n", int(g_sigchld));
+  fflush(stdout);
+  return 0;
+}
+
 // --- guards (sound on the reviewed code) -------------------------------------------------------
 // exit() from a thread other than main: atexit runs there, the trace is finished.
 void* ops_then_exit(void*) {
@@ -221,6 +273,9 @@ int main(int argc, char** argv) {
   if (s == "ops_after_exec") return scenario_ops_after_exec();
   if (s == "ops_then_sighup") return scenario_ops_then_sighup();
   if (s == "ops_then_quick_exit") return scenario_ops_then_quick_exit();
+  if (s == "stderr_broken_pipe") return scenario_stderr_broken_pipe();
+  if (s == "stderr_fd_reused" && argc > 2) return scenario_stderr_fd_reused(argv[2]);
+  if (s == "sigchld_count") return scenario_sigchld_count();
   if (s == "exit_from_thread") return scenario_exit_from_thread();
   if (s == "ops_then_abort") return scenario_ops_then_abort();
   if (s == "fork_exec_child") return scenario_fork_exec_child();

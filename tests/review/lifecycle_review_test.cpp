@@ -208,6 +208,46 @@ TEST(ReviewLifecycle, config_warnings_are_printable) {
   }
 }
 
+// L9: the recorder writes its lines (hang, recording stopped, warnings) to descriptor 2 with
+// write(2), whatever it is now: a pipe whose reader is gone kills the program with SIGPIPE
+// (default disposition), a descriptor the program reused gets the line in its data.
+std::map<std::string, std::string> hang_env(const std::string& dir) {
+  auto env = traced_env(dir);
+  env["LOCKSTEP_HANG_TIMEOUT"] = "0.3";
+  return env;
+}
+
+TEST(ReviewLifecycle, recorder_line_on_a_broken_stderr_pipe_does_not_kill_the_program) {
+  ProcResult plain = probe("stderr_broken_pipe", plain_env());
+  ASSERT_EQ(plain.exit_code, 0) << describe(plain);
+  ASSERT_EQ(plain.out, "done\n") << describe(plain);
+  TempDir dir;
+  ProcResult traced = probe("stderr_broken_pipe", hang_env(dir.path));
+  EXPECT_EQ(traced.term_signal, 0) << describe(traced);
+  EXPECT_EQ(traced.exit_code, 0) << describe(traced);
+  EXPECT_EQ(traced.out, "done\n") << describe(traced);
+}
+
+TEST(ReviewLifecycle, recorder_line_does_not_land_in_a_file_the_program_opened_as_descriptor_2) {
+  TempDir dir;
+  std::string data = dir.path + "/data.txt";
+  ProcResult traced = run({PROBE_PATH, "stderr_fd_reused", data}, hang_env(dir.path + "/trace"), 20);
+  ASSERT_EQ(traced.exit_code, 0) << describe(traced);
+  EXPECT_EQ(read_file(data), "program data\n");
+}
+
+TEST(ReviewLifecycle, analyzer_spawned_on_a_hang_sends_the_program_no_sigchld) {
+  ProcResult plain = probe("sigchld_count", plain_env());
+  ASSERT_EQ(plain.out, "sigchld 0\n") << describe(plain);
+  TempDir dir;
+  auto env = hang_env(dir.path);
+  env["LOCKSTEP_ANALYZER"] = "/bin/true";
+  ProcResult traced = probe("sigchld_count", env);
+  ASSERT_EQ(traced.exit_code, 0) << describe(traced);
+  ASSERT_NE(traced.err.find("no NCCL progress"), std::string::npos) << "the hang was seen\n" << describe(traced);
+  EXPECT_EQ(traced.out, "sigchld 0\n") << describe(traced);
+}
+
 // Guards: what the review read and found sound, kept as tests (they pass on the reviewed code).
 TEST(ReviewLifecycle, exit_from_a_non_main_thread_finishes_the_trace) {
   TempDir dir;
