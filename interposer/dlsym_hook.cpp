@@ -6,12 +6,17 @@
 // 'p' it looks the symbol up with libc's dlsym, and when it is an NCCL entry point we hook,
 // defined by a libnccl, it returns our hook for that library's slot (symbol_lookup.h).
 //
-// Names starting with 'c': driver_hook_for_dlsym decides. Everything else jumps to libc's dlsym with the caller's return address untouched (a tail
+// Names starting with 'c': driver_hook_for_dlsym decides. dlsym(RTLD_DEFAULT, name) of a name we
+// export finds our hook first: when no real library defines that name it returns NULL instead, so
+// a program without NCCL or CUDA that probes for them still finds nothing
+// (docs/review-2026-12-02.md L5); the lookup itself stays libc's, with the caller's return
+// address (the caller's scope decides what else it finds). Everything else jumps to libc's dlsym with the caller's return address untouched (a tail
 // jump, written in assembly): dlsym(RTLD_NEXT, ...) and dlsym(RTLD_DEFAULT, ...) depend on the
 // caller's object, and must behave as if we were not there. The cost for other names is a few
 // instructions.
 #include <dlfcn.h>
 
+#include <cstdint>
 #include <cstring>
 
 #include "symbol_lookup.h"
@@ -46,6 +51,30 @@ __attribute__((visibility("hidden"))) void* lockstep_dlsym_nccl(void* handle, co
   note_reach(kReachDlsym);
   return nccl_hook_for(name, slot);
 }
+
+// 1 when dlsym(RTLD_DEFAULT, name) would hand out our hook for a function no loaded library
+// defines. Called for names starting with n/p/c only; rare (probes, not calls).
+__attribute__((visibility("hidden"))) int lockstep_dlsym_default_hides(const char* name) {
+  Library lib;
+  const char* real_name = name;
+  if (strncmp(name, "nccl", 4) == 0) lib = Library::Nccl;
+  else if (strncmp(name, "cuda", 4) == 0) lib = Library::Cudart;
+  else if (strncmp(name, "cu", 2) == 0) lib = Library::Driver;
+  else return 0;
+  static void* self = [] {
+    Dl_info info{};
+    if (!dladdr(reinterpret_cast<void*>(&lockstep_dlsym_default_hides), &info) || !info.dli_fname) return static_cast<void*>(nullptr);
+    return dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+  }();
+  if (!self) return 0;
+  void* ours = real_dlsym(self, name);
+  if (!ours) return 0;
+  Dl_info mine{}, found{};
+  if (!dladdr(reinterpret_cast<void*>(&lockstep_dlsym_default_hides), &mine) || !dladdr(ours, &found) ||
+      found.dli_fbase != mine.dli_fbase)
+    return 0;  // not one of our exports
+  return find_real(lib, real_name) ? 0 : 1;
+}
 }
 
 #if defined(__x86_64__)
@@ -60,9 +89,10 @@ dlsym:
   endbr64
   cmpq $-1, %rdi
   je 1f
-  testq %rdi, %rdi
-  je 1f
   testq %rsi, %rsi
+  je 1f
+  testq %rdi, %rdi
+  je 5f
   je 1f
   movzbl (%rsi), %eax
   cmpb $0x6e, %al
@@ -96,6 +126,31 @@ dlsym:
   je 4f
   jmp *%rax
 4:
+  ret
+5:
+  movzbl (%rsi), %eax
+  cmpb $0x6e, %al
+  je 6f
+  cmpb $0x63, %al
+  jne 1b
+6:
+  pushq %rdi
+  .cfi_adjust_cfa_offset 8
+  pushq %rsi
+  .cfi_adjust_cfa_offset 8
+  subq $8, %rsp
+  .cfi_adjust_cfa_offset 8
+  movq %rsi, %rdi
+  call lockstep_dlsym_default_hides
+  addq $8, %rsp
+  .cfi_adjust_cfa_offset -8
+  popq %rsi
+  .cfi_adjust_cfa_offset -8
+  popq %rdi
+  .cfi_adjust_cfa_offset -8
+  testl %eax, %eax
+  je 1b
+  xorl %eax, %eax
   ret
   .cfi_endproc
   .size dlsym, .-dlsym

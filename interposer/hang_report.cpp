@@ -1,8 +1,10 @@
 #include "hang_report.h"
 
 #include <dirent.h>
-#include <spawn.h>
+#include <sched.h>
+#include <signal.h>
 #include <sqlite3.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,6 +86,63 @@ int lowest_rank_in(const std::string& dir) {
   closedir(d);
   return lowest;
 }
+
+// The analyzer is started as a clone whose exit signals nobody (exit signal 0): a posix_spawn'd
+// child would send the program a SIGCHLD it never asked for (a DataLoader's or a supervisor's
+// handler would run; docs/review-2026-12-02.md L10). CLONE_VFORK: the parent waits until the
+// child has exec'd (or failed, leaving its errno in the shared request). All signals stay
+// blocked until the child has reset the program's handlers, which must not run in a child that
+// shares the program's memory; then it restores the program's mask, and execve.
+struct SpawnRequest {
+  const char* path;
+  char** argv;
+  char** envp;
+  sigset_t mask{};
+  int error = 0;
+};
+
+int exec_analyzer(void* arg) {
+  auto* req = static_cast<SpawnRequest*>(arg);
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction sa;
+    if (sigaction(sig, nullptr, &sa) != 0) continue;
+    if ((sa.sa_flags & SA_SIGINFO) || (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN)) {
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      sigaction(sig, &dfl, nullptr);
+    }
+  }
+  dup2(2, 1);  // the report goes to the job's log (stderr)
+  sigprocmask(SIG_SETMASK, &req->mask, nullptr);
+  execve(req->path, req->argv, req->envp);
+  req->error = errno;
+  _exit(127);
+}
+
+pid_t spawn_without_sigchld(SpawnRequest& req) {
+  constexpr size_t kStack = 64 * 1024;
+  void* stack = mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) {
+    req.error = errno;
+    return -1;
+  }
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &req.mask);
+  pid_t pid = clone(exec_analyzer, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK, &req);
+  const int clone_errno = errno;
+  pthread_sigmask(SIG_SETMASK, &req.mask, nullptr);
+  munmap(stack, kStack);
+  if (pid < 0) {
+    req.error = clone_errno;
+    return -1;
+  }
+  if (req.error != 0) {  // execve failed: the child has exited
+    waitpid(pid, nullptr, __WALL);
+    return -1;
+  }
+  return pid;
+}
 }  // namespace
 
 void HangReporter::maybe_spawn_analyzer() {
@@ -101,20 +160,16 @@ void HangReporter::maybe_spawn_analyzer() {
   envp.push_back(nullptr);
   std::string a0 = analyzer, a1 = "analyze", a2 = trace_dir_;
   char* argv[] = {a0.data(), a1.data(), a2.data(), nullptr};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, 2, 1);  // the report goes to the job's log (stderr)
-  pid_t pid = 0;
   writer_->flush(1000);  // this process's own hang rows first
-  int rc = posix_spawn(&pid, analyzer, &fa, nullptr, argv, envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  if (rc != 0) warn("cannot start the analyzer %s: %s", analyzer, strerror(rc));
+  SpawnRequest req{analyzer, argv, envp.data()};
+  pid_t pid = spawn_without_sigchld(req);
+  if (pid < 0) warn("cannot start the analyzer %s: %s", analyzer, strerror(req.error));
   else children_.push_back(pid);
 }
 
 void HangReporter::reap_children() {
   for (size_t i = 0; i < children_.size();) {
-    if (waitpid(children_[i], nullptr, WNOHANG) != 0) children_.erase(children_.begin() + i);
+    if (waitpid(children_[i], nullptr, WNOHANG | __WALL) != 0) children_.erase(children_.begin() + i);
     else i++;
   }
 }

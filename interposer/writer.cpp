@@ -305,6 +305,26 @@ bool Writer::ok(int rc, const char* what) {
 
 bool Writer::exec(const char* sql) { return file_.exec(sql) == SQLITE_OK; }
 
+namespace {
+// <host>-<pid>.lockstep.sqlite, or <host>-<pid>.<n>.lockstep.sqlite when that name is taken: by
+// this pid's image before an exec, or by a process of another pid namespace. An existing trace is
+// never replaced (docs/review-2026-12-02.md L4); the claim is an O_EXCL create.
+std::string claim_trace_path(const std::string& dir, const std::string& host, int pid) {
+  const std::string stem = dir + "/" + host + "-" + std::to_string(pid);
+  std::string path = stem + schema::kFileSuffix;
+  for (int n = 1; n <= 1000; ++n) {
+    int fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      close(fd);
+      break;
+    }
+    if (errno != EEXIST) break;  // the create that follows reports it
+    path = stem + "." + std::to_string(n) + schema::kFileSuffix;
+  }
+  return path;
+}
+}  // namespace
+
 Writer* Writer::open(const TraceHeader& h, std::string* error) {
   // The header is written in the calling (application) thread: SIGXFSZ blocked meanwhile.
   SigxfszBlocked blocked;
@@ -319,8 +339,7 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   }
   auto* w = new Writer();
   w->sig_ = new SigState();
-  w->path_ = info.trace_dir + "/" + info.host + "-" + std::to_string(info.pid) +
-             schema::kFileSuffix;
+  w->path_ = claim_trace_path(info.trace_dir, info.host, info.pid);
 
   auto fail_open = [&](const std::string& what) {
     *error = what + " (" + w->path_ + "): " + (w->file_ ? w->file_.errmsg() : "open failed");
@@ -580,7 +599,7 @@ void Writer::run() {
     wait_for_wake();
     uint64_t flush_target = flush_req_atomic_.load();
     const char* reason = signal_reason_.exchange(nullptr);
-    if (reason) set_meta("exit_reason", reason);
+    if (reason && *reason) set_meta("exit_reason", reason);  // "": a flush, not an end
     bool stopping = stop_.load();
     if (!failed()) commit_batch(stopping || reason != nullptr);
     round_done(flush_target, reason != nullptr);

@@ -114,7 +114,8 @@ class Writer {
   void flush(int timeout_ms);
 
   // Async-signal-safe pair used by the signal handler: wake the writer asking for a commit that
-  // records exit_reason, then wait (poll on a pipe, bounded) until it is done.
+  // records exit_reason ("" records none: the process may go on), then wait (poll on a pipe,
+  // bounded) until it is done.
   void signal_flush_begin(const char* exit_reason);
   bool signal_flush_wait(int timeout_ms);
 

@@ -214,7 +214,8 @@ std::string chunk_views_sql(const std::vector<std::string>& tables) {
 }
 
 int create(Db& db, const std::string& path, const CreateOptions& o, const char** what) {
-  // A stale file of an earlier process with the same name would mix two runs.
+  // Replaces what is there (offline writers); the recorder claims a name no trace has first
+  // (writer.cpp claim_trace_path), so it never replaces one.
   unlink(path.c_str());
   for (const char* ext : {"-journal", "-wal", "-shm"}) unlink((path + ext).c_str());
   *what = "cannot create trace file";

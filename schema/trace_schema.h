@@ -70,7 +70,8 @@ CREATE TABLE IF NOT EXISTS meta(
 -- nccl_version (int code), nccl_library (path of the libnccl actually mapped), cuda_driver_version,
 -- stack_mode (none|native|python), start_wall_ns, start_mono_ns, journal_mode.
 -- Keys updated later: last_flush_mono_ns, dropped_records, finished (1 on clean exit),
--- exit_reason (exit|SIGTERM|SIGINT|SIGABRT|SIGUSR1|abort).
+-- exit_reason (exit|abort|SIGTERM|SIGINT|SIGABRT|SIGHUP|SIGQUIT|SIGPIPE|SIGXFSZ|SIGALRM|SIGUSR2:
+-- written only when the process ends: a signal the program handles leaves none).
 -- Bounded traces: digest_version (op_digest.h kDigestVersion), checkpoint_interval (collectives
 -- between checkpoints), max_mb (the cap, 0 = none), retired_ops (ops rows dropped by the cap).
 -- Schema 2: op_time_base_mono_ns and op_wall_offset_ns (op_rows.t and op_rows.wall are relative
