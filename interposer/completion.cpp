@@ -299,7 +299,6 @@ void Completion::watchdog() {
     bool stopping = stop_.load(std::memory_order_acquire);
     take_incoming();
     poll_once(mono_ns());
-    hang_reporter_.reap_children();
     if (stopping) break;  // after one last poll: ops that finished by exit get their rows
     std::this_thread::sleep_for(std::chrono::milliseconds(kWatchdogPollMs));
   }

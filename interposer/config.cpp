@@ -1,5 +1,7 @@
 #include "config.h"
 
+#include "text_escape.h"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -41,10 +43,10 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
   Config c;
   auto warn_default = [&](const char* name, const char* value, const char* expected,
                           const std::string& dflt) {
-    char buf[512];
-    snprintf(buf, sizeof buf, "%s=%.200s is not %s; using %s", name, value, expected,
-             dflt.c_str());
-    warnings->push_back(buf);
+    // The value is the user's: at most 200 bytes of it, made printable (no control sequence
+    // reaches the terminal; a cut UTF-8 sequence is escaped).
+    const std::string shown = printable(std::string_view(value).substr(0, 200));
+    warnings->push_back(std::string(name) + "=" + shown + " is not " + expected + "; using " + dflt);
   };
 
   if (const char* v = env("LOCKSTEP_DIR"); v && *v) c.dir = v;

@@ -4,7 +4,9 @@
 #include <sched.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -87,22 +89,25 @@ int lowest_rank_in(const std::string& dir) {
   return lowest;
 }
 
-// The analyzer is started as a clone whose exit signals nobody (exit signal 0): a posix_spawn'd
-// child would send the program a SIGCHLD it never asked for (a DataLoader's or a supervisor's
-// handler would run; docs/review-2026-12-02.md L10). CLONE_VFORK: the parent waits until the
-// child has exec'd (or failed, leaving its errno in the shared request). All signals stay
-// blocked until the child has reset the program's handlers, which must not run in a child that
-// shares the program's memory; then it restores the program's mask, and execve.
+// The analyzer must not be the program's child: its exit would send the program a SIGCHLD it
+// never asked for (a DataLoader's or a supervisor's handler runs, a wait(-1) loop reaps it;
+// docs/review-2026-12-02.md L10). exec resets a child's exit signal to SIGCHLD, so it is started
+// by an intermediate clone whose own exit signals nobody (exit signal 0, CLONE_VM | CLONE_VFORK:
+// the program's memory, the program waits meanwhile): the intermediate forks the analyzer with the
+// raw syscall (no pthread_atfork handler of the program runs) and exits; the analyzer is then
+// reparented to init. Every signal stays blocked until the analyzer has reset the program's
+// handlers; then it restores the program's mask and execs. An exec failure comes back as errno
+// through a close-on-exec pipe.
 struct SpawnRequest {
   const char* path;
   char** argv;
   char** envp;
   sigset_t mask{};
+  int status_pipe[2] = {-1, -1};
   int error = 0;
 };
 
-int exec_analyzer(void* arg) {
-  auto* req = static_cast<SpawnRequest*>(arg);
+[[noreturn]] void exec_analyzer(SpawnRequest* req) {
   for (int sig = 1; sig < NSIG; ++sig) {
     struct sigaction sa;
     if (sigaction(sig, nullptr, &sa) != 0) continue;
@@ -115,33 +120,50 @@ int exec_analyzer(void* arg) {
   dup2(2, 1);  // the report goes to the job's log (stderr)
   sigprocmask(SIG_SETMASK, &req->mask, nullptr);
   execve(req->path, req->argv, req->envp);
-  req->error = errno;
+  int e = errno;
+  ssize_t ignored = write(req->status_pipe[1], &e, sizeof e);
+  (void)ignored;
   _exit(127);
 }
 
-pid_t spawn_without_sigchld(SpawnRequest& req) {
+int start_analyzer_detached(void* arg) {
+  auto* req = static_cast<SpawnRequest*>(arg);
+  long pid = syscall(SYS_clone, SIGCHLD, nullptr, nullptr, nullptr, nullptr);  // fork, no atfork
+  if (pid == 0) exec_analyzer(req);
+  if (pid < 0) req->error = errno;  // shared memory: the program reads it
+  _exit(0);
+}
+
+bool spawn_detached(SpawnRequest& req) {
   constexpr size_t kStack = 64 * 1024;
+  if (pipe2(req.status_pipe, O_CLOEXEC) != 0) {
+    req.error = errno;
+    return false;
+  }
   void* stack = mmap(nullptr, kStack, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
   if (stack == MAP_FAILED) {
     req.error = errno;
-    return -1;
+    close(req.status_pipe[0]);
+    close(req.status_pipe[1]);
+    return false;
   }
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &req.mask);
-  pid_t pid = clone(exec_analyzer, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK, &req);
-  const int clone_errno = errno;
+  pid_t mid = clone(start_analyzer_detached, static_cast<char*>(stack) + kStack, CLONE_VM | CLONE_VFORK, &req);
+  if (mid < 0) req.error = errno;
   pthread_sigmask(SIG_SETMASK, &req.mask, nullptr);
+  if (mid > 0) waitpid(mid, nullptr, __WALL);  // it has exited (CLONE_VFORK)
   munmap(stack, kStack);
-  if (pid < 0) {
-    req.error = clone_errno;
-    return -1;
+  close(req.status_pipe[1]);
+  if (req.error == 0) {  // the analyzer exec'd (EOF) or says why it could not
+    int e = 0;
+    ssize_t n;
+    do n = read(req.status_pipe[0], &e, sizeof e); while (n < 0 && errno == EINTR);
+    if (n == ssize_t(sizeof e)) req.error = e;
   }
-  if (req.error != 0) {  // execve failed: the child has exited
-    waitpid(pid, nullptr, __WALL);
-    return -1;
-  }
-  return pid;
+  close(req.status_pipe[0]);
+  return req.error == 0;
 }
 }  // namespace
 
@@ -162,16 +184,7 @@ void HangReporter::maybe_spawn_analyzer() {
   char* argv[] = {a0.data(), a1.data(), a2.data(), nullptr};
   writer_->flush(1000);  // this process's own hang rows first
   SpawnRequest req{analyzer, argv, envp.data()};
-  pid_t pid = spawn_without_sigchld(req);
-  if (pid < 0) warn("cannot start the analyzer %s: %s", analyzer, strerror(req.error));
-  else children_.push_back(pid);
-}
-
-void HangReporter::reap_children() {
-  for (size_t i = 0; i < children_.size();) {
-    if (waitpid(children_[i], nullptr, WNOHANG | __WALL) != 0) children_.erase(children_.begin() + i);
-    else i++;
-  }
+  if (!spawn_detached(req)) warn("cannot start the analyzer %s: %s", analyzer, strerror(req.error));
 }
 
 }  // namespace lockstep::rec

@@ -40,7 +40,6 @@ class HangReporter {
   void report(int64_t now, int64_t stalled_ns, std::vector<StuckOps> heads,
               size_t n_in_flight);
   // Reaps finished diagnoses without blocking.
-  void reap_children();
 
  private:
   void maybe_spawn_analyzer();
@@ -49,7 +48,6 @@ class HangReporter {
   int global_rank_;
   std::string trace_dir_;
   bool analyzer_spawned_ = false;
-  std::vector<pid_t> children_;
 };
 
 }  // namespace lockstep::rec
