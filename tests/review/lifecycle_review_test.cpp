@@ -251,6 +251,17 @@ TEST(ReviewLifecycle, analyzer_spawned_on_a_hang_sends_the_program_no_sigchld) {
   EXPECT_EQ(traced.out, "sigchld 0\n") << describe(traced);
 }
 
+// L11: the driver's cuGetProcAddress in its CUDA 11 form (no status argument) is neither
+// exported nor wrapped when dlsym hands it out: graph launches a CUDA 11 runtime makes through
+// it are not seen. The v2 path (CUDA 12 runtimes) is, as a control.
+TEST(ReviewLifecycle, cuGetProcAddress_v1_hands_out_the_graph_launch_hook) {
+  TempDir dir;
+  ProcResult traced = run({GETPROC_V1_PROBE_PATH, FAKE_DRIVER_V1_PATH}, traced_env(dir.path), 20);
+  ASSERT_EQ(traced.exit_code, 0) << describe(traced);
+  ASSERT_NE(traced.out.find("v2 cuGraphLaunch from liblockstep"), std::string::npos) << describe(traced);
+  EXPECT_NE(traced.out.find("v1 cuGraphLaunch from liblockstep"), std::string::npos) << describe(traced);
+}
+
 // Guards: what the review read and found sound, kept as tests (they pass on the reviewed code).
 TEST(ReviewLifecycle, exit_from_a_non_main_thread_finishes_the_trace) {
   TempDir dir;
