@@ -3,7 +3,7 @@
 // cuGraphDestroy, cuGraphExecDestroy. Programs reach these three ways, all covered:
 //  - linked against libcuda.so.1: the exported symbols below (global scope);
 //  - cuGetProcAddress (how libcudart and most frameworks get every driver function): our
-//    cuGetProcAddress / cuGetProcAddress_v2 forward, and hand out the wrapper for these names;
+//    cuGetProcAddress (CUDA 11 form) / cuGetProcAddress_v2 forward, and hand out the wrapper for these names;
 //  - dlsym on a libcuda handle (how libcudart gets cuGetProcAddress): dlsym_hook.cpp asks
 //    driver_hook_for_dlsym().
 // A call made inside a runtime hook (cudaGraphLaunch -> cuGraphLaunch) is nested and only
@@ -41,7 +41,11 @@ struct Wrapped {
 };
 
 std::atomic<void*> r_end_capture, r_instantiate, r_instantiate_params, r_exec_update, r_launch,
-    r_graph_destroy, r_exec_destroy, r_get_proc_v2;
+    r_graph_destroy, r_exec_destroy, r_get_proc_v2, r_get_proc_v1;
+
+// cuGetProcAddress in its CUDA 11 form (4 arguments; cuda.h maps the name to _v2, so it is
+// declared under its symbol name): CUDA 11.3-11.8 runtimes get every driver function through it.
+using GetProcV1 = CUresult (*)(const char*, void**, int, cuuint64_t);
 
 constexpr CUresult kNoDriver = CUDA_ERROR_NOT_INITIALIZED;
 
@@ -161,15 +165,13 @@ void* wrap(const char* name, void* p, int version) {
   return p;
 }
 
-template <class Fn>
-CUresult get_proc_hook(Fn real, const char* symbol, void** pfn, int version, cuuint64_t flags,
-                       CUdriverProcAddressQueryResult* status) {
-  if (!real) return kNoDriver;
-  CUresult rc = real(symbol, pfn, version, flags, status);
+void* get_proc_wrapper(const char* symbol, void* p, int version);
+
+// What cuGetProcAddress (either form) hands out for `symbol`: our wrapper where we have one.
+void after_get_proc(CUresult rc, const char* symbol, void** pfn, int version, cuuint64_t flags) {
   // Per-thread-default-stream flavours (_ptsz) treat stream 0 differently: left unwrapped.
-  if (rc == CUDA_SUCCESS && pfn && *pfn && !(flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
-    *pfn = wrap(symbol, *pfn, version ? version : 1);
-  return rc;
+  if (rc == CUDA_SUCCESS && pfn && *pfn && symbol && !(flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM))
+    *pfn = get_proc_wrapper(symbol, *pfn, version ? version : 1);
 }
 
 }  // namespace
@@ -180,23 +182,51 @@ __attribute__((visibility("default"))) CUresult cuGetProcAddress_v2(
     const char* symbol, void** pfn, int version, cuuint64_t flags,
     CUdriverProcAddressQueryResult* status) {
   auto real = real_driver<decltype(&cuGetProcAddress_v2)>(r_get_proc_v2, "cuGetProcAddress_v2");
-  return get_proc_hook(real, symbol, pfn, version, flags, status);
+  if (!real) return kNoDriver;
+  CUresult rc = real(symbol, pfn, version, flags, status);
+  after_get_proc(rc, symbol, pfn, version, flags);
+  return rc;
+}
+
+__attribute__((visibility("default"))) CUresult lockstep_cuGetProcAddress_v1(
+    const char* symbol, void** pfn, int version, cuuint64_t flags) __asm__("cuGetProcAddress");
+CUresult lockstep_cuGetProcAddress_v1(const char* symbol, void** pfn, int version, cuuint64_t flags) {
+  auto real = real_driver<GetProcV1>(r_get_proc_v1, "cuGetProcAddress");
+  if (!real) return kNoDriver;
+  CUresult rc = real(symbol, pfn, version, flags);
+  after_get_proc(rc, symbol, pfn, version, flags);
+  return rc;
 }
 
 }  // extern "C"
 
+namespace {
+void* hand_out(std::atomic<void*>& real, void* p, void* wrapper) {
+  void* expected = nullptr;
+  if (real.compare_exchange_strong(expected, p) || expected == p) return wrapper;
+  return p;
+}
+
+// cuGetProcAddress itself, in the form `version` names (a runtime may ask the driver for it),
+// and the graph entry points.
+void* get_proc_wrapper(const char* symbol, void* p, int version) {
+  if (strcmp(symbol, "cuGetProcAddress") == 0)
+    return version >= 12000 ? hand_out(r_get_proc_v2, p, reinterpret_cast<void*>(&cuGetProcAddress_v2))
+                            : hand_out(r_get_proc_v1, p, reinterpret_cast<void*>(&lockstep_cuGetProcAddress_v1));
+  return wrap(symbol, p, version);
+}
+}  // namespace
+
 namespace lockstep::rec {
 
 // dlsym(handle, name) found p in a libcuda: our wrapper for the graph entry points and for
-// cuGetProcAddress itself, else p.
+// cuGetProcAddress itself (both forms), else p.
 void* driver_hook_for_dlsym(const char* name, void* p) {
   if (!p || name[0] != 'c' || name[1] != 'u' || (name[2] < 'A' || name[2] > 'Z')) return p;
-  if (strcmp(name, "cuGetProcAddress_v2") == 0) {
-    void* expected = nullptr;
-    if (r_get_proc_v2.compare_exchange_strong(expected, p) || expected == p)
-      return reinterpret_cast<void*>(&cuGetProcAddress_v2);
-    return p;
-  }
+  if (strcmp(name, "cuGetProcAddress_v2") == 0)
+    return hand_out(r_get_proc_v2, p, reinterpret_cast<void*>(&cuGetProcAddress_v2));
+  if (strcmp(name, "cuGetProcAddress") == 0)
+    return hand_out(r_get_proc_v1, p, reinterpret_cast<void*>(&lockstep_cuGetProcAddress_v1));
   return wrap(name, p, 0);
 }
 

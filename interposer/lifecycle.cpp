@@ -63,7 +63,9 @@ void on_signal(int sig, siginfo_t* info, void* uctx) {
   Recorder* r = current_recorder();
   if (r && r->writer && !r->writer->failed() && !r->writer->is_writer_thread()) {
     // "" = flush without an exit record: the program's handler decides whether this is the end.
-    r->writer->signal_flush_begin(ends_process ? reason_of(sig) : "");
+    // SIGUSR1 over SIG_DFL is the user's "flush now": its marker, which no reader takes as an end.
+    const bool flush_request = sig == SIGUSR1 && is_default(prev);
+    r->writer->signal_flush_begin(ends_process || flush_request ? reason_of(sig) : "");
     r->writer->signal_flush_wait(1000);
   }
   if (prev.sa_flags & SA_RESETHAND) {
