@@ -11,16 +11,6 @@ namespace {
 
 using json = nlohmann::json;
 
-int64_t meta_int(const Process& p, const char* key) {
-  auto it = p.meta.find(key);
-  if (it == p.meta.end()) return 0;
-  try {
-    return std::stoll(it->second);
-  } catch (...) {
-    return 0;
-  }
-}
-
 std::string who(const Schedule& s, int proc) {
   const Process& p = s.procs[size_t(proc)].info;
   std::ostringstream os;
@@ -62,8 +52,8 @@ Coverage read_coverage(const Schedule& s, size_t max_examples) {
     if (info.meta.find("profiler_plugin") == info.meta.end()) continue;
     ProcessCoverage pc;
     pc.proc = int(i);
-    pc.interposer = meta_int(info, "interposer_preloaded") == 1;
-    pc.dropped = meta_int(info, "profiler_dropped");
+    pc.interposer = meta_int(info, "interposer_preloaded").or_default(0) == 1;
+    pc.dropped = meta_int(info, "profiler_dropped").or_default(0);
     if (!load_plugin_coverage(info.path, max_examples, &pc) && pc.error.empty())
       pc.error = "the profiler tables are missing or unreadable";
     c.procs.push_back(std::move(pc));

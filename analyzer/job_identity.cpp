@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hang.h"
+#include "trace_loader.h"
 
 namespace lockstep {
 namespace {
@@ -13,15 +14,6 @@ constexpr const char kPrefix[] = "launcher_";
 std::string get(const std::map<std::string, std::string>& m, const char* k) {
   auto it = m.find(k);
   return it == m.end() ? std::string() : it->second;
-}
-
-int64_t meta_i64(const Process& p, const char* k, bool* ok) {
-  auto it = p.meta.find(k);
-  if (it == p.meta.end() || it->second.empty()) return *ok = false, 0;
-  char* end = nullptr;
-  long long v = std::strtoll(it->second.c_str(), &end, 10);
-  if (*end) *ok = false;
-  return v;
 }
 
 std::vector<int> ranks_of(const Schedule& s, const std::vector<int>& procs) {
@@ -95,8 +87,9 @@ std::vector<HostGroup> group_by_host(const Schedule& s, int64_t stale_ns) {
     size_t h = static_cast<size_t>(it - hosts.begin());
     it->procs.push_back(static_cast<int>(i));
     // Monotonic clocks differ between hosts: compare wall clocks, each derived on its own host.
-    bool ok = true;
-    int64_t wall = meta_i64(p, "start_wall_ns", &ok), mono = meta_i64(p, "start_mono_ns", &ok);
+    const trace_file::TextInt start_wall = meta_int(p, "start_wall_ns"), start_mono = meta_int(p, "start_mono_ns");
+    const bool ok = start_wall.integer() && start_mono.integer();
+    const int64_t wall = start_wall.value, mono = start_mono.value;
     // Times from an untrusted file: a sum that overflows is no evidence of a flush time.
     int64_t since_start = 0, flushed = 0;
     if (ok && p.last_flush_mono_ns > 0 && !__builtin_sub_overflow(p.last_flush_mono_ns, mono, &since_start) &&

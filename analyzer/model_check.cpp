@@ -51,8 +51,12 @@ const char* verdict_name(Verdict v) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The checker's own form of the schedule: per rank, ops and host waits merged in call order, with
-// communicators identified across ranks.
+// The engine's work list: an index over the Schedule (analyzer/schedule.h, the one model of a
+// trace), not a second model of it. Built once per check, it holds per rank the Schedule's ops
+// (Item::op_index) and host waits merged in call order, communicators identified across ranks
+// (the Schedule's comm indices are per process), streams numbered per rank, and p2p parts
+// expanded into sends and receives with their peers checked; the engine's queues walk it many
+// times, so this work is done once instead of at every step (docs/replay.md).
 
 namespace {
 
@@ -80,14 +84,14 @@ struct Item {
   int64_t count = 0;
   int64_t event = 0;
   uint32_t seq = 0;
-  int32_t comm = -1;       // index into Model::comms
-  int32_t stream = 0;      // index into ProcModel::streams
+  int32_t comm = -1;       // index into WorkList::comms
+  int32_t stream = 0;      // index into ProcWork::streams
   int32_t thread = 0;      // index into SchedProcess::threads
   int32_t root = -1;
-  int32_t first_part = 0;  // into ProcModel::parts (p2p ops only)
+  int32_t first_part = 0;  // into ProcWork::parts (p2p ops only)
   int32_t nparts = 0;
   int32_t op_index = -1;   // kOp items: index into SchedProcess::ops
-  int16_t coalesced_sig = -1;  // coalesced ops: index into Model::names of the parts' op list
+  int16_t coalesced_sig = -1;  // coalesced ops: index into WorkList::names of the parts' op list
   ItemKind kind = ItemKind::kOp;
   OpKind op = OpKind::AllReduce;  // kOp items only
   vocab::Dtype dtype = vocab::Dtype::Mixed;
@@ -102,12 +106,12 @@ struct CommInfo {
   std::vector<int32_t> members;  // process index for each comm rank (-1 = not in the trace)
 };
 
-struct ProcModel {
+struct ProcWork {
   std::string label;                       // "rank 3" (global rank) or the file name
   std::vector<uint64_t> streams;           // recorded stream values
   size_t nthreads = 0;
-  std::vector<int32_t> comm_rank;          // by Model comm index: this rank's rank in it, -1
-  // By Model comm index: collectives the size cap retired before the first one in `items`
+  std::vector<int32_t> comm_rank;          // by WorkList comm index: this rank's rank in it, -1
+  // By WorkList comm index: collectives the size cap retired before the first one in `items`
   // (comms.retired_collectives). Members align collectives by absolute ordinal; one that some
   // member retired counts as reached by it (its digest is checked by the analyzer, not here).
   std::vector<int64_t> retired_colls;
@@ -115,9 +119,9 @@ struct ProcModel {
   std::vector<Part> parts;
 };
 
-struct Model {
+struct WorkList {
   std::vector<CommInfo> comms;
-  std::vector<ProcModel> procs;
+  std::vector<ProcWork> procs;
   std::vector<std::string> names;          // interned coalesced part lists
   std::vector<std::string> problems;       // input problems found while building (shown to user)
   int16_t intern(const std::string& s) {   // -1 for ""
@@ -143,10 +147,10 @@ ItemKind item_kind(vocab::Wait w) {
 
 // Throws std::runtime_error with a clear message when the schedule cannot be checked (no
 // processes, a communicator whose members are missing from it...).
-Model build_model(const Schedule& sched) {
+WorkList build_work_list(const Schedule& sched) {
   if (sched.procs.empty())
     throw std::runtime_error("model: the trace " + sched.dir + " has no process files");
-  Model s;
+  WorkList s;
   // The analyzer's rules (trace_validation.h): contradictions make the directory unusable,
   // the rest (skipped files, missing members, lost histories) is named among the problems.
   {
@@ -180,7 +184,7 @@ Model build_model(const Schedule& sched) {
   for (size_t pi = 0; pi < sched.procs.size(); ++pi) {
     const SchedProcess& sp = sched.procs[pi];
     const Process& p = sp.info;
-    ProcModel& ps = s.procs[pi];
+    ProcWork& ps = s.procs[pi];
     ps.nthreads = sp.threads.size();
     std::vector<int32_t> local_to_global(p.comms.size(), -1);
     for (size_t ci = 0; ci < p.comms.size(); ++ci) {
@@ -415,7 +419,7 @@ struct HostThread {
 
 class Engine {
  public:
-  Engine(const Model& s, bool serialized) : s_(s), serialized_(serialized) { build(); }
+  Engine(const WorkList& s, bool serialized) : s_(s), serialized_(serialized) { build(); }
   void run(uint64_t shuffle_seed);
   Result witness(Verdict stuck_verdict) const;
   bool all_done() const { return done_units_ == static_cast<int64_t>(units_.size()); }
@@ -484,7 +488,7 @@ class Engine {
     return p >= 0 ? plabel(p) : "comm rank " + std::to_string(crank) + " (no trace file)";
   }
 
-  const Model& s_;
+  const WorkList& s_;
   bool serialized_;
   std::vector<int32_t> item_base_;   // per proc: global id of its first item
   std::vector<int32_t> item_proc_;   // per global item
@@ -604,7 +608,7 @@ void Engine::build() {
 // A process's items in call order: host waits become markers or barriers, ops become units
 // (a group: one unit) on their queues, and each op joins its collective instance or p2p channels.
 void Engine::build_proc(int32_t p, Matching& m) {
-  const ProcModel& ps = s_.procs[p];
+  const ProcWork& ps = s_.procs[p];
   ProcBuild b;
   b.proc = p;
   b.stream_q.assign(ps.streams.size(), -1);
@@ -775,7 +779,7 @@ int32_t Engine::place_op(ProcBuild& b, int32_t g, const Item& it) {
 
 // Each send / recv part joins its (comm, sender, receiver) channel in issue order.
 void Engine::add_p2p_parts(Matching& m, int32_t p, int32_t g, const Item& it) {
-  const ProcModel& ps = s_.procs[p];
+  const ProcWork& ps = s_.procs[p];
   const int32_t crank = ps.comm_rank[it.comm];
   item_pending_parts_[g] = it.nparts;
   for (int32_t k = 0; k < it.nparts; ++k) {
@@ -988,7 +992,7 @@ void Engine::complete_unit(int32_t u) {
 
 std::string Engine::item_desc(int32_t g) const {
   const Item& it = item(g);
-  const ProcModel& ps = s_.procs[item_proc_[g]];
+  const ProcWork& ps = s_.procs[item_proc_[g]];
   std::string d = "comm " + s_.comms[it.comm].label + " seq " + std::to_string(it.seq) + " " + vocab::name(it.op);
   if (it.op == OpKind::Send || it.op == OpKind::Recv) {
     const Part& part = ps.parts[it.first_part];
@@ -1025,7 +1029,7 @@ std::string Engine::unit_desc(int32_t u) const {
 
 std::string Engine::wait_desc(int32_t g) const {
   const Item& it = item(g);
-  const ProcModel& ps = s_.procs[item_proc_[g]];
+  const ProcWork& ps = s_.procs[item_proc_[g]];
   switch (it.kind) {
     case ItemKind::kStreamSync: return "stream_sync(stream " + hex(ps.streams[it.stream]) + ")";
     case ItemKind::kEventSync: return "event_sync(event " + hex(static_cast<uint64_t>(it.event)) + ")";
@@ -1276,7 +1280,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
 
 namespace {
 
-Result check_models(const Model& schedule, const Options& options) {
+Result check_models(const WorkList& schedule, const Options& options) {
   // The serialized model only adds constraints (one more queue per rank), so when it completes
   // the concurrent one does too: a good schedule needs one pass.
   if (options.check_serialized) {
@@ -1305,7 +1309,7 @@ Result check_models(const Model& schedule, const Options& options) {
 }  // namespace
 
 Result check(const Schedule& schedule, const Options& options) {
-  const Model model = build_model(schedule);
+  const WorkList model = build_work_list(schedule);
   Result r = check_models(model, options);
   r.problems = model.problems;
   return r;

@@ -15,22 +15,12 @@
 #include "saturating.h"
 #include "trace_schema.h"
 #include "trace_details.h"
+#include "trace_loader.h"
 
 namespace lockstep {
 namespace {
 
 using nlohmann::json;
-
-int64_t meta_int(const Process& p, const char* key, bool* found) {
-  auto it = p.meta.find(key);
-  *found = false;
-  if (it == p.meta.end() || it->second.empty()) return 0;
-  char* end = nullptr;
-  long long v = std::strtoll(it->second.c_str(), &end, 10);
-  if (*end) return 0;
-  *found = true;
-  return v;
-}
 
 
 std::string hex(uint64_t v) {
@@ -47,10 +37,8 @@ struct Clock {
 };
 
 Clock process_clock(const Process& p) {
-  bool has_wall = false, has_mono = false;
-  int64_t wall = meta_int(p, "start_wall_ns", &has_wall);
-  int64_t mono = meta_int(p, "start_mono_ns", &has_mono);
-  if (has_wall && has_mono) return {sat_sub(wall, mono), true};
+  const trace_file::TextInt wall = meta_int(p, "start_wall_ns"), mono = meta_int(p, "start_mono_ns");
+  if (wall.integer() && mono.integer()) return {sat_sub(wall.value, mono.value), true};
   for (const Op& o : p.ops)  // older files: any op carries both clocks
     if (o.issue_wall_ns > 0 && o.issue_mono_ns > 0) return {o.issue_wall_ns - o.issue_mono_ns, true};
   return {};
@@ -217,17 +205,14 @@ std::vector<SkippedFile> write_timeline_json(const Schedule& t, const ProcessRow
   bool all_aligned = true;
   for (size_t i : procs) {
     const Process* p = &t.procs[i].info;
-    bool has_wall = false, has_mono = false;
-    meta_int(*p, "start_wall_ns", &has_wall);
-    meta_int(*p, "start_mono_ns", &has_mono);
     Process full;
-    if (!has_wall || !has_mono) {
+    if (!meta_int(*p, "start_wall_ns").integer() || !meta_int(*p, "start_mono_ns").integer()) {
       if (!read_rows(i, full)) continue;
       p = &full;
     }
     clocks[i] = process_clock(*p);
-    int64_t start = meta_int(*p, "start_mono_ns", &has_mono);
-    if (!has_mono) start = p->ops.empty() ? 0 : p->ops.front().issue_mono_ns;
+    const trace_file::TextInt start_mono = meta_int(*p, "start_mono_ns");
+    const int64_t start = start_mono.integer() ? start_mono.value : p->ops.empty() ? 0 : p->ops.front().issue_mono_ns;
     origin = std::min(origin, sat_add(start, clocks[i].mono_to_wall));
     all_aligned = all_aligned && clocks[i].aligned;
   }

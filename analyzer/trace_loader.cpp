@@ -180,9 +180,10 @@ void validate(sqlite3* db, const std::string& path) {
   Stmt st(db, "SELECT value FROM meta WHERE key='schema_version'");
   if (!st.step() || st.null(0)) throw FileSkip("no schema_version in meta (recorder died while creating the file?)");
   std::string v = st.str(0);
-  char* end = nullptr;
-  long version = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end) throw FileSkip("bad schema_version '" + v + "'");
+  const trace_file::TextInt parsed = trace_file::parse_int(v);
+  if (parsed.kind == trace_file::TextInt::kAbsent || parsed.kind == trace_file::TextInt::kMalformed)
+    throw FileSkip("bad schema_version '" + v + "'");
+  const int64_t version = parsed.value;
   if (version > schema::kSchemaVersion)
     throw FileSkip("schema version " + v + " is newer than this lockstep reads (" +
                    std::to_string(schema::kSchemaVersion) + "): use a newer lockstep");
@@ -210,12 +211,7 @@ bool compact_rows(const Process& p) {
   return it != p.meta.end() && it->second != "1";
 }
 
-int64_t to_i64(const std::string& s, int64_t dflt) {
-  if (s.empty()) return dflt;
-  char* end = nullptr;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  return *end ? dflt : v;
-}
+int64_t to_i64(const std::string& s, int64_t dflt) { return trace_file::parse_int(s).or_default(dflt); }
 
 // Bounded traces (schema 2): what the size cap retired, and the digest checkpoints.
 void read_retired(sqlite3* db, Process& p) {
@@ -267,8 +263,7 @@ void read_header(sqlite3* db, Process& p) {
   };
   p.host = meta("host");
   p.pid = to_i64(meta("pid"), 0);
-  // Clamped into int's range so that header_defect sees an out-of-range value, not a wrapped one.
-  p.global_rank = static_cast<int>(std::clamp<int64_t>(to_i64(meta("global_rank"), -1), INT32_MIN, INT32_MAX));
+  p.global_rank = trace_file::global_rank_from_meta(meta("global_rank"));
   p.finished = meta("finished") == "1";
   p.exit_reason = meta("exit_reason");
   p.dropped_records = to_i64(meta("dropped_records"), 0);
@@ -1092,5 +1087,10 @@ bool load_plugin_coverage(const std::string& path, size_t max_examples, ProcessC
 }
 
 std::unique_ptr<TraceDetails> details_from_files(const Schedule& s) { return std::make_unique<FileDetails>(s); }
+
+trace_file::TextInt meta_int(const Process& p, const char* key) {
+  auto it = p.meta.find(key);
+  return it == p.meta.end() ? trace_file::TextInt{} : trace_file::parse_int(it->second);
+}
 
 }  // namespace lockstep

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "schedule.h"
+#include "trace_file.h"
 #include "trace_model.h"
 
 namespace lockstep {
@@ -31,6 +32,10 @@ Schedule load_schedule(const std::string& dir, const LoadOptions& options = {});
 // hangs, resolved rank; no ops): finding a rank's file, or a view that reads one process's rows
 // at a time (load_process_file), is cheap.
 Schedule load_headers(const std::string& dir, const LoadOptions& options = {});
+
+// A meta value of a loaded process as an integer, by the one parser of the trace's integer text
+// (trace_file::parse_int: range-checked, never throws); kAbsent when the key is absent or empty.
+trace_file::TextInt meta_int(const Process& p, const char* key);
 
 // One file's full rows (ops with parts, completions, stacks, waits, hangs), as trace_model.h
 // row types: read one process at a time by the views that print every row (ops, timeline).

@@ -1,6 +1,9 @@
-// In-memory model of a trace directory, as the analyzer and replay use it. Filled by
-// analyzer/trace_loader (from the SQLite tables of schema/trace_schema.h); built directly by
-// tests and by the synthetic-trace generator. Plain data: no SQLite here.
+// The rows of one trace file as plain data (no SQLite here): a process's header (meta, env,
+// comms, hangs), which the Schedule keeps per process (SchedProcess::info), and its full op rows,
+// which load_process_file reads one process at a time for the views that print every row.
+// `Trace` (every process's full rows at once) is no reader's output: it is the form shrink's
+// candidates, the emitters, schema/trace_file_model.h's writer and the test builders write from
+// (issue 10: still to be replaced by the Schedule).
 #pragma once
 
 #include <cstdint>

@@ -1,10 +1,9 @@
 #include "hang_report.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
-#include <sqlite3.h>
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -17,6 +16,7 @@
 #include "clock.h"
 #include "config.h"
 #include "log.h"
+#include "trace_file.h"
 #include "trace_schema.h"
 #include "writer.h"
 
@@ -70,20 +70,8 @@ int lowest_rank_in(const std::string& dir) {
     if (name.size() <= suffix || name.compare(name.size() - suffix, suffix,
                                               schema::kFileSuffix) != 0)
       continue;
-    sqlite3* db = nullptr;
-    std::string path = dir + "/" + name;
-    if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
-      sqlite3_busy_timeout(db, 200);
-      sqlite3_stmt* st = nullptr;
-      if (sqlite3_prepare_v2(db, "SELECT value FROM meta WHERE key='global_rank'", -1, &st,
-                             nullptr) == SQLITE_OK &&
-          sqlite3_step(st) == SQLITE_ROW) {
-        int r = sqlite3_column_int(st, 0);
-        if (r >= 0 && r < lowest) lowest = r;
-      }
-      sqlite3_finalize(st);
-    }
-    sqlite3_close(db);
+    int r = trace_file::read_global_rank(dir + "/" + name, 200);
+    if (r >= 0 && r < lowest) lowest = r;
   }
   closedir(d);
   return lowest;

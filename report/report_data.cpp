@@ -10,6 +10,7 @@
 
 #include "report.h"
 #include "saturating.h"
+#include "trace_loader.h"
 
 namespace lockstep::report {
 
@@ -90,20 +91,6 @@ std::string ranges(std::vector<int> r, size_t max_segments) {
   Spans s;
   for (int x : r) s.add(x, 1);
   return s.text(max_segments);
-}
-
-int64_t meta_int(const Process& p, const char* key, bool* ok) {
-  auto it = p.meta.find(key);
-  *ok = false;
-  if (it == p.meta.end()) return 0;
-  try {
-    size_t used = 0;
-    int64_t v = std::stoll(it->second, &used);
-    *ok = used == it->second.size();
-    return v;
-  } catch (...) {
-    return 0;
-  }
 }
 
 struct Builder {
@@ -676,9 +663,9 @@ struct Builder {
     std::vector<std::pair<int, std::vector<Op>>> got;
     for (int p : procs) {
       const Process& info = s.procs[p].info;
-      bool ok_w = false, ok_m = false;
-      int64_t wall = meta_int(info, "start_wall_ns", &ok_w), mono = meta_int(info, "start_mono_ns", &ok_m);
-      if (!ok_w || !ok_m) aligned = false, wall = mono = 0;
+      const trace_file::TextInt start_wall = meta_int(info, "start_wall_ns"), start_mono = meta_int(info, "start_mono_ns");
+      int64_t wall = start_wall.value, mono = start_mono.value;
+      if (!start_wall.integer() || !start_mono.integer()) aligned = false, wall = mono = 0;
       // Clock values from an untrusted file: saturating arithmetic (saturating.h).
       int64_t shift = sat_sub(wall, mono);
       std::vector<Op> ops = details.ops_between(p, 0, INT64_MAX, opt.timeline_ops, true);

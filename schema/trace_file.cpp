@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
+#include <climits>
 #include <cstdio>
 #include <vector>
 
@@ -476,6 +478,46 @@ int Tables::hang(int64_t mono_ns, int64_t wall_ns, int32_t in_flight, std::strin
 
 int Tables::checkpoint(const CheckpointRow& c) {
   return checkpoint_.i64(1, c.comm_id).i64(2, c.ordinal).i64(3, c.seq).i64(4, int64_t(c.digest)).run();
+}
+
+TextInt parse_int(std::string_view text) {
+  TextInt r;
+  if (text.empty()) return r;
+  const char* first = text.data();
+  const char* last = first + text.size();
+  auto [end, ec] = std::from_chars(first, last, r.value, 10);
+  if (end != last || ec == std::errc::invalid_argument) {
+    r.kind = TextInt::kMalformed;
+    r.value = 0;
+  } else if (ec == std::errc::result_out_of_range) {
+    r.kind = TextInt::kOutOfRange;
+    r.value = text[0] == '-' ? INT64_MIN : INT64_MAX;
+  } else {
+    r.kind = TextInt::kValue;
+  }
+  return r;
+}
+
+int global_rank_from_meta(std::string_view value) {
+  return static_cast<int>(std::clamp<int64_t>(parse_int(value).or_default(-1), INT32_MIN, INT32_MAX));
+}
+
+bool read_meta_value(sqlite3* db, const char* key, std::string* value) {
+  Stmt st(db, "SELECT value FROM meta WHERE key=?", false);
+  if (!st.ok()) return false;
+  sqlite3_bind_text(st.get(), 1, key, -1, SQLITE_STATIC);
+  if (st.step() != SQLITE_ROW || sqlite3_column_type(st.get(), 0) == SQLITE_NULL) return false;
+  const unsigned char* t = sqlite3_column_text(st.get(), 0);
+  value->assign(t ? reinterpret_cast<const char*>(t) : "", size_t(sqlite3_column_bytes(st.get(), 0)));
+  return true;
+}
+
+int read_global_rank(const std::string& path, int busy_timeout_ms) {
+  Db db;
+  if (db.open(path, SQLITE_OPEN_READONLY) != SQLITE_OK) return -1;
+  sqlite3_busy_timeout(db.get(), busy_timeout_ms);
+  std::string v;
+  return read_meta_value(db.get(), "global_rank", &v) ? global_rank_from_meta(v) : -1;
 }
 
 }  // namespace lockstep::trace_file

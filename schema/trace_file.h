@@ -290,4 +290,34 @@ std::string compact_sql(std::string_view sql);
 // "%016llx": the on-disk form of comm and stack hashes.
 std::string hex16(uint64_t v);
 
+// ---- reading: the primitives the loader (analyzer/trace_loader) shares with the recorder -----
+// The loader is the one reader of trace files; what the recorder's in-job diagnosis
+// (interposer/hang_report.cpp) reads of its peers' files goes through these, so that the two
+// agree on what a meta value says.
+
+// An integer a trace stores as text (meta values): base 10, an optional '-', digits and nothing
+// else (no blanks, no '+'). The one parser of them; it never throws.
+struct TextInt {
+  enum Kind : uint8_t { kAbsent, kMalformed, kOutOfRange, kValue };
+  Kind kind = kAbsent;
+  int64_t value = 0;  // kValue: the value; kOutOfRange: the int64 bound it passes
+  // The value; the bound it passes when out of int64's range; `dflt` when absent or malformed.
+  bool integer() const { return kind == kValue || kind == kOutOfRange; }
+  int64_t or_default(int64_t dflt) const { return integer() ? value : dflt; }
+};
+TextInt parse_int(std::string_view text);
+
+// A process's global rank from its meta value: -1 (unknown) when absent or not an integer; a value
+// outside int's range saturates (INT32_MIN / INT32_MAX), so that validation names it as out of
+// range instead of reading a wrapped rank.
+int global_rank_from_meta(std::string_view value);
+
+// One meta value of an open file; false when the file has no meta table or no such key (NULL
+// reads as absent).
+bool read_meta_value(sqlite3* db, const char* key, std::string* value);
+
+// The global rank `path` records (global_rank_from_meta), read-only with a busy timeout; -1 when
+// the file cannot be read or records none.
+int read_global_rank(const std::string& path, int busy_timeout_ms);
+
 }  // namespace lockstep::trace_file

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <thread>
 
+#include "coverage.h"
+#include "timeline.h"
 #include "trace_builder.h"
 #include "trace_loader.h"
 #include "trace_schema.h"
@@ -196,4 +198,80 @@ TEST(Loader, never_modifies_a_trace_even_one_with_a_hot_journal) {
   EXPECT_EQ(p.ops[0].op, lockstep::vocab::Op::AllReduce);
   EXPECT_EQ(slurp(path), before) << "the trace file was modified";
   EXPECT_EQ(slurp(path + "-journal"), journal) << "the journal was modified";
+}
+
+// The one parser of the trace's integer text (trace_file::parse_int): hostile meta values never
+// throw and never wrap; what is not an integer reads as absent, what passes int64 saturates.
+TEST(MetaInt, hostile_text_is_absent_malformed_or_saturated_never_a_throw) {
+  using trace_file::TextInt;
+  struct Case {
+    const char* text;
+    TextInt::Kind kind;
+    int64_t value;
+  } cases[] = {
+      {"", TextInt::kAbsent, 0},
+      {"42", TextInt::kValue, 42},
+      {"-1", TextInt::kValue, -1},
+      {"-9223372036854775808", TextInt::kValue, INT64_MIN},
+      {"9223372036854775807", TextInt::kValue, INT64_MAX},
+      {"9223372036854775808", TextInt::kOutOfRange, INT64_MAX},
+      {"99999999999999999999999", TextInt::kOutOfRange, INT64_MAX},
+      {"-99999999999999999999999", TextInt::kOutOfRange, INT64_MIN},
+      {"12abc", TextInt::kMalformed, 0},
+      {"999999999999999999999x", TextInt::kMalformed, 0},  // out of range and trailing junk
+      {" 3", TextInt::kMalformed, 0},
+      {"3 ", TextInt::kMalformed, 0},
+      {"+3", TextInt::kMalformed, 0},
+      {"-", TextInt::kMalformed, 0},
+      {"0x10", TextInt::kMalformed, 0},
+      {"NaN", TextInt::kMalformed, 0},
+      {"1e9", TextInt::kMalformed, 0},
+      {"\x1b[31m", TextInt::kMalformed, 0},
+  };
+  for (const Case& c : cases) {
+    TextInt r;
+    ASSERT_NO_THROW(r = trace_file::parse_int(c.text)) << c.text;
+    EXPECT_EQ(r.kind, c.kind) << c.text;
+    EXPECT_EQ(r.value, c.value) << c.text;
+    EXPECT_EQ(r.or_default(-5), c.kind == TextInt::kValue || c.kind == TextInt::kOutOfRange ? c.value : -5) << c.text;
+  }
+  // A string with an embedded NUL is not an integer, although its prefix is.
+  EXPECT_EQ(trace_file::parse_int(std::string_view("7\0" "1", 3)).kind, TextInt::kMalformed);
+  EXPECT_EQ(trace_file::global_rank_from_meta("abc"), -1);
+  EXPECT_EQ(trace_file::global_rank_from_meta("3"), 3);
+  EXPECT_EQ(trace_file::global_rank_from_meta("99999999999"), INT32_MAX);
+  EXPECT_EQ(trace_file::global_rank_from_meta("-99999999999999999999999"), INT32_MIN);
+}
+
+// Hostile meta values in real files, through every reader of meta integers: the loader's header,
+// the recorder's in-job reader of its peers' ranks, the timeline's clocks and the coverage counts.
+TEST(MetaInt, hostile_meta_values_in_a_file_reach_no_reader_as_a_throw_or_a_wrapped_value) {
+  auto dir = lockstep::testing::fresh_dir("meta-int");
+  lockstep::testing::write_trace(two_rank_trace(4).trace(), dir);
+  const std::string r0 = dir + "/rank-0" + schema::kFileSuffix, r1 = dir + "/rank-1" + schema::kFileSuffix;
+  EXPECT_EQ(trace_file::read_global_rank(r1, 100), 1);
+  sql(r1, "UPDATE meta SET value='1abc' WHERE key='global_rank'");
+  EXPECT_EQ(trace_file::read_global_rank(r1, 100), -1);  // was 1 through sqlite3_column_int
+  sql(r1, "UPDATE meta SET value=NULL WHERE key='global_rank'");
+  EXPECT_EQ(trace_file::read_global_rank(r1, 100), -1);
+  sql(r1, "UPDATE meta SET value='1' WHERE key='global_rank'");
+  EXPECT_EQ(trace_file::read_global_rank(dir + "/absent" + schema::kFileSuffix, 100), -1);
+  for (const char* key : {"start_wall_ns", "start_mono_ns", "pid", "dropped_records", "profiler_dropped",
+                          "interposer_preloaded", "checkpoint_interval", "retired_ops"})
+    sql(r0, std::string("INSERT OR REPLACE INTO meta(key, value) VALUES('") + key + "', '99999999999999999999999999x')");
+  Schedule s;
+  ASSERT_NO_THROW(s = load_headers(dir));
+  ASSERT_EQ(s.procs.size(), 2u);
+  const Process& p = s.procs[0].info;
+  EXPECT_EQ(p.pid, 0);
+  EXPECT_EQ(p.dropped_records, 0);
+  EXPECT_FALSE(meta_int(p, "start_wall_ns").integer());
+  EXPECT_EQ(meta_int(p, "no such key").kind, trace_file::TextInt::kAbsent);
+  sql(r0, "UPDATE meta SET value='99999999999999999999999999' WHERE key='dropped_records'");
+  ASSERT_NO_THROW(s = load_headers(dir));
+  EXPECT_EQ(s.procs[0].info.dropped_records, INT64_MAX);  // saturated: many drops, never none
+  std::string timeline;
+  ASSERT_NO_THROW(timeline = timeline_json(s, [&](size_t i) { return load_process_file(s.procs[i].info.path); }));
+  EXPECT_NE(timeline.find("traceEvents"), std::string::npos);
+  ASSERT_NO_THROW(read_coverage(load_schedule(dir)));
 }
