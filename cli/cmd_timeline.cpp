@@ -111,21 +111,32 @@ int timeline(const TimelineArgs& a) {
     // Validate the selection before creating the file: a bad --ranks leaves nothing behind.
     check_timeline_options(headers, o);
     // Written beside the target and renamed into place: a failure never leaves a partial file.
-    tmp = a.output + ".partial-XXXXXX";
-    int fd = mkstemp(tmp.data());
-    if (fd < 0) {
+    // A target that exists and is not a regular file (/dev/null, a FIFO, a symbolic link) is
+    // written through instead: renaming over it would replace the device or the link itself.
+    struct stat st;
+    const bool through = lstat(a.output.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+    if (!through) {
+      tmp = a.output + ".partial-XXXXXX";
+      int fd = mkstemp(tmp.data());
+      if (fd < 0) {
+        std::cerr << "lockstep timeline: cannot write " << printable(a.output) << "\n";
+        return kExitUsage;
+      }
+      mode_t mask = umask(0);  // mkstemp creates 0600; the timeline gets the usual 0666 & ~umask
+      umask(mask);
+      fchmod(fd, 0666 & ~mask);
+      close(fd);
+    }
+    std::ofstream file(through ? a.output : tmp, std::ios::binary | std::ios::trunc);
+    if (!file) {
+      if (!tmp.empty()) std::remove(tmp.c_str());
       std::cerr << "lockstep timeline: cannot write " << printable(a.output) << "\n";
       return kExitUsage;
     }
-    mode_t mask = umask(0);  // mkstemp creates 0600; the timeline gets the usual 0666 & ~umask
-    umask(mask);
-    fchmod(fd, 0666 & ~mask);
-    close(fd);
-    std::ofstream file(tmp, std::ios::binary | std::ios::trunc);
     unread = write_timeline_json(headers, rows, o, file);
     file.close();
-    if (!file || std::rename(tmp.c_str(), a.output.c_str()) != 0) {
-      std::remove(tmp.c_str());
+    if (!file || (!through && std::rename(tmp.c_str(), a.output.c_str()) != 0)) {
+      if (!tmp.empty()) std::remove(tmp.c_str());
       std::cerr << "lockstep timeline: writing " << printable(a.output) << " failed\n";
       return kExitUsage;
     }

@@ -227,11 +227,15 @@ int create(Db& db, const std::string& path, const CreateOptions& o, const char**
   *what = "cannot configure trace file";
   // 1 KiB pages: a trace has ~20 tables and indexes of one page at least, most of them small
   // for good; at 4 KiB that alone is ~90 KB (the seed demo's 3,800 ops take 130 KB).
-  std::string pragmas = "PRAGMA page_size=1024;PRAGMA application_id=" + std::to_string(schema::kApplicationId) +
-                        ";PRAGMA journal_mode=" + o.journal_mode + ";PRAGMA synchronous=" + o.synchronous + ";";
+  // Nothing is written before BEGIN: the application id is set in the one transaction that creates
+  // the tables, so a reader never sees a lockstep file without them, and creating costs one
+  // commit under the chosen synchronous mode (docs/review-2026-12-02.md L12).
+  std::string pragmas = "PRAGMA page_size=1024;PRAGMA journal_mode=" + o.journal_mode +
+                        ";PRAGMA synchronous=" + o.synchronous + ";";
   if ((rc = db.exec(pragmas)) != SQLITE_OK) return rc;
   *what = "cannot create trace tables";
   if ((rc = db.exec("BEGIN")) != SQLITE_OK) return rc;
+  if ((rc = db.exec("PRAGMA application_id=" + std::to_string(schema::kApplicationId))) != SQLITE_OK) return rc;
   if ((rc = db.exec(compact_sql(schema::kCreateSql))) != SQLITE_OK) return rc;
   if ((rc = db.exec("CREATE TABLE IF NOT EXISTS " + std::string(schema::kOpRowsTable) + schema::kOpRowsColumns)) !=
       SQLITE_OK)

@@ -55,6 +55,22 @@ TEST(TimelineCli, writes_a_json_file_that_parses_with_every_rank_and_stdout_give
   EXPECT_EQ(s.out, text) << "-o - writes the same document to stdout";
 }
 
+// -o a path that is not a regular file is written through, never replaced: renaming the finished
+// file over it replaced /dev/null itself with a regular file when run as root.
+TEST(TimelineCli, output_through_a_symbolic_link_writes_its_target_and_keeps_the_link) {
+  Written w;
+  std::string target = w.dir + "/real.json", link = w.dir + "/link.json";
+  std::filesystem::create_symlink(target, link);
+  ProcResult r = run_program({LOCKSTEP_EXE, "timeline", w.dir, "-o", link});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(link)) << "the link was replaced";
+  json j = json::parse(lockstep::testing::slurp_file(target), nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "the link's target holds the document";
+  ProcResult n = run_program({LOCKSTEP_EXE, "timeline", w.dir, "-o", "/dev/null"});
+  EXPECT_EQ(n.exit_code, 0) << n.err;
+  EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
+}
+
 TEST(TimelineCli, text_view_through_a_pipe_groups_agreeing_ranks_and_marks_the_divergence_in_ascii) {
   Written w;
   ProcResult r = run_program({LOCKSTEP_EXE, "timeline", w.dir, "--text"});
