@@ -276,6 +276,10 @@ int main(int argc, char** argv) {
   if (s == "stderr_broken_pipe") return scenario_stderr_broken_pipe();
   if (s == "stderr_fd_reused" && argc > 2) return scenario_stderr_fd_reused(argv[2]);
   if (s == "sigchld_count") return scenario_sigchld_count();
+  if (s == "ops_then_abort_free_exit") {
+    ncclCommDestroy(nccl_ops(20));
+    return 0;
+  }
   if (s == "exit_from_thread") return scenario_exit_from_thread();
   if (s == "ops_then_abort") return scenario_ops_then_abort();
   if (s == "fork_exec_child") return scenario_fork_exec_child();

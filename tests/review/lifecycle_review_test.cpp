@@ -262,6 +262,20 @@ TEST(ReviewLifecycle, cuGetProcAddress_v1_hands_out_the_graph_launch_hook) {
   EXPECT_NE(traced.out.find("v1 cuGraphLaunch from liblockstep"), std::string::npos) << describe(traced);
 }
 
+// L12: synchronous=OFF on a local filesystem (docs/recorder.md) means no fsync at all; but
+// trace_file::create commits application_id in its own transaction before it sets synchronous
+// (and journal_mode): 4 fdatasync in the program's thread at its first NCCL call, and a window
+// in which a reader sees a lockstep file without tables.
+TEST(ReviewLifecycle, trace_file_is_created_without_a_sync_on_a_local_filesystem) {
+  TempDir dir;  // under $TMPDIR or /tmp: a local filesystem here (not checked: NORMAL on NFS)
+  auto env = traced_env(dir.path);
+  env["LD_PRELOAD"] = std::string(LIBLOCKSTEP_PATH) + ":" + SYNC_COUNT_SHIM_PATH;
+  ProcResult traced = probe("ops_then_abort_free_exit", env);
+  ASSERT_EQ(traced.exit_code, 0) << describe(traced);
+  ASSERT_EQ(trace_files(dir.path).size(), 1u) << describe(traced);
+  EXPECT_EQ(traced.out, "syncs 0\n") << describe(traced);
+}
+
 // Guards: what the review read and found sound, kept as tests (they pass on the reviewed code).
 TEST(ReviewLifecycle, exit_from_a_non_main_thread_finishes_the_trace) {
   TempDir dir;
