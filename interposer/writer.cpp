@@ -239,6 +239,7 @@ struct Writer::SigState {
   // The parts of captured grouped ops: their graph launches run the same parts.
   std::unordered_map<int64_t, std::vector<PartRec>> captured_parts;
   std::vector<PendingOp> pending;
+  std::vector<PendingOp> pending_next;  // write_ready_ops's scratch (its buffer is reused)
   // Ops arrive almost in call_index order: while they do, a binary search finds one; after one
   // out of order, a hash index (built on the next lookup) does.
   bool pending_sorted = true;
@@ -823,7 +824,9 @@ void Writer::absorb_late_op(int64_t comm_id, int64_t seq, bool collective, uint6
 // dropped (queue full) goes after two batch ends without them.
 void Writer::write_ready_ops(bool force) {
   std::vector<PendingOp>& pending = sig_->pending;
-  std::vector<PendingOp> waiting;
+  // The two lists trade buffers every batch, each keeping its capacity: no regrowth per batch.
+  std::vector<PendingOp>& waiting = sig_->pending_next;
+  waiting.clear();
   for (PendingOp& p : pending) {
     if (failed()) return;
     if (force || p.ready() || p.waited >= 2) {
@@ -835,6 +838,7 @@ void Writer::write_ready_ops(bool force) {
     }
   }
   pending.swap(waiting);
+  waiting.clear();
   sig_->pending_sorted = true;
   for (size_t i = 1; i < pending.size(); ++i)
     if (pending[i].rec.call_index <= pending[i - 1].rec.call_index) sig_->pending_sorted = false;
