@@ -160,9 +160,11 @@ int main(int argc, char** argv) {
     if (auto counters = reinterpret_cast<Counters>(dlsym(RTLD_DEFAULT, "lockstep_bench_counters"))) {
       const char* names[] = {"ops", "op_begin", "op_end", "stack_captures", "unwind", "unwind_frames",
                              "python", "python_frames", "submit", "submits", "waits",
-                             "wait_rows", "completion", "event_record"};
-      constexpr unsigned kN = sizeof names / sizeof *names;
-      uint64_t a[kN + 1] = {}, b[kN + 1] = {};
+                             "wait_rows", "completion", "event_record", "capture", "row_push"};
+      // The library says how many counters it keeps (an older one keeps fewer: those read 0);
+      // the TSC follows them.
+      const unsigned kN = std::min<unsigned>(counters(nullptr, 0), sizeof names / sizeof *names);
+      uint64_t a[sizeof names / sizeof *names + 1] = {}, b[sizeof names / sizeof *names + 1] = {};
       set_off(1u << 12);
       batch(500);
       counters(a, kN + 1);

@@ -45,6 +45,8 @@ enum BenchCounter : unsigned {
   kCntWaitTicks,     // their recorder work (call index, clock, row)
   kCntEventTicks,    // op_end's completion tracking (context query, event record, handoff)
   kCntEventRecordTicks,  // of which the driver's cuEventRecord
+  kCntCaptureTicks,  // op_begin's stream capture query (cuStreamGetCaptureInfo)
+  kCntRowPushTicks,  // op_end's op row into the writer's queue
   kCntCount
 };
 extern std::atomic<uint64_t> g_bench_counters[kCntCount];
