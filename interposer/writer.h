@@ -204,6 +204,8 @@ class Writer {
   std::unordered_map<uint64_t, int64_t> stack_ids_;
   std::unordered_map<int, std::string> thread_names_;
   int64_t last_meta_mono_ = 0;
+  int64_t last_round_start_ = 0;     // wait_for_wake: when the current round began
+  size_t last_round_records_ = 0;    // records the last commit_batch took from the queue
   uint64_t last_dropped_ = 0;
 };
 

@@ -2,7 +2,7 @@
 # Issue 15, cost session 6: main's hot path against this branch's, both completion signals, and
 # the step A/B on two shapes, in one device call (docs/gpu-results.md "cost session 6"). Writes
 # under $OUT: run.log, machine.txt, c.jsonl (every C++ line), steps.jsonl (one line per timed
-# step), step-table.md, trace.txt, analyze-*.txt (`lockstep analyze` on the traces produced).
+# step), step-table.md, trace.txt, analyze.txt (`lockstep analyze` on the traces produced).
 #
 #   COST_DIR=build-cost LIBS="main cov" STEP_RUNS="host:150 gpu:200" bash cost6.sh
 #
@@ -39,7 +39,7 @@ B=$D/bin/nccl_call_overhead
 C=$OUT/c.jsonl; : >"$C"
 LIBS=${LIBS:-after}
 trace_summary() {  # LABEL: ops, completions, waits, meta of the trace(s) in $T/tr
-  for f in "$T"/tr/*; do [ -f "$f" ] || continue; timeout -s KILL 60 $PY - "$f" "$1" <<'PYX'; done
+  for f in "$T"/tr/*.sqlite; do [ -f "$f" ] || continue; timeout -s KILL 60 $PY - "$f" "$1" <<'PYX'; done
 import sqlite3, sys
 db = sqlite3.connect(sys.argv[1])
 out = {"run": sys.argv[2]}
@@ -62,15 +62,22 @@ rec() {
   rm -rf "$T/tr"
   LOCKSTEP_COMPLETION=$comp LOCKSTEP_DIR=$T/tr LOCKSTEP_STACKS=$s LD_PRELOAD=$D/lib-$lib/liblockstep.so \
     timeout -s KILL 60 "$B" "$@" 2>>"$OUT/run.log" | sed -E "s/^\{/{\"lib\": \"$lib-$comp\", /" >>"$C"
+  # Records the writer dropped (its queue full) in this process's trace, and its ops rows.
+  for f in "$T"/tr/*.sqlite; do [ -f "$f" ] || continue; timeout -s KILL 30 $PY -c '
+import json, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+m = dict(db.execute("SELECT key, value FROM meta WHERE key IN (?, ?)", ("dropped_records", "late_retired_ops")))
+print(json.dumps({"drops": sys.argv[2], "args": sys.argv[3], "ops": db.execute("SELECT count(*) FROM ops").fetchone()[0], **m}))' \
+    "$f" "$lib-$comp-$s" "$*" >>"$OUT/trace.txt" 2>&1; done
 }
-analyze() {  # LABEL DIR: lockstep analyze (text and JSON verdict) on a trace directory
+analyze() {  # LABEL DIR: lockstep analyze (text and JSON verdict) on a trace directory, into analyze.txt
   { echo "== $1: lockstep analyze $2"; timeout -s KILL 120 "$D/bin/lockstep" analyze "$2" 2>&1 | head -n 60
     echo "exit: ${PIPESTATUS[0]}"
     timeout -s KILL 120 "$D/bin/lockstep" analyze --json "$2" 2>/dev/null | $PY -c '
 import json, sys
 d = json.load(sys.stdin)
-print("json:", {k: d.get(k) for k in ("verdict", "clean", "summary")})' 2>&1; } >"$OUT/analyze-$1.txt" 2>&1
-  cat "$OUT/analyze-$1.txt"
+print("json:", {k: d.get(k) for k in ("verdict", "clean", "summary", "evidence")})' 2>&1; } >"$T/analyze.txt" 2>&1
+  cat "$T/analyze.txt" | tee -a "$OUT/analyze.txt"
 }
 if [ "${PROC_ROUNDS:-3}" -gt 0 ]; then
   stamp "C++ plain, processes alternating (LIBS=$LIBS, event and covering)"
