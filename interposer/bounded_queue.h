@@ -24,7 +24,7 @@ class BoundedQueue {
 
   // `bytes`: how much of v to copy (the rest of the cell keeps stale bytes: the consumer must
   // not read past what the value's own tag says is there). Trivially copyable types only.
-  bool push(const T& v, size_t bytes = sizeof(T)) {
+  bool push(const T& v, size_t bytes = sizeof(T), bool prefetch_next = true) {
     size_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {
       Cell& c = cells_[pos & mask_];
@@ -37,7 +37,7 @@ class BoundedQueue {
           else
             c.value = v;
           c.seq.store(pos + 1, std::memory_order_release);
-          prefetch_for_write(cells_[(pos + 1) & mask_]);
+          if (prefetch_next) prefetch_for_write(cells_[(pos + 1) & mask_]);
           return true;
         }
       } else if (diff < 0) {

@@ -553,6 +553,7 @@ void Writer::wait_for_wake() {
   int timeout_ms = now >= due ? 0 : int((due - now + 999999) / 1000000);
   if (last_round_records_ >= queue_.capacity() / 4) timeout_ms = 0;
   last_round_records_ = 0;  // set again only by a round that takes records
+  if (bench_off() & kOffEagerWriter) timeout_ms = kCommitIntervalMs;  // as before (benchmarking)
   pollfd p{wake_fd_, POLLIN, 0};
   poll(&p, 1, timeout_ms);
   uint64_t drained;

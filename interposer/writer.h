@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_knobs.h"
 #include "bounded_queue.h"
 #include "trace_file.h"
 #include "process_info.h"
@@ -101,7 +102,8 @@ class Writer {
 
   // Hot path: never blocks; a refused record is counted in meta dropped_records.
   void push(const Record& r) {
-    if (!queue_.push(r, record_bytes(r))) dropped_.fetch_add(1, std::memory_order_relaxed);
+    if (!queue_.push(r, record_bytes(r), !(bench_off() & kOffPrefetch)))
+      dropped_.fetch_add(1, std::memory_order_relaxed);
   }
 
   // Rare events (a stack seen for the first time, meta updates, hang markers): mutex-guarded.
