@@ -26,7 +26,7 @@ enum BenchOff : unsigned {
   kProfile = 1u << 12,      // "profile": not a part; accumulates the counters below (rdtsc)
   kOffUnwindCap = 1u << 13, // "unwindcap": python mode unwinds every native frame (as before)
   kOffCovering = 1u << 14,  // "covering": LOCKSTEP_COMPLETION=covering records an event per op
-  kOffPrefetch = 1u << 15,  // "prefetch": record queues do not prefetch their next cell
+  // 1u << 15 was "prefetch" (removed: the queues no longer prefetch; cost session 6)
   kOffEagerWriter = 1u << 16,  // "eager": the writer sleeps a full interval after every round
   kOffDoneRows = 1u << 17,  // "donerows": the watchdog pushes no completion rows
 };

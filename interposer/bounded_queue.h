@@ -3,7 +3,8 @@
 // counts the drop. One consumer (the writer thread) pops. A push may copy only a prefix of the
 // value (a short record of a tagged union): the producer then writes fewer cache lines, each
 // last read by the consumer's core. (64-byte-aligned cells were tried: +3.7 MiB of RSS, no
-// gain resolved on the H200; docs/gpu-results.md, cost session 4.)
+// gain resolved on the H200; docs/gpu-results.md, cost session 4. Prefetching the next cell for
+// writing made a push ~20 ns dearer there: cost session 6.)
 #pragma once
 
 #include <atomic>
@@ -24,7 +25,7 @@ class BoundedQueue {
 
   // `bytes`: how much of v to copy (the rest of the cell keeps stale bytes: the consumer must
   // not read past what the value's own tag says is there). Trivially copyable types only.
-  bool push(const T& v, size_t bytes = sizeof(T), bool prefetch_next = true) {
+  bool push(const T& v, size_t bytes = sizeof(T)) {
     size_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {
       Cell& c = cells_[pos & mask_];
@@ -37,7 +38,6 @@ class BoundedQueue {
           else
             c.value = v;
           c.seq.store(pos + 1, std::memory_order_release);
-          if (prefetch_next) prefetch_for_write(cells_[(pos + 1) & mask_]);
           return true;
         }
       } else if (diff < 0) {
@@ -65,18 +65,6 @@ class BoundedQueue {
     std::atomic<size_t> seq;
     T value;
   };
-  // The ring is larger than a core's caches, and a cell was last written by the consumer: the
-  // next push's cache lines are requested now, while the caller goes back to its own work,
-  // instead of missing on them then (a hint: harmless if another producer takes that cell).
-  static void prefetch_for_write(const Cell& c) {
-#if defined(__x86_64__)
-    const char* p = reinterpret_cast<const char*>(&c);
-    for (size_t off = 0; off < sizeof(Cell); off += 64) asm volatile("prefetchw %0" ::"m"(p[off]));
-    asm volatile("prefetchw %0" ::"m"(p[sizeof(Cell) - 1]));
-#else
-    __builtin_prefetch(&c, 1);
-#endif
-  }
   const size_t mask_;
   std::unique_ptr<Cell[]> cells_;
   alignas(64) std::atomic<size_t> tail_{0};

@@ -120,7 +120,7 @@ bool Completion::track(void* stream, const InFlightOp& op, int64_t enqueued_mono
   if (stop_.load(std::memory_order_acquire)) return false;
   if (enqueued_mono == 0 && !(bench_off() & kOffClock)) enqueued_mono = mono_ns();
   Entry e{op, stream, sig, ctx, enqueued_mono, nullptr};
-  if (!incoming_.push(e, sizeof e, !(bench_off() & kOffPrefetch))) {
+  if (!incoming_.push(e)) {
     std::lock_guard<std::mutex> g(mu_);
     overflow_.push_back(e);
   }
@@ -190,7 +190,7 @@ bool Completion::track_covering(void* stream, const InFlightOp& op, int64_t enqu
   if (stop_.load(std::memory_order_acquire)) return false;
   if (enqueued_mono == 0 && !(bench_off() & kOffClock)) enqueued_mono = mono_ns();
   Entry e{op, stream, sig, ev_ctx, enqueued_mono, cover, cover_thread(), 0};
-  if (!incoming_.push(e, sizeof e, !(bench_off() & kOffPrefetch))) {
+  if (!incoming_.push(e)) {
     std::lock_guard<std::mutex> g(mu_);
     overflow_.push_back(e);
   }

@@ -293,7 +293,7 @@ struct Writer::SigState {
   }
 };
 
-Writer::Writer() : queue_(kQueueRecords) {}
+Writer::Writer() : queue_(kQueueRecords), done_queue_(kDoneQueueRecords) {}
 
 // A result code of the trace file: SQLITE_DONE/OK/ROW are success; SQLITE_CONSTRAINT too (a
 // duplicate row is not worth stopping the recording for). Anything else stops the recording
@@ -894,18 +894,9 @@ void Writer::insert(const Record& r) {
                  a.mono);
       break;
     }
-    case RecKind::Completion: {
-      if (PendingOp* p = sig_->find_pending(r.done.call_index)) {
-        p->completed = true;
-        p->complete_mono = r.done.mono;
-        return;
-      }
-      bool found = false;
-      rc = t.complete(r.done.call_index, r.done.mono, &found);
-      // Its op row is not there: its record was dropped, or the size cap retired it.
-      if (rc == SQLITE_DONE && !found) ++sig_->orphan_completions;
-      break;
-    }
+    case RecKind::Completion:  // (not through the record queue: Writer::push)
+      complete(r.done, true);
+      return;
     case RecKind::GraphLaunch: {
       const GraphLaunchRec& g = r.launch;
       rc = t.graph_launch(g.call_index, g.exec, g.graph, g.stream, g.mono);
@@ -926,6 +917,24 @@ void Writer::insert(const Record& r) {
     }
   }
   ok(rc, "insert");
+}
+
+// A completion row: marks its op while the op waits to be written, else updates its row. One
+// that finds neither is tried again next round (last_try false: its op's record may still be in
+// the record queue, behind a push in progress or past the round's bound), then counted: its op's
+// record was dropped, or the size cap retired it.
+void Writer::complete(const CompletionRec& d, bool last_try) {
+  if (PendingOp* p = sig_->find_pending(d.call_index)) {
+    p->completed = true;
+    p->complete_mono = d.mono;
+    return;
+  }
+  bool found = false;
+  const int rc = tables_.complete(d.call_index, d.mono, &found);
+  if (!ok(rc, "insert")) return;
+  if (found) return;
+  if (last_try) ++sig_->orphan_completions;
+  else held_dones_.push_back(d);
 }
 
 // The size cap: when the pages in use pass the high-water mark, the oldest op rows go, in one
@@ -999,9 +1008,13 @@ void Writer::retire_if_over_cap(int64_t incoming) {
 }
 
 void Writer::commit_batch(bool force_meta) {
+  // Completion rows first: each one's op record was pushed before it, so it is among the
+  // records taken below or (see complete()) in a later round.
+  dones_.clear();
+  for (CompletionRec d; dones_.size() < 200000 && done_queue_.pop(d);) dones_.push_back(d);
   Record r;
   bool have = queue_.pop(r);
-  if (!have && sig_->pending.empty()) {
+  if (!have && sig_->pending.empty() && dones_.empty() && held_dones_.empty()) {
     // Nothing new: still commit side-channel rows, and refresh meta about once a second so a
     // reader can tell a live-but-idle process from a dead one.
     std::lock_guard<std::mutex> g(side_mu_);
@@ -1021,8 +1034,15 @@ void Writer::commit_batch(bool force_meta) {
     insert(r);
     have = queue_.pop(r);
   }
-  last_round_records_ = n;
   if (have && !failed()) insert(r);
+  last_round_records_ = n + dones_.size();
+  const bool last_round = force_meta || stop_.load();
+  std::vector<CompletionRec> retry;
+  retry.swap(held_dones_);
+  for (const CompletionRec& d : retry)
+    if (!failed()) complete(d, true);
+  for (const CompletionRec& d : dones_)
+    if (!failed()) complete(d, last_round);
   if (!failed()) retire_if_over_cap(int64_t(sig_->pending.size()));
   // At exit and on signals every op goes, parts or not: nothing stays behind in memory.
   if (!failed()) write_ready_ops(force_meta || stop_.load());
