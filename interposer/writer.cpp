@@ -542,8 +542,7 @@ bool Writer::write_stop_meta(StopReason why, const std::string& detail) {
   return false;
 }
 
-// Sleeps until woken (eventfd) or the commit interval passed.
-// Rounds start every kCommitIntervalMs, counted from the previous round's start, not its end:
+// Sleeps until woken (eventfd) or the next round is due. Rounds start every kCommitIntervalMs, counted from the previous round's start, not its end:
 // after a round that took most of the interval (a burst of records), the next one starts at
 // once instead of one more interval later, while the queue still has room; and after a round
 // that found the queue a quarter full, without waiting at all.
