@@ -2,7 +2,7 @@
 // (LD_PRELOAD=liblockstep.so). World size 1, driver API + NCCL, no PyTorch: the noise of a
 // Python framework (tens of µs per call, ±5 µs between processes) hides sub-µs costs.
 //
-//   nccl_call_overhead [--calls=20000] [--rounds=15] [--pause-ms=50] [--mode=plain|parts|primitives]
+//   nccl_call_overhead [--calls=20000] [--rounds=15] [--pause-ms=50] [--mode=plain|parts|profile|primitives|runtime]
 //
 // After every timed batch the program sleeps --pause-ms (untimed), so that the recorder's writer
 // thread drains the batch's rows: the timed calls are the steady state of a job that issues
@@ -13,6 +13,9 @@
 //             batch with each hot-path part switched off in turn, configurations alternating
 //             within every round. One JSON line per configuration ("full", "-stack", ...,
 //             "hooks only"); a part's cost is full minus "-part".
+// profile:    under the recorder only: as plain, the profile counters on over every timed batch
+//             (one "profile-plain" line: ns per call per part), with the LOCKSTEP_BENCH_OFF the
+//             process started with (e.g. "donerows": one configuration per process).
 // primitives: without the recorder: ncclAllReduce followed by one driver call the recorder
 //             makes per op (cuEventRecord of a pooled event, cuStreamGetCaptureInfo,
 //             cuCtxGetCurrent, cuStreamWriteValue32/64 to pinned host memory with and without
@@ -50,7 +53,8 @@ namespace {
 // Mirrors interposer/bench_knobs.h.
 const struct { const char* name; unsigned bit; } kParts[] = {
     {"stack", 1u << 1},  {"capture", 1u << 2}, {"clock", 1u << 3},    {"event", 1u << 4},
-    {"queue", 1u << 5},  {"watchdog", 1u << 6}, {"memop", 1u << 8}, {"covering", 1u << 14}};
+    {"queue", 1u << 5},  {"watchdog", 1u << 6}, {"memop", 1u << 8}, {"covering", 1u << 14},
+    {"eager", 1u << 16}, {"donerows", 1u << 17}};
 constexpr unsigned kOffRecorder = 1u << 0;
 
 // ns: per call until the stream drained (what the tables report); issue_ns: per call until
@@ -131,6 +135,41 @@ int main(int argc, char** argv) {
   const char* stacks = std::getenv("LOCKSTEP_STACKS");
   if (!stacks) stacks = recorded ? "default" : "";
 
+  // One JSON line of the recorder's profile counters (bench_knobs.h, kProfile must be on):
+  // TSC ticks per part over run(), per call. Nothing without the recorder's counters.
+  auto profile_line = [&](const char* mode_name, const std::function<void()>& settle,
+                          const std::function<void()>& run, int ncalls) {
+    using Counters = unsigned (*)(uint64_t*, unsigned);
+    auto counters = reinterpret_cast<Counters>(dlsym(RTLD_DEFAULT, "lockstep_bench_counters"));
+    if (!counters) {
+      run();
+      return;
+    }
+    const char* names[] = {"ops", "op_begin", "op_end", "stack_captures", "unwind", "unwind_frames",
+                           "python", "python_frames", "submit", "submits", "waits",
+                           "wait_rows", "completion", "event_record", "capture", "row_push"};
+    // The library says how many counters it keeps (an older one keeps fewer: those read 0);
+    // the TSC follows them.
+    const unsigned kN = std::min<unsigned>(counters(nullptr, 0), sizeof names / sizeof *names);
+    uint64_t a[sizeof names / sizeof *names + 1] = {}, b[sizeof names / sizeof *names + 1] = {};
+    settle();
+    counters(a, kN + 1);
+    auto t0 = std::chrono::steady_clock::now();
+    run();
+    counters(b, kN + 1);
+    double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+    double ghz = double(b[kN] - a[kN]) / ns;
+    const char* off = std::getenv("LOCKSTEP_BENCH_OFF");
+    std::printf("{\"mode\": \"%s\", \"stacks\": \"%s\", \"bench_off\": \"%s\", \"calls\": %d, \"tsc_ghz\": %.3f",
+                mode_name, stacks, off ? off : "", ncalls, ghz);
+    for (unsigned i = 0; i < kN; ++i) {
+      bool ticks = !strstr(names[i], "frames") && i != 0 && i != 3 && i != 9 && i != 10;
+      std::printf(", \"%s%s\": %.1f", names[i], ticks ? "_ns" : "",
+                  ticks ? double(b[i] - a[i]) / ghz / ncalls : double(b[i] - a[i]) / ncalls);
+    }
+    std::printf("}\n");
+  };
+
   if (mode == "plain") {
     Series s;
     for (int r = 0; r < rounds; ++r) s.add(time_ns(calls, [&] { batch(calls); }));
@@ -156,31 +195,25 @@ int main(int argc, char** argv) {
     set_off(0);
     for (auto& [label, mask] : configs) series[label].print("parts", label, stacks, calls);
     // The recorder's own counters (bench_knobs.h, kProfile): TSC ticks per part, per call.
-    using Counters = unsigned (*)(uint64_t*, unsigned);
-    if (auto counters = reinterpret_cast<Counters>(dlsym(RTLD_DEFAULT, "lockstep_bench_counters"))) {
-      const char* names[] = {"ops", "op_begin", "op_end", "stack_captures", "unwind", "unwind_frames",
-                             "python", "python_frames", "submit", "submits", "waits",
-                             "wait_rows", "completion", "event_record"};
-      constexpr unsigned kN = sizeof names / sizeof *names;
-      uint64_t a[kN + 1] = {}, b[kN + 1] = {};
-      set_off(1u << 12);
-      batch(500);
-      counters(a, kN + 1);
-      auto t0 = std::chrono::steady_clock::now();
-      batch(calls);
-      counters(b, kN + 1);
-      double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
-      set_off(0);
-      double ghz = double(b[kN] - a[kN]) / ns;
-      std::printf("{\"mode\": \"profile\", \"stacks\": \"%s\", \"calls\": %d, \"tsc_ghz\": %.3f",
-                  stacks, calls, ghz);
-      for (unsigned i = 0; i < kN; ++i) {
-        bool ticks = !strstr(names[i], "frames") && i != 0 && i != 3 && i != 9 && i != 10;
-        std::printf(", \"%s%s\": %.1f", names[i], ticks ? "_ns" : "", ticks ? double(b[i] - a[i]) / ghz / calls
-                                                                        : double(b[i] - a[i]) / calls);
-      }
-      std::printf("}\n");
+    set_off(1u << 12);
+    profile_line("profile", [&] { batch(500); }, [&] { batch(calls); }, calls);
+    set_off(0);
+  } else if (mode == "profile") {
+    // Under the recorder: as plain, with the profile counters on over every timed batch, and
+    // whatever LOCKSTEP_BENCH_OFF the process started with (one configuration per process).
+    auto set_off = reinterpret_cast<unsigned (*)(unsigned)>(dlsym(RTLD_DEFAULT, "lockstep_bench_set_off"));
+    if (!set_off) {
+      std::fprintf(stderr, "--mode=profile needs LD_PRELOAD=liblockstep.so with bench knobs\n");
+      return 2;
     }
+    const unsigned start_mask = set_off(0);
+    set_off(start_mask | 1u << 12);
+    Series s;
+    profile_line("profile-plain", [] {}, [&] {
+      for (int r = 0; r < rounds; ++r) s.add(time_ns(calls, [&] { batch(calls); }));
+    }, calls * rounds);
+    s.print("plain", stacks, stacks, calls);
+    set_off(start_mask);
   } else if (mode == "primitives") {
     void* host = nullptr;
     CHECK(cuMemHostAlloc(&host, 4096, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE));

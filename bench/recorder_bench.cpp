@@ -179,6 +179,14 @@ int main(int argc, char** argv) {
   g_dir = own_dir ? mkdtemp(tmpl) : getenv("LOCKSTEP_DIR");
   setenv("LOCKSTEP_DIR", g_dir.c_str(), 1);
 
+  // The trace holds millions of rows: do not leave it behind. Removed by an exit handler
+  // registered before the recorder starts (so it runs after the recorder's own, which makes the
+  // final commit): removing it from main() made that commit fail on an unlinked file
+  // (SQLITE_READONLY_DBMOVED), and the recorder said "recording stopped (read_only ...)".
+  if (own_dir) atexit([] {
+    std::string cmd = "rm -rf '" + g_dir + "'";
+    if (system(cmd.c_str()) != 0) fprintf(stderr, "recorder_bench: could not remove %s\n", g_dir.c_str());
+  });
   long rss_before = rss_kib();
   ncclUniqueId id;
   memset(&id, 1, sizeof id);
@@ -197,10 +205,5 @@ int main(int argc, char** argv) {
   printf("recorder memory: RSS %.1f MiB before the first NCCL call, %.1f MiB after the runs\n",
          rss_before / 1024.0, rss_kib() / 1024.0);
   report_trace();
-  if (own_dir) {
-    // The trace holds millions of rows: do not leave it behind.
-    std::string cmd = "rm -rf '" + g_dir + "'";
-    if (system(cmd.c_str()) != 0) fprintf(stderr, "recorder_bench: could not remove %s\n", g_dir.c_str());
-  }
   return 0;
 }

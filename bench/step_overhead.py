@@ -177,7 +177,7 @@ CONFIGS = {
 # BenchCounter order (bench_knobs.h); the TSC follows the last one.
 COUNTERS = ["ops", "op_begin_ticks", "op_end_ticks", "stacks", "unwind_ticks", "unwind_frames",
             "python_ticks", "python_frames", "submit_ticks", "submits", "waits", "wait_ticks",
-            "event_ticks", "event_record_ticks"]
+            "event_ticks", "event_record_ticks", "capture_ticks", "row_push_ticks"]
 
 
 def counters_reader(lib):

@@ -72,6 +72,7 @@ def profile_table(rows):
              ("unwind_ticks", "native unwind"), ("python_ticks", "Python frames"),
              ("submit_ticks", "stack hash/submit"), ("event_ticks", "completion"),
              ("event_record_ticks", "of which cuEventRecord"),
+             ("capture_ticks", "capture query"), ("row_push_ticks", "op row push"),
              ("wait_ticks", "runtime-call rows")]
     printed = False
     for label, pairs in rows.items():

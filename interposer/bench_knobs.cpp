@@ -15,7 +15,8 @@ bool parse_bench_off(const char* s, unsigned* mask) {
       {"watchdog", kOffWatchdog}, {"waits", kOffWaits}, {"memop", kOffMemop},
       {"python", kOffPython},     {"unwind", kOffUnwind}, {"pyguard", kOffPyGuard},
       {"profile", kProfile},      {"unwindcap", kOffUnwindCap},
-      {"covering", kOffCovering}};
+      {"covering", kOffCovering}, {"eager", kOffEagerWriter},
+      {"donerows", kOffDoneRows}};
   unsigned m = 0;
   std::string all(s ? s : "");
   if (all.empty()) {

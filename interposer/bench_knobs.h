@@ -26,6 +26,9 @@ enum BenchOff : unsigned {
   kProfile = 1u << 12,      // "profile": not a part; accumulates the counters below (rdtsc)
   kOffUnwindCap = 1u << 13, // "unwindcap": python mode unwinds every native frame (as before)
   kOffCovering = 1u << 14,  // "covering": LOCKSTEP_COMPLETION=covering records an event per op
+  // 1u << 15 was "prefetch" (removed: the queues no longer prefetch; cost session 6)
+  kOffEagerWriter = 1u << 16,  // "eager": the writer sleeps a full interval after every round
+  kOffDoneRows = 1u << 17,  // "donerows": the watchdog pushes no completion rows
 };
 
 // Where the hot path's time goes, summed over every thread while kProfile is set (ticks of
@@ -45,6 +48,8 @@ enum BenchCounter : unsigned {
   kCntWaitTicks,     // their recorder work (call index, clock, row)
   kCntEventTicks,    // op_end's completion tracking (context query, event record, handoff)
   kCntEventRecordTicks,  // of which the driver's cuEventRecord
+  kCntCaptureTicks,  // op_begin's stream capture query (cuStreamGetCaptureInfo)
+  kCntRowPushTicks,  // op_end's op row into the writer's queue
   kCntCount
 };
 extern std::atomic<uint64_t> g_bench_counters[kCntCount];

@@ -3,7 +3,8 @@
 // counts the drop. One consumer (the writer thread) pops. A push may copy only a prefix of the
 // value (a short record of a tagged union): the producer then writes fewer cache lines, each
 // last read by the consumer's core. (64-byte-aligned cells were tried: +3.7 MiB of RSS, no
-// gain resolved on the H200; docs/gpu-results.md, cost session 4.)
+// gain resolved on the H200; docs/gpu-results.md, cost session 4. Prefetching the next cell for
+// writing made a push ~20 ns dearer there: cost session 6.)
 #pragma once
 
 #include <atomic>

@@ -18,14 +18,21 @@
 namespace lockstep::rec {
 
 namespace {
-// Covering mode: the issuing thread's last stream (one lookup per op, no lock).
+// Covering mode: the issuing thread's last few streams (no lock on a hit). A thread that
+// alternates between streams (one per process group) would take covers_'s mutex on every op
+// with one entry.
 struct ThreadCover {
   const void* owner;
   void* stream;
   void* ctx;
   CoverStream* cover;
 };
-__attribute__((tls_model("initial-exec"))) thread_local ThreadCover t_cover;
+struct ThreadCovers {
+  static constexpr unsigned kEntries = 4;
+  ThreadCover e[kEntries];
+  unsigned next;  // the entry replaced on the next miss (round robin)
+};
+__attribute__((tls_model("initial-exec"))) thread_local ThreadCovers t_covers;
 __attribute__((tls_model("initial-exec"))) thread_local uint64_t t_cover_thread;
 std::atomic<uint64_t> g_cover_threads{0};
 uint64_t cover_thread() {
@@ -139,14 +146,20 @@ CoverStream* Completion::cover_stream(void* stream, void* ctx) {
   return c;
 }
 
+CoverStream* Completion::cached_cover_stream(void* stream, void* ctx) {
+  ThreadCovers& tc = t_covers;
+  for (const ThreadCover& e : tc.e)
+    if (e.owner == this && e.stream == stream && e.ctx == ctx) return e.cover;
+  ThreadCover& slot = tc.e[tc.next++ % ThreadCovers::kEntries];
+  slot = {this, stream, ctx, cover_stream(stream, ctx)};
+  return slot.cover;
+}
+
 bool Completion::track_covering(void* stream, const InFlightOp& op, int64_t enqueued_mono) {
   const bool default_stream = reinterpret_cast<uintptr_t>(stream) <= 2;
   void* ctx = nullptr;
   if (default_stream && drv_->ctx_get_current) drv_->ctx_get_current(&ctx);
-  ThreadCover& tc = t_cover;
-  if (tc.owner != this || tc.stream != stream || tc.ctx != ctx)
-    tc = {this, stream, ctx, cover_stream(stream, ctx)};
-  CoverStream* cover = tc.cover;
+  CoverStream* cover = cached_cover_stream(stream, ctx);
   Signal sig;
   void* ev_ctx = nullptr;
   // Races between threads issuing on one stream only move where the next event lands.
@@ -199,9 +212,7 @@ void Completion::synced(void* stream, bool device) {
     m.sync = 1;
     void* ctx = nullptr;
     if (reinterpret_cast<uintptr_t>(stream) <= 2 && drv_->ctx_get_current) drv_->ctx_get_current(&ctx);
-    ThreadCover& tc = t_cover;
-    m.cover = tc.owner == this && tc.stream == stream && tc.ctx == ctx ? tc.cover
-                                                                       : cover_stream(stream, ctx);
+    m.cover = cached_cover_stream(stream, ctx);
   }
   if (!incoming_.push(m)) {
     std::lock_guard<std::mutex> g(mu_);
@@ -363,7 +374,7 @@ void Completion::poll_once(int64_t now) {
       Record r;
       r.kind = RecKind::Completion;
       r.done = {e.op.call_index, now};
-      writer_->push(r);
+      if (!(bench_off() & kOffDoneRows)) writer_->push(r);
       if (e.signal.event) released.emplace_back(e.ctx, e.signal.event);
       q.pop_front();
       n_in_flight_--;

@@ -88,6 +88,7 @@ class Completion {
   void add_sync(const Entry& marker);
   bool track_covering(void* stream, const InFlightOp& op, int64_t enqueued_mono);
   CoverStream* cover_stream(void* stream, void* ctx);  // slow path: under mu_
+  CoverStream* cached_cover_stream(void* stream, void* ctx);  // the thread's cache, then the above
   void start_watchdog();
   void watchdog();
   void take_incoming();

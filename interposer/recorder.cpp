@@ -244,16 +244,20 @@ void emit_op(Recorder* r, CommState* c, void* handle, OpRec& o, int rc, bool sim
     o.state = OpState::Enqueued;
     o.seq = c->next_seq.fetch_add(1, std::memory_order_relaxed);
   }
+  const unsigned off = bench_off();
   Record rec;
   rec.kind = RecKind::Op;
   rec.op = o;
-  if (!(bench_off() & kOffQueue)) r->writer->push(rec);
+  if (!(off & kOffQueue)) {
+    const uint64_t p0 = (off & kProfile) ? bench_ticks() : 0;
+    r->writer->push(rec);
+    if (off & kProfile) bench_count(kCntRowPushTicks, bench_ticks() - p0);
+  }
   if (o.state == OpState::Captured) {
     std::lock_guard<std::mutex> g(r->graph_mu);
     if (o.capture_id) r->by_capture[o.capture_id].push_back({o, c});
     else r->by_graph[o.graph_id].push_back({o, c});
   }
-  const unsigned off = bench_off();
   if (o.state != OpState::Enqueued || (off & kOffEvent)) return;
   const uint64_t t0 = (off & kProfile) ? bench_ticks() : 0;
   InFlightOp in_flight{o.call_index, c->hash, o.seq, o.count, o.op};
@@ -332,7 +336,11 @@ OpToken op_begin(const OpDesc& d) noexcept {
   if (!t.grouped) t.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
   // A group's row carries the stack of its first call: later calls need none.
   if (!t.grouped || ts.parts.empty()) t.stack_hash = stack_for(r, ts, off);
-  if (!(off & kOffCapture)) t.capture = r->completion->capture_state(d.stream);
+  if (!(off & kOffCapture)) {
+    const uint64_t c0 = (off & kProfile) ? bench_ticks() : 0;
+    t.capture = r->completion->capture_state(d.stream);
+    if (off & kProfile) bench_count(kCntCaptureTicks, bench_ticks() - c0);
+  }
   if (off & kProfile) {
     bench_count(kCntOpBeginTicks, bench_ticks() - t0);
     bench_count(kCntOps, 1);

@@ -239,6 +239,7 @@ struct Writer::SigState {
   // The parts of captured grouped ops: their graph launches run the same parts.
   std::unordered_map<int64_t, std::vector<PartRec>> captured_parts;
   std::vector<PendingOp> pending;
+  std::vector<PendingOp> pending_next;  // write_ready_ops's scratch (its buffer is reused)
   // Ops arrive almost in call_index order: while they do, a binary search finds one; after one
   // out of order, a hash index (built on the next lookup) does.
   bool pending_sorted = true;
@@ -292,7 +293,7 @@ struct Writer::SigState {
   }
 };
 
-Writer::Writer() : queue_(kQueueRecords) {}
+Writer::Writer() : queue_(kQueueRecords), done_queue_(kDoneQueueRecords) {}
 
 // A result code of the trace file: SQLITE_DONE/OK/ROW are success; SQLITE_CONSTRAINT too (a
 // duplicate row is not worth stopping the recording for). Anything else stops the recording
@@ -560,13 +561,23 @@ bool Writer::write_stop_meta(StopReason why, const std::string& detail) {
   return false;
 }
 
-// Sleeps until woken (eventfd) or the commit interval passed.
+// Sleeps until woken (eventfd) or the next round is due. Rounds start every kCommitIntervalMs, counted from the previous round's start, not its end:
+// after a round that took most of the interval (a burst of records), the next one starts at
+// once instead of one more interval later, while the queue still has room; and after a round
+// that found the queue a quarter full, without waiting at all.
 void Writer::wait_for_wake() {
+  const int64_t due = last_round_start_ + int64_t(kCommitIntervalMs) * 1000000;
+  const int64_t now = mono_ns();
+  int timeout_ms = now >= due ? 0 : int((due - now + 999999) / 1000000);
+  if (last_round_records_ >= queue_.capacity() / 4) timeout_ms = 0;
+  last_round_records_ = 0;  // set again only by a round that takes records
+  if (bench_off() & kOffEagerWriter) timeout_ms = kCommitIntervalMs;  // as before (benchmarking)
   pollfd p{wake_fd_, POLLIN, 0};
-  poll(&p, 1, kCommitIntervalMs);
+  poll(&p, 1, timeout_ms);
   uint64_t drained;
   ssize_t ignored = read(wake_fd_, &drained, sizeof drained);
   (void)ignored;
+  last_round_start_ = mono_ns();
 }
 
 // A round is over: flush() callers up to flush_target return, a signal handler waiting for it
@@ -842,7 +853,9 @@ void Writer::absorb_late_op(int64_t comm_id, int64_t seq, bool collective, uint6
 // dropped (queue full) goes after two batch ends without them.
 void Writer::write_ready_ops(bool force) {
   std::vector<PendingOp>& pending = sig_->pending;
-  std::vector<PendingOp> waiting;
+  // The two lists trade buffers every batch, each keeping its capacity: no regrowth per batch.
+  std::vector<PendingOp>& waiting = sig_->pending_next;
+  waiting.clear();
   for (PendingOp& p : pending) {
     if (failed()) return;
     if (force || p.ready() || p.waited >= 2) {
@@ -854,6 +867,7 @@ void Writer::write_ready_ops(bool force) {
     }
   }
   pending.swap(waiting);
+  waiting.clear();
   sig_->pending_sorted = true;
   for (size_t i = 1; i < pending.size(); ++i)
     if (pending[i].rec.call_index <= pending[i - 1].rec.call_index) sig_->pending_sorted = false;
@@ -898,18 +912,9 @@ void Writer::insert(const Record& r) {
                  a.mono);
       break;
     }
-    case RecKind::Completion: {
-      if (PendingOp* p = sig_->find_pending(r.done.call_index)) {
-        p->completed = true;
-        p->complete_mono = r.done.mono;
-        return;
-      }
-      bool found = false;
-      rc = t.complete(r.done.call_index, r.done.mono, &found);
-      // Its op row is not there: its record was dropped, or the size cap retired it.
-      if (rc == SQLITE_DONE && !found) ++sig_->orphan_completions;
-      break;
-    }
+    case RecKind::Completion:  // (not through the record queue: Writer::push)
+      complete(r.done, true);
+      return;
     case RecKind::GraphLaunch: {
       const GraphLaunchRec& g = r.launch;
       rc = t.graph_launch(g.call_index, g.exec, g.graph, g.stream, g.mono);
@@ -930,6 +935,24 @@ void Writer::insert(const Record& r) {
     }
   }
   ok(rc, "insert");
+}
+
+// A completion row: marks its op while the op waits to be written, else updates its row. One
+// that finds neither is tried again next round (last_try false: its op's record may still be in
+// the record queue, behind a push in progress or past the round's bound), then counted: its op's
+// record was dropped, or the size cap retired it.
+void Writer::complete(const CompletionRec& d, bool last_try) {
+  if (PendingOp* p = sig_->find_pending(d.call_index)) {
+    p->completed = true;
+    p->complete_mono = d.mono;
+    return;
+  }
+  bool found = false;
+  const int rc = tables_.complete(d.call_index, d.mono, &found);
+  if (!ok(rc, "insert")) return;
+  if (found) return;
+  if (last_try) ++sig_->orphan_completions;
+  else held_dones_.push_back(d);
 }
 
 // The size cap: when the pages in use pass the high-water mark, the oldest op rows go, in one
@@ -1003,9 +1026,13 @@ void Writer::retire_if_over_cap(int64_t incoming) {
 }
 
 void Writer::commit_batch(bool force_meta) {
+  // Completion rows first: each one's op record was pushed before it, so it is among the
+  // records taken below or (see complete()) in a later round.
+  dones_.clear();
+  for (CompletionRec d; dones_.size() < 200000 && done_queue_.pop(d);) dones_.push_back(d);
   Record r;
   bool have = queue_.pop(r);
-  if (!have && sig_->pending.empty()) {
+  if (!have && sig_->pending.empty() && dones_.empty() && held_dones_.empty()) {
     // Nothing new: still commit side-channel rows, and refresh meta about once a second so a
     // reader can tell a live-but-idle process from a dead one.
     std::lock_guard<std::mutex> g(side_mu_);
@@ -1026,6 +1053,14 @@ void Writer::commit_batch(bool force_meta) {
     have = queue_.pop(r);
   }
   if (have && !failed()) insert(r);
+  last_round_records_ = n + dones_.size();
+  const bool last_round = force_meta || stop_.load();
+  std::vector<CompletionRec> retry;
+  retry.swap(held_dones_);
+  for (const CompletionRec& d : retry)
+    if (!failed()) complete(d, true);
+  for (const CompletionRec& d : dones_)
+    if (!failed()) complete(d, last_round);
   if (!failed()) retire_if_over_cap(int64_t(sig_->pending.size()));
   // At exit and on signals every op goes, parts or not: nothing stays behind in memory.
   if (!failed()) write_ready_ops(force_meta || stop_.load());

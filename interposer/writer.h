@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_knobs.h"
 #include "bounded_queue.h"
 #include "trace_file.h"
 #include "process_info.h"
@@ -30,6 +31,7 @@ using lockstep::PyFrameRaw;
 
 inline constexpr int kCommitIntervalMs = 50;
 inline constexpr size_t kQueueRecords = 1 << 16;  // ~10 MiB of slots: the memory bound
+inline constexpr size_t kDoneQueueRecords = 1 << 16;  // completion rows: 1.5 MiB
 
 // The bytes of r a push copies: its tag and the union member the tag names.
 inline size_t record_bytes(const Record& r) {
@@ -99,9 +101,13 @@ class Writer {
 
   void start();  // the writer thread
 
-  // Hot path: never blocks; a refused record is counted in meta dropped_records.
+  // Hot path: never blocks; a refused record is counted in meta dropped_records. Completion
+  // rows (pushed by the watchdog) have a queue of their own: sharing one with the issuing
+  // threads made each op push ~50 ns dearer on the H200 (the tail and neighbouring cells
+  // bouncing between two cores; docs/gpu-results.md, cost session 6).
   void push(const Record& r) {
-    if (!queue_.push(r, record_bytes(r))) dropped_.fetch_add(1, std::memory_order_relaxed);
+    const bool ok = r.kind == RecKind::Completion ? done_queue_.push(r.done) : queue_.push(r, record_bytes(r));
+    if (!ok) dropped_.fetch_add(1, std::memory_order_relaxed);
   }
 
   // Rare events (a stack seen for the first time, meta updates, hang markers): mutex-guarded.
@@ -138,6 +144,7 @@ class Writer {
   void commit_batch(bool force_meta);
   bool commit();
   void insert(const Record& r);
+  void complete(const CompletionRec& d, bool last_try);
   void write_ready_ops(bool force);
   struct PendingOp;
   void write_op(PendingOp& p);
@@ -169,6 +176,7 @@ class Writer {
   bool page_size_grown_ = false;
 
   BoundedQueue<Record> queue_;
+  BoundedQueue<CompletionRec> done_queue_;
   std::atomic<uint64_t> dropped_{0};
   std::atomic<bool> failed_{false};
   std::atomic<bool> stop_{false};
@@ -205,6 +213,10 @@ class Writer {
   std::unordered_map<uint64_t, int64_t> stack_ids_;
   std::unordered_map<int, std::string> thread_names_;
   int64_t last_meta_mono_ = 0;
+  int64_t last_round_start_ = 0;     // wait_for_wake: when the current round began
+  size_t last_round_records_ = 0;    // records the last commit_batch took from the queues
+  std::vector<CompletionRec> dones_;  // commit_batch: completion rows taken this round
+  std::vector<CompletionRec> held_dones_;  // found no op last round: tried once more
   uint64_t last_dropped_ = 0;
 };
 

@@ -106,6 +106,39 @@ TEST(CoveringCompletion, at_exit_only_the_uncovered_tail_lacks_rows_and_it_is_sh
   for (int rank = 0; rank < 2; rank++) EXPECT_EQ(uncompleted(Trace(job.by_rank[rank])), "") << rank;
 }
 
+// One thread alternating over more streams than it keeps cached (completion.cpp
+// ThreadCovers): each stream is its own FIFO. Without the synchronize markers, each stream's
+// completed ops are a prefix of that stream's ops (in call order) and fewer than `window` of
+// them lack a row; with them, every op completes.
+TEST(CoveringCompletion, a_thread_alternating_over_many_streams_keeps_each_streams_order) {
+  const std::string q_per_stream =
+      "SELECT stream, count(*), sum(c.call_index IS NOT NULL), "
+      "ifnull(max(CASE WHEN c.call_index IS NOT NULL THEN o.call_index END), 0), "
+      "ifnull(min(CASE WHEN c.call_index IS NULL THEN o.call_index END), 9223372036854775807) "
+      "FROM ops o LEFT JOIN completions c USING(call_index) WHERE o.seq IS NOT NULL GROUP BY stream";
+  for (int nstreams : {6, 11}) {
+    Job job(PROGRAM_PATH, {"streams", std::to_string(nstreams), "660"},
+            {{"LOCKSTEP_BENCH_OFF", "waits"}, {"LOCKSTEP_COMPLETION_WINDOW", "8"}});
+    ASSERT_EQ(job.result.exit_code, 0) << job.describe();
+    ASSERT_EQ(job.by_rank.size(), 2u) << job.describe();
+    for (int rank = 0; rank < 2; rank++) {
+      Trace t(job.by_rank[rank]);
+      auto rows = t.rows(q_per_stream);
+      ASSERT_EQ(rows.size(), size_t(nstreams)) << "rank " << rank;
+      for (const auto& row : rows) {
+        const int64_t ops = std::stoll(row[1]), done = std::stoll(row[2]);
+        EXPECT_EQ(ops, 660 / nstreams) << "rank " << rank << " stream " << row[0];
+        EXPECT_GT(done, ops - 8) << "rank " << rank << " stream " << row[0] << ": at most window-1 uncovered";
+        EXPECT_LT(std::stoll(row[3]), std::stoll(row[4]))
+            << "rank " << rank << " stream " << row[0] << ": an op completed after one that did not";
+      }
+    }
+    Job synced(PROGRAM_PATH, {"streams", std::to_string(nstreams), "660"}, {});
+    ASSERT_EQ(synced.by_rank.size(), 2u) << synced.describe();
+    for (int rank = 0; rank < 2; rank++) EXPECT_EQ(uncompleted(Trace(synced.by_rank[rank])), "") << rank;
+  }
+}
+
 // A sync before the divergent op completes everything before it, so the hang is named
 // exactly, as with per-op events.
 TEST(CoveringCompletion, a_hang_after_a_synchronize_is_named_exactly) {

@@ -1,7 +1,7 @@
 // One rank of a multi-rank program run by lockstep-launch on the CPU NCCL fixture, under the
 // recorder (recorder_fixture_test.cpp checks the traces). Uses the CUDA runtime for memory and
 // streams, as PyTorch does, so the runtime hooks are exercised too.
-//   recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|write_file BYTES DIR
+//   recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|streams [S N]|write_file BYTES DIR
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -169,6 +169,20 @@ int scenario_many(int n) {
   return 0;
 }
 
+// One thread issuing round robin on `nstreams` streams (more than a thread's cached streams in
+// covering mode), each stream synchronized at the end.
+int scenario_streams(int nstreams, int n) {
+  Rank r = setup();
+  std::vector<cudaStream_t> streams(size_t(nstreams > 0 ? nstreams : 1));
+  for (auto& s : streams) CHECK(cudaStreamCreate(&s));
+  for (int i = 0; i < n; i++)
+    CHECK(ncclAllReduce(r.buf, r.buf, 64, ncclFloat32, ncclSum, r.world, streams[size_t(i) % streams.size()]));
+  for (auto& s : streams) CHECK(cudaStreamSynchronize(s));
+  CHECK(ncclCommDestroy(r.world));
+  printf("rank %d: %d all-reduces on %zu streams done\n", r.rank, n, streams.size());
+  return 0;
+}
+
 // The program itself writes `bytes` to a file (after some ops): past RLIMIT_FSIZE it must get
 // SIGXFSZ with or without the recorder.
 int scenario_write_file(long bytes, const char* dir) {
@@ -197,11 +211,12 @@ int main(int argc, char** argv) {
     if (s == "nonblocking") return scenario_nonblocking();
     if (s == "diverge") return scenario_diverge(argc > 2 ? atoi(argv[2]) : 20);
     if (s == "many") return scenario_many(argc > 2 ? atoi(argv[2]) : 1000);
+    if (s == "streams") return scenario_streams(argc > 2 ? atoi(argv[2]) : 6, argc > 3 ? atoi(argv[3]) : 600);
     if (s == "write_file" && argc > 3) return scenario_write_file(atol(argv[2]), argv[3]);
   } catch (const std::exception& e) {
     fprintf(stderr, "rank program: %s\n", e.what());
     return 2;
   }
-  fprintf(stderr, "usage: recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|write_file BYTES DIR\n");
+  fprintf(stderr, "usage: recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|streams [S N]|write_file BYTES DIR\n");
   return 1;
 }
