@@ -509,9 +509,12 @@ TEST(Recorder, sigusr1_flushes_without_stopping_the_program) {
   Child c({PROBE_PATH, "ops_then_wait", "100"}, recorder_env(dir.path));
   ASSERT_TRUE(c.wait_for_output("ready", 15));
   c.signal(SIGUSR1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
   auto files = trace_files(dir.path);
   ASSERT_EQ(files.size(), 1u);
+  // The flush is asynchronous to this test (the writer thread commits, the handler waits for it):
+  // poll for its marker instead of assuming a latency, which a loaded machine does not keep.
+  for (int i = 0; i < 200 && Trace(files[0]).meta("exit_reason") != "SIGUSR1"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   {
     Trace t(files[0]);
     EXPECT_EQ(t.meta("exit_reason"), "SIGUSR1") << "the flush it asked for was committed";
