@@ -1,5 +1,7 @@
 #include "dump.h"
 
+#include "text_escape.h"
+
 #include <map>
 
 #include "json_reader.h"
@@ -14,38 +16,6 @@ Format sniff(std::string_view head) {
     return c == '{' ? Format::kJson : Format::kNone;
   }
   return Format::kNone;
-}
-
-std::string printable(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (size_t k = 0; k < s.size();) {
-    unsigned char c = static_cast<unsigned char>(s[k]);
-    if (c < 0x80) {
-      out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
-      ++k;
-      continue;
-    }
-    // Well-formed UTF-8 only (RFC 3629): no lead byte above 0xf4, no overlong form (an
-    // overlong ESC or CSI must not reach a lenient terminal), no surrogate, nothing past U+10FFFF.
-    size_t n = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
-    bool ok = n > 0 && k + n <= s.size();
-    for (size_t j = 1; ok && j < n; ++j) ok = (static_cast<unsigned char>(s[k + j]) & 0xc0) == 0x80;
-    const unsigned char c1 = ok ? static_cast<unsigned char>(s[k + 1]) : 0;
-    if (ok && ((c == 0xe0 && c1 < 0xa0) || (c == 0xed && c1 >= 0xa0) || (c == 0xf0 && c1 < 0x90) ||
-               (c == 0xf4 && c1 >= 0x90)))
-      ok = false;
-    // C1 controls (U+0080..U+009F) are terminal escapes too.
-    if (ok && n == 2 && c == 0xc2 && c1 < 0xa0) ok = false;
-    if (ok) {
-      out.append(s.substr(k, n));
-      k += n;
-    } else {
-      out += '?';
-      ++k;
-    }
-  }
-  return out;
 }
 
 bool looks_like_dump(const Document& doc) {

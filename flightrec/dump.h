@@ -2,6 +2,8 @@
 // (torch/csrc/distributed/c10d/FlightRecorderDetail.hpp), checked field by field.
 #pragma once
 
+#include "text_escape.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -76,7 +78,8 @@ FrDump read_dump(std::string_view bytes, const std::string& path, const Limits& 
 // ignore such files instead of listing them as unreadable.
 bool looks_like_dump(const Document& doc);
 
-// Printable text for reports: control characters and invalid UTF-8 become '?'.
-std::string printable(std::string_view s);
+// Every string a dump brings is made printable with lockstep::printable (schema/text_escape.h,
+// the one escaper): control characters and invalid UTF-8 become visible escapes.
+using lockstep::printable;
 
 }  // namespace lockstep::flightrec

@@ -18,15 +18,16 @@ TEST(ReviewFlightrec, printable_keeps_well_formed_text) {
 }
 
 TEST(ReviewFlightrec, printable_replaces_controls_and_malformed_utf8) {
-  EXPECT_EQ(printable("a\x1b[31mb"), "a?[31mb");
-  EXPECT_EQ(printable("a\xc2\x9b" "31mb"), "a??31mb");           // C1 CSI
-  EXPECT_EQ(printable("a\xe0\x80\x9b[31mb"), "a???[31mb");        // overlong ESC
-  EXPECT_EQ(printable("a\xe0\x82\x9b" "31mb"), "a???31mb");       // overlong CSI (U+009B)
-  EXPECT_EQ(printable("a\xf0\x80\x80\x9b[31mb"), "a????[31mb");   // 4-byte overlong ESC
-  EXPECT_EQ(printable("a\xed\xa0\x80z"), "a???z");                 // surrogate U+D800
-  EXPECT_EQ(printable("a\xf4\x90\x80\x80z"), "a????z");            // past U+10FFFF
-  EXPECT_EQ(printable("a\xf8\x80\x80z"), "a???z");                 // 0xf8 is no lead byte
-  EXPECT_EQ(printable("a\xff\xbf\xbfz"), "a???z");
+  // Since 2026-12-02 flightrec uses the one escaper (schema/text_escape.h): visible escapes.
+  EXPECT_EQ(printable("a\x1b[31mb"), "a\\x1b[31mb");
+  EXPECT_EQ(printable("a\xc2\x9b" "31mb"), "a\\u009b31mb");                      // C1 CSI
+  EXPECT_EQ(printable("a\xe0\x80\x9b[31mb"), "a\\xe0\\x80\\x9b[31mb");           // overlong ESC
+  EXPECT_EQ(printable("a\xe0\x82\x9b" "31mb"), "a\\xe0\\x82\\x9b31mb");          // overlong CSI (U+009B)
+  EXPECT_EQ(printable("a\xf0\x80\x80\x9b[31mb"), "a\\xf0\\x80\\x80\\x9b[31mb");  // 4-byte overlong ESC
+  EXPECT_EQ(printable("a\xed\xa0\x80z"), "a\\xed\\xa0\\x80z");                   // surrogate U+D800
+  EXPECT_EQ(printable("a\xf4\x90\x80\x80z"), "a\\xf4\\x90\\x80\\x80z");          // past U+10FFFF
+  EXPECT_EQ(printable("a\xf8\x80\x80z"), "a\\xf8\\x80\\x80z");                   // 0xf8 is no lead byte
+  EXPECT_EQ(printable("a\xff\xbf\xbfz"), "a\\xff\\xbf\\xbfz");
 }
 
 }  // namespace
