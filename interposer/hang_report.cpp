@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -145,10 +146,10 @@ bool spawn_detached(SpawnRequest& req) {
   munmap(stack, kStack);
   close(req.status_pipe[1]);
   if (req.error == 0) {  // the analyzer exec'd (EOF) or says why it could not
+    // Bounded: a child another thread forked meanwhile may hold the write end open.
+    pollfd p{req.status_pipe[0], POLLIN, 0};
     int e = 0;
-    ssize_t n;
-    do n = read(req.status_pipe[0], &e, sizeof e); while (n < 0 && errno == EINTR);
-    if (n == ssize_t(sizeof e)) req.error = e;
+    if (poll(&p, 1, 2000) > 0 && read(req.status_pipe[0], &e, sizeof e) == ssize_t(sizeof e)) req.error = e;
   }
   close(req.status_pipe[0]);
   return req.error == 0;
