@@ -23,7 +23,7 @@ run() {  # run NAME ARGS...: lockstep ARGS > NAME.out 2> NAME.err, sets rc
   local name=$1; shift
   "$ls_bin" "$@" >"$work/$name.out" 2>"$work/$name.err"
   rc=$?
-  echo "--- lockstep $* (rc=$rc)"; cat "$work/$name.out" "$work/$name.err" | head -40
+  echo "--- lockstep $* (rc=$rc)"; cat -v "$work/$name.out" "$work/$name.err" | head -40
 }
 has() { grep -qF -- "$2" "$work/$1.out" "$work/$1.err"; }
 hasnt() { ! grep -qF -- "$2" "$work/$1.out" "$work/$1.err"; }
@@ -153,6 +153,18 @@ import sqlite3,glob
 print(sum(sqlite3.connect(f).execute(\"select value from meta where key='exit_reason'\").fetchone()[0]=='SIGXFSZ' for f in glob.glob('$work/t/*.lockstep.sqlite')))")" = 2 ]
   expect "text names the signal the ranks died of" has a "SIGXFSZ"
   expect "text is not a bare 'clean'" hasnt a "lockstep: clean:"
+  ;;
+
+# F25: a file name with terminal escapes reaches the terminal raw through doctor.
+f25_doctor_escapes_file_names)
+  mkdir -p "$work/e"
+  python3 -c "import sqlite3; c=sqlite3.connect('$work/e/x.lockstep.sqlite'); c.execute('create table foo(a)'); c.commit()"
+  mv "$work/e/x.lockstep.sqlite" "$work/e/evil$(printf '\033')[31mRED$(printf '\007')x.lockstep.sqlite"
+  run d doctor "$work/e"
+  expect "doctor prints no raw ESC" bash -c "! grep -qa \$'\\x1b' '$work/d.out' '$work/d.err'"
+  expect "doctor prints no raw BEL" bash -c "! grep -qa \$'\\x07' '$work/d.out' '$work/d.err'"
+  run a analyze "$work/e"
+  expect "premise: analyze escapes it (no raw ESC)" bash -c "! grep -qa \$'\\x1b' '$work/a.out' '$work/a.err'"
   ;;
 
 *) echo "unknown case $case_name"; exit 2 ;;
