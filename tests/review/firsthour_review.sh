@@ -167,6 +167,21 @@ f25_doctor_escapes_file_names)
   expect "premise: analyze escapes it (no raw ESC)" bash -c "! grep -qa \$'\\x1b' '$work/a.out' '$work/a.err'"
   ;;
 
+# F26: capped runs: check --baseline says "matches" over a window holding the divergence.
+f26_baseline_does_not_match_over_a_divergence)
+  "$ls_bin" run -o "$work/fixed" --max-mb 1 -- lockstep-launch -n 2 --quiet --timeout 60 -- \
+    seed_deadlock --fixed --steps 250 --diverge-at 40002 >/dev/null 2>&1
+  "$ls_bin" run -o "$work/broken" --max-mb 1 -- lockstep-launch -n 2 --quiet --timeout 5 -- \
+    seed_deadlock --steps 250 --diverge-at 40002 >/dev/null 2>&1
+  run w check "$work/fixed" --write-baseline "$work/fixed.baseline"
+  expect "premise: baseline written from the fixed run (rc=$rc)" [ "$rc" = 0 ]
+  run c check "$work/broken" --baseline "$work/fixed.baseline"
+  expect "premise: exit 1, divergence at seq 40002 (rc=$rc)" [ "$rc" = 1 ]
+  expect "premise: the compared window includes #40002" grep -q "compared #[0-9]*\.\.#40002" "$work/c.out"
+  expect "no 'schedule matches baseline' over a window where rank 1 differs from it" \
+    hasnt c "schedule matches baseline"
+  ;;
+
 *) echo "unknown case $case_name"; exit 2 ;;
 esac
 echo "$fails failure(s)"
