@@ -182,6 +182,22 @@ f26_baseline_does_not_match_over_a_divergence)
     hasnt c "schedule matches baseline"
   ;;
 
+# F27: the communicator label a HANG line prints is not accepted by --comm.
+f27_hang_line_comm_label_is_a_valid_selector)
+  "$ls_bin" run -o "$work/t" -- lockstep-launch -n 2 --quiet --timeout 4 -- graph_alltoall --invert-at 2 >/dev/null 2>&1
+  run a analyze "$work/t"
+  expect "premise: exit 1 (rc=$rc)" [ "$rc" = 1 ]
+  label=$(grep -o "rank 1: blocked in all_reduce on comm [^ ]* seq 2" "$work/a.out" | sed 's/.* on comm \([^ ]*\) seq 2/\1/')
+  expect "premise: the HANG line names rank 1's communicator ('$label')" [ -n "$label" ]
+  run s stacks "$work/t" --comm "$label" --seq 2
+  expect "stacks --comm '$label' --seq 2 works (rc=$rc)" [ "$rc" = 0 ]
+  run o ops "$work/t" --rank 1 --around 2 --comm "$label"
+  expect "ops --rank 1 --around 2 --comm '$label' works (rc=$rc)" [ "$rc" = 0 ]
+  run x timeline "$work/t" --text --comm "$label"
+  expect "timeline --text --comm '$label' works (rc=$rc)" [ "$rc" = 0 ]
+  expect "timeline's error has no literal \\n" hasnt x '\n'
+  ;;
+
 *) echo "unknown case $case_name"; exit 2 ;;
 esac
 echo "$fails failure(s)"
