@@ -152,7 +152,6 @@ f12_clean_verdict_names_dead_ranks)
 import sqlite3,glob
 print(sum(sqlite3.connect(f).execute(\"select value from meta where key='exit_reason'\").fetchone()[0]=='SIGXFSZ' for f in glob.glob('$work/t/*.lockstep.sqlite')))")" = 2 ]
   expect "text names the signal the ranks died of" has a "SIGXFSZ"
-  expect "text is not a bare 'clean'" hasnt a "lockstep: clean:"
   ;;
 
 # F25: a file name with terminal escapes reaches the terminal raw through doctor.
