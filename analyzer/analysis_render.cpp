@@ -100,7 +100,19 @@ std::string summary_line(const Analysis& a) {
          << rank_ranges(r) << " behind their peers";
       return os.str();
     }
-    os << "clean: " << counts << "; ranks agree, no order inversion, no hang";
+    // Ranks that agree can still be stuck alone (a 1-rank communicator, a GPU that never
+    // finished: torch's watchdog dump) or dead of a signal before any disagreement: named here,
+    // since "no hang" would read as "nothing wrong".
+    std::string stuck;
+    for (const RankGroup& g : a.hang.groups) {
+      const RankStatus st = a.hang.ranks[g.procs.front()].status;
+      if (st != RankStatus::kBlocked && st != RankStatus::kDead) continue;
+      if (a.hang.ranks[g.procs.front()].live) continue;  // in flight in a running job: normal
+      auto r = ranks_of(s, g.procs);
+      stuck += std::string(stuck.empty() ? "" : "; ") + "rank" + (r.size() > 1 ? "s " : " ") + rank_ranges(r) + ": " + g.summary;
+    }
+    os << "clean: " << counts << "; ranks agree, no order inversion, "
+       << (stuck.empty() ? "no hang" : "no rank waits for another, but " + printable(stuck));
     if (!a.live.empty()) os << " (so far: " << plural(a.live.size(), "process", "processes") << " still running)";
     std::string note = window_note(a);
     if (!note.empty()) os << "; " << note;
@@ -115,7 +127,9 @@ std::string summary_line(const Analysis& a) {
         seq = " seq " + std::to_string(s.procs[sd.proc].ops[sd.op].seq);
         break;
       }
-    parts.push_back(std::string("first divergence: ") + kind_name(d.kind) + " on comm " + short_hash(a.index.comms[d.gcomm].hash) +
+    std::string kind = kind_name(d.kind);  // the JSON's name; for people, words
+    std::replace(kind.begin(), kind.end(), '_', ' ');
+    parts.push_back(std::string("first divergence: ") + kind + " on comm " + short_hash(a.index.comms[d.gcomm].hash) +
                     (d.kind == FindingKind::kOrderInversion ? "" : seq) + ": " + d.detail);
   }
   size_t n = a.divergences.size() + a.inversions.size();

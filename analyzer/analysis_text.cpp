@@ -189,6 +189,11 @@ void text_hang(std::ostream& os, const Ctx& c) {
   }
   if (h.any_marker) os << " (a recorder's hang timeout fired)";
   os << "\n";
+  // Two files claiming one rank (two jobs in one directory, a copied file): rank numbers do not
+  // tell the processes apart, so each is named by its file's process (identity.h rank_label).
+  std::set<int> seen_ranks;
+  bool ranks_unique = true;
+  for (size_t p = 0; p < c.s.procs.size(); ++p) ranks_unique &= seen_ranks.insert(c.rank(static_cast<int>(p))).second;
   size_t shown = 0;
   for (auto& g : h.groups) {
     if (shown++ == 2 * c.opt.max_findings) {
@@ -197,7 +202,14 @@ void text_hang(std::ostream& os, const Ctx& c) {
     }
     std::vector<int> ranks;
     for (int p : g.procs) ranks.push_back(c.rank(p));
-    os << "  rank" << (ranks.size() > 1 ? "s " : " ") << rank_ranges(ranks) << ": " << g.summary << "\n";
+    if (ranks_unique) {
+      os << "  rank" << (ranks.size() > 1 ? "s " : " ") << rank_ranges(ranks) << ": " << g.summary << "\n";
+      continue;
+    }
+    os << "  ";
+    for (size_t k = 0; k < g.procs.size() && k < 8; ++k)
+      os << (k ? ", " : "") << printable(rank_label(c.s.procs[g.procs[k]].info, g.procs[k], false));
+    os << (g.procs.size() > 8 ? ", ..." : "") << ": " << g.summary << "\n";
   }
   for (auto& cyc : h.cycles) {
     os << "  wait-for cycle across " << cyc.comms << " communicator" << (cyc.comms > 1 ? "s" : "") << ": ";

@@ -82,9 +82,26 @@ struct Ctx {
   std::string where_family(int proc, uint32_t op) const {
     const SchedOp& o = s.procs[proc].ops[op];
     int g = idx.per_proc[proc][o.comm].gcomm;
-    std::string role = g < 0 ? short_hash(s.procs[proc].info.comms[o.comm].hash) : idx.comms[g].role;
-    for (size_t a; (a = role.find("(color=")) != std::string::npos;) role.erase(a, role.find(')', a) - a + 1);
+    std::string role = g < 0 ? short_hash(s.procs[proc].info.comms[o.comm].hash) : comm_family(idx.comms[g].role);
     return std::string(vocab::name(s.sigs[o.sig].op)) + " on comm " + role + " seq " + std::to_string(o.seq);
+  }
+  // The comm ranks of op's communicator that no loaded file holds (missing, skipped, foreign):
+  // nothing is known of what they issued, so no line may say every peer issued it.
+  std::vector<int> untraced_ranks(int proc, uint32_t op) const {
+    std::vector<int> out;
+    const int g = idx.per_proc[proc][s.procs[proc].ops[op].comm].gcomm;
+    if (g < 0) return out;
+    const GlobalComm& gc = idx.comms[g];
+    size_t m = 0;
+    for (int r = 0; r < gc.nranks; ++r) {
+      while (m < gc.members.size() && gc.members[m].rank < r) ++m;
+      if (m == gc.members.size() || gc.members[m].rank != r) out.push_back(r);
+    }
+    return out;
+  }
+  int nranks_of(int proc, uint32_t op) const {
+    const int g = idx.per_proc[proc][s.procs[proc].ops[op].comm].gcomm;
+    return g < 0 ? 0 : idx.comms[g].nranks;
   }
   // Why a peer's matching op has not let ours complete; empty = it is not the peer's fault.
   std::string peer_state(int q, uint32_t qop) const {
@@ -570,7 +587,13 @@ std::vector<RankGroup> group_ranks(const Schedule& s, const Ctx& c, const HangRe
         for (auto& w : b.waits) by_reason[w.reason].push_back(display_rank(s, w.proc));
         for (auto& [why, who] : by_reason)
           sum += "; waits for rank" + std::string(who.size() > 1 ? "s " : " ") + rank_ranges(who) + " (" + why + ")";
-        if (b.waits.empty()) sum += "; every peer issued it";
+        const std::vector<int> untraced = c.untraced_ranks(static_cast<int>(p), b.op);
+        if (!untraced.empty())
+          sum += "; waits for comm rank" + std::string(untraced.size() > 1 ? "s " : " ") + rank_ranges(untraced) +
+                 " (no trace file: what it issued is unknown)";
+        const int traced_peers = c.nranks_of(static_cast<int>(p), b.op) - 1 - static_cast<int>(untraced.size());
+        if (b.waits.empty() && c.nranks_of(static_cast<int>(p), b.op) == 1) sum += "; no peer (a 1-rank communicator)";
+        else if (b.waits.empty() && traced_peers > 0) sum += untraced.empty() ? "; every peer issued it" : "; every traced peer issued it";
         if (rh.in_flight > 1) sum += "; " + std::to_string(rh.in_flight) + " ops in flight";
         if (!rh.why.empty()) sum += "; " + rh.why;
         break;

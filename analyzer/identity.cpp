@@ -49,10 +49,20 @@ std::vector<std::string> structural_comm_roles(const Process& p) { return roles(
 
 std::string short_hash(const std::string& hash) { return hash.substr(0, 8); }
 
+std::string comm_family(const std::string& role) {
+  std::string f = role;
+  for (size_t a; (a = f.find("(color=")) != std::string::npos;) {
+    const size_t close = f.find(')', a);
+    f.erase(a, close == std::string::npos ? std::string::npos : close - a + 1);
+  }
+  return f;
+}
+
 CommMatch match_comm(const std::string& selector, const std::string& hash, const std::string& role,
                      const std::string& name) {
   if (selector.empty()) return CommMatch::kNone;
   if (role == selector || (!name.empty() && name == selector)) return CommMatch::kExact;
+  if (comm_family(role) == selector) return CommMatch::kFamily;
   if (hash.rfind(selector, 0) == 0) return CommMatch::kHashPrefix;
   return CommMatch::kNone;
 }

@@ -29,29 +29,36 @@ std::vector<std::string> comm_roles(const Process& p);
 // `replay --order-from`.
 std::vector<std::string> structural_comm_roles(const Process& p);
 
+// The role with every split color dropped ("init0.split0(color=3)" -> "init0.split0"): the same
+// for the 32 tensor-parallel groups of a job, so hang summaries group them into one line; a
+// --comm selector accepts it too (every communicator of the family).
+std::string comm_family(const std::string& role);
+
 // "3f2a9c01" (the first 8 hex digits), the short form used in reports and accepted by --comm.
 std::string short_hash(const std::string& hash);
 
 // ---- --comm selectors -----------------------------------------------------------------------
-// A selector names a communicator by its role, its commName, or a prefix of its hash. An exact
-// role or name beats a hash prefix (a role "init0" must not also select hashes starting "init0").
-enum class CommMatch { kNone, kHashPrefix, kExact };
+// A selector names a communicator by its role, its commName, its family (comm_family: what the
+// hang summaries print), or a prefix of its hash. An exact role or name beats a family, which
+// beats a hash prefix (a role "init0" must not also select hashes starting "init0").
+enum class CommMatch { kNone, kHashPrefix, kFamily, kExact };
 CommMatch match_comm(const std::string& selector, const std::string& hash, const std::string& role,
                      const std::string& name);
 // Indices of the candidates the selector names: the exact matches when there are any, else the
 // hash-prefix matches. `role_of(i)`/`comm_of(i)` give candidate i's role and Comm.
 template <class RoleOf, class CommOf>
 std::vector<int> select_comms(const std::string& selector, int n, RoleOf role_of, CommOf comm_of) {
-  std::vector<int> exact, prefix;
+  std::vector<int> exact, family, prefix;
   for (int i = 0; i < n; ++i) {
     const auto& c = comm_of(i);
     switch (match_comm(selector, c.hash, role_of(i), c.name)) {
       case CommMatch::kExact: exact.push_back(i); break;
+      case CommMatch::kFamily: family.push_back(i); break;
       case CommMatch::kHashPrefix: prefix.push_back(i); break;
       case CommMatch::kNone: break;
     }
   }
-  return exact.empty() ? prefix : exact;
+  return !exact.empty() ? exact : !family.empty() ? family : prefix;
 }
 
 // ---- Rank labels ----------------------------------------------------------------------------

@@ -194,6 +194,9 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
       if (member) groups[find(static_cast<int>(i))].push_back(static_cast<int>(i));
     }
     bool any_comm = !comms.empty();
+    std::map<int, int> claims;  // global rank -> processes claiming it
+    for (const Process* q : procs) ++claims[q->global_rank];
+    auto unique_rank = [&](const Process& q) { return claims[q.global_rank] == 1; };
     if (groups.size() > 1 && any_comm) {
       std::string d = std::to_string(groups.size()) + " groups of processes share no communicator (separate jobs?):";
       std::vector<int> all;
@@ -204,7 +207,7 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
           break;
         }
         d += " {";
-        for (size_t k = 0; k < ps.size() && k < 4; ++k) d += (k ? ", " : "") + rank_label(*procs[ps[k]], ps[k]);
+        for (size_t k = 0; k < ps.size() && k < 4; ++k) d += (k ? ", " : "") + rank_label(*procs[ps[k]], ps[k], unique_rank(*procs[ps[k]]));
         if (ps.size() > 4) d += ", ...";
         d += "}";
       }

@@ -54,7 +54,7 @@ int analyze_dir(const AnalyzeArgs& a) {
               << ms(t3 - t2) << " ms\n";
   }
   auto cases = junit_cases(an);
-  if (!coverage.procs.empty()) cases.push_back({"interposer_coverage", coverage_junit_failure(*s, coverage)});
+  if (!coverage.procs.empty()) cases.push_back({"interposer_coverage", coverage_junit_failure(*s, coverage), ""});
   if (!a.junit.empty() && !write_file("analyze", a.junit, render_junit("lockstep analyze " + a.dir, cases)))
     return kExitUsage;
   return analyze_exit_code(an);

@@ -62,9 +62,17 @@ int check_dir(const CheckArgs& a) {
     std::cout << "lockstep check: " << summary_line(an) << "\n";
   }
   std::string actual = canonical_schedule(an);
-  if (!a.baseline.empty()) {
-    BaselineDiff diff = compare_baseline(expected, actual);
-    cases.push_back({"matches_baseline", diff.equal ? "" : "schedule differs from " + a.baseline + "\n" + diff.text});
+  // Ranks that disagree have no one schedule: the canonical one is one rank's, so a match
+  // against the baseline says nothing about the others (a difference is still a difference).
+  const bool disagree = !an.divergences.empty() || !an.inversions.empty();
+  BaselineDiff diff;
+  if (!a.baseline.empty()) diff = compare_baseline(expected, actual);
+  if (!a.baseline.empty() && disagree && diff.equal) {
+    cases.push_back({"matches_baseline", "not compared with " + a.baseline + ": the ranks disagree", ""});
+    std::cout << "lockstep check: baseline " << a.baseline
+              << " not compared: the ranks disagree (above), so this run has no one schedule\n";
+  } else if (!a.baseline.empty()) {
+    cases.push_back({"matches_baseline", diff.equal ? "" : "schedule differs from " + a.baseline + "\n" + diff.text, ""});
     // Capped runs: what each side holds of each communicator, and what was compared.
     if (!diff.compared.empty())
       std::cout << "lockstep check: retained windows (by collective ordinal) against " << a.baseline << ":\n"
@@ -83,10 +91,16 @@ int check_dir(const CheckArgs& a) {
     }
   }
   if (!a.write_baseline.empty()) {
-    if (rc == kExitIncomplete) {
-      std::cerr << "lockstep check: incomplete evidence; not writing a baseline from this run\n";
-    } else if (an.problems()) {
-      std::cerr << "lockstep check: ranks disagree; not writing a baseline from this run\n";
+    if (rc != kExitOk && rc != kExitBaseline) {  // a new schedule may replace the old baseline
+      std::vector<std::string> why;
+      if (disagree) why.push_back("the ranks disagree");
+      if (an.hang.hung) why.push_back("the job hung");
+      if (an.incomplete()) why.push_back("the evidence is incomplete");
+      if (!an.live.empty() || an.behind()) why.push_back("the job is still running");
+      if (why.empty()) why.push_back("the check failed");
+      std::string list;
+      for (size_t i = 0; i < why.size(); ++i) list += (i ? (i + 1 == why.size() ? " and " : ", ") : "") + why[i];
+      std::cerr << "lockstep check: " << list << "; not writing a baseline from this run\n";
     } else {
       if (!write_file("check", a.write_baseline, actual)) return kExitUsage;
       std::cout << "lockstep check: wrote baseline " << a.write_baseline << " (review and commit it)\n";

@@ -13,6 +13,7 @@
 #include "exit_codes.h"
 #include "text_escape.h"
 #include "trace_loader.h"
+#include "trace_schema.h"
 
 namespace lockstep::cli {
 namespace {
@@ -55,13 +56,16 @@ void report(const FileFacts& f) {
     auto it = f.meta.find(k);
     return it == f.meta.end() ? std::string() : it->second;
   };
-  std::cout << std::filesystem::path(f.path).filename().string() << ": rank "
-            << printable_prefix(m("global_rank")) << ", pid " << printable_prefix(m("pid")) << " on "
-            << printable_prefix(m("host")) << "\n";
+  // File names are untrusted too (a directory anyone could write to).
+  std::cout << printable_prefix(std::filesystem::path(f.path).filename().string());
   if (!f.error.empty()) {
-    std::cout << "  unreadable: " << printable_prefix(f.error) << "\n";
+    std::cout << ": unreadable: " << printable_prefix(f.error) << "\n";
     return;
   }
+  auto field = [&](const char* label, const char* key) {
+    return std::string(label) + (m(key).empty() ? "(not recorded)" : printable_prefix(m(key)));
+  };
+  std::cout << ": " << field("rank ", "global_rank") << ", " << field("pid ", "pid") << " on " << field("", "host") << "\n";
   std::cout << "  libnccl used: " << (m("nccl_library").empty() ? "(unknown)" : printable_prefix(m("nccl_library")))
             << " (version " << printable_prefix(m("nccl_version")) << ")\n";
   std::string libs = m("nccl_libraries");
@@ -70,7 +74,8 @@ void report(const FileFacts& f) {
   std::string reached = m("nccl_reached");
   std::cout << "  reached through: ";
   if (reached.empty()) {
-    std::cout << "(not recorded: a recorder older than this field)\n";
+    std::cout << (f.counts.op_rows == 0 ? "(not recorded: the process made no NCCL call before its trace ended)\n"
+                                        : "(not recorded: a recorder older than this field)\n");
   } else {
     std::vector<std::string> how;
     // Without the preloaded library no hook ran: the recorder only looked NCCL up for its meta.
@@ -128,10 +133,11 @@ int doctor(const std::string& dir) {
     std::cerr << "lockstep doctor: " << printable_prefix(dir) << " is not a directory\n";
     return kExitUsage;
   }
+  // The files every other command reads (the loader's rule), no others.
   std::vector<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
     std::string p = e.path().string();
-    if (p.size() > 7 && p.compare(p.size() - 7, 7, ".sqlite") == 0) files.push_back(p);
+    if (p.ends_with(schema::kFileSuffix) && e.path().filename().string() != schema::kFileSuffix) files.push_back(p);
   }
   std::sort(files.begin(), files.end());
   if (files.empty()) {
@@ -141,7 +147,16 @@ int doctor(const std::string& dir) {
                  "inherited), leaves nothing here.\n";
     return kExitUsage;
   }
-  for (const auto& p : files) report(read_facts(p));
+  size_t readable = 0;
+  for (const auto& p : files) {
+    FileFacts f = read_facts(p);
+    readable += f.error.empty();
+    report(f);
+  }
+  if (readable == 0) {
+    std::cerr << "lockstep doctor: no readable trace file in " << printable_prefix(dir) << "\n";
+    return kExitUsage;
+  }
   return kExitOk;
 }
 
@@ -150,6 +165,7 @@ int doctor(const std::string& dir) {
 void add_doctor_command(CLI::App& app, int* exit_code) {
   auto* sub = app.add_subcommand(
       "doctor", "Say how each traced process reached NCCL, which library it used, and what lockstep could not see");
+  sub->footer("Exit code: 0 at least one trace file was read, 2 no such directory or no readable trace file.");
   auto dir = std::make_shared<std::string>();
   sub->add_option("dir", *dir, "Trace directory (lockstep run -o DIR)")->required();
   sub->callback([dir, exit_code] { *exit_code = doctor(*dir); });

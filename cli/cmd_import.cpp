@@ -39,7 +39,7 @@ void add_import_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ImportArgs>();
   auto* sub = app.add_subcommand("import", "Convert PyTorch Flight Recorder dumps (pickle or JSON) into lockstep trace files");
   sub->add_option("dir", args->src, "Directory of Flight Recorder dumps (one file per rank, <prefix><rank>)")->required();
-  sub->add_option("-o,--out", args->out, "Trace directory to write (created if missing)")->required();
+  sub->add_option("-o,--output,--out", args->out, "Trace directory to write (created if missing)")->required();
   sub->footer("Exit code: 0 written, 2 input error. docs/flight-recorder.md says what FR dumps can and cannot tell.");
   sub->callback([args, exit_code] { *exit_code = import_dumps(*args); });
 }

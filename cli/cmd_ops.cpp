@@ -19,17 +19,22 @@ struct OpsArgs {
 
 int ops(const OpsArgs& a) {
   std::string path;
+  std::vector<SkippedFile> skipped;
   try {
     // Headers to find the rank's file; then that one process's rows.
     const Schedule headers = load_headers(a.dir);
     for (size_t i = 0; i < headers.procs.size(); ++i)
       if (display_rank(headers, static_cast<int>(i)) == a.rank) path = headers.procs[i].info.path;
+    skipped = headers.skipped;
   } catch (const LoadError& e) {
     std::cerr << "lockstep ops: " << printable(e.what()) << "\n";
     return kExitUsage;
   }
   if (path.empty()) {
-    std::cerr << "lockstep ops: no trace of rank " << a.rank << " in " << a.dir << "\n";
+    // The rank's file may be one of those the loader could not use: say which, and why.
+    for (auto& sk : skipped) std::cerr << "skipped " << printable(sk.path) << ": " << printable(sk.reason) << "\n";
+    std::cerr << "lockstep ops: no usable trace of rank " << a.rank << " in " << printable(a.dir)
+              << (skipped.empty() ? "" : " (its file may be one of the skipped files above)") << "\n";
     return kExitUsage;
   }
   Process p;
@@ -42,9 +47,16 @@ int ops(const OpsArgs& a) {
   auto roles = comm_roles(p);
   // The communicators --comm names (identity.h: role, commName or hash prefix); all without it.
   std::vector<bool> comm_on(p.comms.size(), a.comm.empty());
-  for (int c : select_comms(a.comm, static_cast<int>(p.comms.size()), [&](int i) -> const std::string& { return roles[i]; },
-                            [&](int i) -> const Comm& { return p.comms[i]; }))
-    comm_on[c] = true;
+  const std::vector<int> selected = select_comms(
+      a.comm, static_cast<int>(p.comms.size()), [&](int i) -> const std::string& { return roles[i]; },
+      [&](int i) -> const Comm& { return p.comms[i]; });
+  for (int c : selected) comm_on[c] = true;
+  if (!a.comm.empty() && selected.empty()) {
+    std::cerr << "lockstep ops: no communicator of rank " << a.rank << " matches '" << printable(a.comm) << "'; its communicators:\n";
+    for (size_t c = 0; c < p.comms.size(); ++c)
+      std::cerr << "  " << short_hash(p.comms[c].hash) << "  role " << printable(roles[c]) << "\n";
+    return kExitUsage;
+  }
   size_t center = p.ops.size();
   if (a.around >= 0) {
     for (size_t i = 0; i < p.ops.size() && center == p.ops.size(); ++i) {
@@ -54,13 +66,13 @@ int ops(const OpsArgs& a) {
     }
     if (center == p.ops.size()) {
       std::cerr << "lockstep ops: rank " << a.rank << " has no op with seq " << a.around
-                << (a.comm.empty() ? "" : " on comm " + a.comm) << "\n";
+                << (a.comm.empty() ? "" : " on comm " + printable(a.comm)) << "\n";
       return kExitUsage;
     }
   }
   size_t lo = center > static_cast<size_t>(a.window) ? center - a.window : 0;
   size_t hi = std::min(p.ops.size(), center + a.window + 1);
-  std::cout << "rank " << a.rank << " (" << p.host << " pid " << p.pid << "): " << p.ops.size() << " ops";
+  std::cout << "rank " << a.rank << " (" << printable(p.host) << " pid " << p.pid << "): " << p.ops.size() << " ops";
   if (a.around < 0) std::cout << ", the last " << hi - lo;
   std::cout << "\n  call      comm          seq  op [state]\n";
   for (size_t i = lo; i < hi; ++i) {
@@ -73,7 +85,7 @@ int ops(const OpsArgs& a) {
     std::string state = vocab::name(o.state) + std::string(o.completed ? ", completed" : "");
     if (o.rc != 0) state += ", rc=" + std::to_string(o.rc);
     std::cout << line << describe_signature(sig) << "  [" << state << "]"
-              << (o.thread_name.empty() ? "" : "  " + o.thread_name) << "\n";
+              << (o.thread_name.empty() ? "" : "  " + printable(o.thread_name)) << "\n";
   }
   return kExitOk;
 }
@@ -83,6 +95,7 @@ int ops(const OpsArgs& a) {
 void add_ops_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<OpsArgs>();
   auto* sub = app.add_subcommand("ops", "List one rank's ops in call order (default: the last ones)");
+  sub->footer("Exit code: 0 listed, 2 input error (no usable trace of that rank, no such seq or communicator; skipped files are named).");
   sub->add_option("dir", args->dir, "Trace directory")->required();
   sub->add_option("--rank", args->rank, "Global rank")->required();
   sub->add_option("--around", args->around, "Centre the listing on the op with this seq");

@@ -47,17 +47,18 @@ int run_model(const ReplayArgs& a) {
   // File names (skipped files, file-based labels) can hold control characters: printed escaped,
   // line by line.
   std::string text = a.json ? model::format_json(r) + "\n" : model::format_text(r);
+  if (!incomplete.empty()) {
+    // The verdict is about the files that are there, not the recorded job's: said first, so
+    // the first line a user reads is not a verdict the evidence cannot carry.
+    std::ostream& o = a.json ? std::cerr : std::cout;
+    o << "incomplete evidence: the model check below covers only the files present, not the recorded job\n";
+    for (const auto& w : incomplete) o << "  " << printable(w) << "\n";
+  }
   for (size_t at = 0, nl; at < text.size(); at = nl + 1) {
     nl = std::min(text.find('\n', at), text.size());
     std::cout << printable(std::string_view(text).substr(at, nl - at)) << (nl < text.size() ? "\n" : "");
   }
-  if (!incomplete.empty()) {
-    // The verdict above is about the files that are there: not the recorded job's.
-    std::ostream& o = a.json ? std::cerr : std::cout;
-    o << "incomplete evidence: the verdict covers only the files present\n";
-    for (const auto& w : incomplete) o << "  " << printable(w) << "\n";
-    return exit_code_of(Outcome::kIncomplete);
-  }
+  if (!incomplete.empty()) return exit_code_of(Outcome::kIncomplete);
   return r.verdict == model::Verdict::kCanComplete ? exit_code_of(Outcome::kCompleted) : exit_code_of(Outcome::kHangs);
 }
 
@@ -159,14 +160,14 @@ void add_replay_command(CLI::App& app, int* exit_code) {
       else if (a->rank_from_env) *exit_code = run_rank_from_env(*a);
       else *exit_code = run_local(*a);
     } catch (const replay::ReplayError& e) {
-      std::cerr << "lockstep replay: " << printable(e.what()) << "\n";
+      std::cerr << "lockstep replay: " << printable_lines(e.what()) << "\n";
       switch (e.kind) {
         case replay::ErrorKind::kIncomplete: *exit_code = exit_code_of(Outcome::kIncomplete); break;
         case replay::ErrorKind::kCannotRun: *exit_code = exit_code_of(Outcome::kCannotRun); break;
         case replay::ErrorKind::kInputError: *exit_code = kExitUsage; break;
       }
     } catch (const std::exception& e) {
-      std::cerr << "lockstep replay: " << printable(e.what()) << "\n";
+      std::cerr << "lockstep replay: " << printable_lines(e.what()) << "\n";
       *exit_code = kExitUsage;
     }
   });

@@ -66,10 +66,18 @@ std::string replay_check(const ShrinkArgs& a, const shrink::Result& r, std::stri
   return problem;
 }
 
+std::string counted(int64_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
+
 int run_shrink(const ShrinkArgs& a) {
   LoadOptions lo;
   lo.host_waits = true;  // the model checker's side data
   const Schedule t = load_schedule(a.dir, lo);
+  // A reproducer of a job whose evidence is incomplete would be a reproducer of another job.
+  if (auto why = replay::incomplete_evidence(t); !why.empty()) {
+    std::cerr << "lockstep shrink: incomplete evidence: not shrinking what the job may not have done\n";
+    for (const auto& w : why) std::cerr << "  " << printable(w) << "\n";
+    return kExitIncomplete;
+  }
   shrink::Options so;
   if (!a.quiet) so.progress = [](const std::string& s) { std::cerr << "shrink: " << printable(s) << "\n"; };
   shrink::Result r;
@@ -87,8 +95,10 @@ int run_shrink(const ShrinkArgs& a) {
   }
   std::ostringstream o;
   o << "bug: " << r.signature.text() << "\n"
-    << "original: " << r.before.ranks << " ranks, " << r.before.comms << " communicators, " << r.before.ops << " ops\n"
-    << "minimal:  " << r.after.ranks << " ranks, " << r.after.comms << " communicators, " << r.after.ops << " ops ("
+    << "original: " << counted(r.before.ranks, "rank") << ", " << counted(r.before.comms, "communicator") << ", "
+    << counted(r.before.ops, "op") << "\n"
+    << "minimal:  " << counted(r.after.ranks, "rank") << ", " << counted(r.after.comms, "communicator") << ", "
+    << counted(r.after.ops, "op") << " ("
     << r.checks << " model checks, " << static_cast<int>(r.seconds * 1000) << " ms)\n"
     << "model check of the reproducer: " << r.minimal_check.summary << "\n"
     << "removed:\n";
@@ -108,8 +118,9 @@ int run_shrink(const ShrinkArgs& a) {
 void add_shrink_command(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<ShrinkArgs>();
   auto* sub = app.add_subcommand("shrink", "Shrink a deadlocking schedule to a minimal reproducer (C, PyTorch, trace)");
+  sub->footer("Exit code: 0 written (and its replay behaved as the model says), 2 input error or nothing to shrink, 4 incomplete evidence (nothing written), 5 written but the replay of the reproducer did not confirm it.");
   sub->add_option("dir", a->dir, "Trace directory whose schedule deadlocks (or may deadlock)")->required()->check(CLI::ExistingDirectory);
-  sub->add_option("-o,--out", a->out, "Directory for repro.c, repro.py, trace/ and README.md")->required();
+  sub->add_option("-o,--output,--out", a->out, "Directory for repro.c, repro.py, trace/ and README.md")->required();
   sub->add_flag("--no-replay", a->no_replay, "Do not replay the reproducer on the loaded NCCL at the end");
   sub->add_option("--replay-timeout", a->replay_timeout_s, "Seconds without progress before the final replay is declared hung (default 10)")->check(CLI::PositiveNumber);
   sub->add_option("--nccl-lib-dir", a->nccl_lib_dir, "Directory put first in the replay workers' LD_LIBRARY_PATH (libnccl.so.2, libcuda.so.1)");

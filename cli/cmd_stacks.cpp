@@ -4,6 +4,7 @@
 #include "analyze_common.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "text_escape.h"
 
 namespace lockstep::cli {
 namespace {
@@ -28,12 +29,12 @@ int stacks(const StacksArgs& a) {
     return kExitUsage;
   }
   if (matches.size() > 1 && match_comm(a.comm, idx.comms[matches[0]].hash, idx.comms[matches[0]].role,
-                                        idx.comms[matches[0]].name) != CommMatch::kExact) {
+                                        idx.comms[matches[0]].name) == CommMatch::kHashPrefix) {
     std::cerr << "lockstep stacks: '" << a.comm << "' matches " << matches.size() << " communicators; give more of the hash\n";
     return kExitUsage;
   }
   auto details = details_from_files(*s);
-  bool any = false;
+  bool any = false, untraced = false;
   for (int g : matches) {
     const GlobalComm& gc = idx.comms[g];
     std::cout << "comm " << short_hash(gc.hash) << " (role " << gc.role << ", " << gc.nranks << " ranks) seq " << a.seq << ":\n";
@@ -53,15 +54,25 @@ int stacks(const StacksArgs& a) {
       auto op = details->op(m.proc, hit->call_index);
       std::cout << "  rank " << rank << ": " << describe_signature(s->sigs[hit->sig])
                 << (hit->completed() ? "  completed" : "  not completed");
-      if (op && !op->thread_name.empty()) std::cout << "  thread " << op->thread_name;
+      if (op && !op->thread_name.empty()) std::cout << "  thread " << printable(op->thread_name);
       std::cout << "\n";
       auto frames = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
       if (!a.all_frames) frames = trim_stack(frames, 32);
       if (frames.empty()) std::cout << "    (no stack recorded)\n";
-      for (auto& f : frames) std::cout << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << format_frame(f) << "\n";
+      for (auto& f : frames) std::cout << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << printable(format_frame(f)) << "\n";
+    }
+    // Members without a loaded file: named, never left out silently.
+    size_t m = 0;
+    for (int r = 0; r < gc.nranks; ++r) {
+      while (m < gc.members.size() && gc.members[m].rank < r) ++m;
+      if (m < gc.members.size() && gc.members[m].rank == r) continue;
+      std::cout << "  comm rank " << r << ": no usable trace file (missing, skipped or of another job): its op is unknown\n";
+      untraced = true;
     }
   }
-  return any ? kExitOk : kExitUsage;
+  for (auto& sk : s->skipped) std::cerr << "skipped " << printable(sk.path) << ": " << printable(sk.reason) << "\n";
+  if (!any) return kExitUsage;
+  return untraced ? kExitIncomplete : kExitOk;
 }
 
 }  // namespace
@@ -69,6 +80,7 @@ int stacks(const StacksArgs& a) {
 void add_stacks_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<StacksArgs>();
   auto* sub = app.add_subcommand("stacks", "Show every member's op and call stack at one sequence number of a communicator");
+  sub->footer("Exit code: 0 shown, 2 input error (no such communicator, no member has that seq), 4 a member of the communicator has no usable trace file (named in the listing).");
   sub->add_option("dir", args->dir, "Trace directory")->required();
   sub->add_option("--comm", args->comm, "Communicator: hash prefix (as printed by analyze) or role")->required();
   sub->add_option("--seq", args->seq, "Sequence number on that communicator")->required();

@@ -60,7 +60,7 @@ int timeline(const TimelineArgs& a) {
     try {
       std::cout << timeline_text(an, o);
     } catch (const TimelineError& e) {
-      std::cerr << "lockstep timeline: " << printable(e.what()) << "\n";
+      std::cerr << "lockstep timeline: " << printable_lines(e.what()) << "\n";
       return kExitUsage;
     }
     // As for -o: the files' evidence (skipped, missing, contradictory, dropped, stopped).
@@ -84,7 +84,7 @@ int timeline(const TimelineArgs& a) {
   try {
     headers = load_headers(a.dir);
   } catch (const LoadError& e) {
-    std::cerr << "lockstep timeline: " << printable(e.what()) << "\n";
+    std::cerr << "lockstep timeline: " << printable_lines(e.what()) << "\n";
     return kExitUsage;
   }
   if (headers.procs.empty()) {
@@ -142,7 +142,7 @@ int timeline(const TimelineArgs& a) {
     }
   } catch (const std::exception& e) {
     if (!tmp.empty()) std::remove(tmp.c_str());
-    std::cerr << "lockstep timeline: " << printable(e.what()) << "\n";
+    std::cerr << "lockstep timeline: " << printable_lines(e.what()) << "\n";
     return kExitUsage;
   }
   const int done = report(unread);
@@ -155,6 +155,7 @@ int timeline(const TimelineArgs& a) {
 void add_timeline_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<TimelineArgs>();
   auto* sub = app.add_subcommand("timeline", "Timeline of every rank's ops: Perfetto/Chrome JSON (-o), or a text view (--text)");
+  sub->footer("Exit code: 0 written, 2 input error, 4 written but the evidence is incomplete (each gap named on stderr).");
   sub->add_option("dir", args->dir, "Trace directory")->required();
   sub->add_option("-o,--output", args->output, "Write Chrome Trace Event JSON here ('-' = stdout)");
   sub->add_option("--ranks", args->ranks, "Only these global ranks (comma-separated)")->delimiter(',');

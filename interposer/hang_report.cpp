@@ -54,6 +54,8 @@ void HangReporter::report(int64_t now, int64_t stalled_ns, std::vector<StuckOps>
   }
   if (n_in_flight > shown) msg += " (+" + std::to_string(n_in_flight - shown) + " more queued)";
   msg += "; trace: " + trace_dir_;
+  // Without an analyzer to run (plain LD_PRELOAD), the line says what to run next.
+  if (config().analyzer.empty()) msg += " (run: lockstep analyze " + trace_dir_ + ")";
   warn("%s", msg.c_str());
   writer_->add_hang(now, wall_ns(), int(n_in_flight), "lockstep: " + msg);
   maybe_spawn_analyzer();
