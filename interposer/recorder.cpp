@@ -96,7 +96,7 @@ Recorder* start_locked() {
   r->writer->set_meta("hot_clock", hot_clock_uses_tsc() ? "tsc" : "clock_gettime");
   if (unsigned off = config().bench_off) {
     g_bench_off.store(off, std::memory_order_relaxed);
-    if (off & kOffPyGuard) lockstep::python_frames_bench_pointer_guard(true);
+    if (off & kOffPyGuard) lockstep::python_frames_bench_exact_guard(true);
     r->writer->set_meta("bench_off", std::to_string(off));
   }
   r->writer->start();
