@@ -390,8 +390,10 @@ int on_code_event(int event, void* code) {  // with the GIL, from CPython (creat
 }
 
 void on_python_exit() {  // Py_AtExit: end of Py_FinalizeEx, after the watchers were cleared
-  g_watch_state.store(kWatchOff, std::memory_order_seq_cst);
-  g_watch_why.store("exact guard: the interpreter was finalized");
+  const int was = g_watch_state.exchange(kWatchOff, std::memory_order_seq_cst);
+  g_watch_why.store(was == kWatchActive
+                        ? "exact guard: the interpreter was finalized (code watcher until then)"
+                        : "exact guard: the interpreter was finalized");
 }
 
 void watch_off(const char* why) {

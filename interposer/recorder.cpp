@@ -19,6 +19,7 @@
 #include "config.h"
 #include "group_fold.h"
 #include "log.h"
+#include "python_frames.h"
 #include "recorder_state.h"
 #include "symbol_lookup.h"
 
@@ -308,6 +309,8 @@ void shutdown_recorder(const char* reason) noexcept {
   g_rec.store(nullptr);
   try {
     r->completion->stop();
+    if (r->stack_mode == StackMode::Python)  // which guard the Python frames were read under
+      r->writer->set_meta("python_guard", lockstep::python_frames_guard_status());
     r->writer->stop(reason);
   } catch (...) {
   }
