@@ -3,7 +3,8 @@
 Timings only, never pass/fail. Needs the test extension built by tests/python:
   cmake --build build-python --target pyframes_testmod_py311
   PYTHONPATH=build-python/tests/python/py311 python3 bench/python_frames_bench.py
-Figures are recorded in docs/python-frames.md.
+With CPython 3.12+ it also times the exact guard against the code-watcher guard (same run,
+alternating). Figures are recorded in docs/python-frames.md.
 """
 import statistics
 import sys
@@ -64,8 +65,30 @@ def python_walk_ns():
     return at_depth(DEPTH, lambda: timeit.timeit(walk, number=n)) / n * 1e9
 
 
+def guards():
+    """The exact guard against the code-watcher guard (3.12+), alternating in this process."""
+    m.capture(max=1)  # the first capture asks for the watcher; the main thread registers it
+    sum(range(100_000))
+    print("guard: %s" % m.guard_status())
+    if not m.guard_status().startswith("code watcher"):
+        return
+    res = {"exact": [], "watcher": []}
+    for _ in range(3):
+        for name, exact in (("exact", True), ("watcher", False)):
+            m.exact_guard(exact)
+            res[name].append(best_ns(resolve=False))
+    m.exact_guard(False)
+    for name, runs in res.items():
+        frames = runs[0][2]
+        best = min(r[0] for r in runs)
+        print("capture + hash, %d frames, %-7s guard: best %7.0f ns  median %7.0f ns  (%.1f ns/frame)"
+              % (frames, name, best, statistics.median(r[1] for r in runs), best / frames))
+
+
 def main():
     print("python %s, %s" % (sys.version.split()[0], m.status()))
+    if hasattr(m, "guard_status"):
+        guards()
     best, med, frames = best_ns(resolve=False)
     print("capture + hash, %d frames:            best %7.0f ns  median %7.0f ns  (%.1f ns/frame)"
           % (frames, best, med, best / frames))

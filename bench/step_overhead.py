@@ -23,7 +23,7 @@ Two ways to compare, both printing one JSON line per timed step:
                   idle threads. Not measured in-process: process start, the recorder's start
                   (first call, driver loading, trace file creation) and its exit flush.
   --ab fr         alternating child processes, forked from this one after `import torch` and
-                  before CUDA is touched: TORCH_FR_BUFFER_SIZE=20000 in odd children, 0 in even
+                  before CUDA is touched: TORCH_FR_BUFFER_SIZE=--fr-size (2000) in odd children, 0 in even
                   ones (PyTorch reads it once per process; unset means its default, 2,000
                   entries in torch 2.11). --procs children per side; each step's line says how
                   many entries the child's Flight Recorder held (fr_entries).
@@ -165,7 +165,7 @@ CONFIGS = {
     "native": OFF["python"],                          # python mode: native frames only
     "python-no-unwind": OFF["unwind"],                # python mode: Python frames only
     "full-unwind": OFF["unwindcap"],                  # python mode: every native frame (as before)
-    "python-ptr-guard": OFF["pyguard"],               # intern lookups checked by pointers only
+    "python-exact-guard": OFF["pyguard"],             # Python frames: exact guard, no code watcher
     "no-waits": OFF["waits"],                         # runtime calls forwarded, not recorded
     "no-rows": OFF["queue"] | OFF["waits"],           # as recording, but no row reaches the writer
     "event-signal": OFF["memop"],                     # completion by event
@@ -243,7 +243,7 @@ def child(args, config, pair, out):
     # Unset is not off: torch 2.11 keeps a 2,000-entry Flight Recorder by default (the children
     # of 2026-12-01's cost session 4 dumped 2,000 entries with the variable unset). 0 asks for
     # none; each child reports the entries it actually holds (fr_entries).
-    os.environ["TORCH_FR_BUFFER_SIZE"] = "20000" if config == "fr" else "0"
+    os.environ["TORCH_FR_BUFFER_SIZE"] = str(args.fr_size) if config == "fr" else "0"
     model = Model(setup())
     warm(model, args.warmup)
     ms = [timed_step(model) for _ in range(args.steps)]
@@ -312,6 +312,7 @@ def main():
                     help="lockstep: 1 = recorder profile counters per step (bench_knobs.h)")
     ap.add_argument("--procs", type=int, default=10, help="fr: children per side")
     ap.add_argument("--steps", type=int, default=20, help="fr: timed steps per child")
+    ap.add_argument("--fr-size", type=int, default=2000, help="fr: TORCH_FR_BUFFER_SIZE when on")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--shape", choices=sorted(SHAPES), default="host")
     args = ap.parse_args()

@@ -31,11 +31,12 @@ def ratio_ci(means, rng):
 
 def main():
     rows = collections.defaultdict(lambda: collections.defaultdict(lambda: collections.defaultdict(list)))
-    for path in sys.argv[1:]:
+    for run, path in enumerate(sys.argv[1:]):
         for line in open(path):
             if line.startswith("{"):
                 r = json.loads(line)
-                rows[r["label"]][r["pair"]][r["config"]].append(r)
+                # Pairs are numbered per run: pair 0 of two files is two pairs.
+                rows[r["label"]][(run, r["pair"])][r["config"]].append(r)
     print("| run | configuration vs baseline | pairs | steps each | median step, ms (config / base) "
           "| step time ratio − 1 [95% interval] | host issue time ratio − 1 [95% interval] |")
     print("|---|---|---|---|---|---|---|")

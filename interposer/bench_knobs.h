@@ -22,7 +22,7 @@ enum BenchOff : unsigned {
   kOffMemop = 1u << 8,      // "memop": completion by event even where stream memops work
   kOffPython = 1u << 9,     // "python": python stack mode captures native frames only
   kOffUnwind = 1u << 10,    // "unwind": python stack mode captures Python frames only
-  kOffPyGuard = 1u << 11,   // "pyguard": interned code objects checked by pointers only
+  kOffPyGuard = 1u << 11,   // "pyguard": Python frames take the exact guard (no code-watcher trust)
   kProfile = 1u << 12,      // "profile": not a part; accumulates the counters below (rdtsc)
   kOffUnwindCap = 1u << 13, // "unwindcap": python mode unwinds every native frame (as before)
   kOffCovering = 1u << 14,  // "covering": LOCKSTEP_COMPLETION=covering records an event per op

@@ -341,7 +341,7 @@ void* nccl_hook_for(const char* name, int slot) {
 extern "C" __attribute__((visibility("default"))) unsigned lockstep_bench_set_off(unsigned mask) {
   static std::atomic<unsigned> ever{0};  // meta bench_off: every part that was ever off
   unsigned old = g_bench_off.exchange(mask);
-  if ((old ^ mask) & kOffPyGuard) lockstep::python_frames_bench_pointer_guard(mask & kOffPyGuard);
+  if ((old ^ mask) & kOffPyGuard) lockstep::python_frames_bench_exact_guard(mask & kOffPyGuard);
   unsigned before = ever.fetch_or(mask);
   if ((before | mask) != before)
     if (Recorder* r = current_recorder())

@@ -24,6 +24,9 @@ namespace lockstep {
 // tells a live code object from a dead one whose address was reused.
 struct PyCodeInfo {
   uintptr_t code = 0;  // address of the code object when interned
+  // Code-watcher guard: the destroy count of this address's bucket when the entry was last
+  // proven to describe the live code object at `code` (kUnwatched: never under the watcher).
+  mutable std::atomic<uint64_t> watched_gen{0};
   // guard: identity of the objects the code owned, and its exact location table
   uintptr_t filename_obj = 0;
   uintptr_t qualname_obj = 0;
@@ -111,6 +114,8 @@ bool layout_from_debug_offsets(const D& d, int minor, PyLayout& l, char* why, si
   l.fr_previous = static_cast<uint32_t>(d.interpreter_frame.previous);
   l.fr_instr = static_cast<uint32_t>(d.interpreter_frame.instr_ptr);
   l.fr_owner = static_cast<uint32_t>(d.interpreter_frame.owner);
+  if (within(d.thread_state.interp, d.thread_state.size))
+    l.ts_interp = static_cast<uint32_t>(d.thread_state.interp);
   l.co_size = static_cast<uint32_t>(d.tuple_object.ob_size);  // PyVarObject.ob_size
   l.co_filename = static_cast<uint32_t>(d.code_object.filename);
   l.co_qualname = static_cast<uint32_t>(d.code_object.qualname);
@@ -230,6 +235,14 @@ Runtime detect() {
   sym.code_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyCode_Type"));
   sym.unicode_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyUnicode_Type"));
   sym.bytes_type = reinterpret_cast<uintptr_t>(dlsym(RTLD_DEFAULT, "PyBytes_Type"));
+  sym.add_pending_call =
+      reinterpret_cast<int (*)(int (*)(void*), void*)>(dlsym(RTLD_DEFAULT, "Py_AddPendingCall"));
+  sym.add_code_watcher =
+      reinterpret_cast<int (*)(int (*)(int, void*))>(dlsym(RTLD_DEFAULT, "PyCode_AddWatcher"));
+  sym.at_exit = reinterpret_cast<int (*)(void (*)())>(dlsym(RTLD_DEFAULT, "Py_AtExit"));
+  sym.err_clear = reinterpret_cast<void (*)()>(dlsym(RTLD_DEFAULT, "PyErr_Clear"));
+  sym.interpreter_get =
+      reinterpret_cast<void* (*)()>(dlsym(RTLD_DEFAULT, "PyInterpreterState_Get"));
   return pyframes_detail::python_runtime_from(sym);
 }
 
@@ -322,7 +335,125 @@ const uint8_t* read_bytes(const Runtime& rt, const char* obj, size_t& size) {
 
 std::atomic<const PyCodeInfo*> g_table[kTableSize];
 std::atomic<size_t> g_interned{0};
-std::atomic<bool> g_pointer_guard{false};  // benchmarking only: python_frames_bench_pointer_guard
+std::atomic<bool> g_exact_only{false};  // benchmarking only: python_frames_bench_exact_guard
+
+// --- the code-watcher guard (CPython 3.12+, GIL builds) ----------------------------------
+//
+// The exact guard below re-reads a code object's names and location table at every capture
+// (~140 ns a frame when they are cold in cache). Once a code watcher (PyCode_AddWatcher) is
+// registered, CPython calls on_code_event(DESTROY) from code_dealloc for every code object of
+// the watched interpreter before its memory is freed; it bumps the destroy count of the
+// address's bucket. An entry remembers the bucket's count read (before reading the code
+// object) while that code object was alive in the capturing thread's frame; a lookup that
+// reads the same count trusts the entry without reading the code object's contents.
+//
+// Why that is sound (GIL builds): let X be the code object at address A when entry E took
+// count g, read at R in thread T while T's frame held a strong reference to X. X's dealloc
+// comes after T dropped that reference, which T does holding the GIL after R, so R
+// happens-before X's DESTROY bump B_X: R cannot have read B_X or a later value, and g < the
+// count after B_X. A later code object Y at A is allocated after X's memory is freed (after
+// B_X), and reaches a capturing thread's frame only through Python's own synchronization
+// (the GIL): B_X happens-before every capture that sees Y, whose acquire load then reads a
+// count > g, so E is not trusted for Y and the exact guard decides. Counts only grow, and a
+// spurious bump (another address of the same bucket, or a DESTROY whose object a watcher
+// resurrected) only sends a lookup to the exact guard, which then refreshes E's count.
+// Registration happens-before any trusted lookup (release store of kWatchActive, acquire
+// load per capture), and the dealloc of X happens-after R, so it sees our watcher.
+// Not trusted (exact guard instead): before registration; threads of another interpreter
+// (watchers are per interpreter: code freed there would not be reported); once the
+// interpreter is finalized (watchers are cleared then; Py_AtExit turns the guard off for good,
+// so a re-initialized interpreter is never trusted); free-threaded builds (whose reference
+// counting does not give the happens-before chain above); 3.10/3.11 (no watchers).
+// Residual: a code object of the main interpreter whose last reference is dropped by a thread
+// of another interpreter sharing its allocator is not reported to our watcher.
+
+constexpr uint64_t kUnwatched = ~uint64_t{0};
+std::atomic<uint64_t> g_destroyed[kTableSize];  // per address bucket: DESTROY events seen
+
+enum WatchState : int { kWatchIdle, kWatchRequested, kWatchActive, kWatchOff };
+std::atomic<int> g_watch_state{kWatchIdle};
+std::atomic<uintptr_t> g_watch_interp{0};  // the interpreter whose code objects we watch
+std::atomic<const char*> g_watch_why{"exact guard: no capture has asked for the code watcher"};
+std::atomic<bool> g_watch_allowed{true};  // test hook: python_frames_allow_code_watcher
+std::atomic<unsigned> g_watch_attempts{0};
+const pyframes_detail::PySymbols* g_watch_api = nullptr;  // set before the pending call
+
+inline size_t bucket_of(uintptr_t code) {
+  return static_cast<size_t>(mix64(code) >> (64 - kTableBits));
+}
+
+int on_code_event(int event, void* code) {  // with the GIL, from CPython (create/dealloc)
+  if (event == pyframes_detail::kPyCodeEventDestroy)
+    g_destroyed[bucket_of(reinterpret_cast<uintptr_t>(code))].fetch_add(
+        1, std::memory_order_acq_rel);
+  return 0;
+}
+
+void on_python_exit() {  // Py_AtExit: end of Py_FinalizeEx, after the watchers were cleared
+  const int was = g_watch_state.exchange(kWatchOff, std::memory_order_seq_cst);
+  g_watch_why.store(was == kWatchActive
+                        ? "exact guard: the interpreter was finalized (code watcher until then)"
+                        : "exact guard: the interpreter was finalized");
+}
+
+void watch_off(const char* why) {
+  g_watch_why.store(why);
+  g_watch_state.store(kWatchOff, std::memory_order_release);
+}
+
+// Pending call: runs in the main thread of the main interpreter, with the GIL.
+int register_code_watcher(void*) {
+  if (g_watch_state.load(std::memory_order_acquire) != kWatchRequested) return 0;
+  const pyframes_detail::PySymbols& api = *g_watch_api;
+  if (api.at_exit(on_python_exit) != 0) {
+    watch_off("exact guard: Py_AtExit table full");
+    return 0;
+  }
+  if (api.add_code_watcher(on_code_event) < 0) {
+    api.err_clear();
+    watch_off("exact guard: no free code watcher slot (CPython has 8)");
+    return 0;
+  }
+  g_watch_interp.store(reinterpret_cast<uintptr_t>(api.interpreter_get()),
+                       std::memory_order_relaxed);
+  g_watch_why.store("code watcher (exact guard for other interpreters)");
+  g_watch_state.store(kWatchActive, std::memory_order_release);
+  return 0;
+}
+
+// From a capture that found Python frames, any thread, without the GIL: Py_AddPendingCall
+// needs neither the GIL nor a thread state.
+void request_code_watcher(const Runtime& rt) {
+  const pyframes_detail::PySymbols& api = rt.sym;
+  if (!g_watch_allowed.load(std::memory_order_relaxed)) return;
+  if (rt.layout.minor < 12 || rt.layout.free_threaded || rt.layout.ts_interp == kNoField ||
+      !api.add_pending_call || !api.add_code_watcher || !api.at_exit || !api.err_clear ||
+      !api.interpreter_get) {
+    watch_off(rt.layout.free_threaded ? "exact guard: free-threaded build"
+                                      : "exact guard: no code watchers in this CPython");
+    return;
+  }
+  int idle = kWatchIdle;
+  if (!g_watch_state.compare_exchange_strong(idle, kWatchRequested, std::memory_order_acq_rel))
+    return;
+  g_watch_api = &api;
+  g_watch_why.store("exact guard: code watcher registration pending (main thread)");
+  if (api.add_pending_call(register_code_watcher, nullptr) != 0) {  // queue full: later
+    if (g_watch_attempts.fetch_add(1, std::memory_order_relaxed) >= 32)
+      watch_off("exact guard: the pending-call queue stayed full");
+    else
+      g_watch_state.store(kWatchIdle, std::memory_order_release);
+  }
+}
+
+// May this capture trust watched entries? Read once per capture.
+bool watcher_trusted(const Runtime& rt, const char* tstate) {
+  if (g_watch_state.load(std::memory_order_acquire) != kWatchActive ||
+      g_exact_only.load(std::memory_order_relaxed))
+    return false;
+  return load<uintptr_t>(tstate, rt.layout.ts_interp) ==
+         g_watch_interp.load(std::memory_order_relaxed);
+}
 
 bool same_str(const Runtime& rt, const char* obj, const std::string& raw) {
   RawStr s;
@@ -341,7 +472,6 @@ bool guard_matches(const Runtime& rt, const PyCodeInfo& info, const char* code) 
       load<uintptr_t>(code, L.co_linetable) != info.linetable_obj ||
       load<int32_t>(code, L.co_firstlineno) != info.firstlineno)
     return false;
-  if (g_pointer_guard.load(std::memory_order_relaxed)) return true;  // benchmarking only
   if (!same_str(rt, load_ptr(code, L.co_filename), info.file_raw) ||
       !same_str(rt, load_ptr(code, L.co_qualname), info.function_raw))
     return false;
@@ -352,7 +482,7 @@ bool guard_matches(const Runtime& rt, const PyCodeInfo& info, const char* code) 
   return n == info.linetable.size() && std::memcmp(t, info.linetable.data(), n) == 0;
 }
 
-const PyCodeInfo* make_info(const Runtime& rt, const char* code) {
+PyCodeInfo* make_info(const Runtime& rt, const char* code) {
   if (g_interned.fetch_add(1, std::memory_order_relaxed) >= kMaxInterned) return nullptr;
   const PyLayout& L = rt.layout;
   auto* info = new (std::nothrow) PyCodeInfo;
@@ -387,19 +517,31 @@ const PyCodeInfo* make_info(const Runtime& rt, const char* code) {
   return info;
 }
 
-const PyCodeInfo* intern_code(const Runtime& rt, const char* code) {
+// `trust`: watcher_trusted() for this capture (see the code-watcher guard above).
+const PyCodeInfo* intern_code(const Runtime& rt, const char* code, bool trust) {
   const uintptr_t key = reinterpret_cast<uintptr_t>(code);
-  size_t i = static_cast<size_t>(mix64(key) >> (64 - kTableBits));
+  const size_t home = bucket_of(key);
+  // Read before anything of the code object: see the ordering argument above.
+  const uint64_t gen = trust ? g_destroyed[home].load(std::memory_order_acquire) : kUnwatched;
+  size_t i = home;
   for (size_t probe = 0; probe < kMaxProbe; ++probe, i = (i + 1) & (kTableSize - 1)) {
     std::atomic<const PyCodeInfo*>& slot = g_table[i];
     const PyCodeInfo* cur = slot.load(std::memory_order_acquire);
     while (true) {
       if (cur && cur->code != key) break;  // another code object's slot: probe on
-      if (cur && guard_matches(rt, *cur, code)) return cur;
+      if (cur) {
+        if (trust && cur->watched_gen.load(std::memory_order_relaxed) == gen) return cur;
+        if (guard_matches(rt, *cur, code)) {
+          if (trust) cur->watched_gen.store(gen, std::memory_order_relaxed);
+          return cur;
+        }
+      }
       // Empty slot, or a dead code object's entry at this address: publish a new entry.
-      const PyCodeInfo* fresh = make_info(rt, code);
+      PyCodeInfo* fresh = make_info(rt, code);
       if (!fresh) return nullptr;
-      if (slot.compare_exchange_strong(cur, fresh, std::memory_order_acq_rel,
+      fresh->watched_gen.store(gen, std::memory_order_relaxed);
+      const PyCodeInfo* desired = fresh;
+      if (slot.compare_exchange_strong(cur, desired, std::memory_order_acq_rel,
                                        std::memory_order_acquire))
         return fresh;
       delete fresh;  // lost a race; `cur` now holds the winner: re-examine it
@@ -480,7 +622,13 @@ int python_linetable_line(const uint8_t* table, size_t len, int firstlineno, int
 
 bool python_frames_available() { return runtime().ok; }
 
-void python_frames_bench_pointer_guard(bool on) { g_pointer_guard.store(on, std::memory_order_relaxed); }
+void python_frames_bench_exact_guard(bool on) { g_exact_only.store(on, std::memory_order_relaxed); }
+
+const char* python_frames_guard_status() { return g_watch_why.load(); }
+
+void pyframes_detail::python_frames_allow_code_watcher(bool allow) {
+  g_watch_allowed.store(allow, std::memory_order_relaxed);
+}
 
 const char* python_frames_status() { return runtime().status; }
 
@@ -488,7 +636,7 @@ namespace {
 
 // 3.10: the chain of PyFrameObjects from PyThreadState.frame.
 size_t capture_frame_objects(const Runtime& rt, const char* tstate, PyFrameRaw* out,
-                             size_t max) {
+                             size_t max) {  // no code watchers on 3.10: the exact guard
   const PyLayout& L = rt.layout;
   const char* frame = load_ptr(tstate, L.ts_frame);
   size_t n = 0;
@@ -496,7 +644,7 @@ size_t capture_frame_objects(const Runtime& rt, const char* tstate, PyFrameRaw* 
     const char* code = load_ptr(frame, L.fr_code);
     if (code && load<uintptr_t>(code, L.ob_type) == rt.sym.code_type) {
       const int32_t lasti = load<int32_t>(frame, L.fr_lasti);
-      out[n].code = intern_code(rt, code);
+      out[n].code = intern_code(rt, code, false);
       out[n].addr = lasti >= 0 && lasti < (1 << 29) ? lasti * 2 : -1;
       out[n].reserved = 0;
       ++n;
@@ -524,6 +672,7 @@ size_t python_capture_from(const PyRuntimeView& rt, const void* tstate_v, PyFram
   } else {
     frame = load_ptr(tstate, L.ts_current_frame);
   }
+  const bool trust = watcher_trusted(rt, tstate);
   // 3.14's _PyStackRef keeps tag bits below the object's alignment.
   const uintptr_t exec_mask = L.executable_tagged ? ~uintptr_t{7} : ~uintptr_t{0};
   size_t n = 0;
@@ -549,7 +698,7 @@ size_t python_capture_from(const PyRuntimeView& rt, const void* tstate_v, PyFram
       const bool incomplete = L.co_firsttraceable != kNoField && owner != kOwnedByGenerator &&
                               index < load<int32_t>(code, L.co_firsttraceable);
       if (!incomplete) {
-        out[n].code = intern_code(rt, code);
+        out[n].code = intern_code(rt, code, trust);
         out[n].addr = own_bytecode                    ? kAddrNoLine
                       : (index >= 0 && index < units) ? static_cast<int32_t>(index * 2)
                                                       : -1;
@@ -567,7 +716,9 @@ size_t python_capture_from(const PyRuntimeView& rt, const void* tstate_v, PyFram
 size_t capture_python_frames(PyFrameRaw* out, size_t max) {
   const Runtime& rt = runtime();
   if (!rt.ok || max == 0 || !rt.sym.is_initialized()) return 0;
-  return pyframes_detail::python_capture_from(rt, rt.sym.this_thread_state(), out, max);
+  const size_t n = pyframes_detail::python_capture_from(rt, rt.sym.this_thread_state(), out, max);
+  if (n && g_watch_state.load(std::memory_order_relaxed) == kWatchIdle) request_code_watcher(rt);
+  return n;
 }
 
 uint64_t python_frames_hash(const PyFrameRaw* frames, size_t n, uint64_t seed) {

@@ -60,11 +60,15 @@ struct PyFrameInfo {
   int line = 0;          // 0 when unknown
 };
 
-// Benchmarking only (bench_knobs.h, "pyguard"): an interned code object is taken as matching
-// when its file name, qualname and location-table pointers and first line match, without
-// comparing contents (a dead code object's address reused could then be described wrongly).
-// Never in a real job.
-void python_frames_bench_pointer_guard(bool on);
+// Which guard tells a live code object from a dead one at the same address, for humans:
+// "code watcher ..." once CPython 3.12+ reports code objects' deaths to us (registered from the
+// main thread after the first capture that found Python frames), else "exact guard: <why>"
+// (names, first line and location table compared at every capture). docs/python-frames.md.
+const char* python_frames_guard_status();
+
+// Benchmarking only (bench_knobs.h, "pyguard"): every lookup takes the exact guard even where
+// the code watcher would let it trust an entry. Never needed in a real job.
+void python_frames_bench_exact_guard(bool on);
 
 // Off the hot path (writer thread). Thread-safe; reads only the intern table.
 PyFrameInfo resolve_python_frame(const PyFrameRaw& frame);

@@ -51,6 +51,7 @@ struct PyLayout {
   uint32_t ts_cframe = kNoField;         // 3.11/3.12: PyThreadState.cframe
   uint32_t cframe_current = kNoField;    // 3.11/3.12: _PyCFrame.current_frame
   uint32_t ts_current_frame = kNoField;  // 3.13+:     PyThreadState.current_frame
+  uint32_t ts_interp = kNoField;         // 3.12+: PyThreadState.interp (code-watcher guard)
   // _PyInterpreterFrame
   uint32_t fr_code = 0;      // f_code (3.11/3.12), f_executable (3.13)
   uint32_t fr_previous = 0;
@@ -134,6 +135,7 @@ inline constexpr PyLayout kLayout312 = [] {
   l.fr_previous = 8;
   l.fr_instr = 56;
   l.fr_owner = 70;  // after int stacktop, uint16_t return_offset
+  l.ts_interp = 16;  // after prev, next
   l.co_firstlineno = 68;
   l.co_filename = 112;
   l.co_qualname = 128;
@@ -221,6 +223,12 @@ struct PySymbols {
   int (*is_initialized)() = nullptr;            // Py_IsInitialized
   void* (*this_thread_state)() = nullptr;       // PyGILState_GetThisThreadState
   const void* runtime = nullptr;                // _PyRuntime (3.13+: debug offsets first)
+  // The code-watcher guard (3.12+, python_frames.cpp); null where absent (and in tests).
+  int (*add_pending_call)(int (*)(void*), void*) = nullptr;  // Py_AddPendingCall
+  int (*add_code_watcher)(int (*)(int, void*)) = nullptr;    // PyCode_AddWatcher
+  int (*at_exit)(void (*)()) = nullptr;                      // Py_AtExit
+  void (*err_clear)() = nullptr;                             // PyErr_Clear
+  void* (*interpreter_get)() = nullptr;                      // PyInterpreterState_Get
   uintptr_t code_type = 0, unicode_type = 0, bytes_type = 0;
 };
 
@@ -238,6 +246,14 @@ PyRuntimeView python_runtime_from(const PySymbols& sym);
 // capture_python_frames() against an explicit runtime and thread state (tests).
 size_t python_capture_from(const PyRuntimeView& rt, const void* tstate, PyFrameRaw* out,
                            size_t max);
+
+// PyCodeEvent values (Include/cpython/code.h, 3.12+; checked in layout_check.cpp).
+inline constexpr int kPyCodeEventCreate = 0;
+inline constexpr int kPyCodeEventDestroy = 1;
+
+// Test hook: while false, the first capture does not ask for the code watcher (so tests can
+// exercise the exact guard in a process that captures). Default true.
+void python_frames_allow_code_watcher(bool allow);
 
 // Line of the byte offset `addr` from a 3.10 (PEP 626) co_linetable, as PyCode_Addr2Line.
 int python_linetable_line_310(const uint8_t* table, size_t len, int firstlineno, int addr);

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "group_fold.h"
 #include "log.h"
+#include "python_frames.h"
 #include "recorder_state.h"
 #include "symbol_lookup.h"
 
@@ -96,7 +97,7 @@ Recorder* start_locked() {
   r->writer->set_meta("hot_clock", hot_clock_uses_tsc() ? "tsc" : "clock_gettime");
   if (unsigned off = config().bench_off) {
     g_bench_off.store(off, std::memory_order_relaxed);
-    if (off & kOffPyGuard) lockstep::python_frames_bench_pointer_guard(true);
+    if (off & kOffPyGuard) lockstep::python_frames_bench_exact_guard(true);
     r->writer->set_meta("bench_off", std::to_string(off));
   }
   r->writer->start();
@@ -308,6 +309,8 @@ void shutdown_recorder(const char* reason) noexcept {
   g_rec.store(nullptr);
   try {
     r->completion->stop();
+    if (r->stack_mode == StackMode::Python)  // which guard the Python frames were read under
+      r->writer->set_meta("python_guard", lockstep::python_frames_guard_status());
     r->writer->stop(reason);
   } catch (...) {
   }

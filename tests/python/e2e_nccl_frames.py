@@ -70,6 +70,7 @@ class E2ENcclPythonFrames(unittest.TestCase):
                 "JOIN frames f ON f.stack_id = o.stack_id WHERE o.op = 'all_reduce' "
                 "AND f.kind = 'python' ORDER BY o.call_index, f.depth").fetchall()
             mode = db.execute("SELECT value FROM meta WHERE key='stack_mode'").fetchone()
+            guard = db.execute("SELECT value FROM meta WHERE key='python_guard'").fetchone()
             native = db.execute(
                 "SELECT o.call_index, count(*), group_concat(f.module, '|') FROM ops o "
                 "JOIN frames f ON f.stack_id = o.stack_id WHERE o.op = 'all_reduce' "
@@ -78,6 +79,11 @@ class E2ENcclPythonFrames(unittest.TestCase):
         for call, thread, function, file, line in rows:
             by_op.setdefault(call, []).append((function, os.path.basename(file), line))
         self.assertEqual(mode, ("python",))
+        self.assertIsNotNone(guard, "no python_guard meta")
+        if sys.version_info < (3, 12):
+            self.assertTrue(guard[0].startswith("exact guard: no code watchers"), guard)
+        else:
+            self.assertTrue(guard[0].startswith(("code watcher", "exact guard")), guard)
         self.assertEqual(len(by_op), 2, "python frames per all_reduce op: %r" % by_op)
         first, second = [by_op[k] for k in sorted(by_op)]
         me = os.path.basename(__file__)

@@ -64,6 +64,7 @@ static_assert(offsetof(_PyInterpreterFrame, f_code) == L.fr_code);
 static_assert(offsetof(_PyInterpreterFrame, prev_instr) == L.fr_instr);
 static_assert(FRAME_OWNED_BY_CSTACK == lp::kOwnedByCStack);
 static_assert(offsetof(PyCodeObject, _co_firsttraceable) == L.co_firsttraceable);
+static_assert(offsetof(PyThreadState, interp) == L.ts_interp);
 #elif PY_VERSION_HEX >= 0x030D0000 && PY_VERSION_HEX < 0x030F0000
 // 3.13 and 3.14 take their offsets from _Py_DebugOffsets at run time; check our mirror of that
 // struct and the one size we derive instead of reading.
@@ -80,6 +81,8 @@ static_assert(offsetof(_Py_DebugOffsets, version) == offsetof(D, version));
 static_assert(offsetof(_Py_DebugOffsets, free_threaded) == offsetof(D, free_threaded));
 static_assert(offsetof(_Py_DebugOffsets, thread_state.current_frame) ==
               offsetof(D, thread_state.current_frame));
+static_assert(offsetof(_Py_DebugOffsets, thread_state.interp) ==
+              offsetof(D, thread_state.interp));
 static_assert(offsetof(_Py_DebugOffsets, interpreter_frame.previous) ==
               offsetof(D, interpreter_frame.previous));
 static_assert(offsetof(_Py_DebugOffsets, interpreter_frame.executable) ==
@@ -126,4 +129,11 @@ static_assert(offsetof(PyASCIIObject, state) == L.uni_state);
 static_assert(sizeof(PyASCIIObject) == L.uni_ascii_size);
 static_assert(sizeof(PyCompactUnicodeObject) == L.uni_compact_size);
 static_assert(offsetof(PyUnicodeObject, data) == L.uni_compact_size);
+#endif
+
+#if PY_VERSION_HEX >= 0x030C0000
+// The code-watcher guard (python_frames.cpp) calls CPython with these values and signatures.
+static_assert(PY_CODE_EVENT_CREATE == lp::kPyCodeEventCreate);
+static_assert(PY_CODE_EVENT_DESTROY == lp::kPyCodeEventDestroy);
+static_assert(sizeof(PyCodeEvent) == sizeof(int));
 #endif

@@ -157,7 +157,66 @@ PyObject* status(PyObject*, PyObject*) {
   return PyUnicode_FromString(lockstep::python_frames_status());
 }
 
+PyObject* guard_status(PyObject*, PyObject*) {
+  return PyUnicode_FromString(lockstep::python_frames_guard_status());
+}
+
+// allow_code_watcher(bool): while False, captures do not ask for the code watcher.
+PyObject* allow_code_watcher(PyObject*, PyObject* arg) {
+  const int allow = PyObject_IsTrue(arg);
+  if (allow < 0) return nullptr;
+  lockstep::pyframes_detail::python_frames_allow_code_watcher(allow != 0);
+  Py_RETURN_NONE;
+}
+
+// exact_guard(bool): bench knob, every lookup takes the exact guard.
+PyObject* exact_guard(PyObject*, PyObject* arg) {
+  const int on = PyObject_IsTrue(arg);
+  if (on < 0) return nullptr;
+  lockstep::python_frames_bench_exact_guard(on != 0);
+  Py_RETURN_NONE;
+}
+
+#if PY_VERSION_HEX >= 0x030C0000
+int noop_watcher(PyCodeEvent, PyCodeObject*) { return 0; }
+
+// free_code_watcher_slots() -> how many code watchers this interpreter could still register.
+PyObject* free_code_watcher_slots(PyObject*, PyObject*) {
+  std::vector<int> ids;
+  for (int id; ids.size() < 64 && (id = PyCode_AddWatcher(noop_watcher)) >= 0;) ids.push_back(id);
+  PyErr_Clear();
+  for (int id : ids) PyCode_ClearWatcher(id);
+  return PyLong_FromSize_t(ids.size());
+}
+
+long g_creates = 0, g_destroys = 0;
+int counting_watcher(PyCodeEvent event, PyCodeObject*) {
+  if (event == PY_CODE_EVENT_CREATE) ++g_creates;
+  if (event == PY_CODE_EVENT_DESTROY) ++g_destroys;
+  return 0;
+}
+
+// add_counting_watcher() -> id: a program's own code watcher, counting events.
+PyObject* add_counting_watcher(PyObject*, PyObject*) {
+  const int id = PyCode_AddWatcher(counting_watcher);
+  return id < 0 ? nullptr : PyLong_FromLong(id);
+}
+
+// counting_watcher_events() -> (creates, destroys) seen by the counting watcher.
+PyObject* counting_watcher_events(PyObject*, PyObject*) {
+  return Py_BuildValue("(ll)", g_creates, g_destroys);
+}
+#endif
+
 PyMethodDef kMethods[] = {
+    {"guard_status", guard_status, METH_NOARGS, nullptr},
+    {"allow_code_watcher", allow_code_watcher, METH_O, nullptr},
+    {"exact_guard", exact_guard, METH_O, nullptr},
+#if PY_VERSION_HEX >= 0x030C0000
+    {"free_code_watcher_slots", free_code_watcher_slots, METH_NOARGS, nullptr},
+    {"add_counting_watcher", add_counting_watcher, METH_NOARGS, nullptr},
+    {"counting_watcher_events", counting_watcher_events, METH_NOARGS, nullptr},
+#endif
     {"capture", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(capture)),
      METH_VARARGS | METH_KEYWORDS, "capture(max=64, release_gil=True)"},
     {"capture_hash", capture_hash, METH_NOARGS, nullptr},

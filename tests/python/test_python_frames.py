@@ -8,6 +8,7 @@ Run: PYTHONPATH=<dir of lockstep_pyframes_test*.so> python -m unittest test_pyth
 """
 import asyncio
 import os
+import subprocess
 import sys
 import threading
 import unittest
@@ -276,3 +277,27 @@ class LineTableTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipUnless(sys.version_info >= (3, 12), "code watchers appeared in CPython 3.12")
+class CodeWatcherTest(unittest.TestCase):
+    """The code-watcher guard (python_frames.cpp): each scenario in a fresh interpreter."""
+
+    def run_child(self, scenario):
+        child = os.path.join(os.path.dirname(THIS_FILE), "code_watcher_child.py")
+        r = subprocess.run([sys.executable, child, scenario], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "ok"), r.stderr)
+
+    def test_a_process_that_never_captures_registers_no_watcher(self):
+        self.run_child("never_captured")
+
+    def test_reused_address_reports_the_new_function_before_and_after_registration(self):
+        self.run_child("before_and_after")
+
+    def test_a_program_code_watcher_still_gets_its_events(self):
+        self.run_child("program_watcher")
+
+    def test_no_free_watcher_slot_keeps_the_exact_guard(self):
+        self.run_child("slots_full")
+
