@@ -384,6 +384,7 @@ void on_group_end() {
       o.state = OpState::Enqueued;
       o.seq = cs->next_seq.fetch_add(1, std::memory_order_relaxed);
     }
+    o.has_parts = f.list_parts;  // the writer waits for all of them, as for the interposer's ops
     Record rec;
     rec.kind = RecKind::Op;
     rec.op = o;
@@ -394,7 +395,7 @@ void on_group_end() {
         Record p;
         p.kind = RecKind::Part;
         p.part = {o.call_index, int64_t(d->count), part++, d->root, d->peer, -1,
-                  int8_t(d->dtype >= 0 && d->dtype < 12 ? d->dtype : -1), d->kind};
+                  int8_t(d->dtype >= 0 && d->dtype < 12 ? d->dtype : -1), d->kind, int32_t(g.parts.size())};
         r->writer->push(p);
       }
     }

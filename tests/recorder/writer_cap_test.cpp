@@ -252,7 +252,9 @@ TEST(WriterOnDisk, a_capped_trace_keeps_the_newest_ops_exact_stays_under_the_cap
   int64_t below = 0, in_chunks = 0;
   for (size_t i = 1; i < chunks.size(); ++i) {
     const int64_t lo = db.num("SELECT IFNULL(min(call_index), 0) FROM " + chunks[i]);
-    if (lo) EXPECT_GT(lo, below) << chunks[i];
+    if (lo) {
+      EXPECT_GT(lo, below) << chunks[i];
+    }
     below = std::max(below, db.num("SELECT IFNULL(max(call_index), 0) FROM " + chunks[i]));
     in_chunks += db.num("SELECT count(*) FROM " + chunks[i]);
   }
