@@ -61,6 +61,11 @@ struct Op {
   std::vector<OpPart> parts;
 };
 
+// A row the analyses compare: it enqueued work and has its communicator's sequence number. The
+// writer stores seq only for these (trace_schema.h: NULL when the op enqueued nothing), so a file
+// and the rows it was written from index the same ops (schedule.h ScheduleBuilder).
+inline bool sequenced(const Op& o) { return o.seq > 0 && vocab::enqueued_work(o.state); }
+
 struct Comm {
   int local_id = 0;          // comms.id in the file
   std::string hash;          // identity shared by all members
