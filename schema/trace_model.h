@@ -1,9 +1,10 @@
-// The rows of one trace file as plain data (no SQLite here): a process's header (meta, env,
-// comms, hangs), which the Schedule keeps per process (SchedProcess::info), and its full op rows,
-// which load_process_file reads one process at a time for the views that print every row.
-// `Trace` (every process's full rows at once) is no reader's output: it is the form shrink's
-// candidates, the emitters, schema/trace_file_model.h's writer and the test builders write from
-// (issue 10: still to be replaced by the Schedule).
+// A trace's rows as plain data (no SQLite here): the one in-memory model of a trace's content.
+// A process's header (meta, env, comms, hangs) and its op, wait and stack rows, as the recorder
+// wrote them. Written by the one model writer (trace_file_model.h: shrink's reproducer, the
+// Flight Recorder import, test builders); read back one process at a time by the loader's row
+// view (analyzer/trace_loader.h load_process_file, trace_details.h). The analyses read an index
+// of these rows, analyzer/schedule.h's Schedule, which keeps each process's header
+// (SchedProcess::info, ops and stacks empty) and is never turned back into rows.
 #pragma once
 
 #include <cstdint>
