@@ -218,28 +218,6 @@ struct Sel {
 
 bool has_parts(const Op& o) { return !o.parts.empty(); }
 
-// The op of a row as shrink keeps it: what the index compares, plus the thread and stream a
-// candidate may merge. Times, stacks and thread names are not part of a reproducer.
-Op kept_fields(const Op& row) {
-  Op o;
-  o.call_index = row.call_index;
-  o.comm = row.comm;
-  o.seq = row.seq;
-  o.op = row.op;
-  o.dtype = row.dtype;
-  o.count = row.count;
-  o.root = row.root;
-  o.peer = row.peer;
-  o.redop = row.redop;
-  o.parts = row.parts;
-  o.stream = row.stream;
-  o.tid = row.tid;
-  o.group_id = row.group_id;
-  o.state = row.state;
-  o.completed = row.completed;
-  return o;
-}
-
 // The case is made of the trace's rows (read through `rows`), the form a candidate and the
 // reproducer are written in; the schedule gives the processes' headers, in its order.
 Case make_case(const lockstep::Schedule& t, const ProcessRows& rows) {
@@ -287,7 +265,7 @@ Case make_case(const lockstep::Schedule& t, const ProcessRows& rows) {
     std::map<P2PChannel, int> sends, recvs;
     for (const Op& row : r.ops) {
       if (!sequenced(row) || row.comm < 0 || row.comm >= static_cast<int>(p.comms.size()) || to_global[row.comm] < 0) continue;
-      const Op o = kept_fields(row);
+      const Op& o = row;
       CItem it;
       it.op = o;
       const int g = to_global[o.comm];
@@ -427,7 +405,11 @@ std::optional<Trace> build(const Case& cs, const Sel& s) {
       }
       o.seq = ++seq[g];
       o.call_index = ++call;
+      // What the reproducer keeps of a row: no times, stack, thread name or graph of the original.
       o.state = vocab::State::Enqueued;
+      o.rc = 0;
+      o.issue_mono_ns = o.issue_wall_ns = o.complete_mono_ns = 0;
+      o.thread_name.clear();
       o.origin_call = -1;
       o.graph_exec = 0;
       o.stack_id = -1;
