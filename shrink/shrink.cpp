@@ -263,9 +263,8 @@ Case make_case(const lockstep::Schedule& t, const ProcessRows& rows) {
     std::vector<CItem> ops, waits;
     std::map<int, int> coll_ordinal, sr_ordinal;
     std::map<P2PChannel, int> sends, recvs;
-    for (const Op& row : r.ops) {
-      if (!sequenced(row) || row.comm < 0 || row.comm >= static_cast<int>(p.comms.size()) || to_global[row.comm] < 0) continue;
-      const Op& o = row;
+    for (const Op& o : r.ops) {
+      if (!sequenced(o) || o.comm < 0 || o.comm >= static_cast<int>(p.comms.size()) || to_global[o.comm] < 0) continue;
       CItem it;
       it.op = o;
       const int g = to_global[o.comm];
