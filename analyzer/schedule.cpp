@@ -44,6 +44,46 @@ uint32_t ThreadTable::index(int64_t tid) {
   return it->second;
 }
 
+uint8_t ScheduleBuilder::stream_bucket(uint64_t stream) {
+  if (last_bucket_ >= 0 && stream == last_stream_) return static_cast<uint8_t>(last_bucket_);
+  size_t i = 0;
+  while (i < sp_.streams.size() && sp_.streams[i] != stream) ++i;
+  if (i == sp_.streams.size() && i < 255) sp_.streams.push_back(stream);
+  last_stream_ = stream;
+  last_bucket_ = static_cast<int>(std::min<size_t>(i, 255));
+  return static_cast<uint8_t>(last_bucket_);
+}
+
+void ScheduleBuilder::add_op(const Row& r) {
+  if (r.call_index < -kMaxCallIndex - 1 || r.call_index > kMaxCallIndex)
+    throw IndexError("op call_index " + std::to_string(r.call_index) + " out of range (valid: 0.." + std::to_string(kMaxCallIndex) + ")");
+  if (r.seq < 1 || r.seq > static_cast<int64_t>(UINT32_MAX))
+    throw IndexError("op " + std::to_string(r.call_index) + " has seq " + std::to_string(r.seq) + " (valid: 1.." + std::to_string(UINT32_MAX) + ")");
+  if (r.comm < 0 || r.comm > UINT16_MAX) throw IndexError("op " + std::to_string(r.call_index) + " names no communicator");
+  if (sp_.ops.size() >= UINT32_MAX) throw IndexError("more than 4,294,967,295 sequenced ops in one file: not supported");
+  SchedOp o;
+  o.call_index = r.call_index;
+  o.seq = static_cast<uint32_t>(r.seq);
+  o.sig = r.sig;
+  o.comm = static_cast<uint16_t>(r.comm);
+  o.stream = stream_bucket(r.stream);
+  if (o.stream == 255) sp_.overflow_streams.emplace_back(static_cast<uint32_t>(sp_.ops.size()), r.stream);
+  if (r.completed) {
+    o.flags |= kOpCompleted;
+    sp_.completion_known = true;
+  }
+  if (r.group_id >= 0) {
+    o.flags |= kOpGrouped;
+    sp_.groups.push_back({static_cast<uint32_t>(sp_.ops.size()), static_cast<uint32_t>(r.group_id) + 1});
+  }
+  sp_.ops.push_back(o);
+}
+
+void ScheduleBuilder::add_unsequenced(bool completed) {
+  ++sp_.unsequenced_ops;
+  if (completed) sp_.completion_known = true;
+}
+
 Schedule schedule_from_trace(const Trace& trace) {
   Schedule s;
   s.dir = trace.dir;
@@ -58,34 +98,17 @@ Schedule schedule_from_trace(const Trace& trace) {
     std::vector<const Op*> by_call;
     for (const Op& o : p.ops) by_call.push_back(&o);
     std::stable_sort(by_call.begin(), by_call.end(), [](const Op* a, const Op* b) { return a->call_index < b->call_index; });
+    ScheduleBuilder index(sp);
     ThreadTable threads(sp);
     for (const Op* op : by_call) {
       const Op& o = *op;
-      // As the loader reads files: rows that enqueued nothing have no seq there.
-      if (o.seq <= 0 || !vocab::enqueued_work(o.state) || o.comm < 0) {
-        ++sp.unsequenced_ops;
+      if (!sequenced(o) || o.comm < 0) {
+        index.add_unsequenced(o.completed);
         continue;
       }
-      SchedOp so;
-      so.call_index = o.call_index;
-      so.seq = static_cast<uint32_t>(o.seq);
-      so.comm = static_cast<uint16_t>(o.comm);
-      auto it = std::find(sp.streams.begin(), sp.streams.end(), o.stream);
-      if (it == sp.streams.end() && sp.streams.size() < 255) it = sp.streams.insert(sp.streams.end(), o.stream);
-      so.stream = static_cast<uint8_t>(std::min<ptrdiff_t>(it - sp.streams.begin(), 255));
-      const uint32_t group = o.group_id < 0 ? 0 : static_cast<uint32_t>(o.group_id) + 1;
-      if (group) so.flags |= kOpGrouped;
-      if (o.completed) {
-        so.flags |= kOpCompleted;
-        sp.completion_known = true;
-      }
-      if (o.state == vocab::State::GraphLaunched) so.flags |= kOpGraphLaunched;
-      Signature sig{o.op, o.dtype, o.count, o.root, o.peer, o.redop, o.parts, OpClass::kCollective};
-      so.sig = sigs.intern(std::move(sig));
-      if (so.stream == 255) sp.overflow_streams.emplace_back(static_cast<uint32_t>(sp.ops.size()), o.stream);
+      index.add_op({o.call_index, o.seq, o.comm, sigs.intern(Signature{o.op, o.dtype, o.count, o.root, o.peer, o.redop, o.parts, OpClass::kCollective}),
+                    o.stream, o.group_id, o.completed});
       sp.op_threads.push_back(threads.index(o.tid));
-      if (group) sp.groups.push_back({static_cast<uint32_t>(sp.ops.size()), group});
-      sp.ops.push_back(so);
     }
     std::vector<const Wait*> waits;
     for (const Wait& w : p.waits) waits.push_back(&w);
@@ -137,28 +160,6 @@ std::string describe_signature(const Signature& s) {
     d += "]";
   }
   return d;
-}
-
-Op op_row(const Schedule& s, const SchedProcess& sp, size_t i) {
-  const SchedOp& so = sp.ops[i];
-  const Signature& sig = s.sigs[so.sig];
-  Op o;
-  o.call_index = so.call_index;
-  o.comm = so.comm;
-  o.seq = so.seq;
-  o.op = sig.op;
-  o.dtype = sig.dtype;
-  o.count = sig.count;
-  o.root = sig.root;
-  o.peer = sig.peer;
-  o.redop = sig.redop;
-  o.parts = sig.parts;
-  o.stream = sp.stream_of(i);
-  o.tid = sp.threads[sp.op_threads[i]];
-  o.group_id = static_cast<int64_t>(sp.group_of(i)) - 1;
-  o.state = so.flags & kOpGraphLaunched ? vocab::State::GraphLaunched : vocab::State::Enqueued;
-  o.completed = so.completed();
-  return o;
 }
 
 }  // namespace lockstep

@@ -1,12 +1,14 @@
-// Compact, analysis-ready form of a trace directory: what the analyses need of every sequenced
-// op (16 bytes each), with op descriptions interned once per directory. A 256-rank x 100,000-op
-// directory fits in ~400 MB instead of the ~8 GB the full trace_model.h structs would take.
-// Details of the few ops a report names (stacks, thread, parts) are read back on demand
-// (analyzer/trace_details.h). Built by the loader from SQLite files, or from an in-memory Trace.
+// The analysis index of a trace: what the analyses need of every sequenced op row (16 bytes
+// each), with op descriptions interned once per directory. The trace's content has one model, its
+// rows (trace_model.h); the Schedule is an index of them, built by ScheduleBuilder only, from the
+// files (trace_loader.h) or from rows in memory (schedule_from_trace), and never turned back into
+// rows: whatever needs a row reads it (trace_details.h, load_process_file). A 256-rank x
+// 100,000-op directory fits in ~400 MB instead of the ~8 GB its rows would take.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -40,14 +42,13 @@ constexpr OpClass classify_op(vocab::Op op) {
 }
 
 enum OpFlags : uint8_t {
-  kOpCompleted = 1,      // completion recorded
-  kOpGraphLaunched = 2,  // ran as part of a CUDA graph replay (set from in-memory traces only)
-  kOpGrouped = 4,        // issued inside ncclGroupStart/End: its group is SchedProcess::group_of
+  kOpCompleted = 1,  // completion recorded
+  kOpGrouped = 2,    // issued inside ncclGroupStart/End: its group is SchedProcess::group_of
 };
 
 // 16 bytes: 164 M ops (16,384 ranks x 10,000) take 2.6 GB. call_index and sig are bit-fields
-// (read and assigned like integers; the loader rejects values that do not fit: kMaxCallIndex,
-// kMaxSignatures). The group id, needed only to compare two ops of one process, lives beside
+// (read and assigned like integers; ScheduleBuilder rejects values that do not fit:
+// kMaxCallIndex, kMaxSignatures). The group id, needed only to compare two ops of one process, lives beside
 // the ops (SchedProcess::groups) since most ops are not grouped.
 struct SchedOp {
   int64_t call_index : 40 = 0;  // process-wide order
@@ -100,10 +101,47 @@ struct SchedProcess {
   std::vector<uint32_t> op_threads;  // per ops[i]: index into threads
   std::vector<HostWait> waits;       // by call_index
   // The exact stream of each op in the overflow bucket (SchedOp::stream 255): (op index, stream).
+  // Kept by ScheduleBuilder, on every path.
   std::vector<std::pair<uint32_t, uint64_t>> overflow_streams;
   // The stream value of ops[i] (kUnknownStream: in the overflow bucket without side data).
   uint64_t stream_of(size_t i) const;
   static constexpr uint64_t kUnknownStream = ~uint64_t(0);
+};
+
+// Why an op row cannot enter the index (a value that does not fit it). The loader skips the file
+// with this reason ("corrupt: " + what()).
+struct IndexError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// The one builder of a process's part of the index: its sequenced op rows, appended in
+// call_index order. The rules by which a row becomes a SchedOp -- the range limits, the stream
+// buckets, the group and completion flags, what completion_known and unsequenced_ops count -- are
+// written here once, for the loader's readers (both schemas) and for rows in memory
+// (schedule_from_trace). Which rows are sequenced is the row model's rule (trace_model.h
+// sequenced), which the writer applies when it writes seq.
+class ScheduleBuilder {
+ public:
+  explicit ScheduleBuilder(SchedProcess& sp) : sp_(sp) {}
+  struct Row {
+    int64_t call_index = 0;
+    int64_t seq = 0;        // >= 1
+    int comm = 0;           // index into SchedProcess::info.comms
+    uint32_t sig = 0;       // index into the caller's SignatureTable
+    uint64_t stream = 0;
+    int64_t group_id = -1;  // the row's group_id; -1: not grouped
+    bool completed = false;
+  };
+  // Appends a sequenced op; throws IndexError when a value does not fit the index.
+  void add_op(const Row& r);
+  // A row that enqueued nothing (failed, simulated, captured): counted, never compared.
+  void add_unsequenced(bool completed);
+
+ private:
+  uint8_t stream_bucket(uint64_t stream);
+  SchedProcess& sp_;
+  uint64_t last_stream_ = 0;
+  int last_bucket_ = -1;
 };
 
 // Builds the threads / op_threads side data one row at a time (schedule_from_trace, the loader).
@@ -142,13 +180,10 @@ class SignatureTable {
 
 std::string signature_key(const Signature& s);
 
-// The compact form of a fully loaded trace (tests, small traces, replay --order-from), with the
-// model checker's side data (host waits, op threads).
+// The index of rows in memory (test builders, shrink's candidates), through ScheduleBuilder as
+// the loader builds it from files, with the model checker's side data (host waits, op threads).
+// Processes keep the order of trace.processes.
 Schedule schedule_from_trace(const Trace& trace);
-
-// The op row of schedule op `i` of `sp`, with the fields the schedule keeps (no times, no stack):
-// the inverse of schedule_from_trace for what shrink writes and the benchmarks time.
-Op op_row(const Schedule& s, const SchedProcess& sp, size_t i);
 
 // Elements an all-to-all moves to (send) or from (!send) one peer; ncclAlltoAll (no parts)
 // moves `count` to and from every peer.

@@ -18,19 +18,18 @@ std::optional<SideReadError> read_host_waits(sqlite3* db, SchedProcess& sp) {
   sp.threads.clear();
   sp.op_threads.assign(sp.ops.size(), 0);
   sp.waits.clear();
-  sp.overflow_streams.clear();
   ThreadTable threads(sp);
-  // Schema 2 keeps tid and stream on the op's signature; schema 1 on the op row (trace_schema.h).
+  // Schema 2 keeps tid on the op's signature; schema 1 on the op row (trace_schema.h).
   auto v = sp.info.meta.find("schema_version");
   const bool compact = v != sp.info.meta.end() && v->second != "1";
   // Schema 3 keeps op rows in chunks, in call_index order (trace_schema.h): one query each.
   std::vector<std::string> ops_sql;
   if (compact) {
     for (const std::string& t : trace_file::op_chunk_tables(db))
-      ops_sql.push_back("SELECT r.call_index, s.tid, IFNULL(s.stream,0) FROM " + t +
+      ops_sql.push_back("SELECT r.call_index, s.tid FROM " + t +
                         " r JOIN signatures s ON s.id = r.sig WHERE r.seq IS NOT NULL ORDER BY r.call_index");
   } else {
-    ops_sql.push_back("SELECT call_index, tid, IFNULL(stream,0) FROM ops WHERE seq IS NOT NULL ORDER BY call_index");
+    ops_sql.push_back("SELECT call_index, tid FROM ops WHERE seq IS NOT NULL ORDER BY call_index");
   }
   {
     std::vector<bool> seen(sp.ops.size(), false);
@@ -45,8 +44,6 @@ std::optional<SideReadError> read_host_waits(sqlite3* db, SchedProcess& sp) {
         if (i == sp.ops.size() || sp.ops[i].call_index != ci) continue;  // written after the ops were read
         sp.op_threads[i] = threads.index(sqlite3_column_int64(st.get(), 1));
         seen[i] = true;
-        if (sp.ops[i].stream == 255)
-          sp.overflow_streams.emplace_back(static_cast<uint32_t>(i), static_cast<uint64_t>(sqlite3_column_int64(st.get(), 2)));
       }
       if (rc != SQLITE_DONE) return failed(db, rc, "read failed (op threads)");
     }

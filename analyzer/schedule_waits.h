@@ -1,5 +1,5 @@
 // The model checker's side data of a compact schedule (schedule.h SchedProcess::threads,
-// op_threads, waits, overflow_streams), read from a trace file after the loader has read its ops.
+// op_threads, waits), read from a trace file after the loader has read its ops.
 // The loader calls it only with LoadOptions::host_waits: `lockstep analyze` never pays for it.
 #pragma once
 

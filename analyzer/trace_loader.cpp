@@ -497,30 +497,13 @@ OpPart read_part_v2(const Stmt& st, int c) {
 }
 
 // Schema 2: the signatures first (few), then one pass over the small op rows in call_index
-// order; a row costs a hash lookup of its signature id and nothing else.
-void check_call_index(int64_t ci) {
-  if (ci < -kMaxCallIndex - 1 || ci > kMaxCallIndex)
-    throw FileSkip("corrupt: op call_index " + std::to_string(ci) + " out of range (valid: 0.." + std::to_string(kMaxCallIndex) + ")");
-}
-
-// Appends one op; `group` is the row's group_id + 1 (0: not grouped).
-void push_op(SchedProcess& sp, SchedOp o, uint32_t group) {
-  if (sp.ops.size() >= UINT32_MAX) throw FileSkip("more than 4,294,967,295 sequenced ops in one file: not supported");
-  if (group) {
-    o.flags |= kOpGrouped;
-    sp.groups.push_back({static_cast<uint32_t>(sp.ops.size()), group});
-  }
-  sp.ops.push_back(o);
-}
-
-// Schema 2: the signatures first (few), then one pass over the small op rows in call_index
 // order; a row costs an array lookup of its signature id and nothing else.
 void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
   CommIds ids(sp.info);
   struct FileSig {
     uint32_t sig = 0;
-    uint16_t comm = 0;
-    uint8_t stream = 0;
+    int comm = 0;
+    uint64_t stream = 0;
     bool present = false;
   };
   // signatures.id are 1, 2, ... as the recorder writes them: a dense table, with a hash map for
@@ -550,11 +533,7 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
       sig.redop = redop_v2(st, 7);
       int comm = ids.index(st.i64(1));
       if (comm < 0) throw FileSkip("corrupt: signature " + std::to_string(id) + " names unknown comm_id " + std::to_string(st.i64(1)));
-      uint64_t stream = static_cast<uint64_t>(st.i64(8));
-      size_t si = 0;
-      while (si < sp.streams.size() && sp.streams[si] != stream) ++si;
-      if (si == sp.streams.size() && si < 255) sp.streams.push_back(stream);
-      FileSig fs{sigs.intern(std::move(sig)), static_cast<uint16_t>(comm), static_cast<uint8_t>(std::min<size_t>(si, 255)), true};
+      FileSig fs{sigs.intern(std::move(sig)), comm, static_cast<uint64_t>(st.i64(8)), true};
       if (id >= 0 && id < int64_t(1) << 20 && static_cast<size_t>(id) <= 2 * dense.size() + 1024) {
         if (static_cast<size_t>(id) >= dense.size()) dense.resize(static_cast<size_t>(id) + 1);
         dense[static_cast<size_t>(id)] = fs;
@@ -577,7 +556,8 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     if (n.step()) total += n.i64(0);
   }
   sp.ops.reserve(static_cast<size_t>(total));
-  int64_t kept = 0, previous = INT64_MIN;
+  ScheduleBuilder index(sp);
+  int64_t previous = INT64_MIN;
   for (const std::string& table : chunks) {
     // Plain columns, NULLs told apart here: no expression per row in SQLite's VM. Unsequenced rows
     // (seq NULL: failed, simulated, captured) are counted, not kept.
@@ -587,29 +567,17 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
       int64_t ci = sqlite3_column_int64(raw, 0);
       if (ci <= previous) throw FileSkip("corrupt: op chunk " + table + " overlaps the one before it (call_index " + std::to_string(ci) + ")");
       previous = ci;
-      if (sqlite3_column_type(raw, 2) == SQLITE_NULL) continue;
+      const bool completed = sqlite3_column_type(raw, 4) != SQLITE_NULL;
+      if (sqlite3_column_type(raw, 2) == SQLITE_NULL) {
+        index.add_unsequenced(completed);
+        continue;
+      }
       const FileSig* fs = sig_of(sqlite3_column_int64(raw, 1));
       if (!fs) throw FileSkip("corrupt: op " + std::to_string(ci) + " names an unknown signature");
-      int64_t seq = sqlite3_column_int64(raw, 2);
-      if (seq <= 0 || seq > static_cast<int64_t>(UINT32_MAX))
-        throw FileSkip("corrupt: op " + std::to_string(ci) + " has seq " + std::to_string(seq) + " (valid: 1.." + std::to_string(UINT32_MAX) + ")");
-      check_call_index(ci);
-      SchedOp o;
-      o.call_index = ci;
-      o.seq = static_cast<uint32_t>(seq);
-      o.sig = fs->sig;
-      o.comm = fs->comm;
-      o.stream = fs->stream;
-      int64_t group = sqlite3_column_type(raw, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(raw, 3);
-      if (sqlite3_column_type(raw, 4) != SQLITE_NULL) {
-        o.flags |= kOpCompleted;
-        sp.completion_known = true;
-      }
-      push_op(sp, o, group < 0 ? 0 : static_cast<uint32_t>(group) + 1);
-      ++kept;
+      const int64_t group = sqlite3_column_type(raw, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(raw, 3);
+      index.add_op({ci, sqlite3_column_int64(raw, 2), fs->comm, fs->sig, fs->stream, group, completed});
     }
   }
-  sp.unsequenced_ops = total - kept;
   sp.groups.shrink_to_fit();
 }
 
@@ -628,16 +596,15 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     if (n.step()) total = n.i64(0);
   }
   sp.ops.reserve(static_cast<size_t>(total));
-  // Integers packed in SQL (comm_id:seq, root:peer) and texts read without their length calls:
-  // SQLite's per-column API calls are a quarter of the loader's time.
-  // Numbers are read as they are and range-checked here: packing them in SQL would let a
-  // crafted seq or root overflow into its neighbour.
+  // Texts read without their length calls: SQLite's per-column API calls are a quarter of the
+  // loader's time. Numbers are read as they are and range-checked here.
   Stmt st(db,
           "SELECT call_index, comm_id, op, IFNULL(dtype,''), IFNULL(count,0), "
           "IFNULL(root,-1), IFNULL(redop,''), IFNULL(stream,0), "
-          "IFNULL(group_id,-1), seq, IFNULL(peer,-1) FROM ops WHERE seq IS NOT NULL ORDER BY call_index");
+          "IFNULL(group_id,-1), seq, IFNULL(peer,-1) FROM ops ORDER BY call_index");
   Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts ORDER BY call_index, part");
-  bool parts_row = parts.step();
+  Stmt done(db, "SELECT call_index FROM completions ORDER BY call_index");
+  bool parts_row = parts.step(), done_row = done.step();
   std::unordered_map<std::string, uint32_t> local;
   std::string key;
   Signature scratch;
@@ -646,9 +613,15 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     const char* t = reinterpret_cast<const char*>(sqlite3_column_text(raw, c));
     return t ? std::string_view(t, static_cast<size_t>(sqlite3_column_bytes(raw, c))) : std::string_view();
   };
-  int64_t kept = 0;
+  ScheduleBuilder index(sp);
   while (st.step()) {
     int64_t ci = sqlite3_column_int64(raw, 0);
+    while (done_row && done.i64(0) < ci) done_row = done.step();
+    const bool completed = done_row && done.i64(0) == ci;
+    if (sqlite3_column_type(raw, 9) == SQLITE_NULL) {
+      index.add_unsequenced(completed);
+      continue;
+    }
     scratch.parts.clear();
     while (parts_row && parts.i64(0) < ci) parts_row = parts.step();
     while (parts_row && parts.i64(0) == ci) {
@@ -656,26 +629,13 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
       check_part(ci, scratch.parts.back());
       parts_row = parts.step();
     }
-    ++kept;
-    check_call_index(ci);
-    SchedOp o;
-    o.call_index = ci;
     int64_t comm_id = sqlite3_column_int64(raw, 1);
     int64_t seq = sqlite3_column_int64(raw, 9);
     int64_t count = sqlite3_column_int64(raw, 4);
     int64_t root = sqlite3_column_int64(raw, 5), peer = sqlite3_column_int64(raw, 10);
     check_op_numbers(ci, seq, count, root, peer);
-    if (seq == 0) throw FileSkip("corrupt: op " + std::to_string(ci) + " has seq 0 (valid: 1.." + std::to_string(UINT32_MAX) + ")");
-    o.seq = static_cast<uint32_t>(seq);
     int comm = ids.index(comm_id);
     if (comm < 0) throw FileSkip("corrupt: op " + std::to_string(ci) + " names unknown comm_id " + std::to_string(comm_id));
-    o.comm = static_cast<uint16_t>(comm);
-    uint64_t stream = static_cast<uint64_t>(sqlite3_column_int64(raw, 7));
-    size_t si = 0;
-    while (si < sp.streams.size() && sp.streams[si] != stream) ++si;
-    if (si == sp.streams.size() && si < 255) sp.streams.push_back(stream);
-    o.stream = static_cast<uint8_t>(std::min<size_t>(si, 255));
-    int64_t group = sqlite3_column_int64(raw, 8);
 
     // Binary key: the text columns with their NUL, integers as raw bytes (no formatting per row).
     key.clear();
@@ -699,17 +659,7 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
       sig.parts = scratch.parts;
       it = local.emplace(key, sigs.intern(std::move(sig))).first;
     }
-    o.sig = it->second;
-    push_op(sp, o, group < 0 ? 0 : static_cast<uint32_t>(group) + 1);
-  }
-  sp.unsequenced_ops = total - kept;
-  Stmt done(db, "SELECT call_index FROM completions ORDER BY call_index");
-  size_t i = 0;
-  while (done.step()) {
-    int64_t ci = sqlite3_column_int64(done.get(), 0);
-    while (i < sp.ops.size() && sp.ops[i].call_index < ci) ++i;
-    if (i < sp.ops.size() && sp.ops[i].call_index == ci) sp.ops[i].flags |= kOpCompleted;
-    sp.completion_known = true;
+    index.add_op({ci, seq, comm, it->second, static_cast<uint64_t>(sqlite3_column_int64(raw, 7)), sqlite3_column_int64(raw, 8), completed});
   }
 }
 
@@ -924,7 +874,11 @@ Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
         local_sigs[i] = SignatureTable{};
         procs[i].info.path = files[i];
         read_header(db, procs[i].info);
-        read_ops_compact(db, procs[i], local_sigs[i]);
+        try {
+          read_ops_compact(db, procs[i], local_sigs[i]);
+        } catch (const IndexError& e) {
+          throw FileSkip(std::string("corrupt: ") + e.what());
+        }
         if (options.host_waits) if (auto e = read_host_waits(db, procs[i])) e->sqlite_rc ? fail(db, e->sqlite_rc, e->what) : throw FileSkip(e->what);
       });
     } catch (const FileSkip& e) {

@@ -2,10 +2,7 @@
 // as the compact lockstep::Schedule (a Trace of this size would need gigabytes of strings).
 //
 //   build-replay/bin/model_check_bench [--ranks 1024] [--ops 10000] [--tp 8] [--pp 4] [--break]
-//                                      [--via-trace]
 //
-// --via-trace also builds the same schedule as an in-memory Trace (what the loader returns) and
-// times schedule_from_trace + check, the path of `lockstep replay --model`.
 // --break makes the last rank issue a different collective halfway through, so the checker has
 // to find and explain a deadlock at full size. Prints timings and peak RSS; it
 // never fails on time (timings are not tests).
@@ -80,7 +77,6 @@ lockstep::Schedule generate(int nranks, int ops_per_rank, int tp, int pp, bool b
     const uint16_t ct = add_comm("tp" + std::to_string(r / tp), tp, t);
     const uint16_t cp = add_comm("pp" + std::to_string(d * tp + t), pp, p);
     const uint16_t cd = add_comm("dp" + std::to_string(p * tp + t), dp, d);
-    sp.streams = {1, 2, 3};
     sp.threads = {1000 + r};
     sp.host_waits_loaded = true;
     const uint32_t exchange =
@@ -89,25 +85,19 @@ lockstep::Schedule generate(int nranks, int ops_per_rank, int tp, int pp, bool b
                       {Op::Recv, f32, 4096, -1, (p + pp - 1) % pp, lockstep::vocab::RedOp::None}},
                      {}});
     sp.ops.reserve(ops_per_rank);
+    lockstep::ScheduleBuilder index(sp);
     int64_t call = 0;
-    uint32_t seq_t = 0, seq_p = 0, seq_d = 0;
-    auto add = [&](uint32_t sig, uint16_t comm, uint8_t stream, uint32_t& seq) {
-      lockstep::SchedOp o;
-      o.call_index = ++call;
-      o.seq = ++seq;
-      o.sig = sig;
-      o.comm = comm;
-      o.stream = stream;
-      sp.ops.push_back(o);
+    int64_t seq_t = 0, seq_p = 0, seq_d = 0;
+    auto add = [&](uint32_t sig, uint16_t comm, uint64_t stream, int64_t& seq) {
+      if (static_cast<int>(sp.ops.size()) < ops_per_rank) index.add_op({++call, ++seq, comm, sig, stream, -1, false});
     };
     while (static_cast<int>(sp.ops.size()) < ops_per_rank) {
-      add(all_reduce, ct, 0, seq_t);
-      if (pp > 1) add(exchange, cp, 1, seq_p);
-      add(all_reduce, ct, 0, seq_t);
-      add(reduce_scatter, cd, 2, seq_d);
-      add(all_gather, cd, 2, seq_d);
+      add(all_reduce, ct, 1, seq_t);
+      if (pp > 1) add(exchange, cp, 2, seq_p);
+      add(all_reduce, ct, 1, seq_t);
+      add(reduce_scatter, cd, 3, seq_d);
+      add(all_gather, cd, 3, seq_d);
     }
-    sp.ops.resize(ops_per_rank);
     sp.op_threads.assign(sp.ops.size(), 0);
   }
   if (broken) {
@@ -123,21 +113,6 @@ lockstep::Schedule generate(int nranks, int ops_per_rank, int tp, int pp, bool b
   }
   s.sigs = sigs.take();
   return s;
-}
-
-// The schedule as the loader would return it (strings per op), to time schedule_from_trace.
-lockstep::Trace to_trace(const lockstep::Schedule& s) {
-  lockstep::Trace t;
-  t.dir = s.dir;
-  t.processes.resize(s.procs.size());
-  for (size_t p = 0; p < s.procs.size(); ++p) {
-    const lockstep::SchedProcess& sp = s.procs[p];
-    lockstep::Process& pr = t.processes[p];
-    pr = sp.info;
-    pr.ops.reserve(sp.ops.size());
-    for (size_t i = 0; i < sp.ops.size(); ++i) pr.ops.push_back(lockstep::op_row(s, sp, i));
-  }
-  return t;
 }
 
 }  // namespace
@@ -161,16 +136,5 @@ int main(int argc, char** argv) {
               nranks, ops, ncomms, t1 - t0, t2 - t1, (t2 - t1) * 1e9 / (double(nranks) * ops), peak_rss_mb());
   std::printf("verdict: %s (%s model)%s%s\n", verdict_name(r.verdict), r.model.c_str(),
               r.summary.empty() ? "" : ": ", r.summary.c_str());
-  if (arg_flag(argc, argv, "--via-trace")) {
-    lockstep::Trace t = to_trace(s);
-    s = Schedule{};  // only the trace from here on
-    double t3 = now_s();
-    Schedule from = schedule_from_trace(t);
-    double t4 = now_s();
-    Result r2 = check(from, o);
-    double t5 = now_s();
-    std::printf("via trace: schedule_from_trace %.2f s (%.0f ns/op), check %.2f s, peak RSS %ld MiB, verdict %s\n", t4 - t3,
-                (t4 - t3) * 1e9 / (double(nranks) * ops), t5 - t4, peak_rss_mb(), verdict_name(r2.verdict));
-  }
   return 0;
 }

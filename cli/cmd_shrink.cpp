@@ -82,7 +82,8 @@ int run_shrink(const ShrinkArgs& a) {
   if (!a.quiet) so.progress = [](const std::string& s) { std::cerr << "shrink: " << printable(s) << "\n"; };
   shrink::Result r;
   try {
-    r = shrink::shrink(t, so);
+    // The candidates are subsets of the rows: each file's read once, one at a time.
+    r = shrink::shrink(t, [&](size_t proc) { return load_process_file(t.procs[proc].info.path, lo); }, so);
   } catch (const std::exception& e) {
     std::cerr << "lockstep shrink: " << printable(e.what()) << "\n";
     return kExitUsage;

@@ -109,7 +109,7 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
     }
     const bool synth = opt.synthesize_times && o.issue_mono_ns == 0;
     const int64_t issue = synth ? o.call_index * 1000 : o.issue_mono_ns;
-    const OpRow r{.call_index = o.call_index, .sig = it->second, .seq = o.seq > 0 ? o.seq : 0, .issue_mono_ns = issue,
+    const OpRow r{.call_index = o.call_index, .sig = it->second, .seq = sequenced(o) ? o.seq : 0, .issue_mono_ns = issue,
                   .issue_wall_ns = synth ? o.call_index * 1000 : o.issue_wall_ns, .return_mono_ns = issue > INT64_MAX - 10 ? INT64_MAX : issue + 10,  // issue comes from a file
                   .completed = o.completed, .complete_mono_ns = o.complete_mono_ns, .state = o.state, .rc = o.rc,
                   .group_id = o.group_id, .graph_exec = o.graph_exec, .origin_call = o.origin_call};

@@ -18,8 +18,6 @@ namespace {
 
 using OpKind = vocab::Op;
 
-bool enqueued(const Op& o) { return vocab::enqueued_work(o.state); }
-
 std::string join(const std::vector<std::string>& v, const std::string& sep) {
   std::string s;
   for (size_t i = 0; i < v.size(); ++i) s += (i ? sep : "") + v[i];
@@ -156,7 +154,7 @@ Size size_of(const Trace& t) {
     for (const auto& c : p.comms)
       if (c.init_rc == 0 && c.nranks > 0) hashes.insert(c.hash);
     for (const auto& o : p.ops)
-      if (enqueued(o)) {
+      if (sequenced(o)) {
         ++z.ops;
         z.max_count = std::max(z.max_count, o.count);
       }
@@ -220,7 +218,9 @@ struct Sel {
 
 bool has_parts(const Op& o) { return !o.parts.empty(); }
 
-Case make_case(const lockstep::Schedule& t) {
+// The case is made of the trace's rows (read through `rows`), the form a candidate and the
+// reproducer are written in; the schedule gives the processes' headers, in its order.
+Case make_case(const lockstep::Schedule& t, const ProcessRows& rows) {
   Case cs;
   std::unordered_map<std::string, int> comm_by_hash;
   std::map<std::tuple<int, int, int, int, int>, int> keys;
@@ -257,12 +257,14 @@ Case make_case(const lockstep::Schedule& t) {
       if (c.rank >= 0 && c.rank < cc.nranks) cp.comms.push_back({it->second, c.rank});
     }
     std::sort(cp.comms.begin(), cp.comms.end());
+    Process r = rows(pi);
+    std::stable_sort(r.ops.begin(), r.ops.end(), [](const Op& a, const Op& b) { return a.call_index < b.call_index; });
+    std::stable_sort(r.waits.begin(), r.waits.end(), [](const Wait& a, const Wait& b) { return a.call_index < b.call_index; });
     std::vector<CItem> ops, waits;
     std::map<int, int> coll_ordinal, sr_ordinal;
     std::map<P2PChannel, int> sends, recvs;
-    for (size_t oi = 0; oi < sp.ops.size(); ++oi) {
-      const Op o = lockstep::op_row(t, sp, oi);
-      if (!enqueued(o) || o.comm < 0 || o.comm >= static_cast<int>(p.comms.size()) || to_global[o.comm] < 0) continue;
+    for (const Op& o : r.ops) {
+      if (!sequenced(o) || o.comm < 0 || o.comm >= static_cast<int>(p.comms.size()) || to_global[o.comm] < 0) continue;
       CItem it;
       it.op = o;
       const int g = to_global[o.comm];
@@ -277,15 +279,15 @@ Case make_case(const lockstep::Schedule& t) {
       else it.key = key(g, 0, coll_ordinal[g]++, 0, 0);
       ops.push_back(std::move(it));
     }
-    for (size_t wi = 0; wi < sp.waits.size(); ++wi) {
-      const HostWait& hw = sp.waits[wi];
+    for (size_t wi = 0; wi < r.waits.size(); ++wi) {
+      const Wait& w = r.waits[wi];
       CItem it;
       it.is_wait = true;
-      it.wait.call_index = hw.call_index;
-      it.wait.kind = hw.kind;
-      it.wait.stream = hw.stream;
-      it.wait.event = hw.event;
-      it.wait.tid = sp.threads[hw.thread];
+      it.wait.call_index = w.call_index;
+      it.wait.kind = w.kind;
+      it.wait.stream = w.stream;
+      it.wait.event = w.event;
+      it.wait.tid = w.tid;
       it.key = key(-1, 3, static_cast<int>(pi), static_cast<int>(wi), 0);
       waits.push_back(std::move(it));
     }
@@ -402,7 +404,11 @@ std::optional<Trace> build(const Case& cs, const Sel& s) {
       }
       o.seq = ++seq[g];
       o.call_index = ++call;
+      // What the reproducer keeps of a row: no times, stack, thread name or graph of the original.
       o.state = vocab::State::Enqueued;
+      o.rc = 0;
+      o.issue_mono_ns = o.issue_wall_ns = o.complete_mono_ns = 0;
+      o.thread_name.clear();
       o.origin_call = -1;
       o.graph_exec = 0;
       o.stack_id = -1;
@@ -454,7 +460,8 @@ std::vector<int> ddmin(std::vector<int> c, const std::function<bool(const std::v
 
 class Shrinker {
  public:
-  Shrinker(const lockstep::Schedule& t, const Options& o) : opt_(o), cs_(make_case(t)), sel_(full_selection(cs_)) {}
+  Shrinker(const lockstep::Schedule& t, const ProcessRows& rows, const Options& o)
+      : opt_(o), cs_(make_case(t, rows)), sel_(full_selection(cs_)) {}
 
   Result run(const lockstep::Schedule& sched) {
     auto t0 = std::chrono::steady_clock::now();
@@ -701,11 +708,13 @@ class Shrinker {
 
 }  // namespace
 
-Result shrink(const lockstep::Schedule& schedule, const Options& options) {
-  Shrinker s(schedule, options);
+Result shrink(const lockstep::Schedule& schedule, const ProcessRows& rows, const Options& options) {
+  Shrinker s(schedule, rows, options);
   return s.run(schedule);
 }
 
-Result shrink(const Trace& trace, const Options& options) { return shrink(schedule_from_trace(trace), options); }
+Result shrink(const Trace& trace, const Options& options) {
+  return shrink(schedule_from_trace(trace), [&trace](size_t proc) { return trace.processes[proc]; }, options);
+}
 
 }  // namespace lockstep::shrink

@@ -66,12 +66,16 @@ struct Result {
   double seconds = 0;
 };
 
+// The rows of schedule.procs[proc] (its ops and waits): load_process_file of its path, or rows in
+// memory. Read once per process.
+using ProcessRows = std::function<Process(size_t proc)>;
+
 // Throws std::runtime_error when the trace's schedule can complete (nothing to shrink) or
-// cannot be modelled. The schedule as load_schedule gives it with LoadOptions::host_waits;
-// candidates and the minimal reproducer are built as trace rows (Result::minimal), the form
-// the emitters and the trace writer take.
-Result shrink(const lockstep::Schedule& schedule, const Options& options = {});
-// An in-memory trace (tests, shrink_bench): shrinks schedule_from_trace(trace).
+// cannot be modelled. The schedule as load_schedule gives it with LoadOptions::host_waits.
+// Candidates and the minimal reproducer are subsets of the trace's rows (Result::minimal), the
+// form the emitters and the trace writer take, each indexed by schedule_from_trace for its check.
+Result shrink(const lockstep::Schedule& schedule, const ProcessRows& rows, const Options& options = {});
+// Rows in memory (tests, shrink_bench).
 Result shrink(const Trace& trace, const Options& options = {});
 
 Size size_of(const Trace& trace);

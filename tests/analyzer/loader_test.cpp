@@ -275,3 +275,45 @@ TEST(MetaInt, hostile_meta_values_in_a_file_reach_no_reader_as_a_throw_or_a_wrap
   EXPECT_NE(timeline.find("traceEvents"), std::string::npos);
   ASSERT_NO_THROW(read_coverage(load_schedule(dir)));
 }
+
+// One builder of the index (schedule.h ScheduleBuilder): the rows in memory and the file written
+// from them index the same ops, with the same streams (overflow bucket included), groups,
+// completion and signatures. A failed row that still carries a seq is unsequenced on both paths.
+TEST(Loader, the_file_and_the_rows_it_was_written_from_index_the_same_ops) {
+  auto dir = lockstep::testing::fresh_dir("one-index");
+  TraceBuilder b(2);
+  b.comm("00000000000000aa", {0, 1});
+  for (int i = 0; i < 300; ++i)  // 300 streams: 255 buckets and the overflow list
+    b.all({0, 1}, "00000000000000aa",
+          OpSpec{.count = 8 + i % 7, .completed = i % 3 != 0, .group = i % 5 == 0 ? i : -1, .stream = 100 + uint64_t(i)});
+  Op& failed = b.add(0, "00000000000000aa", {.completed = true, .state = lockstep::vocab::State::Failed});
+  failed.seq = 999;
+  b.add(1, "00000000000000aa", {.completed = false, .state = lockstep::vocab::State::Captured});
+  lockstep::testing::write_trace(b.trace(), dir);
+  const Schedule f = load_schedule(dir);
+  const Schedule m = lockstep::schedule_from_trace(b.trace());
+  ASSERT_TRUE(f.skipped.empty()) << f.skipped[0].reason;
+  ASSERT_EQ(f.procs.size(), m.procs.size());
+  for (size_t p = 0; p < f.procs.size(); ++p) {
+    const lockstep::SchedProcess &a = f.procs[p], &c = m.procs[p];
+    ASSERT_EQ(a.ops.size(), 300u);
+    ASSERT_EQ(a.ops.size(), c.ops.size());
+    EXPECT_EQ(a.unsequenced_ops, 1);
+    EXPECT_EQ(a.unsequenced_ops, c.unsequenced_ops);
+    EXPECT_EQ(a.completion_known, c.completion_known);
+    EXPECT_EQ(a.streams, c.streams);
+    EXPECT_EQ(a.overflow_streams, c.overflow_streams);
+    EXPECT_EQ(a.overflow_streams.size(), 45u);
+    for (size_t i = 0; i < a.ops.size(); ++i) {
+      SCOPED_TRACE("proc " + std::to_string(p) + " op " + std::to_string(i));
+      EXPECT_EQ(a.ops[i].call_index, c.ops[i].call_index);
+      EXPECT_EQ(a.ops[i].seq, c.ops[i].seq);
+      EXPECT_EQ(a.ops[i].comm, c.ops[i].comm);
+      EXPECT_EQ(a.ops[i].flags, c.ops[i].flags);
+      EXPECT_EQ(a.stream_of(i), c.stream_of(i));
+      EXPECT_EQ(a.stream_of(i), 100 + i);
+      EXPECT_EQ(a.group_of(i), c.group_of(i));
+      EXPECT_EQ(lockstep::describe_signature(f.sigs[a.ops[i].sig]), lockstep::describe_signature(m.sigs[c.ops[i].sig]));
+    }
+  }
+}

@@ -1,5 +1,5 @@
-// Builds in-memory traces (analyzer/trace_model.h) for the model checker tests: one process per
-// rank, communicators by name, ops and waits appended in call order.
+// Builds a trace's rows in memory (analyzer/trace_model.h) for the model checker tests: one
+// process per rank, communicators by name, ops and waits appended in call order.
 #pragma once
 
 #include <map>
@@ -11,9 +11,9 @@
 
 namespace lockstep::testing {
 
-class ScheduleBuilder {
+class RowsBuilder {
  public:
-  explicit ScheduleBuilder(int nprocs) {
+  explicit RowsBuilder(int nprocs) {
     trace.dir = "<in-memory>";
     trace.processes.resize(nprocs);
     for (int r = 0; r < nprocs; ++r) {
@@ -26,7 +26,7 @@ class ScheduleBuilder {
   }
 
   // Declares that `rank` is member `comm_rank` of communicator `name` (nranks members).
-  ScheduleBuilder& comm(int rank, const std::string& name, int nranks, int comm_rank) {
+  RowsBuilder& comm(int rank, const std::string& name, int nranks, int comm_rank) {
     Process& p = trace.processes[rank];
     Comm c;
     c.local_id = static_cast<int>(p.comms.size()) + 1;
@@ -39,7 +39,7 @@ class ScheduleBuilder {
     return *this;
   }
   // `rank` joins `name`, created by ncclCommSplit(parent, color, key).
-  ScheduleBuilder& split(int rank, const std::string& name, const std::string& parent, int nranks, int comm_rank,
+  RowsBuilder& split(int rank, const std::string& name, const std::string& parent, int nranks, int comm_rank,
                          int color, int key) {
     comm(rank, name, nranks, comm_rank);
     Comm& c = trace.processes[rank].comms.back();
@@ -49,7 +49,7 @@ class ScheduleBuilder {
     return *this;
   }
   // Every listed rank joins `name`, comm rank = position in the list.
-  ScheduleBuilder& comm_all(const std::string& name, std::initializer_list<int> ranks) {
+  RowsBuilder& comm_all(const std::string& name, std::initializer_list<int> ranks) {
     int i = 0;
     for (int r : ranks) comm(r, name, static_cast<int>(ranks.size()), i++);
     return *this;

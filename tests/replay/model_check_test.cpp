@@ -10,7 +10,7 @@ namespace lockstep {
 namespace {
 
 using model::Verdict;
-using testing::ScheduleBuilder;
+using testing::RowsBuilder;
 
 model::Result check(const Trace& t, model::Options o = {}) {
   return model::check(schedule_from_trace(t), o);
@@ -22,8 +22,8 @@ bool contains(const std::string& hay, const std::string& needle) { return hay.fi
 
 // The seed: FSDP reduce_scatter and the Ulysses all_to_all on one process group, issued in a
 // rank-dependent order after 3749 common collectives.
-ScheduleBuilder seed_schedule(bool fixed, int steps_before = 3749) {
-  ScheduleBuilder b(2);
+RowsBuilder seed_schedule(bool fixed, int steps_before = 3749) {
+  RowsBuilder b(2);
   b.comm_all("X", {0, 1});
   for (int r = 0; r < 2; ++r) {
     for (int i = 0; i < steps_before; ++i) b.op(r, "X", i % 2 ? "all_gather" : "reduce_scatter");
@@ -59,7 +59,7 @@ TEST(ModelCheck, SeedFixedOrderCanComplete) {
 }
 
 TEST(ModelCheck, CountMismatchIsNoMatchingOp) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("X", {0, 1});
   b.op(0, "X", "all_reduce", 7, 1024);
   b.op(1, "X", "all_reduce", 7, 2048);
@@ -69,7 +69,7 @@ TEST(ModelCheck, CountMismatchIsNoMatchingOp) {
 }
 
 TEST(ModelCheck, TwoCommsOnOneStreamInOppositeOrderDeadlockWithCycle) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
   b.op(0, "A", "all_gather");
   b.op(0, "B", "all_reduce");
@@ -89,7 +89,7 @@ TEST(ModelCheck, TwoCommsOnOneStreamInOppositeOrderDeadlockWithCycle) {
 }
 
 TEST(ModelCheck, TwoCommsOnTwoStreamsInOppositeOrderIsLatent) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
   b.op(0, "A", "all_gather", 1);
   b.op(0, "B", "all_reduce", 2);
@@ -105,7 +105,7 @@ TEST(ModelCheck, TwoCommsOnTwoStreamsInOppositeOrderIsLatent) {
 }
 
 TEST(ModelCheck, OppositeOrderInsideOneGroupCanComplete) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
   b.op(0, "A", "all_gather").group_id = 5;
   b.op(0, "B", "all_reduce").group_id = 5;
@@ -117,7 +117,7 @@ TEST(ModelCheck, OppositeOrderInsideOneGroupCanComplete) {
 
 TEST(ModelCheck, PointToPointIsMatchedPairwiseNotAcrossTheComm) {
   // Pipeline: 0->1 and 2->3 on one 4-rank comm; ranks 2 and 3 never talk to 0 and 1.
-  ScheduleBuilder b(4);
+  RowsBuilder b(4);
   b.comm_all("PP", {0, 1, 2, 3});
   for (int i = 0; i < 3; ++i) {
     b.send(0, "PP", 1);
@@ -130,7 +130,7 @@ TEST(ModelCheck, PointToPointIsMatchedPairwiseNotAcrossTheComm) {
 }
 
 TEST(ModelCheck, SendWithoutReceiveDeadlocks) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("PP", {0, 1});
   b.send(0, "PP", 1);
   b.send(0, "PP", 1);
@@ -144,7 +144,7 @@ TEST(ModelCheck, SendWithoutReceiveDeadlocks) {
 
 TEST(ModelCheck, UngroupedSendsFirstOnBothSidesDeadlockGroupedComplete) {
   for (bool grouped : {false, true}) {
-    ScheduleBuilder b(2);
+    RowsBuilder b(2);
     b.comm_all("PP", {0, 1});
     for (int r = 0; r < 2; ++r) {
       // Two rows of one group (what a recorder that splits groups per call would write).
@@ -159,7 +159,7 @@ TEST(ModelCheck, UngroupedSendsFirstOnBothSidesDeadlockGroupedComplete) {
 TEST(ModelCheck, SendRecvPartsAreMatchedPerPeer) {
   // A ring exchange recorded as one send_recv row per rank (send right, recv left).
   const int n = 4;
-  ScheduleBuilder b(n);
+  RowsBuilder b(n);
   b.comm_all("R", {0, 1, 2, 3});
   for (int r = 0; r < n; ++r) {
     Op& o = b.op(r, "R", "send_recv");
@@ -174,7 +174,7 @@ TEST(ModelCheck, SendRecvPartsAreMatchedPerPeer) {
 }
 
 TEST(ModelCheck, StreamSyncBetweenOppositeOrdersDeadlocksOnTheHost) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
   b.op(0, "A", "all_gather", 1);
   b.wait(0, "stream_sync", 1);
@@ -190,7 +190,7 @@ TEST(ModelCheck, StreamSyncBetweenOppositeOrdersDeadlocksOnTheHost) {
 
 TEST(ModelCheck, StreamWaitEventOrdersStreams) {
   // Rank 0: B on stream 2 waits (via event) for A on stream 1; rank 1 the other way round.
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
   b.op(0, "A", "all_gather", 1);
   b.wait(0, "event_record", 1, 0xe0);
@@ -212,7 +212,7 @@ TEST(ModelCheck, StreamWaitEventOrdersStreams) {
 TEST(ModelCheck, HostThreadsBlockIndependently) {
   // Rank 0's main thread syncs stream 1 while its second thread issues the op that the other
   // rank needs first: the sync only blocks its own thread.
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
   b.op(0, "A", "all_gather", 1);
   b.wait(0, "stream_sync", 1);
@@ -228,7 +228,7 @@ TEST(ModelCheck, HostThreadsBlockIndependently) {
 }
 
 TEST(ModelCheck, GraphLaunchedOpsCountAndCapturedRowsDoNot) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("X", {0, 1});
   // Rank 0 captured one all_reduce and launched the graph twice; rank 1 ran two eagerly.
   const int64_t captured = b.op(0, "X", "all_reduce").call_index;
@@ -251,7 +251,7 @@ TEST(ModelCheck, GraphLaunchedOpsCountAndCapturedRowsDoNot) {
 }
 
 TEST(ModelCheck, FailedOpsAreIgnored) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("X", {0, 1});
   Op& f = b.op(0, "X", "broadcast");
   f.state = lockstep::vocab::State::Failed;
@@ -262,7 +262,7 @@ TEST(ModelCheck, FailedOpsAreIgnored) {
 }
 
 TEST(ModelCheck, MissingMemberIsReportedAsProblemAndNeverIssues) {
-  ScheduleBuilder b(1);
+  RowsBuilder b(1);
   b.comm(0, "X", 2, 0);
   b.op(0, "X", "all_reduce");
   auto r = model::check(schedule_from_trace(b.trace));
@@ -272,7 +272,7 @@ TEST(ModelCheck, MissingMemberIsReportedAsProblemAndNeverIssues) {
 }
 
 TEST(ModelCheck, BadInputIsRejectedWithAClearMessage) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("X", {0, 1});
   // An op name the vocabulary does not know never reaches the model: the loader skips its file
   // (tests/analyzer/identity_test.cpp, replay_test v-unknown-op). What the model itself rejects:
@@ -292,7 +292,7 @@ TEST(ModelCheck, BadInputIsRejectedWithAClearMessage) {
 TEST(ModelCheck, SplitCommsOfFourRanksMatchIndependently) {
   // Two TP pairs {0,1},{2,3} and a DP world comm; the pairs interleave differently w.r.t. each
   // other, which is fine: they share no member.
-  ScheduleBuilder b(4);
+  RowsBuilder b(4);
   b.comm_all("W", {0, 1, 2, 3}).comm_all("tp0", {0, 1}).comm_all("tp1", {2, 3});
   for (int r = 0; r < 4; ++r) {
     const std::string tp = r < 2 ? "tp0" : "tp1";
@@ -311,7 +311,7 @@ TEST(ModelCheck, VerdictIsIndependentOfTransitionOrder) {
   int deadlocks = 0, latent = 0, complete = 0;
   for (int trial = 0; trial < 300; ++trial) {
     const int n = 2 + rng() % 3;
-    ScheduleBuilder b(n);
+    RowsBuilder b(n);
     b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
     if (n > 2) b.comm(0, "C", 2, 0).comm(2, "C", 2, 1);
     for (int r = 3; r < n; ++r) b.comm(r, "solo" + std::to_string(r), 1, 0);
@@ -364,7 +364,7 @@ TEST(ModelCheck, VerdictIsIndependentOfTransitionOrder) {
 TEST(ModelCheck, ManyRanksManyOpsAreCheckedQuickly) {
   // 64 ranks x 2,000 ops: a world comm plus pairs; correctness at a size no search could do.
   const int n = 64, steps = 1000;
-  ScheduleBuilder b(n);
+  RowsBuilder b(n);
   std::vector<int> all;
   for (int r = 0; r < n; ++r) b.comm(r, "W", n, r);
   for (int r = 0; r < n; r += 2) b.comm(r, "P" + std::to_string(r), 2, 0).comm(r + 1, "P" + std::to_string(r), 2, 1);
@@ -393,7 +393,7 @@ namespace {
 TEST(ModelCheck, TruncatedCrossCommunicatorHangIsACycleBetweenRanks) {
   // What a recorded cross-communicator hang looks like: each rank's schedule stops at the op it
   // hung in, on a communicator the other rank never reached.
-  testing::ScheduleBuilder b(2);
+  testing::RowsBuilder b(2);
   b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
   b.op(0, "A", "all_reduce");
   b.op(1, "A", "all_reduce");

@@ -25,7 +25,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using model::Verdict;
-using testing::ScheduleBuilder;
+using testing::RowsBuilder;
 
 const fs::path& scratch() {
   // Never destroyed: the cleanup below runs at exit, after function-local statics are gone.
@@ -134,9 +134,9 @@ TEST_F(SeedReplay, FixedOrderPassesModelAndCompletesIn20PerturbedTrials) {
 // a repeating [all_to_all, all_gather, all_to_all, all_gather, reduce_scatter] step, where
 // `swap_rank` issues the all_to_all of op `diverge_at + 1` before the reduce_scatter of op
 // `diverge_at`.
-ScheduleBuilder seed_like(int swap_rank, int diverge_at = 20, int nops = 30) {
+RowsBuilder seed_like(int swap_rank, int diverge_at = 20, int nops = 30) {
   static const char* kPattern[] = {"all_to_all", "all_gather", "all_to_all", "all_gather", "reduce_scatter"};
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("world", {0, 1});
   for (int r = 0; r < 2; ++r) {
     std::vector<std::string> ops;
@@ -149,8 +149,8 @@ ScheduleBuilder seed_like(int swap_rank, int diverge_at = 20, int nops = 30) {
 
 // Pipeline stages: rank 0 sends then receives, rank 1 receives then sends. Correct only because
 // the two ranks' orders differ.
-ScheduleBuilder pipeline() {
-  ScheduleBuilder b(2);
+RowsBuilder pipeline() {
+  RowsBuilder b(2);
   b.comm_all("pp", {0, 1});
   for (int i = 0; i < 5; ++i) {
     b.send(0, "pp", 1);
@@ -161,7 +161,7 @@ ScheduleBuilder pipeline() {
   return b;
 }
 
-std::string write(const std::string& name, const ScheduleBuilder& b) {
+std::string write(const std::string& name, const RowsBuilder& b) {
   const std::string dir = (scratch() / name).string();
   trace_file::write_trace_dir(b.trace, dir, trace_file::kSchedule);
   return dir;
@@ -197,7 +197,7 @@ TEST(OrderFrom, TurnsAGoodPipelineScheduleIntoAHangingOneAndBack) {
 // replay --model --order-from reorders the compact schedule; the worker reorders its file's
 // rows. Both must give every rank the same ops in the same order (groups and threads included).
 TEST(OrderFrom, TheCompactScheduleAndTheWorkersRowsAreReorderedAlike) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("dp", {0, 1}).comm_all("tp", {0, 1});
   for (int r = 0; r < 2; ++r) {
     for (int step = 0; step < 3; ++step) {
@@ -252,7 +252,7 @@ TEST(OrderFrom, TheCompactScheduleAndTheWorkersRowsAreReorderedAlike) {
 }
 
 TEST(ModelAgreesWithReplay, TwoCommunicatorsOnOneStreamInOppositeOrder) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
   b.op(0, "A", "all_gather", 7, 32);
   b.op(0, "B", "all_reduce", 7, 32);
@@ -262,7 +262,7 @@ TEST(ModelAgreesWithReplay, TwoCommunicatorsOnOneStreamInOppositeOrder) {
 }
 
 TEST(ModelAgreesWithReplay, TwoCommunicatorsOnTwoStreamsInOppositeOrderIsLatentAndCompletesOnTheFixture) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
   b.op(0, "A", "all_gather", 1, 32);
   b.op(0, "B", "all_reduce", 2, 32);
@@ -274,7 +274,7 @@ TEST(ModelAgreesWithReplay, TwoCommunicatorsOnTwoStreamsInOppositeOrderIsLatentA
 }
 
 TEST(ModelAgreesWithReplay, HostStreamSyncBetweenOppositeOrdersDeadlocks) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
   b.op(0, "A", "all_gather", 1, 32);
   b.wait(0, "stream_sync", 1);
@@ -286,7 +286,7 @@ TEST(ModelAgreesWithReplay, HostStreamSyncBetweenOppositeOrdersDeadlocks) {
 }
 
 TEST(ModelAgreesWithReplay, OppositeOrderInsideOneGroupCompletes) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
   b.op(0, "A", "all_gather", 7, 32).group_id = 1;
   b.op(0, "B", "all_reduce", 7, 32).group_id = 1;
@@ -296,7 +296,7 @@ TEST(ModelAgreesWithReplay, OppositeOrderInsideOneGroupCompletes) {
 }
 
 TEST(ModelAgreesWithReplay, SplitCommunicatorsOfFourRanksComplete) {
-  ScheduleBuilder b(4);
+  RowsBuilder b(4);
   b.comm_all("world", {0, 1, 2, 3});
   for (int r = 0; r < 4; ++r) b.split(r, "pair" + std::to_string(r / 2), "world", 2, r % 2, r / 2, r);
   for (int r = 0; r < 4; ++r) {
@@ -310,7 +310,7 @@ TEST(ModelAgreesWithReplay, SplitCommunicatorsOfFourRanksComplete) {
 }
 
 TEST(ModelAgreesWithReplay, GraphLaunchedOpsAreReplayedAsTheyRan) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("X", {0, 1});
   // Rank 0 captured an all_reduce once and launched its graph twice; rank 1 ran two eagerly.
   const int64_t captured = b.op(0, "X", "all_reduce", 7, 32).call_index;
@@ -328,7 +328,7 @@ TEST(ModelAgreesWithReplay, GraphLaunchedOpsAreReplayedAsTheyRan) {
 }
 
 TEST(ModelAgreesWithReplay, GroupedSendRecvRingCompletesAndWrongPeerHangs) {
-  ScheduleBuilder b(3);
+  RowsBuilder b(3);
   b.comm_all("R", {0, 1, 2});
   for (int r = 0; r < 3; ++r) {
     Op& o = b.op(r, "R", "send_recv", 7, 8);
@@ -435,7 +435,7 @@ TEST(ModelAgreesWithReplay, HostWaitBlocksOnlyItsOwnThread) {
   // Rank 0's main thread syncs stream 1 while its second thread issues the op rank 1 needs
   // first; on one thread the same calls deadlock.
   for (bool two_threads : {true, false}) {
-    ScheduleBuilder b(2);
+    RowsBuilder b(2);
     b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
     b.op(0, "A", "all_gather", 1, 32);
     b.wait(0, "stream_sync", 1);
@@ -452,7 +452,7 @@ TEST(ModelAgreesWithReplay, HostWaitBlocksOnlyItsOwnThread) {
 // as from the in-memory trace (schedule_from_trace): threads, waits, events, every verdict.
 TEST(ModelFromFiles, LoaderSideDataGivesTheInMemoryVerdictAndWitness) {
   auto build = [](bool two_threads, bool broken) {
-    ScheduleBuilder b(2);
+    RowsBuilder b(2);
     b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
     b.op(0, "A", "all_gather", 1, 32);
     b.wait(0, "event_record", 1, 0xe1);
@@ -468,7 +468,7 @@ TEST(ModelFromFiles, LoaderSideDataGivesTheInMemoryVerdictAndWitness) {
   int verdicts[3] = {0, 0, 0};
   for (bool two_threads : {true, false})
     for (bool broken : {false, true}) {
-      const ScheduleBuilder b = build(two_threads, broken);
+      const RowsBuilder b = build(two_threads, broken);
       const std::string dir = write(std::string("files-") + (two_threads ? "t2" : "t1") + (broken ? "-broken" : ""), b);
       const model::Result memory = model::check(schedule_from_trace(b.trace));
       const model::Result files = replay::model_check_dir(dir, -1, nullptr);
@@ -633,7 +633,7 @@ TEST(ReplayValidation, MissingRankFileOrStoppedRecorderIsIncompleteEvidence) {
 // by their order per peer, which the cut breaks (p2p is outside the digest), so its verdict on
 // them is not evidence: incomplete (4), naming the file and the count.
 TEST(ReplayValidation, RetiredPointToPointIsIncompleteEvidenceForTheModel) {
-  ScheduleBuilder b(3);
+  RowsBuilder b(3);
   b.comm_all("R", {0, 1, 2});
   for (int step = 0; step < 2; ++step)
     for (int r = 0; r < 3; ++r) {

@@ -11,7 +11,7 @@ namespace lockstep::testing {
 // at op `diverge` rank 0 issues a reduce_scatter and rank 1 an all_to_all (a recorded hang: the
 // schedules end there). A host stream_sync every 211 ops (one training step).
 inline Trace seed_like(int diverge = 3750) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("world", {0, 1});
   const char* kinds[] = {"all_gather", "all_to_all", "all_to_all", "reduce_scatter"};
   for (int k = 1; k < diverge; ++k) {
@@ -29,7 +29,7 @@ inline Trace seed_like(int diverge = 3750) {
 // one stream per rank. `steps` matching steps, then rank 1 issues its Ulysses all_to_all before
 // the FSDP reduce_scatter that every other rank issues first.
 inline Trace hidden_cycle(int steps = 50) {
-  ScheduleBuilder b(8);
+  RowsBuilder b(8);
   b.comm_all("fsdp", {0, 1, 2, 3, 4, 5, 6, 7});
   b.comm_all("ulysses0", {0, 1, 2, 3});
   b.comm_all("ulysses1", {4, 5, 6, 7});
@@ -58,7 +58,7 @@ inline Trace hidden_cycle(int steps = 50) {
 // a world all_gather; at the last step rank 4095 issues an all_reduce on the world communicator
 // where the other 4,095 issue an all_gather.
 inline Trace wide_divergence(int nranks = 4096, int steps = 3) {
-  ScheduleBuilder b(nranks);
+  RowsBuilder b(nranks);
   for (int r = 0; r < nranks; ++r) b.comm(r, "world", nranks, r);
   for (int r = 0; r < nranks; ++r) b.comm(r, "tp" + std::to_string(r / 8), 8, r % 8);
   for (int s = 0; s <= steps; ++s)
@@ -73,7 +73,7 @@ inline Trace wide_divergence(int nranks = 4096, int steps = 3) {
 // streams; at one step rank 1 issues B before A. Completes when the streams run concurrently,
 // deadlocks when the GPU runs one kernel at a time ("may deadlock").
 inline Trace latent_inversion(int steps = 40) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("A", {0, 1});
   b.comm_all("B", {0, 1});
   for (int s = 0; s < steps; ++s)

@@ -85,14 +85,14 @@ TEST(Shrink, LatentInversionBecomesADeadlockOnOneStream) {
 }
 
 TEST(Shrink, ScheduleThatCompletesIsRefused) {
-  ScheduleBuilder b(2);
+  RowsBuilder b(2);
   b.comm_all("world", {0, 1});
   for (int r = 0; r < 2; ++r) b.op(r, "world", "all_reduce");
   EXPECT_THROW(shrink::shrink(b.trace), std::runtime_error);
 }
 
 TEST(Shrink, CountDivergenceKeepsDifferentCounts) {
-  ScheduleBuilder b(3);
+  RowsBuilder b(3);
   b.comm_all("world", {0, 1, 2});
   for (int k = 0; k < 20; ++k)
     for (int r = 0; r < 3; ++r) b.op(r, "world", "all_reduce", 7, k == 10 && r == 2 ? 4096 : 1024);
@@ -105,7 +105,7 @@ TEST(Shrink, CountDivergenceKeepsDifferentCounts) {
 
 TEST(ShrinkSignature, CycleIgnoresCommunicatorNamesAndRotationButNotOpTypes) {
   auto cycle = [](const std::string& a, const std::string& b, const std::string& op_a, const std::string& op_b) {
-    ScheduleBuilder s(2);
+    RowsBuilder s(2);
     s.comm_all(a, {0, 1});
     s.comm_all(b, {0, 1});
     s.op(0, a, op_a);
@@ -123,7 +123,7 @@ TEST(ShrinkSignature, CycleIgnoresCommunicatorNamesAndRotationButNotOpTypes) {
 }
 
 TEST(ShrinkSignature, MismatchNamesTheFieldThatDiffers) {
-  ScheduleBuilder s(2);
+  RowsBuilder s(2);
   s.comm_all("w", {0, 1});
   s.op(0, "w", "all_reduce", 7, 8, "float32");
   s.op(1, "w", "all_reduce", 7, 8, "bfloat16");

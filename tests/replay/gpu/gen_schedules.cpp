@@ -7,7 +7,7 @@ using namespace lockstep;
 int main(int argc, char** argv) {
   std::string out = argv[1];
   {
-    testing::ScheduleBuilder b(1);
+    testing::RowsBuilder b(1);
     b.comm(0, "world", 1, 0);
     b.split(0, "sub", "world", 1, 0, 0, 0);
     const int64_t n = 1 << 20;
@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
     trace_file::write_trace_dir(b.trace, out + "/ok", trace_file::kSchedule);
   }
   {
-    testing::ScheduleBuilder b(1);
+    testing::RowsBuilder b(1);
     b.comm(0, "world", 1, 0);
     b.op(0, "world", "all_reduce", 1, 1024);
     b.send(0, "world", 0, 1);  // a send to itself that nobody receives

@@ -1,9 +1,10 @@
-// The rows of one trace file as plain data (no SQLite here): a process's header (meta, env,
-// comms, hangs), which the Schedule keeps per process (SchedProcess::info), and its full op rows,
-// which load_process_file reads one process at a time for the views that print every row.
-// `Trace` (every process's full rows at once) is no reader's output: it is the form shrink's
-// candidates, the emitters, schema/trace_file_model.h's writer and the test builders write from
-// (issue 10: still to be replaced by the Schedule).
+// A trace's rows as plain data (no SQLite here): the one in-memory model of a trace's content.
+// A process's header (meta, env, comms, hangs) and its op, wait and stack rows, as the recorder
+// wrote them. Written by the one model writer (trace_file_model.h: shrink's reproducer, the
+// Flight Recorder import, test builders); read back one process at a time by the loader's row
+// view (analyzer/trace_loader.h load_process_file, trace_details.h). The analyses read an index
+// of these rows, analyzer/schedule.h's Schedule, which keeps each process's header
+// (SchedProcess::info, ops and stacks empty) and is never turned back into rows.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +61,11 @@ struct Op {
   int64_t stack_id = -1;    // key into Process::stacks
   std::vector<OpPart> parts;
 };
+
+// A row the analyses compare: it enqueued work and has its communicator's sequence number. The
+// writer stores seq only for these (trace_schema.h: NULL when the op enqueued nothing), so a file
+// and the rows it was written from index the same ops (schedule.h ScheduleBuilder).
+inline bool sequenced(const Op& o) { return o.seq > 0 && vocab::enqueued_work(o.state); }
 
 struct Comm {
   int local_id = 0;          // comms.id in the file
