@@ -104,7 +104,9 @@ TEST(HostileNumbers, timeline_clocks_saturate_instead_of_wrapping) {
   EXPECT_EQ(j["otherData"]["origin_wall_ns"].get<int64_t>(), INT64_MAX - 10);
   bool waited = false;
   for (auto& e : j["traceEvents"]) {
-    if (e.contains("dur")) EXPECT_GE(e["dur"].get<double>(), 0) << e.dump();
+    if (e.contains("dur")) {
+      EXPECT_GE(e["dur"].get<double>(), 0) << e.dump();
+    }
     if (e["args"].contains("waited_us")) {
       EXPECT_DOUBLE_EQ(e["args"]["waited_us"].get<double>(), static_cast<double>(INT64_MAX) / 1000.0) << e.dump();
       waited = true;

@@ -228,7 +228,9 @@ TEST(OrderFrom, TheCompactScheduleAndTheWorkersRowsAreReorderedAlike) {
     SchedProcess& sp = s.procs[r];
     const int moved = replay::reorder_like(sp, source, s.sigs);
     EXPECT_EQ(moved, moved_rows) << "rank " << r;
-    if (r == 1) EXPECT_GT(moved, 0);
+    if (r == 1) {
+      EXPECT_GT(moved, 0);
+    }
     std::vector<std::string> want, got;
     std::map<int64_t, int64_t> group_of_row;  // row group -> schedule group, must be one-to-one
     for (const Op& o : rows.proc.ops)

@@ -170,7 +170,8 @@ f25_doctor_escapes_file_names)
 f26_baseline_does_not_match_over_a_divergence)
   "$ls_bin" run -o "$work/fixed" --max-mb 1 -- lockstep-launch -n 2 --quiet --timeout 60 -- \
     seed_deadlock --fixed --steps 250 --diverge-at 40002 >/dev/null 2>&1
-  "$ls_bin" run -o "$work/broken" --max-mb 1 -- lockstep-launch -n 2 --quiet --timeout 5 -- \
+  # The launcher's timeout ends the hung job; 15 s leaves a loaded CI machine time to reach #40002.
+  "$ls_bin" run -o "$work/broken" --max-mb 1 -- lockstep-launch -n 2 --quiet --timeout 15 -- \
     seed_deadlock --steps 250 --diverge-at 40002 >/dev/null 2>&1
   run w check "$work/fixed" --write-baseline "$work/fixed.baseline"
   expect "premise: baseline written from the fixed run (rc=$rc)" [ "$rc" = 0 ]
