@@ -39,10 +39,10 @@ std::optional<SideReadError> read_host_waits(sqlite3* db, SchedProcess& sp) {
       if (!st.ok()) return failed(db, sqlite3_errcode(db), "query failed (op threads)");
       int rc;
       while ((rc = st.step()) == SQLITE_ROW) {
-        const int64_t ci = sqlite3_column_int64(st.get(), 0);
+        const int64_t ci = st.column_i64(0);
         while (i < sp.ops.size() && sp.ops[i].call_index < ci) ++i;
         if (i == sp.ops.size() || sp.ops[i].call_index != ci) continue;  // written after the ops were read
-        sp.op_threads[i] = threads.index(sqlite3_column_int64(st.get(), 1));
+        sp.op_threads[i] = threads.index(st.column_i64(1));
         seen[i] = true;
       }
       if (rc != SQLITE_DONE) return failed(db, rc, "read failed (op threads)");
@@ -55,16 +55,15 @@ std::optional<SideReadError> read_host_waits(sqlite3* db, SchedProcess& sp) {
   if (!w.ok()) return failed(db, sqlite3_errcode(db), "query failed (waits)");
   int rc;
   while ((rc = w.step()) == SQLITE_ROW) {
-    const unsigned char* t = sqlite3_column_text(w.get(), 1);
-    std::string_view kind = t ? std::string_view(reinterpret_cast<const char*>(t), sqlite3_column_bytes(w.get(), 1)) : "";
+    const std::string_view kind = w.column_text(1);
     auto k = vocab::parse_wait(kind);
     if (!k) return SideReadError{0, "corrupt: unknown wait kind '" + printable(kind) + "'"};
     HostWait x;
-    x.call_index = sqlite3_column_int64(w.get(), 0);
+    x.call_index = w.column_i64(0);
     x.kind = *k;
-    x.stream = static_cast<uint64_t>(sqlite3_column_int64(w.get(), 2));
-    x.event = static_cast<uint64_t>(sqlite3_column_int64(w.get(), 3));
-    x.thread = threads.index(sqlite3_column_int64(w.get(), 4));
+    x.stream = static_cast<uint64_t>(w.column_i64(2));
+    x.event = static_cast<uint64_t>(w.column_i64(3));
+    x.thread = threads.index(w.column_i64(4));
     sp.waits.push_back(x);
   }
   if (rc != SQLITE_DONE) return failed(db, rc, "read failed (waits)");

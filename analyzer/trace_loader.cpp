@@ -66,75 +66,54 @@ vocab::RedOp redop_of(const std::string& s) {
   return s.empty() ? vocab::RedOp::None : known(vocab::parse_redop(s), "redop", s);
 }
 
-class Db {
- public:
-  Db(const std::string& path, int flags, int busy_ms) {
-    int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
-    if (rc != SQLITE_OK) {
-      // The destructor does not run for a constructor that throws: close here.
-      std::string msg = std::string("cannot open: ") + (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
-      sqlite3_close_v2(db_);
-      db_ = nullptr;
-      throw FileSkip(msg);
-    }
-    sqlite3_busy_timeout(db_, busy_ms);
-    // Read pages through a memory map instead of read(2) copies: the loader scans whole files.
-    sqlite3_exec(db_, "PRAGMA mmap_size=1073741824", nullptr, nullptr, nullptr);
-  }
-  ~Db() { sqlite3_close_v2(db_); }
-  Db(const Db&) = delete;
-  Db& operator=(const Db&) = delete;
-  sqlite3* get() const { return db_; }
+// Opened through trace_file's wrapper; a file SQLite cannot open is a skip reason.
+trace_file::Db open_trace(const std::string& path, int flags, int busy_ms) {
+  trace_file::Db db;
+  if (int rc = db.open(path, flags); rc != SQLITE_OK)
+    throw FileSkip("cannot open: " + (db ? db.errmsg() : std::string(sqlite3_errstr(rc))));
+  db.busy_timeout(busy_ms);
+  // Read pages through a memory map instead of read(2) copies: the loader scans whole files.
+  db.exec("PRAGMA mmap_size=1073741824");
+  return db;
+}
 
- private:
-  sqlite3* db_ = nullptr;
-};
-
-class Stmt {
+// A query of a file being read: trace_file's statement, with SQLite's errors turned into skip
+// reasons (or a retry, for a writer's lock).
+class Query {
  public:
-  Stmt(sqlite3* db, const char* sql) : db_(db) {
-    int rc = sqlite3_prepare_v2(db, sql, -1, &st_, nullptr);
-    if (rc != SQLITE_OK) fail(db, rc, std::string("query failed (") + sql + ")");
+  Query(sqlite3* db, const char* sql) : db_(db), st_(db, sql, false) {
+    if (!st_.ok()) fail(db, sqlite3_errcode(db), std::string("query failed (") + sql + ")");
   }
-  ~Stmt() { sqlite3_finalize(st_); }
-  Stmt(const Stmt&) = delete;
-  Stmt& operator=(const Stmt&) = delete;
   // true: a row is available; false: done. Errors throw.
   bool step() {
-    int rc = sqlite3_step(st_);
+    int rc = st_.step();
     if (rc == SQLITE_ROW) return true;
     if (rc == SQLITE_DONE) return false;
     fail(db_, rc, "read failed");
   }
-  bool null(int i) const { return sqlite3_column_type(st_, i) == SQLITE_NULL; }
-  int64_t i64(int i, int64_t dflt = 0) const { return null(i) ? dflt : sqlite3_column_int64(st_, i); }
+  bool null(int i) const { return st_.is_null(i); }
+  int64_t i64(int i, int64_t dflt = 0) const { return null(i) ? dflt : st_.column_i64(i); }
   // Trace strings are untrusted: made printable here, once, for every output (text_escape.h).
-  std::string str(int i) const {
-    const unsigned char* t = sqlite3_column_text(st_, i);
-    return t ? printable(std::string_view(reinterpret_cast<const char*>(t), sqlite3_column_bytes(st_, i))) : std::string();
-  }
+  std::string str(int i) const { return printable(st_.column_text(i)); }
   // Borrowed view, valid until the next step.
-  std::string_view view(int i) const {
-    const unsigned char* t = sqlite3_column_text(st_, i);
-    return t ? std::string_view(reinterpret_cast<const char*>(t), sqlite3_column_bytes(st_, i)) : std::string_view();
-  }
-  sqlite3_stmt* get() const { return st_; }
+  std::string_view view(int i) const { return st_.column_text(i); }
+  trace_file::Stmt& bind() { return st_; }
+  const trace_file::Stmt& stmt() const { return st_; }
 
  private:
   sqlite3* db_;
-  sqlite3_stmt* st_ = nullptr;
+  trace_file::Stmt st_;
 };
 
 bool table_exists(sqlite3* db, const char* name) {
-  Stmt st(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?");
-  sqlite3_bind_text(st.get(), 1, name, -1, SQLITE_STATIC);
+  Query st(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?");
+  st.bind().text(1, name);
   return st.step();
 }
 
 bool table_has_column(sqlite3* db, const char* table, const char* column) {
-  Stmt st(db, "SELECT 1 FROM pragma_table_info(?) WHERE name=?");
-  sqlite3_bind_text(st.get(), 1, table, -1, SQLITE_STATIC);
-  sqlite3_bind_text(st.get(), 2, column, -1, SQLITE_STATIC);
+  Query st(db, "SELECT 1 FROM pragma_table_info(?) WHERE name=?");
+  st.bind().text(1, table).text(2, column);
   return st.step();
 }
 
@@ -153,7 +132,7 @@ void validate(sqlite3* db, const std::string& path) {
                                 : "not a trace: not an SQLite database");
   }
   {
-    Stmt st(db, "PRAGMA application_id");
+    Query st(db, "PRAGMA application_id");
     int64_t app = st.step() ? st.i64(0) : 0;
     if (app != schema::kApplicationId) {
       char buf[32];
@@ -165,11 +144,11 @@ void validate(sqlite3* db, const std::string& path) {
   // A truncated copy (partial rsync, full disk) is shorter than its header says. In WAL mode
   // the newest pages live in the -wal file, so the check does not apply there.
   {
-    Stmt jm(db, "PRAGMA journal_mode");
+    Query jm(db, "PRAGMA journal_mode");
     std::string mode = jm.step() ? jm.str(0) : "";
-    Stmt pc(db, "PRAGMA page_count");
+    Query pc(db, "PRAGMA page_count");
     int64_t pages = pc.step() ? pc.i64(0) : 0;
-    Stmt ps(db, "PRAGMA page_size");
+    Query ps(db, "PRAGMA page_size");
     int64_t page_size = ps.step() ? ps.i64(0) : 0;
     auto now_size = fs::file_size(path, ec);
     if (mode != "wal" && !ec && static_cast<int64_t>(now_size) < pages * page_size)
@@ -177,7 +156,7 @@ void validate(sqlite3* db, const std::string& path) {
                      std::to_string(pages * page_size));
   }
   if (!table_exists(db, "meta")) throw FileSkip("corrupt: lockstep application_id but no meta table");
-  Stmt st(db, "SELECT value FROM meta WHERE key='schema_version'");
+  Query st(db, "SELECT value FROM meta WHERE key='schema_version'");
   if (!st.step() || st.null(0)) throw FileSkip("no schema_version in meta (recorder died while creating the file?)");
   std::string v = st.str(0);
   const trace_file::TextInt parsed = trace_file::parse_int(v);
@@ -194,7 +173,7 @@ void validate(sqlite3* db, const std::string& path) {
   if (version >= 2) {
     const char* tables[] = {"signatures", "signature_parts", "op_rows", "op_graph", "checkpoints"};
     bool present[std::size(tables)] = {};
-    Stmt st(db, "SELECT name FROM sqlite_master WHERE type='table' AND name IN "
+    Query st(db, "SELECT name FROM sqlite_master WHERE type='table' AND name IN "
                 "('signatures','signature_parts','op_rows','op_graph','checkpoints')");
     while (st.step())
       for (size_t i = 0; i < std::size(tables); ++i) present[i] |= st.view(0) == tables[i];
@@ -218,7 +197,7 @@ void read_retired(sqlite3* db, Process& p) {
   p.checkpoint_interval = std::max<int64_t>(0, to_i64(p.meta["checkpoint_interval"], 0));
   p.retired_ops = std::max<int64_t>(0, to_i64(p.meta["retired_ops"], 0));
   {
-    Stmt st(db, "SELECT id, retired_collectives, retired_digest, retired_through_seq FROM comms");
+    Query st(db, "SELECT id, retired_collectives, retired_digest, retired_through_seq FROM comms");
     while (st.step())
       for (Comm& c : p.comms)
         if (c.local_id == st.i64(0)) {
@@ -227,7 +206,7 @@ void read_retired(sqlite3* db, Process& p) {
           c.retired_through_seq = std::max<int64_t>(0, st.i64(3));
         }
   }
-  Stmt st(db, "SELECT comm_id, ordinal, seq, digest FROM checkpoints ORDER BY comm_id, ordinal");
+  Query st(db, "SELECT comm_id, ordinal, seq, digest FROM checkpoints ORDER BY comm_id, ordinal");
   while (st.step())
     for (Comm& c : p.comms)
       if (c.local_id == st.i64(0)) c.checkpoints.push_back({st.i64(1), st.i64(2), static_cast<uint64_t>(st.i64(3))});
@@ -254,7 +233,7 @@ OpSources op_sources(sqlite3* db, const Process& p) {
 // meta, env, comms, hangs: everything but ops.
 void read_header(sqlite3* db, Process& p) {
   {
-    Stmt st(db, "SELECT key, value FROM meta");
+    Query st(db, "SELECT key, value FROM meta");
     while (st.step()) p.meta[st.str(0)] = st.str(1);
   }
   auto meta = [&](const char* k) {
@@ -269,12 +248,12 @@ void read_header(sqlite3* db, Process& p) {
   p.dropped_records = to_i64(meta("dropped_records"), 0);
   p.last_flush_mono_ns = to_i64(meta("last_flush_mono_ns"), 0);
   {
-    Stmt st(db, "SELECT name, value FROM env");
+    Query st(db, "SELECT name, value FROM env");
     while (st.step()) p.env[st.str(0)] = st.str(1);
   }
   std::vector<int64_t> parent_ids;
   {
-    Stmt st(db,
+    Query st(db,
             "SELECT id, comm_hash, handle, nranks, rank, cuda_device, parent_id, split_color, "
             "split_key, name, init_call, init_rc, end_kind FROM comms ORDER BY id");
     while (st.step()) {
@@ -307,7 +286,7 @@ void read_header(sqlite3* db, Process& p) {
   }
   if (compact_rows(p)) read_retired(db, p);
   if (table_has_column(db, "comms", "created_before_tracing")) {
-    Stmt st(db, "SELECT id FROM comms WHERE created_before_tracing != 0");
+    Query st(db, "SELECT id FROM comms WHERE created_before_tracing != 0");
     while (st.step())
       for (Comm& c : p.comms)
         if (c.local_id == st.i64(0)) c.created_before_tracing = true;
@@ -315,13 +294,13 @@ void read_header(sqlite3* db, Process& p) {
   {
     // The recorder's only ncclCommSplit api_calls row is a NOCOLOR split (a split that created
     // a communicator is a comms row).
-    Stmt st(db, "SELECT call_index, comm_id FROM api_calls WHERE name = 'ncclCommSplit' AND rc = 0 ORDER BY call_index");
+    Query st(db, "SELECT call_index, comm_id FROM api_calls WHERE name = 'ncclCommSplit' AND rc = 0 ORDER BY call_index");
     while (st.step())
       for (size_t i = 0; i < p.comms.size(); ++i)
         if (p.comms[i].local_id == st.i64(1)) p.nocolor_splits.push_back({st.i64(0), static_cast<int>(i)});
   }
   {
-    Stmt st(db, "SELECT mono_ns, wall_ns, in_flight, message FROM hangs ORDER BY id");
+    Query st(db, "SELECT mono_ns, wall_ns, in_flight, message FROM hangs ORDER BY id");
     while (st.step()) p.hangs.push_back({st.i64(0), st.i64(1), static_cast<int>(st.i64(2)), st.str(3)});
   }
   std::string defect = header_defect(p);
@@ -356,7 +335,7 @@ class CommIds {
   std::vector<std::pair<int64_t, int>> ids_;
 };
 
-OpPart read_part(const Stmt& st, int c) {
+OpPart read_part(const Query& st, int c) {
   OpPart part;
   part.op = op_of(st.str(c));
   part.dtype = dtype_of(st.str(c + 1));
@@ -378,7 +357,7 @@ void check_part(int64_t call_index, const OpPart& part) {
                    ", peer " + std::to_string(part.peer) + ", root " + std::to_string(part.root));
 }
 
-Op read_op_row(const Stmt& st, const CommIds& ids) {
+Op read_op_row(const Query& st, const CommIds& ids) {
   Op o;
   o.call_index = st.i64(0);
   o.comm = ids.index(st.i64(1));
@@ -408,7 +387,7 @@ Op read_op_row(const Stmt& st, const CommIds& ids) {
   return o;
 }
 
-Frame read_frame(const Stmt& fr, int c) {
+Frame read_frame(const Query& fr, int c) {
   Frame f;
   f.kind = known(vocab::parse_frame_kind(fr.str(c)), "frame kind", fr.str(c));
   f.function = fr.str(c + 1);
@@ -422,7 +401,7 @@ Frame read_frame(const Stmt& fr, int c) {
 void read_ops_full(sqlite3* db, Process& p) {
   CommIds ids(p);
   const OpSources src = op_sources(db, p);
-  Stmt st(db, ("SELECT " + std::string(kOpColumns) + " FROM " + src.ops + " ORDER BY call_index").c_str());
+  Query st(db, ("SELECT " + std::string(kOpColumns) + " FROM " + src.ops + " ORDER BY call_index").c_str());
   while (st.step()) p.ops.push_back(read_op_row(st, ids));
   auto find = [&](int64_t ci) -> Op* {
     auto it = std::lower_bound(p.ops.begin(), p.ops.end(), ci,
@@ -430,7 +409,7 @@ void read_ops_full(sqlite3* db, Process& p) {
     return it != p.ops.end() && it->call_index == ci ? &*it : nullptr;
   };
   {
-    Stmt parts(db, ("SELECT call_index, op, dtype, count, root, peer, redop FROM " + src.parts +
+    Query parts(db, ("SELECT call_index, op, dtype, count, root, peer, redop FROM " + src.parts +
                     " ORDER BY call_index, part").c_str());
     while (parts.step())
       if (Op* o = find(parts.i64(0))) {
@@ -439,7 +418,7 @@ void read_ops_full(sqlite3* db, Process& p) {
       }
   }
   {
-    Stmt done(db, ("SELECT call_index, mono_ns FROM " + src.done).c_str());
+    Query done(db, ("SELECT call_index, mono_ns FROM " + src.done).c_str());
     while (done.step())
       if (Op* o = find(done.i64(0))) {
         o->completed = true;
@@ -447,12 +426,12 @@ void read_ops_full(sqlite3* db, Process& p) {
       }
   }
   {
-    Stmt fr(db,
+    Query fr(db,
             "SELECT stack_id, kind, function, module, offset, file, line FROM frames ORDER BY stack_id, depth");
     while (fr.step()) p.stacks[fr.i64(0)].push_back(read_frame(fr, 1));
   }
   {
-    Stmt w(db, "SELECT call_index, kind, stream, event, tid, begin_mono_ns, end_mono_ns FROM waits ORDER BY call_index");
+    Query w(db, "SELECT call_index, kind, stream, event, tid, begin_mono_ns, end_mono_ns FROM waits ORDER BY call_index");
     while (w.step()) {
       Wait x;
       x.call_index = w.i64(0);
@@ -469,9 +448,9 @@ void read_ops_full(sqlite3* db, Process& p) {
 
 // Schema-2 values -> model fields. An enumerated column holds the vocab enum's value, or the
 // name itself as text when it was not in the vocabulary (an unknown name: the file is skipped).
-std::string vocab_text(const Stmt& st, int c, const char* (*name_of)(int64_t)) {
+std::string vocab_text(const Query& st, int c, const char* (*name_of)(int64_t)) {
   if (st.null(c)) return {};
-  if (sqlite3_column_type(st.get(), c) == SQLITE_TEXT) return st.str(c);
+  if (st.stmt().is_text(c)) return st.str(c);
   const char* n = name_of(st.i64(c));
   return n ? n : "code " + std::to_string(st.i64(c));
 }
@@ -482,10 +461,10 @@ const char* dtype_name_of(int64_t v) {
 const char* redop_name_of(int64_t v) {
   return v >= 0 && v < int64_t(std::size(vocab::kRedOpNames)) ? vocab::kRedOpNames[v] : nullptr;
 }
-vocab::Op op_v2(const Stmt& st, int c) { return op_of(vocab_text(st, c, op_name_of)); }
-vocab::Dtype dtype_v2(const Stmt& st, int c) { return dtype_of(vocab_text(st, c, dtype_name_of)); }
-vocab::RedOp redop_v2(const Stmt& st, int c) { return redop_of(vocab_text(st, c, redop_name_of)); }
-OpPart read_part_v2(const Stmt& st, int c) {
+vocab::Op op_v2(const Query& st, int c) { return op_of(vocab_text(st, c, op_name_of)); }
+vocab::Dtype dtype_v2(const Query& st, int c) { return dtype_of(vocab_text(st, c, dtype_name_of)); }
+vocab::RedOp redop_v2(const Query& st, int c) { return redop_of(vocab_text(st, c, redop_name_of)); }
+OpPart read_part_v2(const Query& st, int c) {
   OpPart part;
   part.op = op_v2(st, c);
   part.dtype = dtype_v2(st, c + 1);
@@ -511,9 +490,9 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
   std::vector<FileSig> dense;
   std::unordered_map<int64_t, FileSig> sparse;
   {
-    Stmt parts(db, "SELECT sig_id, op, dtype, count, root, peer, redop FROM signature_parts ORDER BY sig_id, part");
+    Query parts(db, "SELECT sig_id, op, dtype, count, root, peer, redop FROM signature_parts ORDER BY sig_id, part");
     bool parts_row = parts.step();
-    Stmt st(db, "SELECT id, comm_id, op, dtype, count, root, peer, redop, stream FROM signatures ORDER BY id");
+    Query st(db, "SELECT id, comm_id, op, dtype, count, root, peer, redop, stream FROM signatures ORDER BY id");
     while (st.step()) {
       int64_t id = st.i64(0);
       Signature sig;
@@ -552,7 +531,7 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
   const std::vector<std::string> chunks = trace_file::op_chunk_tables(db);
   int64_t total = 0;
   for (const std::string& t : chunks) {
-    Stmt n(db, ("SELECT count(*) FROM " + t).c_str());
+    Query n(db, ("SELECT count(*) FROM " + t).c_str());
     if (n.step()) total += n.i64(0);
   }
   sp.ops.reserve(static_cast<size_t>(total));
@@ -561,21 +540,21 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
   for (const std::string& table : chunks) {
     // Plain columns, NULLs told apart here: no expression per row in SQLite's VM. Unsequenced rows
     // (seq NULL: failed, simulated, captured) are counted, not kept.
-    Stmt st(db, ("SELECT call_index, sig, seq, group_id, done FROM " + table + " ORDER BY call_index").c_str());
-    sqlite3_stmt* raw = st.get();
+    Query st(db, ("SELECT call_index, sig, seq, group_id, done FROM " + table + " ORDER BY call_index").c_str());
+    const trace_file::Stmt& row = st.stmt();
     while (st.step()) {
-      int64_t ci = sqlite3_column_int64(raw, 0);
+      int64_t ci = row.column_i64(0);
       if (ci <= previous) throw FileSkip("corrupt: op chunk " + table + " overlaps the one before it (call_index " + std::to_string(ci) + ")");
       previous = ci;
-      const bool completed = sqlite3_column_type(raw, 4) != SQLITE_NULL;
-      if (sqlite3_column_type(raw, 2) == SQLITE_NULL) {
+      const bool completed = !row.is_null(4);
+      if (row.is_null(2)) {
         index.add_unsequenced(completed);
         continue;
       }
-      const FileSig* fs = sig_of(sqlite3_column_int64(raw, 1));
+      const FileSig* fs = sig_of(row.column_i64(1));
       if (!fs) throw FileSkip("corrupt: op " + std::to_string(ci) + " names an unknown signature");
-      const int64_t group = sqlite3_column_type(raw, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(raw, 3);
-      index.add_op({ci, sqlite3_column_int64(raw, 2), fs->comm, fs->sig, fs->stream, group, completed});
+      const int64_t group = row.is_null(3) ? -1 : row.column_i64(3);
+      index.add_op({ci, row.column_i64(2), fs->comm, fs->sig, fs->stream, group, completed});
     }
   }
   sp.groups.shrink_to_fit();
@@ -592,33 +571,30 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
   // the row and the costliest to decode, is not read.
   int64_t total = 0;
   {
-    Stmt n(db, "SELECT count(*) FROM ops");
+    Query n(db, "SELECT count(*) FROM ops");
     if (n.step()) total = n.i64(0);
   }
   sp.ops.reserve(static_cast<size_t>(total));
   // Texts read without their length calls: SQLite's per-column API calls are a quarter of the
   // loader's time. Numbers are read as they are and range-checked here.
-  Stmt st(db,
+  Query st(db,
           "SELECT call_index, comm_id, op, IFNULL(dtype,''), IFNULL(count,0), "
           "IFNULL(root,-1), IFNULL(redop,''), IFNULL(stream,0), "
           "IFNULL(group_id,-1), seq, IFNULL(peer,-1) FROM ops ORDER BY call_index");
-  Stmt parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts ORDER BY call_index, part");
-  Stmt done(db, "SELECT call_index FROM completions ORDER BY call_index");
+  Query parts(db, "SELECT call_index, op, dtype, count, root, peer, redop FROM op_parts ORDER BY call_index, part");
+  Query done(db, "SELECT call_index FROM completions ORDER BY call_index");
   bool parts_row = parts.step(), done_row = done.step();
   std::unordered_map<std::string, uint32_t> local;
   std::string key;
   Signature scratch;
-  sqlite3_stmt* raw = st.get();
-  auto text = [raw](int c) {
-    const char* t = reinterpret_cast<const char*>(sqlite3_column_text(raw, c));
-    return t ? std::string_view(t, static_cast<size_t>(sqlite3_column_bytes(raw, c))) : std::string_view();
-  };
+  const trace_file::Stmt& row = st.stmt();
+  auto text = [&row](int c) { return row.column_text(c); };
   ScheduleBuilder index(sp);
   while (st.step()) {
-    int64_t ci = sqlite3_column_int64(raw, 0);
+    int64_t ci = row.column_i64(0);
     while (done_row && done.i64(0) < ci) done_row = done.step();
     const bool completed = done_row && done.i64(0) == ci;
-    if (sqlite3_column_type(raw, 9) == SQLITE_NULL) {
+    if (row.is_null(9)) {
       index.add_unsequenced(completed);
       continue;
     }
@@ -629,10 +605,10 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
       check_part(ci, scratch.parts.back());
       parts_row = parts.step();
     }
-    int64_t comm_id = sqlite3_column_int64(raw, 1);
-    int64_t seq = sqlite3_column_int64(raw, 9);
-    int64_t count = sqlite3_column_int64(raw, 4);
-    int64_t root = sqlite3_column_int64(raw, 5), peer = sqlite3_column_int64(raw, 10);
+    int64_t comm_id = row.column_i64(1);
+    int64_t seq = row.column_i64(9);
+    int64_t count = row.column_i64(4);
+    int64_t root = row.column_i64(5), peer = row.column_i64(10);
     check_op_numbers(ci, seq, count, root, peer);
     int comm = ids.index(comm_id);
     if (comm < 0) throw FileSkip("corrupt: op " + std::to_string(ci) + " names unknown comm_id " + std::to_string(comm_id));
@@ -659,7 +635,7 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
       sig.parts = scratch.parts;
       it = local.emplace(key, sigs.intern(std::move(sig))).first;
     }
-    index.add_op({ci, seq, comm, it->second, static_cast<uint64_t>(sqlite3_column_int64(raw, 7)), sqlite3_column_int64(raw, 8), completed});
+    index.add_op({ci, seq, comm, it->second, static_cast<uint64_t>(row.column_i64(7)), row.column_i64(8), completed});
   }
 }
 
@@ -675,7 +651,7 @@ void with_rollback_copy(const std::string& path, const LoadOptions& opt, Fn&& fn
   try {
     fs::copy_file(path, copy);
     fs::copy_file(path + "-journal", copy.string() + "-journal");
-    Db db(copy.string(), SQLITE_OPEN_READWRITE, opt.busy_timeout_ms);
+    trace_file::Db db = open_trace(copy.string(), SQLITE_OPEN_READWRITE, opt.busy_timeout_ms);
     fn(db.get());
   } catch (...) {
     fs::remove_all(tmp);
@@ -715,12 +691,12 @@ void read_file(const std::string& path, const LoadOptions& opt, Fn&& fn) {
   }
   for (int attempt = 0;; ++attempt) {
     try {
-      Db db(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, opt.busy_timeout_ms);
+      trace_file::Db db = open_trace(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, opt.busy_timeout_ms);
       // One read transaction for the whole file: one shared lock (and one hot-journal check)
       // instead of one per statement -- ~70 fcntl/stat calls a file -- and one consistent
       // snapshot of a live file. A recorder's COMMIT waits the few ms this takes (its
       // busy_timeout), as it already did for the longest statement.
-      sqlite3_exec(db.get(), "BEGIN", nullptr, nullptr, nullptr);
+      db.exec("BEGIN");
       try {
         validate(db.get(), path);
         fn(db.get());
@@ -812,17 +788,16 @@ Process load_process_counts(const std::string& path, RecordCounts& counts, const
       const std::string sql = v2 ? "SELECT count(*), coalesce(sum((state & 15) = ?1), 0) FROM " +
                                        trace_file::op_rows_source(trace_file::op_chunk_tables(db))
                                  : "SELECT count(*), coalesce(sum(state = ?2), 0) FROM ops";
-      Stmt ops(db, sql.c_str());
-      sqlite3_bind_int(ops.get(), 1, static_cast<int>(vocab::State::Captured));
-      sqlite3_bind_text(ops.get(), 2, vocab::name(vocab::State::Captured), -1, SQLITE_STATIC);
+      Query ops(db, sql.c_str());
+      ops.bind().i64(1, static_cast<int>(vocab::State::Captured)).text(2, vocab::name(vocab::State::Captured));
       if (ops.step()) counts.op_rows = ops.i64(0), counts.captured = ops.i64(1);
       if (table_exists(db, "graph_launches")) {
-        Stmt launches(db, "SELECT count(*) FROM graph_launches");
+        Query launches(db, "SELECT count(*) FROM graph_launches");
         if (launches.step()) counts.graph_launches = launches.i64(0);
       }
       if (p.meta.count("profiler_plugin") && table_exists(db, "profiler_ops")) {
-        Stmt plugin(db, "SELECT count(*), coalesce(sum(seen_by != ?1), 0) FROM profiler_ops");
-        sqlite3_bind_text(plugin.get(), 1, schema::kSeenByBoth, -1, SQLITE_STATIC);
+        Query plugin(db, "SELECT count(*), coalesce(sum(seen_by != ?1), 0) FROM profiler_ops");
+        plugin.bind().text(1, schema::kSeenByBoth);
         if (plugin.step()) counts.plugin_calls = plugin.i64(0), counts.plugin_only = plugin.i64(1);
       }
     });
@@ -925,8 +900,8 @@ class FileDetails : public TraceDetails {
     if (stack_id < 0) return out;
     try {
       sqlite3* db = open(proc);
-      Stmt fr(db, "SELECT kind, function, module, offset, file, line FROM frames WHERE stack_id=? ORDER BY depth");
-      sqlite3_bind_int64(fr.get(), 1, stack_id);
+      Query fr(db, "SELECT kind, function, module, offset, file, line FROM frames WHERE stack_id=? ORDER BY depth");
+      fr.bind().i64(1, stack_id);
       while (fr.step()) out.push_back(read_frame(fr, 0));
     } catch (const std::exception&) {
       // A detail that cannot be read is left out of the report; the analysis stands.
@@ -944,21 +919,19 @@ class FileDetails : public TraceDetails {
       std::string sql = "SELECT " + std::string(kOpColumns) + " FROM " + src.ops + " WHERE call_index BETWEEN ?1 AND ?2" +
                         (sequenced_only ? " AND seq IS NOT NULL AND state != 'captured'" : "") + " ORDER BY call_index " +
                         (newest ? "DESC" : "ASC") + " LIMIT ?3";
-      Stmt st(db, sql.c_str());
-      sqlite3_bind_int64(st.get(), 1, from);
-      sqlite3_bind_int64(st.get(), 2, to);
-      sqlite3_bind_int64(st.get(), 3, limit);
+      Query st(db, sql.c_str());
+      st.bind().i64(1, from).i64(2, to).i64(3, limit);
       while (st.step()) out.push_back(read_op_row(st, ids));
       if (newest) std::reverse(out.begin(), out.end());
-      Stmt parts(db, ("SELECT call_index, op, dtype, count, root, peer, redop FROM " + src.parts +
+      Query parts(db, ("SELECT call_index, op, dtype, count, root, peer, redop FROM " + src.parts +
                       " WHERE call_index=? ORDER BY part").c_str());
-      Stmt done(db, ("SELECT mono_ns FROM " + src.done + " WHERE call_index=?").c_str());
+      Query done(db, ("SELECT mono_ns FROM " + src.done + " WHERE call_index=?").c_str());
       for (Op& o : out) {
-        sqlite3_reset(parts.get());
-        sqlite3_bind_int64(parts.get(), 1, o.call_index);
+        parts.bind().reset();
+        parts.bind().i64(1, o.call_index);
         while (parts.step()) o.parts.push_back(read_part(parts, 1));
-        sqlite3_reset(done.get());
-        sqlite3_bind_int64(done.get(), 1, o.call_index);
+        done.bind().reset();
+        done.bind().i64(1, o.call_index);
         if (done.step()) {
           o.completed = true;
           o.complete_mono_ns = done.i64(0);
@@ -971,72 +944,57 @@ class FileDetails : public TraceDetails {
 
   sqlite3* open(int proc) {
     auto& db = dbs_[proc];
-    if (!db) db = std::make_unique<Db>(s_.procs[proc].info.path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, 2000);
-    return db->get();
+    if (!db) db = open_trace(s_.procs[proc].info.path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, 2000);
+    return db.get();
   }
 
   const Schedule& s_;
-  std::map<int, std::unique_ptr<Db>> dbs_;
+  std::map<int, trace_file::Db> dbs_;
 };
-
-}  // namespace
-
-namespace {
-std::string column_text(sqlite3_stmt* st, int i) {
-  auto* p = sqlite3_column_text(st, i);
-  return p ? std::string(reinterpret_cast<const char*>(p), size_t(sqlite3_column_bytes(st, i))) : std::string();
-}
 
 }  // namespace
 
 // Reads one file's plugin tables. false: the file has none (NCCL never loaded the plugin there).
 bool load_plugin_coverage(const std::string& path, size_t max_examples, ProcessCoverage* out) {
-  sqlite3* db = nullptr;
-  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) != SQLITE_OK) {
-    sqlite3_close(db);
-    return false;
-  }
-  sqlite3_busy_timeout(db, 2000);
+  trace_file::Db db;
+  if (db.open(path, SQLITE_OPEN_READONLY) != SQLITE_OK) return false;
+  db.busy_timeout(2000);
   bool any = false;
   auto query = [&](const char* sql, auto&& each) {
-    sqlite3_stmt* st = nullptr;
-    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) != SQLITE_OK) {
-      if (any && out->error.empty()) out->error = sqlite3_errmsg(db);
+    trace_file::Stmt st(db.get(), sql, false);
+    if (!st.ok()) {
+      if (any && out->error.empty()) out->error = db.errmsg();
       return false;
     }
-    sqlite3_bind_text(st, 1, schema::kSeenByBoth, -1, SQLITE_STATIC);  // ?1 where a query has it
+    st.text(1, schema::kSeenByBoth);  // ?1 where a query has it
     int rc;
-    while ((rc = sqlite3_step(st)) == SQLITE_ROW) each(st);
-    if (rc != SQLITE_DONE && out->error.empty()) out->error = sqlite3_errmsg(db);
-    sqlite3_finalize(st);
+    while ((rc = st.step()) == SQLITE_ROW) each(st);
+    if (rc != SQLITE_DONE && out->error.empty()) out->error = db.errmsg();
     return true;
   };
   int64_t comms = 0;
-  if (!query("SELECT count(*) FROM profiler_comms", [&](sqlite3_stmt* st) { comms = sqlite3_column_int64(st, 0); }) ||
-      comms == 0) {
-    sqlite3_close(db);
+  if (!query("SELECT count(*) FROM profiler_comms", [&](const trace_file::Stmt& st) { comms = st.column_i64(0); }) ||
+      comms == 0)
     return false;
-  }
   any = true;
-  query("SELECT count(*), coalesce(sum(seen_by != ?1), 0) FROM profiler_ops", [&](sqlite3_stmt* st) {
-    out->plugin_calls = sqlite3_column_int64(st, 0);
-    out->missed = sqlite3_column_int64(st, 1);
+  query("SELECT count(*), coalesce(sum(seen_by != ?1), 0) FROM profiler_ops", [&](const trace_file::Stmt& st) {
+    out->plugin_calls = st.column_i64(0);
+    out->missed = st.column_i64(1);
   });
   const std::string examples =
       "SELECT coalesce(o.op, o.nccl_func), o.dtype, o.count, c.nccl_comm_hash, o.nccl_seq, o.call_index FROM profiler_ops o "
       "LEFT JOIN profiler_comms c ON c.id = o.profiler_comm WHERE o.seen_by != ?1 ORDER BY o.id LIMIT " +
       std::to_string(max_examples);
-  query(examples.c_str(), [&](sqlite3_stmt* st) {
+  query(examples.c_str(), [&](const trace_file::Stmt& st) {
     MissedCall m;
-    m.op = column_text(st, 0);
-    m.dtype = column_text(st, 1);
-    m.count = sqlite3_column_int64(st, 2);
-    m.nccl_comm = column_text(st, 3);
-    m.nccl_seq = sqlite3_column_type(st, 4) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 4);
-    m.call_index = sqlite3_column_type(st, 5) == SQLITE_NULL ? -1 : sqlite3_column_int64(st, 5);
+    m.op = std::string(st.column_text(0));
+    m.dtype = std::string(st.column_text(1));
+    m.count = st.column_i64(2);
+    m.nccl_comm = std::string(st.column_text(3));
+    m.nccl_seq = st.is_null(4) ? -1 : st.column_i64(4);
+    m.call_index = st.is_null(5) ? -1 : st.column_i64(5);
     out->examples.push_back(std::move(m));
   });
-  sqlite3_close(db);
   return true;
 }
 

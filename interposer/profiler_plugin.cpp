@@ -516,7 +516,7 @@ ncclProfilerResult_t plugin_finalize(void* context) {
 // ---- writer side ---------------------------------------------------------------------------
 struct Stmts {
   sqlite3* db = nullptr;
-  sqlite3_stmt *comm = nullptr, *linked = nullptr, *fin = nullptr, *op = nullptr;
+  trace_file::Stmt comm, linked, fin, op;
 };
 Stmts g_stmts;  // writer thread only
 uint64_t g_dropped_published = 0;
@@ -524,81 +524,60 @@ uint64_t g_dropped_published = 0;
 bool prepare(sqlite3* db) {
   if (g_stmts.db == db) return true;
   // A new file (a forked child's): the old statements belong to a connection that is not ours.
-  g_stmts = {};
-  auto prep = [&](const char* sql, sqlite3_stmt** s) {
-    return sqlite3_prepare_v3(db, sql, -1, SQLITE_PREPARE_PERSISTENT, s, nullptr) == SQLITE_OK;
-  };
+  for (trace_file::Stmt* s : {&g_stmts.comm, &g_stmts.linked, &g_stmts.fin, &g_stmts.op}) s->abandon();
+  g_stmts.db = nullptr;
   // The tables exist only in files whose process loaded the plugin (created in the writer's
   // open transaction).
-  bool ok =
-      sqlite3_exec(db, trace_file::compact_sql(schema::kProfilerCreateSql).c_str(), nullptr, nullptr, nullptr) ==
-          SQLITE_OK &&
-      prep("INSERT OR REPLACE INTO profiler_comms(id,nccl_comm_hash,name,nranks,rank,nnodes,"
-           "init_mono_ns) VALUES(?,?,?,?,?,?,?)", &g_stmts.comm) &&
-      prep("UPDATE profiler_comms SET comm_id=? WHERE id=?", &g_stmts.linked) &&
-      prep("UPDATE profiler_comms SET finalize_mono_ns=? WHERE id=?", &g_stmts.fin) &&
-      prep("INSERT OR REPLACE INTO profiler_ops(id,profiler_comm,nccl_func,op,dtype,count,root,"
-           "peer,stream,graph_captured,nccl_seq,tid,mono_ns,seen_by,call_index) "
-           "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", &g_stmts.op);
+  if (sqlite3_exec(db, trace_file::compact_sql(schema::kProfilerCreateSql).c_str(), nullptr, nullptr, nullptr) !=
+      SQLITE_OK)
+    return false;
+  g_stmts.comm = trace_file::Stmt(db,
+                                  "INSERT OR REPLACE INTO profiler_comms(id,nccl_comm_hash,name,nranks,rank,nnodes,"
+                                  "init_mono_ns) VALUES(?,?,?,?,?,?,?)");
+  g_stmts.linked = trace_file::Stmt(db, "UPDATE profiler_comms SET comm_id=? WHERE id=?");
+  g_stmts.fin = trace_file::Stmt(db, "UPDATE profiler_comms SET finalize_mono_ns=? WHERE id=?");
+  g_stmts.op = trace_file::Stmt(db,
+                                "INSERT OR REPLACE INTO profiler_ops(id,profiler_comm,nccl_func,op,dtype,count,root,"
+                                "peer,stream,graph_captured,nccl_seq,tid,mono_ns,seen_by,call_index) "
+                                "VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+  const bool ok = g_stmts.comm.ok() && g_stmts.linked.ok() && g_stmts.fin.ok() && g_stmts.op.ok();
   if (ok) g_stmts.db = db;
   return ok;
 }
 
-void bind_opt(sqlite3_stmt* s, int i, int64_t v) {
-  if (v < 0) sqlite3_bind_null(s, i);
-  else sqlite3_bind_int64(s, i, v);
-}
+// A negative value is absent (NULL).
+int64_t opt(int64_t v) { return v < 0 ? -1 : v; }
 
-bool step(sqlite3_stmt* s) {
-  int rc = sqlite3_step(s);
-  sqlite3_reset(s);
+bool step(trace_file::Stmt& s) {
+  const int rc = s.run();
   return rc == SQLITE_DONE || rc == SQLITE_CONSTRAINT;
 }
 
 bool insert(const ProfRow& row) {
   switch (row.kind) {
     case ProfRow::CommInit: {
-      sqlite3_stmt* s = g_stmts.comm;
       char hex[17];
       snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(row.nccl_hash));
-      sqlite3_bind_int64(s, 1, row.id);
-      sqlite3_bind_text(s, 2, hex, -1, SQLITE_TRANSIENT);
-      if (row.text[0]) sqlite3_bind_text(s, 3, row.text, -1, SQLITE_TRANSIENT);
-      else sqlite3_bind_null(s, 3);
-      sqlite3_bind_int64(s, 4, row.nranks);
-      sqlite3_bind_int64(s, 5, row.rank);
-      sqlite3_bind_int64(s, 6, row.nnodes);
-      sqlite3_bind_int64(s, 7, row.mono);
-      return step(s);
+      g_stmts.comm.i64(1, row.id).text(2, hex).text(3, row.text).i64(4, row.nranks).i64(5, row.rank)
+          .i64(6, row.nnodes).i64(7, row.mono);
+      return step(g_stmts.comm);
     }
     case ProfRow::CommLinked:
-      sqlite3_bind_int64(g_stmts.linked, 1, row.comm);
-      sqlite3_bind_int64(g_stmts.linked, 2, row.id);
+      g_stmts.linked.i64(1, row.comm).i64(2, row.id);
       return step(g_stmts.linked);
     case ProfRow::CommFinalize:
-      sqlite3_bind_int64(g_stmts.fin, 1, row.mono);
-      sqlite3_bind_int64(g_stmts.fin, 2, row.id);
+      g_stmts.fin.i64(1, row.mono).i64(2, row.id);
       return step(g_stmts.fin);
     case ProfRow::Op: {
-      sqlite3_stmt* s = g_stmts.op;
-      sqlite3_bind_int64(s, 1, row.id);
-      sqlite3_bind_int64(s, 2, row.comm);
-      sqlite3_bind_text(s, 3, row.text, -1, SQLITE_TRANSIENT);
-      if (row.op >= 0) sqlite3_bind_text(s, 4, op_name(OpKind(row.op)), -1, SQLITE_STATIC);
-      else sqlite3_bind_null(s, 4);
-      if (const char* dt = dtype_name(row.dtype)) sqlite3_bind_text(s, 5, dt, -1, SQLITE_STATIC);
-      else sqlite3_bind_null(s, 5);
-      sqlite3_bind_int64(s, 6, row.count);
-      bind_opt(s, 7, row.root);
-      bind_opt(s, 8, row.peer);
-      sqlite3_bind_int64(s, 9, int64_t(row.stream));
-      sqlite3_bind_int64(s, 10, row.captured ? 1 : 0);
-      bind_opt(s, 11, row.nccl_seq);
-      sqlite3_bind_int64(s, 12, row.tid);
-      sqlite3_bind_int64(s, 13, row.mono);
-      sqlite3_bind_text(s, 14, row.seen_both ? schema::kSeenByBoth : schema::kSeenByPlugin, -1,
-                        SQLITE_STATIC);
-      bind_opt(s, 15, row.call_index);
+      trace_file::Stmt& s = g_stmts.op;
+      const char* dt = dtype_name(row.dtype);
+      s.i64(1, row.id).i64(2, row.comm).text(3, row.text);
+      if (row.op >= 0) s.text(4, op_name(OpKind(row.op)));
+      else s.null(4);
+      s.text(5, dt ? dt : "").i64(6, row.count).opt(7, opt(row.root)).opt(8, opt(row.peer))
+          .i64(9, int64_t(row.stream)).i64(10, row.captured ? 1 : 0).opt(11, opt(row.nccl_seq))
+          .i64(12, row.tid).i64(13, row.mono)
+          .text(14, row.seen_both ? schema::kSeenByBoth : schema::kSeenByPlugin).opt(15, opt(row.call_index));
       return step(s);
     }
   }

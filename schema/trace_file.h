@@ -1,11 +1,13 @@
-// The trace file, written once: one RAII SQLite wrapper, the schema-2 DDL and its views, the
+// The trace file, written once: the one RAII SQLite wrapper (Db, Stmt; the readers use it too:
+// the loader, schedule_waits, the plugin-coverage reader), the schema-2 DDL and its views, the
 // column lists, and typed inserts. Every writer of trace files uses it: the recorder's writer
 // thread (interposer/writer.cpp), the Flight Recorder converter, shrink, the test builders and
 // bench/gen_trace. The encoding of an op row (schema/trace_schema.h, docs/schema.md) lives
 // only in Tables::insert_op; the loader (analyzer/trace_loader.cpp) is its inverse.
 //
 // No exceptions on the recorder's paths: every call that touches SQLite returns its result code
-// (or bool); Db::check() turns one into an exception for the offline writers.
+// (or bool); Db::check() turns one into an exception for the offline writers, and the loader's
+// Query turns one into a skip reason.
 #pragma once
 
 #include <sqlite3.h>
@@ -40,6 +42,9 @@ class Stmt {
 
   bool ok() const { return st_ != nullptr; }
   sqlite3_stmt* get() const { return st_; }
+  // Let go without finalizing: a forked child's copy of a statement of its parent's connection
+  // (that connection, copied while another thread may have held its mutex, is not the child's).
+  void abandon() { st_ = nullptr; }
   Stmt& i64(int c, int64_t v) { sqlite3_bind_int64(st_, c, v); return *this; }
   // NULL when v == null_value (the records' convention: -1 or 0 stands for NULL).
   Stmt& opt(int c, int64_t v, int64_t null_value = -1) {
@@ -61,6 +66,16 @@ class Stmt {
   int step() { return sqlite3_step(st_); }
   void reset() { sqlite3_reset(st_); }
 
+  // Columns of the current row. Text is borrowed until the next step; NULL reads as "".
+  bool is_null(int c) const { return sqlite3_column_type(st_, c) == SQLITE_NULL; }
+  bool is_text(int c) const { return sqlite3_column_type(st_, c) == SQLITE_TEXT; }
+  int64_t column_i64(int c) const { return sqlite3_column_int64(st_, c); }
+  std::string_view column_text(int c) const {
+    const unsigned char* t = sqlite3_column_text(st_, c);
+    return t ? std::string_view(reinterpret_cast<const char*>(t), size_t(sqlite3_column_bytes(st_, c)))
+             : std::string_view();
+  }
+
  private:
   sqlite3_stmt* st_ = nullptr;
 };
@@ -79,6 +94,7 @@ class Db {
   void close();
   sqlite3* get() const { return db_; }
   explicit operator bool() const { return db_ != nullptr; }
+  void busy_timeout(int ms) { sqlite3_busy_timeout(db_, ms); }
   int exec(const char* sql);
   int exec(const std::string& sql) { return exec(sql.c_str()); }
   std::string errmsg() const { return db_ ? sqlite3_errmsg(db_) : "out of memory"; }
