@@ -92,7 +92,20 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
   a.checkpoints = compare_checkpoints(s, a.index);
   merge_digest_divergences(s, a.checkpoints, a.divergences);
   a.inversions = find_order_inversions(s, a.index);
-  a.hang = explain_hang(s, a.index, options.hang);
+  {
+    // The ages of a stopped rank's ops in flight, read from its file for the few ranks asked.
+    HangOptions ho = options.hang;
+    std::unique_ptr<TraceDetails> files;
+    if (!ho.issue_mono_ns)
+      ho.issue_mono_ns = [&](int proc, int64_t call_index) -> std::optional<int64_t> {
+        if (s.procs[proc].info.path.empty()) return std::nullopt;
+        if (!files) files = details_from_files(s);
+        const std::optional<Op> op = files->op(proc, call_index);
+        if (!op || op->issue_mono_ns <= 0) return std::nullopt;
+        return op->issue_mono_ns;
+      };
+    a.hang = explain_hang(s, a.index, ho);
+  }
   a.hosts = group_by_host(s, options.hang.stale_ns);
   for (auto& p : s.procs) a.total_ops += static_cast<int64_t>(p.ops.size());
 

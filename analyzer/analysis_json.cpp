@@ -192,6 +192,10 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
     const SchedProcess& sp = s.procs[r.proc];
     json rj = {{"rank", c.rank(r.proc)}, {"status", status_name(r.status)}, {"in_flight", r.in_flight}};
     if (!r.why.empty()) rj["why"] = r.why;
+    if (r.in_flight_for_ns >= 0) {  // hang.h RankHang: stopped with ops in flight
+      rj["in_flight_for_ms"] = r.in_flight_for_ns / 1'000'000;
+      rj["stopped_in_flight"] = r.stopped_in_flight;
+    }
     auto opj = [&](uint32_t i) {
       const SchedOp& o = sp.ops[i];
       return json{{"comm", sp.info.comms[o.comm].hash}, {"seq", o.seq}, {"op", s.sigs[o.sig].op},

@@ -403,6 +403,23 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
       rh.cause = stopped ? StopCause::kRecorderStopped : StopCause::kNoExitRecord;
       rh.why = stopped ? stop_why : "its trace ends without an exit record";
     }
+    // Stopped while ops were in flight: how long had the oldest been waiting when its trace
+    // ends? Young ops are a GPU queue cut short (a time limit, scancel), not a proven wait.
+    if (rh.in_flight && !rh.live && !rh.why.empty() && opt.issue_mono_ns && sp.info.last_flush_mono_ns > 0) {
+      int64_t oldest_issue = INT64_MAX;
+      for (uint32_t i : c.oldest[p]) {
+        const std::optional<int64_t> t = opt.issue_mono_ns(static_cast<int>(p), sp.ops[i].call_index);
+        if (!t) {
+          oldest_issue = INT64_MAX;
+          break;
+        }
+        oldest_issue = std::min(oldest_issue, *t);
+      }
+      if (oldest_issue != INT64_MAX && oldest_issue <= sp.info.last_flush_mono_ns) {
+        rh.in_flight_for_ns = sp.info.last_flush_mono_ns - oldest_issue;
+        rh.stopped_in_flight = rh.in_flight_for_ns < opt.stuck_ns;
+      }
+    }
     // Stopped by SIGTERM/SIGINT (the scheduler or launcher ending the job) with nothing in
     // flight and not long before its neighbours: it was in host code, not dead.
     bool ended_by_job = sp.info.exit_reason == "SIGTERM" || sp.info.exit_reason == "SIGINT";
@@ -473,10 +490,14 @@ std::vector<std::vector<std::pair<int, uint32_t>>> wait_edges(const Schedule& s,
     if (c.status[p] != RankStatus::kBlocked) continue;
     // A live rank waiting for live peers is a job in progress, not a hang, until a recorder's
     // hang timeout says otherwise.
+    // A rank stopped mid-step waits for a peer that may simply not have got there yet, unless
+    // that peer finished: then it never will.
     for (auto& b : rh.blocked)
       for (auto& w : b.waits)
-        r.hung |= !(rh.live && r.ranks[w.proc].live) || r.any_marker;
-    r.hung |= !rh.why.empty() && !rh.live;  // killed (by the launcher's timeout?) while blocked in NCCL
+        r.hung |= r.any_marker || (rh.stopped_in_flight ? r.ranks[w.proc].status == RankStatus::kFinished
+                                                        : !(rh.live && r.ranks[w.proc].live));
+    // Killed (by the launcher's timeout?) while blocked in NCCL, for longer than a GPU queue.
+    r.hung |= !rh.why.empty() && !rh.live && !rh.stopped_in_flight;
   }
   return edges;
 }
@@ -559,6 +580,13 @@ std::vector<WaitCycle> find_cycles(const Schedule& s, const std::vector<std::vec
   return cycles;
 }
 
+// "20 ms", "3 s": coarse, so ranks stopped alike group alike.
+std::string age_text(int64_t ns) {
+  if (ns < 10'000'000) return "under 10 ms";
+  if (ns < 1'000'000'000) return std::to_string(ns / 10'000'000 * 10) + " ms";
+  return std::to_string(ns / 1'000'000'000) + " s";
+}
+
 // Groups: processes whose summaries (without their own rank) are identical.
 std::vector<RankGroup> group_ranks(const Schedule& s, const Ctx& c, const HangReport& r) {
   std::map<std::string, std::vector<int>> groups;
@@ -579,7 +607,9 @@ std::vector<RankGroup> group_ranks(const Schedule& s, const Ctx& c, const HangRe
       case RankStatus::kEnded: sum = "history unknown after its last flush: " + rh.why + "; " + last(); break;
       case RankStatus::kBlocked: {
         const BlockedOp& b = rh.blocked.front();
-        sum = "blocked in " + c.where_family(static_cast<int>(p), b.op);
+        sum = rh.stopped_in_flight ? "in flight when its trace stopped: " + c.where_family(static_cast<int>(p), b.op) +
+                                         " (issued " + age_text(rh.in_flight_for_ns) + " before)"
+                                   : "blocked in " + c.where_family(static_cast<int>(p), b.op);
         if (b.last_candidate != b.op)
           sum += " or a later op up to " + c.where_family(static_cast<int>(p), b.last_candidate) +
                  " (covering completion, window " + std::to_string(b.covering_window) + ")";

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,10 @@ struct RankHang {
   bool live = false;
   // Not finished and no exit record, not live: history after its last flush is unknown.
   bool history_lost = false;
+  // Stopped (killed, or its trace ended) with ops in flight that had been in flight less than
+  // HangOptions::stuck_ns when its trace ends: a job stopped mid-step, not a proven wait.
+  bool stopped_in_flight = false;
+  int64_t in_flight_for_ns = -1;  // the oldest blocked op's age at the trace's end; -1 unknown
 };
 
 struct WaitCycle {
@@ -99,6 +104,15 @@ struct HangOptions {
   // Whether a process of this host still exists; null: kill(pid, 0). A SIGKILLed rank's file
   // can be fresh, but its process is gone.
   std::function<bool(int64_t pid)> pid_alive;
+  // A rank that stopped (killed, or its trace ended) while ops were in flight proves a hang only
+  // if they had been in flight this long when its trace ends: a healthy job stopped mid-step (a
+  // time limit, scancel, the OOM killer) has ops queued on its GPU for milliseconds. The
+  // recorder's default hang timeout (LOCKSTEP_HANG_TIMEOUT), whose marker also proves one.
+  int64_t stuck_ns = 60'000'000'000;
+  // Issue time (CLOCK_MONOTONIC of its host) of a process's op by call_index; nullopt when
+  // unknown, and then a stopped rank's wait counts as a hang, as it always did. analyze() reads
+  // it from the trace files when this is not set.
+  std::function<std::optional<int64_t>(int proc, int64_t call_index)> issue_mono_ns;
 };
 
 HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptions& opt = {});
