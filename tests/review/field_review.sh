@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Review 2026-12-02, field (docs/review-2026-12-02-field.md): an on-call engineer's findings, one
+# case per finding. Each case records real traces with the CPU NCCL fixture (or reads tests/data),
+# puts them in the state the finding describes, and checks what the user reads. A case that fails
+# on the reviewed code (main 58d7f27) is registered DISABLED in CMakeLists.txt: the lead enables
+# it with the fix.
+#
+#   field_review.sh CASE LOCKSTEP BIN_DIR FIXTURE_LIB_DIR DATA_DIR REDIGEST
+set -uo pipefail
+case_name=$1 ls_bin=$2 bin=$3 fixture=$4 data=$5 redigest=$6
+export LD_LIBRARY_PATH="$fixture${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$bin:$PATH"
+unset LOCKSTEP_DIR LOCKSTEP_HANG_TIMEOUT NO_COLOR LOCKSTEP_FIXTURE_MISMATCH
+work=$(mktemp -d /tmp/field-review.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+fails=0
+ok() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+expect() {  # expect NAME COMMAND...: passes when COMMAND succeeds
+  local name=$1; shift
+  if "$@"; then ok "$name"; else bad "$name"; fi
+}
+run() {  # run NAME ARGS...: lockstep ARGS > NAME.out 2> NAME.err, sets rc
+  local name=$1; shift
+  "$ls_bin" "$@" >"$work/$name.out" 2>"$work/$name.err"
+  rc=$?
+  echo "--- lockstep $* (rc=$rc)"; cat -v "$work/$name.out" "$work/$name.err" | cut -c1-300 | head -40
+}
+has() { grep -qF -- "$2" "$work/$1.out" "$work/$1.err"; }
+hasnt() { ! grep -qF -- "$2" "$work/$1.out" "$work/$1.err"; }
+meta() { sqlite3 "file:$1?mode=ro" "select value from meta where key='$2'"; }
+# The file of global rank R in DIR.
+rank_file() {
+  for f in "$1"/*.lockstep.sqlite; do [ "$(meta "$f" global_rank)" = "$2" ] && echo "$f"; done
+}
+# A capped run (--max-mb 1) of 60,000 identical all_reduces on 2 ranks: most history retired.
+capped_run() {  # capped_run DIR
+  "$ls_bin" run -o "$1" --max-mb 1 -- lockstep-launch -n 2 --quiet --timeout 120 -- \
+    recorder_fixture_program many 60000 >/dev/null 2>&1
+  [ "$(ls "$1"/*.lockstep.sqlite 2>/dev/null | wc -l)" = 2 ] || { echo "premise: capped trace not recorded"; exit 1; }
+}
+
+case "$case_name" in
+
+# G1: a healthy job whose ranks are all SIGKILLed mid-run (OOM killer, lost node, scancel past
+# KillWait) is not a hang: rank 0's wait is on rank 1 whose history after its last flush is lost.
+# Today: "verdict: hang", exit 1.
+g1_sigkilled_healthy_job_is_not_a_hang)
+  "$ls_bin" run -o "$work/t" -- lockstep-launch -n 2 --quiet --timeout 100 -- \
+    recorder_fixture_program many 3000000 >/dev/null 2>&1 &
+  launcher=$!
+  sleep 4
+  pids=$(pgrep -P "$launcher")  # lockstep run execs the launcher: its children are the ranks
+  for p in $pids; do kill -KILL "$p"; done
+  wait "$launcher" 2>/dev/null
+  expect "premise: two trace files" [ "$(ls "$work"/t/*.lockstep.sqlite | wc -l)" = 2 ]
+  run a analyze "$work/t"
+  expect "premise: both ranks' traces end without an exit record" has a "trace ends without an exit record"
+  expect "analyze does not exit 1 (hang) on a killed healthy job (rc=$rc)" [ "$rc" != 1 ]
+  expect "verdict line is not 'hang'" hasnt a "verdict: hang"
+  expect "analyze exits 4 (incomplete evidence) (rc=$rc)" [ "$rc" = 4 ]
+  ;;
+
+# G2: a Flight Recorder dump in a directory of lockstep traces is named by its own path, not by
+# the deleted temporary file it was converted to (not reproducible, points nowhere).
+g2_flight_recorder_dump_is_named_by_its_path)
+  capped_run "$work/t"
+  cp "$data/fr-h200/ws1-completed/nccl_trace_rank_0" "$work/t/"
+  run a analyze "$work/t"
+  expect "premise: rank 0 claimed twice, exit 4 (rc=$rc)" [ "$rc" = 4 ]
+  expect "text names no temporary lockstep-fr-* path" hasnt a "/lockstep-fr-"
+  expect "text names the dump by its path" has a "$work/t/nccl_trace_rank_0"
+  run j analyze --json "$work/t"
+  expect "json names no temporary lockstep-fr-* path" hasnt j "/lockstep-fr-"
+  ;;
+
+# G3: a job whose ranks all end without an exit record prints one line per rank (4,096 lines
+# at 4,096 ranks before the verdict; the report lists 200 identical issues). Identical gaps of
+# many ranks are grouped ("ranks 0-63: trace ends without an exit record ...").
+g3_identical_gaps_of_many_ranks_are_grouped)
+  gen_trace "$work/t" --ranks 64 --ops 200 --diverge-from-end 20 >/dev/null 2>&1
+  run a analyze "$work/t"
+  expect "premise: exit 1 (rc=$rc)" [ "$rc" = 1 ]
+  n=$(grep -c "^incomplete: rank [0-9]*: trace ends without an exit record" "$work/a.out")
+  expect "at most 4 per-rank 'trace ends without an exit record' lines for 64 ranks (got $n)" [ "$n" -le 4 ]
+  expect "the gap is named for the ranks as a range" grep -qE "ranks 0-63.*trace ends without an exit record" "$work/a.out"
+  verdict=$(grep "^verdict:" "$work/a.out")
+  expect "verdict line groups the gap (no 'rank 0: ...; rank 1: ...; 62 more')" \
+    bash -c '! grep -qF "62 more" <<<"$0"' "$verdict"
+  ;;
+
+# G4: a divergence in history the size cap retired (found by digest, rightly): the report's ladder
+# says "2 more members agree with the majority (not drawn)" of a 2-rank communicator whose two
+# members are on the two sides.
+g4_report_digest_mismatch_invents_a_majority)
+  capped_run "$work/t"
+  f=$(rank_file "$work/t" 1)
+  retired=$(sqlite3 "$f" "select retired_collectives from comms where id=1")
+  { echo "BEGIN;"
+    "$redigest" 60000 500 "$retired" | awk '$1=="cp"{print "UPDATE checkpoints SET digest="$3" WHERE ordinal="$2";"}
+                                          $1=="ret"{print "UPDATE comms SET retired_digest="$3" WHERE id=1;"}'
+    echo "COMMIT;"; } | sqlite3 "$f"
+  run a analyze "$work/t"
+  expect "premise: analyze finds the retired divergence by digest, exit 1 (rc=$rc)" [ "$rc" = 1 ]
+  expect "premise: between collective ordinals 1 and 1024" has a "between collective ordinals 1 and 1024"
+  run r report "$work/t" -o "$work/r.html"
+  more=$(grep -o '"more_sides":[0-9]*' "$work/r.html" | head -1)
+  expect "report: no member of the 2-rank communicator is counted as 'more members agree' ($more)" \
+    [ "${more:-\"more_sides\":0}" = '"more_sides":0' ]
+  ;;
+
+# G5: the reproducer's README says it runs under srun ("srun -n 2 env LOCKSTEP_RENDEZVOUS_DIR=...
+# RANK=... ./repro"), but repro.c reads only RANK/WORLD_SIZE: every task exits 2. It should read
+# Slurm's SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID as examples/common/bootstrap.h does.
+g5_shrink_reproducer_runs_under_slurm_variables)
+  "$ls_bin" shrink "$data/h200x2-fsdp-ulysses-broken" -o "$work/repro" --no-replay -q >/dev/null 2>&1
+  expect "premise: repro.c written" [ -f "$work/repro/repro.c" ]
+  cc "$work/repro/repro.c" -o "$work/repro/repro" -I/usr/local/cuda/include -L"$fixture" \
+    -l:libnccl.so.2 -l:libcuda.so.1 -Wl,-rpath,"$fixture" || { bad "premise: repro.c builds"; exit 1; }
+  mkdir -p "$work/rdv"
+  for t in 0 1; do
+    env -u RANK -u WORLD_SIZE -u LOCAL_RANK SLURM_PROCID=$t SLURM_NTASKS=2 SLURM_LOCALID=$t \
+      LOCKSTEP_RENDEZVOUS_DIR="$work/rdv" timeout 5 "$work/repro/repro" >"$work/task$t.out" 2>&1 &
+  done
+  wait
+  cat "$work/task0.out" "$work/task1.out"
+  expect "task 0 issues its ops under Slurm's variables" grep -q "rank 0: all ops issued" "$work/task0.out"
+  expect "task 1 issues its ops under Slurm's variables" grep -q "rank 1: all ops issued" "$work/task1.out"
+  ;;
+
+*) echo "unknown case $case_name"; exit 2 ;;
+esac
+[ "$fails" = 0 ]
