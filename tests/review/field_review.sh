@@ -40,6 +40,19 @@ capped_run() {  # capped_run DIR
   [ "$(ls "$1"/*.lockstep.sqlite 2>/dev/null | wc -l)" = 2 ] || { echo "premise: capped trace not recorded"; exit 1; }
 }
 
+# The capped run above with rank 1's checkpoints rewritten as if its collective #500 (long
+# retired) had count 65: a silent divergence the cap retired, known only by digest.
+retired_divergence() {  # retired_divergence DIR
+  capped_run "$1"
+  local f retired
+  f=$(rank_file "$1" 1)
+  retired=$(sqlite3 "$f" "select retired_collectives from comms where id=1")
+  { echo "BEGIN;"
+    "$redigest" 60000 500 "$retired" | awk '$1=="cp"{print "UPDATE checkpoints SET digest="$3" WHERE ordinal="$2";"}
+                                          $1=="ret"{print "UPDATE comms SET retired_digest="$3" WHERE id=1;"}'
+    echo "COMMIT;"; } | sqlite3 "$f"
+}
+
 case "$case_name" in
 
 # G1: a healthy job whose ranks are all SIGKILLed mid-run (OOM killer, lost node, scancel past
@@ -93,13 +106,7 @@ g3_identical_gaps_of_many_ranks_are_grouped)
 # says "2 more members agree with the majority (not drawn)" of a 2-rank communicator whose two
 # members are on the two sides.
 g4_report_digest_mismatch_invents_a_majority)
-  capped_run "$work/t"
-  f=$(rank_file "$work/t" 1)
-  retired=$(sqlite3 "$f" "select retired_collectives from comms where id=1")
-  { echo "BEGIN;"
-    "$redigest" 60000 500 "$retired" | awk '$1=="cp"{print "UPDATE checkpoints SET digest="$3" WHERE ordinal="$2";"}
-                                          $1=="ret"{print "UPDATE comms SET retired_digest="$3" WHERE id=1;"}'
-    echo "COMMIT;"; } | sqlite3 "$f"
+  retired_divergence "$work/t"
   run a analyze "$work/t"
   expect "premise: analyze finds the retired divergence by digest, exit 1 (rc=$rc)" [ "$rc" = 1 ]
   expect "premise: between collective ordinals 1 and 1024" has a "between collective ordinals 1 and 1024"
@@ -126,6 +133,29 @@ g5_shrink_reproducer_runs_under_slurm_variables)
   cat "$work/task0.out" "$work/task1.out"
   expect "task 0 issues its ops under Slurm's variables" grep -q "rank 0: all ops issued" "$work/task0.out"
   expect "task 1 issues its ops under Slurm's variables" grep -q "rank 1: all ops issued" "$work/task1.out"
+  ;;
+
+# G6: timeline --text on the same directory: the analyzer says the members diverge in retired
+# history; the timeline says "(no divergence on this communicator)" and exits 0.
+g6_timeline_does_not_deny_a_retired_divergence)
+  retired_divergence "$work/t"
+  run a analyze "$work/t"
+  expect "premise: analyze finds the retired divergence, exit 1 (rc=$rc)" [ "$rc" = 1 ]
+  run t timeline --text "$work/t"
+  expect "timeline --text does not say 'no divergence'" hasnt t "no divergence"
+  expect "timeline --text names the divergence known by digest" has t "digest"
+  ;;
+
+# G7: stacks/ops at a seq the size cap retired: "rank 0: no op with seq 500 (issued 23136 ops on
+# this comm)" -- the rank issued 60,000; seq 500 was retired (kept: the newest). Say so.
+g7_stacks_and_ops_name_a_retired_seq)
+  capped_run "$work/t"
+  run s stacks "$work/t" --comm init0 --seq 500
+  expect "stacks says seq 500 was retired by the size cap" has s "retired"
+  expect "stacks does not say 'issued 2xxxx ops on this comm' for a rank that issued 60000" \
+    bash -c '! grep -qE "issued 2[0-9]{4} ops on this comm" "$0" "$1"' "$work/s.out" "$work/s.err"
+  run o ops "$work/t" --rank 1 --around 500
+  expect "ops says seq 500 was retired by the size cap" has o "retired"
   ;;
 
 *) echo "unknown case $case_name"; exit 2 ;;
