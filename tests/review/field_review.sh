@@ -158,6 +158,33 @@ g7_stacks_and_ops_name_a_retired_seq)
   expect "ops says seq 500 was retired by the size cap" has o "retired"
   ;;
 
+# G8: the report's "N communicators (unusual first)" table of a split family lists 200 of them and
+# leaves out the one communicator that diverged (all are "blocked", so none ranks as unusual), and
+# the summary does not say that only 200 of 256 are listed.
+g8_report_lists_the_divergent_communicator)
+  gen_trace "$work/t" --ranks 512 --tp 2 --ops 200 --diverge-from-end 20 >/dev/null 2>&1
+  run a analyze "$work/t"
+  expect "premise: divergence on a tp communicator (rc=$rc)" grep -q "^FIRST DIVERGENCE: comm .*init0.split0" "$work/a.out"
+  hash=$(sed -n 's/^FIRST DIVERGENCE: comm \([0-9a-f]*\) .*/\1/p' "$work/a.out")
+  run r report "$work/t" -o "$work/r.html"
+  python3 - "$work/r.html" "$hash" <<'PY' >"$work/listed.txt"
+import re, sys
+page, h = open(sys.argv[1]).read(), sys.argv[2]
+for m in re.finditer(r'"comms":\{"count":(\d+),"list":\[', page):
+    n = int(m.group(1))
+    if n > 200:
+        body = page[m.end():]
+        depth, i = 1, 0
+        while depth and i < len(body):
+            depth += {'[': 1, ']': -1}.get(body[i], 0); i += 1
+        listed = re.findall(r'"hash":"([0-9a-f]+)"', body[:i])
+        print(n, len(listed), any(x.startswith(h) for x in listed))
+PY
+  cat "$work/listed.txt"
+  expect "premise: a family of more than 200 communicators" [ -s "$work/listed.txt" ]
+  expect "the divergent communicator $hash is listed in its family's table" grep -q " True$" "$work/listed.txt"
+  ;;
+
 *) echo "unknown case $case_name"; exit 2 ;;
 esac
 [ "$fails" = 0 ]
