@@ -74,6 +74,27 @@ g1_sigkilled_healthy_job_is_not_a_hang)
   expect "analyze exits 4 (incomplete evidence) (rc=$rc)" [ "$rc" = 4 ]
   ;;
 
+# G1 (the common case): the same healthy job ended by SIGTERM (Slurm's time limit, scancel,
+# Ctrl-C): every trace is complete (exit records), and the ops in flight at the signal are a
+# normal GPU queue, not a hang (no hang timeout fired, the oldest op was issued milliseconds
+# before the stop). Today: "HANG: 2 blocked ... verdict: hang", exit 1.
+g1_sigterm_of_a_healthy_job_is_not_a_hang)
+  "$ls_bin" run -o "$work/t" -- lockstep-launch -n 2 --quiet --timeout 100 -- \
+    recorder_fixture_program many 3000000 >/dev/null 2>&1 &
+  launcher=$!
+  sleep 4
+  pids=$(pgrep -P "$launcher")
+  for p in $pids; do kill -TERM "$p"; done
+  wait "$launcher" 2>/dev/null
+  expect "premise: two trace files" [ "$(ls "$work"/t/*.lockstep.sqlite | wc -l)" = 2 ]
+  for f in "$work"/t/*.lockstep.sqlite; do
+    expect "premise: $(basename "$f") exit_reason SIGTERM" [ "$(meta "$f" exit_reason)" = SIGTERM ]
+  done
+  run a analyze "$work/t"
+  expect "analyze does not exit 1 (hang) on a healthy job ended by SIGTERM (rc=$rc)" [ "$rc" != 1 ]
+  expect "verdict line is not 'hang'" hasnt a "verdict: hang"
+  ;;
+
 # G2: a Flight Recorder dump in a directory of lockstep traces is named by its own path, not by
 # the deleted temporary file it was converted to (not reproducible, points nowhere).
 g2_flight_recorder_dump_is_named_by_its_path)
