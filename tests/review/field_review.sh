@@ -53,19 +53,35 @@ retired_divergence() {  # retired_divergence DIR
     echo "COMMIT;"; } | sqlite3 "$f"
 }
 
+# A healthy job (matching all_reduces, synchronized every 256) stopped by SIGNAL to every rank
+# after 4 s, into DIR; retried (up to 5 times) until some rank had ops in flight at the stop
+# (right after a synchronize none are: then the case would show nothing).
+stopped_healthy_job() {  # stopped_healthy_job DIR SIGNAL
+  local attempt launcher f inflight
+  for attempt in 1 2 3 4 5; do
+    rm -rf "$1"
+    "$ls_bin" run -o "$1" -- lockstep-launch -n 2 --quiet --timeout 100 -- \
+      recorder_fixture_program many 3000000 >/dev/null 2>&1 &
+    launcher=$!
+    sleep 4
+    for p in $(pgrep -P "$launcher"); do kill -"$2" "$p"; done  # lockstep run execs the launcher
+    wait "$launcher" 2>/dev/null
+    inflight=0
+    for f in "$1"/*.lockstep.sqlite; do
+      inflight=$((inflight + $(sqlite3 "file:$f?mode=ro" "select count(*) from op_rows_all where done is null or done = 0")))
+    done
+    [ "$inflight" -gt 0 ] && { echo "attempt $attempt: $inflight ops in flight at the stop"; return 0; }
+  done
+  echo "premise: no attempt stopped the job with ops in flight"; exit 1
+}
+
 case "$case_name" in
 
 # G1: a healthy job whose ranks are all SIGKILLed mid-run (OOM killer, lost node, scancel past
 # KillWait) is not a hang: rank 0's wait is on rank 1 whose history after its last flush is lost.
 # Today: "verdict: hang", exit 1.
 g1_sigkilled_healthy_job_is_not_a_hang)
-  "$ls_bin" run -o "$work/t" -- lockstep-launch -n 2 --quiet --timeout 100 -- \
-    recorder_fixture_program many 3000000 >/dev/null 2>&1 &
-  launcher=$!
-  sleep 4
-  pids=$(pgrep -P "$launcher")  # lockstep run execs the launcher: its children are the ranks
-  for p in $pids; do kill -KILL "$p"; done
-  wait "$launcher" 2>/dev/null
+  stopped_healthy_job "$work/t" KILL
   expect "premise: two trace files" [ "$(ls "$work"/t/*.lockstep.sqlite | wc -l)" = 2 ]
   run a analyze "$work/t"
   expect "premise: both ranks' traces end without an exit record" has a "trace ends without an exit record"
@@ -79,13 +95,7 @@ g1_sigkilled_healthy_job_is_not_a_hang)
 # normal GPU queue, not a hang (no hang timeout fired, the oldest op was issued milliseconds
 # before the stop). Today: "HANG: 2 blocked ... verdict: hang", exit 1.
 g1_sigterm_of_a_healthy_job_is_not_a_hang)
-  "$ls_bin" run -o "$work/t" -- lockstep-launch -n 2 --quiet --timeout 100 -- \
-    recorder_fixture_program many 3000000 >/dev/null 2>&1 &
-  launcher=$!
-  sleep 4
-  pids=$(pgrep -P "$launcher")
-  for p in $pids; do kill -TERM "$p"; done
-  wait "$launcher" 2>/dev/null
+  stopped_healthy_job "$work/t" TERM
   expect "premise: two trace files" [ "$(ls "$work"/t/*.lockstep.sqlite | wc -l)" = 2 ]
   for f in "$work"/t/*.lockstep.sqlite; do
     expect "premise: $(basename "$f") exit_reason SIGTERM" [ "$(meta "$f" exit_reason)" = SIGTERM ]
