@@ -216,6 +216,17 @@ PY
   expect "the divergent communicator $hash is listed in its family's table" grep -q " True$" "$work/listed.txt"
   ;;
 
+# G15: replay --model on the same directory: "can complete (47296 ops)", exit 0, with no word that
+# it checked only the retained window (#36865..60000) nor that the members' digests disagree
+# before it (the analyzer's finding).
+g15_model_check_names_the_window_and_the_retired_divergence)
+  retired_divergence "$work/t"
+  run m replay --model "$work/t"
+  expect "premise: the model says the retained schedule can complete (rc=$rc)" has m "can complete"
+  expect "replay --model says it checked only the retained collectives" has m "retired"
+  expect "replay --model names the divergence known by digest" has m "digest"
+  ;;
+
 *) echo "unknown case $case_name"; exit 2 ;;
 esac
 [ "$fails" = 0 ]
