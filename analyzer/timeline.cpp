@@ -598,7 +598,28 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out << line << "\n";
   }
-  if (diverge == 0) out << "(no divergence on this communicator)\n";
+  // Bounded traces: the window above is exact; what the size cap retired is known by digest
+  // only, and a divergence there is none of these rows (field review G6).
+  const CommWindow* win = nullptr;
+  for (const CommWindow& w : a.checkpoints.comms)
+    if (w.gcomm == g && w.retired_max > 0) win = &w;
+  const DigestDivergence* retired = nullptr;
+  for (const DigestDivergence& d : a.checkpoints.divergences)
+    if (d.gcomm == g) retired = &d;
+  if (win)
+    out << "window: collectives #" << win->exact_first << ".." << win->exact_last << " exact (retained on every member)"
+        << (win->digest_through > 0 ? "; #1.." + std::to_string(win->digest_through) + " known by digest only" : "")
+        << (win->unverified && win->retired_max > win->digest_through
+                ? "; #" + std::to_string(win->digest_through + 1) + ".." + std::to_string(win->retired_max) + " not verified"
+                : "")
+        << "\n";
+  if (retired)
+    out << "(the members diverge in history the size cap retired: between collectives #" << retired->first << " and #"
+        << retired->last << ", known by digest only; not in these rows)\n";
+  else if (diverge == 0 && win && win->unverified)
+    out << "(no divergence in the retained window; retired history not verified)\n";
+  else if (diverge == 0)
+    out << "(no divergence on this communicator)\n";
   return out.str();
 }
 

@@ -37,6 +37,15 @@ inline constexpr RankVariable kLocalRankVariables[] = {
     {"MV2_COMM_WORLD_LOCAL_RANK", "MVAPICH2"},
 };
 
+// The job's size, beside the global rank (the shrink reproducer reads them in this order).
+inline constexpr RankVariable kWorldSizeVariables[] = {
+    {"WORLD_SIZE", "torchrun, lockstep-launch"},
+    {"SLURM_NTASKS", "Slurm (srun)"},
+    {"OMPI_COMM_WORLD_SIZE", "Open MPI"},
+    {"PMI_SIZE", "MPICH, Intel MPI (PMI)"},
+    {"MV2_COMM_WORLD_SIZE", "MVAPICH2"},
+};
+
 // A rank value: decimal digits only, 0..INT_MAX (no sign, no spaces, no trailing text).
 inline bool parse_rank_value(const char* s, int* out) {
   if (!s || *s < '0' || *s > '9') return false;

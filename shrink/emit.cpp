@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "rank_env.h"
 #include "trace_writer.h"
 
 namespace lockstep::shrink {
@@ -143,14 +144,23 @@ std::string comment_safe(std::string s) {
 
 }  // namespace
 
+// "\"RANK\", \"SLURM_PROCID\", " for a C array initializer.
+template <typename Table>
+std::string c_names(const Table& table) {
+  std::string out;
+  for (const RankVariable& v : table) out += "\"" + std::string(v.name) + "\", ";
+  return out;
+}
+
 std::string emit_c(const Trace& t, const std::string& title) {
   const Layout L = layout_of(t);
   const int C = static_cast<int>(L.comms.size());
   std::ostringstream o;
   o << "/* lockstep shrink reproducer: " << comment_safe(title) << "\n"
     << " * " << L.nranks << " ranks, " << C << " communicator" << (C == 1 ? "" : "s") << ", " << L.ops
-    << " ops. One process per rank: RANK and WORLD_SIZE from the environment (lockstep-launch,\n"
-    << " * torchrun, or set them), ncclUniqueIds through files in $LOCKSTEP_RENDEZVOUS_DIR.\n"
+    << " ops. One process per rank: its rank and the world size from the environment (lockstep-launch,\n"
+    << " * torchrun, srun, mpirun, or set RANK and WORLD_SIZE), ncclUniqueIds through files in\n"
+    << " * $LOCKSTEP_RENDEZVOUS_DIR.\n"
     << " * Build and run: see README.md. Expected: every rank prints \"waiting\" and never returns. */\n"
     << "#include <cuda.h>\n#include <nccl.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <unistd.h>\n\n"
     << "static int rank;\n"
@@ -178,10 +188,18 @@ std::string emit_c(const Trace& t, const std::string& title) {
     << "  }\n"
     << "  NC(ncclCommInitRank(comm, nranks, id, crank));\n"
     << "}\n\n"
+    << "/* The launchers' variables, the first one set wins (lockstep's schema/rank_env.h). */\n"
+    << "static const char* first_env(const char* const* names) {\n"
+    << "  for (; *names; ++names) { const char* v = getenv(*names); if (v && *v) return v; }\n"
+    << "  return NULL;\n}\n"
+    << "static const char* const rank_vars[] = {" << c_names(kGlobalRankVariables) << "NULL};\n"
+    << "static const char* const size_vars[] = {" << c_names(kWorldSizeVariables) << "NULL};\n"
+    << "static const char* const local_vars[] = {" << c_names(kLocalRankVariables) << "NULL};\n\n"
     << "int main(void) {\n"
-    << "  const char* r = getenv(\"RANK\");\n  const char* w = getenv(\"WORLD_SIZE\");\n  const char* lr = getenv(\"LOCAL_RANK\");\n"
-    << "  if (!r || !w || atoi(w) != " << L.nranks << ") { fprintf(stderr, \"run with RANK and WORLD_SIZE=" << L.nranks
-    << " (lockstep-launch -n " << L.nranks << ")\\n\"); return 2; }\n"
+    << "  const char* r = first_env(rank_vars);\n  const char* w = first_env(size_vars);\n  const char* lr = first_env(local_vars);\n"
+    << "  if (!r || !w || atoi(w) != " << L.nranks << ") { fprintf(stderr, \"run with " << L.nranks
+    << " processes: lockstep-launch -n " << L.nranks << ", srun -n " << L.nranks << ", or RANK and WORLD_SIZE=" << L.nranks
+    << "\\n\"); return 2; }\n"
     << "  rank = atoi(r);\n"
     << "  CUdevice dev; CUcontext ctx; int ndev;\n"
     << "  CU(cuInit(0)); CU(cuDeviceGetCount(&ndev)); CU(cuDeviceGet(&dev, (lr ? atoi(lr) : rank) % ndev));\n"
@@ -417,7 +435,7 @@ void write_reproducer(const Result& r, const std::string& source_dir, const std:
   o << "\n## C (NCCL + CUDA driver API)\n\n```sh\n"
     << "cc repro.c -o repro -I$CUDA_HOME/include -L$NCCL_HOME/lib -lnccl -lcuda\n"
     << "lockstep-launch -n " << n << " --timeout 60 -- ./repro\n"
-    << "# or: srun -n " << n << " env LOCKSTEP_RENDEZVOUS_DIR=$SCRATCH/rdv-$SLURM_JOB_ID RANK=... ./repro\n"
+    << "# or, in an allocation: srun -n " << n << " env LOCKSTEP_RENDEZVOUS_DIR=$SCRATCH/rdv-$SLURM_JOB_ID ./repro\n"
     << "# on the CPU NCCL of lockstep's tests (build/fixture-lib):\n"
     << "cc repro.c -o repro -I/usr/local/cuda/include -Lbuild/fixture-lib -l:libnccl.so.2 -l:libcuda.so.1 -Wl,-rpath,$PWD/build/fixture-lib\n"
     << "```\n\n"
