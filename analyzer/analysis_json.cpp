@@ -137,7 +137,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
     procs.push_back({{"rank", c.rank(static_cast<int>(p))},
                      {"host", i.host},
                      {"pid", i.pid},
-                     {"file", i.path},
+                     {"file", i.shown_path()},
                      {"ops", s.procs[p].ops.size()},
                      {"unsequenced_ops", s.procs[p].unsequenced_ops},
                      {"finished", i.finished},

@@ -148,14 +148,15 @@ std::vector<WaitFor> collective_waits(const Ctx& c, int g, int64_t k, uint32_t s
     const Signature& qs = c.s.sigs[qo.sig];
     bool same = qo.sig == sig_index || (qs.cls == OpClass::kAllToAll && sig.cls == OpClass::kAllToAll);
     if (!same) {
-      out.push_back({m.proc, "issued " + describe_signature(qs) + " seq " + std::to_string(qo.seq) + " instead" + dead(m.proc)});
+      out.push_back({m.proc, "issued " + describe_signature(qs) + " seq " + std::to_string(qo.seq) + " instead" + dead(m.proc), true});
       continue;
     }
     if (sig.cls == OpClass::kAllToAll && qs.cls == OpClass::kAllToAll && self_rank >= 0) {
       int64_t want = all_to_all_amount(sig, false, m.rank), sent = all_to_all_amount(qs, true, self_rank);
       if (want != sent) {
         out.push_back({m.proc, "its all-to-all sends " + std::to_string(sent) + " elements here, " +
-                                   std::to_string(want) + " expected" + dead(m.proc)});
+                                   std::to_string(want) + " expected" + dead(m.proc),
+                       true});
         continue;
       }
     }
@@ -324,6 +325,10 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
   }
   PeersCompleted peers(s, idx);
   r.ranks.resize(n);
+  // A recorder's hang timeout that fired proves the job stalled: then no rank was merely
+  // stopped mid-step.
+  bool any_marker = false;
+  for (auto& p : s.procs) any_marker |= !p.info.hangs.empty();
   for (size_t p = 0; p < n; ++p) {
     const SchedProcess& sp = s.procs[p];
     RankHang& rh = r.ranks[p];
@@ -405,7 +410,7 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
     }
     // Stopped while ops were in flight: how long had the oldest been waiting when its trace
     // ends? Young ops are a GPU queue cut short (a time limit, scancel), not a proven wait.
-    if (rh.in_flight && !rh.live && !rh.why.empty() && opt.issue_mono_ns && sp.info.last_flush_mono_ns > 0) {
+    if (rh.in_flight && !rh.live && !rh.why.empty() && !any_marker && opt.issue_mono_ns && sp.info.last_flush_mono_ns > 0) {
       int64_t oldest_issue = INT64_MAX;
       for (uint32_t i : c.oldest[p]) {
         const std::optional<int64_t> t = opt.issue_mono_ns(static_cast<int>(p), sp.ops[i].call_index);
@@ -494,7 +499,7 @@ std::vector<std::vector<std::pair<int, uint32_t>>> wait_edges(const Schedule& s,
     // that peer finished: then it never will.
     for (auto& b : rh.blocked)
       for (auto& w : b.waits)
-        r.hung |= r.any_marker || (rh.stopped_in_flight ? r.ranks[w.proc].status == RankStatus::kFinished
+        r.hung |= r.any_marker || (rh.stopped_in_flight ? w.mismatch || r.ranks[w.proc].status == RankStatus::kFinished
                                                         : !(rh.live && r.ranks[w.proc].live));
     // Killed (by the launcher's timeout?) while blocked in NCCL, for longer than a GPU queue.
     r.hung |= !rh.why.empty() && !rh.live && !rh.stopped_in_flight;

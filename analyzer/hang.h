@@ -38,6 +38,9 @@ const char* stop_cause_name(StopCause c);  // none signal stale_flush recorder_s
 struct WaitFor {
   int proc = -1;
   std::string reason;  // "has not issued it (its last op on the comm: seq 41)", ...
+  // It issued something that can never match (another op, other all-to-all sizes): a wait that
+  // no amount of time ends, unlike "has not issued it" (it may not have got there yet).
+  bool mismatch = false;
 };
 
 struct BlockedOp {

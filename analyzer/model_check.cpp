@@ -158,9 +158,9 @@ WorkList build_work_list(const Schedule& sched) {
     for (const auto& p : sched.procs) procs.push_back(&p.info);
     for (const auto& p : sched.procs) {
       if (!p.host_waits_loaded || p.op_threads.size() != p.ops.size())
-        throw std::runtime_error("model: " + p.info.path + ": schedule loaded without host waits (LoadOptions::host_waits)");
+        throw std::runtime_error("model: " + p.info.shown_path() + ": schedule loaded without host waits (LoadOptions::host_waits)");
       std::string defect = header_defect(p.info);
-      if (!defect.empty()) throw std::runtime_error("model: " + p.info.path + ": " + defect);
+      if (!defect.empty()) throw std::runtime_error("model: " + p.info.shown_path() + ": " + defect);
     }
     for (const EvidenceIssue& e : validate_evidence(procs, sched.skipped)) {
       if (e.contradictory) throw std::runtime_error("model: " + e.detail);
@@ -221,7 +221,7 @@ WorkList build_work_list(const Schedule& sched) {
       int32_t& slot = info.members[c.rank];
       if (slot >= 0 && slot != static_cast<int32_t>(pi))
         throw std::runtime_error("model: rank " + std::to_string(c.rank) + " of communicator " + c.hash +
-                                 " appears in two files: " + sched.procs[slot].info.path + " and " + p.path);
+                                 " appears in two files: " + sched.procs[slot].info.shown_path() + " and " + p.shown_path());
       slot = static_cast<int32_t>(pi);
       local_to_global[ci] = it->second;
       if (ps.comm_rank.size() < s.comms.size()) ps.comm_rank.resize(s.comms.size(), -1);

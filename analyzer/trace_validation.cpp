@@ -106,7 +106,7 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
     auto [it, fresh] = seen_proc.emplace(key, static_cast<int>(i));
     if (!fresh && p.pid != 0)
       add(EvidenceKind::kDuplicateFile, true, {it->second, static_cast<int>(i)},
-          procs[it->second]->path + " and " + p.path + " hold the same process (" + p.host + " pid " +
+          procs[it->second]->shown_path() + " and " + p.shown_path() + " hold the same process (" + p.host + " pid " +
               std::to_string(p.pid) + ")");
   }
   std::map<int, int> by_rank;
@@ -116,8 +116,8 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
     auto [it, fresh] = by_rank.emplace(r, static_cast<int>(i));
     if (!fresh)
       add(EvidenceKind::kDuplicateRank, true, {it->second, static_cast<int>(i)},
-          "global rank " + std::to_string(r) + " is claimed by two files: " + procs[it->second]->path + " and " +
-              procs[i]->path);
+          "global rank " + std::to_string(r) + " is claimed by two files: " + procs[it->second]->shown_path() + " and " +
+              procs[i]->shown_path());
   }
 
   // Communicators by hash: size agreement, rank range, one file per rank, members present.
@@ -141,13 +141,13 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
       if (m.nranks != c.nranks) {
         if (!m.mismatch)
           add(EvidenceKind::kNranksMismatch, true, {m.first, static_cast<int>(i)},
-              "comm " + short8(c.hash) + " has " + std::to_string(m.nranks) + " ranks in " + procs[m.first]->path +
-                  " but " + std::to_string(c.nranks) + " in " + procs[i]->path);
+              "comm " + short8(c.hash) + " has " + std::to_string(m.nranks) + " ranks in " + procs[m.first]->shown_path() +
+                  " but " + std::to_string(c.nranks) + " in " + procs[i]->shown_path());
         m.mismatch = true;
       }
       if (c.rank < 0 || c.rank >= c.nranks) {
         add(EvidenceKind::kRankOutOfRange, true, {static_cast<int>(i)},
-            procs[i]->path + ": rank " + std::to_string(c.rank) + " is out of range in comm " + short8(c.hash) +
+            procs[i]->shown_path() + ": rank " + std::to_string(c.rank) + " is out of range in comm " + short8(c.hash) +
                 " of " + std::to_string(c.nranks) + " ranks");
         continue;
       }
@@ -155,7 +155,7 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
       if (!rfresh && rt->second != static_cast<int>(i))
         add(EvidenceKind::kDuplicateCommRank, true, {rt->second, static_cast<int>(i)},
             "rank " + std::to_string(c.rank) + " of comm " + short8(c.hash) + " is claimed by two files: " +
-                procs[rt->second]->path + " and " + procs[i]->path);
+                procs[rt->second]->shown_path() + " and " + procs[i]->shown_path());
     }
   }
   for (auto& h : order) {

@@ -149,6 +149,13 @@ struct Process {
   std::map<int64_t, std::vector<Frame>> stacks;
   std::vector<Wait> waits;   // sorted by call_index; empty when the trace has none
   std::vector<HangMarker> hangs;
+
+  // The file a user knows this process by: a Flight Recorder dump's own path (the analyzer reads
+  // a converted copy of it in a temporary directory: `path`), else `path`.
+  const std::string& shown_path() const {
+    auto it = meta.find("fr_dump_file");
+    return it != meta.end() && !it->second.empty() ? it->second : path;
+  }
 };
 
 // A file the loader did not use, and why (shown to the user, never silent).

@@ -30,7 +30,9 @@ hasnt() { ! grep -qF -- "$2" "$work/$1.out" "$work/$1.err"; }
 
 # The seed deadlock, both ranks stopped by the launcher: a complete, divergent trace.
 seed_broken() {  # seed_broken DIR
-  "$ls_bin" run -o "$1" -- lockstep-launch -n 2 --quiet --timeout 4 -- seed_deadlock >/dev/null 2>&1
+  # The recorder's hang timeout (1 s) fires before the launcher stops the job (4 s): the marker
+  # proves the hang (a job stopped seconds after its last op is otherwise only "in flight").
+  LOCKSTEP_HANG_TIMEOUT=1 "$ls_bin" run -o "$1" -- lockstep-launch -n 2 --quiet --timeout 4 -- seed_deadlock >/dev/null 2>&1
   [ "$(ls "$1"/*.lockstep.sqlite 2>/dev/null | wc -l)" = 2 ] || { echo "premise: seed trace not recorded"; exit 1; }
 }
 # The file of global rank R in DIR.
