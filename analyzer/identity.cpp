@@ -79,7 +79,11 @@ CommMatch match_comm(const std::string& selector, const std::string& hash, const
 std::string process_label(const Process& p) {
   std::string out = p.host;
   if (p.pid > 0) out += (out.empty() ? "" : " ") + std::string("pid ") + std::to_string(p.pid);
-  if (out.empty()) out = "file " + std::filesystem::path(p.path).filename().string();
+  if (out.empty()) {
+    // A converted Flight Recorder dump: the dump's own name, the file the user has.
+    auto fr = p.meta.find("fr_dump_file");
+    out = "file " + std::filesystem::path(fr != p.meta.end() ? fr->second : p.path).filename().string();
+  }
   return out;
 }
 

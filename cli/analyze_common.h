@@ -27,7 +27,6 @@ inline constexpr const char* kNoTraceFileWhy =
 
 // nullopt (after printing why) when nothing can be analysed.
 inline std::optional<Schedule> load_for_analysis(const std::string& cmd, const std::string& dir) {
-  if (!check_trace_dir(cmd, dir)) return std::nullopt;
   try {
     Schedule s = load_schedule(dir);
     if (s.procs.empty()) {
@@ -38,6 +37,7 @@ inline std::optional<Schedule> load_for_analysis(const std::string& cmd, const s
     return s;
   } catch (const LoadError& e) {
     std::cerr << "lockstep " << cmd << ": " << printable(e.what()) << "\n";
+    explain_no_trace_file(dir);
     return std::nullopt;
   }
 }

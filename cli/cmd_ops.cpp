@@ -29,6 +29,7 @@ int ops(const OpsArgs& a) {
     skipped = headers.skipped;
   } catch (const LoadError& e) {
     std::cerr << "lockstep ops: " << printable(e.what()) << "\n";
+    explain_no_trace_file(a.dir);
     return kExitUsage;
   }
   if (path.empty()) {

@@ -91,6 +91,7 @@ int timeline(const TimelineArgs& a) {
     headers = load_headers(a.dir);
   } catch (const LoadError& e) {
     std::cerr << "lockstep timeline: " << printable_lines(e.what()) << "\n";
+    explain_no_trace_file(a.dir);
     return kExitUsage;
   }
   if (headers.procs.empty()) {

@@ -29,8 +29,9 @@ std::vector<std::string> trace_files_in(const std::string& dir);
 // "not a directory") and returns false. Every command words a missing directory this way.
 bool check_dir(const std::string& cmd, const std::string& dir);
 
-// check_dir, and at least one trace file in dir: else prints why there may be none and what to run.
-bool check_trace_dir(const std::string& cmd, const std::string& dir);
+// For a directory that holds neither a trace file nor a Flight Recorder dump: prints why there
+// may be none and what to run (after the loader's "no trace files" error).
+void explain_no_trace_file(const std::string& dir);
 
 // Path of liblockstep.so for LD_PRELOAD: $LOCKSTEP_PRELOAD if set, else next to the executable
 // (../lib/liblockstep.so in a build or install tree).

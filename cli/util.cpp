@@ -8,6 +8,7 @@
 #include "analyze_common.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "flightrec.h"
 #include "trace_schema.h"
 
 namespace lockstep::cli {
@@ -59,12 +60,12 @@ bool check_dir(const std::string& cmd, const std::string& dir) {
   return true;
 }
 
-bool check_trace_dir(const std::string& cmd, const std::string& dir) {
-  if (!check_dir(cmd, dir)) return false;
-  if (!trace_files_in(dir).empty()) return true;
-  std::cerr << "lockstep " << cmd << ": no trace files (*" << schema::kFileSuffix << ") in " << printable(dir) << ": "
-            << kNoTraceFileWhy << " (run: lockstep doctor " << printable(dir) << ")\n";
-  return false;
+void explain_no_trace_file(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec) || !trace_files_in(dir).empty()) return;
+  const flightrec::Converted fr = flightrec::converted_trace_files(dir);
+  if (!fr.trace_files.empty() || !fr.skipped.empty()) return;
+  std::cerr << "  " << kNoTraceFileWhy << " (run: lockstep doctor " << printable(dir) << ")\n";
 }
 
 }  // namespace lockstep::cli
