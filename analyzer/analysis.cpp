@@ -171,8 +171,8 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
                ": trace ends without an exit record (not finished, not seen running): what it did after its last "
                "flush is unknown";
     if (const Unproven* u = issued_by_peer[p])
-      e.detail += "; a peer completed collective #" + std::to_string(u->finding.ordinal) + " on comm " +
-                  short_hash(a.index.comms[u->finding.gcomm].hash) + ", so it issued it (its record was lost)";
+      e.detail += "; a peer completed collective #" + std::to_string(u->finding.ordinal) + " on " +
+                  comm_label(a.index.comms[u->finding.gcomm].hash, a.index.comms[u->finding.gcomm].role) + ", so it issued it (its record was lost)";
     a.evidence.push_back(std::move(e));
   }
   std::vector<const Divergence*> all;

@@ -50,7 +50,8 @@ std::vector<JUnitCase> junit_cases(const Analysis& a) {
   std::vector<JUnitCase> out;
   std::string div;
   for (auto& d : a.divergences)
-    div += std::string(kind_name(d.kind)) + " on comm " + short_hash(a.index.comms[d.gcomm].hash) + ": " + d.detail + "\n";
+    div += std::string(kind_name(d.kind)) + " on " + comm_label(a.index.comms[d.gcomm].hash, a.index.comms[d.gcomm].role) +
+           ": " + d.detail + "\n";
   out.push_back({"ranks_agree", div, window_note(a)});
   std::string inv;
   for (auto& d : a.inversions) inv += d.detail + "\n";
@@ -60,7 +61,7 @@ std::vector<JUnitCase> junit_cases(const Analysis& a) {
     for (auto& g : a.hang.groups) {
       std::vector<int> r;
       for (int p : g.procs) r.push_back(display_rank(*a.schedule, p));
-      hang += "ranks " + rank_ranges(r) + ": " + g.summary + "\n";
+      hang += ranks_phrase(r) + ": " + g.summary + "\n";
     }
   out.push_back({"no_hang", hang, ""});
   std::string ev;

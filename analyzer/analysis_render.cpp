@@ -43,9 +43,7 @@ std::string window_note(const Analysis& a) {
 }
 
 std::string op_state(const Schedule& s, int proc, const SchedOp& o) {
-  if (o.completed()) return "completed";
-  if (!s.procs[proc].completion_known) return "issued";
-  return "in flight";
+  return progress_word(vocab::State::Enqueued, o.completed(), s.procs[proc].completion_known);
 }
 
 std::vector<int> ranks_of(const Schedule& s, const std::vector<int>& procs) {
@@ -59,17 +57,17 @@ std::string unproven_line(const Analysis& a, const Unproven& u) {
   const Divergence& d = u.finding;
   std::string what = d.kind == FindingKind::kP2PPairing ? "message #" + std::to_string(d.ordinal)
                                                          : "collective #" + std::to_string(d.ordinal);
-  std::string where = what + " on comm " + short_hash(a.index.comms[d.gcomm].hash);
+  std::string where = what + " on " + comm_label(a.index.comms[d.gcomm].hash, a.index.comms[d.gcomm].role);
   std::string out;
   if (!u.behind.empty()) {
     auto r = ranks_of(s, u.behind);
-    out += std::string("rank") + (r.size() > 1 ? "s " : " ") + rank_ranges(r) + " behind: " + where +
+    out += ranks_phrase(r) + " behind: " + where +
            " not issued yet (still running)";
   }
   if (!u.lost.empty()) {
     auto r = ranks_of(s, u.lost);
     if (!out.empty()) out += "; ";
-    out += std::string("rank") + (r.size() > 1 ? "s " : " ") + rank_ranges(r) + ": " + where +
+    out += ranks_phrase(r) + ": " + where +
            (u.peer_completed ? " completed on a peer, so issued here too: history lost after the last flush"
                              : " not in the trace, which ends without an exit record: unknown whether issued");
   }
@@ -96,8 +94,7 @@ std::string summary_line(const Analysis& a) {
       std::vector<int> b;
       for (auto& u : a.unproven) b.insert(b.end(), u.behind.begin(), u.behind.end());
       auto r = ranks_of(s, b);
-      os << "behind: " << counts << "; no divergence so far; job still running, rank" << (r.size() > 1 ? "s " : " ")
-         << rank_ranges(r) << " behind their peers";
+      os << "behind: " << counts << "; no divergence so far; job still running, " << ranks_phrase(r) << " behind their peers";
       return os.str();
     }
     // Ranks that agree can still be stuck alone (a 1-rank communicator, a GPU that never
@@ -109,7 +106,7 @@ std::string summary_line(const Analysis& a) {
       if (st != RankStatus::kBlocked && st != RankStatus::kDead) continue;
       if (a.hang.ranks[g.procs.front()].live) continue;  // in flight in a running job: normal
       auto r = ranks_of(s, g.procs);
-      stuck += std::string(stuck.empty() ? "" : "; ") + "rank" + (r.size() > 1 ? "s " : " ") + rank_ranges(r) + ": " + g.summary;
+      stuck += std::string(stuck.empty() ? "" : "; ") + ranks_phrase(r) + ": " + g.summary;
     }
     os << "clean: " << counts << "; ranks agree, no order inversion, "
        << (stuck.empty() ? "no hang" : "no rank waits for another, but " + printable(stuck));
@@ -129,7 +126,8 @@ std::string summary_line(const Analysis& a) {
       }
     std::string kind = kind_name(d.kind);  // the JSON's name; for people, words
     std::replace(kind.begin(), kind.end(), '_', ' ');
-    parts.push_back(std::string("first divergence: ") + kind + " on comm " + short_hash(a.index.comms[d.gcomm].hash) +
+    parts.push_back(std::string("first divergence: ") + kind + " on " +
+                    comm_label(a.index.comms[d.gcomm].hash, a.index.comms[d.gcomm].role) +
                     (d.kind == FindingKind::kOrderInversion ? "" : seq) + ": " + d.detail);
   }
   size_t n = a.divergences.size() + a.inversions.size();

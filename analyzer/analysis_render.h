@@ -26,11 +26,6 @@ std::vector<int> ranks_of(const Schedule& s, const std::vector<int>& procs);
 // "rank 1 is behind: has not issued collective #7 on comm 3f2a9c01 yet (still running)"
 std::string unproven_line(const Analysis& a, const Unproven& u);
 
-template <class N>
-std::string plural(N n, const char* one, const char* many) {
-  return std::to_string(n) + " " + (n == 1 ? one : many);
-}
-
 struct Ctx {
   const Analysis& a;
   const Schedule& s;
@@ -39,12 +34,22 @@ struct Ctx {
 
   int rank(int proc) const { return display_rank(s, proc); }
   const GlobalComm& comm(int g) const { return a.index.comms[g]; }
+  // identity.h comm_label, and how many of its ranks were traced when not all.
   std::string comm_label(int g) const {
     const GlobalComm& c = comm(g);
-    std::string l = "comm " + short_hash(c.hash) + " (" + std::to_string(c.nranks) + " ranks, role " + c.role;
+    std::string l = lockstep::comm_label(c.hash, c.role);
     if (c.members.size() < static_cast<size_t>(c.nranks))
-      l += ", " + std::to_string(c.members.size()) + " traced";
-    return l + ")";
+      l += " (" + std::to_string(c.members.size()) + " of " + std::to_string(c.nranks) + " ranks traced)";
+    return l;
+  }
+  // The label of a process's communicator `local` (its index in info.comms).
+  std::string local_comm_label(int proc, int local) const {
+    const Comm& cm = s.procs[proc].info.comms[local];
+    const int g = local >= 0 && static_cast<size_t>(proc) < a.index.per_proc.size() &&
+                          static_cast<size_t>(local) < a.index.per_proc[proc].size()
+                      ? a.index.per_proc[proc][local].gcomm
+                      : -1;
+    return lockstep::comm_label(cm.hash, g < 0 ? "" : comm(g).role);
   }
   const SchedOp& sop(const Side& sd) const { return s.procs[sd.proc].ops[sd.op]; }
   // Rank ranges of many processes, at most kMaxRangeSegments segments ("0-3,7, ... (+N more)").

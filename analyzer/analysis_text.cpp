@@ -48,9 +48,9 @@ void text_stack_and_context(std::ostream& os, const Ctx& c, const Side& sd) {
   if (!before.empty()) {
     os << "  ops just before on rank " << c.rank(sd.proc) << ":\n";
     for (auto& b : before) {
-      const Comm& cm = c.s.procs[sd.proc].info.comms[b.comm];
-      os << "    seq " << b.seq << "  " << vocab::name(b.op) << " " << vocab::stored_name(b.dtype) << " count=" << b.count << "  comm "
-         << short_hash(cm.hash) << (b.completed ? "  completed" : "") << "\n";
+      os << "    seq " << b.seq << "  " << vocab::name(b.op) << " " << vocab::stored_name(b.dtype) << " count=" << b.count << "  "
+         << c.local_comm_label(sd.proc, b.comm) << "  "
+         << progress_word(b.state, b.completed, c.s.procs[sd.proc].completion_known) << "\n";
     }
   }
 }
@@ -107,8 +107,7 @@ void text_finding(std::ostream& os, const Ctx& c, const Divergence& d, bool full
       auto one = [&](const Side& sd) {
         const SchedOp& o = c.sop(sd);
         auto frames = c.stack_of(sd);
-        os << describe_signature(c.s.sigs[o.sig]) << " on comm " << short_hash(c.s.procs[sd.proc].info.comms[o.comm].hash)
-           << " seq " << o.seq;
+        os << describe_signature(c.s.sigs[o.sig]) << " on " << c.local_comm_label(sd.proc, o.comm) << " seq " << o.seq;
         if (!frames.empty()) os << " from " << frame_origin(frames);
       };
       one(x);
@@ -203,7 +202,7 @@ void text_hang(std::ostream& os, const Ctx& c) {
     std::vector<int> ranks;
     for (int p : g.procs) ranks.push_back(c.rank(p));
     if (ranks_unique) {
-      os << "  rank" << (ranks.size() > 1 ? "s " : " ") << rank_ranges(ranks) << ": " << g.summary << "\n";
+      os << "  " << ranks_phrase(ranks) << ": " << g.summary << "\n";
       continue;
     }
     os << "  ";
@@ -215,8 +214,8 @@ void text_hang(std::ostream& os, const Ctx& c) {
     os << "  wait-for cycle across " << cyc.comms << " communicator" << (cyc.comms > 1 ? "s" : "") << ": ";
     for (auto& hop : cyc.hops) {
       const SchedOp& o = c.s.procs[hop.proc].ops[hop.op];
-      os << "rank " << c.rank(hop.proc) << " (" << vocab::name(c.s.sigs[o.sig].op) << " on comm "
-         << short_hash(c.s.procs[hop.proc].info.comms[o.comm].hash) << " seq " << o.seq << ") -> ";
+      os << "rank " << c.rank(hop.proc) << " (" << vocab::name(c.s.sigs[o.sig].op) << " on "
+         << c.local_comm_label(hop.proc, o.comm) << " seq " << o.seq << ") -> ";
     }
     os << "rank " << c.rank(cyc.hops.front().proc) << "\n";
   }

@@ -41,7 +41,7 @@ struct MemberDigests {
 
 std::string rank_of(const Schedule& s, int proc) { return "rank " + std::to_string(display_rank(s, proc)); }
 
-std::string comm_of(const GlobalComm& g) { return "comm " + short_hash(g.hash) + " (" + g.role + ")"; }
+std::string comm_of(const GlobalComm& g) { return comm_label(g.hash, g.role); }
 
 }  // namespace
 

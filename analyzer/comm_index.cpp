@@ -66,4 +66,14 @@ CommIndex build_comm_index(const Schedule& s) {
   return idx;
 }
 
+std::vector<int> untraced_ranks(const GlobalComm& gc) {
+  std::vector<int> out;
+  size_t m = 0;
+  for (int r = 0; r < gc.nranks; ++r) {
+    while (m < gc.members.size() && gc.members[m].rank < r) ++m;
+    if (m == gc.members.size() || gc.members[m].rank != r) out.push_back(r);
+  }
+  return out;
+}
+
 }  // namespace lockstep

@@ -53,4 +53,7 @@ struct CommIndex {
 
 CommIndex build_comm_index(const Schedule& s);
 
+// The comm ranks of a communicator with no loaded file (missing, skipped, of another job), ascending.
+std::vector<int> untraced_ranks(const GlobalComm& gc);
+
 }  // namespace lockstep

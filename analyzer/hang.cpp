@@ -39,6 +39,12 @@ std::string rank_ranges(std::vector<int> r) {
   return out;
 }
 
+std::string ranks_phrase(std::vector<int> r, const std::string& noun) {
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  return noun + (r.size() == 1 ? " " : "s ") + rank_ranges(r);
+}
+
 const char* stop_cause_name(StopCause c) {
   switch (c) {
     case StopCause::kNone: return "none";
@@ -65,6 +71,7 @@ struct Ctx {
   std::vector<std::vector<uint32_t>> oldest;     // per proc, oldest in-flight op per stream
   std::vector<RankStatus> status;
   std::vector<bool> lost;  // RankHang::history_lost
+  std::vector<size_t> family_size = {};  // per global comm: communicators of its family (comm_family)
 
   bool is_oldest(int proc, uint32_t op) const {
     return std::find(oldest[proc].begin(), oldest[proc].end(), op) != oldest[proc].end();
@@ -74,30 +81,28 @@ struct Ctx {
   }
   std::string where(int proc, uint32_t op) const {
     const SchedOp& o = s.procs[proc].ops[op];
-    const Comm& c = s.procs[proc].info.comms[o.comm];
-    return std::string(vocab::name(s.sigs[o.sig].op)) + " on comm " + short_hash(c.hash) + " seq " + std::to_string(o.seq);
+    const int g = idx.per_proc[proc][o.comm].gcomm;
+    const std::string comm = g < 0 ? lockstep::comm_label(s.procs[proc].info.comms[o.comm].hash)
+                                   : lockstep::comm_label(idx.comms[g].hash, idx.comms[g].role);
+    return std::string(vocab::name(s.sigs[o.sig].op)) + " on " + comm + " seq " + std::to_string(o.seq);
   }
-  // For group summaries: the comm's role with its split color dropped, so the 32 tensor-parallel
-  // groups of a job, blocked at the same point, read as one line.
+  // For group summaries: a communicator whose family (its role without split colors) has others
+  // is named by the family, so the 32 tensor-parallel groups of a job, blocked at the same
+  // point, read as one line.
   std::string where_family(int proc, uint32_t op) const {
     const SchedOp& o = s.procs[proc].ops[op];
-    int g = idx.per_proc[proc][o.comm].gcomm;
-    std::string role = g < 0 ? short_hash(s.procs[proc].info.comms[o.comm].hash) : comm_family(idx.comms[g].role);
-    return std::string(vocab::name(s.sigs[o.sig].op)) + " on comm " + role + " seq " + std::to_string(o.seq);
+    const int g = idx.per_proc[proc][o.comm].gcomm;
+    if (g < 0) return where(proc, op);
+    const size_t n = family_size[g];
+    if (n <= 1) return where(proc, op);
+    return std::string(vocab::name(s.sigs[o.sig].op)) + " on " + comm_family_label(comm_family(idx.comms[g].role), n) +
+           " seq " + std::to_string(o.seq);
   }
   // The comm ranks of op's communicator that no loaded file holds (missing, skipped, foreign):
   // nothing is known of what they issued, so no line may say every peer issued it.
   std::vector<int> untraced_ranks(int proc, uint32_t op) const {
-    std::vector<int> out;
     const int g = idx.per_proc[proc][s.procs[proc].ops[op].comm].gcomm;
-    if (g < 0) return out;
-    const GlobalComm& gc = idx.comms[g];
-    size_t m = 0;
-    for (int r = 0; r < gc.nranks; ++r) {
-      while (m < gc.members.size() && gc.members[m].rank < r) ++m;
-      if (m == gc.members.size() || gc.members[m].rank != r) out.push_back(r);
-    }
-    return out;
+    return g < 0 ? std::vector<int>{} : lockstep::untraced_ranks(idx.comms[g]);
   }
   int nranks_of(int proc, uint32_t op) const {
     const int g = idx.per_proc[proc][s.procs[proc].ops[op].comm].gcomm;
@@ -621,11 +626,10 @@ std::vector<RankGroup> group_ranks(const Schedule& s, const Ctx& c, const HangRe
         std::map<std::string, std::vector<int>> by_reason;
         for (auto& w : b.waits) by_reason[w.reason].push_back(display_rank(s, w.proc));
         for (auto& [why, who] : by_reason)
-          sum += "; waits for rank" + std::string(who.size() > 1 ? "s " : " ") + rank_ranges(who) + " (" + why + ")";
+          sum += "; waits for " + ranks_phrase(who) + " (" + why + ")";
         const std::vector<int> untraced = c.untraced_ranks(static_cast<int>(p), b.op);
         if (!untraced.empty())
-          sum += "; waits for comm rank" + std::string(untraced.size() > 1 ? "s " : " ") + rank_ranges(untraced) +
-                 " (no trace file: what it issued is unknown)";
+          sum += "; waits for " + ranks_phrase(untraced, "comm rank") + " (no trace file: what it issued is unknown)";
         const int traced_peers = c.nranks_of(static_cast<int>(p), b.op) - 1 - static_cast<int>(untraced.size());
         if (b.waits.empty() && c.nranks_of(static_cast<int>(p), b.op) == 1) sum += "; no peer (a 1-rank communicator)";
         else if (b.waits.empty() && traced_peers > 0) sum += untraced.empty() ? "; every peer issued it" : "; every traced peer issued it";
@@ -649,6 +653,9 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
   size_t n = s.procs.size();
   Ctx c{s, idx, std::vector<std::vector<uint32_t>>(n), std::vector<std::vector<uint32_t>>(n),
         std::vector<RankStatus>(n, RankStatus::kNoCollective), std::vector<bool>(n, false)};
+  std::map<std::string, size_t> families;
+  for (auto& gc : idx.comms) ++families[comm_family(gc.role)];
+  for (auto& gc : idx.comms) c.family_size.push_back(families[comm_family(gc.role)]);
   classify_ranks(s, idx, opt, c, r);
   auto edges = wait_edges(s, c, r);
   r.cycles = find_cycles(s, edges);

@@ -1,6 +1,7 @@
 #include "identity.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 
 namespace lockstep {
@@ -49,6 +50,14 @@ std::vector<std::string> structural_comm_roles(const Process& p) { return roles(
 
 std::string short_hash(const std::string& hash) { return hash.substr(0, 8); }
 
+std::string comm_label(const std::string& hash, const std::string& role) {
+  return "comm " + short_hash(hash) + (role.empty() ? "" : " (" + role + ")");
+}
+
+std::string comm_family_label(const std::string& family, size_t communicators) {
+  return "comm " + family + " (one of " + std::to_string(communicators) + " communicators of that family)";
+}
+
 std::string comm_family(const std::string& role) {
   std::string f = role;
   for (size_t a; (a = f.find("(color=")) != std::string::npos;) {
@@ -67,9 +76,20 @@ CommMatch match_comm(const std::string& selector, const std::string& hash, const
   return CommMatch::kNone;
 }
 
+std::string process_label(const Process& p) {
+  std::string out = p.host;
+  if (p.pid > 0) out += (out.empty() ? "" : " ") + std::string("pid ") + std::to_string(p.pid);
+  if (out.empty()) {
+    // A converted Flight Recorder dump: the dump's own name, the file the user has.
+    auto fr = p.meta.find("fr_dump_file");
+    out = "file " + std::filesystem::path(fr != p.meta.end() ? fr->second : p.path).filename().string();
+  }
+  return out;
+}
+
 std::string rank_label(const Process& p, int index, bool rank_unique) {
   if (p.global_rank >= 0 && rank_unique) return "rank " + std::to_string(p.global_rank);
-  return "process " + std::to_string(index) + " (" + p.host + ":" + std::to_string(p.pid) + ")";
+  return "process " + std::to_string(index) + " (" + process_label(p) + ")";
 }
 
 }  // namespace lockstep

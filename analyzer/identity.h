@@ -37,6 +37,15 @@ std::string comm_family(const std::string& role);
 // "3f2a9c01" (the first 8 hex digits), the short form used in reports and accepted by --comm.
 std::string short_hash(const std::string& hash);
 
+// ---- Communicator labels --------------------------------------------------------------------
+// How every text output names a communicator (analyze, stacks, ops, timeline, replay): "comm
+// 3f2a9c01 (init0.split0(color=1))", the short hash then the role, each of which --comm accepts;
+// "comm 3f2a9c01" when the role is not known. JSON keeps the full hash and the role as fields.
+std::string comm_label(const std::string& hash, const std::string& role = "");
+// Several communicators of one family named at once (hang summaries that group the 32
+// tensor-parallel groups): "comm init0.split0 (one of 32 communicators of that family)".
+std::string comm_family_label(const std::string& family, size_t communicators);
+
 // ---- --comm selectors -----------------------------------------------------------------------
 // A selector names a communicator by its role, its commName, its family (comm_family: what the
 // hang summaries print), or a prefix of its hash. An exact role or name beats a family, which
@@ -65,8 +74,28 @@ std::vector<int> select_comms(const std::string& selector, int n, RoleOf role_of
 // The rank a report shows for a process: its global rank, else its position among the loaded
 // processes (`index`).
 inline int shown_rank(const Process& p, int index) { return p.global_rank >= 0 ? p.global_rank : index; }
-// "rank 3"; when the global rank is unknown or not unique: "process 2 (host:pid)".
+// A process by what its file says: "vm pid 2981"; only what is known (a Flight Recorder dump gives
+// no host and no pid: "file nccl_trace_rank_0").
+std::string process_label(const Process& p);
+// "rank 3"; when the global rank is unknown or not unique: "process 2 (vm pid 2981)".
 std::string rank_label(const Process& p, int index, bool rank_unique = true);
+
+// ---- Op progress ----------------------------------------------------------------------------
+// The one word every text output gives an op's progress (analyze, stacks, ops, timeline's
+// legend): "completed"; "in flight" (enqueued on the GPU, no completion recorded); "issued" when
+// the process recorded no completion at all, so "in flight" would be a guess; else the state's
+// own name (vocab.h: "captured", "failed", "simulated"). JSON keeps the state and the flag.
+inline const char* progress_word(vocab::State state, bool completed, bool completion_known = true) {
+  if (!vocab::enqueued_work(state)) return vocab::name(state);
+  if (completed) return "completed";
+  return completion_known ? "in flight" : "issued";
+}
+
+// "1 rank", "2 ranks": every count a sentence gives.
+template <class N>
+std::string plural(N n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
 
 // ---- Point-to-point channels ----------------------------------------------------------------
 // NCCL matches sends and receives in issue order per (communicator, sender, receiver): the n-th

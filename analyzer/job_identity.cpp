@@ -1,6 +1,7 @@
 #include "job_identity.h"
 
 #include <algorithm>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "hang.h"
@@ -111,12 +112,14 @@ std::vector<HostGroup> group_by_host(const Schedule& s, int64_t stale_ns) {
 }
 
 std::string identity_warnings_text(const Schedule& s) {
+  // Every process a claim names carries the claim's text: one line per conflict (under the
+  // first process that has it), not one per process.
   std::string out;
+  std::set<std::string> said;
   for (size_t i = 0; i < s.procs.size(); ++i) {
     const Process& p = s.procs[i].info;
-    if (!p.rank_conflict.empty())
-      out += "warning: rank identity of " + printable(p.host) + " pid " + std::to_string(p.pid) + ": " +
-             printable(p.rank_conflict) + "\n";
+    if (!p.rank_conflict.empty() && said.insert(p.rank_conflict).second)
+      out += "warning: rank identity of " + printable(process_label(p)) + ": " + printable(p.rank_conflict) + "\n";
   }
   return out;
 }

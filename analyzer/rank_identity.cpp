@@ -7,7 +7,7 @@
 namespace lockstep {
 namespace {
 
-std::string who(const Process& p) { return p.host + " pid " + std::to_string(p.pid); }
+std::string who(const Process& p) { return process_label(p); }
 
 // The communicator of p that names its rank: the first root communicator (by creation) whose
 // hash every process has. -1 when there is none.

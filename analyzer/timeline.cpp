@@ -119,7 +119,7 @@ struct Selection {
       roles[i] = comm_roles(p);
       comm_on[i].assign(p.comms.size(), o.comm.empty());
       for (size_t c = 0; c < p.comms.size(); ++c) {
-        all_comms.insert(short_hash(p.comms[c].hash) + " (role " + roles[i][c] + ")");
+        all_comms.insert(comm_label(p.comms[c].hash, roles[i][c]));
         match[i].push_back(match_comm(o.comm, p.comms[c].hash, roles[i][c], p.comms[c].name));
         best = std::max(best, match[i].back());
       }
@@ -320,7 +320,7 @@ std::vector<SkippedFile> write_timeline_json(const Schedule& t, const ProcessRow
         for (size_t lane = 0; lane < nlanes; ++lane) {
           int tid = next_tid++;
           tid_of[{comm, st, static_cast<int>(lane)}] = tid;
-          std::string name = comm >= 0 ? "comm " + roles[i][comm] + " (" + short_hash(p.comms[comm].hash) + ")" : "no communicator";
+          std::string name = comm >= 0 ? comm_label(p.comms[comm].hash, roles[i][comm]) : "no communicator";
           if (streams.size() > 1) name += " stream " + hex(st);
           if (lane > 0) name += " (overlap " + std::to_string(lane) + ")";
           emit({{"ph", "M"}, {"name", "thread_name"}, {"pid", pid}, {"tid", tid}, {"args", {{"name", name}}}});
@@ -492,7 +492,7 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
         [&](int k) -> const GlobalComm& { return idx.comms[k]; });
     if (hits.size() != 1) {
       std::string list;
-      for (auto& c : idx.comms) list += "\n  " + short_hash(c.hash) + "  role " + c.role;
+      for (auto& c : idx.comms) list += "\n  " + comm_label(c.hash, c.role);
       throw TimelineError("'" + o.comm + "' matches " + std::to_string(hits.size()) + " communicators; communicators:" + list);
     }
     g = hits[0];
@@ -536,10 +536,26 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
       }
     shown.push_back(std::move(mem));
   }
-  if (shown.empty()) throw TimelineError("none of the selected ranks is a traced member of comm " + short_hash(gc.hash));
+  if (shown.empty()) throw TimelineError("none of the selected ranks is a traced member of " + comm_label(gc.hash, gc.role));
   const int64_t center = o.around > 0 ? o.around : diverge > 0 ? diverge : last_seq;
-  const int64_t first = std::max<int64_t>(1, center - o.window);
-  const int64_t last = center + o.window;
+  int64_t first = std::max<int64_t>(1, center - o.window);
+  int64_t last = center + o.window;
+  const int64_t span = 2 * static_cast<int64_t>(o.window);
+  if (o.from_seq > 0 && o.to_seq > 0) {
+    first = o.from_seq;
+    last = o.to_seq;
+  } else if (o.from_seq > 0) {
+    first = o.from_seq;
+    last = o.from_seq > INT64_MAX - span ? INT64_MAX : o.from_seq + span;
+  } else if (o.to_seq > 0) {
+    last = o.to_seq;
+    first = std::max<int64_t>(1, o.to_seq - span);
+  }
+  if (first > last) throw TimelineError("--from-seq " + std::to_string(first) + " is after --to-seq " + std::to_string(last));
+  constexpr int64_t kMaxRows = 20001;  // as many as --window allows
+  if (last - first >= kMaxRows)
+    throw TimelineError("seq " + std::to_string(first) + ".." + std::to_string(last) + " is more than " +
+                        std::to_string(kMaxRows) + " rows; the text view shows at most that many (-o FILE.json has no limit)");
 
   const std::string ok = o.unicode ? "✓" : "ok";
   const std::string waiting = o.unicode ? "…" : "..";
@@ -572,11 +588,12 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
       if (cells[q - first] != "-") shown_last = std::max(shown_last, q);
 
   if (shown_last < first)
-    throw TimelineError("no rank issued seq " + std::to_string(first) + ".." + std::to_string(last) + " on comm " +
-                        short_hash(gc.hash) + " (its last seq is " + std::to_string(last_seq) + ")");
+    throw TimelineError("no rank issued seq " + std::to_string(first) + ".." + std::to_string(last) + " on " +
+                        comm_label(gc.hash, gc.role) + " (its last seq is " + std::to_string(last_seq) + ")");
   std::ostringstream out;
-  out << "comm " << short_hash(gc.hash) << " (role " << gc.role << ", " << gc.nranks << " ranks), seq " << first << ".."
-      << shown_last << "; " << ok << " completed, " << waiting << " not completed, - not issued\n";
+  out << comm_label(gc.hash, gc.role) << ", " << gc.nranks << " ranks, seq " << first << ".." << shown_last << "; " << ok
+      << " " << progress_word(vocab::State::Enqueued, true) << ", " << waiting << " "
+      << progress_word(vocab::State::Enqueued, false) << ", - not issued\n";
   std::vector<std::string> headers;
   std::vector<size_t> widths;
   for (auto& cells : order) {
@@ -620,6 +637,16 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
     out << "(no divergence in the retained window; retired history not verified)\n";
   else if (diverge == 0)
     out << "(no divergence on this communicator)\n";
+  // The view shows one communicator: the others are named, and how to pick one.
+  if (idx.comms.size() > 1) {
+    constexpr size_t kMaxNamed = 8;
+    out << "other communicators (--comm picks one):";
+    size_t named = 0;
+    for (size_t k = 0; k < idx.comms.size() && named < kMaxNamed; ++k)
+      if (static_cast<int>(k) != g) out << (named++ ? ", " : " ") << comm_label(idx.comms[k].hash, idx.comms[k].role);
+    if (idx.comms.size() - 1 > kMaxNamed) out << ", ... (" << idx.comms.size() - 1 - kMaxNamed << " more)";
+    out << "\n";
+  }
   return out.str();
 }
 

@@ -51,6 +51,10 @@ struct TextTimelineOptions {
   std::string comm;     // hash prefix, role or name; empty: the first finding's, else the first
   int64_t around = -1;  // centre seq; -1: the divergence on that comm, else its last seq
   int window = 5;       // seqs shown on each side of the centre
+  // The rows shown instead of around/window when > 0: from_seq..to_seq; one alone shows
+  // 2*window+1 rows from (or up to) it.
+  int64_t from_seq = 0;
+  int64_t to_seq = 0;
   std::vector<int> ranks;  // empty: every member
   bool unicode = true;  // ✓ … markers; false: ASCII (ok, ..) for pipes and logs
 };

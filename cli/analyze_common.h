@@ -3,26 +3,41 @@
 
 #include <iostream>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "analysis.h"
+#include "commands.h"
 #include "exit_codes.h"
 #include "text_escape.h"
 #include "trace_loader.h"
 
 namespace lockstep::cli {
 
+// "skipped FILE: reason" on stderr for each file the loader could not use: the one place every
+// command names them.
+inline void print_skipped(const std::vector<SkippedFile>& skipped) {
+  for (auto& sk : skipped) std::cerr << "skipped " << printable(sk.path) << ": " << printable(sk.reason) << "\n";
+}
+
+// Why a directory may hold no trace file at all (doctor, and every command that reads one).
+inline constexpr const char* kNoTraceFileWhy =
+    "no process made an NCCL call that lockstep saw. NCCL reached only through a static copy, or a "
+    "process that never loaded liblockstep (LD_PRELOAD not inherited), leaves nothing here";
+
 // nullopt (after printing why) when nothing can be analysed.
 inline std::optional<Schedule> load_for_analysis(const std::string& cmd, const std::string& dir) {
   try {
     Schedule s = load_schedule(dir);
     if (s.procs.empty()) {
-      for (auto& sk : s.skipped) std::cerr << "skipped " << printable(sk.path) << ": " << printable(sk.reason) << "\n";
+      print_skipped(s.skipped);
       std::cerr << "lockstep " << cmd << ": no usable trace file in " << printable(dir) << "\n";
       return std::nullopt;
     }
     return s;
   } catch (const LoadError& e) {
     std::cerr << "lockstep " << cmd << ": " << printable(e.what()) << "\n";
+    explain_no_trace_file(dir);
     return std::nullopt;
   }
 }

@@ -14,7 +14,7 @@ bool write_file(const std::string& cmd, const std::string& path, const std::stri
   std::ofstream out(path);
   out << text;
   if (!out) {
-    std::cerr << "lockstep " << cmd << ": cannot write " << path << "\n";
+    std::cerr << "lockstep " << cmd << ": cannot write " << printable(path) << "\n";
     return false;
   }
   return true;

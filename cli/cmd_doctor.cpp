@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "analyze_common.h"
 #include "commands.h"
 #include "exit_codes.h"
 #include "text_escape.h"
@@ -128,23 +129,11 @@ void report(const FileFacts& f) {
 }
 
 int doctor(const std::string& dir) {
-  std::error_code ec;
-  if (!std::filesystem::is_directory(dir, ec)) {
-    std::cerr << "lockstep doctor: " << printable_prefix(dir) << " is not a directory\n";
-    return kExitUsage;
-  }
+  if (!check_dir("doctor", dir)) return kExitUsage;
   // The files every other command reads (the loader's rule), no others.
-  std::vector<std::string> files;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
-    std::string p = e.path().string();
-    if (p.ends_with(schema::kFileSuffix) && e.path().filename().string() != schema::kFileSuffix) files.push_back(p);
-  }
-  std::sort(files.begin(), files.end());
+  const std::vector<std::string> files = trace_files_in(dir);
   if (files.empty()) {
-    std::cout << "no trace file in " << printable_prefix(dir)
-              << ": no process made an NCCL call that lockstep saw. NCCL reached only through "
-                 "a static copy, or a process that never loaded liblockstep (LD_PRELOAD not "
-                 "inherited), leaves nothing here.\n";
+    std::cout << "no trace file in " << printable_prefix(dir) << ": " << kNoTraceFileWhy << ".\n";
     return kExitUsage;
   }
   size_t readable = 0;

@@ -1,6 +1,7 @@
 // lockstep import DUMPDIR -o TRACEDIR: PyTorch Flight Recorder dumps -> lockstep trace files.
 #include <iostream>
 
+#include "analyze_common.h"
 #include "commands.h"
 #include "exit_codes.h"
 #include "flightrec.h"
@@ -15,6 +16,7 @@ struct ImportArgs {
 };
 
 int import_dumps(const ImportArgs& a) {
+  if (!check_dir("import", a.src)) return kExitUsage;
   std::vector<SkippedFile> skipped;
   std::vector<std::string> files;
   try {
@@ -24,9 +26,9 @@ int import_dumps(const ImportArgs& a) {
     return kExitUsage;
   }
   // A dump's file name and the reader's message can hold control characters: printed escaped.
-  for (auto& s : skipped) std::cerr << "skipped " << printable(s.path) << ": " << printable(s.reason) << "\n";
+  print_skipped(skipped);
   if (files.empty()) {
-    std::cerr << "lockstep import: no readable Flight Recorder dump in " << a.src << "\n";
+    std::cerr << "lockstep import: no readable Flight Recorder dump in " << printable(a.src) << "; nothing written\n";
     return kExitUsage;
   }
   for (auto& f : files) std::cout << "wrote " << printable(f) << "\n";

@@ -1,4 +1,5 @@
 // lockstep ops DIR --rank R [--around N]: one rank's ops in call order.
+#include <algorithm>
 #include <iostream>
 
 #include "analyze_common.h"
@@ -28,11 +29,12 @@ int ops(const OpsArgs& a) {
     skipped = headers.skipped;
   } catch (const LoadError& e) {
     std::cerr << "lockstep ops: " << printable(e.what()) << "\n";
+    explain_no_trace_file(a.dir);
     return kExitUsage;
   }
   if (path.empty()) {
     // The rank's file may be one of those the loader could not use: say which, and why.
-    for (auto& sk : skipped) std::cerr << "skipped " << printable(sk.path) << ": " << printable(sk.reason) << "\n";
+    print_skipped(skipped);
     std::cerr << "lockstep ops: no usable trace of rank " << a.rank << " in " << printable(a.dir)
               << (skipped.empty() ? "" : " (its file may be one of the skipped files above)") << "\n";
     return kExitUsage;
@@ -54,7 +56,7 @@ int ops(const OpsArgs& a) {
   if (!a.comm.empty() && selected.empty()) {
     std::cerr << "lockstep ops: no communicator of rank " << a.rank << " matches '" << printable(a.comm) << "'; its communicators:\n";
     for (size_t c = 0; c < p.comms.size(); ++c)
-      std::cerr << "  " << short_hash(p.comms[c].hash) << "  role " << printable(roles[c]) << "\n";
+      std::cerr << "  " << printable(comm_label(p.comms[c].hash, roles[c])) << "\n";
     return kExitUsage;
   }
   size_t center = p.ops.size();
@@ -72,9 +74,17 @@ int ops(const OpsArgs& a) {
   }
   size_t lo = center > static_cast<size_t>(a.window) ? center - a.window : 0;
   size_t hi = std::min(p.ops.size(), center + a.window + 1);
-  std::cout << "rank " << a.rank << " (" << printable(p.host) << " pid " << p.pid << "): " << p.ops.size() << " ops";
+  std::cout << "rank " << a.rank << " (" << printable(process_label(p)) << "): " << p.ops.size() << " ops";
   if (a.around < 0) std::cout << ", the last " << hi - lo;
-  std::cout << "\n  call      comm          seq  op [state]\n";
+  std::cout << "\n";
+  // The communicators the listing shows, by their labels (identity.h); the column has the hash.
+  std::vector<bool> listed(p.comms.size(), false);
+  for (size_t i = lo; i < hi; ++i)
+    if (p.ops[i].comm >= 0 && static_cast<size_t>(p.ops[i].comm) < p.comms.size()) listed[p.ops[i].comm] = true;
+  for (size_t c = 0; c < p.comms.size(); ++c)
+    if (listed[c]) std::cout << "  " << printable(comm_label(p.comms[c].hash, roles[c])) << "\n";
+  const bool completion_known = std::any_of(p.ops.begin(), p.ops.end(), [](const Op& o) { return o.completed; });
+  std::cout << "  call      comm          seq  op [state]\n";
   for (size_t i = lo; i < hi; ++i) {
     const Op& o = p.ops[i];
     Signature sig{o.op, o.dtype, o.count, o.root, o.peer, o.redop, o.parts, classify_op(o.op)};
@@ -82,7 +92,9 @@ int ops(const OpsArgs& a) {
     char line[64];
     std::snprintf(line, sizeof line, "%s %-9lld %-8s %8s  ", i == center ? ">" : " ", static_cast<long long>(o.call_index),
                   comm.c_str(), o.seq > 0 ? std::to_string(o.seq).c_str() : "-");
-    std::string state = vocab::name(o.state) + std::string(o.completed ? ", completed" : "");
+    // The progress word (identity.h), after the state when it is not plain enqueued work.
+    std::string state = progress_word(o.state, o.completed, completion_known);
+    if (vocab::enqueued_work(o.state) && o.state != vocab::State::Enqueued) state = vocab::name(o.state) + (", " + state);
     if (o.rc != 0) state += ", rc=" + std::to_string(o.rc);
     std::cout << line << describe_signature(sig) << "  [" << state << "]"
               << (o.thread_name.empty() ? "" : "  " + printable(o.thread_name)) << "\n";

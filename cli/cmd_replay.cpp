@@ -133,7 +133,7 @@ int run_local(const ReplayArgs& a) {
 void add_replay_command(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<ReplayArgs>();
   auto* sub = app.add_subcommand("replay", "Re-run a recorded schedule, or check it for deadlocks without running it (--model)");
-  sub->add_option("dir", a->dir, "Recorded trace directory")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("dir", a->dir, "Recorded trace directory")->required();
   sub->add_flag("--model", a->model, "Model check only: can the per-rank schedules deadlock under NCCL's semantics?");
   sub->add_flag("--json", a->json, "With --model: the verdict and witness as JSON");
   sub->add_option("--timeout", a->timeout_s, "Seconds without progress (no op completing) before a replay is declared hung (default 30)")->check(CLI::PositiveNumber);
@@ -155,6 +155,10 @@ void add_replay_command(CLI::App& app, int* exit_code) {
       "5 replay could not run (invalid schedule values, unsupported op, NCCL init failure, a worker crashed).\n"
       "Local runs use whatever libnccl.so.2 LD_LIBRARY_PATH selects: the CPU fixture (build/fixture-lib) or real NCCL.");
   sub->callback([a, exit_code] {
+    if (!check_dir("replay", a->dir)) {
+      *exit_code = kExitUsage;
+      return;
+    }
     try {
       if (a->model) *exit_code = run_model(*a);
       else if (a->rank_from_env) *exit_code = run_rank_from_env(*a);

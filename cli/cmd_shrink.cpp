@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "identity.h"
 #include "emit.h"
 #include "exit_codes.h"
 #include "text_escape.h"
@@ -66,9 +67,8 @@ std::string replay_check(const ShrinkArgs& a, const shrink::Result& r, std::stri
   return problem;
 }
 
-std::string counted(int64_t n, const char* noun) { return std::to_string(n) + " " + noun + (n == 1 ? "" : "s"); }
-
 int run_shrink(const ShrinkArgs& a) {
+  if (!check_dir("shrink", a.dir)) return kExitUsage;
   LoadOptions lo;
   lo.host_waits = true;  // the model checker's side data
   const Schedule t = load_schedule(a.dir, lo);
@@ -89,6 +89,13 @@ int run_shrink(const ShrinkArgs& a) {
     return kExitUsage;
   }
   std::string replay_line, problem;
+  // The output directory first, so an unwritable one is said as every command says it.
+  std::error_code ec;
+  fs::create_directories(a.out, ec);
+  if (ec || !fs::is_directory(a.out, ec)) {
+    std::cerr << "lockstep shrink: cannot write " << printable(a.out) << (ec ? " (" + ec.message() + ")" : "") << "\n";
+    return kExitUsage;
+  }
   shrink::write_reproducer(r, a.dir, a.out, "");
   if (!a.no_replay) {
     problem = replay_check(a, r, &replay_line);
@@ -96,10 +103,10 @@ int run_shrink(const ShrinkArgs& a) {
   }
   std::ostringstream o;
   o << "bug: " << r.signature.text() << "\n"
-    << "original: " << counted(r.before.ranks, "rank") << ", " << counted(r.before.comms, "communicator") << ", "
-    << counted(r.before.ops, "op") << "\n"
-    << "minimal:  " << counted(r.after.ranks, "rank") << ", " << counted(r.after.comms, "communicator") << ", "
-    << counted(r.after.ops, "op") << " ("
+    << "original: " << plural(r.before.ranks, "rank", "ranks") << ", " << plural(r.before.comms, "communicator", "communicators") << ", "
+    << plural(r.before.ops, "op", "ops") << "\n"
+    << "minimal:  " << plural(r.after.ranks, "rank", "ranks") << ", " << plural(r.after.comms, "communicator", "communicators") << ", "
+    << plural(r.after.ops, "op", "ops") << " ("
     << r.checks << " model checks, " << static_cast<int>(r.seconds * 1000) << " ms)\n"
     << "model check of the reproducer: " << r.minimal_check.summary << "\n"
     << "removed:\n";
@@ -120,7 +127,7 @@ void add_shrink_command(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<ShrinkArgs>();
   auto* sub = app.add_subcommand("shrink", "Shrink a deadlocking schedule to a minimal reproducer (C, PyTorch, trace)");
   sub->footer("Exit code: 0 written (and its replay behaved as the model says), 2 input error or nothing to shrink, 4 incomplete evidence (nothing written), 5 written but the replay of the reproducer did not confirm it.");
-  sub->add_option("dir", a->dir, "Trace directory whose schedule deadlocks (or may deadlock)")->required()->check(CLI::ExistingDirectory);
+  sub->add_option("dir", a->dir, "Trace directory whose schedule deadlocks (or may deadlock)")->required();
   sub->add_option("-o,--output,--out", a->out, "Directory for repro.c, repro.py, trace/ and README.md")->required();
   sub->add_flag("--no-replay", a->no_replay, "Do not replay the reproducer on the loaded NCCL at the end");
   sub->add_option("--replay-timeout", a->replay_timeout_s, "Seconds without progress before the final replay is declared hung (default 10)")->check(CLI::PositiveNumber);

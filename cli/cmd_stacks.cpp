@@ -24,20 +24,20 @@ int stacks(const StacksArgs& a) {
       a.comm, static_cast<int>(idx.comms.size()), [&](int g) -> const std::string& { return idx.comms[g].role; },
       [&](int g) -> const GlobalComm& { return idx.comms[g]; });
   if (matches.empty()) {
-    std::cerr << "lockstep stacks: no communicator matches '" << a.comm << "'; communicators:\n";
-    for (auto& c : idx.comms) std::cerr << "  " << short_hash(c.hash) << "  role " << c.role << "\n";
+    std::cerr << "lockstep stacks: no communicator matches '" << printable(a.comm) << "'; communicators:\n";
+    for (auto& c : idx.comms) std::cerr << "  " << printable(comm_label(c.hash, c.role)) << "\n";
     return kExitUsage;
   }
   if (matches.size() > 1 && match_comm(a.comm, idx.comms[matches[0]].hash, idx.comms[matches[0]].role,
                                         idx.comms[matches[0]].name) == CommMatch::kHashPrefix) {
-    std::cerr << "lockstep stacks: '" << a.comm << "' matches " << matches.size() << " communicators; give more of the hash\n";
+    std::cerr << "lockstep stacks: '" << printable(a.comm) << "' matches " << matches.size() << " communicators; give more of the hash\n";
     return kExitUsage;
   }
   auto details = details_from_files(*s);
   bool any = false, untraced = false;
   for (int g : matches) {
     const GlobalComm& gc = idx.comms[g];
-    std::cout << "comm " << short_hash(gc.hash) << " (role " << gc.role << ", " << gc.nranks << " ranks) seq " << a.seq << ":\n";
+    std::cout << printable(comm_label(gc.hash, gc.role)) << " seq " << a.seq << " (" << plural(gc.nranks, "rank", "ranks") << "):\n";
     for (auto& m : gc.members) {
       const SchedProcess& sp = s->procs[m.proc];
       int rank = display_rank(*s, m.proc);
@@ -53,7 +53,7 @@ int stacks(const StacksArgs& a) {
       any = true;
       auto op = details->op(m.proc, hit->call_index);
       std::cout << "  rank " << rank << ": " << describe_signature(s->sigs[hit->sig])
-                << (hit->completed() ? "  completed" : "  not completed");
+                << "  " << progress_word(vocab::State::Enqueued, hit->completed(), sp.completion_known);
       if (op && !op->thread_name.empty()) std::cout << "  thread " << printable(op->thread_name);
       std::cout << "\n";
       auto frames = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
@@ -62,15 +62,12 @@ int stacks(const StacksArgs& a) {
       for (auto& f : frames) std::cout << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << printable(format_frame(f)) << "\n";
     }
     // Members without a loaded file: named, never left out silently.
-    size_t m = 0;
-    for (int r = 0; r < gc.nranks; ++r) {
-      while (m < gc.members.size() && gc.members[m].rank < r) ++m;
-      if (m < gc.members.size() && gc.members[m].rank == r) continue;
+    for (int r : untraced_ranks(gc)) {
       std::cout << "  comm rank " << r << ": no usable trace file (missing, skipped or of another job): its op is unknown\n";
       untraced = true;
     }
   }
-  for (auto& sk : s->skipped) std::cerr << "skipped " << printable(sk.path) << ": " << printable(sk.reason) << "\n";
+  print_skipped(s->skipped);
   if (!any) return kExitUsage;
   return untraced ? kExitIncomplete : kExitOk;
 }

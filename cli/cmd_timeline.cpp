@@ -47,6 +47,14 @@ std::vector<EvidenceIssue> evidence_of(const Schedule& headers, const std::vecto
 }
 
 int timeline(const TimelineArgs& a) {
+  if (a.to_seq > 0 && a.from_seq > a.to_seq) {
+    std::cerr << "lockstep timeline: --from-seq " << a.from_seq << " is after --to-seq " << a.to_seq << "\n";
+    return kExitUsage;
+  }
+  if (a.text && a.around > 0 && (a.from_seq > 0 || a.to_seq > 0)) {
+    std::cerr << "lockstep timeline: give --around or --from-seq/--to-seq, not both\n";
+    return kExitUsage;
+  }
   if (a.text) {
     auto s = load_for_analysis("timeline", a.dir);
     if (!s) return kExitUsage;
@@ -55,6 +63,8 @@ int timeline(const TimelineArgs& a) {
     o.comm = a.comm;
     o.around = a.around;
     o.window = a.window;
+    o.from_seq = a.from_seq;
+    o.to_seq = a.to_seq;
     o.ranks = a.ranks;
     o.unicode = isatty(STDOUT_FILENO);
     try {
@@ -74,10 +84,6 @@ int timeline(const TimelineArgs& a) {
     std::cerr << "lockstep timeline: give -o FILE.json (or -o - for stdout), or --text\n";
     return kExitUsage;
   }
-  if (a.to_seq > 0 && a.from_seq > a.to_seq) {
-    std::cerr << "lockstep timeline: --from-seq " << a.from_seq << " is after --to-seq " << a.to_seq << "\n";
-    return kExitUsage;
-  }
   // The headers of every file, then one process's rows at a time (memory: one process, not the
   // directory). With --ranks, only those ranks' rows are read.
   Schedule headers;
@@ -85,10 +91,11 @@ int timeline(const TimelineArgs& a) {
     headers = load_headers(a.dir);
   } catch (const LoadError& e) {
     std::cerr << "lockstep timeline: " << printable_lines(e.what()) << "\n";
+    explain_no_trace_file(a.dir);
     return kExitUsage;
   }
   if (headers.procs.empty()) {
-    for (auto& sk : headers.skipped) std::cerr << "skipped " << printable(sk.path) << ": " << printable(sk.reason) << "\n";
+    print_skipped(headers.skipped);
     std::cerr << "lockstep timeline: no usable trace file in " << printable(a.dir) << "; nothing written\n";
     return kExitUsage;
   }
@@ -160,8 +167,8 @@ void add_timeline_command(CLI::App& app, int* exit_code) {
   sub->add_option("-o,--output", args->output, "Write Chrome Trace Event JSON here ('-' = stdout)");
   sub->add_option("--ranks", args->ranks, "Only these global ranks (comma-separated)")->delimiter(',');
   sub->add_option("--comm", args->comm, "Only this communicator (hash prefix, role or name)");
-  sub->add_option("--from-seq", args->from_seq, "JSON: only ops with seq >= N")->check(CLI::PositiveNumber);
-  sub->add_option("--to-seq", args->to_seq, "JSON: only ops with seq <= M")->check(CLI::PositiveNumber);
+  sub->add_option("--from-seq", args->from_seq, "Only ops with seq >= N (--text: the first row shown)")->check(CLI::PositiveNumber);
+  sub->add_option("--to-seq", args->to_seq, "Only ops with seq <= M (--text: the last row shown)")->check(CLI::PositiveNumber);
   sub->add_flag("--text", args->text, "Print a text timeline: rows = seqs, one column per group of identical ranks");
   sub->add_option("--around", args->around, "--text: centre on this seq (default: the divergence, else the last seq)")
       ->check(CLI::PositiveNumber);

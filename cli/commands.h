@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <vector>
 
 namespace lockstep::cli {
 
@@ -19,6 +20,18 @@ void add_report_command(CLI::App& app, int* exit_code);   // cmd_report.cpp
 void add_doctor_command(CLI::App& app, int* exit_code);   // cmd_doctor.cpp
 void add_shrink_command(CLI::App& app, int* exit_code);   // cmd_shrink.cpp
 void add_import_command(CLI::App& app, int* exit_code);   // cmd_import.cpp
+
+// The trace files of dir by the loader's rule (*.lockstep.sqlite), sorted; empty when dir is no
+// directory.
+std::vector<std::string> trace_files_in(const std::string& dir);
+
+// true when dir is an existing directory; else prints "lockstep CMD: no such directory: DIR" (or
+// "not a directory") and returns false. Every command words a missing directory this way.
+bool check_dir(const std::string& cmd, const std::string& dir);
+
+// For a directory that holds neither a trace file nor a Flight Recorder dump: prints why there
+// may be none and what to run (after the loader's "no trace files" error).
+void explain_no_trace_file(const std::string& dir);
 
 // Path of liblockstep.so for LD_PRELOAD: $LOCKSTEP_PRELOAD if set, else next to the executable
 // (../lib/liblockstep.so in a build or install tree).

@@ -1,10 +1,15 @@
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 
+#include "analyze_common.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "flightrec.h"
+#include "trace_schema.h"
 
 namespace lockstep::cli {
 
@@ -28,6 +33,39 @@ std::string preload_library_path() {
   std::error_code ec;
   auto canon = std::filesystem::weakly_canonical(lib, ec);
   return (ec ? lib : canon).string();
+}
+
+std::vector<std::string> trace_files_in(const std::string& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(dir, ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.ends_with(schema::kFileSuffix) && name != schema::kFileSuffix) files.push_back(it->path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+bool check_dir(const std::string& cmd, const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) {
+    std::cerr << "lockstep " << cmd << ": no such directory: " << printable(dir) << "\n";
+    return false;
+  }
+  if (!std::filesystem::is_directory(dir, ec)) {
+    std::cerr << "lockstep " << cmd << ": not a directory: " << printable(dir) << "\n";
+    return false;
+  }
+  return true;
+}
+
+void explain_no_trace_file(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec) || !trace_files_in(dir).empty()) return;
+  const flightrec::Converted fr = flightrec::converted_trace_files(dir);
+  if (!fr.trace_files.empty() || !fr.skipped.empty()) return;
+  std::cerr << "  " << kNoTraceFileWhy << " (run: lockstep doctor " << printable(dir) << ")\n";
 }
 
 }  // namespace lockstep::cli

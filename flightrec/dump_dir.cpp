@@ -106,6 +106,7 @@ std::vector<std::string> import_dir(const std::string& src, const std::string& d
   DirDumps d = load_dir(src);
   skipped = d.skipped;
   std::vector<std::string> files;
+  if (d.processes.empty()) return files;  // nothing to write: no empty directory left behind
   fs::create_directories(dst);
   for (auto& p : d.processes) {
     std::string out = (fs::path(dst) / trace_name(p.path)).string();

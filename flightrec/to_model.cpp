@@ -186,7 +186,7 @@ std::vector<Frame> frames_of(const std::vector<FrFrame>& fr) {
 Process to_process(const FrDump& d, int global_rank) {
   Process p;
   p.path = d.path;
-  p.host = std::filesystem::path(d.path).filename().string();
+  // A dump names no host and no pid: p.host and p.pid stay empty (the file is p.path).
   p.global_rank = global_rank;
   p.meta["source"] = "pytorch_flight_recorder";
   p.meta["fr_dump_file"] = d.path;

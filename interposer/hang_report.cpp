@@ -41,13 +41,15 @@ void HangReporter::report(int64_t now, int64_t stalled_ns, std::vector<StuckOps>
     if (shown == 8) break;
     const InFlightOp* op = h.first;
     char buf[320];
-    int n = snprintf(buf, sizeof buf, "%s comm %016llx seq %lld %s count %lld", shown ? "," : "",
-                     static_cast<unsigned long long>(op->comm_hash),
+    // The communicator as analyze names it (identity.h short_hash: the first 8 hex digits), so
+    // the line's "comm 331d2a30" is a --comm selector too.
+    int n = snprintf(buf, sizeof buf, "%s comm %08llx seq %lld %s count=%lld", shown ? "," : "",
+                     static_cast<unsigned long long>(op->comm_hash >> 32),
                      static_cast<long long>(op->seq), op_name(op->op),
                      static_cast<long long>(op->count));
     if (h.last != h.first && n > 0 && size_t(n) < sizeof buf)  // covering completion
-      snprintf(buf + n, sizeof buf - size_t(n), " or a later op up to comm %016llx seq %lld %s",
-               static_cast<unsigned long long>(h.last->comm_hash),
+      snprintf(buf + n, sizeof buf - size_t(n), " or a later op up to comm %08llx seq %lld %s",
+               static_cast<unsigned long long>(h.last->comm_hash >> 32),
                static_cast<long long>(h.last->seq), op_name(h.last->op));
     msg += buf;
     shown++;

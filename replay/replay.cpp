@@ -92,7 +92,7 @@ std::vector<std::string> incomplete_evidence(const Schedule& trace) {
     if (static_cast<int>(m.second.size()) >= m.first) continue;
     int missing = m.first - static_cast<int>(m.second.size());
     why.push_back("communicator " + hash + ": " + std::to_string(missing) + " of its " + std::to_string(m.first) +
-                  " ranks have no trace file");
+                  (missing == 1 ? " ranks has no trace file" : " ranks have no trace file"));
     if (why.size() > 20) break;
   }
   // The rest of the analyzer's evidence (what analyze and check exit 4 on): a killed rank's lost

@@ -8,6 +8,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "identity.h"
 #include "rank_env.h"
 #include "trace_writer.h"
 
@@ -422,9 +423,10 @@ void write_reproducer(const Result& r, const std::string& source_dir, const std:
   const int n = r.after.ranks;
   std::ostringstream o;
   o << "# Deadlock reproducer (lockstep shrink)\n\n"
-    << "Shrunk from `" << source_dir << "`: " << r.before.ranks << " ranks, " << r.before.comms << " communicators, "
-    << r.before.ops << " ops -> " << r.after.ranks << " ranks, " << r.after.comms << " communicator"
-    << (r.after.comms == 1 ? "" : "s") << ", " << r.after.ops << " ops (" << r.checks << " model checks, "
+    << "Shrunk from `" << source_dir << "`: " << plural(r.before.ranks, "rank", "ranks") << ", "
+    << plural(r.before.comms, "communicator", "communicators") << ", " << plural(r.before.ops, "op", "ops") << " -> "
+    << plural(r.after.ranks, "rank", "ranks") << ", " << plural(r.after.comms, "communicator", "communicators") << ", "
+    << plural(r.after.ops, "op", "ops") << " (" << r.checks << " model checks, "
     << std::to_string(static_cast<int>(r.seconds * 1000)) << " ms).\n\n"
     << "The bug (its signature, kept by every step of the shrink; docs/shrink.md):\n\n    " << title << "\n\n"
     << "The model checker on the original:\n\n    " << r.original_check.summary << "\n\n"

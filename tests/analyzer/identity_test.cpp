@@ -95,7 +95,7 @@ TEST(Identity, rank_labels_and_p2p_channels) {
   p.pid = 42;
   EXPECT_EQ(shown_rank(p, 7), 3);
   EXPECT_EQ(rank_label(p, 7), "rank 3");
-  EXPECT_EQ(rank_label(p, 7, false), "process 7 (n1:42)");
+  EXPECT_EQ(rank_label(p, 7, false), "process 7 (n1 pid 42)");
   p.global_rank = -1;
   EXPECT_EQ(shown_rank(p, 7), 7);
   // The n-th send from 1 to 2 meets the n-th receive on 2 from 1: one channel, seen from both.
@@ -105,6 +105,37 @@ TEST(Identity, rank_labels_and_p2p_channels) {
   EXPECT_EQ(last_op_on_comm({1, 9}, {2, 7}), 9);
   EXPECT_EQ(last_op_on_comm({}, {3}), 3);
   EXPECT_EQ(last_op_on_comm({}, {}), -1);
+}
+
+// F24: a Flight Recorder dump gives no host and no pid: the label shows neither, but the file.
+TEST(Identity, process_label_shows_only_what_the_file_gives) {
+  Process p;
+  p.path = "/d/nccl_trace_rank_0.lockstep.sqlite";
+  EXPECT_EQ(process_label(p), "file nccl_trace_rank_0.lockstep.sqlite");
+  p.meta["fr_dump_file"] = "/dumps/nccl_trace_rank_0";
+  EXPECT_EQ(process_label(p), "file nccl_trace_rank_0");
+  p.host = "n1";
+  EXPECT_EQ(process_label(p), "n1");
+  p.pid = 42;
+  EXPECT_EQ(process_label(p), "n1 pid 42");
+  p.host.clear();
+  EXPECT_EQ(process_label(p), "pid 42");
+}
+
+// F16/F15: one label per communicator, one word per op's progress.
+TEST(Identity, comm_label_and_progress_word) {
+  EXPECT_EQ(comm_label("331d2a30ba1f9e60", "init0.split0(color=0)"), "comm 331d2a30 (init0.split0(color=0))");
+  EXPECT_EQ(comm_label("331d2a30ba1f9e60"), "comm 331d2a30");
+  EXPECT_EQ(comm_family_label("init0.split0", 32), "comm init0.split0 (one of 32 communicators of that family)");
+  using vocab::State;
+  EXPECT_STREQ(progress_word(State::Enqueued, true), "completed");
+  EXPECT_STREQ(progress_word(State::Enqueued, false), "in flight");
+  EXPECT_STREQ(progress_word(State::Enqueued, false, false), "issued");
+  EXPECT_STREQ(progress_word(State::GraphLaunched, false), "in flight");
+  EXPECT_STREQ(progress_word(State::Captured, false), "captured");
+  EXPECT_STREQ(progress_word(State::Failed, false), "failed");
+  EXPECT_EQ(plural(1, "rank", "ranks"), "1 rank");
+  EXPECT_EQ(plural(2, "rank", "ranks"), "2 ranks");
 }
 
 TEST(IdentityLoader, nocolor_splits_and_created_before_tracing_are_typed_data_of_the_model) {

@@ -33,7 +33,7 @@ check "ws1-watchdog: blocked in all_reduce seq 2, 4 ops in flight" $(python3 -c 
 import json,sys; j=json.load(open('$work/wdjson.out'))
 r=j['hang']['ranks'][0]; g=j['hang']['groups'][0]['summary']
 ok = r['status']=='blocked' and r['in_flight']==4 and r['blocked'][0]['op']=='all_reduce' and r['blocked'][0]['seq']==2
-ok = ok and 'blocked in all_reduce on comm default_pg seq 2' in g and r['last_completed']['seq']==1
+ok = ok and 'blocked in all_reduce on comm 29d94125 (default_pg) seq 2' in g and r['last_completed']['seq']==1
 sys.exit(0 if ok else 1)"; echo $?)
 run st stacks "$data/ws1-watchdog" --comm default_pg --seq 5
 check "stacks --comm default_pg --seq 5: reduce_scatter (rc=$rc)" $(has st "reduce_scatter")

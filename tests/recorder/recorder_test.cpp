@@ -403,7 +403,7 @@ TEST(Recorder, stalled_ops_produce_one_hang_line_and_a_hang_row) {
   ASSERT_NE(at, std::string::npos) << err;
   EXPECT_EQ(err.find("lockstep: rank 0", at + 1), std::string::npos) << "one line per stall: " << err;
   EXPECT_NE(err.find("no NCCL progress for 1s; in flight: comm "), std::string::npos) << err;
-  EXPECT_NE(err.find("seq 2 reduce_scatter count 64; trace: " + p.dir.path), std::string::npos) << err;
+  EXPECT_NE(err.find("seq 2 reduce_scatter count=64; trace: " + p.dir.path), std::string::npos) << err;
   Trace t(p.files[0]);
   EXPECT_EQ(t.scalar("SELECT in_flight FROM hangs"), "1");
   EXPECT_EQ(t.scalar("SELECT group_concat(o.seq || ':' || (c.call_index IS NOT NULL)) FROM ops o "

@@ -191,7 +191,8 @@ f27_hang_line_comm_label_is_a_valid_selector)
   "$ls_bin" run -o "$work/t" -- lockstep-launch -n 2 --quiet --timeout 4 -- graph_alltoall --invert-at 2 >/dev/null 2>&1
   run a analyze "$work/t"
   expect "premise: exit 1 (rc=$rc)" [ "$rc" = 1 ]
-  label=$(grep -o "rank 1: blocked in all_reduce on comm [^ ]* seq 2" "$work/a.out" | sed 's/.* on comm \([^ ]*\) seq 2/\1/')
+  # The selector is the first word after "comm" (identity.h comm_label: "comm HASH (ROLE)").
+  label=$(grep -o "rank 1: blocked in all_reduce on comm [^ ]*" "$work/a.out" | sed 's/.* on comm //')
   expect "premise: the HANG line names rank 1's communicator ('$label')" [ -n "$label" ]
   run s stacks "$work/t" --comm "$label" --seq 2
   expect "stacks --comm '$label' --seq 2 works (rc=$rc)" [ "$rc" = 0 ]
@@ -200,6 +201,133 @@ f27_hang_line_comm_label_is_a_valid_selector)
   run x timeline "$work/t" --text --comm "$label"
   expect "timeline --text --comm '$label' works (rc=$rc)" [ "$rc" = 0 ]
   expect "timeline's error has no literal \\n" hasnt x '\n'
+  ;;
+
+# F15: one unfinished op, one word: analyze, stacks, ops and timeline --text at the seed's
+# stuck seq 3750 all say "in flight"; none says "not completed" or a bare "[enqueued]".
+f15_one_word_for_an_unfinished_op)
+  seed_broken "$work/t"
+  run a analyze "$work/t"
+  run s stacks "$work/t" --comm init0 --seq 3750
+  run o ops "$work/t" --rank 0 --around 3750
+  run x timeline "$work/t" --text
+  for v in a s o x; do
+    expect "$v: says 'in flight'" has $v "in flight"
+    expect "$v: no 'not completed'" hasnt $v "not completed"
+    expect "$v: no bare '[enqueued]'" hasnt $v "[enqueued]"
+  done
+  # graph_alltoall --invert-at 2: the in-flight op in "ops just before" has its state too.
+  "$ls_bin" run -o "$work/g" --hang-timeout 2 -- lockstep-launch -n 2 --quiet --timeout 6 -- graph_alltoall --invert-at 2 >/dev/null 2>&1
+  run g analyze "$work/g"
+  expect "premise: exit 1 (rc=$rc)" [ "$rc" = 1 ]
+  expect "premise: 'ops just before' listed" has g "ops just before on rank"
+  expect "every line of 'ops just before' names the op's state" \
+    bash -c "! sed -n '/ops just before/,/^  [a-z]/p' '$work/g.out' | grep -E '^    seq ' | grep -vqE '(completed|in flight|issued)\$'"
+  ;;
+
+# F16: one report names a communicator one way, "comm HASH8 (ROLE)", on every line (divergence,
+# HANG, cycle, verdict); the recorder's hang line uses the same 8 hex digits and "count=".
+f16_one_label_per_communicator)
+  "$ls_bin" run -o "$work/t" --hang-timeout 1 -- lockstep-launch -n 2 --timeout 6 -- seed_deadlock >"$work/r.out" 2>"$work/r.err"
+  run a analyze "$work/t"
+  expect "premise: exit 1 (rc=$rc)" [ "$rc" = 1 ]
+  h=$(grep -oE "comm [0-9a-f]{8} \(init0\)" "$work/a.out" | head -1)
+  expect "premise: the divergence names '$h'" [ -n "$h" ]
+  expect "FIRST DIVERGENCE line: $h" grep -qF "FIRST DIVERGENCE: $h seq 3750" "$work/a.out"
+  expect "HANG lines: $h" grep -qE "rank 0: blocked in reduce_scatter on $(printf %s "$h" | sed 's/[()]/\\&/g') seq 3750" "$work/a.out"
+  expect "cycle line: $h" grep -qF "(reduce_scatter on $h seq 3750)" "$work/a.out"
+  expect "verdict line: $h" grep -qF "verdict: first divergence: op type on $h seq 3750" "$work/a.out"
+  expect "no other form (role without hash, 'role init0')" bash -c "! grep -qE 'on comm init0 |role init0' '$work/a.out'"
+  hash=$(printf %s "$h" | cut -d' ' -f2)
+  expect "recorder's hang line: 'comm $hash seq', 'count='" grep -qE "in flight: comm $hash seq [0-9]+ [a-z_]+ count=[0-9]+" "$work/r.err"
+  run s stacks "$work/t" --comm "$hash" --seq 3750
+  expect "stacks: $h" has s "$h seq 3750"
+  run x timeline "$work/t" --text
+  expect "timeline --text: $h" has x "$h, 2 ranks"
+  ;;
+
+# F19: timeline --text honours --from-seq/--to-seq, and names the communicators it does not show.
+f19_timeline_text_seq_range_and_other_comms)
+  seed_broken "$work/t"
+  run x timeline "$work/t" --text --from-seq 3700 --to-seq 3702
+  expect "premise: exit 0 (rc=$rc)" [ "$rc" = 0 ]
+  expect "rows 3700..3702 shown" bash -c "grep -qE '^3700 ' '$work/x.out' && grep -qE '^3702 ' '$work/x.out'"
+  expect "no row outside 3700..3702" bash -c "! grep -qE '^(3699|3703|3750) ' '$work/x.out'"
+  run y timeline "$work/t" --text --from-seq 3702 --to-seq 3700
+  expect "--from-seq after --to-seq: exit 2 (rc=$rc)" [ "$rc" = 2 ]
+  "$ls_bin" run -o "$work/g" -- lockstep-launch -n 2 --quiet --timeout 30 -- graph_alltoall >/dev/null 2>&1
+  run g timeline "$work/g" --text
+  expect "premise: exit 0 (rc=$rc)" [ "$rc" = 0 ]
+  expect "the other communicator is named, with --comm" \
+    grep -qE "^other communicators \(--comm picks one\): comm [0-9a-f]{8} \(init0" "$work/g.out"
+  ;;
+
+# F23: analyze/check on a directory without a trace file say why there may be none, and doctor.
+f23_no_trace_file_hint)
+  "$ls_bin" run -o "$work/n" -- true >/dev/null 2>&1
+  for cmd in analyze check; do
+    run $cmd $cmd "$work/n"
+    expect "$cmd: exit 2 (rc=$rc)" [ "$rc" = 2 ]
+    expect "$cmd: says why (LD_PRELOAD not inherited, static NCCL)" has $cmd "LD_PRELOAD not inherited"
+    expect "$cmd: points at lockstep doctor DIR" has $cmd "lockstep doctor $work/n"
+  done
+  ;;
+
+# F24: two rank conflicts, two warnings (not one per process); a Flight Recorder dump's process
+# is not shown with the file name as its host and a pid FR never gave.
+f24_identity_warnings_and_fr_placeholders)
+  seed_broken "$work/t"
+  "$ls_bin" run -o "$work/t" -- lockstep-launch -n 2 --quiet --timeout 60 -- seed_deadlock --fixed >/dev/null 2>&1
+  run a analyze "$work/t"
+  expect "premise: rank conflicts warned" has a "warning: rank identity"
+  expect "one warning per conflict (2), not per process (4)" [ "$(grep -c 'warning: rank identity' "$work/a.out")" = 2 ]
+  run o ops "$data/fr-h200/ws1-watchdog" --rank 0
+  expect "premise: exit 0 (rc=$rc)" [ "$rc" = 0 ]
+  expect "no 'pid 0'" hasnt o "pid 0"
+  expect "no file name as a host ('nccl_trace_rank_0 pid')" hasnt o "nccl_trace_rank_0 pid"
+  ;;
+
+# F18: one style of error: a missing directory is "lockstep CMD: no such directory: X" for every
+# command; import leaves no -o directory behind when it fails; shrink's unwritable -o is
+# "cannot write", not a C++ exception's text.
+f18_error_styles)
+  for cmd in analyze check doctor replay import stacks ops timeline; do
+    case $cmd in
+      import) run e import "$work/nope" -o "$work/imp_$cmd" ;;
+      stacks) run e stacks "$work/nope" --comm x --seq 1 ;;
+      ops) run e ops "$work/nope" --rank 0 ;;
+      timeline) run e timeline "$work/nope" --text ;;
+      *) run e $cmd "$work/nope" ;;
+    esac
+    expect "$cmd: exit 2 (rc=$rc)" [ "$rc" = 2 ]
+    expect "$cmd: 'lockstep $cmd: no such directory: $work/nope'" has e "lockstep $cmd: no such directory: $work/nope"
+  done
+  expect "import created no -o directory" [ ! -e "$work/imp_import" ]
+  mkdir "$work/empty"
+  run e import "$work/empty" -o "$work/imp2"
+  expect "import of a directory without dumps: exit 2 (rc=$rc)" [ "$rc" = 2 ]
+  expect "import created no -o directory" [ ! -e "$work/imp2" ]
+  seed_broken "$work/t"
+  run s shrink "$work/t" -o /proc/x --no-replay -q
+  expect "shrink to an unwritable -o: exit 2 (rc=$rc)" [ "$rc" = 2 ]
+  expect "shrink: 'lockstep shrink: cannot write /proc/x'" has s "lockstep shrink: cannot write /proc/x"
+  expect "shrink: no C++ exception text" hasnt s "filesystem error"
+  ;;
+
+# F22: grammar: one rank is "rank 0" in JUnit, one communicator is "1 communicator" in the
+# reproducer's README, one missing rank "has" no trace file.
+f22_grammar)
+  seed_broken "$work/t"
+  run a analyze "$work/t" --junit "$work/j.xml"
+  expect "premise: exit 1 (rc=$rc)" [ "$rc" = 1 ]
+  expect "JUnit: 'rank 0:' for one rank, no 'ranks 0:'" bash -c "grep -q 'rank 0: blocked' '$work/j.xml' && ! grep -q 'ranks 0:' '$work/j.xml'"
+  run s shrink "$work/t" -o "$work/r" --no-replay -q
+  expect "premise: shrink exit 0 (rc=$rc)" [ "$rc" = 0 ]
+  expect "README: no '1 communicators'" bash -c "grep -q '1 communicator' '$work/r/README.md' && ! grep -q '1 communicators' '$work/r/README.md'"
+  rm "$(rank_file "$work/t" 1)"
+  run m replay --model "$work/t"
+  expect "premise: exit 4 (rc=$rc)" [ "$rc" = 4 ]
+  expect "model check: '1 of its 2 ranks has'" has m "1 of its 2 ranks has no trace file"
   ;;
 
 *) echo "unknown case $case_name"; exit 2 ;;

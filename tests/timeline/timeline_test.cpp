@@ -107,7 +107,7 @@ TEST(TimelineJson, has_one_named_process_track_per_rank_and_one_complete_event_p
   EXPECT_EQ(x["args"]["comm"], "c0ffee00");
   EXPECT_EQ(x["args"]["role"], "init0");
   EXPECT_EQ(x["dur"], 0.5) << "completed 500 ns after issue: " << x.dump();
-  EXPECT_EQ(meta_name(j, "thread_name", 0, x["tid"]), "comm init0 (c0ffee00)");
+  EXPECT_EQ(meta_name(j, "thread_name", 0, x["tid"]), "comm c0ffee00 (init0)");
 }
 
 TEST(TimelineJson, ops_never_completed_last_until_the_end_of_the_trace_and_are_marked_in_flight) {
@@ -149,7 +149,7 @@ TEST(TimelineJson, ops_that_overlap_on_one_stream_without_nesting_go_to_an_extra
   EXPECT_EQ(overlapping_slices(j), "");
   EXPECT_NE(xs[0]["tid"], xs[1]["tid"]) << "partial overlap: another lane";
   EXPECT_EQ(xs[0]["tid"], xs[2]["tid"]) << "the first lane is free again after 5000 ns";
-  EXPECT_EQ(meta_name(j, "thread_name", 0, xs[1]["tid"]), "comm init0 (aaaa1111) (overlap 1)");
+  EXPECT_EQ(meta_name(j, "thread_name", 0, xs[1]["tid"]), "comm aaaa1111 (init0) (overlap 1)");
 }
 
 TEST(TimelineJson, members_of_one_collective_are_linked_by_a_flow_and_a_divergent_pair_is_a_mismatch) {
