@@ -3,6 +3,7 @@
 // Python framework (tens of µs per call, ±5 µs between processes) hides sub-µs costs.
 //
 //   nccl_call_overhead [--calls=20000] [--rounds=15] [--pause-ms=50] [--mode=plain|parts|profile|primitives|runtime]
+//                      [--parts=stack,event,ntstore] [--wait-parts]
 //
 // After every timed batch the program sleeps --pause-ms (untimed), so that the recorder's writer
 // thread drains the batch's rows: the timed calls are the steady state of a job that issues
@@ -24,7 +25,8 @@
 // runtime:    the CUDA runtime calls PyTorch makes around each collective (cudaEventRecord,
 //             cudaStreamWaitEvent; libcudart dlopened from $CUDART or libcudart.so.13) through
 //             the recorder's hooks: recorded vs forwarded only (kOffWaits), alternating; without
-//             the recorder, the real calls alone. ns per runtime call.
+//             the recorder, the real calls alone. ns per runtime call. --wait-parts adds
+//             recorded without the row push, the clock, the call index, and without all three.
 // Every line gives the median over rounds and min/max; LOCKSTEP_STACKS labels the recorder runs.
 #include <cuda.h>
 #include <dlfcn.h>
@@ -55,6 +57,10 @@ const struct { const char* name; unsigned bit; } kParts[] = {
     {"stack", 1u << 1},  {"capture", 1u << 2}, {"clock", 1u << 3},    {"event", 1u << 4},
     {"queue", 1u << 5},  {"watchdog", 1u << 6}, {"memop", 1u << 8}, {"covering", 1u << 14},
     {"eager", 1u << 16}, {"donerows", 1u << 17}};
+// The runtime-call path's parts (--mode=runtime).
+const struct { const char* name; unsigned bit; } kWaitParts[] = {
+    {"-row", 1u << 18}, {"-clock", 1u << 19}, {"-index", 1u << 20},
+    {"-row-clock-index", (1u << 18) | (1u << 19) | (1u << 20)}};
 constexpr unsigned kOffRecorder = 1u << 0;
 
 // ns: per call until the stream drained (what the tables report); issue_ns: per call until
@@ -99,10 +105,14 @@ std::pair<double, double> time_ns(int calls, const std::function<void()>& batch)
 int main(int argc, char** argv) {
   int calls = 20000, rounds = 15;
   std::string mode = "plain";
+  std::string only;         // --parts=stack,event: the parts mode's configurations (default all)
+  bool wait_parts = false;  // --wait-parts: runtime mode also switches the runtime path's parts
   for (int i = 1; i < argc; i++) {
     if (!strncmp(argv[i], "--calls=", 8)) calls = std::atoi(argv[i] + 8);
     else if (!strncmp(argv[i], "--rounds=", 9)) rounds = std::atoi(argv[i] + 9);
     else if (!strncmp(argv[i], "--mode=", 7)) mode = argv[i] + 7;
+    else if (!strncmp(argv[i], "--parts=", 8)) only = argv[i] + 8;
+    else if (!strcmp(argv[i], "--wait-parts")) wait_parts = true;
     else if (!strncmp(argv[i], "--pause-ms=", 11)) g_pause_ms = std::atoi(argv[i] + 11);
     else if (i == 1) calls = std::atoi(argv[i]);  // old form: calls [repeats]
     else if (i == 2) rounds = std::atoi(argv[i]);
@@ -147,7 +157,10 @@ int main(int argc, char** argv) {
     }
     const char* names[] = {"ops", "op_begin", "op_end", "stack_captures", "unwind", "unwind_frames",
                            "python", "python_frames", "submit", "submits", "waits",
-                           "wait_rows", "completion", "event_record", "capture", "row_push"};
+                           "wait_rows", "completion", "event_record", "capture", "row_push",
+                           "hook_calls", "hook", "real", "rt_hook_calls", "rt_hook", "rt_real",
+                           "unwind_slow", "unwind_slow_ticks", "unwind_retries", "issue_clock",
+                           "call_index", "comm_lookup"};
     // The library says how many counters it keeps (an older one keeps fewer: those read 0);
     // the TSC follows them.
     const unsigned kN = std::min<unsigned>(counters(nullptr, 0), sizeof names / sizeof *names);
@@ -163,7 +176,9 @@ int main(int argc, char** argv) {
     std::printf("{\"mode\": \"%s\", \"stacks\": \"%s\", \"bench_off\": \"%s\", \"calls\": %d, \"tsc_ghz\": %.3f",
                 mode_name, stacks, off ? off : "", ncalls, ghz);
     for (unsigned i = 0; i < kN; ++i) {
-      bool ticks = !strstr(names[i], "frames") && i != 0 && i != 3 && i != 9 && i != 10;
+      bool ticks = !strstr(names[i], "frames") && !strstr(names[i], "calls") &&
+                   strcmp(names[i], "unwind_slow") && strcmp(names[i], "unwind_retries") &&
+                   i != 0 && i != 3 && i != 9 && i != 10;
       std::printf(", \"%s%s\": %.1f", names[i], ticks ? "_ns" : "",
                   ticks ? double(b[i] - a[i]) / ghz / ncalls : double(b[i] - a[i]) / ncalls);
     }
@@ -182,7 +197,11 @@ int main(int argc, char** argv) {
       return 2;
     }
     std::vector<std::pair<std::string, unsigned>> configs = {{"full", 0}};
-    for (const auto& p : kParts) configs.push_back({std::string("-") + p.name, p.bit});
+    for (const auto& p : kParts)
+      if (only.empty() || ("," + only + ",").find("," + std::string(p.name) + ",") != std::string::npos)
+        configs.push_back({std::string("-") + p.name, p.bit});
+    if (("," + only + ",").find(",ntstore,") != std::string::npos)
+      configs.push_back({"+ntstore", 1u << 21});  // rows copied by non-temporal stores
     configs.push_back({"hooks only", kOffRecorder});
     std::map<std::string, Series> series;
     for (int r = 0; r < rounds; ++r)
@@ -290,7 +309,12 @@ int main(int argc, char** argv) {
     using SetOff = unsigned (*)(unsigned);
     auto set_off = reinterpret_cast<SetOff>(dlsym(RTLD_DEFAULT, "lockstep_bench_set_off"));
     std::vector<std::pair<std::string, unsigned>> configs = {{"runtime calls", 0}};
-    if (set_off) configs = {{"runtime calls recorded", 0}, {"runtime calls forwarded", 1u << 7}};
+    if (set_off) {
+      configs = {{"runtime calls recorded", 0}, {"runtime calls forwarded", 1u << 7}};
+      if (wait_parts)
+        for (const auto& p : kWaitParts)
+          configs.push_back({std::string("runtime calls recorded ") + p.name, p.bit});
+    }
     std::map<std::string, Series> series;
     for (int r = 0; r < rounds; ++r)
       for (size_t k = 0; k < configs.size(); ++k) {

@@ -123,13 +123,18 @@ void run_parts(int rounds) {
       ns[label].push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kCalls);
     }
   // The CUDA runtime calls PyTorch makes around each collective, through the hooks: recorded
-  // (a `waits` row each) vs forwarded only (kOffWaits), alternating.
+  // (a `waits` row each) vs forwarded only (kOffWaits), and recorded without one part of the
+  // runtime path each (bench_knobs.h kOffWaitRow, kOffWaitClock, kOffWaitIndex), alternating.
+  const std::pair<const char*, unsigned> rt_configs[] = {
+      {"recorded", 0}, {"forwarded", 1u << 7}, {"-row", 1u << 18}, {"-clock", 1u << 19},
+      {"-index", 1u << 20}, {"-row-clock-index", (1u << 18) | (1u << 19) | (1u << 20)}};
+  constexpr int kRt = sizeof rt_configs / sizeof *rt_configs;
   std::map<std::string, std::vector<double>> rt;
   auto event = reinterpret_cast<cudaEvent_t>(0x7000);
   for (int r = 0; r < rounds; ++r)
-    for (int k = 0; k < 2; ++k) {
-      bool off = (k + r) % 2;
-      lockstep_bench_set_off(off ? 1u << 7 : 0);
+    for (int k = 0; k < kRt; ++k) {
+      const auto& [label, mask] = rt_configs[(k + r) % kRt];
+      lockstep_bench_set_off(mask);
       std::this_thread::sleep_for(std::chrono::milliseconds(120));
       auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < kCalls / 2; ++i) {
@@ -137,14 +142,14 @@ void run_parts(int rounds) {
         cudaStreamWaitEvent(kStream, event, 0);
       }
       auto t1 = std::chrono::steady_clock::now();
-      rt[off ? "forwarded" : "recorded"].push_back(
-          std::chrono::duration<double, std::nano>(t1 - t0).count() / kCalls);
+      rt[label].push_back(std::chrono::duration<double, std::nano>(t1 - t0).count() / kCalls);
     }
   lockstep_bench_set_off(0);
-  for (auto& [label, v] : rt) {
+  for (const auto& [label, mask] : rt_configs) {
+    auto& v = rt[label];
     std::sort(v.begin(), v.end());
-    printf("runtime call (cudaEventRecord / cudaStreamWaitEvent) %-9s median %6.1f ns  min %6.1f\n",
-           label.c_str(), v[v.size() / 2], v.front());
+    printf("runtime call (cudaEventRecord / cudaStreamWaitEvent) %-16s median %6.1f ns  min %6.1f\n",
+           label, v[v.size() / 2], v.front());
   }
   double full = 0;
   for (const auto& [label, mask] : configs) {

@@ -29,6 +29,10 @@ enum BenchOff : unsigned {
   // 1u << 15 was "prefetch" (removed: the queues no longer prefetch; cost session 6)
   kOffEagerWriter = 1u << 16,  // "eager": the writer sleeps a full interval after every round
   kOffDoneRows = 1u << 17,  // "donerows": the watchdog pushes no completion rows
+  kOffWaitRow = 1u << 18,   // "waitrow": runtime calls take call index and clock, push no row
+  kOffWaitClock = 1u << 19, // "waitclock": runtime calls read no clock (timestamps 0)
+  kOffWaitIndex = 1u << 20, // "waitindex": runtime calls take no call index (-1)
+  kStreamingPush = 1u << 21,  // "ntstore": not a part; queue pushes copy by non-temporal stores
 };
 
 // Where the hot path's time goes, summed over every thread while kProfile is set (ticks of
@@ -50,9 +54,27 @@ enum BenchCounter : unsigned {
   kCntEventRecordTicks,  // of which the driver's cuEventRecord
   kCntCaptureTicks,  // op_begin's stream capture query (cuStreamGetCaptureInfo)
   kCntRowPushTicks,  // op_end's op row into the writer's queue
+  // Whole hooks, the real call included, counted whether or not the recorder records (the
+  // "paused" arm too): what the recorder adds to the real call's own time shows as the
+  // difference between arms.
+  kCntHookCalls,     // NCCL operation hooks entered (not nested)
+  kCntHookTicks,     // their time from entry to return
+  kCntRealTicks,     // of which the real NCCL call
+  kCntRtHookCalls,   // hooked runtime calls (cudaEventRecord, cudaStreamWaitEvent, syncs)
+  kCntRtHookTicks,   // their time from entry to return
+  kCntRtRealTicks,   // of which the real runtime call
+  kCntUnwindSlow,    // native unwinds over kSlowUnwindTicks (libunwind's slow path, faults)
+  kCntUnwindSlowTicks,  // their time
+  kCntUnwindRetries, // unwinds asked again for more frames (own frames above the learnt count)
+  kCntIssueClockTicks,  // op_begin's clock reads (monotonic and the wall time derived from it)
+  kCntCallIndexTicks,   // op_begin's process-wide call index (an atomic add shared by threads)
+  kCntCommLookupTicks,  // op_end's communicator lookup (CommTable)
   kCntCount
 };
 extern std::atomic<uint64_t> g_bench_counters[kCntCount];
+// ~4 µs at the H200 host's 2.1 GHz TSC: a 20-frame unwind from libunwind's per-thread trace
+// cache takes ~1 µs there; one that falls back to its DWARF slow path takes several times more.
+inline constexpr uint64_t kSlowUnwindTicks = 8000;
 #if defined(__x86_64__)
 inline uint64_t bench_ticks() { return __builtin_ia32_rdtsc(); }
 #else

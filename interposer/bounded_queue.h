@@ -1,5 +1,5 @@
-// Bounded multi-producer queue of fixed-size records (Vyukov's array queue): a push is one CAS
-// and two stores, never allocates, never blocks; a full queue refuses the push and the caller
+// Bounded multi-producer queue of fixed-size records (Vyukov's array queue, the cells' sequence
+// numbers in an array of their own): a push is one CAS and two stores, never allocates, never blocks; a full queue refuses the push and the caller
 // counts the drop. One consumer (the writer thread) pops. A push may copy only a prefix of the
 // value (a short record of a tagged union): the producer then writes fewer cache lines, each
 // last read by the consumer's core. (64-byte-aligned cells were tried: +3.7 MiB of RSS, no
@@ -13,31 +13,54 @@
 #include <memory>
 #include <type_traits>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace lockstep::rec {
 
 template <class T>
 class BoundedQueue {
  public:
   explicit BoundedQueue(size_t capacity_pow2)
-      : mask_(capacity_pow2 - 1), cells_(new Cell[capacity_pow2]) {
-    for (size_t i = 0; i < capacity_pow2; i++) cells_[i].seq.store(i, std::memory_order_relaxed);
+      : mask_(capacity_pow2 - 1),
+        seqs_(new std::atomic<size_t>[capacity_pow2]),
+        values_(new T[capacity_pow2]) {
+    for (size_t i = 0; i < capacity_pow2; i++) seqs_[i].store(i, std::memory_order_relaxed);
   }
 
   // `bytes`: how much of v to copy (the rest of the cell keeps stale bytes: the consumer must
   // not read past what the value's own tag says is there). Trivially copyable types only.
-  bool push(const T& v, size_t bytes = sizeof(T)) {
+  // `streaming` (benchmark switch, x86-64): the copy by non-temporal stores, which bypass the
+  // producer's caches (the consumer's core reads the cell, not the producer's).
+  bool push(const T& v, size_t bytes = sizeof(T), bool streaming = false) {
     size_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {
-      Cell& c = cells_[pos & mask_];
-      size_t seq = c.seq.load(std::memory_order_acquire);
+      std::atomic<size_t>& cell_seq = seqs_[pos & mask_];
+      T& value = values_[pos & mask_];
+      size_t seq = cell_seq.load(std::memory_order_acquire);
       intptr_t diff = intptr_t(seq) - intptr_t(pos);
       if (diff == 0) {
         if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
-          if constexpr (std::is_trivially_copyable_v<T>)
-            std::memcpy(static_cast<void*>(&c.value), &v, bytes < sizeof(T) ? bytes : sizeof(T));
-          else
-            c.value = v;
-          c.seq.store(pos + 1, std::memory_order_release);
+          const size_t n = bytes < sizeof(T) ? bytes : sizeof(T);
+          if constexpr (std::is_trivially_copyable_v<T>) {
+#if defined(__x86_64__)
+            if constexpr (sizeof(T) % 8 == 0 && alignof(T) >= 8) {
+              if (streaming) {
+                auto* dst = reinterpret_cast<long long*>(&value);
+                const auto* src = reinterpret_cast<const long long*>(&v);
+                for (size_t i = 0; i < (n + 7) / 8; i++) _mm_stream_si64(dst + i, src[i]);
+                _mm_sfence();  // the value's stores are visible before the seq's
+                cell_seq.store(pos + 1, std::memory_order_release);
+                return true;
+              }
+            }
+#endif
+            std::memcpy(static_cast<void*>(&value), &v, n);
+          } else {
+            value = v;
+          }
+          cell_seq.store(pos + 1, std::memory_order_release);
           return true;
         }
       } else if (diff < 0) {
@@ -49,11 +72,11 @@ class BoundedQueue {
   }
 
   bool pop(T& out) {
-    Cell& c = cells_[head_ & mask_];
-    size_t seq = c.seq.load(std::memory_order_acquire);
+    std::atomic<size_t>& cell_seq = seqs_[head_ & mask_];
+    size_t seq = cell_seq.load(std::memory_order_acquire);
     if (intptr_t(seq) - intptr_t(head_ + 1) < 0) return false;  // empty (or push in progress)
-    out = c.value;
-    c.seq.store(head_ + mask_ + 1, std::memory_order_release);
+    out = values_[head_ & mask_];
+    cell_seq.store(head_ + mask_ + 1, std::memory_order_release);
     head_++;
     return true;
   }
@@ -61,12 +84,11 @@ class BoundedQueue {
   size_t capacity() const { return mask_ + 1; }
 
  private:
-  struct Cell {
-    std::atomic<size_t> seq;
-    T value;
-  };
+  // Sequence numbers apart from the values: a streaming push's values leave the producer's
+  // caches, its sequence-number line stays (8 cells a line).
   const size_t mask_;
-  std::unique_ptr<Cell[]> cells_;
+  std::unique_ptr<std::atomic<size_t>[]> seqs_;
+  std::unique_ptr<T[]> values_;
   alignas(64) std::atomic<size_t> tail_{0};
   alignas(64) size_t head_ = 0;  // consumer only
 };

@@ -81,10 +81,19 @@ ncclResult_t op_hook(const char* name, Fn real, const OpDesc& d, A... args) {
   if (!real) return no_nccl(name);
   HookGuard guard;
   if (guard.nested()) return real(args...);
+  const bool profile = bench_off() & kProfile;
+  const uint64_t h0 = profile ? bench_ticks() : 0;
   OpToken t = op_begin(d);
+  const uint64_t r0 = profile ? bench_ticks() : 0;
   ncclResult_t rc = real(args...);
+  const uint64_t r1 = profile ? bench_ticks() : 0;
   op_end(t, rc);
   publish_reach();
+  if (profile) {  // whole hook and real call, recording or not (bench_knobs.h kCntHook*)
+    bench_count(kCntHookTicks, bench_ticks() - h0);
+    bench_count(kCntRealTicks, r1 - r0);
+    bench_count(kCntHookCalls, 1);
+  }
   return rc;
 }
 

@@ -332,11 +332,18 @@ OpToken op_begin(const OpDesc& d) noexcept {
   t.active = true;
   t.desc = d;
   t.grouped = ts.group_depth > 0;
+  uint64_t c0 = (off & kProfile) ? bench_ticks() : 0;
   if (!(off & kOffClock)) {
     t.issue_mono = hot_mono_ns();
     t.issue_wall = wall_from_mono(t.issue_mono);
   }
+  if (off & kProfile) {
+    const uint64_t c1 = bench_ticks();
+    bench_count(kCntIssueClockTicks, c1 - c0);
+    c0 = c1;
+  }
   if (!t.grouped) t.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
+  if (off & kProfile) bench_count(kCntCallIndexTicks, bench_ticks() - c0);
   // A group's row carries the stack of its first call: later calls need none.
   if (!t.grouped || ts.parts.empty()) t.stack_hash = stack_for(r, ts, off);
   if (!(off & kOffCapture)) {
@@ -365,7 +372,9 @@ void op_end(OpToken& t, int rc) noexcept {
   // Ungrouped, or a grouped call that failed on its own (it enqueued nothing: recorded now,
   // outside the sequence).
   if (t.grouped) t.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
+  const uint64_t l0 = profile ? bench_ticks() : 0;
   CommState* c = lookup_comm(r, t.desc.comm, t.call_index);
+  if (profile) bench_count(kCntCommLookupTicks, bench_ticks() - l0);
   OpRec o = base_op(t.desc, ts.tid);
   o.call_index = t.call_index;
   o.comm_id = c->id;
@@ -690,16 +699,28 @@ void synchronized(void* stream, bool device) noexcept {
   r->completion->synced(stream, device);
 }
 
-void wait_done(const CallStart& cs, WaitKind kind, void* stream, void* event) noexcept {
+CallStart wait_start(unsigned off) noexcept {
+  CallStart c;
+  Recorder* r = recorder_active() ? current_recorder() : nullptr;
+  if (!r) return c;
+  c.active = true;
+  c.call_index = (off & kOffWaitIndex) ? -1 : r->next_call.fetch_add(1, std::memory_order_relaxed);
+  c.mono = (off & kOffWaitClock) ? 0 : hot_mono_ns();
+  return c;
+}
+
+void wait_done(const CallStart& cs, WaitKind kind, void* stream, void* event,
+               unsigned off) noexcept {
   Recorder* r = current_recorder();
-  if (!r || !cs.active) return;
+  if (!r || !cs.active || (off & kOffWaitRow)) return;
   // cudaEventRecord / cudaStreamWaitEvent only enqueue (they return in ~100 ns, PyTorch makes
   // several per collective): their row ends where it begins, one clock read instead of two.
   bool enqueue_only = kind == WaitKind::EventRecord || kind == WaitKind::StreamWaitEvent;
+  int64_t end = enqueue_only || (off & kOffWaitClock) ? cs.mono : hot_mono_ns();
   Record rec;
   rec.kind = RecKind::Wait;
   rec.wait = {cs.call_index, reinterpret_cast<uint64_t>(stream), reinterpret_cast<uint64_t>(event),
-              cs.mono, enqueue_only ? cs.mono : hot_mono_ns(), thread_state().tid, kind};
+              cs.mono, end, thread_state().tid, kind};
   r->writer->push(rec);
 }
 

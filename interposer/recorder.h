@@ -93,7 +93,11 @@ void graph_instantiated(void* exec, void* graph) noexcept;
 void graph_destroyed(void* graph) noexcept;
 void graph_exec_destroyed(void* exec) noexcept;
 void graph_launched(const CallStart& c, void* exec, void* stream, int rc) noexcept;
-void wait_done(const CallStart& c, WaitKind kind, void* stream, void* event) noexcept;
+// A hooked runtime call's start (call index, clock): call_start(false), with the bench knobs'
+// kOffWaitIndex / kOffWaitClock in `off` (0 in a real job).
+CallStart wait_start(unsigned off) noexcept;
+void wait_done(const CallStart& c, WaitKind kind, void* stream, void* event,
+               unsigned off = 0) noexcept;
 // A stream (device: every stream) synchronize returned success on this thread.
 void synchronized(void* stream, bool device) noexcept;
 

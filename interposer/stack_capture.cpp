@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <execinfo.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -22,6 +23,11 @@ using UnwBacktrace = int (*)(void**, int);
 UnwBacktrace g_unw = nullptr;
 
 int glibc_backtrace(void** buf, int n) { return backtrace(buf, n); }
+
+// liblockstep's own frames above the caller's, at most, seen so far (-1: none yet).
+std::atomic<int> g_own_frames_seen{-1};
+
+int unwind(void** raw, int n) { return g_unw ? g_unw(raw, n) : glibc_backtrace(raw, n); }
 
 }  // namespace
 
@@ -51,6 +57,37 @@ StackMode stacks_init() {
   return want;
 }
 
+int innermost_frames(int (*unwind)(void**, int), bool (*own)(const void*),
+                     std::atomic<int>& own_seen, int want, uintptr_t* out, int* unwound,
+                     bool* retried) {
+  void* raw[kMaxNativeFrames + kOwnFrames];
+  if (want > kMaxNativeFrames) want = kMaxNativeFrames;
+  auto count_own = [&](int n) {
+    int skip = 0;
+    while (skip < n && own(raw[skip])) skip++;
+    return skip;
+  };
+  const int seen = own_seen.load(std::memory_order_relaxed);
+  const int ask = want + (seen >= 0 && seen < kOwnFrames ? seen : kOwnFrames);
+  int n = unwind(raw, ask);
+  int skip = count_own(n);
+  *retried = false;
+  if (n == ask && n - skip < want && ask < want + kOwnFrames) {  // a deeper path of ours
+    *retried = true;
+    n = unwind(raw, want + kOwnFrames);
+    skip = count_own(n);
+  }
+  if (skip > seen && skip < n) {  // a frame of the caller's was reached: skip is exact
+    int cur = seen;
+    while (cur < skip && !own_seen.compare_exchange_weak(cur, skip, std::memory_order_relaxed)) {
+    }
+  }
+  int kept = 0;
+  for (int i = skip; i < n && kept < want; i++) out[kept++] = reinterpret_cast<uintptr_t>(raw[i]);
+  *unwound = n;
+  return kept;
+}
+
 const char* unwinder_name() { return g_unw ? "libunwind" : "glibc-backtrace"; }
 
 uint64_t capture_stack(StackMode mode, StackBuf& buf, unsigned off) {
@@ -74,15 +111,18 @@ uint64_t capture_stack(StackMode mode, StackBuf& buf, unsigned off) {
     // (the C/C++ path from the Python call to NCCL) say more than the Python frames do.
     const int want = python && buf.npy > 0 && !(off & kOffUnwindCap) ? kNativeFramesUnderPython
                                                                       : kMaxNativeFrames;
-    void* raw[kMaxNativeFrames + kOwnFrames];
-    int n = g_unw ? g_unw(raw, want + kOwnFrames) : glibc_backtrace(raw, want + kOwnFrames);
-    int skip = 0;
-    while (skip < n && in_own_module(raw[skip])) skip++;
-    for (int i = skip; i < n && buf.n < want; i++)
-      buf.pcs[buf.n++] = reinterpret_cast<uintptr_t>(raw[i]);
+    int n = 0;
+    bool retried = false;
+    buf.n = innermost_frames(unwind, in_own_module, g_own_frames_seen, want, buf.pcs, &n, &retried);
     if (profile) {
-      bench_count(kCntUnwindTicks, bench_ticks() - t0);
+      if (retried) bench_count(kCntUnwindRetries, 1);
+      const uint64_t ticks = bench_ticks() - t0;
+      bench_count(kCntUnwindTicks, ticks);
       bench_count(kCntUnwindFrames, uint64_t(n));
+      if (ticks > kSlowUnwindTicks) {
+        bench_count(kCntUnwindSlow, 1);
+        bench_count(kCntUnwindSlowTicks, ticks);
+      }
     }
   }
   uint64_t h = XXH3_64bits(buf.pcs, sizeof(uintptr_t) * buf.n);

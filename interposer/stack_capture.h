@@ -4,6 +4,7 @@
 // frames (python_frames.h) are captured too and take part in the hash.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -41,6 +42,16 @@ StackMode stacks_init();
 // sight of a Python code object, interned by python_frames.cpp). `off`: the bench knobs
 // (bench_knobs.h: kOffPython, kOffUnwind, kOffUnwindCap, kProfile); 0 in a real job.
 uint64_t capture_stack(StackMode mode, StackBuf& buf, unsigned off = 0);
+
+// The innermost `want` frames of the caller of liblockstep (`own`: a frame of ours) into out;
+// returns how many. Exactly the frames `unwind` gives when asked for want + kOwnFrames, asking
+// it for fewer: want + the most own frames seen so far (own_seen, learnt here), and once more
+// for want + kOwnFrames when that cut the caller's frames short (a deeper path of ours). Each
+// frame unwound costs ~55 ns under PyTorch (docs/gpu-results.md, cost session 4), and only 3-4
+// of the kOwnFrames are ours. *unwound: frames the unwinder returned; *retried: asked twice.
+int innermost_frames(int (*unwind)(void**, int), bool (*own)(const void*),
+                     std::atomic<int>& own_seen, int want, uintptr_t* out, int* unwound,
+                     bool* retried);
 
 // Name of the unwinder in use ("libunwind", "glibc-backtrace").
 const char* unwinder_name();
