@@ -3,7 +3,7 @@
 // Python framework (tens of µs per call, ±5 µs between processes) hides sub-µs costs.
 //
 //   nccl_call_overhead [--calls=20000] [--rounds=15] [--pause-ms=50] [--mode=plain|parts|profile|primitives|runtime]
-//                      [--parts=stack,event,ntstore] [--wait-parts]
+//                      [--parts=stack,event] [--wait-parts]
 //
 // After every timed batch the program sleeps --pause-ms (untimed), so that the recorder's writer
 // thread drains the batch's rows: the timed calls are the steady state of a job that issues
@@ -200,8 +200,6 @@ int main(int argc, char** argv) {
     for (const auto& p : kParts)
       if (only.empty() || ("," + only + ",").find("," + std::string(p.name) + ",") != std::string::npos)
         configs.push_back({std::string("-") + p.name, p.bit});
-    if (("," + only + ",").find(",ntstore,") != std::string::npos)
-      configs.push_back({"+ntstore", 1u << 21});  // rows copied by non-temporal stores
     configs.push_back({"hooks only", kOffRecorder});
     std::map<std::string, Series> series;
     for (int r = 0; r < rounds; ++r)

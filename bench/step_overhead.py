@@ -160,7 +160,7 @@ def setup():
 OFF = {"recorder": 1 << 0, "stack": 1 << 1, "event": 1 << 4, "queue": 1 << 5, "watchdog": 1 << 6,
        "waits": 1 << 7, "memop": 1 << 8, "python": 1 << 9, "unwind": 1 << 10, "pyguard": 1 << 11,
        "profile": 1 << 12, "unwindcap": 1 << 13, "covering": 1 << 14, "donerows": 1 << 17,
-       "waitrow": 1 << 18, "waitclock": 1 << 19, "waitindex": 1 << 20, "ntstore": 1 << 21}
+       "waitrow": 1 << 18, "waitclock": 1 << 19, "waitindex": 1 << 20}
 CONFIGS = {
     "recording": 0,                                   # the stack mode the process runs with
     "no-stacks": OFF["stack"],
@@ -175,7 +175,6 @@ CONFIGS = {
     "no-completion": OFF["event"],                    # no completion tracking: the watchdog idles
     "no-query": OFF["watchdog"],                      # the watchdog queries no event (no driver calls)
     "no-wait-rows": OFF["waitrow"],                   # runtime calls: call index and clock, no row
-    "streaming-push": OFF["ntstore"],                 # rows copied into the queue by non-temporal stores
     "event-signal": OFF["memop"],                     # completion by event
     # In a LOCKSTEP_COMPLETION=covering process (where "recording" is the covering signal):
     "event-per-op": OFF["covering"],                  # an event after every op (the default signal)

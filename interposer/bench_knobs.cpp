@@ -17,8 +17,7 @@ bool parse_bench_off(const char* s, unsigned* mask) {
       {"profile", kProfile},      {"unwindcap", kOffUnwindCap},
       {"covering", kOffCovering}, {"eager", kOffEagerWriter},
       {"donerows", kOffDoneRows}, {"waitrow", kOffWaitRow},
-      {"waitclock", kOffWaitClock}, {"waitindex", kOffWaitIndex},
-      {"ntstore", kStreamingPush}};
+      {"waitclock", kOffWaitClock}, {"waitindex", kOffWaitIndex}};
   unsigned m = 0;
   std::string all(s ? s : "");
   if (all.empty()) {

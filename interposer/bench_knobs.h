@@ -32,7 +32,7 @@ enum BenchOff : unsigned {
   kOffWaitRow = 1u << 18,   // "waitrow": runtime calls take call index and clock, push no row
   kOffWaitClock = 1u << 19, // "waitclock": runtime calls read no clock (timestamps 0)
   kOffWaitIndex = 1u << 20, // "waitindex": runtime calls take no call index (-1)
-  kStreamingPush = 1u << 21,  // "ntstore": not a part; queue pushes copy by non-temporal stores
+  // 1u << 21 was "ntstore" (queue pushes by non-temporal stores; measured, removed: session 8)
 };
 
 // Where the hot path's time goes, summed over every thread while kProfile is set (ticks of

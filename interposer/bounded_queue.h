@@ -1,10 +1,11 @@
 // Bounded multi-producer queue of fixed-size records (Vyukov's array queue, the cells' sequence
-// numbers in an array of their own): a push is one CAS and two stores, never allocates, never blocks; a full queue refuses the push and the caller
-// counts the drop. One consumer (the writer thread) pops. A push may copy only a prefix of the
+// numbers in an array of their own): a push is one CAS and two stores, never allocates, never
+// blocks; a full queue refuses the push and the caller counts the drop. One consumer (the writer thread) pops. A push may copy only a prefix of the
 // value (a short record of a tagged union): the producer then writes fewer cache lines, each
 // last read by the consumer's core. (64-byte-aligned cells were tried: +3.7 MiB of RSS, no
 // gain resolved on the H200; docs/gpu-results.md, cost session 4. Prefetching the next cell for
-// writing made a push ~20 ns dearer there: cost session 6.)
+// writing made a push ~20 ns dearer there: cost session 6. Copying by non-temporal stores made a
+// `waits` row push ~360 ns dearer there: cost session 8.)
 #pragma once
 
 #include <atomic>
@@ -12,10 +13,6 @@
 #include <cstring>
 #include <memory>
 #include <type_traits>
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 namespace lockstep::rec {
 
@@ -31,9 +28,7 @@ class BoundedQueue {
 
   // `bytes`: how much of v to copy (the rest of the cell keeps stale bytes: the consumer must
   // not read past what the value's own tag says is there). Trivially copyable types only.
-  // `streaming` (benchmark switch, x86-64): the copy by non-temporal stores, which bypass the
-  // producer's caches (the consumer's core reads the cell, not the producer's).
-  bool push(const T& v, size_t bytes = sizeof(T), bool streaming = false) {
+  bool push(const T& v, size_t bytes = sizeof(T)) {
     size_t pos = tail_.load(std::memory_order_relaxed);
     for (;;) {
       std::atomic<size_t>& cell_seq = seqs_[pos & mask_];
@@ -44,18 +39,6 @@ class BoundedQueue {
         if (tail_.compare_exchange_weak(pos, pos + 1, std::memory_order_relaxed)) {
           const size_t n = bytes < sizeof(T) ? bytes : sizeof(T);
           if constexpr (std::is_trivially_copyable_v<T>) {
-#if defined(__x86_64__)
-            if constexpr (sizeof(T) % 8 == 0 && alignof(T) >= 8) {
-              if (streaming) {
-                auto* dst = reinterpret_cast<long long*>(&value);
-                const auto* src = reinterpret_cast<const long long*>(&v);
-                for (size_t i = 0; i < (n + 7) / 8; i++) _mm_stream_si64(dst + i, src[i]);
-                _mm_sfence();  // the value's stores are visible before the seq's
-                cell_seq.store(pos + 1, std::memory_order_release);
-                return true;
-              }
-            }
-#endif
             std::memcpy(static_cast<void*>(&value), &v, n);
           } else {
             value = v;
@@ -84,8 +67,9 @@ class BoundedQueue {
   size_t capacity() const { return mask_ + 1; }
 
  private:
-  // Sequence numbers apart from the values: a streaming push's values leave the producer's
-  // caches, its sequence-number line stays (8 cells a line).
+  // Sequence numbers apart from the values (8 to a cache line): with them inside the cells an
+  // op row push read 95 µs per step under PyTorch on the H200, apart 55 (docs/gpu-results.md,
+  // cost session 8; two processes, not an in-process comparison).
   const size_t mask_;
   std::unique_ptr<std::atomic<size_t>[]> seqs_;
   std::unique_ptr<T[]> values_;

@@ -27,7 +27,6 @@ int glibc_backtrace(void** buf, int n) { return backtrace(buf, n); }
 // liblockstep's own frames above the caller's, at most, seen so far (-1: none yet).
 std::atomic<int> g_own_frames_seen{-1};
 
-int unwind(void** raw, int n) { return g_unw ? g_unw(raw, n) : glibc_backtrace(raw, n); }
 
 }  // namespace
 
@@ -57,37 +56,6 @@ StackMode stacks_init() {
   return want;
 }
 
-int innermost_frames(int (*unwind)(void**, int), bool (*own)(const void*),
-                     std::atomic<int>& own_seen, int want, uintptr_t* out, int* unwound,
-                     bool* retried) {
-  void* raw[kMaxNativeFrames + kOwnFrames];
-  if (want > kMaxNativeFrames) want = kMaxNativeFrames;
-  auto count_own = [&](int n) {
-    int skip = 0;
-    while (skip < n && own(raw[skip])) skip++;
-    return skip;
-  };
-  const int seen = own_seen.load(std::memory_order_relaxed);
-  const int ask = want + (seen >= 0 && seen < kOwnFrames ? seen : kOwnFrames);
-  int n = unwind(raw, ask);
-  int skip = count_own(n);
-  *retried = false;
-  if (n == ask && n - skip < want && ask < want + kOwnFrames) {  // a deeper path of ours
-    *retried = true;
-    n = unwind(raw, want + kOwnFrames);
-    skip = count_own(n);
-  }
-  if (skip > seen && skip < n) {  // a frame of the caller's was reached: skip is exact
-    int cur = seen;
-    while (cur < skip && !own_seen.compare_exchange_weak(cur, skip, std::memory_order_relaxed)) {
-    }
-  }
-  int kept = 0;
-  for (int i = skip; i < n && kept < want; i++) out[kept++] = reinterpret_cast<uintptr_t>(raw[i]);
-  *unwound = n;
-  return kept;
-}
-
 const char* unwinder_name() { return g_unw ? "libunwind" : "glibc-backtrace"; }
 
 uint64_t capture_stack(StackMode mode, StackBuf& buf, unsigned off) {
@@ -113,7 +81,11 @@ uint64_t capture_stack(StackMode mode, StackBuf& buf, unsigned off) {
                                                                       : kMaxNativeFrames;
     int n = 0;
     bool retried = false;
-    buf.n = innermost_frames(unwind, in_own_module, g_own_frames_seen, want, buf.pcs, &n, &retried);
+    // Inlined, as the unwinder call below: every frame of ours between the caller and the
+    // unwinder is one more frame unwound (and skipped).
+    buf.n = innermost_frames(
+        [](void** raw, int k) { return g_unw ? g_unw(raw, k) : glibc_backtrace(raw, k); },
+        in_own_module, g_own_frames_seen, want, buf.pcs, &n, &retried);
     if (profile) {
       if (retried) bench_count(kCntUnwindRetries, 1);
       const uint64_t ticks = bench_ticks() - t0;

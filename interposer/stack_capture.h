@@ -49,9 +49,38 @@ uint64_t capture_stack(StackMode mode, StackBuf& buf, unsigned off = 0);
 // for want + kOwnFrames when that cut the caller's frames short (a deeper path of ours). Each
 // frame unwound costs ~55 ns under PyTorch (docs/gpu-results.md, cost session 4), and only 3-4
 // of the kOwnFrames are ours. *unwound: frames the unwinder returned; *retried: asked twice.
-int innermost_frames(int (*unwind)(void**, int), bool (*own)(const void*),
-                     std::atomic<int>& own_seen, int want, uintptr_t* out, int* unwound,
-                     bool* retried);
+template <class Unwind, class Own>
+__attribute__((always_inline)) inline int innermost_frames(Unwind unwind, Own own,
+                                                           std::atomic<int>& own_seen, int want,
+                                                           uintptr_t* out, int* unwound,
+                                                           bool* retried) {
+  void* raw[kMaxNativeFrames + kOwnFrames];
+  if (want > kMaxNativeFrames) want = kMaxNativeFrames;
+  auto count_own = [&](int n) {
+    int skip = 0;
+    while (skip < n && own(raw[skip])) skip++;
+    return skip;
+  };
+  const int seen = own_seen.load(std::memory_order_relaxed);
+  const int ask = want + (seen >= 0 && seen < kOwnFrames ? seen : kOwnFrames);
+  int n = unwind(raw, ask);
+  int skip = count_own(n);
+  *retried = false;
+  if (n == ask && n - skip < want && ask < want + kOwnFrames) {  // a deeper path of ours
+    *retried = true;
+    n = unwind(raw, want + kOwnFrames);
+    skip = count_own(n);
+  }
+  if (skip > seen && skip < n) {  // a frame of the caller's was reached: skip is exact
+    int cur = seen;
+    while (cur < skip && !own_seen.compare_exchange_weak(cur, skip, std::memory_order_relaxed)) {
+    }
+  }
+  int kept = 0;
+  for (int i = skip; i < n && kept < want; i++) out[kept++] = reinterpret_cast<uintptr_t>(raw[i]);
+  *unwound = n;
+  return kept;
+}
 
 // Name of the unwinder in use ("libunwind", "glibc-backtrace").
 const char* unwinder_name();

@@ -106,9 +106,7 @@ class Writer {
   // threads made each op push ~50 ns dearer on the H200 (the tail and neighbouring cells
   // bouncing between two cores; docs/gpu-results.md, cost session 6).
   void push(const Record& r) {
-    const bool streaming = bench_off() & kStreamingPush;
-    const bool ok = r.kind == RecKind::Completion ? done_queue_.push(r.done, sizeof r.done, streaming)
-                                                  : queue_.push(r, record_bytes(r), streaming);
+    const bool ok = r.kind == RecKind::Completion ? done_queue_.push(r.done) : queue_.push(r, record_bytes(r));
     if (!ok) dropped_.fetch_add(1, std::memory_order_relaxed);
   }
 

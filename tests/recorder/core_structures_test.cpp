@@ -57,7 +57,7 @@ TEST(BoundedQueue, a_prefix_push_delivers_the_prefix_and_full_pushes_stay_whole)
   EXPECT_EQ(std::string(out.big, sizeof out.big), std::string(sizeof out.big, 'y'));
 }
 
-static void producers_lose_nothing(bool streaming) {
+TEST(BoundedQueue, concurrent_producers_lose_nothing_they_were_told_was_accepted) {
   BoundedQueue<int64_t> q(1 << 10);
   std::atomic<int64_t> accepted{0};
   std::atomic<bool> done{false};
@@ -77,49 +77,12 @@ static void producers_lose_nothing(bool streaming) {
   for (int t = 0; t < 4; t++)
     producers.emplace_back([&, t] {
       for (int64_t i = 0; i < 50000; i++)
-        if (q.push(t * 1000000 + i, sizeof(int64_t), streaming)) accepted.fetch_add(1);
+        if (q.push(t * 1000000 + i)) accepted.fetch_add(1);
     });
   for (auto& p : producers) p.join();
   done.store(true);
   consumer.join();
   EXPECT_EQ(int64_t(seen.size()), accepted.load());
-}
-
-TEST(BoundedQueue, concurrent_producers_lose_nothing_they_were_told_was_accepted) {
-  producers_lose_nothing(false);
-}
-
-// The benchmark switch `ntstore` (bench_knobs.h kStreamingPush): the same values through
-// non-temporal stores (x86-64; elsewhere the same path as a plain push).
-TEST(BoundedQueue, streaming_producers_lose_nothing_they_were_told_was_accepted) {
-  producers_lose_nothing(true);
-}
-
-TEST(BoundedQueue, a_streaming_prefix_push_delivers_the_prefix_and_whole_pushes_stay_whole) {
-  struct alignas(8) Tagged {
-    int64_t tag;
-    int32_t small;
-    char odd[3];  // the prefix ends off an 8-byte boundary: the last word is copied whole
-    char big[117];
-  };
-  static_assert(sizeof(Tagged) % 8 == 0);
-  BoundedQueue<Tagged> q(2);
-  Tagged full{1, 11, {'a', 'b', 'c'}, {}};
-  std::memset(full.big, 'x', sizeof full.big);
-  ASSERT_TRUE(q.push(full, sizeof full, true));
-  Tagged shrt{2, 22, {'d', 'e', 'f'}, {}};
-  std::memset(shrt.big, 'y', sizeof shrt.big);
-  ASSERT_TRUE(q.push(shrt, offsetof(Tagged, odd) + 3, true));
-  Tagged out{};
-  ASSERT_TRUE(q.pop(out));
-  EXPECT_EQ(out.tag, 1);
-  EXPECT_EQ(std::string(out.odd, 3), "abc");
-  EXPECT_EQ(std::string(out.big, sizeof out.big), std::string(sizeof out.big, 'x'));
-  ASSERT_TRUE(q.pop(out));
-  EXPECT_EQ(out.tag, 2);
-  EXPECT_EQ(out.small, 22);
-  EXPECT_EQ(std::string(out.odd, 3), "def");
-  EXPECT_NE(out.big[sizeof out.big - 1], 'y') << "bytes past the prefix's last word were copied";
 }
 
 TEST(CommTable, retired_handle_is_not_found_and_can_be_registered_again) {
