@@ -14,7 +14,7 @@
 # with per-op events and with LOCKSTEP_COMPLETION=covering. PARTS=1: lib-cov's parts
 # (PARTS_LIST, nccl_call_overhead --parts) and a profile line per stack mode. RUNTIME=1: the
 # runtime calls with the runtime path's parts (--wait-parts). Knobs: PROC_ROUNDS, PARTS=0|1,
-# RUNTIME=0|1, STEP_RUNS ("shape:seconds ...": one in-process A/B per entry, in a
+# RUNTIME=0|1, STEP_RUNS ("shape:seconds[:profile] ...": one in-process A/B per entry, in a
 # LOCKSTEP_COMPLETION=covering process of lib-$STEP_LIB, default cov), STEP_CONFIGS (its arms;
 # HOST_CONFIGS: the host shape's, if set), THREADS=1 (per-thread CPU per step),
 # FR_PROCS (children per side of the Flight Recorder A/B; empty: none), FR_SECONDS, FR_TIMEOUT,
@@ -127,7 +127,8 @@ if [ -n "${FR_PROCS:-}" ]; then
 fi
 SL=${STEP_LIB:-cov}
 for run in ${STEP_RUNS:-}; do
-  shape=${run%%:*}; secs=${run#*:}
+  shape=${run%%:*}; secs=${run#*:}; prof=${PROFILE:-1}
+  case $secs in *:*) prof=${secs#*:}; secs=${secs%%:*};; esac  # "shape:seconds:profile"
   configs=${STEP_CONFIGS:-recording,event-per-op,paused}
   if [ "$shape" = host ] && [ -n "${HOST_CONFIGS:-}" ]; then configs=$HOST_CONFIGS; fi
   stamp "step A/B in-process, lib-$SL, LOCKSTEP_COMPLETION=covering, python stacks, shape $shape, $secs s: $configs"
@@ -135,7 +136,7 @@ for run in ${STEP_RUNS:-}; do
   LOCKSTEP_COMPLETION=covering LOCKSTEP_DIR=$T/tr LOCKSTEP_STACKS=python LD_PRELOAD=$D/lib-$SL/liblockstep.so \
     timeout -s KILL $((secs + ${STEP_SLACK:-50})) $PY "$D/bench/step_overhead.py" --ab lockstep \
     --label "python-$SL-$shape" --shape $shape --block 1 --settle 0 --shuffle 1 \
-    --profile ${PROFILE:-1} --threads ${THREADS:-1} --configs "$configs" --pairs 100000 \
+    --profile $prof --threads $([ "$prof" = 1 ] && echo ${THREADS:-1} || echo 0) --configs "$configs" --pairs 100000 \
     --seconds "$secs" >>"$S" 2>"$T/step.err"
   stamp "step rc=$? ($(grep -c "python-$SL-$shape" "$S") steps of shape $shape)"
   tail -n 20 "$T/step.err"
