@@ -1,11 +1,12 @@
 // Bounded multi-producer queue of fixed-size records (Vyukov's array queue, the cells' sequence
 // numbers in an array of their own): a push is one CAS and two stores, never allocates, never
-// blocks; a full queue refuses the push and the caller counts the drop. One consumer (the writer thread) pops. A push may copy only a prefix of the
-// value (a short record of a tagged union): the producer then writes fewer cache lines, each
-// last read by the consumer's core. (64-byte-aligned cells were tried: +3.7 MiB of RSS, no
-// gain resolved on the H200; docs/gpu-results.md, cost session 4. Prefetching the next cell for
-// writing made a push ~20 ns dearer there: cost session 6. Copying by non-temporal stores made a
-// `waits` row push ~360 ns dearer there: cost session 8.)
+// blocks; a full queue refuses the push and the caller counts the drop. One consumer (the
+// writer thread) pops. A push may copy only a prefix of the value (a short record of a tagged
+// union): the producer then writes fewer cache lines, each last read by the consumer's core.
+// (64-byte-aligned cells were tried: +3.7 MiB of RSS, no gain resolved on the H200;
+// docs/gpu-results.md, cost session 4. Prefetching the next cell for writing made a push ~20 ns
+// dearer there: cost session 6. Copying by non-temporal stores made a `waits` row push ~360 ns
+// dearer there: cost session 8.)
 #pragma once
 
 #include <atomic>

@@ -27,7 +27,6 @@ int glibc_backtrace(void** buf, int n) { return backtrace(buf, n); }
 // liblockstep's own frames above the caller's, at most, seen so far (-1: none yet).
 std::atomic<int> g_own_frames_seen{-1};
 
-
 }  // namespace
 
 StackMode stacks_init() {

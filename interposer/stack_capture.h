@@ -47,8 +47,8 @@ uint64_t capture_stack(StackMode mode, StackBuf& buf, unsigned off = 0);
 // returns how many. Exactly the frames `unwind` gives when asked for want + kOwnFrames, asking
 // it for fewer: want + the most own frames seen so far (own_seen, learnt here), and once more
 // for want + kOwnFrames when that cut the caller's frames short (a deeper path of ours). Each
-// frame unwound costs ~55 ns under PyTorch (docs/gpu-results.md, cost session 4), and only 3-4
-// of the kOwnFrames are ours. *unwound: frames the unwinder returned; *retried: asked twice.
+// frame unwound costs ~55 ns under PyTorch (docs/gpu-results.md, cost session 4), and only 4
+// of the kOwnFrames are ours there (cost session 8). *unwound: frames the unwinder returned; *retried: asked twice.
 template <class Unwind, class Own>
 __attribute__((always_inline)) inline int innermost_frames(Unwind unwind, Own own,
                                                            std::atomic<int>& own_seen, int want,
