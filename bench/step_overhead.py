@@ -157,8 +157,10 @@ def setup():
 
 
 # bench_knobs.h: the parts each configuration switches off (lockstep_bench_set_off).
-OFF = {"recorder": 1 << 0, "stack": 1 << 1, "queue": 1 << 5, "waits": 1 << 7, "memop": 1 << 8, "python": 1 << 9,
-       "unwind": 1 << 10, "pyguard": 1 << 11, "profile": 1 << 12, "unwindcap": 1 << 13, "covering": 1 << 14}
+OFF = {"recorder": 1 << 0, "stack": 1 << 1, "event": 1 << 4, "queue": 1 << 5, "watchdog": 1 << 6,
+       "waits": 1 << 7, "memop": 1 << 8, "python": 1 << 9, "unwind": 1 << 10, "pyguard": 1 << 11,
+       "profile": 1 << 12, "unwindcap": 1 << 13, "covering": 1 << 14, "donerows": 1 << 17,
+       "waitrow": 1 << 18, "waitclock": 1 << 19, "waitindex": 1 << 20}
 CONFIGS = {
     "recording": 0,                                   # the stack mode the process runs with
     "no-stacks": OFF["stack"],
@@ -168,6 +170,11 @@ CONFIGS = {
     "python-exact-guard": OFF["pyguard"],             # Python frames: exact guard, no code watcher
     "no-waits": OFF["waits"],                         # runtime calls forwarded, not recorded
     "no-rows": OFF["queue"] | OFF["waits"],           # as recording, but no row reaches the writer
+    # The writer idle: every hook does its work but pushes no row (op, waits or completion).
+    "writer-idle": OFF["queue"] | OFF["waitrow"] | OFF["donerows"],
+    "no-completion": OFF["event"],                    # no completion tracking: the watchdog idles
+    "no-query": OFF["watchdog"],                      # the watchdog queries no event (no driver calls)
+    "no-wait-rows": OFF["waitrow"],                   # runtime calls: call index and clock, no row
     "event-signal": OFF["memop"],                     # completion by event
     # In a LOCKSTEP_COMPLETION=covering process (where "recording" is the covering signal):
     "event-per-op": OFF["covering"],                  # an event after every op (the default signal)
@@ -177,7 +184,52 @@ CONFIGS = {
 # BenchCounter order (bench_knobs.h); the TSC follows the last one.
 COUNTERS = ["ops", "op_begin_ticks", "op_end_ticks", "stacks", "unwind_ticks", "unwind_frames",
             "python_ticks", "python_frames", "submit_ticks", "submits", "waits", "wait_ticks",
-            "event_ticks", "event_record_ticks", "capture_ticks", "row_push_ticks"]
+            "event_ticks", "event_record_ticks", "capture_ticks", "row_push_ticks",
+            "hook_calls", "hook_ticks", "real_ticks", "rt_hook_calls", "rt_hook_ticks", "rt_real_ticks",
+            "unwind_slow", "unwind_slow_ticks", "unwind_retries", "issue_clock_ticks",
+            "call_index_ticks", "comm_lookup_ticks"]
+
+
+class ThreadTimes:
+    """Per-thread CPU time and run-queue wait (/proc/self/task/*/schedstat: ns on a CPU, ns
+    runnable but waiting for one, timeslices), summed per thread name over one step. The main
+    thread is "main"; names are read once per thread."""
+
+    def __init__(self):
+        self.names = {}
+        self.ok = os.path.exists(f"/proc/self/task/{os.getpid()}/schedstat")
+
+    def snap(self):
+        out = {}
+        if not self.ok:
+            return out
+        for tid in os.listdir("/proc/self/task"):
+            try:
+                with open(f"/proc/self/task/{tid}/schedstat") as f:
+                    run, wait, slices = (int(x) for x in f.read().split()[:3])
+                name = self.names.get(tid)
+                if name is None:
+                    with open(f"/proc/self/task/{tid}/comm") as f:
+                        name = "main" if int(tid) == os.getpid() else f.read().strip()
+                    self.names[tid] = name
+                out[tid] = (name, run, wait, slices)
+            except (OSError, ValueError):
+                continue  # a thread that ended meanwhile
+        return out
+
+    @staticmethod
+    def diff(before, after):
+        """{name: [run µs, wait µs, timeslices]} for the threads that ran during the step."""
+        by = {}
+        for tid, (name, run, wait, slices) in after.items():
+            _, r0, w0, s0 = before.get(tid, (name, 0, 0, 0))
+            if run - r0 <= 0 and wait - w0 <= 0:
+                continue
+            acc = by.setdefault(name, [0.0, 0.0, 0])
+            acc[0] += (run - r0) / 1e3
+            acc[1] += (wait - w0) / 1e3
+            acc[2] += slices - s0
+        return {k: [round(v[0], 1), round(v[1], 1), v[2]] for k, v in by.items()}
 
 
 def counters_reader(lib):
@@ -213,6 +265,7 @@ def ab_lockstep(args, emit):
     configs = [(c, CONFIGS[c] | extra) for c in args.configs.split(",")]
     model = Model(setup())
     warm(model, args.warmup)
+    threads = ThreadTimes() if args.threads else None
     rng = random.Random(15)
     deadline = time.monotonic() + args.seconds if args.seconds > 0 else float("inf")
     for pair in range(args.pairs):
@@ -228,12 +281,15 @@ def ab_lockstep(args, emit):
             if args.settle:
                 timed_step(model)  # untimed: the previous block's background work settles
             for _ in range(args.block - args.settle):
+                t_before = threads.snap() if threads else None
                 before = read() if read else None
                 ms, issue = timed_step(model)
                 rec = {"pair": pair, "config": name, "ms": ms, "issue_ms": issue}
                 if before:
                     after = read()
                     rec["counters"] = {k: after[k] - before[k] for k in after}
+                if t_before is not None:
+                    rec["threads"] = ThreadTimes.diff(t_before, threads.snap())
                 emit(rec)
     set_off(0)
     dist.destroy_process_group()
@@ -310,6 +366,9 @@ def main():
                     help="lockstep: 1 = the configurations' order drawn anew every round")
     ap.add_argument("--profile", type=int, choices=[0, 1], default=0,
                     help="lockstep: 1 = recorder profile counters per step (bench_knobs.h)")
+    ap.add_argument("--threads", type=int, choices=[0, 1], default=0,
+                    help="lockstep: 1 = each thread's CPU time and run-queue wait per step "
+                         "(/proc/self/task/*/schedstat, read outside the timed step)")
     ap.add_argument("--procs", type=int, default=10, help="fr: children per side")
     ap.add_argument("--steps", type=int, default=20, help="fr: timed steps per child")
     ap.add_argument("--fr-size", type=int, default=2000, help="fr: TORCH_FR_BUFFER_SIZE when on")

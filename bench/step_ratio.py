@@ -66,6 +66,76 @@ def main():
             print(f"| {label} | {conf} vs {base} | {len(both)} | {len(a)} | "
                   f"{statistics.median(a):.2f} / {statistics.median(b):.2f} | {cells[0]} | {cells[1]} |")
     profile_table(rows)
+    attribution_table(rows)
+
+
+def step_metrics(r, ghz):
+    """Per step, µs: where the host's time went (None where the line lacks the fields)."""
+    c, t = r.get("counters"), r.get("threads")
+    if not c or "hook_ticks" not in c or ghz <= 0:
+        return None
+    us = lambda k: c.get(k, 0) / ghz / 1e3
+    m = {"step": r["ms"] * 1e3, "issue": r["issue_ms"] * 1e3,
+         "nccl hooks": us("hook_ticks"), "nccl real": us("real_ticks"),
+         "runtime hooks": us("rt_hook_ticks"), "runtime real": us("rt_real_ticks"),
+         "recorder timers": us("op_begin_ticks") + us("op_end_ticks") + us("wait_ticks")}
+    m["nccl hooks − real"] = m["nccl hooks"] - m["nccl real"]
+    m["runtime hooks − real"] = m["runtime hooks"] - m["runtime real"]
+    m["issue outside hooks"] = m["issue"] - m["nccl hooks"] - m["runtime hooks"]
+    if t is not None:
+        for name, key in (("main", "main"), ("autograd", "pt_autograd_0"),
+                          ("writer", "lockstep-writer"), ("watchdog", "lockstep-watch")):
+            run, wait, _ = t.get(key, [0.0, 0.0, 0])
+            m[f"{name} cpu"] = run
+            m[f"{name} runq wait"] = wait
+        known = {"main", "pt_autograd_0", "lockstep-writer", "lockstep-watch"}
+        m["other threads cpu"] = sum(v[0] for k, v in t.items() if k not in known)
+    return m
+
+
+def attribution_table(rows):
+    """Per configuration against the baseline: the mean difference per step of each metric
+    (µs), with a 95% bootstrap interval over pairs."""
+    rng = random.Random(15)
+    printed = False
+    for label, pairs in rows.items():
+        recs = [r for p in pairs.values() for rs in p.values() for r in rs
+                if r.get("counters") and r["ms"] > 0]
+        if not recs:
+            continue
+        ghz = statistics.median(r["counters"].get("tsc", 0) / (r["ms"] * 1e6) for r in recs)
+        configs = sorted({c for p in pairs.values() for c in p})
+        base = next((b for b in BASELINES if b in configs), None)
+        if base is None:
+            continue
+        for conf in configs:
+            if conf == base:
+                continue
+            per_pair = []
+            for p in pairs.values():
+                a = [step_metrics(r, ghz) for r in p.get(conf, [])]
+                b = [step_metrics(r, ghz) for r in p.get(base, [])]
+                a, b = [x for x in a if x], [x for x in b if x]
+                if a and b:
+                    per_pair.append((a, b))
+            if len(per_pair) < 2:
+                continue
+            keys = [k for k in per_pair[0][0][0] if all(k in x for a, b in per_pair for x in a + b)]
+            if not printed:
+                print()
+                print("| run | configuration − baseline, µs per step | pairs | "
+                      + " | ".join(keys) + " |")
+                print("|---|---|---|" + "---|" * len(keys))
+                printed = True
+            cells = []
+            for k in keys:
+                d = [statistics.fmean(x[k] for x in a) - statistics.fmean(x[k] for x in b)
+                     for a, b in per_pair]
+                n = len(d)
+                boot = sorted(statistics.fmean(d[i] for i in rng.choices(range(n), k=n))
+                              for _ in range(2000))
+                cells.append(f"{statistics.fmean(d):+.0f} [{boot[50]:+.0f}, {boot[1949]:+.0f}]")
+            print(f"| {label} | {conf} − {base} | {len(per_pair)} | " + " | ".join(cells) + " |")
 
 
 def profile_table(rows):
@@ -74,7 +144,9 @@ def profile_table(rows):
              ("submit_ticks", "stack hash/submit"), ("event_ticks", "completion"),
              ("event_record_ticks", "of which cuEventRecord"),
              ("capture_ticks", "capture query"), ("row_push_ticks", "op row push"),
-             ("wait_ticks", "runtime-call rows")]
+             ("wait_ticks", "runtime-call rows"), ("issue_clock_ticks", "issue clock"),
+             ("call_index_ticks", "call index"), ("comm_lookup_ticks", "comm lookup"),
+             ("unwind_slow_ticks", "slow unwinds")]
     printed = False
     for label, pairs in rows.items():
         by_conf = collections.defaultdict(list)
@@ -88,8 +160,9 @@ def profile_table(rows):
                 print()
                 print("| run | configuration | steps | ops / step | waits / step | "
                       + " | ".join(f"{n}, µs/step" for _, n in parts)
-                      + " | unwind frames / stack | Python frames / stack | new stacks / step |")
-                print("|---|---|---|---|---|" + "---|" * (len(parts) + 3))
+                      + " | unwind frames / stack | Python frames / stack | new stacks / step "
+                      "| slow unwinds / step | unwind retries / step |")
+                print("|---|---|---|---|---|" + "---|" * (len(parts) + 5))
                 printed = True
             ghz = statistics.median(r["counters"].get("tsc", 0) / (r["ms"] * 1e6) for r in recs)
             if ghz <= 0:
@@ -100,7 +173,7 @@ def profile_table(rows):
             print(f"| {label} | {conf} | {len(recs)} | {mean('ops'):.0f} | {mean('waits'):.0f} | "
                   + " | ".join(f"{us(k):.0f}" for k, _ in parts)
                   + f" | {per_stack('unwind_frames'):.1f} | {per_stack('python_frames'):.1f} "
-                  f"| {mean('submits'):.1f} |")
+                  f"| {mean('submits'):.1f} | {mean('unwind_slow'):.1f} | {mean('unwind_retries'):.2f} |")
 
 
 if __name__ == "__main__":
