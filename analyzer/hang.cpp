@@ -660,6 +660,10 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
   auto edges = wait_edges(s, c, r);
   r.cycles = find_cycles(s, edges);
   r.hung |= !r.cycles.empty() || r.any_marker;
+  // A hang proven (a cycle, a marker, a mismatch, a finished peer) holds every rank that waits:
+  // none of them was merely stopped mid-step.
+  if (r.hung)
+    for (RankHang& rh : r.ranks) rh.stopped_in_flight = false;
   r.groups = group_ranks(s, c, r);
   return r;
 }
