@@ -332,13 +332,11 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
   r.ranks.resize(n);
   // A recorder's hang timeout that fired proves the job stalled: then no rank was merely
   // stopped mid-step.
-  bool any_marker = false;
-  for (auto& p : s.procs) any_marker |= !p.info.hangs.empty();
+  for (auto& p : s.procs) r.any_marker |= !p.info.hangs.empty();
   for (size_t p = 0; p < n; ++p) {
     const SchedProcess& sp = s.procs[p];
     RankHang& rh = r.ranks[p];
     rh.proc = static_cast<int>(p);
-    r.any_marker |= !sp.info.hangs.empty();
     // SIGUSR1 only asks for a flush: the process lives on, like one with no record at all.
     bool no_record = !sp.info.finished && (sp.info.exit_reason.empty() || sp.info.exit_reason == "SIGUSR1");
     bool stopped = sp.info.meta.count("recorder_stopped") && !sp.info.meta.at("recorder_stopped").empty();
@@ -415,7 +413,7 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
     }
     // Stopped while ops were in flight: how long had the oldest been waiting when its trace
     // ends? Young ops are a GPU queue cut short (a time limit, scancel), not a proven wait.
-    if (rh.in_flight && !rh.live && !rh.why.empty() && !any_marker && opt.issue_mono_ns && sp.info.last_flush_mono_ns > 0) {
+    if (rh.in_flight && !rh.live && !rh.why.empty() && !r.any_marker && opt.issue_mono_ns && sp.info.last_flush_mono_ns > 0) {
       int64_t oldest_issue = INT64_MAX;
       for (uint32_t i : c.oldest[p]) {
         const std::optional<int64_t> t = opt.issue_mono_ns(static_cast<int>(p), sp.ops[i].call_index);
@@ -499,13 +497,13 @@ std::vector<std::vector<std::pair<int, uint32_t>>> wait_edges(const Schedule& s,
     const RankHang& rh = r.ranks[p];
     if (c.status[p] != RankStatus::kBlocked) continue;
     // A live rank waiting for live peers is a job in progress, not a hang, until a recorder's
-    // hang timeout says otherwise.
+    // hang timeout says otherwise (r.any_marker, applied once below).
     // A rank stopped mid-step waits for a peer that may simply not have got there yet, unless
     // that peer finished: then it never will.
     for (auto& b : rh.blocked)
       for (auto& w : b.waits)
-        r.hung |= r.any_marker || (rh.stopped_in_flight ? w.mismatch || r.ranks[w.proc].status == RankStatus::kFinished
-                                                        : !(rh.live && r.ranks[w.proc].live));
+        r.hung |= rh.stopped_in_flight ? w.mismatch || r.ranks[w.proc].status == RankStatus::kFinished
+                                       : !(rh.live && r.ranks[w.proc].live);
     // Killed (by the launcher's timeout?) while blocked in NCCL, for longer than a GPU queue.
     r.hung |= !rh.why.empty() && !rh.live && !rh.stopped_in_flight;
   }

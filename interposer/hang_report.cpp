@@ -17,6 +17,7 @@
 #include "clock.h"
 #include "config.h"
 #include "log.h"
+#include "sqlite_section.h"
 #include "trace_file.h"
 #include "trace_schema.h"
 #include "writer.h"
@@ -75,7 +76,11 @@ int lowest_rank_in(const std::string& dir) {
     if (name.size() <= suffix || name.compare(name.size() - suffix, suffix,
                                               schema::kFileSuffix) != 0)
       continue;
-    int r = trace_file::read_global_rank(dir + "/" + name, 200);
+    int r;
+    {
+      SqliteSection in_sqlite;
+      r = trace_file::read_global_rank(dir + "/" + name, 200);
+    }
     if (r >= 0 && r < lowest) lowest = r;
   }
   closedir(d);

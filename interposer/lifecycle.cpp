@@ -1,5 +1,6 @@
 // Exit, signals and fork: the trace is committed on normal exit (atexit and at_quick_exit), on
-// the signals of kSignals, and a forked child starts its own trace.
+// the signals of kSignals, and a forked child starts its own trace (sqlite_section.h: fork waits
+// until no recorder thread is inside SQLite).
 //
 // Signal flush: a handler may not touch SQLite or take locks, so it wakes the writer thread
 // (write(2) to an eventfd) and waits for its acknowledgement with poll(2) on a pipe, bounded by
@@ -26,6 +27,7 @@
 #include <cstring>
 
 #include "recorder_state.h"
+#include "sqlite_section.h"
 
 namespace lockstep::rec {
 namespace {
@@ -93,8 +95,13 @@ void on_signal(int sig, siginfo_t* info, void* uctx) {
 
 void on_exit_handler() { shutdown_recorder("exit"); }
 
-void before_fork() {}
-void after_fork_child() { reset_after_fork(); }
+void before_fork() { sqlite_section_before_fork(); }
+void after_fork_parent() { sqlite_section_after_fork_parent(); }
+void after_fork_child() {
+  const bool sqlite_usable = sqlite_section_after_fork_child();
+  reset_after_fork();
+  if (!sqlite_usable) stay_untraced_after_fork();
+}
 
 }  // namespace
 
@@ -102,7 +109,7 @@ void install_lifecycle_handlers() noexcept {
   if (g_installed.exchange(true)) return;
   atexit(on_exit_handler);
   at_quick_exit(on_exit_handler);
-  pthread_atfork(before_fork, nullptr, after_fork_child);
+  pthread_atfork(before_fork, after_fork_parent, after_fork_child);
   for (int sig : kSignals) {
     struct sigaction old {};
     if (sigaction(sig, nullptr, &old) != 0) continue;

@@ -21,6 +21,7 @@
 #include "log.h"
 #include "python_frames.h"
 #include "recorder_state.h"
+#include "sqlite_section.h"
 #include "symbol_lookup.h"
 
 namespace lockstep::rec {
@@ -32,6 +33,7 @@ bool enqueued_ok(int rc) { return rc == kNcclSuccess || rc == kNcclInProgress; }
 
 std::atomic<Recorder*> g_rec{nullptr};
 std::atomic<int> g_state{int(RecorderState::NotStarted)};
+bool g_forked_inside_sqlite = false;  // set in a forked child only (stay_untraced_after_fork)
 std::mutex g_init_mu;
 
 // ---- per-thread state ----------------------------------------------------------------------
@@ -113,6 +115,13 @@ Recorder* recorder() noexcept {
   std::lock_guard<std::mutex> g(g_init_mu);
   if (g_state.load() != int(RecorderState::NotStarted)) return g_rec.load();
   Recorder* r = nullptr;
+  if (g_forked_inside_sqlite) {  // said only by a child that calls NCCL
+    warn("this process was forked while the recorder's writer was inside SQLite for over %d ms; it "
+         "runs untraced",
+         kForkWaitMs);
+    g_state.store(int(RecorderState::Off), std::memory_order_release);
+    return nullptr;
+  }
   try {
     r = start_locked();
   } catch (...) {
@@ -301,6 +310,8 @@ void reset_after_fork() noexcept {
   g_state.store(int(RecorderState::NotStarted));
   t_state = nullptr;  // the forking thread's group state belonged to the parent
 }
+
+void stay_untraced_after_fork() noexcept { g_forked_inside_sqlite = true; }
 
 void shutdown_recorder(const char* reason) noexcept {
   Recorder* r = g_rec.load();

@@ -68,6 +68,9 @@ Recorder* current_recorder() noexcept;
 void install_lifecycle_handlers() noexcept;
 // recorder.cpp: forget everything in a forked child (it starts over on its first NCCL call).
 void reset_after_fork() noexcept;
+// A child forked while the parent's writer was inside SQLite (sqlite_section.h): it never starts
+// a recorder, and says so on stderr if it calls NCCL.
+void stay_untraced_after_fork() noexcept;
 // recorder.cpp: stop tracing for good (exit): final commit, threads joined.
 void shutdown_recorder(const char* reason) noexcept;
 

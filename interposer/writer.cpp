@@ -30,6 +30,7 @@
 #include "trace_file.h"
 #include "trace_schema.h"
 #include "profiler_plugin.h"
+#include "sqlite_section.h"
 #include "profiler_schema.h"
 #include "vocab.h"
 
@@ -329,6 +330,7 @@ std::string claim_trace_path(const std::string& dir, const std::string& host, in
 Writer* Writer::open(const TraceHeader& h, std::string* error) {
   // The header is written in the calling (application) thread: SIGXFSZ blocked meanwhile.
   SigxfszBlocked blocked;
+  SqliteSection in_sqlite;
   return open_unguarded(h, error);
 }
 
@@ -428,10 +430,16 @@ void Writer::start() {
     try {
       run();
     } catch (const std::exception& e) {
-      stop_recording(StopReason::Internal, std::string("writer thread: ") + e.what());
+      {
+        SqliteSection in_sqlite;
+        stop_recording(StopReason::Internal, std::string("writer thread: ") + e.what());
+      }
       run_failed_until_stop();
     } catch (...) {
-      stop_recording(StopReason::Internal, "writer thread: unknown exception");
+      {
+        SqliteSection in_sqlite;
+        stop_recording(StopReason::Internal, "writer thread: unknown exception");
+      }
       run_failed_until_stop();
     }
   });
@@ -612,7 +620,10 @@ void Writer::run() {
     const char* reason = signal_reason_.exchange(nullptr);
     if (reason && *reason) set_meta("exit_reason", reason);  // "": a flush, not an end
     bool stopping = stop_.load();
-    if (!failed()) commit_batch(stopping || reason != nullptr);
+    if (!failed()) {
+      SqliteSection in_sqlite;
+      commit_batch(stopping || reason != nullptr);
+    }
     round_done(flush_target, reason != nullptr);
     if (stopping) break;
   }
@@ -626,6 +637,7 @@ void Writer::intern_pending_stacks() {
   }
   trace_file::Tables& t = tables_;
   for (const PendingStack& ps : stacks) {
+    SqliteSection::let_fork_in();
     if (stack_ids_.count(ps.hash)) continue;
     int64_t id = int64_t(stack_ids_.size()) + 1;
     stack_ids_[ps.hash] = id;
@@ -861,6 +873,7 @@ void Writer::write_ready_ops(bool force) {
     if (force || p.ready() || p.waited >= 2) {
       write_op(p);
       if (max_bytes_ > 0) maybe_declare_boundary();
+      SqliteSection::let_fork_in();
     } else {
       ++p.waited;
       waiting.push_back(std::move(p));
@@ -1050,6 +1063,7 @@ void Writer::commit_batch(bool force_meta) {
   size_t n = 0;
   for (; have && n < 200000 && !failed(); n++) {
     insert(r);
+    SqliteSection::let_fork_in();
     have = queue_.pop(r);
   }
   if (have && !failed()) insert(r);
@@ -1058,9 +1072,9 @@ void Writer::commit_batch(bool force_meta) {
   std::vector<CompletionRec> retry;
   retry.swap(held_dones_);
   for (const CompletionRec& d : retry)
-    if (!failed()) complete(d, true);
+    if (!failed()) complete(d, true), SqliteSection::let_fork_in();
   for (const CompletionRec& d : dones_)
-    if (!failed()) complete(d, last_round);
+    if (!failed()) complete(d, last_round), SqliteSection::let_fork_in();
   if (!failed()) retire_if_over_cap(int64_t(sig_->pending.size()));
   // At exit and on signals every op goes, parts or not: nothing stays behind in memory.
   if (!failed()) write_ready_ops(force_meta || stop_.load());

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,6 +189,43 @@ int scenario_fork() {
   waitpid(child, &status, 0);
   probe_issue_all_reduce(c, 4);
   return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 5;
+}
+
+// fork() while the writer is busy: a second thread floods ops, so the writer thread is inside
+// SQLite most of the time; the main thread forks n children, each of which traces two ops of its
+// own. A child stuck (SQLite's global mutex inherited locked) is killed after 20 s: exit 6.
+int scenario_fork_busy(int n) {
+  ncclComm_t c = init_comm();
+  std::atomic<bool> stop{false};
+  std::thread flood([&] {
+    for (size_t i = 0; !stop.load(); i++) probe_issue_all_reduce(c, 100 + i % 7);
+  });
+  int failed = 0;
+  for (int k = 0; k < n && !failed; k++) {
+    usleep(2000);
+    pid_t child = fork();
+    if (child == 0) {
+      ncclComm_t cc = init_comm(5);
+      probe_issue_all_reduce(cc, 2);
+      probe_issue_all_reduce(cc, 3);
+      exit(0);  // the recorder's exit handler commits the child's two ops
+    }
+    int status = 0;
+    for (int waited_ms = 0; waitpid(child, &status, WNOHANG) == 0; waited_ms += 10) {
+      if (waited_ms >= 20000) {
+        fprintf(stderr, "probe: child %d of %d (pid %d) did not exit in 20 s\n", k + 1, n, int(child));
+        kill(child, SIGKILL);
+        waitpid(child, &status, 0);
+        failed = 6;
+        break;
+      }
+      usleep(10000);
+    }
+    if (!failed && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) failed = 5;
+  }
+  stop.store(true);
+  flood.join();
+  return failed;
 }
 
 // Ops on a stream whose events never complete: the watchdog must report a hang.
@@ -395,6 +433,7 @@ int main(int argc, char** argv) {
   if (s == "config_name") return scenario_config_name();
   if (s == "threads") return scenario_threads();
   if (s == "fork") return scenario_fork();
+  if (s == "fork_busy") return scenario_fork_busy(argc > 2 ? atoi(argv[2]) : 40);
   if (s == "hang") return scenario_hang();
   if (s == "ops_then_wait") return scenario_ops_then_wait(argc > 2 ? atoi(argv[2]) : 100);
   if (s == "graph") return scenario_graph();

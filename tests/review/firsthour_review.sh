@@ -181,7 +181,11 @@ f26_baseline_does_not_match_over_a_divergence)
   expect "premise: exit 1, divergence at seq 40002 (rc=$rc)" [ "$rc" = 1 ]
   # (On e7d401e the windows were compared, #28673..#40002, and the line said "matches"; the fix
   # does not compare the schedule of ranks that disagree, and says so.)
-  expect "says the baseline was not compared, since the ranks disagree" has c "not compared: the ranks disagree"
+  # The canonical schedule is the member's that retains the longest history: rank 0's (equal to
+  # the baseline: "not compared") or, when the cap left rank 1 more, rank 1's ("differs"). Both
+  # are honest; a match is not (CI failure of stop 27: rank 1 had retained more).
+  expect "says the baseline was not compared since the ranks disagree, or that it differs" \
+    grep -qE "not compared: the ranks disagree|schedule differs from baseline" "$work/c.out"
   expect "no 'schedule matches baseline' over a window where rank 1 differs from it" \
     hasnt c "schedule matches baseline"
   ;;
