@@ -1,6 +1,9 @@
 #include "trace_validation.h"
 
 #include "identity.h"
+#include "trace_file.h"
+
+#include <time.h>
 
 #include <algorithm>
 #include <map>
@@ -32,6 +35,17 @@ const char* evidence_kind_name(EvidenceKind k) {
 }
 
 namespace {
+
+// "2026-12-02 13:33:20 UTC" from a wall-clock time in ns (an untrusted file's: "?" outside 1970..2100).
+std::string utc_time(int64_t wall_ns) {
+  const int64_t secs = wall_ns / 1000000000;
+  if (secs < 0 || secs > 4102444800) return "?";
+  const time_t t = static_cast<time_t>(secs);
+  tm parts{};
+  char buf[32];
+  if (!gmtime_r(&t, &parts) || !strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &parts)) return "?";
+  return buf;
+}
 
 // Communicators whose members can be matched across files: created (init_rc 0), not the
 // NULL-comm placeholder, not given a process-local identity by a recorder that started late.
@@ -206,11 +220,22 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
           d += " ...";
           break;
         }
-        d += " {";
+        d += gi > 1 ? "; {" : " {";
         for (size_t k = 0; k < ps.size() && k < 4; ++k) d += (k ? ", " : "") + rank_label(*procs[ps[k]], ps[k], unique_rank(*procs[ps[k]]));
         if (ps.size() > 4) d += ", ...";
         d += "}";
+        // When each started: after a restart (torchelastic, Slurm --requeue) the older one is
+        // the one to move away.
+        int64_t first = INT64_MAX;
+        for (int q : ps) {
+          auto it = procs[q]->meta.find("start_wall_ns");
+          if (it == procs[q]->meta.end()) continue;
+          if (const trace_file::TextInt w = trace_file::parse_int(it->second); w.integer() && w.value > 0)
+            first = std::min(first, w.value);
+        }
+        if (first != INT64_MAX) d += " started " + utc_time(first);
       }
+      d += "; analyse one job at a time: move the other group's files to a directory of their own";
       for (size_t i = 0; i < procs.size(); ++i) all.push_back(static_cast<int>(i));
       add(EvidenceKind::kMixedJobs, false, all, d);
     }

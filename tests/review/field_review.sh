@@ -227,6 +227,22 @@ g15_model_check_names_the_window_and_the_retired_divergence)
   expect "replay --model names the divergence known by digest" has m "digest"
   ;;
 
+# G13: a job restarted into the same directory: the two runs are told apart by when they started.
+g13_restarts_name_when_each_group_started)
+  for n in 1 2; do
+    "$ls_bin" run -o "$work/rs" -- lockstep-launch -n 2 --quiet --timeout 60 -- \
+      seed_deadlock --fixed --steps 2 >/dev/null 2>&1
+    sleep 1
+  done
+  expect "premise: two runs of 2 ranks in one directory" [ "$(ls "$work"/rs/*.lockstep.sqlite | wc -l)" = 4 ]
+  run a analyze "$work/rs"
+  expect "premise: incomplete, exit 4 (rc=$rc)" [ "$rc" = 4 ]
+  expect "premise: the groups are named" has a "separate jobs?"
+  expect "each group's start time is named" \
+    [ "$(grep -oE '\} started [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8} UTC' "$work/a.out" | sort -u | wc -l)" = 2 ]
+  expect "the line says what to do" has a "move the other group's files"
+  ;;
+
 *) echo "unknown case $case_name"; exit 2 ;;
 esac
 [ "$fails" = 0 ]
