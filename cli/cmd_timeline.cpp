@@ -29,6 +29,7 @@ struct TimelineArgs {
   bool text = false;
   int64_t around = -1;
   int window = 5;
+  int64_t large_mb = 256;
 };
 
 // The evidence of what was read: every file's header, less the files whose rows could not be read
@@ -154,6 +155,13 @@ int timeline(const TimelineArgs& a) {
   }
   const int done = report(unread);
   std::cerr << "wrote " << printable(a.output) << " (open it in https://ui.perfetto.dev or chrome://tracing)\n";
+  // chrome://tracing gives up on a few hundred MB, and a browser tab holds ~2 GB at most.
+  struct stat written;
+  if (stat(a.output.c_str(), &written) == 0 && S_ISREG(written.st_mode) && written.st_size > a.large_mb * 1024 * 1024)
+    std::cerr << "lockstep timeline: " << printable(a.output) << " is " << written.st_size / (1024 * 1024)
+              << " MB, more than a browser tab loads well (chrome://tracing stops at a few hundred MB); "
+                 "narrow it with --ranks, --comm or --from-seq/--to-seq, or open it with Perfetto's "
+                 "trace_processor --httpd\n";
   return done;
 }
 
@@ -173,6 +181,8 @@ void add_timeline_command(CLI::App& app, int* exit_code) {
   sub->add_option("--around", args->around, "--text: centre on this seq (default: the divergence, else the last seq)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--window", args->window, "--text: seqs shown on each side (default 5)")->check(CLI::Range(0, 10000));
+  sub->add_option("--large-mb", args->large_mb, "Above this size (MB) the JSON is called too large for a browser tab, "
+                  "with how to narrow it (default 256)")->check(CLI::Range(int64_t(0), int64_t(1) << 30));
   sub->callback([args, exit_code] { *exit_code = timeline(*args); });
 }
 

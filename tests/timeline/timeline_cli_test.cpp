@@ -71,6 +71,22 @@ TEST(TimelineCli, output_through_a_symbolic_link_writes_its_target_and_keeps_the
   EXPECT_TRUE(std::filesystem::is_character_file("/dev/null"));
 }
 
+// A timeline of thousands of ranks can be a gigabyte: past --large-mb (256 by default) the CLI says
+// so and how to narrow it (docs/review-2026-12-02-field.md G11).
+TEST(TimelineCli, a_file_past_the_size_a_browser_loads_is_named_with_how_to_narrow_it) {
+  Written w;
+  std::string out = w.dir + "/t.json";
+  ProcResult small = run_program({LOCKSTEP_EXE, "timeline", w.dir, "-o", out});
+  ASSERT_EQ(small.exit_code, 0) << small.err;
+  EXPECT_EQ(small.err.find("more than a browser tab"), std::string::npos) << small.err;
+  ProcResult big = run_program({LOCKSTEP_EXE, "timeline", w.dir, "-o", out, "--large-mb", "0"});
+  ASSERT_EQ(big.exit_code, 0) << big.err;
+  EXPECT_NE(big.err.find("more than a browser tab"), std::string::npos) << big.err;
+  EXPECT_NE(big.err.find("--ranks, --comm or --from-seq/--to-seq"), std::string::npos) << big.err;
+  ProcResult piped = run_program({LOCKSTEP_EXE, "timeline", w.dir, "-o", "-", "--large-mb", "0"});
+  EXPECT_EQ(piped.err.find("more than a browser tab"), std::string::npos) << "stdout has no size to name";
+}
+
 TEST(TimelineCli, text_view_through_a_pipe_groups_agreeing_ranks_and_marks_the_divergence_in_ascii) {
   Written w;
   ProcResult r = run_program({LOCKSTEP_EXE, "timeline", w.dir, "--text"});
