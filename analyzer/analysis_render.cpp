@@ -36,10 +36,15 @@ std::string window_note(const Analysis& a) {
     exact_from = std::min(exact_from, w.exact_first);
   }
   if (!bounded) return "";
-  return "retired history: " + std::to_string(bounded) + " communicator(s) hold only their newest collectives (exact " +
-         "from collective #" + std::to_string(exact_from) + " on); " + std::to_string(proven) + " of them proven " +
-         "identical before that by checkpoint digest (known by digest only, up to collective #" +
-         std::to_string(through) + ")";
+  std::string out = "retired history: " +
+                    (bounded == 1 ? std::string("1 communicator holds only its newest collectives")
+                                  : std::to_string(bounded) + " communicators hold only their newest collectives") +
+                    " (exact from collective #" + std::to_string(exact_from) + " on); ";
+  const std::string by_digest = "identical before that by checkpoint digest (known by digest only, up to collective #" +
+                                std::to_string(through) + ")";
+  if (proven == bounded) return out + (bounded == 1 ? "proven " : "each proven ") + by_digest;
+  if (proven == 0) return out + (bounded == 1 ? "not" : "none") + " proven identical before that by checkpoint digest";
+  return out + std::to_string(proven) + " of them proven " + by_digest + ", the others not";
 }
 
 std::string op_state(const Schedule& s, int proc, const SchedOp& o) {
@@ -78,13 +83,22 @@ std::string unproven_line(const Analysis& a, const Unproven& u) {
 
 using namespace render;
 
+std::string render::counts_phrase(const Analysis& a) {
+  const Schedule& s = *a.schedule;
+  int64_t retired = 0;
+  for (auto& p : s.procs)
+    if (p.info.retired_ops > 0 && __builtin_add_overflow(retired, p.info.retired_ops, &retired)) retired = INT64_MAX;
+  std::string out = plural(s.procs.size(), "process", "processes") + ", " +
+                    plural(a.index.comms.size(), "communicator", "communicators") + ", " + plural(a.total_ops, "op", "ops");
+  if (retired > 0) out += " retained (" + std::to_string(retired) + " retired by the size cap)";
+  return out;
+}
+
 std::string summary_line(const Analysis& a) {
   std::ostringstream os;
   const Schedule& s = *a.schedule;
   if (!a.problems()) {
-    std::string counts = plural(s.procs.size(), "process", "processes") + ", " +
-                         plural(a.index.comms.size(), "communicator", "communicators") + ", " +
-                         plural(a.total_ops, "op", "ops");
+    const std::string counts = counts_phrase(a);
     if (a.incomplete()) {
       os << "incomplete evidence: " << counts << " read; no divergence found in what was read, but "
          << printable(evidence_summary(a.evidence));

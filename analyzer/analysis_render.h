@@ -18,6 +18,9 @@ inline constexpr size_t kMaxRangeSegments = 16;  // segments of a rank-range str
 
 // Rank ranges, at most kMaxRangeSegments segments ("0-3,7,... (+N more)").
 std::string capped_ranges(std::vector<int> r);
+// "2 processes, 1 communicator, 47296 ops", and when the size cap retired rows
+// "..., 47296 ops retained (72704 retired by the size cap)": the count is the files', not the job's.
+std::string counts_phrase(const Analysis& a);
 // What the verdict rests on when the size cap retired history: "" when nothing was retired.
 std::string window_note(const Analysis& a);
 // "completed", "in flight", or "issued" when the process recorded no completion at all.

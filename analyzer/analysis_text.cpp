@@ -251,8 +251,7 @@ std::string render_text(const Analysis& a, TraceDetails& details, const ReportOp
     os << "lockstep: " << summary_line(a) << "\n";
     return os.str();
   }
-  os << "lockstep: " << plural(s.procs.size(), "process", "processes") << ", "
-     << plural(a.index.comms.size(), "communicator", "communicators") << ", " << plural(a.total_ops, "op", "ops") << "\n";
+  os << "lockstep: " << counts_phrase(a) << "\n";
   if (a.first) {
     os << "\n" << bold(c, "FIRST DIVERGENCE") << ": ";
     text_finding(os, c, *a.first, true);

@@ -243,6 +243,17 @@ g13_restarts_name_when_each_group_started)
   expect "the line says what to do" has a "move the other group's files"
   ;;
 
+# G9 (first part): a capped run's op count is what the files retain, not what the job issued.
+g9_capped_counts_say_retained)
+  capped_run "$work/cap"
+  run a analyze "$work/cap"
+  expect "premise: clean (rc=$rc)" [ "$rc" = 0 ]
+  retired=0
+  for f in "$work"/cap/*.lockstep.sqlite; do retired=$((retired + $(meta "$f" retired_ops))); done
+  expect "premise: the cap retired ops ($retired)" [ "$retired" -gt 0 ]
+  expect "the count says retained, and how many were retired" has a "ops retained ($retired retired by the size cap)"
+  ;;
+
 *) echo "unknown case $case_name"; exit 2 ;;
 esac
 [ "$fails" = 0 ]
