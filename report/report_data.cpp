@@ -238,12 +238,16 @@ struct Builder {
 
     // The analyzer's own evidence issues: the one definition of "incomplete" (what analyze and
     // check exit 4 on). The page's lists above add detail; they never make it complete.
+    // One row per kind and text: 4,096 ranks killed read "0-4095 | trace ends without ...".
+    const std::vector<EvidenceGroup> groups = group_evidence(a.evidence);
     json issues = json::array();
-    for (size_t i = 0; i < a.evidence.size() && i < opt.max_list; ++i) {
-      const EvidenceIssue& is = a.evidence[i];
-      issues.push_back({{"kind", evidence_kind_name(is.kind)}, {"detail", is.detail}});
+    for (size_t i = 0; i < groups.size() && i < opt.max_list; ++i) {
+      const EvidenceGroup& g = groups[i];
+      issues.push_back({{"kind", evidence_kind_name(g.kind)},
+                        {"ranks", ranges(g.ranks, opt.max_range_segments)},
+                        {"detail", g.what}});
     }
-    e["issues"] = {{"count", a.evidence.size()}, {"items", issues}};
+    e["issues"] = {{"count", groups.size()}, {"issues", a.evidence.size()}, {"items", issues}};
 
     *incomplete = a.incomplete() || missing.count > 0 || n_dropped || n_stopped || !s.skipped.empty() || n_partial;
     return e;
