@@ -3,6 +3,7 @@
 // number of ranks or ops. Layout of the JSON: docs/report.md "Data".
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -505,6 +506,21 @@ struct Builder {
     }
     j["lanes"] = lanes;
     j["more_sides"] = std::max(d.members, d.sides.size()) - pick.size();
+    if (d.kind == FindingKind::kDigestMismatch) {
+      // No ops to draw (the cap retired them) and no majority to count: every member is on one of
+      // the sides, each named by the digest its checkpoints hold after collective #ordinal.
+      json sides = json::array();
+      for (size_t i = 0; i < d.groups.size() && i < opt.max_lanes; ++i) {
+        std::vector<int> rk;
+        for (int p : d.groups[i].procs) rk.push_back(rank(p));
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(d.groups[i].digest));
+        sides.push_back({{"ranks", ranges(rk, opt.max_range_segments)}, {"count", rk.size()},
+                         {"digest", hex}, {"odd", d.groups[i].odd}});
+      }
+      j["digest_sides"] = {{"count", d.groups.size()}, {"list", sides}};
+      j["more_sides"] = 0;
+    }
     // Exact: ops compared one by one in the retained window; digest: retired history located by
     // checkpoint (ordinal_first..ordinal), no ops to show.
     j["evidence"] = d.kind == FindingKind::kDigestMismatch ? "digest" : "exact";
