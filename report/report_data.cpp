@@ -312,6 +312,11 @@ struct Builder {
   }
 
   json families() {
+    std::set<int> finding_comms;  // gcomms of every divergence and inversion
+    for (auto* list : {&a.divergences, &a.inversions})
+      for (const Divergence& d : *list)
+        for (int g : {d.gcomm, d.gcomm_b})
+          if (g >= 0) finding_comms.insert(g);
     std::map<std::string, std::vector<int>> by_family;  // family -> gcomms, in index order
     std::vector<std::string> order;
     for (size_t g = 0; g < a.index.comms.size(); ++g) {
@@ -343,7 +348,10 @@ struct Builder {
           states.insert(st);
         }
         // Members that have no file: their global ranks are unknown, the count is what we have.
-        int interest = (hi != lo) * 4 + (states.count(kBlockedHere) || states.count(kDead)) * 2 +
+        // A communicator that holds a finding outranks every other ("unusual first"), the first
+        // finding's before the rest: a table cut at max_list must not drop it.
+        const int finding = finding_comms.count(g) ? (a.first && (a.first->gcomm == g || a.first->gcomm_b == g) ? 16 : 8) : 0;
+        int interest = finding + (hi != lo) * 4 + (states.count(kBlockedHere) || states.count(kDead)) * 2 +
                        (c.members.size() < static_cast<size_t>(c.nranks));
         json st = json::array();
         for (int x : states) st.push_back(kCellStates[x]);
@@ -353,7 +361,8 @@ struct Builder {
                                                 {"traced", c.members.size()},
                                                 {"min_issued", c.members.empty() ? -1 : lo},
                                                 {"max_issued", hi},
-                                                {"states", st}}});
+                                                {"states", st},
+                                                {"finding", finding > 0}}});
       }
       std::stable_sort(ranked_comms.begin(), ranked_comms.end(),
                        [](auto& x, auto& y) { return x.first < y.first; });
