@@ -167,12 +167,12 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
     e.kind = EvidenceKind::kHistoryLost;
     e.procs = {static_cast<int>(p)};
     if (info.global_rank >= 0) e.ranks = {info.global_rank};
-    e.detail = "rank " + std::to_string(display_rank(s, static_cast<int>(p))) +
-               ": trace ends without an exit record (not finished, not seen running): what it did after its last "
-               "flush is unknown";
+    e.what = "trace ends without an exit record (not finished, not seen running): what it did after its last flush "
+             "is unknown";
     if (const Unproven* u = issued_by_peer[p])
-      e.detail += "; a peer completed collective #" + std::to_string(u->finding.ordinal) + " on " +
-                  comm_label(a.index.comms[u->finding.gcomm].hash, a.index.comms[u->finding.gcomm].role) + ", so it issued it (its record was lost)";
+      e.what += "; a peer completed collective #" + std::to_string(u->finding.ordinal) + " on " +
+                comm_label(a.index.comms[u->finding.gcomm].hash, a.index.comms[u->finding.gcomm].role) + ", so it issued it (its record was lost)";
+    e.detail = "rank " + std::to_string(display_rank(s, static_cast<int>(p))) + ": " + e.what;
     a.evidence.push_back(std::move(e));
   }
   std::vector<const Divergence*> all;

@@ -123,6 +123,13 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
     evidence.push_back({{"kind", evidence_kind_name(e.kind)}, {"contradictory", e.contradictory},
                         {"ranks", e.ranks}, {"detail", e.detail}});
   j["evidence"] = evidence;
+  // The same issues as the text prints them: one entry per kind and text, with its ranks.
+  const std::vector<EvidenceGroup> evidence_groups = group_evidence(a.evidence);
+  json grouped = json::array();
+  for (auto& g : evidence_groups)
+    grouped.push_back({{"kind", evidence_kind_name(g.kind)}, {"contradictory", g.contradictory},
+                       {"ranks", rank_ranges(g.ranks)}, {"count", g.issues.size()}, {"detail", g.detail}});
+  j["evidence_groups"] = grouped;
   json unproven = json::array();
   for (auto& u : a.unproven)
     unproven.push_back({{"kind", kind_name(u.finding.kind)}, {"comm", a.index.comms[u.finding.gcomm].hash},
@@ -153,7 +160,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
   j["skipped"] = skipped;
   // Every caveat in one list of lines (as the text report prints them).
   json warnings = json::array();
-  for (auto& e : a.evidence) warnings.push_back("incomplete: " + e.detail);
+  for (auto& g : evidence_groups) warnings.push_back("incomplete: " + g.detail);
   for (auto& w : a.index.warnings) warnings.push_back(w);
   for (auto& u : a.unproven) warnings.push_back(unproven_line(a, u));
   j["warnings"] = warnings;

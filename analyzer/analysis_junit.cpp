@@ -65,7 +65,7 @@ std::vector<JUnitCase> junit_cases(const Analysis& a) {
     }
   out.push_back({"no_hang", hang, ""});
   std::string ev;
-  for (auto& e : a.evidence) ev += std::string(evidence_kind_name(e.kind)) + ": " + e.detail + "\n";
+  for (auto& g : group_evidence(a.evidence)) ev += std::string(evidence_kind_name(g.kind)) + ": " + g.detail + "\n";
   for (auto& u : a.unproven)
     if (!u.lost.empty()) ev += unproven_line(a, u) + "\n";
   out.push_back({"evidence_complete", ev, ""});

@@ -227,7 +227,7 @@ std::string render_text(const Analysis& a, TraceDetails& details, const ReportOp
   const Schedule& s = *a.schedule;
   Ctx c{a, s, details, opt};
   std::ostringstream os;
-  for (auto& e : a.evidence) os << "incomplete: " << printable(e.detail) << "\n";
+  for (auto& g : group_evidence(a.evidence)) os << "incomplete: " << printable(g.detail) << "\n";
   for (auto& w : a.index.warnings) os << "warning: " << printable(w) << "\n";
   os << identity_warnings_text(s);
   for (auto& u : a.unproven) os << "note: " << unproven_line(a, u) << "\n";

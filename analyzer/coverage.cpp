@@ -70,10 +70,10 @@ std::vector<EvidenceIssue> coverage_evidence(const Schedule& s, const Coverage& 
     e.procs.push_back(p.proc);
     int r = s.procs[size_t(p.proc)].info.global_rank;
     if (r >= 0) e.ranks.push_back(r);
-    e.detail = who(s, p.proc) + ": " +
-               (p.dropped > 0 ? "NCCL's profiler plugin dropped " + std::to_string(p.dropped) +
-                                    " records (queue full): calls only it saw may be missing"
-                              : "its profiler plugin tables cannot be read: " + printable(p.error));
+    e.what = p.dropped > 0 ? "NCCL's profiler plugin dropped " + std::to_string(p.dropped) +
+                                 " records (queue full): calls only it saw may be missing"
+                           : "its profiler plugin tables cannot be read: " + printable(p.error);
+    e.detail = who(s, p.proc) + ": " + e.what;
     out.push_back(std::move(e));
   }
   return out;

@@ -24,27 +24,6 @@ const char* status_name(RankStatus s) {
   return "unknown";
 }
 
-std::string rank_ranges(std::vector<int> r) {
-  std::sort(r.begin(), r.end());
-  r.erase(std::unique(r.begin(), r.end()), r.end());
-  std::string out;
-  for (size_t i = 0; i < r.size();) {
-    size_t j = i;
-    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(r[i]);
-    if (j > i) out += "-" + std::to_string(r[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
-std::string ranks_phrase(std::vector<int> r, const std::string& noun) {
-  std::sort(r.begin(), r.end());
-  r.erase(std::unique(r.begin(), r.end()), r.end());
-  return noun + (r.size() == 1 ? " " : "s ") + rank_ranges(r);
-}
-
 const char* stop_cause_name(StopCause c) {
   switch (c) {
     case StopCause::kNone: return "none";

@@ -120,9 +120,4 @@ struct HangOptions {
 
 HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptions& opt = {});
 
-// "0-3,7,9-12"
-std::string rank_ranges(std::vector<int> ranks);
-// "rank 3", "ranks 0-3,7" (`noun` "comm rank": "comm ranks 1-2"): rank_ranges with its noun.
-std::string ranks_phrase(std::vector<int> ranks, const std::string& noun = "rank");
-
 }  // namespace lockstep

@@ -23,18 +23,69 @@ std::vector<int> ranks_of(const Schedule& s, const std::vector<int>& procs) {
   return r;
 }
 
-std::string plural_ranks(const std::vector<int>& r) {
-  return std::string(r.size() == 1 ? "rank " : "ranks ") + rank_ranges(r);
-}
-
-std::string seconds(int64_t ns) { return std::to_string((ns + 500'000'000) / 1'000'000'000) + " s"; }
-
 // Untrusted trace text: no control characters for the terminal, no invalid UTF-8 for JSON.
 std::string printable(std::string v) {
   for (char& c : v)
     if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x7f) c = '?';
   return v;
 }
+
+// Host names "node7" then "node8" (or "gpu-009" then "gpu-010"): one prefix, the next number.
+bool next_host_name(const std::string& a, const std::string& b) {
+  auto split = [](const std::string& n) {
+    size_t d = n.size();
+    while (d > 0 && n[d - 1] >= '0' && n[d - 1] <= '9') --d;
+    return d;
+  };
+  const size_t da = split(a), db = split(b);
+  if (da == a.size() || db == b.size() || a.compare(0, da, b, 0, db) != 0 || a.size() - da > 18 || b.size() - db > 18)
+    return false;
+  const std::string na = a.substr(da), nb = b.substr(db);
+  const bool padded = (na.size() > 1 && na[0] == '0') || (nb.size() > 1 && nb[0] == '0');
+  return std::stoll(nb) == std::stoll(na) + 1 && (!padded || na.size() == nb.size());
+}
+
+// "hosts: node0..node511 (512 hosts, 8 ranks each in order: ranks 0-4095)": hosts that each hold
+// the next block of ranks, named in sequence, are one entry; at most kMaxHostEntries entries.
+constexpr size_t kMaxHostEntries = 16;
+std::string hosts_line(const Schedule& s, const std::vector<HostGroup>& hosts) {
+  struct Block {
+    bool whole = false;  // the host's ranks are one range, each once
+    int lo = 0, n = 0;
+  };
+  std::vector<Block> blocks;
+  for (const HostGroup& h : hosts) {
+    std::vector<int> r = ranks_of(s, h.procs);
+    std::sort(r.begin(), r.end());
+    Block b;
+    b.whole = !r.empty() && r.back() - r.front() + 1 == static_cast<int>(r.size()) &&
+              std::adjacent_find(r.begin(), r.end()) == r.end();
+    if (b.whole) b.lo = r.front(), b.n = static_cast<int>(r.size());
+    blocks.push_back(b);
+  }
+  std::string out = "hosts:";
+  size_t entries = 0, h = 0;
+  for (; h < hosts.size() && entries < kMaxHostEntries; ++entries) {
+    size_t e = h + 1;  // hosts[h, e) one entry
+    while (e < hosts.size() && blocks[h].whole && blocks[e].whole && blocks[e].n == blocks[h].n &&
+           blocks[e].lo == blocks[e - 1].lo + blocks[e - 1].n && next_host_name(hosts[e - 1].host, hosts[e].host))
+      ++e;
+    if (e - h < 3) e = h + 1;  // two in sequence read as well apart
+    out += entries ? "; " : " ";
+    if (e - h > 1)
+      out += printable(hosts[h].host) + ".." + printable(hosts[e - 1].host) + " (" + std::to_string(e - h) + " hosts, " +
+             plural(blocks[h].n, "rank", "ranks") + " each in order: ranks " + std::to_string(blocks[h].lo) + "-" +
+             std::to_string(blocks[e - 1].lo + blocks[e - 1].n - 1) + ")";
+    else
+      out += printable(hosts[h].host) + " " + ranks_phrase(ranks_of(s, hosts[h].procs));
+    h = e;
+  }
+  if (h < hosts.size())
+    out += "; and " + std::to_string(hosts.size() - h) + " more hosts (--json lists them)";
+  return out + "\n";
+}
+
+std::string seconds(int64_t ns) { return std::to_string((ns + 500'000'000) / 1'000'000'000) + " s"; }
 
 }  // namespace
 
@@ -138,7 +189,7 @@ std::string job_header_text(const Schedule& s, const std::vector<HostGroup>& hos
     } else {
       line += "MPI job";
     }
-    out += line + ": " + plural_ranks(ranks_of(s, g.procs)) + "\n";
+    out += line + ": " + ranks_phrase(ranks_of(s, g.procs)) + "\n";
   }
   std::vector<int> inferred;
   for (size_t i = 0; i < s.procs.size(); ++i)
@@ -147,13 +198,10 @@ std::string job_header_text(const Schedule& s, const std::vector<HostGroup>& hos
     out += "ranks inferred from a communicator spanning every process (no launcher variable): " +
            rank_ranges(inferred) + "\n";
   if (hosts.size() > 1) {
-    out += "hosts:";
-    for (size_t h = 0; h < hosts.size(); ++h)
-      out += (h ? "; " : " ") + printable(hosts[h].host) + " " + plural_ranks(ranks_of(s, hosts[h].procs));
-    out += "\n";
+    out += hosts_line(s, hosts);
     for (const HostGroup& h : hosts)
       if (h.stopped_before_ns > 0)
-        out += "host " + printable(h.host) + ": every trace (" + plural_ranks(ranks_of(s, h.procs)) + ") stopped " +
+        out += "host " + printable(h.host) + ": every trace (" + ranks_phrase(ranks_of(s, h.procs)) + ") stopped " +
                seconds(h.stopped_before_ns) + " before " + printable(h.stopped_before_host) +
                "'s, with no exit or signal recorded: the node or its job step died?\n";
   }

@@ -162,7 +162,7 @@ WorkList build_work_list(const Schedule& sched) {
       std::string defect = header_defect(p.info);
       if (!defect.empty()) throw std::runtime_error("model: " + p.info.shown_path() + ": " + defect);
     }
-    for (const EvidenceIssue& e : validate_evidence(procs, sched.skipped)) {
+    for (const EvidenceGroup& e : group_evidence(validate_evidence(procs, sched.skipped))) {
       if (e.contradictory) throw std::runtime_error("model: " + e.detail);
       if (e.kind != EvidenceKind::kMissingMember) s.problems.push_back("incomplete evidence: " + e.detail);
     }

@@ -109,6 +109,11 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
     e.detail = std::move(detail);
     out.push_back(std::move(e));
   };
+  // An issue about process i: "rank 3: <what>" (`sep` ": "), its text kept apart for grouping.
+  auto add_about = [&](EvidenceKind k, size_t i, const std::string& what, const char* sep = ": ") {
+    add(k, false, {static_cast<int>(i)}, rank_label(*procs[i], static_cast<int>(i)) + sep + what);
+    out.back().what = what;
+  };
   for (auto& sk : skipped) add(EvidenceKind::kSkippedFile, false, {}, "skipped " + sk.path + ": " + sk.reason);
 
   // Same process twice (a copied file): host, pid and start time equal.
@@ -244,39 +249,76 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
   for (size_t i = 0; i < procs.size(); ++i) {
     const Process& p = *procs[i];
     if (p.dropped_records > 0)
-      add(EvidenceKind::kDroppedRecords, false, {static_cast<int>(i)},
-          rank_label(p, static_cast<int>(i)) + " dropped " + std::to_string(p.dropped_records) +
-              " records (its trace has gaps)");
+      add_about(EvidenceKind::kDroppedRecords, i,
+                "dropped " + std::to_string(p.dropped_records) + " records (its trace has gaps)", " ");
     auto st = p.meta.find("recorder_stopped");
     if (st != p.meta.end() && !st->second.empty()) {
       auto det = p.meta.find("recorder_stopped_detail");
-      add(EvidenceKind::kRecorderStopped, false, {static_cast<int>(i)},
-          rank_label(p, static_cast<int>(i)) + ": the recorder stopped recording (" + st->second +
-              (det != p.meta.end() && !det->second.empty() ? ": " + det->second : "") + "); later calls are missing");
+      add_about(EvidenceKind::kRecorderStopped, i,
+                "the recorder stopped recording (" + st->second +
+                    (det != p.meta.end() && !det->second.empty() ? ": " + det->second : "") + "); later calls are missing");
     }
     // Benchmark switches (LOCKSTEP_BENCH_OFF, lockstep_bench_set_off) turned parts of the
     // recorder off at some point: rows may be missing by design.
     auto bench = p.meta.find("bench_off");
     if (bench != p.meta.end() && !bench->second.empty() && bench->second != "0")
-      add(EvidenceKind::kBenchmarkSwitches, false, {static_cast<int>(i)},
-          rank_label(p, static_cast<int>(i)) + ": benchmark switches turned parts of the recorder off (bench_off " +
-              bench->second.substr(0, 20) + "); this trace is not evidence");
+      add_about(EvidenceKind::kBenchmarkSwitches, i,
+                "benchmark switches turned parts of the recorder off (bench_off " + bench->second.substr(0, 20) +
+                    "); this trace is not evidence");
     // Ops whose record reached the writer after the size cap had retired their range, and that
     // the retired range could not take in (interposer/writer.cpp absorb_late_op). Any value but
     // "0" counts: an unreadable one proves nothing either.
     auto late = p.meta.find("late_retired_ops");
     if (late != p.meta.end() && late->second != "0")
-      add(EvidenceKind::kUnverifiedHistory, false, {static_cast<int>(i)},
-          rank_label(p, static_cast<int>(i)) + ": " + late->second.substr(0, 20) +
-              " ops returned after the size cap retired their range; its retired history has a hole");
+      add_about(EvidenceKind::kUnverifiedHistory, i,
+                late->second.substr(0, 20) + " ops returned after the size cap retired their range; its retired history has a hole");
+  }
+  return out;
+}
+
+std::vector<EvidenceGroup> group_evidence(const std::vector<EvidenceIssue>& issues) {
+  std::vector<EvidenceGroup> out;
+  std::map<std::tuple<EvidenceKind, bool, std::string>, std::vector<size_t>> by_text;  // -> groups in out
+  std::vector<std::set<int>> ranks_in;                                                 // per group
+  for (size_t i = 0; i < issues.size(); ++i) {
+    const EvidenceIssue& e = issues[i];
+    const bool groupable = !e.what.empty() && e.procs.size() == 1 && e.ranks.size() == 1;
+    const auto key = std::make_tuple(e.kind, e.contradictory, e.what);
+    if (groupable) {
+      // The first group of this text without the rank: a rank twice (two files claim it) goes
+      // to another group, as "ranks 0-3" would hide a process.
+      bool joined = false;
+      for (size_t k : by_text[key])
+        if (ranks_in[k].insert(e.ranks.front()).second) {
+          out[k].issues.push_back(i);
+          joined = true;
+          break;
+        }
+      if (joined) continue;
+    }
+    EvidenceGroup g;
+    g.kind = e.kind;
+    g.contradictory = e.contradictory;
+    g.issues = {i};
+    g.what = e.what.empty() ? e.detail : e.what;
+    g.detail = e.detail;
+    out.push_back(std::move(g));
+    ranks_in.emplace_back(e.ranks.begin(), e.ranks.end());
+    if (groupable) by_text[key].push_back(out.size() - 1);
+  }
+  for (size_t k = 0; k < out.size(); ++k) {
+    EvidenceGroup& g = out[k];
+    g.ranks.assign(ranks_in[k].begin(), ranks_in[k].end());
+    if (g.issues.size() > 1) g.detail = ranks_phrase(g.ranks) + ": " + g.what;
   }
   return out;
 }
 
 std::string evidence_summary(const std::vector<EvidenceIssue>& issues, size_t max_items) {
+  const std::vector<EvidenceGroup> groups = group_evidence(issues);
   std::string s;
-  for (size_t i = 0; i < issues.size() && i < max_items; ++i) s += (i ? "; " : "") + issues[i].detail;
-  if (issues.size() > max_items) s += "; " + std::to_string(issues.size() - max_items) + " more";
+  for (size_t i = 0; i < groups.size() && i < max_items; ++i) s += (i ? "; " : "") + groups[i].detail;
+  if (groups.size() > max_items) s += "; " + std::to_string(groups.size() - max_items) + " more";
   return s;
 }
 

@@ -41,7 +41,24 @@ struct EvidenceIssue {
   std::vector<int> procs;   // indices into the process list given (empty: none loaded)
   std::vector<int> ranks;   // global ranks concerned (-1 entries dropped), for reports
   std::string detail;       // one line, for humans
+  // An issue about one process (one entry in procs and in ranks): the detail without the rank
+  // that leads it ("trace ends without an exit record ..."), so that ranks with the same text
+  // group into one line (group_evidence). Empty for the other issues.
+  std::string what;
 };
+
+// Issues of one kind and one text (EvidenceIssue::what) about several ranks, as one: "ranks
+// 0-4095: trace ends without an exit record ..."; every other issue alone. In the order of each
+// group's first issue.
+struct EvidenceGroup {
+  EvidenceKind kind = EvidenceKind::kSkippedFile;
+  bool contradictory = false;
+  std::vector<size_t> issues;  // indices into the issues grouped
+  std::vector<int> ranks;      // of every issue, sorted
+  std::string what;            // the shared text; an issue alone: its `what`, else its detail
+  std::string detail;          // "ranks 0-4095: <what>"; an issue alone: its own detail
+};
+std::vector<EvidenceGroup> group_evidence(const std::vector<EvidenceIssue>& issues);
 
 // Per-file checks of the header, before any analysis trusts it: nranks in [1, kMaxRanks],
 // rank in [0, nranks), retired counts and checkpoints within kMaxSeq. Empty: usable; else the
@@ -56,7 +73,8 @@ std::string header_defect(const Process& p);
 std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& procs,
                                              const std::vector<SkippedFile>& skipped);
 
-// A one-line summary: "incomplete evidence: rank 1 missing (comm 3f2a9c01 has 2 members, 1 traced); ..."
+// A one-line summary of the first `max_items` groups (group_evidence): "comm 3f2a9c01 has 2
+// ranks, 1 traced: ...; ranks 0-63: trace ends without an exit record ...; 2 more"
 std::string evidence_summary(const std::vector<EvidenceIssue>& issues, size_t max_items = 4);
 
 }  // namespace lockstep

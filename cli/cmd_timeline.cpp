@@ -78,7 +78,7 @@ int timeline(const TimelineArgs& a) {
     std::vector<const Process*> procs;
     for (auto& p : s->procs) procs.push_back(&p.info);
     auto evidence = validate_evidence(procs, s->skipped);
-    for (auto& e : evidence) std::cerr << "incomplete: " << printable(e.detail) << "\n";
+    for (auto& g : group_evidence(evidence)) std::cerr << "incomplete: " << printable(g.detail) << "\n";
     return evidence.empty() ? kExitOk : kExitIncomplete;
   }
   if (a.output.empty()) {
@@ -104,7 +104,7 @@ int timeline(const TimelineArgs& a) {
   // The timeline shows what was read; what was not is named on stderr and in the exit code.
   auto report = [&](const std::vector<SkippedFile>& unread) {
     auto evidence = evidence_of(headers, unread);
-    for (auto& e : evidence) std::cerr << "incomplete: " << printable(e.detail) << "\n";
+    for (auto& g : group_evidence(evidence)) std::cerr << "incomplete: " << printable(g.detail) << "\n";
     return evidence.empty() ? kExitOk : kExitIncomplete;
   };
   TimelineOptions o;

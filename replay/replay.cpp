@@ -98,7 +98,7 @@ std::vector<std::string> incomplete_evidence(const Schedule& trace) {
   // The rest of the analyzer's evidence (what analyze and check exit 4 on): a killed rank's lost
   // history, separate jobs in one directory, duplicate or inconsistent files, unproven retired
   // history. The kinds above are named in replay's own words.
-  for (const EvidenceIssue& e : analyze(trace).evidence) {
+  for (const EvidenceGroup& e : group_evidence(analyze(trace).evidence)) {
     switch (e.kind) {
       case EvidenceKind::kSkippedFile:
       case EvidenceKind::kMissingMember:

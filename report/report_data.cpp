@@ -3,6 +3,7 @@
 // number of ranks or ops. Layout of the JSON: docs/report.md "Data".
 #include <algorithm>
 #include <climits>
+#include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -238,12 +239,16 @@ struct Builder {
 
     // The analyzer's own evidence issues: the one definition of "incomplete" (what analyze and
     // check exit 4 on). The page's lists above add detail; they never make it complete.
+    // One row per kind and text: 4,096 ranks killed read "0-4095 | trace ends without ...".
+    const std::vector<EvidenceGroup> groups = group_evidence(a.evidence);
     json issues = json::array();
-    for (size_t i = 0; i < a.evidence.size() && i < opt.max_list; ++i) {
-      const EvidenceIssue& is = a.evidence[i];
-      issues.push_back({{"kind", evidence_kind_name(is.kind)}, {"detail", is.detail}});
+    for (size_t i = 0; i < groups.size() && i < opt.max_list; ++i) {
+      const EvidenceGroup& g = groups[i];
+      issues.push_back({{"kind", evidence_kind_name(g.kind)},
+                        {"ranks", ranges(g.ranks, opt.max_range_segments)},
+                        {"detail", g.what}});
     }
-    e["issues"] = {{"count", a.evidence.size()}, {"items", issues}};
+    e["issues"] = {{"count", groups.size()}, {"issues", a.evidence.size()}, {"items", issues}};
 
     *incomplete = a.incomplete() || missing.count > 0 || n_dropped || n_stopped || !s.skipped.empty() || n_partial;
     return e;
@@ -307,6 +312,11 @@ struct Builder {
   }
 
   json families() {
+    std::set<int> finding_comms;  // gcomms of every divergence and inversion
+    for (auto* list : {&a.divergences, &a.inversions})
+      for (const Divergence& d : *list)
+        for (int g : {d.gcomm, d.gcomm_b})
+          if (g >= 0) finding_comms.insert(g);
     std::map<std::string, std::vector<int>> by_family;  // family -> gcomms, in index order
     std::vector<std::string> order;
     for (size_t g = 0; g < a.index.comms.size(); ++g) {
@@ -338,7 +348,10 @@ struct Builder {
           states.insert(st);
         }
         // Members that have no file: their global ranks are unknown, the count is what we have.
-        int interest = (hi != lo) * 4 + (states.count(kBlockedHere) || states.count(kDead)) * 2 +
+        // A communicator that holds a finding outranks every other ("unusual first"), the first
+        // finding's before the rest: a table cut at max_list must not drop it.
+        const int finding = finding_comms.count(g) ? (a.first && (a.first->gcomm == g || a.first->gcomm_b == g) ? 16 : 8) : 0;
+        int interest = finding + (hi != lo) * 4 + (states.count(kBlockedHere) || states.count(kDead)) * 2 +
                        (c.members.size() < static_cast<size_t>(c.nranks));
         json st = json::array();
         for (int x : states) st.push_back(kCellStates[x]);
@@ -348,7 +361,8 @@ struct Builder {
                                                 {"traced", c.members.size()},
                                                 {"min_issued", c.members.empty() ? -1 : lo},
                                                 {"max_issued", hi},
-                                                {"states", st}}});
+                                                {"states", st},
+                                                {"finding", finding > 0}}});
       }
       std::stable_sort(ranked_comms.begin(), ranked_comms.end(),
                        [](auto& x, auto& y) { return x.first < y.first; });
@@ -501,6 +515,21 @@ struct Builder {
     }
     j["lanes"] = lanes;
     j["more_sides"] = std::max(d.members, d.sides.size()) - pick.size();
+    if (d.kind == FindingKind::kDigestMismatch) {
+      // No ops to draw (the cap retired them) and no majority to count: every member is on one of
+      // the sides, each named by the digest its checkpoints hold after collective #ordinal.
+      json sides = json::array();
+      for (size_t i = 0; i < d.groups.size() && i < opt.max_lanes; ++i) {
+        std::vector<int> rk;
+        for (int p : d.groups[i].procs) rk.push_back(rank(p));
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(d.groups[i].digest));
+        sides.push_back({{"ranks", ranges(rk, opt.max_range_segments)}, {"count", rk.size()},
+                         {"digest", hex}, {"odd", d.groups[i].odd}});
+      }
+      j["digest_sides"] = {{"count", d.groups.size()}, {"list", sides}};
+      j["more_sides"] = 0;
+    }
     // Exact: ops compared one by one in the retained window; digest: retired history located by
     // checkpoint (ordinal_first..ordinal), no ops to show.
     j["evidence"] = d.kind == FindingKind::kDigestMismatch ? "digest" : "exact";

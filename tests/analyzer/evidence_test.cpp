@@ -432,3 +432,64 @@ TEST(Evidence, fresh_trace_of_a_process_that_is_gone_is_lost_not_behind) {
   EXPECT_NE(r->a.verdict(), Verdict::kBehind);
   EXPECT_NE(r->a.verdict(), Verdict::kClean);
 }
+
+// Review G3: a job killed on every rank (SIGKILL, a lost allocation) left one "trace ends without
+// an exit record" line per rank, 4,096 of them before anything else. The same gap of many ranks
+// is one line with their ranges, in the text, the verdict line, JSON warnings and JUnit; JSON
+// `evidence` keeps one entry per rank.
+TEST(Evidence, identical_gaps_of_many_ranks_are_one_line) {
+  TraceBuilder b(8);
+  b.comm(kComm, {0, 1, 2, 3, 4, 5, 6, 7});
+  b.all({0, 1, 2, 3, 4, 5, 6, 7}, kComm, {}, 5);
+  for (int r = 0; r < 8; ++r) b.running(r);
+  auto r = run(b);
+  expect_incomplete(*r, "ranks 0-7: trace ends without an exit record");
+  EXPECT_NE(r->text.find("incomplete: ranks 0-7: trace ends without an exit record"), std::string::npos) << r->text;
+  EXPECT_EQ(r->text.find("incomplete: rank "), std::string::npos) << r->text;
+  const std::string verdict = summary_line(r->a);
+  EXPECT_NE(verdict.find("ranks 0-7: trace ends without an exit record"), std::string::npos) << verdict;
+  EXPECT_EQ(verdict.find("more"), std::string::npos) << verdict;
+  ASSERT_EQ(r->j["evidence"].size(), 8u) << r->json_text;
+  EXPECT_EQ(r->j["evidence"][3]["ranks"], json::array({3}));
+  ASSERT_EQ(r->j["evidence_groups"].size(), 1u) << r->json_text;
+  EXPECT_EQ(r->j["evidence_groups"][0]["kind"], "history_lost");
+  EXPECT_EQ(r->j["evidence_groups"][0]["ranks"], "0-7");
+  EXPECT_EQ(r->j["evidence_groups"][0]["count"], 8);
+  size_t lines = 0;
+  for (auto& w : r->j["warnings"]) lines += w.get<std::string>().find("trace ends without") != std::string::npos;
+  EXPECT_EQ(lines, 1u) << r->json_text;
+  const std::string xml = render_junit("s", junit_cases(r->a));
+  EXPECT_NE(xml.find("history_lost: ranks 0-7: trace ends"), std::string::npos) << xml;
+}
+
+// Grouping keys on the issue's kind and its text apart from the rank: other texts, issues about
+// no single rank, and a rank that two files claim stay lines of their own.
+TEST(Evidence, grouping_keeps_other_texts_and_twice_claimed_ranks_apart) {
+  auto about = [](EvidenceKind k, int rank, const std::string& what) {
+    EvidenceIssue e;
+    e.kind = k;
+    e.procs = {rank};
+    e.ranks = {rank};
+    e.what = what;
+    e.detail = "rank " + std::to_string(rank) + ": " + what;
+    return e;
+  };
+  EvidenceIssue skipped;
+  skipped.detail = "skipped x.lockstep.sqlite: truncated";
+  std::vector<EvidenceIssue> in = {about(EvidenceKind::kHistoryLost, 0, "lost"), skipped,
+                                   about(EvidenceKind::kHistoryLost, 1, "lost"),
+                                   about(EvidenceKind::kHistoryLost, 2, "lost; a peer completed #6"),
+                                   about(EvidenceKind::kRecorderStopped, 3, "lost"),
+                                   about(EvidenceKind::kHistoryLost, 1, "lost"),
+                                   about(EvidenceKind::kHistoryLost, 3, "lost")};
+  auto g = group_evidence(in);
+  ASSERT_EQ(g.size(), 5u);
+  EXPECT_EQ(g[0].detail, "ranks 0-1,3: lost");
+  EXPECT_EQ(g[0].issues, (std::vector<size_t>{0, 2, 6}));
+  EXPECT_EQ(g[1].detail, "skipped x.lockstep.sqlite: truncated");
+  EXPECT_EQ(g[2].detail, "rank 2: lost; a peer completed #6");
+  EXPECT_EQ(g[3].detail, "rank 3: lost");
+  EXPECT_EQ(g[3].kind, EvidenceKind::kRecorderStopped);
+  EXPECT_EQ(g[4].detail, "rank 1: lost") << "rank 1 claimed twice stays a line of its own";
+  EXPECT_EQ(evidence_summary(in, 2), "ranks 0-1,3: lost; skipped x.lockstep.sqlite: truncated; 3 more");
+}

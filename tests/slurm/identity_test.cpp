@@ -3,6 +3,9 @@
 // job lines, and hosts whose clocks disagree or whose traces all stopped.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <functional>
+
 #include "analysis.h"
 #include "job_identity.h"
 #include "rank_identity.h"
@@ -142,4 +145,34 @@ TEST(JobIdentity, the_report_names_the_slurm_job_and_groups_ranks_by_host) {
   write_trace(b.trace(), dir = fresh_dir("identity-stopped-host"));
   r = report(dir);
   EXPECT_EQ(r.find("host node-1: every trace"), std::string::npos) << r;
+}
+
+// Review G10: 512 hosts of 8 ranks each made a 12 KB `hosts:` line. Hosts named in sequence that
+// each hold the next block of ranks are one entry; other hosts are listed, at most 16 entries.
+namespace {
+std::string hosts_line_of(int nhosts, int per_host, const std::function<std::string(int)>& name) {
+  TraceBuilder b(nhosts * per_host);
+  for (int p = 0; p < nhosts * per_host; ++p) b.trace().processes[p].host = name(p / per_host);
+  Schedule s = schedule_from_trace(b.trace());
+  std::string h = job_header_text(s, group_by_host(s, 10'000'000'000));
+  size_t at = h.find("hosts:");
+  return at == std::string::npos ? h : h.substr(at, h.find('\n', at) - at);
+}
+}  // namespace
+
+TEST(JobIdentity, hosts_that_each_hold_the_next_block_of_ranks_are_one_entry) {
+  EXPECT_EQ(hosts_line_of(512, 8, [](int h) { return "node" + std::to_string(h); }),
+            "hosts: node0..node511 (512 hosts, 8 ranks each in order: ranks 0-4095)");
+  char buf[16];
+  EXPECT_EQ(hosts_line_of(12, 2, [&](int h) { std::snprintf(buf, sizeof buf, "gpu-%03d", h + 5); return std::string(buf); }),
+            "hosts: gpu-005..gpu-016 (12 hosts, 2 ranks each in order: ranks 0-23)");
+  // A host out of the sequence splits it; two in a row are named each.
+  EXPECT_EQ(hosts_line_of(10, 2, [](int h) { return h == 5 ? std::string("spare") : "node" + std::to_string(h); }),
+            "hosts: node0..node4 (5 hosts, 2 ranks each in order: ranks 0-9); spare ranks 10-11; "
+            "node6..node9 (4 hosts, 2 ranks each in order: ranks 12-19)");
+  EXPECT_EQ(hosts_line_of(2, 1, [](int h) { return "n" + std::to_string(h); }), "hosts: n0 rank 0; n1 rank 1");
+  // Names out of any sequence: 16 listed, the rest counted.
+  std::string capped = hosts_line_of(40, 2, [](int h) { return "h" + std::string(1, char('a' + h % 26)) + std::string(h / 26 + 1, 'x'); });
+  EXPECT_NE(capped.find("; and 24 more hosts (--json lists them)"), std::string::npos) << capped;
+  EXPECT_LT(capped.size(), 500u) << capped;
 }
