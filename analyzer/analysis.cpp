@@ -40,6 +40,36 @@ Verdict Analysis::verdict() const {
   return Verdict::kClean;
 }
 
+Divergence digest_finding(const Schedule& s, const DigestDivergence& dd) {
+  Divergence d;
+  d.kind = FindingKind::kDigestMismatch;
+  d.gcomm = dd.gcomm;
+  d.ordinal = dd.last;
+  d.ordinal_first = dd.first;
+  size_t members = 0;
+  for (auto& side : dd.sides) members += side.procs.size();
+  d.members = members;
+  for (size_t i = 0; i < dd.sides.size(); ++i) {
+    SideGroup g;
+    g.digest = dd.sides[i].digest;
+    g.procs = dd.sides[i].procs;
+    g.odd = members >= 3 && dd.sides.size() >= 2 && dd.sides[0].procs.size() > dd.sides[1].procs.size() && i > 0;
+    if (g.odd) d.odd.insert(d.odd.end(), g.procs.begin(), g.procs.end());
+    d.groups.push_back(std::move(g));
+  }
+  std::sort(d.odd.begin(), d.odd.end());
+  std::string sides;
+  for (size_t i = 0; i < d.groups.size() && i < 4; ++i) {
+    std::vector<int> ranks;
+    for (int p : d.groups[i].procs) ranks.push_back(display_rank(s, p));
+    sides += (i ? " | " : "") + std::string(ranks.size() > 1 ? "ranks " : "rank ") + render::capped_ranges(ranks);
+  }
+  if (d.groups.size() > 4) sides += " | " + std::to_string(d.groups.size() - 4) + " more sides";
+  d.detail = "members diverge between collective ordinals " + std::to_string(dd.first) + " and " +
+             std::to_string(dd.last) + "; known by digest only (retired history); sides: " + sides;
+  return d;
+}
+
 namespace {
 
 // A digest disagreement is the first divergence of its communicator unless an exact finding
@@ -50,32 +80,7 @@ void merge_digest_divergences(const Schedule& s, const CheckpointReport& cr, std
       return d.gcomm == dd.gcomm && !is_p2p_finding(d.kind);
     });
     if (exact != divs.end() && exact->ordinal <= dd.last) continue;
-    Divergence d;
-    d.kind = FindingKind::kDigestMismatch;
-    d.gcomm = dd.gcomm;
-    d.ordinal = dd.last;
-    d.ordinal_first = dd.first;
-    size_t members = 0;
-    for (auto& side : dd.sides) members += side.procs.size();
-    d.members = members;
-    for (size_t i = 0; i < dd.sides.size(); ++i) {
-      SideGroup g;
-      g.digest = dd.sides[i].digest;
-      g.procs = dd.sides[i].procs;
-      g.odd = members >= 3 && dd.sides.size() >= 2 && dd.sides[0].procs.size() > dd.sides[1].procs.size() && i > 0;
-      if (g.odd) d.odd.insert(d.odd.end(), g.procs.begin(), g.procs.end());
-      d.groups.push_back(std::move(g));
-    }
-    std::sort(d.odd.begin(), d.odd.end());
-    std::string sides;
-    for (size_t i = 0; i < d.groups.size() && i < 4; ++i) {
-      std::vector<int> ranks;
-      for (int p : d.groups[i].procs) ranks.push_back(display_rank(s, p));
-      sides += (i ? " | " : "") + std::string(ranks.size() > 1 ? "ranks " : "rank ") + render::capped_ranges(ranks);
-    }
-    if (d.groups.size() > 4) sides += " | " + std::to_string(d.groups.size() - 4) + " more sides";
-    d.detail = "members diverge between collective ordinals " + std::to_string(dd.first) + " and " +
-               std::to_string(dd.last) + "; known by digest only (retired history); sides: " + sides;
+    Divergence d = digest_finding(s, dd);
     if (exact != divs.end()) *exact = std::move(d);
     else divs.push_back(std::move(d));
   }

@@ -70,6 +70,9 @@ struct Analysis {
 };
 
 Analysis analyze(const Schedule& s, const AnalyzeOptions& options = {});
+// The kDigestMismatch finding of a digest disagreement in retired history (analyze() reports it
+// unless an exact finding on the communicator comes at or before it).
+Divergence digest_finding(const Schedule& s, const DigestDivergence& dd);
 
 struct ReportOptions {
   int ops_before = 5;       // ops listed before the divergence, per side

@@ -238,13 +238,7 @@ std::string render_text(const Analysis& a, TraceDetails& details, const ReportOp
       os << "window: ... more communicators with retired history (see --json)\n";
       break;
     }
-    os << "window: " << c.comm_label(w.gcomm) << ": collectives #" << w.exact_first << ".." << w.exact_last
-       << " exact (retained on every member)"
-       << (w.digest_through > 0 ? "; #1.." + std::to_string(w.digest_through) + " known by digest only" : "")
-       << (w.unverified && w.retired_max > w.digest_through
-               ? "; #" + std::to_string(w.digest_through + 1) + ".." + std::to_string(w.retired_max) + " not verified"
-               : "")
-       << "\n";
+    os << window_line(w, c.comm_label(w.gcomm)) << "\n";
   }
   os << job_header_text(s, a.hosts);
   if (!a.problems()) {

@@ -229,4 +229,14 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
   return r;
 }
 
+std::string window_line(const CommWindow& w, const std::string& label) {
+  std::string line = "window: " + (label.empty() ? "" : label + ": ") + "collectives #" +
+                     std::to_string(w.exact_first) + ".." + std::to_string(w.exact_last) +
+                     " exact (retained on every member)";
+  if (w.digest_through > 0) line += "; #1.." + std::to_string(w.digest_through) + " known by digest only";
+  if (w.unverified && w.retired_max > w.digest_through)
+    line += "; #" + std::to_string(w.digest_through + 1) + ".." + std::to_string(w.retired_max) + " not verified";
+  return line;
+}
+
 }  // namespace lockstep

@@ -61,4 +61,9 @@ struct CheckpointReport {
 
 CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx);
 
+// The "window: ..." line (no newline) of a communicator whose history the size cap retired:
+// which collectives are exact, which known by digest only, which not verified. `label` (already
+// printable) names the communicator; empty when the context names it.
+std::string window_line(const CommWindow& w, const std::string& label = "");
+
 }  // namespace lockstep

@@ -623,13 +623,7 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
   const DigestDivergence* retired = nullptr;
   for (const DigestDivergence& d : a.checkpoints.divergences)
     if (d.gcomm == g) retired = &d;
-  if (win)
-    out << "window: collectives #" << win->exact_first << ".." << win->exact_last << " exact (retained on every member)"
-        << (win->digest_through > 0 ? "; #1.." + std::to_string(win->digest_through) + " known by digest only" : "")
-        << (win->unverified && win->retired_max > win->digest_through
-                ? "; #" + std::to_string(win->digest_through + 1) + ".." + std::to_string(win->retired_max) + " not verified"
-                : "")
-        << "\n";
+  if (win) out << window_line(*win) << "\n";
   if (retired)
     out << "(the members diverge in history the size cap retired: between collectives #" << retired->first << " and #"
         << retired->last << ", known by digest only; not in these rows)\n";

@@ -1,6 +1,7 @@
 // Loading + analysis shared by analyze and check: errors on the directory become exit code 2.
 #pragma once
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
 #include <string>
@@ -55,6 +56,26 @@ inline int check_exit_code(const Analysis& a) {
   if (a.problems()) return kExitFound;
   if (a.incomplete() || !a.live.empty() || a.behind()) return kExitIncomplete;
   return kExitOk;
+}
+
+// Seqs 1..c.retired_through_seq of a bounded trace's communicator were retired by the size cap
+// (schema/trace_model.h): their rows are gone from the file. The ops a member issued on c are the
+// retired ones plus the `kept` rows it holds (seqs kept_first..kept_last).
+inline int64_t issued_on_comm(const Comm& c, int64_t kept) { return std::max<int64_t>(c.retired_through_seq, 0) + kept; }
+
+// What a listing says of a seq the size cap retired: "seq 500 was retired by the size cap (max_mb
+// 1): this file keeps seq 36865..60000 of the 60000 ops issued on the comm". Empty when `seq` is
+// not retired.
+inline std::string retired_seq_text(const Process& info, const Comm& c, int64_t seq, int64_t kept, int64_t kept_first,
+                                    int64_t kept_last) {
+  if (seq <= 0 || seq > c.retired_through_seq) return "";
+  auto mb = info.meta.find("max_mb");
+  std::string text = "seq " + std::to_string(seq) + " was retired by the size cap" +
+                     (mb != info.meta.end() ? " (max_mb " + printable(mb->second) + ")" : "") + ": this file keeps ";
+  text += kept > 0 ? "seq " + std::to_string(kept_first) + ".." + std::to_string(kept_last) + " of the " +
+                         std::to_string(issued_on_comm(c, kept)) + " ops issued on the comm"
+                   : "none of the " + std::to_string(issued_on_comm(c, kept)) + " ops issued on the comm";
+  return text;
 }
 
 bool write_file(const std::string& cmd, const std::string& path, const std::string& text);

@@ -1,5 +1,6 @@
 // lockstep ops DIR --rank R [--around N]: one rank's ops in call order.
 #include <algorithm>
+#include <climits>
 #include <iostream>
 
 #include "analyze_common.h"
@@ -67,8 +68,23 @@ int ops(const OpsArgs& a) {
       if (comm_on[o.comm]) center = i;
     }
     if (center == p.ops.size()) {
-      std::cerr << "lockstep ops: rank " << a.rank << " has no op with seq " << a.around
-                << (a.comm.empty() ? "" : " on comm " + printable(a.comm)) << "\n";
+      // A seq the size cap retired was issued: said per communicator, with what the file keeps (G7).
+      std::vector<std::string> retired;
+      for (size_t c = 0; c < p.comms.size(); ++c) {
+        if (!comm_on[c]) continue;
+        int64_t kept = 0, kept_first = INT64_MAX, kept_last = 0;
+        for (const Op& o : p.ops)
+          if (o.comm == static_cast<int>(c) && o.seq > 0) {
+            ++kept;
+            kept_first = std::min<int64_t>(kept_first, o.seq);
+            kept_last = std::max<int64_t>(kept_last, o.seq);
+          }
+        const std::string note = retired_seq_text(p, p.comms[c], a.around, kept, kept_first, kept_last);
+        if (!note.empty()) retired.push_back(printable(comm_label(p.comms[c].hash, roles[c])) + ": " + note);
+      }
+      std::cerr << "lockstep ops: rank " << a.rank << (retired.empty() ? " has no op" : "'s file holds no op")
+                << " with seq " << a.around << (a.comm.empty() ? "" : " on comm " + printable(a.comm)) << "\n";
+      for (const auto& r : retired) std::cerr << "  " << r << "\n";
       return kExitUsage;
     }
   }
@@ -107,7 +123,7 @@ int ops(const OpsArgs& a) {
 void add_ops_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<OpsArgs>();
   auto* sub = app.add_subcommand("ops", "List one rank's ops in call order (default: the last ones)");
-  sub->footer("Exit code: 0 listed, 2 input error (no usable trace of that rank, no such seq or communicator; skipped files are named).");
+  sub->footer("Exit code: 0 listed, 2 input error (no usable trace of that rank, no such seq or communicator, a seq the size cap retired; skipped files are named).");
   sub->add_option("dir", args->dir, "Trace directory")->required();
   sub->add_option("--rank", args->rank, "Global rank")->required();
   sub->add_option("--around", args->around, "Centre the listing on the op with this seq");

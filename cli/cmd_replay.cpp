@@ -43,17 +43,20 @@ using replay::Outcome;
 
 int run_model(const ReplayArgs& a) {
   std::vector<std::string> incomplete;
-  model::Result r = replay::model_check_dir(a.dir, a.order_from, nullptr, &incomplete);
+  replay::RetiredHistory retired;
+  model::Result r = replay::model_check_dir(a.dir, a.order_from, nullptr, &incomplete, &retired);
   // File names (skipped files, file-based labels) can hold control characters: printed escaped,
   // line by line.
-  std::string text = a.json ? model::format_json(r) + "\n" : model::format_text(r);
+  std::string text = a.json ? replay::model_json(r, retired) + "\n" : model::format_text(r);
+  std::ostream& o = a.json ? std::cerr : std::cout;
   if (!incomplete.empty()) {
     // The verdict is about the files that are there, not the recorded job's: said first, so
     // the first line a user reads is not a verdict the evidence cannot carry.
-    std::ostream& o = a.json ? std::cerr : std::cout;
     o << "incomplete evidence: the model check below covers only the files present, not the recorded job\n";
     for (const auto& w : incomplete) o << "  " << printable(w) << "\n";
   }
+  // Likewise for a bounded trace: the model sees only the collectives the size cap kept (G15).
+  for (const auto& l : replay::retired_history_lines(retired)) o << printable(l) << "\n";
   for (size_t at = 0, nl; at < text.size(); at = nl + 1) {
     nl = std::min(text.find('\n', at), text.size());
     std::cout << printable(std::string_view(text).substr(at, nl - at)) << (nl < text.size() ? "\n" : "");

@@ -1,4 +1,6 @@
 // lockstep stacks DIR --comm C --seq N: every member's op and full stack at one point.
+#include <algorithm>
+#include <climits>
 #include <iostream>
 
 #include "analyze_common.h"
@@ -46,8 +48,20 @@ int stacks(const StacksArgs& a) {
         for (uint32_t i : *list)
           if (sp.ops[i].seq == a.seq) hit = &sp.ops[i];
       if (!hit) {
-        std::cout << "  rank " << rank << ": no op with seq " << a.seq << " (issued " <<
-            idx.of(m).colls.size() + idx.of(m).p2p.size() << " ops on this comm)\n";
+        // Seqs the size cap retired were issued: said so, with what the file keeps (G7).
+        const Comm& cm = sp.info.comms[m.local];
+        int64_t kept = 0, kept_first = INT64_MAX, kept_last = 0;
+        for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
+          for (uint32_t i : *list) {
+            ++kept;
+            kept_first = std::min<int64_t>(kept_first, sp.ops[i].seq);
+            kept_last = std::max<int64_t>(kept_last, sp.ops[i].seq);
+          }
+        const std::string retired = retired_seq_text(sp.info, cm, a.seq, kept, kept_first, kept_last);
+        if (!retired.empty()) std::cout << "  rank " << rank << ": " << retired << "\n";
+        else
+          std::cout << "  rank " << rank << ": no op with seq " << a.seq << " (issued " << issued_on_comm(cm, kept)
+                    << " ops on this comm)\n";
         continue;
       }
       any = true;
@@ -77,7 +91,7 @@ int stacks(const StacksArgs& a) {
 void add_stacks_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<StacksArgs>();
   auto* sub = app.add_subcommand("stacks", "Show every member's op and call stack at one sequence number of a communicator");
-  sub->footer("Exit code: 0 shown, 2 input error (no such communicator, no member has that seq), 4 a member of the communicator has no usable trace file (named in the listing).");
+  sub->footer("Exit code: 0 shown, 2 input error (no such communicator, no member holds that seq: never issued, or retired by the size cap), 4 a member of the communicator has no usable trace file (named in the listing).");
   sub->add_option("dir", args->dir, "Trace directory")->required();
   sub->add_option("--comm", args->comm, "Communicator: hash prefix (as printed by analyze) or role")->required();
   sub->add_option("--seq", args->seq, "Sequence number on that communicator")->required();

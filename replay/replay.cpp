@@ -11,7 +11,10 @@
 #include <set>
 #include <stdexcept>
 
+#include <nlohmann/json.hpp>
+
 #include "analysis.h"
+#include "identity.h"
 #include "rank_schedule.h"
 #include "schedule_check.h"
 #include "worker.h"
@@ -214,11 +217,55 @@ std::string seconds(double s) {
 
 }  // namespace
 
+std::vector<std::string> retired_history_lines(const RetiredHistory& h) {
+  std::vector<std::string> lines;
+  if (h.empty()) return lines;
+  lines.push_back("retired history: the size cap retired the oldest collectives of " +
+                  plural(h.windows.size(), "communicator", "communicators") +
+                  "; the model check below covers only the retained collectives, not the recorded job's whole history");
+  for (const auto& w : h.windows) lines.push_back(window_line(w.window, w.comm));
+  for (const auto& m : h.mismatches) lines.push_back("digest mismatch: " + m.comm + ": " + m.finding.detail);
+  return lines;
+}
+
+std::string model_json(const model::Result& r, const RetiredHistory& h) {
+  if (h.empty()) return model::format_json(r);
+  nlohmann::json j = nlohmann::json::parse(model::format_json(r));
+  nlohmann::json& rh = j["retired_history"];
+  rh["checked"] = "retained collectives only";
+  rh["windows"] = nlohmann::json::array();
+  for (const auto& w : h.windows) {
+    nlohmann::json x = {{"comm", w.comm},
+                        {"exact_first", w.window.exact_first},
+                        {"exact_last", w.window.exact_last},
+                        {"digest_through", w.window.digest_through},
+                        {"retired_max", w.window.retired_max},
+                        {"unverified", w.window.unverified}};
+    rh["windows"].push_back(std::move(x));
+  }
+  rh["digest_mismatch"] = nlohmann::json::array();
+  for (const auto& m : h.mismatches)
+    rh["digest_mismatch"].push_back({{"comm", m.comm},
+                                     {"first", m.finding.ordinal_first},
+                                     {"last", m.finding.ordinal},
+                                     {"detail", m.finding.detail}});
+  return j.dump(2);
+}
+
 model::Result model_check_dir(const std::string& trace_dir, int order_from, std::vector<std::string>* problems,
-                              std::vector<std::string>* incomplete) {
+                              std::vector<std::string>* incomplete, RetiredHistory* retired) {
   // The analyzer's loader, with the checker's side data (host waits, op threads).
   lockstep::Schedule s = load(trace_dir, true);
   if (incomplete) *incomplete = incomplete_evidence(s);
+  if (retired) {
+    *retired = {};
+    const CommIndex idx = build_comm_index(s);
+    const CheckpointReport cr = compare_checkpoints(s, idx);
+    auto label = [&](int g) { return comm_label(idx.comms[g].hash, idx.comms[g].role); };
+    for (const CommWindow& w : cr.comms)
+      if (w.retired_max > 0) retired->windows.push_back({label(w.gcomm), w});
+    for (const DigestDivergence& dd : cr.divergences) retired->mismatches.push_back({label(dd.gcomm), digest_finding(s, dd)});
+  }
   if (order_from >= 0) {
     // Every rank's ops reordered like the source rank's (rank_schedule.h).
     const auto files = rank_files(s);

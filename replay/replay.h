@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "analysis.h"
 #include "launcher.h"
 #include "model_check.h"
 
@@ -73,9 +74,33 @@ ReplayResult run_replay(const ReplayOptions& options, std::ostream& log);
 
 // The model check of a trace directory, with --order-from applied the same way as in the
 // process replay. Throws ReplayError on bad input. incomplete (optional): why the evidence is
-// incomplete (empty: complete); the verdict is then not to be trusted.
+// incomplete (empty: complete); the verdict is then not to be trusted. retired (optional):
+// what the check does not cover of a bounded trace.
+// What the model check of a bounded trace does not cover: the history the size cap retired
+// (analyzer/checkpoints.h). The model checks the retained collectives only; a divergence in the
+// retired history is known by digest alone (the analyzer's digest_mismatch finding).
+struct RetiredHistory {
+  struct Window {
+    std::string comm;  // identity.h comm_label (not escaped)
+    CommWindow window;
+  };
+  struct Mismatch {
+    std::string comm;  // identity.h comm_label (not escaped)
+    Divergence finding;  // kDigestMismatch
+  };
+  std::vector<Window> windows;       // communicators whose history some member retired
+  std::vector<Mismatch> mismatches;  // digest disagreements in that history
+  bool empty() const { return windows.empty() && mismatches.empty(); }
+};
+
+// The lines said before the model's verdict (not escaped): that the model checked only the
+// retained collectives, each window, each digest mismatch. Empty when nothing was retired.
+std::vector<std::string> retired_history_lines(const RetiredHistory& h);
+// model::format_json(r), with "retired_history" (windows, digest_mismatch) when not empty.
+std::string model_json(const model::Result& r, const RetiredHistory& h);
+
 model::Result model_check_dir(const std::string& trace_dir, int order_from, std::vector<std::string>* problems,
-                              std::vector<std::string>* incomplete = nullptr);
+                              std::vector<std::string>* incomplete = nullptr, RetiredHistory* retired = nullptr);
 
 // Why a trace directory is incomplete evidence: skipped files, communicator members or global
 // ranks without a file, recorders that stopped or dropped records. Empty: complete.
