@@ -836,9 +836,10 @@ Schedule load_headers(const std::string& dir, const LoadOptions& options) {
   return s;
 }
 
-Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
-  Schedule s;
-  auto files = list_trace_files(dir, &s.skipped);
+namespace {
+
+// The full rows of `files` into s (its skipped list appended); rank identity not resolved.
+void load_files(Schedule& s, const std::string& dir, const std::vector<std::string>& files, const LoadOptions& options) {
   std::vector<SchedProcess> procs(files.size());
   std::vector<SignatureTable> local_sigs(files.size());
   std::vector<std::string> reasons(files.size());
@@ -875,7 +876,35 @@ Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
     s.procs.push_back(std::move(procs[i]));
   }
   s.sigs = global.take();
+}
+
+}  // namespace
+
+Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
+  Schedule s;
+  auto files = list_trace_files(dir, &s.skipped);
+  load_files(s, dir, files, options);
   resolve_rank_identity(s);
+  std::sort(s.procs.begin(), s.procs.end(),
+            [](const SchedProcess& a, const SchedProcess& b) { return process_less(a.info, b.info); });
+  return s;
+}
+
+Schedule load_schedule_of(const Schedule& headers, const std::vector<int>& procs, const LoadOptions& options) {
+  Schedule s;
+  s.skipped = headers.skipped;
+  std::vector<std::string> files;
+  for (int p : procs) files.push_back(headers.procs[p].info.path);
+  load_files(s, headers.dir, files, options);
+  // Rank identity is resolved over every file of the directory: taken from the headers.
+  std::map<std::string, const Process*> by_path;
+  for (const SchedProcess& h : headers.procs) by_path[h.info.path] = &h.info;
+  for (SchedProcess& sp : s.procs) {
+    const Process& h = *by_path.at(sp.info.path);
+    sp.info.global_rank = h.global_rank;
+    sp.info.global_rank_source = h.global_rank_source;
+    sp.info.rank_conflict = h.rank_conflict;
+  }
   std::sort(s.procs.begin(), s.procs.end(),
             [](const SchedProcess& a, const SchedProcess& b) { return process_less(a.info, b.info); });
   return s;

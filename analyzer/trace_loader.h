@@ -33,6 +33,11 @@ Schedule load_schedule(const std::string& dir, const LoadOptions& options = {});
 // at a time (load_process_file), is cheap.
 Schedule load_headers(const std::string& dir, const LoadOptions& options = {});
 
+// load_schedule of only some processes of load_headers(dir) (indices into headers.procs): the
+// views of one communicator or rank read only its files. Ranks are the headers' (resolved over
+// every file); skipped: the headers' skipped files, then the picked files unusable for their rows.
+Schedule load_schedule_of(const Schedule& headers, const std::vector<int>& procs, const LoadOptions& options = {});
+
 // A meta value of a loaded process as an integer, by the one parser of the trace's integer text
 // (trace_file::parse_int: range-checked, never throws); kAbsent when the key is absent or empty.
 trace_file::TextInt meta_int(const Process& p, const char* key);

@@ -1,6 +1,7 @@
 // lockstep stacks DIR --comm C --seq N: every member's op and full stack at one point.
 #include <algorithm>
 #include <climits>
+#include <optional>
 #include <iostream>
 
 #include "analyze_common.h"
@@ -19,26 +20,60 @@ struct StacksArgs {
 };
 
 int stacks(const StacksArgs& a) {
-  auto s = load_for_analysis("stacks", a.dir);
-  if (!s) return kExitUsage;
-  CommIndex idx = build_comm_index(*s);
-  std::vector<int> matches = select_comms(
-      a.comm, static_cast<int>(idx.comms.size()), [&](int g) -> const std::string& { return idx.comms[g].role; },
-      [&](int g) -> const GlobalComm& { return idx.comms[g]; });
-  if (matches.empty()) {
-    std::cerr << "lockstep stacks: no communicator matches '" << printable(a.comm) << "'; communicators:\n";
-    for (auto& c : idx.comms) std::cerr << "  " << printable(comm_label(c.hash, c.role)) << "\n";
+  // Headers first (cheap); then the rows of the matching communicators' members only (G12).
+  Schedule headers;
+  try {
+    headers = load_headers(a.dir);
+  } catch (const LoadError& e) {
+    std::cerr << "lockstep stacks: " << printable(e.what()) << "\n";
+    explain_no_trace_file(a.dir);
     return kExitUsage;
   }
-  if (matches.size() > 1 && match_comm(a.comm, idx.comms[matches[0]].hash, idx.comms[matches[0]].role,
-                                        idx.comms[matches[0]].name) == CommMatch::kHashPrefix) {
+  if (headers.procs.empty()) {
+    print_skipped(headers.skipped);
+    std::cerr << "lockstep stacks: no usable trace file in " << printable(a.dir) << "\n";
+    return kExitUsage;
+  }
+  const CommIndex hidx = build_comm_index(headers);
+  std::vector<int> matches = select_comms(
+      a.comm, static_cast<int>(hidx.comms.size()), [&](int g) -> const std::string& { return hidx.comms[g].role; },
+      [&](int g) -> const GlobalComm& { return hidx.comms[g]; });
+  if (matches.empty()) {
+    std::cerr << "lockstep stacks: no communicator matches '" << printable(a.comm) << "'; communicators:\n";
+    for (auto& c : hidx.comms) std::cerr << "  " << printable(comm_label(c.hash, c.role)) << "\n";
+    return kExitUsage;
+  }
+  if (matches.size() > 1 && match_comm(a.comm, hidx.comms[matches[0]].hash, hidx.comms[matches[0]].role,
+                                        hidx.comms[matches[0]].name) == CommMatch::kHashPrefix) {
     std::cerr << "lockstep stacks: '" << printable(a.comm) << "' matches " << matches.size() << " communicators; give more of the hash\n";
     return kExitUsage;
   }
+  std::vector<int> members;
+  for (int g : matches)
+    for (const CommMember& m : hidx.comms[g].members) members.push_back(m.proc);
+  std::sort(members.begin(), members.end());
+  members.erase(std::unique(members.begin(), members.end()), members.end());
+  std::optional<Schedule> s;
+  try {
+    s = load_schedule_of(headers, members);
+  } catch (const LoadError& e) {
+    std::cerr << "lockstep stacks: " << printable(e.what()) << "\n";
+    return kExitUsage;
+  }
+  CommIndex idx = build_comm_index(*s);
+  // The same communicators in the members' index, by hash; one whose every member's rows are
+  // unusable has none: its ranks are named below as untraced.
+  std::vector<GlobalComm> shown;
+  for (int g : matches) {
+    GlobalComm gc = hidx.comms[g];
+    gc.members.clear();
+    for (const GlobalComm& c : idx.comms)
+      if (c.hash == gc.hash) gc.members = c.members;
+    shown.push_back(std::move(gc));
+  }
   auto details = details_from_files(*s);
   bool any = false, untraced = false;
-  for (int g : matches) {
-    const GlobalComm& gc = idx.comms[g];
+  for (const GlobalComm& gc : shown) {
     std::cout << printable(comm_label(gc.hash, gc.role)) << " seq " << a.seq << " (" << plural(gc.nranks, "rank", "ranks") << "):\n";
     for (auto& m : gc.members) {
       const SchedProcess& sp = s->procs[m.proc];

@@ -161,6 +161,32 @@ TEST(CliStacks, prints_each_members_op_and_frames_at_a_seq) {
   EXPECT_NE(none.err.find("comm aaaaaaaa (init0)"), std::string::npos) << both(none);
 }
 
+// stacks reads the rows of the communicator's members only (field review G12): a file whose
+// rows are unusable is named when it is a member's, and never read when it is not.
+TEST(CliStacks, reads_only_the_members_files) {
+  TraceBuilder b(3);
+  b.comm("aaaaaaaa00000001", {0, 1});
+  b.comm("cccccccc00000003", {1, 2});
+  b.all({0, 1}, "aaaaaaaa00000001", {}, 3);
+  b.all({1, 2}, "cccccccc00000003", {}, 3);
+  auto dir = write(b, "cli-stacks-members");
+  // Rank 2's header is fine, its rows are not (the full loader skips the file).
+  auto bad = run_program({"sqlite3", dir + "/rank-2" + lockstep::schema::kFileSuffix,
+                          "UPDATE signatures SET comm_id = 99"});
+  ASSERT_EQ(bad.exit_code, 0) << both(bad);
+  auto premise = lockstep_cli({"analyze", dir});
+  ASSERT_NE(premise.out.find("rank-2.lockstep.sqlite"), std::string::npos) << "premise: rank 2's rows are unusable\n" << both(premise);
+  auto r = lockstep_cli({"stacks", dir, "--comm", "aaaaaaaa", "--seq", "2"});
+  EXPECT_EQ(r.exit_code, 0) << both(r);
+  EXPECT_NE(r.out.find("rank 0: all_reduce"), std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("rank 1: all_reduce"), std::string::npos) << both(r);
+  EXPECT_EQ(both(r).find("rank-2"), std::string::npos) << "rank 2 is no member: its file is not read\n" << both(r);
+  auto member = lockstep_cli({"stacks", dir, "--comm", "cccccccc", "--seq", "2"});
+  EXPECT_EQ(member.exit_code, 4) << both(member);
+  EXPECT_NE(member.out.find("comm rank 1: no usable trace file"), std::string::npos) << both(member);
+  EXPECT_NE(member.err.find("rank-2.lockstep.sqlite"), std::string::npos) << both(member);
+}
+
 TEST(CliOps, around_marks_the_op_with_that_seq) {
   auto dir = write(divergent_two_ranks(), "cli-ops");
   auto r = lockstep_cli({"ops", dir, "--rank", "1", "--around", "6", "--window", "2"});
