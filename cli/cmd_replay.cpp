@@ -61,7 +61,9 @@ int run_model(const ReplayArgs& a) {
     nl = std::min(text.find('\n', at), text.size());
     std::cout << printable(std::string_view(text).substr(at, nl - at)) << (nl < text.size() ? "\n" : "");
   }
-  if (!incomplete.empty()) return exit_code_of(Outcome::kIncomplete);
+  // Members whose retired histories disagree by digest: the job diverged where the model cannot
+  // look, so "can complete" of the retained collectives is not the recorded job's verdict.
+  if (!incomplete.empty() || !retired.mismatches.empty()) return exit_code_of(Outcome::kIncomplete);
   return r.verdict == model::Verdict::kCanComplete ? exit_code_of(Outcome::kCompleted) : exit_code_of(Outcome::kHangs);
 }
 
@@ -154,7 +156,8 @@ void add_replay_command(CLI::App& app, int* exit_code) {
   sub->add_flag("-v,--verbose", a->verbose, "Show the workers' output");
   sub->footer(
       "Exit code: 0 completes (every trial; --model: can complete), 1 hangs or may deadlock, 2 input error,\n"
-      "4 incomplete evidence (a rank's file missing or skipped, a recorder that stopped or dropped records),\n"
+      "4 incomplete evidence (a rank's file missing or skipped, a recorder that stopped or dropped records;\n"
+      "  --model: members' retired histories that disagree by digest),\n"
       "5 replay could not run (invalid schedule values, unsupported op, NCCL init failure, a worker crashed).\n"
       "Local runs use whatever libnccl.so.2 LD_LIBRARY_PATH selects: the CPU fixture (build/fixture-lib) or real NCCL.");
   sub->callback([a, exit_code] {

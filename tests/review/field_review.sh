@@ -225,6 +225,7 @@ g15_model_check_names_the_window_and_the_retired_divergence)
   expect "premise: the model says the retained schedule can complete (rc=$rc)" has m "can complete"
   expect "replay --model says it checked only the retained collectives" has m "retired"
   expect "replay --model names the divergence known by digest" has m "digest"
+  expect "replay --model does not pass (exit 0) over a retired divergence: incomplete, exit 4 (rc=$rc)" [ "$rc" = 4 ]
   run j replay --model --json "$work/t"
   expect "replay --model --json carries the retired history and the digest mismatch" \
     python3 -c 'import json, sys; h = json.load(open(sys.argv[1]))["retired_history"]; sys.exit(not (h["windows"] and h["digest_mismatch"]))' "$work/j.out"
