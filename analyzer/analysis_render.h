@@ -14,9 +14,8 @@ namespace lockstep::render {
 
 inline constexpr size_t kMaxListedOdd = 64;      // odd ranks listed by number in JSON
 inline constexpr size_t kMaxListedGroups = 8;    // groups of a finding listed
-inline constexpr size_t kMaxRangeSegments = 16;  // segments of a rank-range string
 
-// Rank ranges, at most kMaxRangeSegments segments ("0-3,7,... (+N more)").
+// Rank ranges, at most kMaxRangeSegments (identity.h) segments ("0-3,7,... (+N more)").
 std::string capped_ranges(std::vector<int> r);
 // What the verdict rests on when the size cap retired history: "" when nothing was retired.
 std::string window_note(const Analysis& a);
