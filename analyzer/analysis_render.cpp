@@ -10,20 +10,7 @@
 namespace lockstep {
 namespace render {
 
-std::string capped_ranges(std::vector<int> r) {
-  std::sort(r.begin(), r.end());
-  r.erase(std::unique(r.begin(), r.end()), r.end());
-  std::string out;
-  size_t segments = 0, i = 0;
-  for (; i < r.size() && segments < kMaxRangeSegments; ++segments) {
-    size_t j = i;
-    while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
-    out += (out.empty() ? "" : ",") + std::to_string(r[i]) + (j > i ? "-" + std::to_string(r[j]) : "");
-    i = j + 1;
-  }
-  if (i < r.size()) out += ",... (+" + std::to_string(r.size() - i) + " more)";
-  return out;
-}
+std::string capped_ranges(std::vector<int> r) { return rank_ranges(std::move(r), kMaxRangeSegments); }
 
 std::string window_note(const Analysis& a) {
   size_t bounded = 0, proven = 0;

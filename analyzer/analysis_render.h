@@ -14,9 +14,8 @@ namespace lockstep::render {
 
 inline constexpr size_t kMaxListedOdd = 64;      // odd ranks listed by number in JSON
 inline constexpr size_t kMaxListedGroups = 8;    // groups of a finding listed
-inline constexpr size_t kMaxRangeSegments = 16;  // segments of a rank-range string
 
-// Rank ranges, at most kMaxRangeSegments segments ("0-3,7,... (+N more)").
+// Rank ranges, at most kMaxRangeSegments (identity.h) segments ("0-3,7,... (+N more)").
 std::string capped_ranges(std::vector<int> r);
 // "2 processes, 1 communicator, 47296 ops", and when the size cap retired rows
 // "..., 47296 ops retained (72704 retired by the size cap)": the count is the files', not the job's.

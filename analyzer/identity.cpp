@@ -6,25 +6,25 @@
 
 namespace lockstep {
 
-std::string rank_ranges(std::vector<int> r) {
+std::string rank_ranges(std::vector<int> r, size_t max_segments) {
   std::sort(r.begin(), r.end());
   r.erase(std::unique(r.begin(), r.end()), r.end());
   std::string out;
-  for (size_t i = 0; i < r.size();) {
+  size_t segments = 0, i = 0;
+  for (; i < r.size() && segments < max_segments; ++segments) {
     size_t j = i;
     while (j + 1 < r.size() && r[j + 1] == r[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(r[i]);
-    if (j > i) out += "-" + std::to_string(r[j]);
+    out += (out.empty() ? "" : ",") + std::to_string(r[i]) + (j > i ? "-" + std::to_string(r[j]) : "");
     i = j + 1;
   }
+  if (i < r.size()) out += ",... (+" + std::to_string(r.size() - i) + " more)";
   return out;
 }
 
-std::string ranks_phrase(std::vector<int> r, const std::string& noun) {
+std::string ranks_phrase(std::vector<int> r, const std::string& noun, size_t max_segments) {
   std::sort(r.begin(), r.end());
   r.erase(std::unique(r.begin(), r.end()), r.end());
-  return noun + (r.size() == 1 ? " " : "s ") + rank_ranges(r);
+  return noun + (r.size() == 1 ? " " : "s ") + rank_ranges(r, max_segments);
 }
 
 

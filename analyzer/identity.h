@@ -74,10 +74,11 @@ std::vector<int> select_comms(const std::string& selector, int n, RoleOf role_of
 // The rank a report shows for a process: its global rank, else its position among the loaded
 // processes (`index`).
 inline int shown_rank(const Process& p, int index) { return p.global_rank >= 0 ? p.global_rank : index; }
-// "0-3,7,9-12" (sorted, duplicates dropped).
-std::string rank_ranges(std::vector<int> ranks);
+// "0-3,7,9-12" (sorted, duplicates dropped); past `max_segments` segments "0-3,7,... (+N more)".
+inline constexpr size_t kMaxRangeSegments = 16;  // what a line of text lists
+std::string rank_ranges(std::vector<int> ranks, size_t max_segments = SIZE_MAX);
 // "rank 3", "ranks 0-3,7" (`noun` "comm rank": "comm ranks 1-2"): rank_ranges with its noun.
-std::string ranks_phrase(std::vector<int> ranks, const std::string& noun = "rank");
+std::string ranks_phrase(std::vector<int> ranks, const std::string& noun = "rank", size_t max_segments = SIZE_MAX);
 // A process by what its file says: "vm pid 2981"; only what is known (a Flight Recorder dump gives
 // no host and no pid: "file nccl_trace_rank_0").
 std::string process_label(const Process& p);

@@ -309,7 +309,7 @@ std::vector<EvidenceGroup> group_evidence(const std::vector<EvidenceIssue>& issu
   for (size_t k = 0; k < out.size(); ++k) {
     EvidenceGroup& g = out[k];
     g.ranks.assign(ranks_in[k].begin(), ranks_in[k].end());
-    if (g.issues.size() > 1) g.detail = ranks_phrase(g.ranks) + ": " + g.what;
+    if (g.issues.size() > 1) g.detail = ranks_phrase(g.ranks, "rank", kMaxRangeSegments) + ": " + g.what;
   }
   return out;
 }

@@ -492,4 +492,11 @@ TEST(Evidence, grouping_keeps_other_texts_and_twice_claimed_ranks_apart) {
   EXPECT_EQ(g[3].kind, EvidenceKind::kRecorderStopped);
   EXPECT_EQ(g[4].detail, "rank 1: lost") << "rank 1 claimed twice stays a line of its own";
   EXPECT_EQ(evidence_summary(in, 2), "ranks 0-1,3: lost; skipped x.lockstep.sqlite: truncated; 3 more");
+  // Every other rank of 4,096: the line names the first 16 ranges, then counts the rest.
+  std::vector<EvidenceIssue> sparse;
+  for (int r = 0; r < 4096; r += 2) sparse.push_back(about(EvidenceKind::kHistoryLost, r, "lost"));
+  g = group_evidence(sparse);
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g[0].ranks.size(), 2048u);
+  EXPECT_EQ(g[0].detail, "ranks 0,2,4,6,8,10,12,14,16,18,20,22,24,26,28,30,... (+2032 more): lost");
 }
