@@ -26,21 +26,28 @@ inline constexpr const char* kNoTraceFileWhy =
     "no process made an NCCL call that lockstep saw. NCCL reached only through a static copy, or a "
     "process that never loaded liblockstep (LD_PRELOAD not inherited), leaves nothing here";
 
-// nullopt (after printing why) when nothing can be analysed.
-inline std::optional<Schedule> load_for_analysis(const std::string& cmd, const std::string& dir) {
+// nullopt (after printing why) when DIR holds no usable trace file. LOAD reads the directory
+// (load_schedule, load_headers); NOTHING ends the "no usable trace file" line.
+template <class Load>
+std::optional<Schedule> load_or_explain(const std::string& cmd, const std::string& dir, Load load,
+                                        const char* nothing = "") {
   try {
-    Schedule s = load_schedule(dir);
+    Schedule s = load(dir);
     if (s.procs.empty()) {
       print_skipped(s.skipped);
-      std::cerr << "lockstep " << cmd << ": no usable trace file in " << printable(dir) << "\n";
+      std::cerr << "lockstep " << cmd << ": no usable trace file in " << printable(dir) << nothing << "\n";
       return std::nullopt;
     }
     return s;
   } catch (const LoadError& e) {
-    std::cerr << "lockstep " << cmd << ": " << printable(e.what()) << "\n";
+    std::cerr << "lockstep " << cmd << ": " << printable_lines(e.what()) << "\n";
     explain_no_trace_file(dir);
     return std::nullopt;
   }
+}
+
+inline std::optional<Schedule> load_for_analysis(const std::string& cmd, const std::string& dir) {
+  return load_or_explain(cmd, dir, [](const std::string& d) { return load_schedule(d); });
 }
 
 // analyze: findings 1, else incomplete evidence 4, else 0 (clean, or a live job whose members

@@ -21,19 +21,10 @@ struct StacksArgs {
 
 int stacks(const StacksArgs& a) {
   // Headers first (cheap); then the rows of the matching communicators' members only (G12).
-  Schedule headers;
-  try {
-    headers = load_headers(a.dir);
-  } catch (const LoadError& e) {
-    std::cerr << "lockstep stacks: " << printable(e.what()) << "\n";
-    explain_no_trace_file(a.dir);
-    return kExitUsage;
-  }
-  if (headers.procs.empty()) {
-    print_skipped(headers.skipped);
-    std::cerr << "lockstep stacks: no usable trace file in " << printable(a.dir) << "\n";
-    return kExitUsage;
-  }
+  std::optional<Schedule> loaded =
+      load_or_explain("stacks", a.dir, [](const std::string& d) { return load_headers(d); });
+  if (!loaded) return kExitUsage;
+  const Schedule& headers = *loaded;
   const CommIndex hidx = build_comm_index(headers);
   std::vector<int> matches = select_comms(
       a.comm, static_cast<int>(hidx.comms.size()), [&](int g) -> const std::string& { return hidx.comms[g].role; },

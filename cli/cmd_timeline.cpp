@@ -87,19 +87,10 @@ int timeline(const TimelineArgs& a) {
   }
   // The headers of every file, then one process's rows at a time (memory: one process, not the
   // directory). With --ranks, only those ranks' rows are read.
-  Schedule headers;
-  try {
-    headers = load_headers(a.dir);
-  } catch (const LoadError& e) {
-    std::cerr << "lockstep timeline: " << printable_lines(e.what()) << "\n";
-    explain_no_trace_file(a.dir);
-    return kExitUsage;
-  }
-  if (headers.procs.empty()) {
-    print_skipped(headers.skipped);
-    std::cerr << "lockstep timeline: no usable trace file in " << printable(a.dir) << "; nothing written\n";
-    return kExitUsage;
-  }
+  std::optional<Schedule> loaded = load_or_explain(
+      "timeline", a.dir, [](const std::string& d) { return load_headers(d); }, "; nothing written");
+  if (!loaded) return kExitUsage;
+  const Schedule& headers = *loaded;
   const ProcessRows rows = [&](size_t i) { return load_process_file(headers.procs[i].info.path); };
   // The timeline shows what was read; what was not is named on stderr and in the exit code.
   auto report = [&](const std::vector<SkippedFile>& unread) {
