@@ -28,8 +28,16 @@ int glibc_backtrace(void** buf, int n) { return backtrace(buf, n); }
 StackMode stacks_init() {
   // RTLD_LOCAL, never DT_NEEDED: libunwind.so.8 exports the C++ exception ABI and a weak
   // backtrace(); in the global scope they would take over the application's (DESIGN.md).
-  if (void* h = dlopen("libunwind.so.8", RTLD_LOCAL | RTLD_NOW))
+  if (void* h = dlopen("libunwind.so.8", RTLD_LOCAL | RTLD_NOW)) {
     g_unw = reinterpret_cast<UnwBacktrace>(dlsym(h, "unw_backtrace"));
+    // libunwind's default global cache takes a process-wide lock in every unw_step: a fork while
+    // another thread unwinds leaves it locked in the child, whose first stack then hangs. A
+    // per-thread cache takes no lock (UNW_CACHE_PER_THREAD = 2 in libunwind-common.h).
+    using SetCachingPolicy = int (*)(void* addr_space, int policy);
+    auto set_policy = reinterpret_cast<SetCachingPolicy>(dlsym(h, "_ULx86_64_set_caching_policy"));
+    auto* local_as = static_cast<void**>(dlsym(h, "_ULx86_64_local_addr_space"));
+    if (set_policy && local_as && *local_as) set_policy(*local_as, 2);
+  }
   if (!g_unw) {
     // glibc's backtrace() loads libgcc_s on first use; do it now, not on the hot path.
     void* warm[4];
