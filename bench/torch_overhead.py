@@ -2,7 +2,7 @@
 
 Run once per configuration (no preload; lockstep with stacks none/native/python; PyTorch's
 Flight Recorder via TORCH_FR_BUFFER_SIZE). Prints one JSON line. scripts/gpu-check.sh runs the
-matrix and scripts/gpu/overhead_table.py turns the lines into docs/gpu-results.md's table.
+matrix and scripts/gpu/overhead_table.py turns the lines into a Markdown table.
 
 per_call_us: median over --repeats of (time to issue --calls 8-byte all_reduces, then
              synchronize) / --calls. Issue-bound: an 8-byte all_reduce at world size 1 is a tiny

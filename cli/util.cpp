@@ -28,8 +28,14 @@ bool stdout_color() { return isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"); 
 
 std::string preload_library_path() {
   if (const char* env = std::getenv("LOCKSTEP_PRELOAD"); env && *env) return env;
-  std::filesystem::path exe = self_exe();
-  auto lib = exe.parent_path() / ".." / "lib" / "liblockstep.so";
+  // Relative to this executable, so an installed prefix can move: PREFIX/lib/lockstep/ (cmake
+  // --install, the Debian package), then the build tree's lib/.
+  const std::filesystem::path bin = std::filesystem::path(self_exe()).parent_path();
+  std::filesystem::path lib;
+  for (const auto& dir : {bin / ".." / "lib" / "lockstep", bin / ".." / "lib"}) {
+    lib = dir / "liblockstep.so";
+    if (file_exists(lib.string())) break;
+  }
   std::error_code ec;
   auto canon = std::filesystem::weakly_canonical(lib, ec);
   return (ec ? lib : canon).string();

@@ -7,15 +7,22 @@
 # all_to_all (Ulysses backward). Both hang, as with NCCL. The recorder's hang timeout fires after
 # a few seconds: each rank prints one line, rank 0 prints the diagnosis into the job's log, the
 # launcher stops the job, and `lockstep analyze` explains it from the trace files. Then the fixed
-# order runs to completion and passes `lockstep check`, and `lockstep replay` proves both.
+# order runs to completion and passes `lockstep check`, `lockstep replay` proves both, and
+# `lockstep report` writes the HTML page of the hung run.
+#
+# It installs only what building and running the tool needs (scripts/setup.sh) and builds only
+# what it runs (scripts/build.sh --demo: no tests, benchmarks or fuzzing).
+#   scripts/demo.sh               set up, build, run
+#   scripts/demo.sh --no-build    run on an existing build (${BUILD_DIR:-build}; ctest demo.script)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh
+[ "${1:-}" = --no-build ] || bash scripts/build.sh --demo
 B=${BUILD_DIR:-build}
-export LD_LIBRARY_PATH="$PWD/$B/fixture-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export PATH="$PWD/$B/bin:$PATH"
+case $B in /*) ;; *) B=$PWD/$B ;; esac
+export LD_LIBRARY_PATH="$B/fixture-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="$B/bin:$PATH"
 T=${DEMO_DIR:-$(mktemp -d /tmp/lockstep-demo.XXXXXX)}
-rm -rf "$T/broken" "$T/fixed"
+rm -rf "$T/broken" "$T/fixed"; mkdir -p "$T"
 
 echo
 echo "== 1. the seed schedule under the recorder (hangs at seq 3750; the launcher stops it)"
@@ -49,4 +56,10 @@ head -n 2 "$T/replay-broken.log"
 lockstep replay "$T/fixed" --timeout 60
 
 echo
-echo "demo: done. Traces in $T (open them with sqlite3; schema in docs/schema.md)."
+echo "== 5. lockstep report $T/broken -o $T/report.html"
+lockstep report "$T/broken" -o "$T/report.html"
+[ -s "$T/report.html" ] || { echo "demo: lockstep report wrote no page" >&2; exit 1; }
+
+echo
+echo "demo: done. Traces in $T (SQLite files, docs/schema.md)."
+echo "demo: the HTML report of the hung run: file://$T/report.html"

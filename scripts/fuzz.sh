@@ -25,7 +25,7 @@ BUILD_DIR=${FUZZ_BUILD_DIR:-build-fuzz}
 cxx=$(command -v clang++ || command -v clang++-14 || true)
 cc=$(command -v clang || command -v clang-14 || true)
 if [ -z "$cxx" ] || [ -z "$cc" ] || ! ls "$("$cxx" -print-resource-dir)"/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1; then
-  echo "fuzz.sh: clang++ with libFuzzer is needed (Debian: clang libclang-rt-14-dev; scripts/setup.sh)" >&2
+  echo "fuzz.sh: clang++ with libFuzzer is needed (Debian: clang libclang-rt-14-dev; scripts/setup.sh --test)" >&2
   [ "$ci" = 1 ] && exit 77
   exit 2
 fi

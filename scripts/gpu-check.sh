@@ -94,7 +94,7 @@ for round in $(seq 1 "${OVERHEAD_ROUNDS:-2}"); do
 done
 step overhead-table $PY scripts/gpu/overhead_table.py "$W/overhead.jsonl"
 { echo; echo "## Overhead under PyTorch"; echo; cat "$W/overhead-table.log"; } >>"$SUMMARY"
-# The step-time A/B of docs/gpu-results.md (in-process: recording / no stacks / paused), opt-in:
+# The step-time A/B (docs/performance.md) (in-process: recording / no stacks / paused), opt-in:
 # STEP_PAIRS=30 adds ~1 min (host shape).
 if [ "${STEP_PAIRS:-0}" -gt 0 ]; then
   LOCKSTEP_DIR="$W/t-step" LOCKSTEP_STACKS=python LD_PRELOAD="$BUILD/lib/liblockstep.so" \

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages lockstep needs; does nothing (fast) when all are present.
+#   scripts/setup.sh          what building and running the tool needs (the demo)
+#   scripts/setup.sh --test   that, plus what the test suite needs (scripts/test.sh)
 set -euo pipefail
-pkgs=(cmake g++ make libsqlite3-dev sqlite3 libcli11-dev libunwind-dev nlohmann-json3-dev
-      libxxhash-dev libgtest-dev libbenchmark-dev python3-dev
-      chromium              # chromium: the report's browser test (tests/report), ~80 MB download
-      clang libclang-rt-14-dev  # clang + libFuzzer: scripts/fuzz.sh (docs/testing.md)
-      slurm-wlm munge)      # the Slurm tests (tests/slurm, scripts/slurm/start.sh)
+pkgs=(cmake g++ make libsqlite3-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
+      libunwind8)             # dlopened by the recorder for native stacks
+if [ "${1:-}" = --test ]; then
+  pkgs+=(libgtest-dev libbenchmark-dev python3-dev sqlite3 libunwind-dev
+         dpkg-dev              # tests/install: the Debian package (cpack, dpkg-deb)
+         chromium              # the report's browser test (tests/report), ~80 MB download
+         clang libclang-rt-14-dev  # clang + libFuzzer: scripts/fuzz.sh (label long, docs/testing.md)
+         slurm-wlm munge)      # the Slurm tests (tests/slurm, scripts/slurm/start.sh)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

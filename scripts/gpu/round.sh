@@ -6,7 +6,7 @@
 #   3. the Python-frame capture benchmark on the machine's CPython;
 #   4. with 2+ GPUs: scripts/gpu-multi.sh (the seed hang diagnosed live on real NCCL).
 # Needs build-gpu/ (bin, lib) and .carry/lib/libunwind.so.8 carried from the dev machine (see
-# docs/gpu-results.md). Results: one archive, $OUT/round.tgz (the device returns at most 8 files).
+# docs/gpu.md). Results: one archive, $OUT/round.tgz (the device returns at most 8 files).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD

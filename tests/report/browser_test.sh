@@ -4,15 +4,17 @@
 # error (a marker element, no error flag, no console message at all: the page logs nothing)
 # and that the key elements are there (DOM after the script ran).
 #
-#   browser_test.sh CASE BUILD_BIN FIXTURE_LIB_DIR [--screenshot FILE WIDTHxHEIGHT] [--keep DIR]
+#   browser_test.sh CASE BUILD_BIN FIXTURE_LIB_DIR [--ranks N] [--screenshot FILE WIDTHxHEIGHT] [--keep DIR]
 #   CASE: seed (the seed demo on the CPU fixture), cycle (a cross-communicator wait-for cycle),
-#         synthetic (gen_trace: 16,384 ranks, one host without trace files, one host behind)
+#         synthetic (gen_trace: --ranks ranks, default 16,384; one host without trace files, one
+#         host behind)
 set -euo pipefail
 case_name=$1 bin=$2 fixture_lib=$3
 shift 3
-screenshot="" size="1400x2400" keep=""
+screenshot="" size="1400x2400" keep="" ranks=16384
 while (($#)); do
   case $1 in
+    --ranks) ranks=$2; shift 2 ;;
     --screenshot) screenshot=$2 size=$3; shift 3 ;;
     --keep) keep=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
@@ -20,7 +22,7 @@ while (($#)); do
 done
 chromium=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || true)}
 if [ -z "$chromium" ]; then
-  echo "FAIL: chromium not found (scripts/setup.sh installs Debian's chromium)" >&2
+  echo "FAIL: chromium not found (scripts/setup.sh --test installs Debian's chromium)" >&2
   exit 1
 fi
 work=$(mktemp -d "${TMPDIR:-/tmp}/lockstep-report-browser-XXXXXX")
@@ -51,11 +53,14 @@ case $case_name in
       trap 'rm -rf "$work" "$shm"' EXIT
       trace=$shm/trace
     fi
-    "$bin/gen_trace" "$trace" --ranks 16384 --ops 16 --diverge-from-end 8 --threads 2 >/dev/null
-    # A host whose processes left no file (ranks 8000-8007), and one whose GPU work stopped
-    # early (ranks 8008-8015: nothing completed from their 5th op on).
-    rm -f "$trace"/rank-800[0-7].lockstep.sqlite
-    python3 "$(dirname "$0")/host_behind.py" "$trace" 8008 14
+    "$bin/gen_trace" "$trace" --ranks "$ranks" --ops 16 --diverge-from-end 8 --threads 2 >/dev/null
+    # A host whose processes left no file (ranks M..M+7; 8000-8007 of 16,384), and one whose GPU
+    # work stopped early (ranks M+8..M+15: nothing completed from their 5th op on).
+    m=$((ranks / 2 - 192))
+    # A page with one element per rank has more than $ranks; the aggregated one stays far below.
+    MAX_NODES=$((ranks < 5000 ? ranks : 5000))
+    for ((r = m; r < m + 8; ++r)); do rm -f "$trace/rank-$r.lockstep.sqlite"; done
+    python3 "$(dirname "$0")/host_behind.py" "$trace" $((m + 8)) 14
     ;;
   *) fail "unknown case" ;;
 esac
@@ -122,12 +127,13 @@ case $case_name in
     ;;
   synthetic)
     need 'class="finding" data-kind="op_type"' 1 "the divergence ladder"
-    need '8000-8007' 1 "the missing host's ranks"
-    need '8008-8015' 1 "the host that stopped early, as its own group"
+    need "$m-$((m + 7))" 1 "the missing host's ranks"
+    need "$((m + 8))-$((m + 15))" 1 "the host that stopped early, as its own group"
     need 'class="badge v-problems"' 1 "the verdict"
     # A few DOM nodes, not one per rank.
     nodes=$({ grep -o '<[a-z]' "$work/dom.html" || true; } | wc -l)
-    [ "$nodes" -lt 5000 ] || fail "$nodes elements for 16,384 ranks: the page must aggregate"
+    echo "DOM: $nodes elements for $ranks ranks"
+    [ "$nodes" -lt "$MAX_NODES" ] || fail "$nodes elements for $ranks ranks: the page must aggregate"
     ;;
 esac
 
