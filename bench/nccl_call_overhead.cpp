@@ -61,6 +61,8 @@ const struct { const char* name; unsigned bit; } kParts[] = {
     {"eager", 1u << 16}, {"donerows", 1u << 17}};
 constexpr unsigned kOffRecorder = 1u << 0;
 
+const char* g_op = "allreduce";  // --op, for the JSON lines
+
 // ns: per call until the stream drained (what the tables report); issue_ns: per call until
 // the last call returned, before the synchronize (host cost alone, while the GPU keeps up).
 struct Series {
@@ -81,7 +83,6 @@ struct Series {
 };
 
 int g_pause_ms = 50;
-const char* g_op = "allreduce";
 std::chrono::steady_clock::time_point g_issued;
 
 // Every timed batch ends with this: notes when issuing ended, then waits for the stream.
