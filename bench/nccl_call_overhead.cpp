@@ -3,6 +3,10 @@
 // Python framework (tens of µs per call, ±5 µs between processes) hides sub-µs costs.
 //
 //   nccl_call_overhead [--calls=20000] [--rounds=15] [--pause-ms=50] [--mode=plain|parts|profile|primitives|runtime]
+//                      [--op=allreduce|sendrecv]
+//
+// --op=sendrecv: every "call" is one group of ncclSend + ncclRecv to self (8 bytes), as
+// pipeline parallelism issues them; ns per group.
 //
 // After every timed batch the program sleeps --pause-ms (untimed), so that the recorder's writer
 // thread drains the batch's rows: the timed calls are the steady state of a job that issues
@@ -57,6 +61,8 @@ const struct { const char* name; unsigned bit; } kParts[] = {
     {"eager", 1u << 16}, {"donerows", 1u << 17}};
 constexpr unsigned kOffRecorder = 1u << 0;
 
+const char* g_op = "allreduce";  // --op, for the JSON lines
+
 // ns: per call until the stream drained (what the tables report); issue_ns: per call until
 // the last call returned, before the synchronize (host cost alone, while the GPU keeps up).
 struct Series {
@@ -68,10 +74,10 @@ struct Series {
   void print(const char* mode, const std::string& label, const char* stacks, int calls) {
     std::sort(ns.begin(), ns.end());
     std::sort(issue_ns.begin(), issue_ns.end());
-    std::printf("{\"mode\": \"%s\", \"label\": \"%s\", \"stacks\": \"%s\", \"median_ns\": %.1f, "
+    std::printf("{\"op\": \"%s\", \"mode\": \"%s\", \"label\": \"%s\", \"stacks\": \"%s\", \"median_ns\": %.1f, "
                 "\"min_ns\": %.1f, \"max_ns\": %.1f, \"issue_median_ns\": %.1f, \"calls\": %d, "
                 "\"rounds\": %zu}\n",
-                mode, label.c_str(), stacks, ns[ns.size() / 2], ns.front(), ns.back(),
+                g_op, mode, label.c_str(), stacks, ns[ns.size() / 2], ns.front(), ns.back(),
                 issue_ns[issue_ns.size() / 2], calls, ns.size());
   }
 };
@@ -94,16 +100,20 @@ std::pair<double, double> time_ns(int calls, const std::function<void()>& batch)
           std::chrono::duration<double, std::nano>(g_issued - t0).count() / calls};
 }
 
+const char* sendrecv_name(const std::string& op) { return op == "sendrecv" ? "sendrecv" : "allreduce"; }
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int calls = 20000, rounds = 15;
   std::string mode = "plain";
+  std::string op = "allreduce";
   for (int i = 1; i < argc; i++) {
     if (!strncmp(argv[i], "--calls=", 8)) calls = std::atoi(argv[i] + 8);
     else if (!strncmp(argv[i], "--rounds=", 9)) rounds = std::atoi(argv[i] + 9);
     else if (!strncmp(argv[i], "--mode=", 7)) mode = argv[i] + 7;
     else if (!strncmp(argv[i], "--pause-ms=", 11)) g_pause_ms = std::atoi(argv[i] + 11);
+    else if (!strncmp(argv[i], "--op=", 5)) op = argv[i] + 5;
     else if (i == 1) calls = std::atoi(argv[i]);  // old form: calls [repeats]
     else if (i == 2) rounds = std::atoi(argv[i]);
   }
@@ -122,8 +132,18 @@ int main(int argc, char** argv) {
   ncclComm_t comm;
   CHECK(ncclGetUniqueId(&id));
   CHECK(ncclCommInitRank(&comm, 1, id, 0));
+  if (op != "allreduce" && op != "sendrecv") return 2;
+  g_op = sendrecv_name(op);
+  const bool sendrecv = op == "sendrecv";
   auto issue = [&] {
-    ncclAllReduce((void*)buf, (void*)buf, 2, ncclFloat32, ncclSum, comm, (cudaStream_t)stream);
+    if (sendrecv) {
+      ncclGroupStart();
+      ncclSend((void*)buf, 2, ncclFloat32, 0, comm, (cudaStream_t)stream);
+      ncclRecv((void*)(buf + 32), 2, ncclFloat32, 0, comm, (cudaStream_t)stream);
+      ncclGroupEnd();
+    } else {
+      ncclAllReduce((void*)buf, (void*)buf, 2, ncclFloat32, ncclSum, comm, (cudaStream_t)stream);
+    }
   };
   auto batch = [&](int n) {
     for (int i = 0; i < n; ++i) issue();

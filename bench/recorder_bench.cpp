@@ -4,7 +4,8 @@
 //   recorder_bench [--stacks=none|native] [benchmark flags]
 //   recorder_bench [--stacks=...] --parts [--rounds=15]
 // --parts: the hot path with each part switched off in turn (interposer/bench_knobs.h),
-// configurations alternating within every round; prints ns per ncclAllReduce, median of rounds.
+// configurations alternating within every round; prints ns per ncclAllReduce, median of rounds
+// ("-stackmemo": every native stack unwound, none taken from the memo).
 // With LD_LIBRARY_PATH=<build>/tests/recorder/stub-lib the stub libcuda.so.1 is found and
 // completion tracking (context query, event record, watchdog) runs too; without it, it is off.
 #include <benchmark/benchmark.h>
@@ -70,6 +71,19 @@ void BM_grouped_all_to_all_8_peers_recorded(benchmark::State& state) {
 }
 BENCHMARK(BM_grouped_all_to_all_8_peers_recorded)->Iterations(1 << 15);
 
+// A pipeline-parallel exchange: one group of a send and a recv (one ops row, two parts).
+void BM_grouped_send_recv_recorded(benchmark::State& state) {
+  int64_t n = 0;
+  for (auto _ : state) {
+    ncclGroupStart();
+    ncclSend(g_buf, 4, ncclFloat32, 1, g_comm, kStream);
+    ncclRecv(g_buf, 4, ncclFloat32, 1, g_comm, kStream);
+    ncclGroupEnd();
+    if (++n % (kBurst / 2) == 0) let_writer_drain(state);
+  }
+}
+BENCHMARK(BM_grouped_send_recv_recorded)->Iterations(1 << 17);
+
 long rss_kib() {
   std::ifstream f("/proc/self/status");
   std::string line;
@@ -108,7 +122,7 @@ void run_parts(int rounds) {
   const std::vector<std::pair<std::string, unsigned>> configs = {
       {"full", 0},          {"-stack", 1u << 1}, {"-capture", 1u << 2}, {"-clock", 1u << 3},
       {"-event", 1u << 4},  {"-queue", 1u << 5}, {"-watchdog", 1u << 6},
-      {"hooks only", 1u << 0}};
+      {"-stackmemo", 1u << 21}, {"hooks only", 1u << 0}};
   constexpr int kCalls = 8192;  // half the writer's drain budget per pause (see kBurst)
   std::map<std::string, std::vector<double>> ns;
   for (int r = 0; r < rounds; ++r)

@@ -28,6 +28,15 @@ Two ways to compare, both printing one JSON line per timed step:
                   entries in torch 2.11). --procs children per side; each step's line says how
                   many entries the child's Flight Recorder held (fr_entries).
 
+  --ab four       lockstep and the Flight Recorder side by side, in one alternation (issue 31):
+                  child processes as in --ab fr (Flight Recorder on in odd children, 0 entries in
+                  even ones; --procs per side, order ABBA), each child under the preloaded
+                  recorder stepping "recording" and "paused" in a new random order every pair
+                  (--steps pairs). Four arms: neither (off, paused), fr (fr, paused), lockstep
+                  (off, recording), both (fr, recording). Lockstep's cost is paired within each
+                  process; the Flight Recorder's is between processes (it cannot be switched in
+                  one). bench/four_arm.py makes the table.
+
 bench/step_ratio.py turns the lines into ratios with bootstrap 95% intervals.
 """
 import argparse
@@ -160,7 +169,8 @@ def setup():
 OFF = {"recorder": 1 << 0, "stack": 1 << 1, "event": 1 << 4, "queue": 1 << 5, "watchdog": 1 << 6,
        "waits": 1 << 7, "memop": 1 << 8, "python": 1 << 9, "unwind": 1 << 10, "pyguard": 1 << 11,
        "profile": 1 << 12, "unwindcap": 1 << 13, "covering": 1 << 14, "donerows": 1 << 17,
-       "waitrow": 1 << 18, "waitclock": 1 << 19, "waitindex": 1 << 20}
+       "waitrow": 1 << 18, "waitclock": 1 << 19, "waitindex": 1 << 20,
+       "stackmemo": 1 << 21, "pycache": 1 << 22}
 CONFIGS = {
     "recording": 0,                                   # the stack mode the process runs with
     "no-stacks": OFF["stack"],
@@ -179,15 +189,14 @@ CONFIGS = {
     # In a LOCKSTEP_COMPLETION=covering process (where "recording" is the covering signal):
     "event-per-op": OFF["covering"],                  # an event after every op (the default signal)
     "no-stacks-event": OFF["stack"] | OFF["covering"],
+    "no-memo": OFF["stackmemo"],                      # every native stack unwound (no memo)
+    "no-stack-cache": OFF["stackmemo"] | OFF["pycache"],  # as before issue 31: unwind + interning walk
     "paused": OFF["recorder"] | OFF["waits"],         # NCCL and runtime hooks forward only
 }
 # BenchCounter order (bench_knobs.h); the TSC follows the last one.
 COUNTERS = ["ops", "op_begin_ticks", "op_end_ticks", "stacks", "unwind_ticks", "unwind_frames",
             "python_ticks", "python_frames", "submit_ticks", "submits", "waits", "wait_ticks",
-            "event_ticks", "event_record_ticks", "capture_ticks", "row_push_ticks",
-            "hook_calls", "hook_ticks", "real_ticks", "rt_hook_calls", "rt_hook_ticks", "rt_real_ticks",
-            "unwind_slow", "unwind_slow_ticks", "unwind_retries", "issue_clock_ticks",
-            "call_index_ticks", "comm_lookup_ticks"]
+            "event_ticks", "event_record_ticks", "capture_ticks", "row_push_ticks", "unwinds"]
 
 
 class ThreadTimes:
@@ -350,9 +359,66 @@ def ab_fr(args, emit):
                 os.unlink(out)
 
 
+def four_child(args, fr, proc, out):
+    import ctypes
+    import random
+    os.environ["TORCH_FR_BUFFER_SIZE"] = str(args.fr_size) if fr else "0"
+    set_off = ctypes.CDLL(None).lockstep_bench_set_off  # the preloaded recorder
+    set_off.argtypes, set_off.restype = [ctypes.c_uint], ctypes.c_uint
+    model = Model(setup())
+    warm(model, args.warmup)
+    rng = random.Random(31 + proc)
+    lines = []
+    for pair in range(args.steps):
+        order = [("recording", 0), ("paused", CONFIGS["paused"])]
+        rng.shuffle(order)
+        for name, mask in order:
+            set_off(mask)
+            ms, issue = timed_step(model)
+            lines.append({"proc": proc, "pair": pair, "fr": fr, "lockstep": name, "ms": ms,
+                          "issue_ms": issue})
+    set_off(0)
+    entries = fr_entries()
+    with open(out, "a") as f:
+        for rec in lines:
+            rec["fr_entries"] = entries
+            f.write(json.dumps(rec) + "\n")
+    dist.destroy_process_group()
+
+
+def ab_four(args, emit):
+    import tempfile
+    out = tempfile.mktemp(prefix="step-four-", suffix=".jsonl")
+    assert not torch.cuda.is_initialized()
+    deadline = time.monotonic() + args.seconds if args.seconds > 0 else float("inf")
+    proc = 0
+    for pair in range(args.procs):
+        for fr in ((True, False) if pair % 2 == 0 else (False, True)):
+            if time.monotonic() > deadline:
+                return
+            pid = os.fork()
+            if pid == 0:
+                code = 0
+                try:
+                    four_child(args, fr, proc, out)
+                except BaseException as e:  # noqa: BLE001 -- report, never hang the parent
+                    print(f"child {proc} fr={fr}: {e!r}", file=sys.stderr)
+                    code = 1
+                os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            if status != 0:
+                print(f"child {proc} fr={fr} exited with status {status}", file=sys.stderr)
+            proc += 1
+            if os.path.exists(out):
+                with open(out) as f:
+                    for line in f:
+                        emit(json.loads(line))
+                os.unlink(out)
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ab", choices=["lockstep", "fr"], required=True)
+    ap.add_argument("--ab", choices=["lockstep", "fr", "four"], required=True)
     ap.add_argument("--label", default="")
     ap.add_argument("--pairs", type=int, default=40, help="lockstep: block pairs")
     ap.add_argument("--block", type=int, default=3, help="lockstep: steps per block")
@@ -370,7 +436,8 @@ def main():
                     help="lockstep: 1 = each thread's CPU time and run-queue wait per step "
                          "(/proc/self/task/*/schedstat, read outside the timed step)")
     ap.add_argument("--procs", type=int, default=10, help="fr: children per side")
-    ap.add_argument("--steps", type=int, default=20, help="fr: timed steps per child")
+    ap.add_argument("--steps", type=int, default=20,
+                    help="fr: timed steps per child; four: step pairs per child")
     ap.add_argument("--fr-size", type=int, default=2000, help="fr: TORCH_FR_BUFFER_SIZE when on")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--shape", choices=sorted(SHAPES), default="host")
@@ -379,7 +446,7 @@ def main():
     LAYERS, HIDDEN, TOKENS = SHAPES[args.shape]
     label = args.label or args.ab
     emit = lambda rec: print(json.dumps({"label": label, **rec}), flush=True)
-    (ab_lockstep if args.ab == "lockstep" else ab_fr)(args, emit)
+    {"lockstep": ab_lockstep, "fr": ab_fr, "four": ab_four}[args.ab](args, emit)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,9 @@ enum BenchOff : unsigned {
   // 1u << 15 was "prefetch" (removed: the queues no longer prefetch; cost session 6)
   kOffEagerWriter = 1u << 16,  // "eager": the writer sleeps a full interval after every round
   kOffDoneRows = 1u << 17,  // "donerows": the watchdog pushes no completion rows
+  // 1u << 18..20: taken by a benchmark branch's runtime-call switches (bench/step_overhead.py)
+  kOffStackMemo = 1u << 21, // "stackmemo": every stack unwound (no memoized native frames)
+  kOffPyCache = 1u << 22,   // "pycache": Python frames by the interning walk (no thread stack cache)
 };
 
 // Where the hot path's time goes, summed over every thread while kProfile is set (ticks of
@@ -50,6 +53,7 @@ enum BenchCounter : unsigned {
   kCntEventRecordTicks,  // of which the driver's cuEventRecord
   kCntCaptureTicks,  // op_begin's stream capture query (cuStreamGetCaptureInfo)
   kCntRowPushTicks,  // op_end's op row into the writer's queue
+  kCntUnwinds,       // native unwinds done (memo misses and samples; the rest were memo hits)
   kCntCount
 };
 extern std::atomic<uint64_t> g_bench_counters[kCntCount];

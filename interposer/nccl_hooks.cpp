@@ -12,6 +12,7 @@
 #include "python_frames.h"
 #include "recorder.h"
 #include "recorder_state.h"
+#include "stack_capture.h"
 #include "symbol_lookup.h"
 
 using namespace lockstep::rec;
@@ -29,16 +30,34 @@ namespace {
 // h_X<k> handed out by dlsym for the k-th other libnccl. The exported symbol keeps the slot of
 // the hook it is nested in: an NCCL calling its own entry points (ncclBcast -> ncclBroadcast)
 // through the global scope lands there, and must reach that same NCCL.
+// Each entry also tells the stack capture who called it (HookSite, stack_capture.h: the key
+// of the memoized native frames): the exported symbol for slot 0, the hook itself for the others.
 #define NCCL_HOOK(name, PARAMS, ARGS, ...)                                           \
   template <int K>                                                                  \
   ncclResult_t h_##name PARAMS {                                                    \
     [[maybe_unused]] const int slot = K ? K : current_nccl_slot();                  \
     NcclSlotScope slot_scope(slot);                                                 \
+    HookSiteScope site_scope(K != 0, __builtin_return_address(0),                   \
+                             __builtin_frame_address(0));                           \
     __VA_ARGS__                                                                     \
   }                                                                                 \
   extern "C" __attribute__((visibility("default"))) ncclResult_t name PARAMS {      \
+    HookSiteScope site_scope(true, __builtin_return_address(0),                     \
+                             __builtin_frame_address(0));                           \
     return h_##name<0> ARGS;                                                        \
   }
+
+// Sets the calling thread's HookSite for the capture of this call's stack; clears it on the
+// way out, so that no capture outside an op hook sees a stale one.
+struct HookSiteScope {
+  bool set;
+  HookSiteScope(bool s, void* ra, void* frame) : set(s) {
+    if (set) t_hook_site = {reinterpret_cast<uintptr_t>(ra), reinterpret_cast<uintptr_t>(frame)};
+  }
+  ~HookSiteScope() {
+    if (set) t_hook_site = HookSite{};
+  }
+};
 
 // meta nccl_reached / nccl_libraries, written when the facts change (checked per call: two
 // relaxed loads).

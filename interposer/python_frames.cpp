@@ -11,6 +11,10 @@
 #include "python_layouts.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 #include <atomic>
 #include <cstdio>
@@ -369,6 +373,10 @@ std::atomic<bool> g_exact_only{false};  // benchmarking only: python_frames_benc
 
 constexpr uint64_t kUnwatched = ~uint64_t{0};
 std::atomic<uint64_t> g_destroyed[kTableSize];  // per address bucket: DESTROY events seen
+// Every bucket at once: the thread stack cache (capture_python_frames_cached) trusts a whole
+// stack when no code object at all died since it was proven right. The argument above holds
+// for it as for any bucket (one bucket that covers every address).
+std::atomic<uint64_t> g_destroyed_any{0};
 
 enum WatchState : int { kWatchIdle, kWatchRequested, kWatchActive, kWatchOff };
 std::atomic<int> g_watch_state{kWatchIdle};
@@ -383,9 +391,11 @@ inline size_t bucket_of(uintptr_t code) {
 }
 
 int on_code_event(int event, void* code) {  // with the GIL, from CPython (create/dealloc)
-  if (event == pyframes_detail::kPyCodeEventDestroy)
+  if (event == pyframes_detail::kPyCodeEventDestroy) {
     g_destroyed[bucket_of(reinterpret_cast<uintptr_t>(code))].fetch_add(
         1, std::memory_order_acq_rel);
+    g_destroyed_any.fetch_add(1, std::memory_order_acq_rel);
+  }
   return 0;
 }
 
@@ -718,6 +728,124 @@ size_t capture_python_frames(PyFrameRaw* out, size_t max) {
   if (!rt.ok || max == 0 || !rt.sym.is_initialized()) return 0;
   const size_t n = pyframes_detail::python_capture_from(rt, rt.sym.this_thread_state(), out, max);
   if (n && g_watch_state.load(std::memory_order_relaxed) == kWatchIdle) request_code_watcher(rt);
+  return n;
+}
+
+namespace {
+
+// --- the thread stack cache ---------------------------------------------------------------
+//
+// A thread issues its NCCL calls from few Python stacks. The walk below reads only the thread's
+// own frames (executable, instruction pointer, owner): no code object, no intern table. Those
+// words, equal to the ones of a stack proven right (by the interning walk above, under the code
+// watcher) while no code object died since (g_destroyed_any unchanged), name the same code
+// objects at the same instructions: a code object at the same address is the same live object
+// (its death would have moved the count), and the shim/incomplete decisions and the
+// instruction offsets are functions of those words. So the proven frames are returned as they
+// are. Only under the code watcher (watcher_trusted); otherwise, and for stacks deeper than
+// kCachedWalk, every capture takes the interning walk.
+constexpr size_t kCachedWalk = 48;   // frames walked (shims included) for a cacheable stack
+constexpr size_t kCacheSlots = 64;   // per thread, direct mapped by the words' hash
+
+struct PyStackEntry {
+  uint64_t key = 0;
+  const char* tstate = nullptr;
+  uint64_t epoch = 0;  // g_destroyed_any read before the frames were proven
+  uint64_t id = 0;     // process-unique, never 0; a replaced entry gets a new one
+  uint32_t nwords = 0;
+  uint32_t n = 0;
+  uintptr_t words[3 * kCachedWalk];
+  PyFrameRaw frames[kCachedWalk];
+};
+struct PyStackCache {
+  PyStackEntry* slot[kCacheSlots] = {};
+};
+std::atomic<uint64_t> g_stack_ids{0};
+pthread_key_t g_cache_key;
+pthread_once_t g_cache_once = PTHREAD_ONCE_INIT;
+__attribute__((tls_model("initial-exec"))) thread_local PyStackCache* t_cache = nullptr;
+
+PyStackCache* thread_cache() {
+  if (t_cache) return t_cache;
+  pthread_once(&g_cache_once, [] {
+    pthread_key_create(&g_cache_key, [](void* p) {
+      auto* c = static_cast<PyStackCache*>(p);
+      for (PyStackEntry* e : c->slot) delete e;
+      delete c;
+    });
+  });
+  t_cache = new (std::nothrow) PyStackCache;
+  if (t_cache) pthread_setspecific(g_cache_key, t_cache);
+  return t_cache;
+}
+
+// The frame words of the calling thread (3.11+ layouts); false when not cacheable.
+bool stack_words(const Runtime& rt, const char* tstate, uintptr_t* words, uint32_t& nwords) {
+  const PyLayout& L = rt.layout;
+  if (L.ts_frame != kNoField) return false;  // 3.10: frame objects, no code watcher
+  const char* frame;
+  if (L.ts_cframe != kNoField) {
+    const char* cframe = load_ptr(tstate, L.ts_cframe);
+    if (!cframe) return false;
+    frame = load_ptr(cframe, L.cframe_current);
+  } else {
+    frame = load_ptr(tstate, L.ts_current_frame);
+  }
+  size_t k = 0;
+  for (; frame; ++k) {
+    if (k == kCachedWalk) return false;
+    words[3 * k] = load<uintptr_t>(frame, L.fr_code);
+    words[3 * k + 1] = reinterpret_cast<uintptr_t>(load_ptr(frame, L.fr_instr));
+    words[3 * k + 2] = static_cast<uintptr_t>(static_cast<uint8_t>(load<int8_t>(frame, L.fr_owner)));
+    frame = load_ptr(frame, L.fr_previous);
+  }
+  nwords = static_cast<uint32_t>(3 * k);
+  return true;
+}
+
+}  // namespace
+
+size_t capture_python_frames_cached(PyFrameRaw* out, size_t max, uint64_t* stack_id) {
+  *stack_id = 0;
+  const Runtime& rt = runtime();
+  if (!rt.ok || max == 0 || !rt.sym.is_initialized()) return 0;
+  const char* tstate = static_cast<const char*>(rt.sym.this_thread_state());
+  if (!tstate) return 0;
+  const uint64_t epoch = g_destroyed_any.load(std::memory_order_acquire);
+  uintptr_t words[3 * kCachedWalk];
+  uint32_t nwords = 0;
+  PyStackCache* cache = nullptr;
+  uint64_t key = 0;
+  if (watcher_trusted(rt, tstate) && stack_words(rt, tstate, words, nwords) &&
+      (cache = thread_cache())) {
+    key = XXH3_64bits(words, nwords * sizeof(uintptr_t));
+    const PyStackEntry* e = cache->slot[key % kCacheSlots];
+    if (e && e->key == key && e->tstate == tstate && e->epoch == epoch && e->nwords == nwords &&
+        e->n <= max && std::memcmp(e->words, words, nwords * sizeof(uintptr_t)) == 0) {
+      std::memcpy(out, e->frames, e->n * sizeof(PyFrameRaw));
+      *stack_id = e->id;
+      return e->n;
+    }
+  }
+  // Prove the frames by the interning walk (guards per code object), and remember them.
+  const size_t n = pyframes_detail::python_capture_from(rt, tstate, out, max);
+  if (n && g_watch_state.load(std::memory_order_relaxed) == kWatchIdle) request_code_watcher(rt);
+  if (!cache || n > kCachedWalk) return n;
+  for (size_t i = 0; i < n; ++i)
+    if (!out[i].code) return n;  // intern table full: not proven
+  PyStackEntry*& slot = cache->slot[key % kCacheSlots];
+  if (!slot) slot = new (std::nothrow) PyStackEntry;
+  if (!slot) return n;
+  PyStackEntry& e = *slot;
+  e.key = key;
+  e.tstate = tstate;
+  e.epoch = epoch;
+  e.id = g_stack_ids.fetch_add(1, std::memory_order_relaxed) + 1;
+  e.nwords = nwords;
+  e.n = static_cast<uint32_t>(n);
+  std::memcpy(e.words, words, nwords * sizeof(uintptr_t));
+  std::memcpy(e.frames, out, n * sizeof(PyFrameRaw));
+  *stack_id = e.id;
   return n;
 }
 

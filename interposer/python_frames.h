@@ -49,6 +49,14 @@ const char* python_frames_status();
 // Allocation-free except the first time a code object is met (it is interned then).
 size_t capture_python_frames(PyFrameRaw* out, size_t max);
 
+// The same frames, through a per-thread cache of the stacks this thread was seen in: when the
+// thread's frame words (code pointer, instruction pointer, owner of every frame) equal those of
+// a stack proven right and no code object died since (code watcher), the proven frames are
+// returned without reading any code object or the intern table. *stack_id: a process-unique
+// id of that proven stack (equal ids: equal frames), 0 when the stack was not cacheable (no
+// code watcher, too deep, intern table full).
+size_t capture_python_frames_cached(PyFrameRaw* out, size_t max, uint64_t* stack_id);
+
 // Stable hash of captured frames, for stack dedup: equal for the same code objects' contents
 // (file, qualname, first line) at the same instruction offsets — across processes too.
 // `seed` lets the caller chain it with the native part.

@@ -322,6 +322,13 @@ void shutdown_recorder(const char* reason) noexcept {
     r->completion->stop();
     if (r->stack_mode == StackMode::Python)  // which guard the Python frames were read under
       r->writer->set_meta("python_guard", lockstep::python_frames_guard_status());
+    if (r->stack_mode != StackMode::None) {  // how often the memoized native frames were used
+      NativeMemoStats m = native_memo_stats();
+      r->writer->set_meta("native_stack_memo",
+                          "unwound=" + std::to_string(m.unwound) + " sampled=" +
+                              std::to_string(m.sampled) + " disagreed=" + std::to_string(m.disagreed) +
+                              " unverifiable=" + std::to_string(m.unverifiable));
+    }
     r->writer->stop(reason);
   } catch (...) {
   }
@@ -343,14 +350,23 @@ OpToken op_begin(const OpDesc& d) noexcept {
   t.active = true;
   t.desc = d;
   t.grouped = ts.group_depth > 0;
-  if (!(off & kOffClock)) {
+  // A group's row carries the issue time, stack and capture state of its first call on each
+  // communicator: a later call of the group on the same stream as the group's previous call
+  // takes that call's capture state and needs no clock or stack (paid once per group).
+  const PendingPart* prev = t.grouped && !ts.parts.empty() ? &ts.parts.back() : nullptr;
+  if (!(off & kOffClock) && !prev) {
     t.issue_mono = hot_mono_ns();
     t.issue_wall = wall_from_mono(t.issue_mono);
+  } else if (prev) {
+    t.issue_mono = prev->issue_mono;
+    t.issue_wall = prev->issue_wall;
   }
   if (!t.grouped) t.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
-  // A group's row carries the stack of its first call: later calls need none.
-  if (!t.grouped || ts.parts.empty()) t.stack_hash = stack_for(r, ts, off);
-  if (!(off & kOffCapture)) {
+  if (!prev) t.stack_hash = stack_for(r, ts, off);
+  else t.stack_hash = prev->stack_hash;
+  if (prev && prev->d.stream == d.stream) {
+    t.capture = prev->capture;
+  } else if (!(off & kOffCapture)) {
     const uint64_t c0 = (off & kProfile) ? bench_ticks() : 0;
     t.capture = r->completion->capture_state(d.stream);
     if (off & kProfile) bench_count(kCntCaptureTicks, bench_ticks() - c0);

@@ -24,12 +24,36 @@ inline constexpr int kMaxPythonFrames = 64;
 inline constexpr int kNativeFramesUnderPython = 12;
 inline constexpr int kOwnFrames = 8;  // liblockstep's own frames at most, skipped
 
+struct NativeMemo;  // stack_capture.cpp: the thread's memoized native frames
+
 struct StackBuf {
   uintptr_t pcs[kMaxNativeFrames];
   int n = 0;
   PyFrameRaw py[kMaxPythonFrames];
   int npy = 0;
+  NativeMemo* memo = nullptr;  // per thread (one StackBuf per thread), made on first use
+  StackBuf() = default;
+  StackBuf(const StackBuf&) = delete;
+  StackBuf& operator=(const StackBuf&) = delete;
+  ~StackBuf();
 };
+
+// The NCCL hook's caller, as the outermost op hook saw it (nccl_hooks.cpp): its return address
+// and the hook's frame address (a function of the caller's stack pointer). capture_stack reads
+// and clears it; 0 (a capture not from an op hook: the profiler plugin) means no memo.
+struct HookSite {
+  uintptr_t ra = 0;
+  uintptr_t frame = 0;
+};
+extern __attribute__((tls_model("initial-exec"))) thread_local HookSite t_hook_site;
+
+// Native memo counters, process-wide (meta `native_stack_memo` at exit): stacks unwound because
+// the memo had no entry or its slots did not verify, hits re-unwound by sampling, and samples
+// that disagreed with the memo (the entry is then never trusted again).
+struct NativeMemoStats {
+  uint64_t unwound, sampled, disagreed, unverifiable;
+};
+NativeMemoStats native_memo_stats();
 
 // Chooses the unwinder and the mode (LOCKSTEP_STACKS=none|native|python; default python when
 // CPython is in the process, else native). Returns the mode actually in effect.

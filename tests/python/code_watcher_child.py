@@ -33,6 +33,32 @@ def reuse_reports_the_new_function(tag):
     return reused
 
 
+def cached_capture_site(m):
+    return m.capture_cached(), m.capture()
+
+
+def cached_reuse_reports_the_new_function(tag):
+    """As reuse_reports_the_new_function, through the thread stack cache: a new code object at a
+    dead one's address, at the same instruction, gives the same frame words; the cache must not
+    answer with the dead function."""
+    seen, reused = set(), 0
+    for i in range(400):
+        name = "%s_f%d" % (tag, i % 3)
+        src = "def %s(m):\n" % name + "    x = 1\n" * (i % 7) + "    return m.capture_cached(1)\n"
+        ns = {}
+        exec(compile(src, "<%s>" % tag, "exec"), ns)
+        code_id = id(ns[name].__code__)
+        reused += code_id in seen
+        seen.add(code_id)
+        for _ in range(2):  # the second: a hit on the entry the first made
+            sid, got = ns[name](m)
+            want = [("<%s>" % tag, name, 2 + i % 7)]
+            assert got == want, "iteration %d: %r != %r" % (i, got, want)
+            assert sid != 0, "not cached under the code watcher"
+        ns.clear()
+    assert reused > 0, "no code object address was reused: cache not exercised"
+
+
 def main(scenario):
     if scenario == "never_captured":
         # A process that never captures never registers a watcher.
@@ -81,6 +107,26 @@ def main(scenario):
         drain()
         assert m.guard_status().startswith("exact guard: no free code watcher slot"), m.guard_status()
         reuse_reports_the_new_function("full")
+    elif scenario == "cached_stacks":
+        # Before the watcher: nothing cached (id 0), frames as the interning walk's.
+        m.allow_code_watcher(False)
+        sid, frames = m.capture_cached()
+        assert sid == 0 and frames, (sid, frames)
+        m.allow_code_watcher(True)
+        m.capture(max=1)
+        drain()
+        assert m.guard_status().startswith("code watcher"), m.guard_status()
+        ids = []
+        for _ in range(3):
+            (sid, frames), plain = cached_capture_site(m)
+            # capture() runs one line below capture_cached(): compare everything but that line
+            assert [f[:2] for f in frames] == [f[:2] for f in plain], (frames, plain)
+            assert frames[1:] == plain[1:], (frames, plain)
+            ids.append(sid)
+        assert ids[0] != 0 and ids[0] == ids[1] == ids[2], ids
+        sid_other_line, _ = m.capture_cached()
+        assert sid_other_line not in (0, ids[0]), (sid_other_line, ids)
+        cached_reuse_reports_the_new_function("cached")
     else:
         raise SystemExit("unknown scenario " + scenario)
     print("ok")

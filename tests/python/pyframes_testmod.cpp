@@ -69,6 +69,27 @@ PyObject* capture(PyObject*, PyObject* args, PyObject* kwargs) {
   return frames_to_list(infos);
 }
 
+// capture_cached(max=64) -> (stack_id, [(file, qualname, line), ...]): the thread stack
+// cache's capture (capture_python_frames_cached), GIL released as in the hook.
+PyObject* capture_cached(PyObject*, PyObject* args) {
+  Py_ssize_t max = 64;
+  if (!PyArg_ParseTuple(args, "|n", &max)) return nullptr;
+  if (max < 0 || max > 4096) {
+    PyErr_SetString(PyExc_ValueError, "max must be in [0, 4096]");
+    return nullptr;
+  }
+  std::vector<PyFrameRaw> raw(static_cast<size_t>(max) + 1);
+  std::vector<PyFrameInfo> infos;
+  uint64_t id = 0;
+  Py_BEGIN_ALLOW_THREADS
+  const size_t n = lockstep::capture_python_frames_cached(raw.data(), static_cast<size_t>(max), &id);
+  for (size_t i = 0; i < n; ++i) infos.push_back(lockstep::resolve_python_frame(raw[i]));
+  Py_END_ALLOW_THREADS
+  PyObject* frames = frames_to_list(infos);
+  if (!frames) return nullptr;
+  return Py_BuildValue("(KN)", static_cast<unsigned long long>(id), frames);
+}
+
 // capture_hash() -> python_frames_hash of the caller's stack, captured without the GIL.
 PyObject* capture_hash(PyObject*, PyObject*) {
   PyFrameRaw raw[128];
@@ -219,6 +240,7 @@ PyMethodDef kMethods[] = {
 #endif
     {"capture", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(capture)),
      METH_VARARGS | METH_KEYWORDS, "capture(max=64, release_gil=True)"},
+    {"capture_cached", capture_cached, METH_VARARGS, nullptr},
     {"capture_hash", capture_hash, METH_NOARGS, nullptr},
     {"capture_in_c_thread", capture_in_c_thread, METH_NOARGS, nullptr},
     {"linetable_line", linetable_line, METH_VARARGS, nullptr},

@@ -301,3 +301,6 @@ class CodeWatcherTest(unittest.TestCase):
     def test_no_free_watcher_slot_keeps_the_exact_guard(self):
         self.run_child("slots_full")
 
+    def test_thread_stack_cache_hits_and_never_answers_for_a_dead_code_object(self):
+        self.run_child("cached_stacks")
+

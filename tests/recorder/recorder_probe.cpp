@@ -424,6 +424,32 @@ int scenario_disk_full(int n) {
 }
 }
 
+// Two callers that reach ncclAllReduce through the same function, with the same frame sizes:
+// the hook sees the same return address and the same stack depth from both, so only the
+// frames above tell them apart (the memoized native frames must not, stack_capture.cpp).
+extern "C" {
+__attribute__((noinline)) void probe_memo_caller_a(ncclComm_t c, size_t n) {
+  probe_issue_all_reduce(c, n);
+  asm volatile("" ::: "memory");
+}
+__attribute__((noinline)) void probe_memo_caller_b(ncclComm_t c, size_t n) {
+  probe_issue_all_reduce(c, n);
+  asm volatile("" ::: "memory");
+}
+}
+int scenario_memo_callers() {
+  ncclComm_t c = init_comm();
+  // Alternating, then in runs of 100 (one call site: one stack per caller): every memo entry
+  // is made by one caller and then asked by the other.
+  for (int i = 0; i < 600; i++) {
+    const bool b = i < 200 ? i % 2 : i / 100 % 2;
+    void (*volatile caller)(ncclComm_t, size_t) = b ? probe_memo_caller_b : probe_memo_caller_a;
+    caller(c, b ? 2 : 1);
+  }
+  ncclCommDestroy(c);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: recorder_probe SCENARIO\n");
@@ -431,6 +457,7 @@ int main(int argc, char** argv) {
   }
   std::string s = argv[1];
   if (s == "basic") return scenario_basic();
+  if (s == "memo_callers") return scenario_memo_callers();
   if (s == "groups") return scenario_groups();
   if (s == "errors") return scenario_errors();
   if (s == "split") return scenario_split();

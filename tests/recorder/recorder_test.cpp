@@ -230,6 +230,30 @@ TEST(Recorder, stacks_name_the_calling_function_and_are_deduplicated) {
   EXPECT_EQ(bt.meta("stack_mode"), "native");
 }
 
+// Memoized native frames (stack_capture.cpp): two callers that give the hook the same return
+// address and stack depth still get their own stacks, every time.
+TEST(Recorder, memoized_native_stacks_tell_callers_at_the_same_depth_apart) {
+  Probe p({"memo_callers"});
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  for (const char* caller : {"probe_memo_caller_a", "probe_memo_caller_b"}) {
+    const std::string count = std::string(caller) == "probe_memo_caller_a" ? "1" : "2";
+    // every op of this caller has a stack naming it, none names the other
+    EXPECT_EQ(t.scalar("SELECT count(*) FROM ops WHERE op='all_reduce' AND count=" + count), "300");
+    EXPECT_EQ(t.scalar("SELECT count(*) FROM ops o WHERE o.op='all_reduce' AND o.count=" + count +
+                       " AND EXISTS (SELECT 1 FROM frames f WHERE f.stack_id=o.stack_id AND "
+                       "f.function='" + caller + "')"),
+              "300")
+        << caller;
+  }
+  EXPECT_EQ(t.scalar("SELECT count(DISTINCT stack_id) FROM ops WHERE op='all_reduce'"), "2");
+  // The memo was used (far fewer unwinds than ops), and no sample disagreed with it.
+  const std::string memo = t.meta("native_stack_memo");
+  EXPECT_NE(memo.find("disagreed=0"), std::string::npos) << memo;
+  long unwound = std::stol(memo.substr(memo.find("unwound=") + 8));
+  EXPECT_LT(unwound, 300) << memo;
+}
+
 TEST(Recorder, stacks_off_leaves_stack_ids_null) {
   Probe p({"basic"}, {{"LOCKSTEP_STACKS", "none"}});
   ASSERT_ONE_TRACE(p);
