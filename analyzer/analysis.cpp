@@ -112,7 +112,7 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
     a.hang = explain_hang(s, a.index, ho);
   }
   a.hosts = group_by_host(s, options.hang.stale_ns);
-  for (auto& p : s.procs) a.total_ops += static_cast<int64_t>(p.ops.size());
+  for (auto& p : s.procs) a.total_ops += static_cast<int64_t>(p.ops.size()) + p.unread_ops;
 
   // What each process's trace can prove about the ops it does not show.
   a.history.assign(s.procs.size(), History::kComplete);

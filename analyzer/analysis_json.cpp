@@ -145,7 +145,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
                      {"host", i.host},
                      {"pid", i.pid},
                      {"file", i.shown_path()},
-                     {"ops", s.procs[p].ops.size()},
+                     {"ops", static_cast<int64_t>(s.procs[p].ops.size()) + s.procs[p].unread_ops},
                      {"unsequenced_ops", s.procs[p].unsequenced_ops},
                      {"finished", i.finished},
                      {"exit_reason", i.exit_reason},

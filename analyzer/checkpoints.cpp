@@ -114,6 +114,9 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
         if (cp.ordinal > 0 && cp.ordinal < pc.base) d.known.push_back({cp.ordinal, cp.digest});
       }
       uint64_t running = pc.base == 0 ? digest::kEmpty : c.retired_digest;
+      // Summary-first: the prefix not read ends at a checkpoint of this file (SchedProcess::unread).
+      if (m.local < static_cast<int>(s.procs[m.proc].unread.size()) && s.procs[m.proc].unread[m.local].collectives == pc.base && pc.base > 0)
+        running = s.procs[m.proc].unread[m.local].digest;
       auto mismatch = [&](int64_t k, uint64_t have) {
         auto it = recorded.find(k);
         return it != recorded.end() && it->second != have;

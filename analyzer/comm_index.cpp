@@ -40,6 +40,8 @@ CommIndex build_comm_index(const Schedule& s) {
       ProcComm& pc = idx.per_proc[p][l];
       pc.gcomm = it->second;
       pc.base = std::max<int64_t>(0, c.retired_collectives);
+      // Not read (summary-first): aligned like retired history, proven by the digest at the cut.
+      if (l < s.procs[p].unread.size()) pc.base = std::max(pc.base, s.procs[p].unread[l].collectives);
       pc.retired_p2p = std::max<int64_t>(0, c.retired_through_seq - pc.base);
     }
     const auto& ops = s.procs[p].ops;

@@ -103,6 +103,16 @@ struct SchedProcess {
   // The exact stream of each op in the overflow bucket (SchedOp::stream 255): (op index, stream).
   // Kept by ScheduleBuilder, on every path.
   std::vector<std::pair<uint32_t, uint64_t>> overflow_streams;
+  // Summary-first read (trace_loader.h LoadOptions::summary_first): per info.comms entry, the
+  // collectives before the cut that were not read, proven identical on every member by the
+  // checkpoint digest at the cut (no point-to-point op precedes it: its seq equals its ordinal).
+  // The analyses align them as retired history (comm_index.cpp ProcComm::base). Empty: all read.
+  struct UnreadPrefix {
+    int64_t collectives = 0;  // ordinals 1..collectives not read
+    uint64_t digest = 0;      // op_digest.h chain after them (the file's checkpoint)
+  };
+  std::vector<UnreadPrefix> unread;
+  int64_t unread_ops = 0;  // sequenced ops not read (in no SchedOp)
   // The stream value of ops[i] (kUnknownStream: in the overflow bucket without side data).
   uint64_t stream_of(size_t i) const;
   static constexpr uint64_t kUnknownStream = ~uint64_t(0);
@@ -160,6 +170,8 @@ struct Schedule {
   std::vector<SchedProcess> procs;  // sorted by global_rank, then host, pid
   std::vector<Signature> sigs;
   std::vector<SkippedFile> skipped;
+  // Summary-first read: true when it was asked for (even where everything had to be read).
+  bool summary_first = false;
 };
 
 // The rank a report shows for a process (identity.h shown_rank).

@@ -19,6 +19,7 @@
 #include "coverage.h"
 #include "text_escape.h"
 #include "flightrec.h"
+#include "op_digest.h"
 #include "profiler_schema.h"
 #include "rank_identity.h"
 #include "schedule_waits.h"
@@ -475,10 +476,89 @@ OpPart read_part_v2(const Query& st, int c) {
   return part;
 }
 
+// Per info.comms entry: the collective ordinal through which op rows are not read (0: all).
+using Cuts = std::vector<int64_t>;
+// The rows of a summary-first read could not be cut as its checkpoints said: read the file whole.
+struct CutUnproven {};
+
+// Summary-first: the op rows from the newest back to each communicator's cut (its collective
+// ordinal cuts[c], whose seq is cuts[c]: no point-to-point op before it), then indexed oldest
+// first. What lies before the cut is counted from the chunks' row counts and the cut seqs, not
+// read. Throws CutUnproven when the rows do not reach a cut the checkpoints promised.
+template <class SigOf>
+void read_ops_tail(sqlite3* db, SchedProcess& sp, const std::vector<std::string>& chunks, int64_t total, const Cuts& cuts,
+                   const std::vector<bool>& comm_has_ops, SigOf&& sig_of) {
+  std::vector<ScheduleBuilder::Row> rows;  // newest first
+  std::vector<bool> reached(cuts.size(), false);
+  size_t open = 0;
+  for (size_t c = 0; c < cuts.size(); ++c) open += comm_has_ops[c];
+  int64_t scanned = 0, scanned_before_cut = 0, unsequenced = 0, unsequenced_done = 0;
+  int64_t previous = INT64_MAX;
+  for (auto t = chunks.rbegin(); t != chunks.rend() && open > 0; ++t) {
+    Query st(db, ("SELECT call_index, sig, seq, group_id, done FROM " + *t + " ORDER BY call_index DESC").c_str());
+    const trace_file::Stmt& row = st.stmt();
+    while (open > 0 && st.step()) {
+      int64_t ci = row.column_i64(0);
+      if (ci >= previous) throw FileSkip("corrupt: op chunk " + *t + " overlaps the one after it (call_index " + std::to_string(ci) + ")");
+      previous = ci;
+      ++scanned;
+      const bool completed = !row.is_null(4);
+      if (row.is_null(2)) {
+        ++unsequenced;
+        unsequenced_done += completed;
+        continue;
+      }
+      const auto* fs = sig_of(row.column_i64(1));
+      if (!fs) throw FileSkip("corrupt: op " + std::to_string(ci) + " names an unknown signature");
+      const int64_t seq = row.column_i64(2);
+      const size_t c = static_cast<size_t>(fs->comm);
+      if (seq <= cuts[c]) {
+        ++scanned_before_cut;
+        // The ops before the cut count as issued and done (hang.cpp): the cut's own op must have
+        // completed (completions are recorded in stream order), else the file is read whole.
+        if (!reached[c] && (seq != cuts[c] || !completed)) throw CutUnproven{};
+        if (!reached[c]) reached[c] = true, --open;
+        continue;
+      }
+      if (reached[c]) throw CutUnproven{};  // seq not increasing with call_index: not the recorder's file
+      const int64_t group = row.is_null(3) ? -1 : row.column_i64(3);
+      rows.push_back({ci, seq, fs->comm, fs->sig, fs->stream, group, completed});
+    }
+  }
+  if (open > 0) throw CutUnproven{};
+  int64_t before = 0;  // sequenced rows before the cuts: seq 1..cut of each communicator
+  for (size_t c = 0; c < cuts.size(); ++c) before += comm_has_ops[c] ? cuts[c] : 0;
+  const int64_t unscanned_unsequenced = (total - scanned) - (before - scanned_before_cut);
+  if (unscanned_unsequenced < 0) throw CutUnproven{};
+  sp.ops.reserve(rows.size());
+  ScheduleBuilder index(sp);
+  for (auto r = rows.rbegin(); r != rows.rend(); ++r) index.add_op(*r);
+  for (int64_t i = 0; i < unsequenced + unscanned_unsequenced; ++i) index.add_unsequenced(i < unsequenced_done);
+  sp.groups.shrink_to_fit();
+  if (!sp.completion_known)
+    for (const std::string& t : chunks) {
+      Query done(db, ("SELECT 1 FROM " + t + " WHERE done IS NOT NULL LIMIT 1").c_str());
+      if (done.step()) {
+        sp.completion_known = true;
+        break;
+      }
+    }
+  sp.unread.assign(cuts.size(), {});
+  for (size_t c = 0; c < cuts.size(); ++c) {
+    if (!comm_has_ops[c]) continue;
+    const auto& cps = sp.info.comms[c].checkpoints;
+    auto it = std::find_if(cps.begin(), cps.end(), [&](const Comm::Checkpoint& k) { return k.ordinal == cuts[c]; });
+    if (it == cps.end()) throw CutUnproven{};
+    sp.unread[c] = {cuts[c], it->digest};
+  }
+  sp.unread_ops = before;
+}
+
 // Schema 2: the signatures first (few), then one pass over the small op rows in call_index
 // order; a row costs an array lookup of its signature id and nothing else.
-void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
+void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, const Cuts* cuts = nullptr) {
   CommIds ids(sp.info);
+  std::vector<bool> comm_has_ops(sp.info.comms.size(), false);
   struct FileSig {
     uint32_t sig = 0;
     int comm = 0;
@@ -512,6 +592,7 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
       sig.redop = redop_v2(st, 7);
       int comm = ids.index(st.i64(1));
       if (comm < 0) throw FileSkip("corrupt: signature " + std::to_string(id) + " names unknown comm_id " + std::to_string(st.i64(1)));
+      comm_has_ops[static_cast<size_t>(comm)] = true;
       FileSig fs{sigs.intern(std::move(sig)), comm, static_cast<uint64_t>(st.i64(8)), true};
       if (id >= 0 && id < int64_t(1) << 20 && static_cast<size_t>(id) <= 2 * dense.size() + 1024) {
         if (static_cast<size_t>(id) >= dense.size()) dense.resize(static_cast<size_t>(id) + 1);
@@ -534,6 +615,10 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
     Query n(db, ("SELECT count(*) FROM " + t).c_str());
     if (n.step()) total += n.i64(0);
   }
+  // Summary-first: every communicator with ops must have its cut, else the file is read whole.
+  bool cut = cuts && cuts->size() == comm_has_ops.size();
+  for (size_t c = 0; cut && c < comm_has_ops.size(); ++c) cut = !comm_has_ops[c] || (*cuts)[c] > 0;
+  if (cut) return read_ops_tail(db, sp, chunks, total, *cuts, comm_has_ops, sig_of);
   sp.ops.reserve(static_cast<size_t>(total));
   ScheduleBuilder index(sp);
   int64_t previous = INT64_MIN;
@@ -563,8 +648,8 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
 // The hot loop of `lockstep analyze`: one pass over ops, one over parts, one over completions,
 // all in call_index order (the rowid), merged without lookups; op descriptions interned through
 // a reused key buffer so a repeated op allocates nothing.
-void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs) {
-  if (compact_rows(sp.info)) return read_ops_compact_v2(db, sp, sigs);
+void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, const Cuts* cuts = nullptr) {
+  if (compact_rows(sp.info)) return read_ops_compact_v2(db, sp, sigs, cuts);
   CommIds ids(sp.info);
   // NULL handling runs inside SQLite: one column call per value here. Rows that enqueued
   // nothing (failed, simulated, captured) have seq NULL (schema); the state column, the last of
@@ -838,20 +923,112 @@ Schedule load_headers(const std::string& dir, const LoadOptions& options) {
 
 namespace {
 
+// Summary-first: a file's own cut per communicator, its newest checkpoint with no
+// point-to-point op before it (seq == ordinal). Empty: the file is read whole (not the recorder's
+// current digest, history retired or dropped, digest gaps).
+Cuts own_cuts(const Process& p) {
+  if (!compact_rows(p) || p.checkpoint_interval <= 0 || p.retired_ops > 0 || p.dropped_records > 0) return {};
+  auto meta = [&](const char* k) {
+    auto it = p.meta.find(k);
+    return it == p.meta.end() ? std::string() : it->second;
+  };
+  if (meta("digest_version") != std::to_string(digest::kDigestVersion)) return {};
+  if (const std::string gaps = meta("digest_gaps"); !gaps.empty() && gaps != "0") return {};
+  Cuts cuts(p.comms.size(), 0);
+  for (size_t c = 0; c < p.comms.size(); ++c) {
+    const Comm& comm = p.comms[c];
+    if (comm.retired_collectives != 0 || comm.retired_through_seq != 0) return {};
+    for (auto k = comm.checkpoints.rbegin(); k != comm.checkpoints.rend(); ++k)
+      if (k->ordinal > 0 && k->seq == k->ordinal) {
+        cuts[c] = k->ordinal;
+        break;
+      }
+  }
+  return cuts;
+}
+
+// Summary-first, across files: each communicator's cut is the newest ordinal that every member
+// read up to and at which every member's checkpoint has the same digest (0: read it whole). The
+// files whose cut must move back, with their new cuts; empty entries: the file stays as read.
+std::vector<Cuts> agreed_cuts(const std::vector<SchedProcess>& procs, const std::vector<std::string>& reasons) {
+  struct Member {
+    size_t proc, local;
+  };
+  std::unordered_map<std::string, std::vector<Member>> by_hash;
+  std::unordered_map<std::string, bool> twice;  // a file that holds the hash twice: never cut
+  for (size_t i = 0; i < procs.size(); ++i) {
+    if (!reasons[i].empty()) continue;
+    const auto& comms = procs[i].info.comms;
+    for (size_t l = 0; l < comms.size(); ++l) {
+      auto& ms = by_hash[comms[l].hash];
+      if (!ms.empty() && ms.back().proc == i) twice[comms[l].hash] = true;
+      ms.push_back({i, l});
+    }
+  }
+  auto read_from = [&](const Member& m) {
+    const auto& u = procs[m.proc].unread;
+    return m.local < u.size() ? u[m.local].collectives : 0;
+  };
+  auto checkpoint = [&](const Member& m, int64_t k) -> const Comm::Checkpoint* {
+    const auto& cps = procs[m.proc].info.comms[m.local].checkpoints;
+    auto it = std::lower_bound(cps.begin(), cps.end(), k, [](const Comm::Checkpoint& c, int64_t v) { return c.ordinal < v; });
+    return it != cps.end() && it->ordinal == k && it->seq == k ? &*it : nullptr;
+  };
+  std::vector<Cuts> out(procs.size());
+  for (auto& [hash, ms] : by_hash) {
+    int64_t k = INT64_MAX;
+    for (const Member& m : ms) k = std::min(k, read_from(m));
+    if (twice.count(hash)) k = 0;
+    while (k > 0) {
+      const Comm::Checkpoint* first = checkpoint(ms[0], k);
+      bool agree = first != nullptr;
+      for (size_t j = 1; agree && j < ms.size(); ++j) {
+        const Comm::Checkpoint* c = checkpoint(ms[j], k);
+        agree = c && c->digest == first->digest;
+      }
+      if (agree) break;
+      // The next older checkpoint of the first member (digests that differ at k differ after).
+      const auto& cps = procs[ms[0].proc].info.comms[ms[0].local].checkpoints;
+      auto it = std::lower_bound(cps.begin(), cps.end(), k, [](const Comm::Checkpoint& c, int64_t v) { return c.ordinal < v; });
+      k = it == cps.begin() ? 0 : std::prev(it)->ordinal;
+    }
+    for (const Member& m : ms) {
+      if (read_from(m) == k) continue;
+      Cuts& c = out[m.proc];
+      if (c.empty()) {
+        c.assign(procs[m.proc].info.comms.size(), 0);
+        for (size_t l = 0; l < procs[m.proc].unread.size() && l < c.size(); ++l) c[l] = procs[m.proc].unread[l].collectives;
+      }
+      c[m.local] = k;
+    }
+  }
+  return out;
+}
+
 // The full rows of `files` into s (its skipped list appended); rank identity not resolved.
 void load_files(Schedule& s, const std::string& dir, const std::vector<std::string>& files, const LoadOptions& options) {
   std::vector<SchedProcess> procs(files.size());
   std::vector<SignatureTable> local_sigs(files.size());
   std::vector<std::string> reasons(files.size());
-  parallel_for(files.size(), options.threads, [&](size_t i) {
+  const bool summary_first = options.summary_first && !options.host_waits;
+  auto load_one = [&](size_t i, const Cuts* forced) {
+    reasons[i].clear();
     try {
       read_file(files[i], options, [&](sqlite3* db) {
         procs[i] = SchedProcess{};
         local_sigs[i] = SignatureTable{};
         procs[i].info.path = files[i];
         read_header(db, procs[i].info);
+        const Cuts cuts = forced ? *forced : summary_first ? own_cuts(procs[i].info) : Cuts{};
         try {
-          read_ops_compact(db, procs[i], local_sigs[i]);
+          try {
+            read_ops_compact(db, procs[i], local_sigs[i], cuts.empty() ? nullptr : &cuts);
+          } catch (const CutUnproven&) {
+            Process info = std::move(procs[i].info);
+            procs[i] = SchedProcess{};
+            procs[i].info = std::move(info);
+            read_ops_compact(db, procs[i], local_sigs[i]);
+          }
         } catch (const IndexError& e) {
           throw FileSkip(std::string("corrupt: ") + e.what());
         }
@@ -860,8 +1037,24 @@ void load_files(Schedule& s, const std::string& dir, const std::vector<std::stri
     } catch (const FileSkip& e) {
       reasons[i] = e.what();
     }
-  });
+  };
+  parallel_for(files.size(), options.threads, [&](size_t i) { load_one(i, nullptr); });
+  // Summary-first: files whose cut is newer than what their communicators' members agree on
+  // are read again from the agreed cut (a member read whole moves its peers' cuts to 0).
+  for (int round = 0; summary_first; ++round) {
+    std::vector<Cuts> again = agreed_cuts(procs, reasons);
+    std::vector<size_t> redo;
+    for (size_t i = 0; i < again.size(); ++i)
+      if (!again[i].empty()) {
+        if (round >= 4) again[i].assign(again[i].size(), 0);
+        redo.push_back(i);
+      }
+    if (redo.empty()) break;
+    parallel_for(redo.size(), options.threads, [&](size_t j) { load_one(redo[j], &again[redo[j]]); });
+    if (round >= 4) break;
+  }
   s.dir = dir;
+  s.summary_first = summary_first;
   SignatureTable global;
   for (size_t i = 0; i < files.size(); ++i) {
     if (!reasons[i].empty()) {

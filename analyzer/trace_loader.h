@@ -16,6 +16,12 @@ struct LoadOptions {
   int busy_timeout_ms = 2000;  // per statement, while a live recorder holds the write lock
   int busy_retries = 5;        // whole-file retries after SQLITE_BUSY beyond the timeout
   bool host_waits = false;     // load_schedule: also the model checker's side data (schedule_waits.h)
+  // load_schedule: read each file's header and checkpoints and its op rows from the end back to
+  // the newest checkpoint at which every member of each communicator agrees by digest; the
+  // collectives before it are not read (SchedProcess::unread, aligned like retired history). A
+  // file whose cut is not proven (point-to-point ops before it, no checkpoints, retired or
+  // dropped records, digests that disagree) is read whole. docs/scaling.md.
+  bool summary_first = false;
 };
 
 // Raised for errors about the directory itself (missing, not a directory, no trace files, no

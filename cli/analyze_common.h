@@ -46,8 +46,11 @@ std::optional<Schedule> load_or_explain(const std::string& cmd, const std::strin
   }
 }
 
-inline std::optional<Schedule> load_for_analysis(const std::string& cmd, const std::string& dir) {
-  return load_or_explain(cmd, dir, [](const std::string& d) { return load_schedule(d); });
+// summary_first: LoadOptions::summary_first (every command that takes --full-read).
+inline std::optional<Schedule> load_for_analysis(const std::string& cmd, const std::string& dir, bool summary_first = false) {
+  LoadOptions lo;
+  lo.summary_first = summary_first;
+  return load_or_explain(cmd, dir, [&lo](const std::string& d) { return load_schedule(d, lo); });
 }
 
 // analyze: findings 1, else incomplete evidence 4, else 0 (clean, or a live job whose members

@@ -7,6 +7,8 @@
 #include "commands.h"
 #include "coverage.h"
 #include "exit_codes.h"
+#include "steps.h"
+#include "summary_read.h"
 
 namespace lockstep::cli {
 
@@ -28,11 +30,12 @@ struct AnalyzeArgs {
   std::string junit;
   double stale_s = 10;
   bool timing = false;
+  bool full_read = false;
 };
 
 int analyze_dir(const AnalyzeArgs& a) {
   auto t0 = std::chrono::steady_clock::now();
-  auto s = load_for_analysis("analyze", a.dir);
+  auto s = load_for_analysis("analyze", a.dir, !a.full_read);
   if (!s) return kExitUsage;
   auto t1 = std::chrono::steady_clock::now();
   AnalyzeOptions opt;
@@ -44,8 +47,13 @@ int analyze_dir(const AnalyzeArgs& a) {
   auto details = details_from_files(*s);
   ReportOptions ro;
   ro.color = !a.json && stdout_color();
-  std::cout << (a.json ? add_coverage_json(render_json(an, *details, ro), *s, coverage)
-                       : render_text(an, *details, ro) + coverage_text(*s, coverage));
+  const UnreadSummary unread = unread_summary(*s, an);
+  const StepPlace place = locate_in_steps(an);
+  auto line = [](const std::string& l) { return l.empty() ? l : l + "\n"; };
+  std::cout << (a.json ? add_steps_json(add_unread_json(add_coverage_json(render_json(an, *details, ro), *s, coverage), unread),
+                                        an, place)
+                       : render_text(an, *details, ro) + coverage_text(*s, coverage) + line(steps_text(an, place)) +
+                             line(unread_text(unread)));
   std::cout.flush();
   auto t3 = std::chrono::steady_clock::now();
   if (a.timing) {
@@ -70,6 +78,9 @@ void add_analyze_command(CLI::App& app, int* exit_code) {
   sub->add_option("--junit", args->junit, "Also write JUnit XML to FILE");
   sub->add_option("--stale-seconds", args->stale_s,
                   "A process whose trace stopped this long before its host neighbours' is dead (default 10)");
+  sub->add_flag("--full-read", args->full_read,
+                "Read every op row of every file (default: summary first, docs/scaling.md: rows before the newest "
+                "checkpoint on which every member agrees are known by digest only)");
   sub->add_flag("--timing", args->timing, "Print how long loading, analysis and the report took (stderr)");
   sub->footer("Exit code: 0 clean (or a live job whose ranks are only behind), 1 problem found, 2 input error, "
               "4 incomplete evidence. Works while the job still runs or hangs.");

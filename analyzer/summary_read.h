@@ -1,0 +1,28 @@
+// What a summary-first read (trace_loader.h LoadOptions::summary_first) did not read, named in
+// every output format: the collectives before each communicator's cut, known by checkpoint
+// digest only, and the order across communicators there, not checked. docs/scaling.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "analysis.h"
+#include "schedule.h"
+
+namespace lockstep {
+
+struct UnreadSummary {
+  bool summary_first = false;  // the read was asked to be summary-first
+  int64_t ops_not_read = 0;    // sequenced ops in no SchedOp
+  int64_t files_cut = 0;       // files read from a cut (the others whole)
+  int64_t comms_cut = 0;       // communicators whose members were read from a common cut
+  int64_t cut_min = 0, cut_max = 0;  // the cuts' collective ordinals (0 when none)
+};
+UnreadSummary unread_summary(const Schedule& s, const Analysis& a);
+
+// "read: ..." (no newline), empty when everything was read.
+std::string unread_text(const UnreadSummary& u);
+// report_json with a "reading" object added (mode, what was not read).
+std::string add_unread_json(const std::string& report_json, const UnreadSummary& u);
+
+}  // namespace lockstep

@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Summary-first (default) against --full-read (issue 33): the verdict JSON must be the same on
+# every trace directory the tests have -- tests/data and gen_trace directories with and without
+# a divergence, a lagging host, and a divergence early enough that the checkpoints disagree --
+# except for what says how it was read ("reading") and the per-communicator windows
+# (comms[].history, retired_history: which collectives were compared op by op, which by digest). Where a cut is possible it must have been made
+# (ops_not_read > 0), so the comparison is not vacuous.
+#   summary_first_test.sh LOCKSTEP GEN_TRACE DATA_DIR
+set -euo pipefail
+LOCKSTEP=$1 GEN=$2 DATA=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+
+compare() {  # DIR EXPECT_CUT(0|1)
+  local dir=$1 expect_cut=$2 rc_s=0 rc_f=0
+  "$LOCKSTEP" analyze "$dir" --json >"$work/s.json" 2>/dev/null || rc_s=$?
+  "$LOCKSTEP" analyze "$dir" --json --full-read >"$work/f.json" 2>/dev/null || rc_f=$?
+  if [ "$rc_s" != "$rc_f" ]; then
+    echo "FAIL $dir: exit $rc_s (summary first) vs $rc_f (full read)"; fail=1; return
+  fi
+  [ -s "$work/f.json" ] || { echo "skip $dir: no report (exit $rc_f)"; return; }
+  if ! python3 - "$work/s.json" "$work/f.json" "$expect_cut" "$dir" <<'PY'
+import json, sys
+s, f = (json.load(open(p)) for p in sys.argv[1:3])
+expect_cut, name = sys.argv[3] == "1", sys.argv[4]
+cut = s.get("reading", {}).get("ops_not_read", 0)
+assert f["reading"]["mode"] == "full" and f["reading"]["ops_not_read"] == 0, "full read cut something"
+if expect_cut and cut == 0:
+    sys.exit(f"{name}: summary first read everything (no cut made)")
+def strip(j):  # how it was read, and each communicator's window (what is exact, what by digest)
+    j = dict(j)
+    for k in ("reading", "retired_history"):
+        j.pop(k, None)
+    j["comms"] = [{k: v for k, v in c.items() if k != "history"} for c in j.get("comms", [])]
+    return j
+if strip(s) != strip(f):
+    a, b = strip(s), strip(f)
+    for k in sorted(set(a) | set(b)):
+        if a.get(k) != b.get(k):
+            print(f"{name}: key {k!r} differs:\n summary first: {json.dumps(a.get(k))[:600]}\n full read:     {json.dumps(b.get(k))[:600]}")
+    sys.exit(1)
+print(f"ok {name}: {cut} ops not read")
+PY
+  then fail=1; fi
+}
+
+# gen_trace: world, tp and dp communicators; checkpoints every 1,024 collectives (9,000 ops:
+# the world communicator's one checkpoint at its 1,024th all-to-all).
+"$GEN" "$work/diverge" --ranks 16 --ops 9000 >/dev/null
+"$GEN" "$work/clean" --ranks 16 --ops 9000 --diverge-from-end 0 >/dev/null
+"$GEN" "$work/lag" --ranks 16 --ops 9000 --diverge-from-end 0 --lag-host-ops 16 >/dev/null
+"$GEN" "$work/early" --ranks 16 --ops 9000 --diverge-from-end 4000 >/dev/null
+"$GEN" "$work/small" --ranks 8 --ops 600 >/dev/null
+for d in diverge clean lag; do compare "$work/$d" 1; done
+# Ops in flight before the newest checkpoints (they never count as done): read whole.
+compare "$work/early" 0
+compare "$work/small" 0
+# Every directory of tests/data that holds traces (Flight Recorder dumps included).
+while IFS= read -r d; do compare "$d" 0; done < <(find "$DATA" -type d | sort)
+exit $fail
