@@ -744,7 +744,8 @@ namespace {
 // instruction offsets are functions of those words. So the proven frames are returned as they
 // are. Only under the code watcher (watcher_trusted); otherwise, and for stacks deeper than
 // kCachedWalk, every capture takes the interning walk.
-constexpr size_t kCachedWalk = 48;   // frames walked (shims included) for a cacheable stack
+constexpr size_t kCachedWalk = 96;   // frames walked (shims included) for a cacheable stack
+constexpr size_t kCachedFrames = 64;  // Python frames kept per cached stack
 constexpr size_t kCacheSlots = 64;   // per thread, direct mapped by the words' hash
 
 struct PyStackEntry {
@@ -755,7 +756,7 @@ struct PyStackEntry {
   uint32_t nwords = 0;
   uint32_t n = 0;
   uintptr_t words[3 * kCachedWalk];
-  PyFrameRaw frames[kCachedWalk];
+  PyFrameRaw frames[kCachedFrames];
 };
 struct PyStackCache {
   PyStackEntry* slot[kCacheSlots] = {};
@@ -830,7 +831,7 @@ size_t capture_python_frames_cached(PyFrameRaw* out, size_t max, uint64_t* stack
   // Prove the frames by the interning walk (guards per code object), and remember them.
   const size_t n = pyframes_detail::python_capture_from(rt, tstate, out, max);
   if (n && g_watch_state.load(std::memory_order_relaxed) == kWatchIdle) request_code_watcher(rt);
-  if (!cache || n > kCachedWalk) return n;
+  if (!cache || n > kCachedFrames) return n;
   for (size_t i = 0; i < n; ++i)
     if (!out[i].code) return n;  // intern table full: not proven
   PyStackEntry*& slot = cache->slot[key % kCacheSlots];

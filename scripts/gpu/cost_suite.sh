@@ -15,10 +15,13 @@
 #        library (stacks none and native), alternating (NT_ROUNDS rounds);
 #     3. per-component costs under PyTorch: step_overhead.py --ab lockstep --profile 1, host shape,
 #        configurations rotating step by step (PARTS_SECONDS);
+#     3b. the step cost resolved: --ab lockstep, recording vs paused, no counters (AB_SECONDS);
 #     4. the four-arm table: step_overhead.py --ab four, host shape (FOUR_SECONDS; --procs big
 #        enough that time, not count, ends it).
-#   Logs: $OUT/c.jsonl (1), $OUT/nccl-tests.txt (2), $OUT/parts.jsonl (3), $OUT/four.jsonl (4),
-#   $OUT/tables.md (every table), $OUT/machine.txt.
+#   Logs: $OUT/c.jsonl (1), $OUT/nccl-tests.txt (2), $OUT/parts.jsonl (3), $OUT/ab.jsonl (3b),
+#   $OUT/four.jsonl (4), $OUT/*-table.md, $OUT/tables.md (every table), $OUT/trace.txt,
+#   $OUT/machine.txt. $OUT holds more than 8 files: on the device tool, tar it (see
+#   docs/performance.md for the exact call).
 set -uo pipefail
 cmd=${1:-}; D=${2:-}
 [ -n "$cmd" ] && [ -n "$D" ] || { sed -n 2,25p "$0"; exit 2; }
@@ -45,7 +48,8 @@ fi
 D=$(cd "$D" && pwd)
 OUT=${OUT:-$ROOT/cost-out}; mkdir -p "$OUT"
 PROC_ROUNDS=${PROC_ROUNDS:-2}; NT_ROUNDS=${NT_ROUNDS:-2}
-PARTS_SECONDS=${PARTS_SECONDS:-60}; FOUR_SECONDS=${FOUR_SECONDS:-240}; FOUR_STEPS=${FOUR_STEPS:-25}
+PARTS_SECONDS=${PARTS_SECONDS:-40}; AB_SECONDS=${AB_SECONDS:-110}
+FOUR_SECONDS=${FOUR_SECONDS:-140}; FOUR_STEPS=${FOUR_STEPS:-25}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH="$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 NCCL_WHEEL_LIB=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
@@ -159,16 +163,26 @@ for c, rs in by.items():
 EOF
 tail -8 "$OUT/parts-table.md"
 
+# 3b. The step cost, resolved: in-process A/B (new library, Python stacks, no counters), steps
+# alternating one by one in a new random order each pair
+say "step A/B"
+LOCKSTEP_DIR=$W/t-ab LD_PRELOAD=$D/lib-new/liblockstep.so timeout -s KILL $((AB_SECONDS + 90)) \
+  python3 step_overhead.py --ab lockstep --shape host --block 1 --settle 0 --shuffle 1 \
+  --pairs 100000 --seconds "$AB_SECONDS" --configs recording,paused \
+  >"$OUT/ab.jsonl" 2>"$W/ab.err"; tail -3 "$W/ab.err"
+python3 step_ratio.py "$OUT/ab.jsonl" >"$OUT/ab-table.md" 2>&1; head -4 "$OUT/ab-table.md"
+
 # 4. The four arms
 say "four arms"
 LOCKSTEP_DIR=$W/t-four LD_PRELOAD=$D/lib-new/liblockstep.so timeout -s KILL $((FOUR_SECONDS + 60)) \
   python3 step_overhead.py --ab four --shape host --procs 1000 --steps "$FOUR_STEPS" --warmup 3 \
   --seconds "$FOUR_SECONDS" >"$OUT/four.jsonl" 2>"$W/four.err"; tail -3 "$W/four.err"
 python3 four_arm.py "$OUT/four.jsonl" >"$OUT/four-table.md" 2>&1; cat "$OUT/four-table.md"
-# One step trace: the memo's own counters (meta native_stack_memo) and the verdict.
-t=$(ls -d "$W"/t-four/* 2>/dev/null | tail -1)
+# The A/B process's trace (it exits normally; the four-arm children end with os._exit and
+# write no exit meta): the memo's counters (meta native_stack_memo), guard, drops.
+t=$(ls -d "$W"/t-ab/* 2>/dev/null | tail -1)
 if [ -n "$t" ]; then
-  python3 - "$W/t-four" >"$OUT/trace.txt" 2>&1 <<'EOF'
+  python3 - "$W/t-ab" >"$OUT/trace.txt" 2>&1 <<'EOF'
 import glob, sqlite3, sys
 for p in sorted(glob.glob(sys.argv[1] + "/**/*.sqlite", recursive=True))[-3:]:
     db = sqlite3.connect(p)
@@ -179,6 +193,7 @@ for p in sorted(glob.glob(sys.argv[1] + "/**/*.sqlite", recursive=True))[-3:]:
 EOF
   cat "$OUT/trace.txt"
 fi
-cat "$OUT"/c-table.md "$OUT"/nt-table.md "$OUT"/parts-table.md "$OUT"/four-table.md >"$OUT/tables.md" 2>/dev/null
+cat "$OUT"/c-table.md "$OUT"/nt-table.md "$OUT"/parts-table.md "$OUT"/ab-table.md "$OUT"/four-table.md \
+  >"$OUT/tables.md" 2>/dev/null
 say "done"
 rm -rf "$W"
