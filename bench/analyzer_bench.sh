@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Times `lockstep analyze` (wall, peak RSS; load and analysis separately from --timing) on
-# synthetic trace directories from bench/gen_trace. Figures: docs/analyzer.md "Performance".
+# synthetic trace directories from bench/gen_trace. Figures: docs/analyzer.md "Performance" and
+# docs/scaling.md. READ=full times `analyze --full-read` (default: the summary-first read).
 #   bench/analyzer_bench.sh [BUILD_DIR=build] [WORK_DIR=/tmp/lockstep-bench] [SIZES...]
 # SIZES are RANKSxOPS[:lag] (":lag": the last host issues 16 ops fewer, a never_issued finding
 # on the world communicator; otherwise gen_trace's divergence near the end). Default: the
@@ -15,7 +16,11 @@ SIZES=("$@")
 [ ${#SIZES[@]} -gt 0 ] || SIZES=(64x25000 64x50000 64x100000 128x100000 256x100000
                                  2048x2500:lag 4096x10000 4096x10000:lag 16384x2500:lag 16384x10000 16384x10000:lag)
 CORES=${CORES:-0,1}
+READ=${READ:-summary}
+read_flag=()
+[ "$READ" = full ] && read_flag=(--full-read)
 mkdir -p "$WORK"
+echo "read: $READ; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %s\n" ranks ops lag trace_MB wall_s cpu_s rss_MB load_ms analyse_ms
 for spec in "${SIZES[@]}"; do
   size=${spec%:*} lag=0
@@ -32,13 +37,14 @@ for spec in "${SIZES[@]}"; do
   sync
   mb=$(du -sm "$dir" | cut -f1)
   rc=0
-  taskset -c "$CORES" /usr/bin/time -f "%e %M %U %S" -o "$WORK/time.txt" "$BUILD/bin/lockstep" analyze "$dir" --timing \
+  taskset -c "$CORES" /usr/bin/time -f "%e %M %U %S" -o "$WORK/time.txt" "$BUILD/bin/lockstep" analyze "$dir" "${read_flag[@]}" --timing \
     --json >"$WORK/out.json" 2>"$WORK/timing.txt" || rc=$?
   # analyze exits 1 (a finding) on these directories; GNU time prefixes a line for non-zero exits.
   read -r wall rss user sys < <(tail -n 1 "$WORK/time.txt")
   cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
   load=$(sed -n 's/.*load \([0-9]*\) ms.*/\1/p' "$WORK/timing.txt")
   ana=$(sed -n 's/.*analyse \([0-9]*\) ms.*/\1/p' "$WORK/timing.txt")
-  printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %s   (exit %s, json %s KB)\n" "$ranks" "$ops" "$lag" "$mb" "$wall" "$cpu" \
-    "$((rss / 1024))" "$load" "$ana" "$rc" "$(( $(stat -c %s "$WORK/out.json" 2>/dev/null || echo 0) / 1024 ))"
+  printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %s   (exit %s, json %s KB, %s ops not read)\n" "$ranks" "$ops" "$lag" "$mb" "$wall" "$cpu" \
+    "$((rss / 1024))" "$load" "$ana" "$rc" "$(( $(stat -c %s "$WORK/out.json" 2>/dev/null || echo 0) / 1024 ))" \
+    "$(sed -n 's/.*"ops_not_read": \([0-9]*\).*/\1/p' "$WORK/out.json" | head -n 1)"
 done
