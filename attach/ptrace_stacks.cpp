@@ -4,6 +4,7 @@
 #include <libunwind-ptrace.h>
 #include <signal.h>
 #include <sys/ptrace.h>
+#include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,6 +46,39 @@ std::string demangle(const char* name) {
   int status = 0;
   std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(name, nullptr, nullptr, &status), std::free);
   return status == 0 && d ? std::string(d.get()) : std::string(name);
+}
+
+// libunwind's ptrace accessors read the target one word per PTRACE_PEEKDATA. Ours read whole
+// pages with process_vm_readv and keep them while the process is stopped (the stacks cannot
+// change then), and refuse writes: nothing is ever written into the target.
+struct PageCache {
+  int pid = 0;
+  std::map<unw_word_t, std::vector<uint8_t>> pages;  // page address -> bytes (empty: unreadable)
+};
+PageCache* g_cache = nullptr;  // the process being unwound (one at a time)
+unw_accessors_t g_accessors;
+
+int cached_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t* val, int write, void* arg) {
+  if (write) return -UNW_EINVAL;
+  if (!g_cache) return _UPT_access_mem(as, addr, val, write, arg);
+  constexpr unw_word_t kPage = 4096;
+  uint8_t bytes[sizeof(unw_word_t)];
+  for (size_t i = 0; i < sizeof bytes;) {
+    const unw_word_t a = addr + i, page = a & ~(kPage - 1);
+    auto it = g_cache->pages.find(page);
+    if (it == g_cache->pages.end()) {
+      std::vector<uint8_t> buf(kPage);
+      iovec local{buf.data(), kPage}, remote{reinterpret_cast<void*>(page), kPage};
+      if (::process_vm_readv(g_cache->pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(kPage)) buf.clear();
+      it = g_cache->pages.emplace(page, std::move(buf)).first;
+    }
+    if (it->second.empty()) return -UNW_EINVAL;
+    const size_t off = a - page, n = std::min(sizeof bytes - i, static_cast<size_t>(kPage - off));
+    std::memcpy(bytes + i, it->second.data() + off, n);
+    i += n;
+  }
+  std::memcpy(val, bytes, sizeof bytes);
+  return 0;
 }
 
 struct Seized {
@@ -202,10 +236,16 @@ NativeCapture capture_native_stacks(int pid, std::vector<ThreadSnapshot>& thread
     s.stopped = wait_stopped(s);
     if (!s.stopped && s.out->native_error.empty()) s.out->native_error = "the thread exited or did not stop";
   }
-  unw_addr_space_t as = unw_create_addr_space(&_UPT_accessors, 0);
+  g_accessors = _UPT_accessors;
+  g_accessors.access_mem = cached_access_mem;
+  unw_addr_space_t as = unw_create_addr_space(&g_accessors, 0);
   if (as) unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
+  PageCache cache;
+  cache.pid = pid;
+  g_cache = &cache;
   for (Seized& s : seized)
     if (s.stopped && as) unwind(as, s);
+  g_cache = nullptr;
   if (while_stopped) while_stopped();
   for (Seized& s : seized)
     ::ptrace(PTRACE_DETACH, s.tid, nullptr, reinterpret_cast<void*>(static_cast<long>(s.signal)));
