@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 
-from attach_checks import expect, finish, proc_state
+from attach_checks import expect, finish, proc_state, wait_until
 
 lockstep = sys.argv[1]
 PTRACE_TRACEME = 0
@@ -27,6 +27,7 @@ if child == 0:
         time.sleep(1000)
 try:
     expect(os.read(r, 1) == b"y", "the child is traced by its parent")
+    wait_until(10, lambda: proc_state(child)["state"] == "S")  # asleep, as it stays
     before = proc_state(child)
     res = subprocess.run([lockstep, "attach", str(child), "--json"], capture_output=True, text=True, timeout=60)
     print(res.stderr)
