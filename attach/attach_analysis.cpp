@@ -10,6 +10,9 @@
 namespace lockstep::attach {
 namespace {
 
+// Processes whose environment names no rank get numbers from here (after every real rank).
+constexpr int kUnknownRankBase = 1 << 20;
+
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 
 std::string base_name(const std::string& path) {
@@ -116,7 +119,7 @@ const char* evidence_name(Evidence e) {
 AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes) {
   AttachReport r;
   std::map<std::pair<std::string, int>, size_t> by_host_pid;  // -> index in r.ranks
-  int next_unknown = 1 << 20;
+  int next_unknown = kUnknownRankBase;
   for (const NodeSnapshot& n : nodes)
     for (const ProcessSnapshot& p : n.procs) {
       RankFinding f;
@@ -287,7 +290,10 @@ std::string render_text(const AttachReport& r) {
   }
   o << "\nWhere each rank's host waits (stacks: inferred):\n";
   for (const RankFinding& f : r.ranks) {
-    o << "  rank " << f.rank << " (" << printable(f.host) << " pid " << f.pid << "): ";
+    if (f.rank >= kUnknownRankBase)
+      o << "  process without a rank variable (" << printable(f.host) << " pid " << f.pid << "): ";
+    else
+      o << "  rank " << f.rank << " (" << printable(f.host) << " pid " << f.pid << "): ";
     if (!f.snapshot) {
       o << "not read: " << printable(f.error) << "\n";
       continue;

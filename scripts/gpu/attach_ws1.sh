@@ -15,7 +15,8 @@ OUT=${OUT:-$PWD/gpu-out}; A=$OUT/attach-ws1; mkdir -p "$A"
 PY=${PYTHON:-python3}
 LOCKSTEP=${LOCKSTEP:-$PWD/build/bin/lockstep}
 PORT=${RAS_PORT:-28128}
-export NCCL_RAS_ADDR=localhost:$PORT PYTHONUNBUFFERED=1 TORCH_NCCL_ASYNC_ERROR_HANDLING=0
+# RANK/WORLD_SIZE as torchrun would set them (attach reads the rank from the environment).
+export NCCL_RAS_ADDR=localhost:$PORT PYTHONUNBUFFERED=1 TORCH_NCCL_ASYNC_ERROR_HANDLING=0 RANK=0 WORLD_SIZE=1
 { nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader 2>&1
   $PY -c 'import torch,sys; print("torch", torch.__version__, "nccl", torch.cuda.nccl.version(), "python", sys.version.split()[0])' 2>&1
   "$LOCKSTEP" --version; } >"$A/versions.txt"
@@ -23,9 +24,11 @@ cat "$A/versions.txt"
 
 # The job: no lockstep anywhere in it.
 timeout -s KILL 300 $PY examples/torch/hang_ws1.py >"$A/hang.log" 2>&1 &
-job=$!
+tpid=$!
 for _ in $(seq 1 600); do grep -q '^hung' "$A/hang.log" && break; sleep 0.1; done
-grep -q '^hung' "$A/hang.log" || { echo "the job did not reach its hang"; cat "$A/hang.log"; kill -9 $job; exit 1; }
+grep -q '^hung' "$A/hang.log" || { echo "the job did not reach its hang"; cat "$A/hang.log"; kill -9 $tpid; exit 1; }
+job=$(cat /proc/$tpid/task/$tpid/children | cut -d' ' -f1)  # the python under timeout
+echo "job pid $job" | tee "$A/job.txt"
 sleep 2  # let the host settle in the synchronize
 state() { echo "stat: $(cut -d' ' -f3 /proc/$1/stat)"; grep -E '^(State|TracerPid|SigPnd|ShdPnd|Threads)' /proc/$1/status; }
 state $job >"$A/state-before.txt"
@@ -45,5 +48,5 @@ state $job >"$A/state-after.txt"
 cat "$A/attach.stderr" "$A/attach.txt" "$A/ras.txt"
 diff "$A/state-before.txt" "$A/state-after.txt" && echo "job state unchanged" | tee -a "$A/attach.txt"
 kill -0 $job 2>/dev/null && echo "job still hung after the attach" | tee -a "$A/attach.txt"
-kill -9 $job; wait $job 2>/dev/null
+kill -9 $job; wait $tpid 2>/dev/null
 tar -C "$OUT" -czf "$OUT/attach-ws1.tgz" attach-ws1 && echo "wrote $OUT/attach-ws1.tgz"

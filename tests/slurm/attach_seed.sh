@@ -18,7 +18,9 @@ trap 'kill $srun_pid 2>/dev/null || true' EXIT
 for t in 0 1 2 3; do wait_for 120 "task $t's last op" 'grep -q "then waiting for it" "$T/task-$t.log"'; done
 job=$(job_id lockstep-attach-seed)
 rc=0
+t0=$(date +%s%N)
 lockstep attach --slurm "$job" -o "$T/snap" --json > "$T/attach.json" 2> "$T/attach.err" || rc=$?
+echo "attach --slurm: $(( ($(date +%s%N) - t0) / 1000000 )) ms from command to verdict (a figure, not a check)"
 cat "$T/attach.err"
 [ "$rc" -eq 1 ] || fail "attach --slurm exited $rc, expected 1 (divergence found): $(cat "$T/attach.json")"
 python3 - "$T/attach.json" <<'PY' || fail "attach --slurm verdict"
