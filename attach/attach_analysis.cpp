@@ -90,6 +90,14 @@ void describe(const ProcessSnapshot& p, RankFinding& f) {
       f.collective_in_stack = fr.function[0] == 'p' ? fr.function.substr(1) : fr.function;
       break;
     }
+  // PyTorch: the innermost torch.distributed collective on the Python stack (the host is inside
+  // it: a blocking collective, a barrier, or the collective's own wait).
+  if (f.collective_in_stack.empty())
+    for (const PythonFrame& pf : t->python)
+      if (base_name(pf.file) == "distributed_c10d.py" && pf.function.find('_') != 0) {
+        f.collective_in_stack = "torch.distributed." + pf.function;
+        break;
+      }
   if (!t->python.empty()) {
     f.python_where = py_frame(t->python.front());
     f.called_from = f.python_where;

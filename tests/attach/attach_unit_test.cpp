@@ -105,6 +105,12 @@ TEST(AttachSnapshot, JsonRoundTripAndRejection) {
   auto back = at::node_from_json(at::to_json(n), why);
   ASSERT_TRUE(back) << why;
   EXPECT_EQ(at::to_json(*back), at::to_json(n));
+  // A Python caller inside torch.distributed names the collective (inferred).
+  n.procs[0].threads[0].python.insert(n.procs[0].threads[0].python.begin(),
+                                      {"/site-packages/torch/distributed/distributed_c10d.py", "all_reduce", 2950});
+  at::AttachReport r = at::analyze_snapshots({n});
+  ASSERT_EQ(r.ranks.size(), 1u);
+  EXPECT_EQ(r.ranks[0].collective_in_stack, "torch.distributed.all_reduce");
   EXPECT_FALSE(at::node_from_json(nlohmann::json::parse("{\"processes\": []}"), why));
   EXPECT_FALSE(at::node_from_json(nlohmann::json::parse("[]"), why));
 }
