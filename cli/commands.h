@@ -20,6 +20,7 @@ void add_report_command(CLI::App& app, int* exit_code);   // cmd_report.cpp
 void add_doctor_command(CLI::App& app, int* exit_code);   // cmd_doctor.cpp
 void add_shrink_command(CLI::App& app, int* exit_code);   // cmd_shrink.cpp
 void add_import_command(CLI::App& app, int* exit_code);   // cmd_import.cpp
+void add_attach_command(CLI::App& app, int* exit_code);   // cmd_attach.cpp
 
 // The trace files of dir by the loader's rule (*.lockstep.sqlite), sorted; empty when dir is no
 // directory.

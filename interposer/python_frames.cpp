@@ -181,6 +181,11 @@ bool parse_version_string(const char* s, unsigned& major, unsigned& minor, unsig
 
 namespace pyframes_detail {
 
+bool python_layout_from_runtime_copy(const void* runtime_copy, unsigned minor, PyLayout& layout,
+                                     char* why, size_t why_size) {
+  return layout_from_runtime(runtime_copy, minor, layout, why, why_size);
+}
+
 PyRuntimeView python_runtime_from(const PySymbols& sym) {
   Runtime rt;
   rt.sym = sym;

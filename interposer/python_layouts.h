@@ -243,6 +243,12 @@ struct PyRuntimeView {
 // reads past what the symbols point to. status says why not when !ok.
 PyRuntimeView python_runtime_from(const PySymbols& sym);
 
+// The layout of a 3.13/3.14 runtime from a copy of the start of its _PyRuntime (at least
+// sizeof(PyDebugOffsets314) bytes), validated as for the recorder; `why` says why not. Used by
+// `lockstep attach` (attach/remote_python.cpp), which reads _PyRuntime from another process.
+bool python_layout_from_runtime_copy(const void* runtime_copy, unsigned minor, PyLayout& layout,
+                                     char* why, size_t why_size);
+
 // capture_python_frames() against an explicit runtime and thread state (tests).
 size_t python_capture_from(const PyRuntimeView& rt, const void* tstate, PyFrameRaw* out,
                            size_t max);

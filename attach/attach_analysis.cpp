@@ -1,0 +1,372 @@
+#include "attach_analysis.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "identity.h"
+#include "text_escape.h"
+
+namespace lockstep::attach {
+namespace {
+
+// Processes whose environment names no rank get numbers from here (after every real rank).
+constexpr int kUnknownRankBase = 1 << 20;
+
+bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
+
+std::string base_name(const std::string& path) {
+  size_t s = path.rfind('/');
+  return s == std::string::npos ? path : path.substr(s + 1);
+}
+
+// Modules whose frames are the wait itself, not the caller that matters.
+bool in_runtime(const NativeFrame& f) {
+  const std::string m = base_name(f.module);
+  return starts_with(m, "libnccl") || starts_with(m, "libcuda") || starts_with(m, "libcudart") ||
+         starts_with(m, "libc.so") || starts_with(m, "libc-") || starts_with(m, "libpthread") ||
+         starts_with(m, "libstdc++") || starts_with(m, "ld-linux") || starts_with(m, "libffi") ||
+         starts_with(m, "_ctypes") || starts_with(m, "libpython") || starts_with(m, "python3") ||
+         starts_with(f.function, "_PyEval") || starts_with(f.function, "_Py") || starts_with(f.function, "Py");
+}
+
+bool is_wait_api(const std::string& fn) {
+  return starts_with(fn, "cu") || starts_with(fn, "nccl") || starts_with(fn, "pnccl");
+}
+
+bool is_collective_api(const std::string& fn) {
+  static const char* const names[] = {"ncclAllReduce", "ncclBroadcast", "ncclBcast", "ncclReduce",
+                                      "ncclAllGather", "ncclReduceScatter", "ncclAlltoAll", "ncclGather",
+                                      "ncclScatter", "ncclSend", "ncclRecv", "ncclGroupEnd"};
+  for (const char* n : names)
+    if (fn == n || fn == std::string("p") + n) return true;
+  return false;
+}
+
+bool thread_in_gpu_wait(const ThreadSnapshot& t) {
+  for (const NativeFrame& f : t.native)
+    if (is_wait_api(f.function) && (starts_with(base_name(f.module), "libcuda") || starts_with(base_name(f.module), "libnccl") ||
+                                    starts_with(base_name(f.module), "libcudart")))
+      return true;
+  return false;
+}
+
+std::string py_frame(const PythonFrame& f) {
+  return base_name(f.file) + ":" + std::to_string(f.line) + " " + f.function;
+}
+
+const ThreadSnapshot* primary_thread(const ProcessSnapshot& p) {
+  const ThreadSnapshot* main = nullptr;
+  for (const ThreadSnapshot& t : p.threads)
+    if (t.tid == p.pid) main = &t;
+  // The thread that waits on the GPU or in NCCL with Python frames (the training loop), else any
+  // in such a wait, else the GIL holder, else the main thread.
+  for (const ThreadSnapshot& t : p.threads)
+    if (thread_in_gpu_wait(t) && !t.python.empty()) return &t;
+  if (main && thread_in_gpu_wait(*main)) return main;
+  for (const ThreadSnapshot& t : p.threads)
+    if (thread_in_gpu_wait(t) && &t != main && t.name.find("stream") == std::string::npos) return &t;
+  for (const ThreadSnapshot& t : p.threads)
+    if (t.gil_holder) return &t;
+  return main ? main : (p.threads.empty() ? nullptr : &p.threads.front());
+}
+
+void describe(const ProcessSnapshot& p, RankFinding& f) {
+  const ThreadSnapshot* t = primary_thread(p);
+  if (!t) return;
+  f.tid = t->tid;
+  // innermost wait API frame, then the first caller outside the runtime
+  size_t i = 0;
+  for (; i < t->native.size(); ++i)
+    if (is_wait_api(t->native[i].function)) {
+      // the outermost of a run of API frames (cudaStreamSynchronize over cuStreamSynchronize)
+      while (i + 1 < t->native.size() && is_wait_api(t->native[i + 1].function)) ++i;
+      f.waits_in = t->native[i].function;
+      break;
+    }
+  if (f.waits_in.empty() && !t->native.empty()) f.waits_in = t->native[0].function.empty() ? "?" : t->native[0].function;
+  for (const NativeFrame& fr : t->native)
+    if (is_collective_api(fr.function)) {
+      f.collective_in_stack = fr.function[0] == 'p' ? fr.function.substr(1) : fr.function;
+      break;
+    }
+  // PyTorch: the innermost torch.distributed collective on the Python stack (the host is inside
+  // it: a blocking collective, a barrier, or the collective's own wait).
+  if (f.collective_in_stack.empty())
+    for (const PythonFrame& pf : t->python)
+      if (base_name(pf.file) == "distributed_c10d.py" && pf.function.find('_') != 0) {
+        f.collective_in_stack = "torch.distributed." + pf.function;
+        break;
+      }
+  if (!t->python.empty()) {
+    f.python_where = py_frame(t->python.front());
+    f.called_from = f.python_where;
+  } else {
+    for (size_t k = i + 1; k < t->native.size(); ++k)
+      if (!in_runtime(t->native[k]) && !t->native[k].function.empty()) {
+        f.called_from = t->native[k].function;
+        break;
+      }
+  }
+  for (const PythonFrame& pf : t->python) f.signature.push_back(py_frame(pf));
+  for (const NativeFrame& nf : t->native)
+    if (!nf.function.empty()) f.signature.push_back(nf.function);
+}
+
+}  // namespace
+
+const char* evidence_name(Evidence e) {
+  switch (e) {
+    case Evidence::kProven: return "proven";
+    case Evidence::kInferred: return "inferred";
+    case Evidence::kNone: return "none";
+  }
+  return "none";
+}
+
+AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes) {
+  AttachReport r;
+  std::map<std::pair<std::string, int>, size_t> by_host_pid;  // -> index in r.ranks
+  int next_unknown = kUnknownRankBase;
+  for (const NodeSnapshot& n : nodes)
+    for (const ProcessSnapshot& p : n.procs) {
+      RankFinding f;
+      f.rank = p.rank >= 0 ? p.rank : next_unknown++;
+      f.host = p.host.empty() ? n.host : p.host;
+      f.pid = p.pid;
+      f.error = p.error;
+      f.snapshot = p.error.empty();
+      f.stopped_ms = p.stopped_ms;
+      f.threads = static_cast<int>(p.threads.size());
+      f.python_status = p.python_status;
+      r.expected_ranks = std::max(r.expected_ranks, p.world_size);
+      r.longest_stop_ms = std::max(r.longest_stop_ms, p.stopped_ms);
+      if (f.snapshot) {
+        describe(p, f);
+        f.level = f.waits_in.empty() ? Evidence::kNone : Evidence::kInferred;
+      }
+      if (!p.lockstep_dir.empty() &&
+          std::find(r.recorded_dirs.begin(), r.recorded_dirs.end(), p.lockstep_dir) == r.recorded_dirs.end())
+        r.recorded_dirs.push_back(p.lockstep_dir);
+      for (const std::string& d : p.fr_dumps) r.fr_dumps.push_back(d);
+      by_host_pid[{f.host, f.pid}] = r.ranks.size();
+      r.ranks.push_back(std::move(f));
+    }
+  // RAS: map (host, pid) of each RAS rank to our processes; one comm may be reported by several
+  // answers (several nodes): keep the first.
+  std::set<std::string> comms_seen;
+  for (const NodeSnapshot& n : nodes)
+    for (const RasAnswer& a : n.ras) {
+      if (!a.reached || !a.error.empty()) {
+        r.ras_notes.push_back("NCCL RAS at " + a.address + " (" + n.host + "): " +
+                              (a.error.empty() ? "not reached" : a.error));
+        continue;
+      }
+      if (!a.json) {
+        r.ras_notes.push_back("NCCL RAS at " + a.address + " answered in text only (NCCL before 2.28?): kept in the snapshot, not parsed");
+        continue;
+      }
+      for (const RasComm& c : a.comms) {
+        if (!comms_seen.insert(c.hash).second) continue;
+        CountDivergence cd;
+        cd.comm = c.hash;
+        cd.comm_size = c.size;
+        std::map<std::string, std::map<int, uint64_t>> per_type;  // type -> global rank -> count
+        for (const RasRank& rr : c.ranks) {
+          // RAS names a rank by its node's address and pid; we know hosts by name: match the
+          // pid on the same host name, else a pid that only one process has.
+          size_t idx = SIZE_MAX, pid_matches = 0, pid_idx = SIZE_MAX;
+          for (const auto& [key, i] : by_host_pid)
+            if (key.second == rr.pid) {
+              ++pid_matches, pid_idx = i;
+              if (key.first == rr.host) idx = i;
+            }
+          if (idx == SIZE_MAX && pid_matches == 1) idx = pid_idx;
+          if (idx == SIZE_MAX) continue;  // a rank of a process we did not snapshot
+          RankFinding& f = r.ranks[idx];
+          const int global = f.rank;
+          f.ras_counts[c.hash] = rr.coll_counts;
+          f.level = Evidence::kProven;
+          for (const auto& [type, count] : rr.coll_counts) per_type[type][global] = count;
+          if (rr.async_error != 0)
+            r.ras_notes.push_back("communicator " + c.hash + ": rank " + std::to_string(global) +
+                                  " has async error " + std::to_string(rr.async_error));
+          if (rr.abort_flag) r.ras_notes.push_back("communicator " + c.hash + ": rank " + std::to_string(global) + " aborted");
+        }
+        for (const RasMissingRank& m : c.missing)
+          r.ras_notes.push_back("communicator " + c.hash + ": RAS reports comm rank " + std::to_string(m.rank) +
+                                " missing (pid " + std::to_string(m.pid) + (m.considered_dead ? ", considered dead" : "") +
+                                (m.unresponsive ? ", unresponsive" : "") + ")");
+        for (const auto& [type, counts] : per_type) {
+          std::map<uint64_t, std::vector<int>> by_count;
+          for (const auto& [rank, cnt] : counts) by_count[cnt].push_back(rank);
+          if (by_count.size() < 2) continue;
+          CountDivergence d = cd;
+          d.collective = type;
+          d.ranks_by_count = by_count;
+          const uint64_t top = by_count.rbegin()->first;
+          for (int ahead : by_count.rbegin()->second)
+            for (const auto& [cnt, ranks] : by_count)
+              if (cnt < top)
+                for (int behind : ranks) d.waits_for.emplace_back(ahead, behind);
+          r.divergences.push_back(std::move(d));
+        }
+      }
+    }
+  std::sort(r.ranks.begin(), r.ranks.end(), [](const RankFinding& a, const RankFinding& b) { return a.rank < b.rank; });
+  std::set<int> have;
+  for (const RankFinding& f : r.ranks)
+    if (f.snapshot) have.insert(f.rank);
+  for (int k = 0; k < r.expected_ranks; ++k)
+    if (!have.count(k)) r.no_snapshot.push_back(k);
+  // groups by identical signature
+  std::map<std::vector<std::string>, std::vector<int>> groups;
+  for (const RankFinding& f : r.ranks)
+    if (f.snapshot) groups[f.signature].push_back(f.rank);
+  for (auto& [sig, ranks] : groups) r.groups.push_back({ranks, sig});
+  std::stable_sort(r.groups.begin(), r.groups.end(),
+                   [](const StackGroup& a, const StackGroup& b) { return a.ranks.size() > b.ranks.size(); });
+  int blocked = 0, snapped = 0;
+  for (const RankFinding& f : r.ranks)
+    if (f.snapshot) {
+      ++snapped;
+      if (is_wait_api(f.waits_in)) ++blocked;
+    }
+  r.all_blocked = snapped > 0 && blocked == snapped;
+
+  std::ostringstream v;
+  if (!r.divergences.empty()) {
+    const CountDivergence& d = r.divergences.front();
+    v << "the ranks diverged on communicator " << d.comm << " (" << d.comm_size << " ranks): ";
+    bool first = true;
+    for (auto it = d.ranks_by_count.rbegin(); it != d.ranks_by_count.rend(); ++it) {
+      v << (first ? "" : ", ") << ranks_phrase(it->second) << " enqueued " << it->first << " " << d.collective;
+      first = false;
+    }
+    const uint64_t top = d.ranks_by_count.rbegin()->first;
+    std::vector<int> behind;
+    for (const auto& [cnt, ranks] : d.ranks_by_count)
+      if (cnt < top) behind.insert(behind.end(), ranks.begin(), ranks.end());
+    const std::vector<int>& ahead = d.ranks_by_count.rbegin()->second;
+    v << " (proven: NCCL RAS counts). " << ranks_phrase(ahead) << (ahead.size() == 1 ? " waits" : " wait")
+      << " in " << d.collective << " #" << top << " for " << ranks_phrase(behind)
+      << ", which issued something else or never got there";
+    if (r.divergences.size() > 1) v << "; " << r.divergences.size() - 1 << " more count difference(s) below";
+    r.exit_code = 1;
+  } else if (r.all_blocked) {
+    v << "every rank read waits in NCCL or CUDA (inferred from stacks): the job hangs";
+    v << (r.ras_notes.empty() && !comms_seen.empty()
+              ? "; NCCL RAS counts agree on every communicator, so the hang is not a missing collective of a counted type (all-to-all, send/recv and graph-captured ones are not counted)"
+              : "; no NCCL RAS counts to prove which collective");
+    r.exit_code = 1;
+  } else {
+    v << "no hang proven: not every rank waits in NCCL or CUDA, and NCCL RAS counts (if any) agree";
+    r.exit_code = 0;
+  }
+  if (!r.no_snapshot.empty()) {
+    v << "; no snapshot of " << ranks_phrase(r.no_snapshot) << " (unknown, not different)";
+    if (r.exit_code == 0) r.exit_code = 4;
+  }
+  for (const RankFinding& f : r.ranks)
+    if (!f.snapshot && r.exit_code == 0) r.exit_code = 4;
+  r.verdict = v.str();
+  return r;
+}
+
+std::string render_text(const AttachReport& r) {
+  std::ostringstream o;
+  std::set<std::string> hosts;
+  int snapped = 0;
+  for (const RankFinding& f : r.ranks) {
+    hosts.insert(f.host);
+    snapped += f.snapshot;
+  }
+  o << "lockstep attach: " << snapped << " of " << r.ranks.size() << " process(es) read on " << hosts.size()
+    << " host(s)";
+  if (r.expected_ranks > 0) o << ", job of " << r.expected_ranks << " ranks";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.1f", r.longest_stop_ms);
+  o << "; longest stop " << buf << " ms\n\n";
+  o << "Verdict: " << printable(r.verdict) << "\n";
+  for (const CountDivergence& d : r.divergences) {
+    o << "  communicator " << printable(d.comm) << " " << printable(d.collective) << ":";
+    for (const auto& [cnt, ranks] : d.ranks_by_count) o << " " << ranks_phrase(ranks) << " enqueued " << cnt << ";";
+    o << "\n";
+    for (const auto& [a, b] : d.waits_for)
+      o << "    rank " << a << " waits for rank " << b << " (" << printable(d.collective) << " #"
+        << d.ranks_by_count.rbegin()->first << ")\n";
+  }
+  o << "\nWhere each rank's host waits (stacks: inferred):\n";
+  for (const RankFinding& f : r.ranks) {
+    if (f.rank >= kUnknownRankBase)
+      o << "  process without a rank variable (" << printable(f.host) << " pid " << f.pid << "): ";
+    else
+      o << "  rank " << f.rank << " (" << printable(f.host) << " pid " << f.pid << "): ";
+    if (!f.snapshot) {
+      o << "not read: " << printable(f.error) << "\n";
+      continue;
+    }
+    o << "in " << printable(f.waits_in.empty() ? "?" : f.waits_in);
+    if (!f.called_from.empty()) o << ", called from " << printable(f.called_from);
+    if (!f.collective_in_stack.empty()) o << "; inside " << printable(f.collective_in_stack);
+    std::snprintf(buf, sizeof buf, "%.1f", f.stopped_ms);
+    o << " [thread " << f.tid << ", stopped " << buf << " ms, " << f.threads << " threads]\n";
+  }
+  o << "\nNCCL state (RAS: proven), last counts per communicator and collective type:\n";
+  bool any_ras = false;
+  for (const RankFinding& f : r.ranks)
+    for (const auto& [comm, counts] : f.ras_counts) {
+      any_ras = true;
+      o << "  rank " << f.rank << " on " << printable(comm) << ":";
+      for (const auto& [type, cnt] : counts)
+        if (cnt) o << " " << printable(type) << "=" << cnt;
+      o << "\n";
+    }
+  if (!any_ras) o << "  none\n";
+  for (const std::string& n : r.ras_notes) o << "  " << printable(n) << "\n";
+  o << "\nRanks grouped by identical stacks:\n";
+  for (size_t g = 0; g < r.groups.size(); ++g) {
+    const StackGroup& sg = r.groups[g];
+    o << "  " << (g == 0 || sg.ranks.size() == r.groups[0].ranks.size() ? "" : "odd one out: ") << ranks_phrase(sg.ranks)
+      << " (" << sg.ranks.size() << "): ";
+    for (size_t i = 0; i < sg.signature.size() && i < 4; ++i) o << (i ? " <- " : "") << printable(sg.signature[i]);
+    if (sg.signature.size() > 4) o << " <- ...";
+    o << "\n";
+  }
+  o << "\nEvidence per rank:";
+  for (const RankFinding& f : r.ranks) o << " " << f.rank << "=" << evidence_name(f.level);
+  o << "\n";
+  if (!r.no_snapshot.empty()) o << "Ranks with no snapshot: " << rank_ranges(r.no_snapshot) << "\n";
+  for (const std::string& d : r.recorded_dirs)
+    o << "The job was recorded by lockstep: `lockstep analyze " << printable(d) << "` gives the proven per-op divergence\n";
+  for (const std::string& d : r.fr_dumps) o << "Flight Recorder dump: " << printable(d) << " (`lockstep import`)\n";
+  return o.str();
+}
+
+nlohmann::json render_json(const AttachReport& r) {
+  using nlohmann::json;
+  json ranks = json::array();
+  for (const RankFinding& f : r.ranks)
+    ranks.push_back({{"rank", f.rank}, {"host", f.host}, {"pid", f.pid}, {"snapshot", f.snapshot}, {"error", f.error},
+                     {"evidence", evidence_name(f.level)}, {"stopped_ms", f.stopped_ms}, {"threads", f.threads},
+                     {"tid", f.tid}, {"waits_in", f.waits_in}, {"called_from", f.called_from},
+                     {"python_where", f.python_where}, {"collective_in_stack", f.collective_in_stack},
+                     {"ras_counts", f.ras_counts}, {"python_status", f.python_status}});
+  json divs = json::array();
+  for (const CountDivergence& d : r.divergences) {
+    json by = json::array();
+    for (const auto& [cnt, rk] : d.ranks_by_count) by.push_back({{"count", cnt}, {"ranks", rk}});
+    json edges = json::array();
+    for (const auto& [a, b] : d.waits_for) edges.push_back({{"waiter", a}, {"waits_for", b}});
+    divs.push_back({{"communicator", d.comm}, {"size", d.comm_size}, {"collective", d.collective},
+                    {"counts", by}, {"wait_for", edges}, {"evidence", "proven"}, {"source", "nccl_ras"}});
+  }
+  json groups = json::array();
+  for (const StackGroup& g : r.groups) groups.push_back({{"ranks", g.ranks}, {"stack", g.signature}});
+  return {{"verdict", r.verdict}, {"exit_code", r.exit_code}, {"expected_ranks", r.expected_ranks},
+          {"all_blocked", r.all_blocked}, {"longest_stop_ms", r.longest_stop_ms}, {"ranks", ranks},
+          {"no_snapshot", r.no_snapshot}, {"divergences", divs}, {"stack_groups", groups},
+          {"ras_notes", r.ras_notes}, {"recorded_dirs", r.recorded_dirs}, {"fr_dumps", r.fr_dumps}};
+}
+
+}  // namespace lockstep::attach

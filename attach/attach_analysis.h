@@ -1,0 +1,79 @@
+// The analysis of live snapshots (docs/attach.md): a new kind of evidence next to the recorder's
+// rows and Flight Recorder entries, its level said per rank:
+//   proven   — NCCL RAS collective counts (what each rank's NCCL enqueued, per communicator and
+//              collective type), missing ranks RAS names;
+//   inferred — a stack: a thread blocked under an NCCL or CUDA wait, and the Python or native
+//              caller that issued it;
+//   none     — no snapshot of that rank.
+// Output: where each rank's host waits, ranks grouped by identical stacks with the odd ones out,
+// per communicator which collective each rank enqueued last (by count), the wait-for edges the
+// counts prove, ranks with no snapshot, and a verdict never stronger than that evidence.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "snapshot.h"
+
+namespace lockstep::attach {
+
+enum class Evidence { kProven, kInferred, kNone };
+const char* evidence_name(Evidence e);
+
+struct RankFinding {
+  int rank = -1;  // global rank (environment), else -1
+  std::string host;
+  int pid = 0;
+  bool snapshot = false;
+  std::string error;  // could not be read (refused, gone)
+  Evidence level = Evidence::kNone;
+  double stopped_ms = 0;
+  int threads = 0;
+  // The thread that matters (the GIL holder, else one blocked in NCCL/CUDA, else the main one).
+  int tid = 0;
+  std::string waits_in;    // innermost NCCL/CUDA/libc wait: "cuStreamSynchronize"
+  std::string called_from; // first caller outside NCCL/CUDA/libc: native function or Python file:line
+  std::string python_where;  // innermost Python frame of that thread, "" when none
+  std::string collective_in_stack;  // an NCCL collective on the stack (inferred)
+  std::vector<std::string> signature;  // stack used for grouping
+  // RAS: comm hash -> type -> count (proven)
+  std::map<std::string, std::map<std::string, uint64_t>> ras_counts;
+  std::string python_status;
+};
+
+struct CountDivergence {  // proven by RAS
+  std::string comm;
+  int comm_size = 0;
+  std::string collective;               // "ReduceScatter"
+  std::map<uint64_t, std::vector<int>> ranks_by_count;  // count -> global ranks
+  std::vector<std::pair<int, int>> waits_for;           // (rank ahead, rank behind)
+};
+
+struct StackGroup {
+  std::vector<int> ranks;
+  std::vector<std::string> signature;
+};
+
+struct AttachReport {
+  int expected_ranks = 0;  // largest world size any process reports
+  std::vector<RankFinding> ranks;  // sorted by rank
+  std::vector<int> no_snapshot;    // expected ranks no process was found for
+  std::vector<StackGroup> groups;  // largest first
+  std::vector<CountDivergence> divergences;
+  std::vector<std::string> ras_notes;  // RAS not reached, missing ranks, async errors
+  std::vector<std::string> recorded_dirs;  // LOCKSTEP_DIR of the job: `lockstep analyze` them
+  std::vector<std::string> fr_dumps;
+  bool all_blocked = false;  // every snapshotted rank's host waits in NCCL/CUDA
+  double longest_stop_ms = 0;
+  std::string verdict;
+  int exit_code = 0;  // as `lockstep analyze` (docs/cli.md): 1 found, 4 incomplete, 0 clean
+};
+
+AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes);
+std::string render_text(const AttachReport& r);
+nlohmann::json render_json(const AttachReport& r);
+
+}  // namespace lockstep::attach

@@ -1,0 +1,263 @@
+#include "ptrace_stacks.h"
+
+#include <cxxabi.h>
+#include <libunwind-ptrace.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+
+#include "procfs.h"
+
+namespace lockstep::attach {
+namespace {
+
+constexpr int kMaxFrames = 128;
+constexpr int kMaxSeized = 1 << 14;
+
+// Threads seized now, for the signal handler (async-signal-safe: atomics and syscalls only).
+std::atomic<int> g_seized[kMaxSeized];
+std::atomic<int> g_nseized{0};
+
+void detach_all_now() {
+  const int n = std::min(g_nseized.load(), kMaxSeized);
+  for (int i = 0; i < n; ++i)
+    if (int tid = g_seized[i].load(); tid > 0) ::ptrace(PTRACE_DETACH, tid, nullptr, nullptr);
+}
+
+void on_termination(int sig) {
+  detach_all_now();
+  ::signal(sig, SIG_DFL);
+  ::raise(sig);
+}
+
+std::string demangle(const char* name) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> d(abi::__cxa_demangle(name, nullptr, nullptr, &status), std::free);
+  return status == 0 && d ? std::string(d.get()) : std::string(name);
+}
+
+// libunwind's ptrace accessors read the target one word per PTRACE_PEEKDATA. Ours read whole
+// pages with process_vm_readv and keep them while the process is stopped (the stacks cannot
+// change then), and refuse writes: nothing is ever written into the target.
+struct PageCache {
+  int pid = 0;
+  std::map<unw_word_t, std::vector<uint8_t>> pages;  // page address -> bytes (empty: unreadable)
+};
+PageCache* g_cache = nullptr;  // the process being unwound (one at a time)
+unw_accessors_t g_accessors;
+
+int cached_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t* val, int write, void* arg) {
+  if (write) return -UNW_EINVAL;
+  if (!g_cache) return _UPT_access_mem(as, addr, val, write, arg);
+  constexpr unw_word_t kPage = 4096;
+  uint8_t bytes[sizeof(unw_word_t)];
+  for (size_t i = 0; i < sizeof bytes;) {
+    const unw_word_t a = addr + i, page = a & ~(kPage - 1);
+    auto it = g_cache->pages.find(page);
+    if (it == g_cache->pages.end()) {
+      std::vector<uint8_t> buf(kPage);
+      iovec local{buf.data(), kPage}, remote{reinterpret_cast<void*>(page), kPage};
+      if (::process_vm_readv(g_cache->pid, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(kPage)) buf.clear();
+      it = g_cache->pages.emplace(page, std::move(buf)).first;
+    }
+    if (it->second.empty()) return -UNW_EINVAL;
+    const size_t off = a - page, n = std::min(sizeof bytes - i, static_cast<size_t>(kPage - off));
+    std::memcpy(bytes + i, it->second.data() + off, n);
+    i += n;
+  }
+  std::memcpy(val, bytes, sizeof bytes);
+  return 0;
+}
+
+struct Seized {
+  int tid = 0;
+  bool stopped = false;
+  int signal = 0;  // a signal-delivery-stop's signal: given back at detach, never swallowed
+  ThreadSnapshot* out = nullptr;
+};
+
+// Waits (bounded) for tid's stop after PTRACE_INTERRUPT. false: the thread exited.
+bool wait_stopped(Seized& s) {
+  for (int tries = 0; tries < 20000; ++tries) {
+    int status = 0;
+    pid_t r = ::waitpid(s.tid, &status, __WALL | WNOHANG);
+    if (r == s.tid) {
+      if (WIFEXITED(status) || WIFSIGNALED(status)) return false;
+      if (WIFSTOPPED(status)) {
+        // PTRACE_EVENT_STOP: our interrupt (or a group-stop). Otherwise a signal was pending and
+        // this is its signal-delivery-stop: the thread is stopped all the same, and the signal
+        // goes back to it with PTRACE_DETACH.
+        if ((status >> 16) != PTRACE_EVENT_STOP) s.signal = WSTOPSIG(status);
+        return true;
+      }
+    } else if (r < 0 && errno != EINTR) {
+      return false;
+    }
+    ::usleep(20);
+  }
+  return false;
+}
+
+void unwind(unw_addr_space_t as, Seized& s) {
+#if defined(__x86_64__)
+  user_regs_struct regs{};
+  if (::ptrace(PTRACE_GETREGS, s.tid, nullptr, &regs) == 0) s.out->pthread_self = regs.fs_base;
+#endif
+  void* upt = _UPT_create(s.tid);
+  if (!upt) {
+    s.out->native_error = "libunwind: _UPT_create failed";
+    return;
+  }
+  unw_cursor_t c;
+  int rc = unw_init_remote(&c, as, upt);
+  if (rc < 0) {
+    s.out->native_error = std::string("libunwind: unw_init_remote: ") + unw_strerror(rc);
+  } else {
+    for (int i = 0; i < kMaxFrames; ++i) {
+      unw_word_t ip = 0;
+      if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0) break;
+      NativeFrame f;
+      f.ip = ip;
+      s.out->native.push_back(f);
+      rc = unw_step(&c);
+      if (rc < 0) {
+        s.out->native_error = std::string("libunwind: unw_step: ") + unw_strerror(rc);
+        break;
+      }
+      if (rc == 0) break;
+    }
+  }
+  _UPT_destroy(upt);
+}
+
+// After the resume: function names from the ELF symbol tables of the mapped files (libunwind
+// reads them from the files, not from the process), module + offset from /proc/PID/maps.
+void symbolize(int pid, unw_addr_space_t as, std::vector<ThreadSnapshot>& threads) {
+  const std::vector<Mapping> maps = mappings_of(pid);
+  void* upt = _UPT_create(pid);
+  std::map<uint64_t, std::pair<std::string, uint64_t>> cache;
+  for (ThreadSnapshot& t : threads) {
+    for (size_t i = 0; i < t.native.size(); ++i) {
+      NativeFrame& f = t.native[i];
+      // Return addresses point after the call: look up the call instruction.
+      const uint64_t pc = i == 0 ? f.ip : f.ip - 1;
+      for (const Mapping& m : maps)
+        if (pc >= m.start && pc < m.end) {
+          f.module = m.path;
+          f.module_offset = pc - m.start + m.offset;
+          break;
+        }
+      auto it = cache.find(pc);
+      if (it == cache.end()) {
+        char name[1024];
+        unw_word_t off = 0;
+        std::pair<std::string, uint64_t> v{"", 0};
+        if (upt && cache.size() < 65536 && _UPT_get_proc_name(as, pc, name, sizeof name, &off, upt) == 0)
+          v = {demangle(name), off};
+        it = cache.emplace(pc, v).first;
+      }
+      f.function = it->second.first;
+      f.function_offset = it->second.second;
+    }
+  }
+  if (upt) _UPT_destroy(upt);
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+void install_detach_on_signals() {
+  struct sigaction sa {};
+  sa.sa_handler = on_termination;
+  sigemptyset(&sa.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+}
+
+NativeCapture capture_native_stacks(int pid, std::vector<ThreadSnapshot>& threads,
+                                    const std::function<void()>& while_stopped) {
+  NativeCapture result;
+  threads.clear();
+  const std::string proc = "/proc/" + std::to_string(pid);
+  for (int tid : thread_ids(pid)) {
+    ThreadSnapshot t;
+    t.tid = tid;
+    const std::string task = proc + "/task/" + std::to_string(tid);
+    t.name = trim(read_small_file(task + "/comm", 256).value_or(""));
+    t.wchan = trim(read_small_file(task + "/wchan", 256).value_or(""));
+    if (t.wchan == "0") t.wchan.clear();
+    t.state = thread_state(pid, tid);
+    threads.push_back(std::move(t));
+  }
+  if (threads.empty()) {
+    result.error = "no threads listed in " + proc + "/task (the process exited?)";
+    return result;
+  }
+  std::vector<Seized> seized;
+  seized.reserve(threads.size());
+  g_nseized.store(0);
+  // Seize first (no stop yet), then interrupt them all together: the stop window starts at the
+  // first interrupt.
+  for (ThreadSnapshot& t : threads) {
+    if (static_cast<int>(seized.size()) >= kMaxSeized) {
+      t.native_error = "not stopped: more than 16384 threads";
+      continue;
+    }
+    if (::ptrace(PTRACE_SEIZE, t.tid, nullptr, nullptr) != 0) {
+      t.native_error = std::string("PTRACE_SEIZE: ") + std::strerror(errno);
+      if (errno == EPERM && seized.empty()) {
+        result.error = "ptrace refused (" + std::string(std::strerror(EPERM)) + ")";
+        return result;
+      }
+      continue;
+    }
+    g_seized[seized.size()].store(t.tid);
+    seized.push_back(Seized{t.tid, false, 0, &t});
+    g_nseized.store(static_cast<int>(seized.size()));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  for (Seized& s : seized) ::ptrace(PTRACE_INTERRUPT, s.tid, nullptr, nullptr);
+  for (Seized& s : seized) {
+    s.stopped = wait_stopped(s);
+    if (!s.stopped && s.out->native_error.empty()) s.out->native_error = "the thread exited or did not stop";
+  }
+  g_accessors = _UPT_accessors;
+  g_accessors.access_mem = cached_access_mem;
+  unw_addr_space_t as = unw_create_addr_space(&g_accessors, 0);
+  if (as) unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
+  PageCache cache;
+  cache.pid = pid;
+  g_cache = &cache;
+  for (Seized& s : seized)
+    if (s.stopped && as) unwind(as, s);
+  g_cache = nullptr;
+  if (while_stopped) while_stopped();
+  for (Seized& s : seized)
+    ::ptrace(PTRACE_DETACH, s.tid, nullptr, reinterpret_cast<void*>(static_cast<long>(s.signal)));
+  const auto t1 = std::chrono::steady_clock::now();
+  g_nseized.store(0);
+  result.stopped_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  for (const Seized& s : seized) result.threads_stopped += s.stopped;
+  if (as) {
+    symbolize(pid, as, threads);
+    unw_destroy_addr_space(as);
+  }
+  return result;
+}
+
+}  // namespace lockstep::attach

@@ -1,0 +1,37 @@
+// Native stacks of every thread of a live process, from outside: PTRACE_SEIZE each thread,
+// PTRACE_INTERRUPT (a ptrace-stop: no signal is delivered), unwind with libunwind's ptrace
+// accessors, PTRACE_DETACH. Nothing is written into the process.
+//
+// Every stopped thread is resumed on every path: errors detach what was seized; SIGINT,
+// SIGTERM and SIGHUP detach through install_detach_on_signals(); and if lockstep is killed
+// (SIGKILL, a crash) the kernel detaches its tracees as it exits (exit_ptrace), which resumes a
+// thread in a ptrace-stop. Only a thread that was already in a group-stop (the whole process
+// SIGSTOPped before we came) stays stopped, as it was.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "snapshot.h"
+
+namespace lockstep::attach {
+
+struct NativeCapture {
+  std::string error;  // empty: the stop and unwind happened (threads may still carry errors)
+  double stopped_ms = 0;
+  int threads_stopped = 0;
+};
+
+// Stops every thread of pid (the ones listed in /proc/PID/task when called), unwinds each into
+// threads (which it fills: tid, name, state, wchan, native frames), calls while_stopped() with
+// the process still stopped (Python frames are read there, consistent with the native ones),
+// then resumes every thread. Symbolization happens after the resume.
+NativeCapture capture_native_stacks(int pid, std::vector<ThreadSnapshot>& threads,
+                                    const std::function<void()>& while_stopped);
+
+// SIGINT/SIGTERM/SIGHUP: detach every thread stopped at that moment, then die of the signal
+// with its default action. Call once per process before capturing.
+void install_detach_on_signals();
+
+}  // namespace lockstep::attach

@@ -1,0 +1,104 @@
+// What `lockstep attach` reads from a live process, from outside (docs/attach.md): typed data
+// between the collectors (ptrace_stacks, remote_python, ras_client, procfs) and the analysis
+// (attach_analysis). Serialized as one JSON file per node (snapshot_json.cpp).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace lockstep::attach {
+
+struct NativeFrame {
+  uint64_t ip = 0;
+  std::string function;  // demangled symbol, "" when unknown
+  uint64_t function_offset = 0;
+  std::string module;  // path of the mapped file holding ip, "" when anonymous
+  uint64_t module_offset = 0;
+};
+
+struct PythonFrame {
+  std::string file;
+  std::string function;
+  int line = 0;  // 0: unknown
+};
+
+struct ThreadSnapshot {
+  int tid = 0;
+  std::string name;   // /proc/PID/task/TID/comm
+  char state = '?';   // /proc/.../stat state before the stop (R, S, D, ...)
+  std::string wchan;  // /proc/.../wchan: the kernel function it sleeps in
+  uint64_t pthread_self = 0;  // its pthread_t (x86-64: fs base while stopped), 0 when unknown
+  std::vector<NativeFrame> native;  // innermost first
+  std::string native_error;         // why the native stack is missing or short
+  bool has_python = false;          // a CPython thread state belongs to this thread
+  bool gil_holder = false;
+  std::vector<PythonFrame> python;  // innermost first
+};
+
+// NCCL RAS (src/ras/ in NVIDIA/nccl): one answer covers every communicator of the job that the
+// queried process's RAS network knows.
+struct RasRank {
+  int rank = -1;
+  std::string host;
+  int pid = -1;
+  int cuda_dev = -1;
+  int init_state = 0;
+  int async_error = 0;
+  bool finalize_called = false, destroy_flag = false, abort_flag = false;
+  std::map<std::string, uint64_t> coll_counts;  // "AllReduce" -> collectives enqueued
+};
+struct RasMissingRank {
+  int rank = -1;
+  std::string host;
+  int pid = -1;
+  bool unresponsive = false, considered_dead = false;
+};
+struct RasComm {
+  std::string hash;  // "0x..." (NCCL's commHash)
+  int size = 0;
+  std::vector<RasRank> ranks;
+  std::vector<RasMissingRank> missing;
+};
+struct RasAnswer {
+  std::string address;  // host:port asked
+  bool reached = false;
+  std::string error;  // why not (connection refused, timeout, protocol)
+  int server_protocol = 0;
+  std::string nccl_version;
+  bool json = false;     // the server accepted SET FORMAT json
+  std::string raw;       // the reply as received (bounded)
+  std::vector<RasComm> comms;  // parsed from the JSON reply
+};
+
+struct ProcessSnapshot {
+  int pid = 0;
+  std::string host;
+  std::vector<std::string> cmdline;
+  int rank = -1;  // RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK or PMI_RANK of its environment
+  int world_size = -1;
+  std::string error;  // the process could not be read at all (refused, gone)
+  std::string fix;    // what to do about error
+  // Native stacks: every listed thread is stopped (ptrace interrupt), unwound and resumed.
+  double stopped_ms = 0;  // from the first thread's stop to the last thread's resume
+  int threads_stopped = 0;
+  std::vector<ThreadSnapshot> threads;
+  std::string python_status;  // "CPython 3.12.1", "no CPython", or why frames were not read
+  std::string nccl_library;   // path of the libnccl mapped, "" when none
+  std::string ras_address;    // NCCL_RAS_ADDR of its environment, or the default
+  std::string lockstep_dir;   // LOCKSTEP_DIR of its environment: the job was recorded
+  std::vector<std::string> fr_dumps;  // Flight Recorder dump files found (TORCH_FR_DUMP_TEMP_FILE)
+  std::map<std::string, std::string> nccl_env;  // NCCL_* variables of its environment
+};
+
+struct NodeSnapshot {
+  std::string host;
+  std::string taken_at;  // UTC, ISO 8601
+  std::string lockstep_version;
+  std::vector<ProcessSnapshot> procs;
+  std::vector<RasAnswer> ras;  // one per distinct RAS address of the processes
+};
+
+}  // namespace lockstep::attach

@@ -1,0 +1,251 @@
+// lockstep attach: diagnose a live hung job nobody prepared, from outside (docs/attach.md).
+//   lockstep attach PID... | --tree PID | --slurm JOBID -o DIR   [-o DIR] [--json]
+// Per process, read-only and bounded: native stacks of every thread (ptrace stop, stated),
+// Python frames (process_vm_readv), NCCL RAS; then the analysis (attach/attach_analysis.h).
+#include <dirent.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <set>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "attach_analysis.h"
+#include "collect.h"
+#include "commands.h"
+#include "exit_codes.h"
+#include "procfs.h"
+#include "snapshot_json.h"
+#include "text_escape.h"
+
+namespace lockstep::cli {
+namespace {
+
+namespace at = lockstep::attach;
+
+struct AttachArgs {
+  std::vector<int> pids;
+  int tree = 0;
+  std::string slurm_job;
+  std::string local_job;
+  std::string out_dir;
+  std::string from_dir;
+  bool json = false;
+  bool no_native = false;
+  int ras_timeout_s = 5;
+};
+
+// Output of a command run without a shell (bounded), "" on failure.
+std::string run_capture(const std::vector<std::string>& argv, int* status) {
+  int fds[2];
+  if (::pipe(fds) != 0) return "";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fds[1], 1);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    std::vector<char*> a;
+    for (const std::string& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    ::execvp(a[0], a.data());
+    _exit(127);
+  }
+  ::close(fds[1]);
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fds[0], buf, sizeof buf)) > 0 && out.size() < (16u << 20)) out.append(buf, size_t(n));
+  ::close(fds[0]);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  if (status) *status = st;
+  return out;
+}
+
+// The processes worth reading among candidates: those that mapped an NCCL (the ranks), else the
+// leaves of the tree (launchers and shells are not ranks).
+std::vector<int> rank_processes(const std::vector<int>& candidates) {
+  std::vector<int> with_nccl;
+  for (int p : candidates)
+    for (const at::Mapping& m : at::mappings_of(p))
+      if (m.path.find("/libnccl") != std::string::npos) {
+        with_nccl.push_back(p);
+        break;
+      }
+  return with_nccl.empty() ? at::leaf_processes(candidates) : with_nccl;
+}
+
+// `scontrol listpids JOBID` on this node: PID JOBID STEPID LOCALID GLOBALID; the tasks of
+// numbered steps, minus our own step (we run as an --overlap step of the same job).
+std::vector<int> slurm_local_pids(const std::string& job, std::string& error) {
+  int st = 0;
+  std::string out = run_capture({"scontrol", "listpids", job}, &st);
+  if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    error = "scontrol listpids " + job + " failed";
+    return {};
+  }
+  std::set<int> ours;
+  for (int p = ::getpid(), hops = 0; p > 1 && hops < 64; p = at::parent_of(p), ++hops) ours.insert(p);
+  const char* own_step = std::getenv("SLURM_STEP_ID");
+  std::vector<int> pids;
+  std::istringstream in(out);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream l(line);
+    std::string pid, jobid, step;
+    if (!(l >> pid >> jobid >> step) || pid == "PID") continue;
+    if (step.empty() || !std::isdigit(static_cast<unsigned char>(step[0]))) continue;  // batch, extern
+    if (own_step && step == own_step) continue;
+    int p = std::atoi(pid.c_str());
+    if (p > 0 && !ours.count(p)) pids.push_back(p);
+  }
+  return pids;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  return static_cast<bool>(f);
+}
+
+int report(const std::vector<at::NodeSnapshot>& nodes, const AttachArgs& a) {
+  at::AttachReport r = at::analyze_snapshots(nodes);
+  if (a.json)
+    std::cout << at::render_json(r).dump(2) << "\n";
+  else
+    std::cout << at::render_text(r);
+  if (!a.out_dir.empty()) {
+    write_file(a.out_dir + "/attach-report.txt", at::render_text(r));
+    write_file(a.out_dir + "/attach-report.json", at::render_json(r).dump(2) + "\n");
+  }
+  return r.exit_code;
+}
+
+std::vector<at::NodeSnapshot> read_snapshots(const std::string& dir, std::string& error) {
+  std::vector<at::NodeSnapshot> nodes;
+  for (const std::string& name : [&] {
+         std::vector<std::string> v;
+         if (DIR* d = ::opendir(dir.c_str())) {
+           while (dirent* e = ::readdir(d)) {
+             std::string n = e->d_name;
+             if (n.size() > 12 && n.compare(n.size() - 12, 12, ".attach.json") == 0) v.push_back(n);
+           }
+           ::closedir(d);
+         }
+         std::sort(v.begin(), v.end());
+         return v;
+       }()) {
+    auto text = at::read_small_file(dir + "/" + name, 256u << 20);
+    nlohmann::json j = nlohmann::json::parse(text.value_or(""), nullptr, false);
+    std::string why;
+    if (auto n = at::node_from_json(j, why))
+      nodes.push_back(std::move(*n));
+    else
+      std::cerr << "lockstep attach: skipped " << printable(name) << ": " << printable(why) << "\n";
+  }
+  if (nodes.empty()) error = "no *.attach.json snapshot in " + dir;
+  return nodes;
+}
+
+int attach(AttachArgs a) {
+  if (!a.from_dir.empty()) {
+    std::string error;
+    auto nodes = read_snapshots(a.from_dir, error);
+    if (nodes.empty()) {
+      std::cerr << "lockstep attach: " << printable(error) << "\n";
+      return kExitUsage;
+    }
+    return report(nodes, a);
+  }
+  if (!a.out_dir.empty()) ::mkdir(a.out_dir.c_str(), 0755);
+  if (!a.slurm_job.empty()) {
+    if (a.out_dir.empty()) {
+      std::cerr << "lockstep attach --slurm: give -o DIR (a directory every node can write)\n";
+      return kExitUsage;
+    }
+    // One collector per node of the allocation, as an overlapping step of the job itself.
+    std::vector<std::string> argv = {"srun", "--overlap", "--jobid", a.slurm_job, "--ntasks-per-node=1"};
+    int st = 0;
+    std::string nodes = run_capture({"squeue", "-h", "-j", a.slurm_job, "-o", "%D"}, &st);
+    if (int n = std::atoi(nodes.c_str()); n > 0) argv.push_back("--nodes=" + std::to_string(n));
+    argv.insert(argv.end(), {self_exe(), "attach", "--local-job", a.slurm_job, "-o", a.out_dir, "--ras-timeout",
+                             std::to_string(a.ras_timeout_s)});
+    if (a.no_native) argv.push_back("--no-native");
+    std::string out = run_capture(argv, &st);
+    std::cerr << out;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+      std::cerr << "lockstep attach: srun of the collectors exited " << (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st))
+                << "; analysing what they wrote\n";
+    std::string error;
+    auto snaps = read_snapshots(a.out_dir, error);
+    if (snaps.empty()) {
+      std::cerr << "lockstep attach: " << printable(error) << "\n";
+      return kExitUsage;
+    }
+    return report(snaps, a);
+  }
+  std::vector<int> pids = a.pids;
+  if (!a.local_job.empty()) {
+    std::string error;
+    pids = rank_processes(slurm_local_pids(a.local_job, error));
+    if (!error.empty()) {
+      std::cerr << "lockstep attach: " << printable(error) << "\n";
+      return kExitUsage;
+    }
+  }
+  if (a.tree > 0) {
+    std::vector<int> tree = at::process_tree(a.tree);
+    tree.erase(std::remove(tree.begin(), tree.end(), static_cast<int>(::getpid())), tree.end());
+    for (int p : rank_processes(tree)) pids.push_back(p);
+  }
+  if (pids.empty()) {
+    std::cerr << "lockstep attach: no process to read (give PIDs, --tree PID or --slurm JOBID)\n";
+    return kExitUsage;
+  }
+  at::CollectOptions o;
+  o.native = !a.no_native;
+  o.ras_timeout_s = a.ras_timeout_s;
+  at::NodeSnapshot node = at::collect_node(pids, o);
+  for (const at::ProcessSnapshot& p : node.procs) {
+    if (!p.error.empty())
+      std::cerr << "lockstep attach: pid " << p.pid << ": " << printable(p.error) << "\n  fix: " << printable(p.fix) << "\n";
+    else
+      std::fprintf(stderr, "lockstep attach: pid %d stopped %.2f ms (%d threads)\n", p.pid, p.stopped_ms, p.threads_stopped);
+  }
+  if (!a.out_dir.empty()) {
+    const std::string path = a.out_dir + "/" + node.host + "-" + std::to_string(::getpid()) + ".attach.json";
+    if (!write_file(path, at::to_json(node).dump(1) + "\n")) {
+      std::cerr << "lockstep attach: cannot write " << printable(path) << "\n";
+      return kExitUsage;
+    }
+  }
+  if (!a.local_job.empty()) return kExitOk;  // a collector of --slurm: the caller analyses DIR
+  return report({node}, a);
+}
+
+}  // namespace
+
+void add_attach_command(CLI::App& app, int* exit_code) {
+  auto a = std::make_shared<AttachArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "attach", "Diagnose a live (hung) job from outside: stacks, Python frames, NCCL RAS; read-only (docs/attach.md)");
+  cmd->add_option("pids", a->pids, "Processes to read (the ranks)");
+  cmd->add_option("--tree", a->tree, "A launcher's PID (torchrun, srun, lockstep-launch): read its rank processes");
+  cmd->add_option("--slurm", a->slurm_job, "A Slurm job: one collector per node (srun --overlap), then the analysis");
+  cmd->add_option("--local-job", a->local_job, "Collector of --slurm: this node's processes of the job")->group("");
+  cmd->add_option("-o,--out", a->out_dir, "Write the snapshots (<host>-<pid>.attach.json) and the report here");
+  cmd->add_option("--from", a->from_dir, "Analyse the snapshots already in this directory");
+  cmd->add_flag("--json", a->json, "The report as JSON");
+  cmd->add_flag("--no-native", a->no_native, "Do not stop the processes (no native stacks; Python frames and RAS only)");
+  cmd->add_option("--ras-timeout", a->ras_timeout_s, "Seconds NCCL RAS may take to answer (default 5)");
+  cmd->footer(
+      "Exit codes: 0 no hang found; 1 a divergence or hang found; 2 usage error; 4 incomplete evidence (a rank not read)");
+  cmd->callback([a, exit_code] { *exit_code = attach(*a); });
+}
+
+}  // namespace lockstep::cli

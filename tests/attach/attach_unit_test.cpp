@@ -1,0 +1,167 @@
+// The parts of lockstep attach that need no live process: the RAS JSON parser (NCCL 2.28's
+// report shape), the snapshot file round trip, and the analysis' verdicts and exit codes.
+#include <gtest/gtest.h>
+
+#include "attach_analysis.h"
+#include "ras_client.h"
+#include "snapshot_json.h"
+
+namespace at = lockstep::attach;
+
+namespace {
+
+// The shape of NCCL 2.28.9's VERBOSE STATUS in JSON (src/ras/client_support.cc).
+const char* kRasReport = R"({
+  "nccl_version": "2.28.9",
+  "cuda_runtime_version": 13000,
+  "cuda_driver_version": 13000,
+  "timestamp": "2026-12-03 17:00:00",
+  "communicators_count": 1,
+  "communicators": [
+    {
+      "hash": "0xabc",
+      "secondary_hash": "0x1:0x2",
+      "size": 3,
+      "ranks_count": 2,
+      "missing_ranks_count": 1,
+      "ranks": [
+        { "rank": 0, "host": "10.0.0.1", "pid": 100, "cuda_dev": 0, "nvml_dev": 0,
+          "status": { "init_state": 0, "async_error": 0, "finalize_called": false, "destroy_flag": false, "abort_flag": false },
+          "collective_counts": { "Broadcast": 0, "Reduce": 0, "AllGather": 5, "ReduceScatter": 7, "AllReduce": 2 } },
+        { "rank": 1, "host": "10.0.0.1", "pid": 101, "cuda_dev": 1, "nvml_dev": 1,
+          "status": { "init_state": 0, "async_error": 6, "finalize_called": false, "destroy_flag": false, "abort_flag": false },
+          "collective_counts": { "Broadcast": 0, "Reduce": 0, "AllGather": 5, "ReduceScatter": 6, "AllReduce": 2 } }
+      ],
+      "missing_ranks": [
+        { "rank": 2, "host": "10.0.0.2", "pid": 300, "cuda_dev": 0, "nvml_dev": 0,
+          "status": { "unresponsive": true, "considered_dead": true } }
+      ]
+    }
+  ],
+  "ras": { "collection_time_sec": 0.010, "timeouts_count": 0 }
+}
+)";
+
+at::ProcessSnapshot proc(int pid, int rank, int world, const std::string& wait_fn) {
+  at::ProcessSnapshot p;
+  p.pid = pid;
+  p.host = "node";
+  p.rank = rank;
+  p.world_size = world;
+  at::ThreadSnapshot t;
+  t.tid = pid;
+  at::NativeFrame f;
+  f.function = wait_fn;
+  f.module = wait_fn.rfind("cu", 0) == 0 ? "/usr/lib/libcuda.so.1" : "/usr/lib/libc.so.6";
+  t.native.push_back(f);
+  at::NativeFrame caller;
+  caller.function = "train_step";
+  caller.module = "/job/train";
+  t.native.push_back(caller);
+  p.threads.push_back(t);
+  return p;
+}
+
+}  // namespace
+
+TEST(AttachRas, ParsesNccl228JsonReport) {
+  at::RasAnswer a;
+  ASSERT_TRUE(at::parse_ras_json(kRasReport, a));
+  EXPECT_EQ(a.nccl_version, "2.28.9");
+  ASSERT_EQ(a.comms.size(), 1u);
+  const at::RasComm& c = a.comms[0];
+  EXPECT_EQ(c.hash, "0xabc");
+  EXPECT_EQ(c.size, 3);
+  ASSERT_EQ(c.ranks.size(), 2u);
+  EXPECT_EQ(c.ranks[1].pid, 101);
+  EXPECT_EQ(c.ranks[1].async_error, 6);
+  EXPECT_EQ(c.ranks[0].coll_counts.at("ReduceScatter"), 7u);
+  ASSERT_EQ(c.missing.size(), 1u);
+  EXPECT_TRUE(c.missing[0].considered_dead);
+}
+
+TEST(AttachRas, RejectsWhatIsNotAReport) {
+  for (const char* text : {"", "SERVER PROTOCOL 2\n", "{\"communicators\": 3}", "[1,2]", "{\"communicators\": [1, {\"ranks\": 7}]}"}) {
+    at::RasAnswer a;
+    const bool ok = at::parse_ras_json(text, a);
+    for (const at::RasComm& c : a.comms) EXPECT_TRUE(c.ranks.empty()) << text;
+    if (std::string(text).find("communicators\": [") == std::string::npos) {
+      EXPECT_FALSE(ok) << text;
+    }
+  }
+}
+
+TEST(AttachSnapshot, JsonRoundTripAndRejection) {
+  at::NodeSnapshot n;
+  n.host = "node";
+  n.procs.push_back(proc(100, 0, 2, "cuStreamSynchronize"));
+  n.procs[0].threads[0].python.push_back({"train.py", "step", 42});
+  n.procs[0].threads[0].gil_holder = true;
+  at::RasAnswer a;
+  a.reached = a.json = true;
+  ASSERT_TRUE(at::parse_ras_json(kRasReport, a));
+  n.ras.push_back(a);
+  std::string why;
+  auto back = at::node_from_json(at::to_json(n), why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ(at::to_json(*back), at::to_json(n));
+  // A Python caller inside torch.distributed names the collective (inferred).
+  n.procs[0].threads[0].python.insert(n.procs[0].threads[0].python.begin(),
+                                      {"/site-packages/torch/distributed/distributed_c10d.py", "all_reduce", 2950});
+  at::AttachReport r = at::analyze_snapshots({n});
+  ASSERT_EQ(r.ranks.size(), 1u);
+  EXPECT_EQ(r.ranks[0].collective_in_stack, "torch.distributed.all_reduce");
+  EXPECT_FALSE(at::node_from_json(nlohmann::json::parse("{\"processes\": []}"), why));
+  EXPECT_FALSE(at::node_from_json(nlohmann::json::parse("[]"), why));
+}
+
+TEST(AttachAnalysis, RasCountsProveWhoIsBehind) {
+  at::NodeSnapshot n;
+  n.host = "node";
+  for (int r = 0; r < 3; ++r) n.procs.push_back(proc(100 + r, r, 3, "cuStreamSynchronize"));
+  at::RasAnswer a;
+  a.reached = a.json = true;
+  ASSERT_TRUE(at::parse_ras_json(kRasReport, a));
+  a.comms[0].ranks.push_back(a.comms[0].ranks[0]);
+  a.comms[0].ranks[2].rank = 2;
+  a.comms[0].ranks[2].pid = 102;
+  a.comms[0].missing.clear();
+  n.ras.push_back(a);
+  at::AttachReport r = at::analyze_snapshots({n});
+  EXPECT_EQ(r.exit_code, 1);
+  ASSERT_EQ(r.divergences.size(), 1u);
+  EXPECT_EQ(r.divergences[0].collective, "ReduceScatter");
+  const std::vector<std::pair<int, int>> edges{{0, 1}, {2, 1}};
+  EXPECT_EQ(r.divergences[0].waits_for, edges);
+  EXPECT_NE(r.verdict.find("proven: NCCL RAS"), std::string::npos) << r.verdict;
+  for (const at::RankFinding& f : r.ranks) {
+    EXPECT_EQ(f.level, at::Evidence::kProven);
+    EXPECT_EQ(f.waits_in, "cuStreamSynchronize");
+    EXPECT_EQ(f.called_from, "train_step");
+  }
+  bool async_named = false;
+  for (const std::string& s : r.ras_notes) async_named |= s.find("rank 1 has async error 6") != std::string::npos;
+  EXPECT_TRUE(async_named);
+}
+
+TEST(AttachAnalysis, OddStackAndMissingRankAreNamedNeverClean) {
+  at::NodeSnapshot n;
+  n.host = "node";
+  n.procs.push_back(proc(100, 0, 4, "cuStreamSynchronize"));
+  n.procs.push_back(proc(101, 1, 4, "cuStreamSynchronize"));
+  n.procs.push_back(proc(102, 2, 4, "epoll_wait"));  // in host code, not in NCCL/CUDA
+  at::AttachReport r = at::analyze_snapshots({n});
+  EXPECT_EQ(r.no_snapshot, std::vector<int>{3});
+  EXPECT_EQ(r.exit_code, 4);  // nothing proven, and a rank unknown: incomplete, not clean
+  ASSERT_EQ(r.groups.size(), 2u);
+  EXPECT_EQ(r.groups[0].ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(r.groups[1].ranks, std::vector<int>{2});
+  EXPECT_NE(at::render_text(r).find("odd one out: rank 2"), std::string::npos) << at::render_text(r);
+  // every rank read and blocked in CUDA: a hang (inferred), exit 1
+  n.procs[2] = proc(102, 2, 3, "cuStreamSynchronize");
+  n.procs[0].world_size = n.procs[1].world_size = 3;
+  at::AttachReport h = at::analyze_snapshots({n});
+  EXPECT_TRUE(h.all_blocked);
+  EXPECT_EQ(h.exit_code, 1);
+  EXPECT_TRUE(h.no_snapshot.empty());
+}
