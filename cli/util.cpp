@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "analyze_common.h"
+#include "env_vars.h"
 #include "commands.h"
 #include "exit_codes.h"
 #include "flightrec.h"
@@ -27,7 +28,7 @@ std::string self_exe() {
 bool stdout_color() { return isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"); }
 
 std::string preload_library_path() {
-  if (const char* env = std::getenv("LOCKSTEP_PRELOAD"); env && *env) return env;
+  if (const char* env = std::getenv(schema::env::kPreload); env && *env) return env;
   std::filesystem::path exe = self_exe();
   auto lib = exe.parent_path() / ".." / "lib" / "liblockstep.so";
   std::error_code ec;
