@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "meta_keys.h"
 #include "analysis_render.h"
 
 namespace lockstep {
@@ -166,7 +167,7 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
         if (!issued_by_peer[p]) issued_by_peer[p] = &u;
   for (size_t p = 0; p < s.procs.size(); ++p) {
     const Process& info = s.procs[p].info;
-    bool stopped = info.meta.count("recorder_stopped") && !info.meta.at("recorder_stopped").empty();
+    bool stopped = info.meta.count(schema::meta::kRecorderStopped) && !info.meta.at(schema::meta::kRecorderStopped).empty();
     if (a.history[p] != History::kLost || stopped) continue;  // recorder_stopped: its own issue
     EvidenceIssue e;
     e.kind = EvidenceKind::kHistoryLost;

@@ -1,4 +1,5 @@
 #include "hang.h"
+#include "meta_keys.h"
 
 #include <algorithm>
 #include <functional>
@@ -318,7 +319,7 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
     rh.proc = static_cast<int>(p);
     // SIGUSR1 only asks for a flush: the process lives on, like one with no record at all.
     bool no_record = !sp.info.finished && (sp.info.exit_reason.empty() || sp.info.exit_reason == "SIGUSR1");
-    bool stopped = sp.info.meta.count("recorder_stopped") && !sp.info.meta.at("recorder_stopped").empty();
+    bool stopped = sp.info.meta.count(schema::meta::kRecorderStopped) && !sp.info.meta.at(schema::meta::kRecorderStopped).empty();
     auto alive = [&](int64_t pid) {
       if (opt.pid_alive) return opt.pid_alive(pid);
       return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
@@ -379,7 +380,7 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
     rh.in_flight = c.in_flight[p].size();
     bool stale = rh.cause == StopCause::kStaleFlush;
     if (rh.in_flight && !stale) c.status[p] = RankStatus::kBlocked;
-    std::string stop_why = stopped ? "its recorder stopped recording (" + sp.info.meta.at("recorder_stopped") + ")" : "";
+    std::string stop_why = stopped ? "its recorder stopped recording (" + sp.info.meta.at(schema::meta::kRecorderStopped) + ")" : "";
     if (rh.history_lost && !stale && c.status[p] == RankStatus::kNoCollective) {
       c.status[p] = RankStatus::kEnded;
       rh.cause = stopped ? StopCause::kRecorderStopped : StopCause::kNoExitRecord;

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "coverage.h"
+#include "meta_keys.h"
 #include "text_escape.h"
 #include "flightrec.h"
 #include "op_digest.h"
@@ -49,6 +50,10 @@ struct FileBusy : std::runtime_error {
   if (primary == SQLITE_BUSY || primary == SQLITE_LOCKED) throw FileBusy(msg);
   if (primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB)
     throw FileSkip("corrupt or truncated (" + msg + ")");
+  if (primary == SQLITE_INTERRUPT)  // trace_file::Db::open_untrusted's step budget
+    throw FileSkip("unreadable: its queries ran past the reader's step budget (" + msg + ")");
+  if (primary == SQLITE_TOOBIG)
+    throw FileSkip("unreadable: a value over " + std::to_string(trace_file::kMaxValueBytes >> 20) + " MiB (" + msg + ")");
   throw FileSkip(msg);
 }
 
@@ -70,7 +75,7 @@ vocab::RedOp redop_of(const std::string& s) {
 // Opened through trace_file's wrapper; a file SQLite cannot open is a skip reason.
 trace_file::Db open_trace(const std::string& path, int flags, int busy_ms) {
   trace_file::Db db;
-  if (int rc = db.open(path, flags); rc != SQLITE_OK)
+  if (int rc = db.open_untrusted(path, flags); rc != SQLITE_OK)
     throw FileSkip("cannot open: " + (db ? db.errmsg() : std::string(sqlite3_errstr(rc))));
   db.busy_timeout(busy_ms);
   // Read pages through a memory map instead of read(2) copies: the loader scans whole files.
@@ -157,6 +162,9 @@ void validate(sqlite3* db, const std::string& path) {
                      std::to_string(pages * page_size));
   }
   if (!table_exists(db, "meta")) throw FileSkip("corrupt: lockstep application_id but no meta table");
+  // meta is read before the version is known: only its shape is checked here, every other
+  // table once the version says which ones are tables.
+  if (std::string why = trace_file::unsafe_object(db, schema::kSchemaVersion); !why.empty()) throw FileSkip(why);
   Query st(db, "SELECT value FROM meta WHERE key='schema_version'");
   if (!st.step() || st.null(0)) throw FileSkip("no schema_version in meta (recorder died while creating the file?)");
   std::string v = st.str(0);
@@ -171,6 +179,8 @@ void validate(sqlite3* db, const std::string& path) {
     throw FileSkip("schema version " + v + " is older than this lockstep reads (" +
                    std::to_string(schema::kOldestReadableSchema) + ".." + std::to_string(schema::kSchemaVersion) +
                    "): analyze it with the lockstep that recorded it");
+  if (version < 2)
+    if (std::string why = trace_file::unsafe_object(db, version); !why.empty()) throw FileSkip(why);
   if (version >= 2) {
     const char* tables[] = {"signatures", "signature_parts", "op_rows", "op_graph", "checkpoints"};
     bool present[std::size(tables)] = {};
@@ -187,16 +197,35 @@ void validate(sqlite3* db, const std::string& path) {
 // loads and details read schema 2 through its views (ops, op_parts, completions), which show the
 // schema-1 columns; the compact loader reads the rows themselves.
 bool compact_rows(const Process& p) {
-  auto it = p.meta.find("schema_version");
+  auto it = p.meta.find(schema::meta::kSchemaVersion);
   return it != p.meta.end() && it->second != "1";
 }
 
 int64_t to_i64(const std::string& s, int64_t dflt) { return trace_file::parse_int(s).or_default(dflt); }
 
+// Meta values with a meaning are parsed strictly: a value no writer writes is evidence of a
+// corrupt file (the file is skipped with its reason, so every command says the same), never
+// read as the default. Absent: the default.
+int64_t strict_count(const Process& p, const char* key) {
+  auto it = p.meta.find(key);
+  if (it == p.meta.end()) return 0;
+  const trace_file::TextInt v = trace_file::parse_int(it->second);
+  if (v.kind != trace_file::TextInt::kValue || v.value < 0)
+    throw FileSkip("corrupt: meta " + std::string(key) + " '" + it->second + "' is not a count");
+  return v.value;
+}
+bool strict_flag(const Process& p, const char* key) {
+  auto it = p.meta.find(key);
+  if (it == p.meta.end()) return false;
+  if (it->second != "0" && it->second != "1")
+    throw FileSkip("corrupt: meta " + std::string(key) + " '" + it->second + "' is neither 0 nor 1");
+  return it->second == "1";
+}
+
 // Bounded traces (schema 2): what the size cap retired, and the digest checkpoints.
 void read_retired(sqlite3* db, Process& p) {
-  p.checkpoint_interval = std::max<int64_t>(0, to_i64(p.meta["checkpoint_interval"], 0));
-  p.retired_ops = std::max<int64_t>(0, to_i64(p.meta["retired_ops"], 0));
+  p.checkpoint_interval = strict_count(p, schema::meta::kCheckpointInterval);
+  p.retired_ops = strict_count(p, schema::meta::kRetiredOps);
   {
     Query st(db, "SELECT id, retired_collectives, retired_digest, retired_through_seq FROM comms");
     while (st.step())
@@ -225,8 +254,8 @@ OpSources op_sources(sqlite3* db, const Process& p) {
     auto it = p.meta.find(k);
     return it == p.meta.end() ? int64_t(0) : to_i64(it->second, 0);
   };
-  const int64_t base = meta("op_time_base_mono_ns"), offset = meta("op_wall_offset_ns");
-  const int version = static_cast<int>(std::clamp<int64_t>(meta("schema_version"), 2, schema::kSchemaVersion));
+  const int64_t base = meta(schema::meta::kOpTimeBaseMonoNs), offset = meta(schema::meta::kOpWallOffsetNs);
+  const int version = static_cast<int>(std::clamp<int64_t>(meta(schema::meta::kSchemaVersion), 2, schema::kSchemaVersion));
   return {"(" + trace_file::ops_select(base, offset, rows, version) + ")", "(" + trace_file::op_parts_select(rows) + ")",
           "(" + trace_file::completions_select(base, rows) + ")"};
 }
@@ -241,13 +270,19 @@ void read_header(sqlite3* db, Process& p) {
     auto it = p.meta.find(k);
     return it == p.meta.end() ? std::string() : it->second;
   };
-  p.host = meta("host");
-  p.pid = to_i64(meta("pid"), 0);
-  p.global_rank = trace_file::global_rank_from_meta(meta("global_rank"));
-  p.finished = meta("finished") == "1";
-  p.exit_reason = meta("exit_reason");
-  p.dropped_records = to_i64(meta("dropped_records"), 0);
-  p.last_flush_mono_ns = to_i64(meta("last_flush_mono_ns"), 0);
+  namespace mk = schema::meta;
+  p.host = meta(mk::kHost);
+  p.pid = to_i64(meta(mk::kPid), 0);
+  p.global_rank = trace_file::global_rank_from_meta(meta(mk::kGlobalRank));
+  p.finished = strict_flag(p, mk::kFinished);
+  p.exit_reason = meta(mk::kExitReason);
+  p.dropped_records = strict_count(p, mk::kDroppedRecords);
+  p.last_flush_mono_ns = to_i64(meta(mk::kLastFlushMonoNs), 0);
+  strict_count(p, mk::kDigestGaps);
+  strict_flag(p, mk::kFrHistoryDropped);
+  if (auto it = p.meta.find(mk::kRecorderStopped); it != p.meta.end() && !mk::known_stop_reason(it->second))
+    throw FileSkip("corrupt: meta " + std::string(mk::kRecorderStopped) + " '" + it->second +
+                   "' is not a reason the recorder writes");
   {
     Query st(db, "SELECT name, value FROM env");
     while (st.step()) p.env[st.str(0)] = st.str(1);
@@ -321,6 +356,13 @@ void check_op_numbers(int64_t call_index, int64_t seq, int64_t count, int64_t ro
   if (peer < -1 || peer >= kMaxRanks) bad("peer", peer, "a rank");
 }
 
+// Only a row that enqueued work holds a seq (the recorder numbers nothing else): a failed or
+// simulated row with one is a corrupt file, for the full and the compact loader alike.
+void check_sequenced_state(int64_t call_index, vocab::State state, bool sequenced) {
+  if (sequenced && (state == vocab::State::Failed || state == vocab::State::Simulated))
+    throw FileSkip("corrupt: op " + std::to_string(call_index) + " is " + vocab::name(state) + " but holds a seq");
+}
+
 class CommIds {
  public:
   explicit CommIds(const Process& p) {
@@ -377,6 +419,7 @@ Op read_op_row(const Query& st, const CommIds& ids) {
   o.issue_wall_ns = st.i64(14);
   o.rc = static_cast<int>(st.i64(15));
   o.state = known(vocab::parse_state(st.str(16)), "op state", st.str(16));
+  check_sequenced_state(o.call_index, o.state, !st.null(2));
   o.origin_call = st.i64(17, -1);
   o.graph_exec = static_cast<uint64_t>(st.i64(18));
   o.stack_id = st.i64(19, -1);
@@ -554,11 +597,25 @@ void read_ops_tail(sqlite3* db, SchedProcess& sp, const std::vector<std::string>
   sp.unread_ops = before;
 }
 
+// An op row's state column (schema 2: the state; schema 3: rc packed above it) as the compact
+// loader reads it: the same rule as the full loader's, which reads it through the vocabulary.
+// A value the vocabulary does not know, or a state that enqueued nothing on a sequenced row,
+// makes the file corrupt.
+vocab::State state_v2(int64_t call_index, int64_t column, int version, bool sequenced) {
+  const int64_t code = version >= 3 ? column & ((int64_t(1) << schema::kOpRcShift) - 1) : column;
+  if ((version < 3 && column < 0) || code >= int64_t(std::size(vocab::kStateNames)))
+    throw FileSkip("corrupt: unknown op state '" + std::to_string(column) + "' (op " + std::to_string(call_index) + ")");
+  const auto state = static_cast<vocab::State>(code);
+  check_sequenced_state(call_index, state, sequenced);
+  return state;
+}
+
 // Schema 2: the signatures first (few), then one pass over the small op rows in call_index
 // order; a row costs an array lookup of its signature id and nothing else.
 void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, const Cuts* cuts = nullptr) {
   CommIds ids(sp.info);
   std::vector<bool> comm_has_ops(sp.info.comms.size(), false);
+  const int version = static_cast<int>(std::clamp<int64_t>(to_i64(sp.info.meta["schema_version"], 0), 2, schema::kSchemaVersion));
   struct FileSig {
     uint32_t sig = 0;
     int comm = 0;
@@ -625,14 +682,16 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, co
   for (const std::string& table : chunks) {
     // Plain columns, NULLs told apart here: no expression per row in SQLite's VM. Unsequenced rows
     // (seq NULL: failed, simulated, captured) are counted, not kept.
-    Query st(db, ("SELECT call_index, sig, seq, group_id, done FROM " + table + " ORDER BY call_index").c_str());
+    Query st(db, ("SELECT call_index, sig, seq, group_id, done, state FROM " + table + " ORDER BY call_index").c_str());
     const trace_file::Stmt& row = st.stmt();
     while (st.step()) {
       int64_t ci = row.column_i64(0);
       if (ci <= previous) throw FileSkip("corrupt: op chunk " + table + " overlaps the one before it (call_index " + std::to_string(ci) + ")");
       previous = ci;
       const bool completed = !row.is_null(4);
-      if (row.is_null(2)) {
+      // The state is read, as the full loader reads it, so that every command agrees on it.
+      const vocab::State state = state_v2(ci, row.column_i64(5), version, !row.is_null(2));
+      if (row.is_null(2) || state == vocab::State::Captured) {
         index.add_unsequenced(completed);
         continue;
       }
@@ -724,11 +783,25 @@ void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, const
   }
 }
 
+// The most a rollback journal can hold beside its database: (page size + 8) per page, counted
+// generously, and room for the segment headers of a small file.
+constexpr uintmax_t kMaxJournalFactor = 2;
+constexpr uintmax_t kJournalSlackBytes = 1 << 20;
+
 // A crashed writer can leave a hot rollback journal, which a read-only connection must not
 // replay. Read a private copy instead, so the trace itself is never modified.
 template <class Fn>
 void with_rollback_copy(const std::string& path, const LoadOptions& opt, Fn&& fn) {
   std::error_code ec;
+  // A rollback journal holds the original of each page a transaction changed: never more than
+  // the pages the file had, plus a header per sector-sized segment. One larger (a sparse
+  // gigabyte beside a small trace) is not copied into $TMPDIR: the file is skipped instead.
+  const auto db_bytes = fs::file_size(path, ec);
+  const auto journal_bytes = ec ? 0 : fs::file_size(path + "-journal", ec);
+  if (ec) throw FileSkip("hot journal that cannot be measured: " + ec.message());
+  if (journal_bytes > kMaxJournalFactor * db_bytes + kJournalSlackBytes)
+    throw FileSkip("its -journal (" + std::to_string(journal_bytes) + " bytes) is larger than any rollback of a " +
+                   std::to_string(db_bytes) + "-byte trace could need: not read");
   std::string tmpl = (fs::temp_directory_path(ec) / "lockstep-rollback-XXXXXX").string();
   if (ec || !mkdtemp(tmpl.data())) throw FileSkip("hot journal and no temporary directory to roll back a copy in");
   fs::path tmp(tmpl);
@@ -880,7 +953,7 @@ Process load_process_counts(const std::string& path, RecordCounts& counts, const
         Query launches(db, "SELECT count(*) FROM graph_launches");
         if (launches.step()) counts.graph_launches = launches.i64(0);
       }
-      if (p.meta.count("profiler_plugin") && table_exists(db, "profiler_ops")) {
+      if (p.meta.count(schema::meta::kProfilerPlugin) && table_exists(db, "profiler_ops")) {
         Query plugin(db, "SELECT count(*), coalesce(sum(seen_by != ?1), 0) FROM profiler_ops");
         plugin.bind().text(1, schema::kSeenByBoth);
         if (plugin.step()) counts.plugin_calls = plugin.i64(0), counts.plugin_only = plugin.i64(1);
@@ -1179,8 +1252,12 @@ class FileDetails : public TraceDetails {
 // Reads one file's plugin tables. false: the file has none (NCCL never loaded the plugin there).
 bool load_plugin_coverage(const std::string& path, size_t max_examples, ProcessCoverage* out) {
   trace_file::Db db;
-  if (db.open(path, SQLITE_OPEN_READONLY) != SQLITE_OK) return false;
+  if (db.open_untrusted(path) != SQLITE_OK) return false;
   db.busy_timeout(2000);
+  if (std::string why = trace_file::unsafe_object(db.get(), schema::kSchemaVersion); !why.empty()) {
+    out->error = why;
+    return false;
+  }
   bool any = false;
   auto query = [&](const char* sql, auto&& each) {
     trace_file::Stmt st(db.get(), sql, false);

@@ -1,6 +1,7 @@
 #include "trace_validation.h"
 
 #include "identity.h"
+#include "meta_keys.h"
 #include "trace_file.h"
 
 #include <time.h>
@@ -30,6 +31,7 @@ const char* evidence_kind_name(EvidenceKind k) {
     case EvidenceKind::kDigestInconsistent: return "digest_inconsistent";
     case EvidenceKind::kUnverifiedHistory: return "unverified_history";
     case EvidenceKind::kBenchmarkSwitches: return "benchmark_switches";
+    case EvidenceKind::kFrHistoryDropped: return "fr_history_dropped";
   }
   return "unknown";
 }
@@ -80,6 +82,10 @@ std::string header_defect(const Process& p) {
   }
   for (const Comm& c : p.comms) {
     if (c.init_rc != 0) continue;
+    // nranks 0 is the NULL-comm placeholder's alone (handle 0, interposer/recorder.cpp): a
+    // communicator with a handle and no ranks is corrupt, never one nobody has to join.
+    if (c.nranks == 0 && c.handle != 0)
+      return "corrupt: comm " + short8(c.hash) + " has nranks 0 (valid: 1.." + std::to_string(kMaxRanks) + ")";
     if (c.nranks < 0 || c.nranks > kMaxRanks)
       return "corrupt: comm " + short8(c.hash) + " has nranks " + std::to_string(c.nranks) + " (valid: 1.." +
              std::to_string(kMaxRanks) + ")";
@@ -251,9 +257,17 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
     if (p.dropped_records > 0)
       add_about(EvidenceKind::kDroppedRecords, i,
                 "dropped " + std::to_string(p.dropped_records) + " records (its trace has gaps)", " ");
-    auto st = p.meta.find("recorder_stopped");
+    // The loader accepts only "0" or "1" (and skips the file otherwise).
+    if (auto fr = p.meta.find(schema::meta::kFrHistoryDropped); fr != p.meta.end() && fr->second == "1") {
+      auto first = p.meta.find(schema::meta::kFrFirstRecordId);
+      add_about(EvidenceKind::kFrHistoryDropped, i,
+                "its Flight Recorder dump lost entries (fr_history_dropped" +
+                    (first != p.meta.end() ? ", oldest record kept " + first->second : std::string()) +
+                    "); the collectives they held are unknown");
+    }
+    auto st = p.meta.find(schema::meta::kRecorderStopped);
     if (st != p.meta.end() && !st->second.empty()) {
-      auto det = p.meta.find("recorder_stopped_detail");
+      auto det = p.meta.find(schema::meta::kRecorderStoppedDetail);
       add_about(EvidenceKind::kRecorderStopped, i,
                 "the recorder stopped recording (" + st->second +
                     (det != p.meta.end() && !det->second.empty() ? ": " + det->second : "") + "); later calls are missing");

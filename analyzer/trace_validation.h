@@ -29,6 +29,8 @@ enum class EvidenceKind {
                       // that do not overlap with no common checkpoint, retired point-to-point messages,
                       // late ops the retired range could not take in (meta late_retired_ops)
   kBenchmarkSwitches, // benchmark switches turned parts of the recorder off (meta bench_off): not evidence
+  kFrHistoryDropped,  // a Flight Recorder dump whose ring lost entries (meta fr_history_dropped = 1):
+                      // what the lost entries held is unknown
 };
 // "skipped_file", "missing_member", ... (the JSON spelling; docs/analyzer.md).
 const char* evidence_kind_name(EvidenceKind k);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "analyze_common.h"
+#include "meta_keys.h"
 #include "commands.h"
 #include "exit_codes.h"
 #include "text_escape.h"
@@ -67,10 +68,10 @@ void report(const FileFacts& f) {
     return std::string(label) + (m(key).empty() ? "(not recorded)" : printable_prefix(m(key)));
   };
   std::cout << ": " << field("rank ", "global_rank") << ", " << field("pid ", "pid") << " on " << field("", "host") << "\n";
-  std::cout << "  libnccl used: " << (m("nccl_library").empty() ? "(unknown)" : printable_prefix(m("nccl_library")))
-            << " (version " << printable_prefix(m("nccl_version")) << ")\n";
+  std::cout << "  libnccl used: " << (m(schema::meta::kNcclLibrary).empty() ? "(unknown)" : printable_prefix(m(schema::meta::kNcclLibrary)))
+            << " (version " << printable_prefix(m(schema::meta::kNcclVersion)) << ")\n";
   std::string libs = m("nccl_libraries");
-  if (!libs.empty() && libs != m("nccl_library"))
+  if (!libs.empty() && libs != m(schema::meta::kNcclLibrary))
     std::cout << "  every libnccl it called: " << printable_prefix(libs) << "\n";
   std::string reached = m("nccl_reached");
   std::cout << "  reached through: ";
@@ -95,13 +96,13 @@ void report(const FileFacts& f) {
             << (preloaded ? "NCCL entry points (LD_PRELOAD), CUDA graphs through the runtime "
                             "and the driver API (cuGetProcAddress included)"
                           : "none of the interposer's (liblockstep was not preloaded)")
-            << (plugin ? "; NCCL's profiler plugin (" + printable_prefix(m("profiler_plugin")) + ")" : std::string())
+            << (plugin ? "; NCCL's profiler plugin (" + printable_prefix(m(schema::meta::kProfilerPlugin)) + ")" : std::string())
             << "; CUPTI: not used\n";
   if (plugin)
     std::cout << "  coverage: the plugin saw " << f.counts.plugin_calls << " NCCL calls, " << f.counts.plugin_only
               << " of them not seen by the interposer\n";
   std::cout << "  recorded: " << f.counts.op_rows << " op rows, " << f.counts.captured << " captured into graphs, "
-            << f.counts.graph_launches << " graph launches; stacks " << printable_prefix(m("stack_mode")) << "\n";
+            << f.counts.graph_launches << " graph launches; stacks " << printable_prefix(m(schema::meta::kStackMode)) << "\n";
   std::vector<std::string> missed;
   if (has(reached, "unhooked"))
     missed.push_back("more libnccl copies than lockstep has hook slots (4): calls through the "
@@ -120,11 +121,11 @@ void report(const FileFacts& f) {
     missed.push_back("ops were captured into CUDA graphs but no launch was seen: a launch "
                      "through a statically linked cudart or a per-thread-stream (_ptsz) driver "
                      "entry point is not counted");
-  if (!m("recorder_stopped").empty())
-    missed.push_back("the recorder stopped (" + printable_prefix(m("recorder_stopped")) +
+  if (!m(schema::meta::kRecorderStopped).empty())
+    missed.push_back("the recorder stopped (" + printable_prefix(m(schema::meta::kRecorderStopped)) +
                      "): later ops are missing");
-  if (m("dropped_records") != "" && m("dropped_records") != "0")
-    missed.push_back(printable_prefix(m("dropped_records")) + " records dropped (queue full)");
+  if (m(schema::meta::kDroppedRecords) != "" && m(schema::meta::kDroppedRecords) != "0")
+    missed.push_back(printable_prefix(m(schema::meta::kDroppedRecords)) + " records dropped (queue full)");
   for (const auto& s : missed) std::cout << "  missed: " << s << "\n";
 }
 

@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "commands.h"
+#include "env_vars.h"
 #include "exit_codes.h"
 #include "model_check.h"
 #include "text_escape.h"
@@ -75,7 +76,7 @@ int run_rank_from_env(const ReplayArgs& a) {
               << " is set to a rank\n";
     return kExitUsage;
   }
-  const char* rdv = std::getenv("LOCKSTEP_RENDEZVOUS_DIR");
+  const char* rdv = std::getenv(schema::env::kRendezvousDir);
   if (!rdv || !*rdv) {
     std::cerr << "lockstep replay: --rank-from-env needs LOCKSTEP_RENDEZVOUS_DIR: an empty directory every rank sees "
                  "(unique ids are exchanged there)\n";
@@ -113,7 +114,7 @@ int run_local(const ReplayArgs& a) {
   o.seed = a.seed;
   o.max_delay_us = a.max_delay_us;
   o.worker_exe = (fs::path(self_exe()).parent_path() / "lockstep-replay-worker").string();
-  if (const char* w = std::getenv("LOCKSTEP_REPLAY_WORKER"); w && *w) o.worker_exe = w;
+  if (const char* w = std::getenv(schema::env::kReplayWorker); w && *w) o.worker_exe = w;
   if (!a.no_record) o.preload = preload_library_path();
   o.echo_output = a.verbose;
   replay::ReplayResult r = replay::run_replay(o, std::cout);

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "env_vars.h"
 #include "commands.h"
 #include "exit_codes.h"
 
@@ -47,11 +48,15 @@ int run(const RunArgs& a) {
   const char* old = std::getenv("LD_PRELOAD");
   std::string preload = lib + (old && *old ? ":" + std::string(old) : "");
   setenv("LD_PRELOAD", preload.c_str(), 1);
-  setenv("LOCKSTEP_DIR", dir.c_str(), 1);
-  setenv("LOCKSTEP_ANALYZER", self_exe().c_str(), 1);
-  if (!a.stacks.empty()) setenv("LOCKSTEP_STACKS", a.stacks.c_str(), 1);
-  if (a.hang_timeout >= 0) setenv("LOCKSTEP_HANG_TIMEOUT", std::to_string(a.hang_timeout).c_str(), 1);
-  if (a.max_mb >= 0) setenv("LOCKSTEP_MAX_MB", std::to_string(a.max_mb).c_str(), 1);
+  namespace env = schema::env;
+  setenv(env::kDir, dir.c_str(), 1);
+  setenv(env::kAnalyzer, self_exe().c_str(), 1);
+  if (!a.stacks.empty()) setenv(env::kStacks, a.stacks.c_str(), 1);
+  if (a.hang_timeout >= 0) setenv(env::kHangTimeout, std::to_string(a.hang_timeout).c_str(), 1);
+  if (a.max_mb >= 0) setenv(env::kMaxMb, std::to_string(a.max_mb).c_str(), 1);
+  // Under `lockstep run`, SIGUSR1 (`scancel --signal=USR1`, `kill -USR1`) flushes the traces of
+  // a running job and lets it run on (docs/slurm.md); a value the user set is kept.
+  setenv(env::kSigusr1, env::kSigusr1Flush, 0);
 
   std::vector<char*> argv;
   for (auto& s : a.cmd) argv.push_back(const_cast<char*>(s.c_str()));
@@ -67,7 +72,7 @@ int run(const RunArgs& a) {
 
 void add_run_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<RunArgs>();
-  if (const char* d = std::getenv("LOCKSTEP_DIR"); d && *d) args->dir = d;
+  if (const char* d = std::getenv(schema::env::kDir); d && *d) args->dir = d;
   auto* sub = app.add_subcommand("run", "Run CMD with the recorder preloaded; every process writes into DIR");
   sub->add_option("-o,--output", args->dir, "Trace directory (created; default $LOCKSTEP_DIR or ./lockstep-trace)");
   sub->add_option("--stacks", args->stacks, "Call stacks per op: none, native or python (recorder default if unset)")

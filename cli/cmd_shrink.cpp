@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "commands.h"
+#include "env_vars.h"
 #include "identity.h"
 #include "emit.h"
 #include "exit_codes.h"
@@ -42,7 +43,7 @@ std::string replay_check(const ShrinkArgs& a, const shrink::Result& r, std::stri
   o.out_dir = tmp;
   o.timeout_s = a.replay_timeout_s;
   o.worker_exe = (fs::path(self_exe()).parent_path() / "lockstep-replay-worker").string();
-  if (const char* w = std::getenv("LOCKSTEP_REPLAY_WORKER"); w && *w) o.worker_exe = w;
+  if (const char* w = std::getenv(schema::env::kReplayWorker); w && *w) o.worker_exe = w;
   if (!a.nccl_lib_dir.empty()) {
     const char* old = std::getenv("LD_LIBRARY_PATH");
     o.env["LD_LIBRARY_PATH"] = a.nccl_lib_dir + (old && *old ? std::string(":") + old : std::string());

@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "analyze_common.h"
+#include "env_vars.h"
 #include "commands.h"
 #include "exit_codes.h"
 #include "flightrec.h"
@@ -27,7 +28,7 @@ std::string self_exe() {
 bool stdout_color() { return isatty(STDOUT_FILENO) && !std::getenv("NO_COLOR"); }
 
 std::string preload_library_path() {
-  if (const char* env = std::getenv("LOCKSTEP_PRELOAD"); env && *env) return env;
+  if (const char* env = std::getenv(schema::env::kPreload); env && *env) return env;
   // Relative to this executable, so an installed prefix can move: PREFIX/lib/lockstep/ (cmake
   // --install, the Debian package), then the build tree's lib/.
   const std::filesystem::path bin = std::filesystem::path(self_exe()).parent_path();

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "flightrec.h"
+#include "file_name.h"
 #include "trace_schema.h"
 
 namespace fs = std::filesystem;
@@ -36,6 +37,16 @@ std::vector<std::string> candidates(const std::string& dir) {
   return out;
 }
 
+// A candidate too large to read: a pickle, or JSON whose first 64 KiB name a dump's keys.
+bool looks_like_dump(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(1 << 16, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(in.gcount()));
+  return sniff(std::string_view(head).substr(0, 64)) == Format::kPickle || head.find("\"pg_config\"") != std::string::npos ||
+         head.find("\"entries\"") != std::string::npos;
+}
+
 std::string slurp(const std::string& path, size_t limit) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw DumpError("cannot open");
@@ -55,6 +66,17 @@ DirDumps load_dir(const std::string& dir) {
   Limits lim;
   std::vector<FrDump> dumps;
   for (const std::string& path : candidates(dir)) {
+    // Over the limit: named as skipped without being read (reading it would cost its size in
+    // memory first). A pickle is a dump; a JSON file only if its head says so.
+    std::error_code ec;
+    if (const auto size = fs::file_size(path, ec); !ec && size > lim.max_input_bytes) {
+      if (looks_like_dump(path)) {
+        out.dump_files.push_back(path);
+        out.skipped.push_back({path, "Flight Recorder dump skipped: " + std::to_string(size) + " bytes, over the reader's limit of " +
+                                         std::to_string(lim.max_input_bytes)});
+      }
+      continue;
+    }
     std::string bytes;
     try {
       bytes = slurp(path, lim.max_input_bytes);
@@ -62,6 +84,12 @@ DirDumps load_dir(const std::string& dir) {
     } catch (const DumpError& e) {
       // A JSON file that is not a dump at all (a report, a timeline) is not evidence: ignore it.
       std::string why = e.what();
+      // Grown past the limit since it was measured: named like one that was too large then.
+      if (bytes.empty() && why.rfind("larger than", 0) == 0 && looks_like_dump(path)) {
+        out.dump_files.push_back(path);
+        out.skipped.push_back({path, "Flight Recorder dump skipped: " + why + ", over the reader's limit"});
+        continue;
+      }
       bool pickle = sniff(std::string_view(bytes).substr(0, 64)) == Format::kPickle;
       if (!pickle && bytes.find("\"pg_config\"") == std::string::npos && bytes.find("\"entries\"") == std::string::npos) continue;
       out.dump_files.push_back(path);
@@ -94,10 +122,7 @@ DirDumps load_dir(const std::string& dir) {
 namespace {
 
 std::string trace_name(const std::string& dump_path) {
-  std::string n = fs::path(dump_path).filename().string();
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
-  return n + schema::kFileSuffix;
+  return schema::safe_file_component(fs::path(dump_path).filename().string()) + schema::kFileSuffix;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "flightrec.h"
+#include "meta_keys.h"
 
 namespace lockstep::flightrec {
 
@@ -188,15 +189,15 @@ Process to_process(const FrDump& d, int global_rank) {
   p.path = d.path;
   // A dump names no host and no pid: p.host and p.pid stay empty (the file is p.path).
   p.global_rank = global_rank;
-  p.meta["source"] = "pytorch_flight_recorder";
+  p.meta[schema::meta::kSource] = schema::meta::kSourceFlightRecorder;
   p.meta["fr_dump_file"] = d.path;
   p.meta["fr_format"] = d.format;
   p.meta["fr_version"] = d.version;
   p.meta["fr_comm_lib_version"] = d.comm_lib_version;
-  p.meta["fr_ring_window"] = "1";  // a ring: older entries may have been overwritten
-  p.meta["global_rank"] = std::to_string(global_rank);
-  p.meta["global_rank_source"] = "fr_file_name";
-  p.meta["fr_entries"] = std::to_string(d.entries.size());
+  p.meta[schema::meta::kFrRingWindow] = "1";  // a ring: older entries may have been overwritten
+  p.meta[schema::meta::kGlobalRank] = std::to_string(global_rank);
+  p.meta[schema::meta::kGlobalRankSource] = "fr_file_name";
+  p.meta[schema::meta::kFrEntries] = std::to_string(d.entries.size());
   for (auto& [pg, st] : d.pg_status)
     for (auto& [k, v] : st) p.meta["fr_pg_status." + pg + "." + k] = std::to_string(v);
 
@@ -209,7 +210,7 @@ Process to_process(const FrDump& d, int global_rank) {
   for (auto& g : groups)
     if (global_rank < 0 && g.ranks.size() == 1) global_rank = g.ranks[0];
   p.global_rank = global_rank;
-  p.meta["global_rank"] = std::to_string(global_rank);
+  p.meta[schema::meta::kGlobalRank] = std::to_string(global_rank);
   std::map<std::string, int> desc_uses;
   for (auto& g : groups) desc_uses[g.desc]++;
   std::map<std::string, int> comm_of;
@@ -259,8 +260,8 @@ Process to_process(const FrDump& d, int global_rank) {
   int64_t first_record = order.empty() ? 0 : order.front()->record_id;
   int64_t gaps = 0;
   for (size_t k = 1; k < order.size(); ++k) gaps += order[k]->record_id - order[k - 1]->record_id - 1;
-  p.meta["fr_first_record_id"] = std::to_string(first_record);
-  p.meta["fr_history_dropped"] = (first_record > 0 || gaps > 0) ? "1" : "0";
+  p.meta[schema::meta::kFrFirstRecordId] = std::to_string(first_record);
+  p.meta[schema::meta::kFrHistoryDropped] = (first_record > 0 || gaps > 0) ? "1" : "0";
 
   auto seq_of = [](const FrEntry& e) { return e.is_p2p ? kP2PSeqBase + e.p2p_seq_id : e.collective_seq_id; };
   std::vector<bool> grouped(order.size(), false);
@@ -293,7 +294,6 @@ Process to_process(const FrDump& d, int global_rank) {
     o.call_index = e.record_id + 1;
     o.comm = comm->second;
     o.seq = seq_of(e);
-    o.stream = static_cast<uint64_t>(o.comm + 1) * 2 + (e.is_p2p ? 1 : 0);
     o.tid = e.thread_id;
     o.thread_name = e.thread_name;
     o.issue_mono_ns = o.issue_wall_ns = e.time_created_ns;
@@ -325,6 +325,20 @@ Process to_process(const FrDump& d, int global_rank) {
     } else {
       map_entry(e, o);
     }
+    // A dump records no stream. A group's collectives share one (torch issues them in order on
+    // the group's stream). Point-to-point ops do not: torch runs them on a communicator and
+    // stream per pair of ranks, where NCCL may complete a send before its peer's matching
+    // receive is reached; one stream for a send and the receive after it would make the model
+    // wait for what does not wait, and invent a deadlock. So each peer and direction gets its
+    // own stream: ordering is kept only where nothing can overtake.
+    const uint64_t comm_streams = static_cast<uint64_t>(o.comm + 1) << 32;
+    if (o.op == vocab::Op::Send || o.op == vocab::Op::Recv)
+      o.stream = comm_streams | (static_cast<uint64_t>(static_cast<uint32_t>(o.peer) + 1) << 2) |
+                 (o.op == vocab::Op::Send ? 1 : 2);
+    else if (e.is_p2p || o.op == vocab::Op::SendRecv)
+      o.stream = comm_streams | 3;  // a group of point-to-point ops
+    else
+      o.stream = comm_streams;
     o.completed = state_from->state == "completed";
     o.complete_mono_ns = o.completed ? std::max(state_from->time_completed_ns, e.time_created_ns) : 0;
     newest_ns = std::max({newest_ns, e.time_created_ns, state_from->time_started_ns, state_from->time_completed_ns});
@@ -350,11 +364,11 @@ Process to_process(const FrDump& d, int global_rank) {
   }
   for (auto& [c, s] : first_seq) p.meta["fr_window_first_seq." + p.comms[c].name] = std::to_string(s);
   p.last_flush_mono_ns = newest_ns;
-  p.meta["last_flush_mono_ns"] = std::to_string(newest_ns);
+  p.meta[schema::meta::kLastFlushMonoNs] = std::to_string(newest_ns);
   // A dump is torch's own record of the process at dump time: its window is complete up to
   // then (the caveat line names the ring), like a trace with an exit record.
   p.exit_reason = "fr_dump";
-  p.meta["exit_reason"] = p.exit_reason;
+  p.meta[schema::meta::kExitReason] = p.exit_reason;
   return p;
 }
 

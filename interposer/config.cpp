@@ -14,6 +14,8 @@
 
 namespace lockstep::rec {
 
+namespace vars = schema::env;  // the names, defaults and ranges
+
 bool parse_seconds(const char* s, double min, double max, double* out) {
   if (!s || !*s) return false;
   // strtod accepts "inf", "nan", hex floats and leading spaces: only plain decimal numbers here.
@@ -49,47 +51,47 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
     warnings->push_back(std::string(name) + "=" + shown + " is not " + expected + "; using " + dflt);
   };
 
-  if (const char* v = env("LOCKSTEP_DIR"); v && *v) c.dir = v;
+  if (const char* v = env(vars::kDir); v && *v) c.dir = v;
 
-  if (const char* v = env("LOCKSTEP_STACKS"); v && *v) {
+  if (const char* v = env(vars::kStacks); v && *v) {
     if (!strcmp(v, "none")) c.stacks = StacksSetting::None;
     else if (!strcmp(v, "native")) c.stacks = StacksSetting::Native;
     else if (!strcmp(v, "python")) c.stacks = StacksSetting::Python;
-    else warn_default("LOCKSTEP_STACKS", v, "one of none|native|python", "the default");
+    else warn_default(vars::kStacks, v, "one of none|native|python", "the default");
   }
 
-  if (const char* v = env("LOCKSTEP_HANG_TIMEOUT"); v && *v) {
+  if (const char* v = env(vars::kHangTimeout); v && *v) {
     char expected[96];
     snprintf(expected, sizeof expected, "a number of seconds in [0, %.0f] (0 = off)",
              kMaxHangTimeoutS);
     if (!parse_seconds(v, 0, kMaxHangTimeoutS, &c.hang_timeout_s)) {
       c.hang_timeout_s = kDefaultHangTimeoutS;
-      warn_default("LOCKSTEP_HANG_TIMEOUT", v, expected, "60");
+      warn_default(vars::kHangTimeout, v, expected, std::to_string(int(kDefaultHangTimeoutS)));
     }
   }
 
-  if (const char* v = env("LOCKSTEP_ANALYZER"); v && *v) c.analyzer = v;
+  if (const char* v = env(vars::kAnalyzer); v && *v) c.analyzer = v;
 
-  if (const char* v = env("LOCKSTEP_BENCH_OFF"); v && *v)
+  if (const char* v = env(vars::kBenchOff); v && *v)
     if (!parse_bench_off(v, &c.bench_off))
-      warn_default("LOCKSTEP_BENCH_OFF", v,
+      warn_default(vars::kBenchOff, v,
                    "a list of recorder,stack,capture,clock,event,queue,watchdog,waits,memop", "none");
-  if (const char* v = env("LOCKSTEP_COMPLETION"); v && *v) {
+  if (const char* v = env(vars::kCompletion); v && *v) {
     if (!strcmp(v, "memop")) c.completion_memop = true;
     else if (!strcmp(v, "covering")) c.completion_covering = true;
     else if (strcmp(v, "event"))
-      warn_default("LOCKSTEP_COMPLETION", v, "one of event|memop|covering", "event");
+      warn_default(vars::kCompletion, v, "one of event|memop|covering", vars::kDefaultCompletion);
   }
-  if (const char* v = env("LOCKSTEP_COMPLETION_WINDOW"); v && *v) {
+  if (const char* v = env(vars::kCompletionWindow); v && *v) {
     if (!parse_int(v, 1, kMaxCompletionWindow, &c.completion_window)) {
       char expected[64];
       snprintf(expected, sizeof expected, "a number of ops in [1, %lld]",
                static_cast<long long>(kMaxCompletionWindow));
-      warn_default("LOCKSTEP_COMPLETION_WINDOW", v, expected,
+      warn_default(vars::kCompletionWindow, v, expected,
                    std::to_string(kDefaultCompletionWindow));
     }
   }
-  if (const char* v = env("LOCKSTEP_MAX_MB"); v && *v) {
+  if (const char* v = env(vars::kMaxMb); v && *v) {
     int64_t mb = 0;
     if (parse_int(v, 0, kMaxMaxMb, &mb) && (mb == 0 || mb >= kMinMaxMb)) {
       c.max_mb = mb;
@@ -97,8 +99,13 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
       char expected[96];
       snprintf(expected, sizeof expected, "a size in MiB in [%lld, %lld] (0 = no cap)",
                static_cast<long long>(kMinMaxMb), static_cast<long long>(kMaxMaxMb));
-      warn_default("LOCKSTEP_MAX_MB", v, expected, std::to_string(kDefaultMaxMb));
+      warn_default(vars::kMaxMb, v, expected, std::to_string(kDefaultMaxMb));
     }
+  }
+  if (const char* v = env(vars::kSigusr1); v && *v) {
+    if (!strcmp(v, vars::kSigusr1Flush)) c.sigusr1_flush_only = true;
+    else if (strcmp(v, vars::kSigusr1Default))
+      warn_default(vars::kSigusr1, v, "one of default|flush", vars::kSigusr1Default);
   }
   return c;
 }

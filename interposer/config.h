@@ -9,27 +9,23 @@
 #include <string>
 #include <vector>
 
+#include "env_vars.h"
+
 namespace lockstep::rec {
 
 enum class StacksSetting { Auto, None, Native, Python };
 
-inline constexpr double kDefaultHangTimeoutS = 60;
-// Above this a timeout is no timeout; also keeps seconds * 1e9 far inside int64 nanoseconds.
-inline constexpr double kMaxHangTimeoutS = 1e7;  // ~116 days
-
-// The trace-size cap per process (LOCKSTEP_MAX_MB): 256 MiB keeps ~7 M ops at full detail
-// (schema 2, ~35 bytes/op) and costs a 256-rank job 64 GiB on its shared filesystem at most.
-inline constexpr int64_t kDefaultMaxMb = 256;
-inline constexpr int64_t kMinMaxMb = 1;          // below this the header alone does not fit
-inline constexpr int64_t kMaxMaxMb = 1 << 22;    // 4 TiB: far beyond any filesystem's file
-
-// LOCKSTEP_COMPLETION=covering: at most this many ops of a stream between two covering events
-// (completion.h); 1 = an event after every op.
-inline constexpr int64_t kDefaultCompletionWindow = 8;
-inline constexpr int64_t kMaxCompletionWindow = 4096;
+// Names, defaults and ranges: schema/env_vars.h (declared once, for the CLI and the docs too).
+using schema::env::kDefaultHangTimeoutS;
+using schema::env::kMaxHangTimeoutS;
+using schema::env::kDefaultMaxMb;
+using schema::env::kMinMaxMb;
+using schema::env::kMaxMaxMb;
+using schema::env::kDefaultCompletionWindow;
+using schema::env::kMaxCompletionWindow;
 
 struct Config {
-  std::string dir = "lockstep-trace";              // LOCKSTEP_DIR (relative: to the cwd)
+  std::string dir = schema::env::kDefaultDir;      // LOCKSTEP_DIR (relative: to the cwd)
   StacksSetting stacks = StacksSetting::Auto;      // LOCKSTEP_STACKS none|native|python
   double hang_timeout_s = kDefaultHangTimeoutS;    // LOCKSTEP_HANG_TIMEOUT, 0 = off
   std::string analyzer;                            // LOCKSTEP_ANALYZER ("" = no diagnosis)
@@ -38,6 +34,7 @@ struct Config {
   bool completion_memop = false;                   // LOCKSTEP_COMPLETION event|memop|covering
   bool completion_covering = false;
   int64_t completion_window = kDefaultCompletionWindow;  // LOCKSTEP_COMPLETION_WINDOW (covering)
+  bool sigusr1_flush_only = false;                 // LOCKSTEP_SIGUSR1 default|flush
 };
 
 using EnvLookup = std::function<const char*(const char*)>;

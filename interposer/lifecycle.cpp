@@ -7,8 +7,10 @@
 // 1 s — both async-signal-safe. The writer commits everything queued. If the signal lands on the
 // writer thread itself, or the writer is stuck, the handler does not wait (longer): at worst the
 // last ~50 ms are lost. Then the previous disposition runs: a handler is called, SIG_DFL is
-// restored and the signal re-raised (it is delivered when this handler returns). SIGUSR1 whose
-// previous disposition was SIG_DFL is taken as "flush now" and does not kill the process.
+// restored and the signal re-raised (it is delivered when this handler returns). SIGUSR1 is the
+// recorder's "flush now": over SIG_DFL it flushes and then kills the process as it would have
+// without the recorder (exit_reason SIGUSR1_default), unless LOCKSTEP_SIGUSR1=flush (which
+// `lockstep run` sets) asks to flush and live on (exit_reason SIGUSR1, a snapshot, not an end).
 //
 // The program must not see a difference (docs/review-2026-12-02.md L1-L3, L6, L7):
 // - a signal the program ignores keeps SIG_IGN (no handler of ours: exec'd children inherit it,
@@ -26,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "config.h"
 #include "recorder_state.h"
 #include "sqlite_section.h"
 
@@ -38,6 +41,10 @@ namespace {
 constexpr int kSignals[] = {SIGTERM, SIGINT, SIGABRT, SIGUSR1, SIGHUP,
                             SIGQUIT, SIGPIPE, SIGXFSZ, SIGALRM, SIGUSR2};
 struct sigaction g_previous[65];
+bool g_sigusr1_flush_only = false;  // LOCKSTEP_SIGUSR1=flush, read when the handlers are installed
+// exit_reason of a process SIGUSR1 killed after the flush (its default action): "SIGUSR1" alone is
+// the flush request's marker, which readers take as "lives on".
+constexpr const char* kSigusr1DeathReason = "SIGUSR1_default";
 std::atomic<bool> g_installed{false};  // once per process image (inherited across fork)
 
 const char* reason_of(int sig) {
@@ -61,13 +68,18 @@ bool is_default(const struct sigaction& a) { return !(a.sa_flags & SA_SIGINFO) &
 void on_signal(int sig, siginfo_t* info, void* uctx) {
   int saved_errno = errno;
   const struct sigaction& prev = g_previous[sig];
-  const bool ends_process = is_default(prev) && sig != SIGUSR1;
+  // SIGUSR1 over SIG_DFL with LOCKSTEP_SIGUSR1=flush: the user's "flush now", and nothing more.
+  const bool flush_request = sig == SIGUSR1 && is_default(prev) && g_sigusr1_flush_only;
+  const bool ends_process = is_default(prev) && !flush_request;
   Recorder* r = current_recorder();
   if (r && r->writer && !r->writer->failed() && !r->writer->is_writer_thread()) {
     // "" = flush without an exit record: the program's handler decides whether this is the end.
-    // SIGUSR1 over SIG_DFL is the user's "flush now": its marker, which no reader takes as an end.
-    const bool flush_request = sig == SIGUSR1 && is_default(prev);
-    r->writer->signal_flush_begin(ends_process || flush_request ? reason_of(sig) : "");
+    // A flush request's marker is SIGUSR1, which no reader takes as an end; SIGUSR1's death
+    // has a name of its own.
+    const char* reason = flush_request ? reason_of(sig)
+                         : ends_process ? (sig == SIGUSR1 ? kSigusr1DeathReason : reason_of(sig))
+                                        : "";
+    r->writer->signal_flush_begin(reason);
     r->writer->signal_flush_wait(1000);
   }
   if (prev.sa_flags & SA_RESETHAND) {
@@ -107,6 +119,7 @@ void after_fork_child() {
 
 void install_lifecycle_handlers() noexcept {
   if (g_installed.exchange(true)) return;
+  g_sigusr1_flush_only = config().sigusr1_flush_only;
   atexit(on_exit_handler);
   at_quick_exit(on_exit_handler);
   pthread_atfork(before_fork, after_fork_parent, after_fork_child);

@@ -20,6 +20,8 @@
 #include <cstring>
 #include <fstream>
 
+#include "meta_keys.h"
+#include "file_name.h"
 #include "clock.h"
 #include "lockstep_version.h"
 #include "log.h"
@@ -312,7 +314,8 @@ namespace {
 // this pid's image before an exec, or by a process of another pid namespace. An existing trace is
 // never replaced (docs/review-2026-12-02.md L4); the claim is an O_EXCL create.
 std::string claim_trace_path(const std::string& dir, const std::string& host, int pid) {
-  const std::string stem = dir + "/" + host + "-" + std::to_string(pid);
+  // The host name is the machine's to choose ("../../x", control bytes): made one safe component.
+  const std::string stem = dir + "/" + schema::safe_file_component(host) + "-" + std::to_string(pid);
   std::string path = stem + schema::kFileSuffix;
   for (int n = 1; n <= 1000; ++n) {
     int fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
@@ -389,28 +392,28 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   trace_file::Tables& t = w->tables_;
   bool ok = w->exec("BEGIN");
   auto meta = [&](const char* k, const std::string& v) { ok = ok && t.meta(k, v) == SQLITE_DONE; };
-  meta("lockstep_version", LOCKSTEP_VERSION);
-  meta("host", info.host);
-  meta("pid", std::to_string(info.pid));
-  meta("global_rank", std::to_string(info.global_rank));
-  meta("global_rank_source", info.global_rank_source);
-  meta("cmdline", info.cmdline);
-  meta("exe", info.exe);
+  meta(schema::meta::kLockstepVersion, LOCKSTEP_VERSION);
+  meta(schema::meta::kHost, info.host);
+  meta(schema::meta::kPid, std::to_string(info.pid));
+  meta(schema::meta::kGlobalRank, std::to_string(info.global_rank));
+  meta(schema::meta::kGlobalRankSource, info.global_rank_source);
+  meta(schema::meta::kCmdline, info.cmdline);
+  meta(schema::meta::kExe, info.exe);
   for (const auto& [key, value] : info.launcher) meta(key.c_str(), value);
-  meta("nccl_version", std::to_string(h.nccl_version));
-  meta("nccl_library", h.nccl_library);
-  meta("stack_mode", h.stack_mode);
-  meta("unwinder", h.unwinder);
-  meta("start_wall_ns", std::to_string(start_wall));
-  meta("start_mono_ns", std::to_string(start_mono));
-  meta("journal_mode", w->journal_mode_);
-  meta("finished", "0");
-  meta("dropped_records", "0");
-  meta("last_flush_mono_ns", std::to_string(mono_ns()));
-  meta("digest_version", std::to_string(digest::kDigestVersion));
-  meta("checkpoint_interval", std::to_string(w->checkpoint_interval_));
-  meta("max_mb", std::to_string(max_mb));
-  meta("retired_ops", "0");
+  meta(schema::meta::kNcclVersion, std::to_string(h.nccl_version));
+  meta(schema::meta::kNcclLibrary, h.nccl_library);
+  meta(schema::meta::kStackMode, h.stack_mode);
+  meta(schema::meta::kUnwinder, h.unwinder);
+  meta(schema::meta::kStartWallNs, std::to_string(start_wall));
+  meta(schema::meta::kStartMonoNs, std::to_string(start_mono));
+  meta(schema::meta::kJournalMode, w->journal_mode_);
+  meta(schema::meta::kFinished, "0");
+  meta(schema::meta::kDroppedRecords, "0");
+  meta(schema::meta::kLastFlushMonoNs, std::to_string(mono_ns()));
+  meta(schema::meta::kDigestVersion, std::to_string(digest::kDigestVersion));
+  meta(schema::meta::kCheckpointInterval, std::to_string(w->checkpoint_interval_));
+  meta(schema::meta::kMaxMb, std::to_string(max_mb));
+  meta(schema::meta::kRetiredOps, "0");
   for (const auto& [k, v] : info.env) ok = ok && t.env(k, v) == SQLITE_DONE;
   ok = ok && w->exec(schema::kStopReserveSql);
   if (!ok || !w->exec("COMMIT")) return fail_open("cannot write trace header");
@@ -508,8 +511,8 @@ bool Writer::signal_flush_wait(int timeout_ms) {
 
 void Writer::stop(const char* exit_reason) {
   if (!thread_.joinable() || is_writer_thread()) return;
-  set_meta("exit_reason", exit_reason);
-  set_meta("finished", "1");
+  set_meta(schema::meta::kExitReason, exit_reason);
+  set_meta(schema::meta::kFinished, "1");
   stop_.store(true);
   uint64_t one = 1;
   ssize_t ignored = write(wake_fd_, &one, sizeof one);
@@ -557,10 +560,10 @@ bool Writer::write_stop_meta(StopReason why, const std::string& detail) {
   // Free the reserved pages first: the rows below take them instead of growing the file.
   sqlite3_exec(db_, schema::kReleaseStopReserveSql, nullptr, nullptr, nullptr);
   const std::pair<const char*, std::string> rows[] = {
-      {"recorder_stopped", stop_reason_name(why)},
-      {"recorder_stopped_detail", detail},
-      {"recorder_stopped_mono_ns", std::to_string(mono_ns())},
-      {"dropped_records", std::to_string(dropped_.load())},
+      {schema::meta::kRecorderStopped, stop_reason_name(why)},
+      {schema::meta::kRecorderStoppedDetail, detail},
+      {schema::meta::kRecorderStoppedMonoNs, std::to_string(mono_ns())},
+      {schema::meta::kDroppedRecords, std::to_string(dropped_.load())},
   };
   bool ok = true;
   for (const auto& [k, v] : rows) ok = ok && tables_.meta(k, v) == SQLITE_DONE;
@@ -618,7 +621,7 @@ void Writer::run() {
     wait_for_wake();
     uint64_t flush_target = flush_req_atomic_.load();
     const char* reason = signal_reason_.exchange(nullptr);
-    if (reason && *reason) set_meta("exit_reason", reason);  // "": a flush, not an end
+    if (reason && *reason) set_meta(schema::meta::kExitReason, reason);  // "": a flush, not an end
     bool stopping = stop_.load();
     if (!failed()) {
       SqliteSection in_sqlite;
@@ -1035,7 +1038,7 @@ void Writer::retire_if_over_cap(int64_t incoming) {
   if (!ok(tables_.retire_op_chunks(hi, &gone), "retire: drop op chunks")) return;
   sig_->rows_in_file -= gone;
   sig_->retired_ops += gone;
-  ok(tables_.meta("retired_ops", std::to_string(sig_->retired_ops)), "retire: meta");
+  ok(tables_.meta(schema::meta::kRetiredOps, std::to_string(sig_->retired_ops)), "retire: meta");
 }
 
 void Writer::commit_batch(bool force_meta) {
@@ -1092,9 +1095,9 @@ void Writer::commit_batch(bool force_meta) {
   if (!ok(tables_.sync_chunk_views(), "op chunk views")) return;
   last_dropped_ = dropped_.load();
   last_meta_mono_ = mono_ns();
-  meta.emplace_back("dropped_records", std::to_string(last_dropped_));
-  meta.emplace_back("last_flush_mono_ns", std::to_string(last_meta_mono_));
-  if (sig_->digest_gaps) meta.emplace_back("digest_gaps", std::to_string(sig_->digest_gaps));
+  meta.emplace_back(schema::meta::kDroppedRecords, std::to_string(last_dropped_));
+  meta.emplace_back(schema::meta::kLastFlushMonoNs, std::to_string(last_meta_mono_));
+  if (sig_->digest_gaps) meta.emplace_back(schema::meta::kDigestGaps, std::to_string(sig_->digest_gaps));
   meta.emplace_back("completions_without_op", std::to_string(sig_->orphan_completions));
   if (sig_->late_parts) meta.emplace_back("late_parts", std::to_string(sig_->late_parts));
   if (int64_t n = sig_->late_retired_ops()) meta.emplace_back("late_retired_ops", std::to_string(n));

@@ -1,6 +1,7 @@
 // launch_ranks: fork/exec N ranks, each in its own process group (so a timeout kills whatever a
 // rank started too), pump their output through pipes, reap them, enforce the timeout.
 #include "launcher.h"
+#include "env_vars.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -77,8 +78,8 @@ struct Child {
   setenv("WORLD_SIZE", n.c_str(), 1);
   setenv("LOCAL_RANK", r.c_str(), 1);
   setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
-  setenv("LOCKSTEP_RENDEZVOUS_DIR", rdv.c_str(), 1);
-  setenv("LOCKSTEP_LAUNCH_ID", launch_id.c_str(), 1);
+  setenv(schema::env::kRendezvousDir, rdv.c_str(), 1);
+  setenv(schema::env::kLaunchId, launch_id.c_str(), 1);
   for (const auto& [k, v] : o.env) setenv(k.c_str(), v.c_str(), 1);
   std::vector<char*> argv;
   for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));

@@ -1,5 +1,8 @@
 #include "replay.h"
 
+#include "env_vars.h"
+#include "meta_keys.h"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -60,9 +63,11 @@ std::vector<std::string> incomplete_evidence(const Schedule& trace) {
     const Process& p = sp.info;
     if (p.global_rank >= 0) ranks.insert(p.global_rank);
     max_rank = std::max(max_rank, p.global_rank);
-    auto stopped = p.meta.find("recorder_stopped");
+    auto stopped = p.meta.find(schema::meta::kRecorderStopped);
     if (stopped != p.meta.end())
       why.push_back(p.path + ": the recorder stopped recording (" + stopped->second + ")");
+    if (auto fr = p.meta.find(schema::meta::kFrHistoryDropped); fr != p.meta.end() && fr->second == "1")
+      why.push_back(p.path + ": its Flight Recorder dump lost entries (fr_history_dropped); the collectives they held are unknown");
     if (p.dropped_records > 0)
       why.push_back(p.path + ": the recorder dropped " + std::to_string(p.dropped_records) + " records");
     // Collectives are aligned by absolute ordinal across a size-cap cut; sends and receives are
@@ -344,8 +349,8 @@ ReplayResult run_replay(const ReplayOptions& o, std::ostream& log) {
     lo.env = o.env;
     if (!o.preload.empty()) {
       lo.env["LD_PRELOAD"] = o.preload;
-      lo.env["LOCKSTEP_DIR"] = tr.trace_dir;
-      if (!lo.env.count("LOCKSTEP_HANG_TIMEOUT")) lo.env["LOCKSTEP_HANG_TIMEOUT"] = "1";
+      lo.env[schema::env::kDir] = tr.trace_dir;
+      if (!lo.env.count(schema::env::kHangTimeout)) lo.env[schema::env::kHangTimeout] = "1";
     }
     lo.prefix_output = o.echo_output;
     LaunchResult lr = launch_ranks(lo);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli_args.h"
+#include "env_vars.h"
 #include "lockstep_version.h"
 #include "rank_env.h"
 #include "worker.h"
@@ -46,6 +47,6 @@ int main(int argc, char** argv) {
   }
   const lockstep::RankFromEnv local = lockstep::local_rank_from_env();
   o.local_rank = local.rank >= 0 ? local.rank : 0;
-  if (const char* d = std::getenv("LOCKSTEP_RENDEZVOUS_DIR")) o.rendezvous_dir = d;
+  if (const char* d = std::getenv(schema::env::kRendezvousDir)) o.rendezvous_dir = d;
   return lockstep::replay::run_worker(o);
 }

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "report.h"
+#include "meta_keys.h"
 #include "saturating.h"
 #include "trace_loader.h"
 
@@ -210,16 +211,16 @@ struct Builder {
       const Process& info = s.procs[p].info;
       if (info.dropped_records > 0 && n_dropped++ < opt.max_list)
         dropped.push_back({{"rank", rank(static_cast<int>(p))}, {"records", info.dropped_records}});
-      auto st = info.meta.find("recorder_stopped");
+      auto st = info.meta.find(schema::meta::kRecorderStopped);
       if (st != info.meta.end() && n_stopped++ < opt.max_list) {
-        auto detail = info.meta.find("recorder_stopped_detail");
+        auto detail = info.meta.find(schema::meta::kRecorderStoppedDetail);
         stopped.push_back({{"rank", rank(static_cast<int>(p))},
                            {"reason", st->second},
                            {"detail", detail == info.meta.end() ? "" : detail->second}});
       }
     }
     e["dropped"] = {{"count", n_dropped}, {"ranks", dropped}};
-    e["recorder_stopped"] = {{"count", n_stopped}, {"ranks", stopped}};
+    e[schema::meta::kRecorderStopped] = {{"count", n_stopped}, {"ranks", stopped}};
 
     json skipped = json::array();
     for (size_t i = 0; i < s.skipped.size() && i < opt.max_list; ++i)

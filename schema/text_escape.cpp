@@ -26,7 +26,15 @@ size_t utf8_len(std::string_view s, size_t i, uint32_t& cp) {
   return n;
 }
 
-bool control(uint32_t cp) { return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F); }
+// Control characters, and the format characters that reorder or hide what a terminal or a
+// browser shows (Trojan Source, CVE-2021-42574): the bidirectional embeddings, overrides and
+// isolates (U+202A..U+202E, U+2066..U+2069), the marks (U+200E, U+200F, U+061C), and the line
+// and paragraph separators (U+2028, U+2029), which some viewers break lines at.
+bool control(uint32_t cp) {
+  return cp < 0x20 || cp == 0x7F || (cp >= 0x80 && cp <= 0x9F) || (cp >= 0x202A && cp <= 0x202E) ||
+         (cp >= 0x2066 && cp <= 0x2069) || cp == 0x200E || cp == 0x200F || cp == 0x061C || cp == 0x2028 ||
+         cp == 0x2029;
+}
 
 }  // namespace
 

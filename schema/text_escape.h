@@ -1,7 +1,9 @@
 // Trace strings (host names, commName, frames, paths) are untrusted: before they reach a
 // terminal, a log or a JSON document they are made printable. Invalid UTF-8 bytes and control
-// characters (C0, DEL, C1) become visible escapes (\x1b, \n, \u0085), so a crafted trace can
-// neither move the cursor, retitle the terminal, spoof report lines, nor break a JSON encoder.
+// characters (C0, DEL, C1) become visible escapes (\x1b, \n, \u0085), and so do the format
+// characters that reorder or hide text (bidi overrides and isolates, U+202E ...: \u202e), so a
+// crafted trace can neither move the cursor, retitle the terminal, spoof report lines, make a
+// line read in another order than its bytes, nor break a JSON encoder.
 #pragma once
 
 #include <string>

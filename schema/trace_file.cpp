@@ -1,5 +1,6 @@
 #include "trace_file.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,13 +37,105 @@ int Stmt::run() {
   return rc;
 }
 
+// The step budget of an untrusted connection: the progress handler runs every kStepsPerCall VM
+// instructions and interrupts the connection once `left` calls have been spent.
+struct ReadBudget {
+  static constexpr int kStepsPerCall = 10000;
+  int64_t left = 0;
+  bool exhausted = false;
+};
+
+Db::Db() = default;
+Db::~Db() { close(); }
+Db::Db(Db&& o) noexcept : db_(o.db_), budget_(std::move(o.budget_)) { o.db_ = nullptr; }
+
 Db& Db::operator=(Db&& o) noexcept {
   if (this != &o) {
     close();
     db_ = o.db_;
     o.db_ = nullptr;
+    budget_ = std::move(o.budget_);
   }
   return *this;
+}
+
+int Db::open_untrusted(const std::string& path, int flags) {
+  int rc = open(path, flags);
+  if (rc != SQLITE_OK) return rc;
+  int unused = 0;
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, &unused);
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, &unused);
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, &unused);
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_VIEW, 0, &unused);
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_TRIGGER, 0, &unused);
+  sqlite3_limit(db_, SQLITE_LIMIT_LENGTH, kMaxValueBytes);
+  sqlite3_limit(db_, SQLITE_LIMIT_EXPR_DEPTH, 100);
+  sqlite3_limit(db_, SQLITE_LIMIT_ATTACHED, 0);
+  // Every read the loader makes is a scan, a join on a key or a sort of the file's rows: a few
+  // hundred VM steps per stored byte at most. A billion steps on top covers small files; only a
+  // query the file's own bytes made endless reaches the bound.
+  struct stat st;
+  const int64_t bytes = ::stat(path.c_str(), &st) == 0 ? int64_t(st.st_size) : 0;
+  budget_ = std::make_unique<ReadBudget>();
+  budget_->left = (int64_t(1000000000) + 512 * bytes) / ReadBudget::kStepsPerCall;
+  sqlite3_progress_handler(
+      db_, ReadBudget::kStepsPerCall,
+      [](void* p) {
+        auto* b = static_cast<ReadBudget*>(p);
+        if (--b->left >= 0) return 0;
+        b->exhausted = true;
+        return 1;
+      },
+      budget_.get());
+  return SQLITE_OK;
+}
+
+bool Db::budget_exhausted() const { return budget_ && budget_->exhausted; }
+
+std::string unsafe_object(sqlite3* db, int64_t schema_version) {
+  static const char* const kRead[] = {"meta", "env", "comms", "hangs", "api_calls", "checkpoints", "signatures",
+                                      "signature_parts", "op_graph", "stacks", "frames", "graph_launches", "waits",
+                                      "profiler_ops", "profiler_comms", "op_rows"};
+  static const char* const kReadV1[] = {"ops", "op_parts", "completions"};
+  auto lower = [](std::string_view s) {
+    std::string r(s);
+    for (char& c : r) c = char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+    return r;
+  };
+  auto is_read = [&](const std::string& name) {
+    for (const char* t : kRead)
+      if (name == t) return true;
+    if (schema_version <= 1)
+      for (const char* t : kReadV1)
+        if (name == t) return true;
+    // op_rows_<k>: the chunk tables (op_chunk_tables reads any name of that form).
+    return name.rfind("op_rows_", 0) == 0 && name.size() > 8 &&
+           name.find_first_not_of("0123456789", 8) == std::string::npos;
+  };
+  std::vector<std::string> names;
+  Stmt st(db, "SELECT type, name, tbl_name, sql FROM sqlite_schema", false);
+  if (!st.ok()) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
+  int rc;
+  while ((rc = st.step()) == SQLITE_ROW) {
+    const std::string type = lower(st.column_text(0)), name = lower(st.column_text(1)),
+                      table = lower(st.column_text(2)), sql = lower(st.column_text(3));
+    if (type == "trigger" && is_read(table)) return "corrupt: its " + table + " table has a trigger";
+    if (!is_read(name)) continue;
+    if (type == "view") return "corrupt: its " + name + " is a view, not a table";
+    if (type != "table") continue;  // an index of one of them
+    if (sql.rfind("create virtual", 0) == 0) return "corrupt: its " + name + " is a virtual table";
+    names.push_back(name);
+  }
+  if (rc != SQLITE_DONE) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
+  // A generated column computes its value on every read: no writer makes one.
+  for (const std::string& name : names) {
+    Stmt cols(db, "SELECT name FROM pragma_table_xinfo(?) WHERE hidden != 0", false);
+    if (!cols.ok()) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
+    cols.text(1, name);
+    if ((rc = cols.step()) == SQLITE_ROW) return "corrupt: its " + name + " table has a generated column";
+    if (rc != SQLITE_DONE) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
+  }
+  return "";
 }
 
 int Db::open(const std::string& path, int flags, const char* vfs) {
@@ -53,6 +146,7 @@ int Db::open(const std::string& path, int flags, const char* vfs) {
 void Db::close() {
   if (db_) sqlite3_close_v2(db_);
   db_ = nullptr;
+  budget_.reset();
 }
 
 int Db::exec(const char* sql) { return sqlite3_exec(db_, sql, nullptr, nullptr, nullptr); }
@@ -518,7 +612,7 @@ bool read_meta_value(sqlite3* db, const char* key, std::string* value) {
 
 int read_global_rank(const std::string& path, int busy_timeout_ms) {
   Db db;
-  if (db.open(path, SQLITE_OPEN_READONLY) != SQLITE_OK) return -1;
+  if (db.open_untrusted(path) != SQLITE_OK) return -1;
   sqlite3_busy_timeout(db.get(), busy_timeout_ms);
   std::string v;
   return read_meta_value(db.get(), "global_rank", &v) ? global_rank_from_meta(v) : -1;

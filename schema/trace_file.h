@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <deque>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,11 +81,13 @@ class Stmt {
   sqlite3_stmt* st_ = nullptr;
 };
 
+struct ReadBudget;
+
 class Db {
  public:
-  Db() = default;
-  ~Db() { close(); }
-  Db(Db&& o) noexcept : db_(o.db_) { o.db_ = nullptr; }
+  Db();
+  ~Db();
+  Db(Db&& o) noexcept;
   Db& operator=(Db&& o) noexcept;
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;
@@ -103,9 +106,33 @@ class Db {
   // One integer from a query (PRAGMA page_count, ...); dflt when it yields nothing.
   int64_t scalar(const char* sql, int64_t dflt = 0);
 
+  // Opens a file that may have been written by anyone (every reader of trace files opens them
+  // so: the loader, the plugin-coverage reader, the recorder's reads of its peers' files).
+  // Read-only unless `flags` say otherwise (the loader's rollback copy), and whatever the bytes:
+  // no extension loading, trusted_schema off (no function with side effects from the file's
+  // SQL), defensive mode, views and triggers disabled (a view can loop forever or build blobs
+  // without end), no string or blob over kMaxValueBytes, and a progress handler that interrupts
+  // the connection after a number of VM steps linear in the file's size (SQLITE_INTERRUPT:
+  // budget_exhausted() says why). SQLITE_OK or the error code, like open().
+  int open_untrusted(const std::string& path, int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
+  // The connection's queries ran past their step budget (the last error is SQLITE_INTERRUPT).
+  bool budget_exhausted() const;
+
  private:
   sqlite3* db_ = nullptr;
+  std::unique_ptr<ReadBudget> budget_;
 };
+
+// The largest string or blob a reader accepts from a trace (SQLITE_LIMIT_LENGTH): far above
+// anything the writers store (a frame name, a node list, a hang message), far below a blob that
+// would exhaust a reader's memory.
+inline constexpr int kMaxValueBytes = 16 << 20;
+
+// The objects a reader reads, checked before any of them is read: each one the file has must be
+// an ordinary table (not a view, not a virtual table) with no trigger attached. `schema_version`:
+// the file's (schema 1 stores ops, op_parts and completions as tables; later schemas as views,
+// which no reader reads). "" when the file passes, else the reason, naming the object.
+std::string unsafe_object(sqlite3* db, int64_t schema_version);
 
 // ---- the rows ---------------------------------------------------------------------------------
 // Fields map to schema/trace_schema.h columns; -1 (or 0 where noted) stands for SQL NULL.

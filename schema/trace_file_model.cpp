@@ -5,6 +5,8 @@
 #include <map>
 #include <tuple>
 
+#include "meta_keys.h"
+#include "file_name.h"
 #include "op_digest.h"
 #include "trace_file.h"
 
@@ -30,18 +32,18 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
   db.check(t.prepare(db.get(), 0, 0), "prepare");
   auto ok = [&](int rc, const char* w) { db.check(rc, std::string("writing ") + w + " of " + path); };
 
-  ok(t.meta("host", p.host), "meta");
-  ok(t.meta("pid", std::to_string(p.pid)), "meta");
-  if (p.global_rank >= 0) ok(t.meta("global_rank", std::to_string(p.global_rank)), "meta");
-  ok(t.meta("finished", p.finished ? "1" : "0"), "meta");
-  if (!p.exit_reason.empty()) ok(t.meta("exit_reason", p.exit_reason), "meta");
-  if (p.last_flush_mono_ns) ok(t.meta("last_flush_mono_ns", std::to_string(p.last_flush_mono_ns)), "meta");
-  if (p.dropped_records) ok(t.meta("dropped_records", std::to_string(p.dropped_records)), "meta");
+  ok(t.meta(schema::meta::kHost, p.host), "meta");
+  ok(t.meta(schema::meta::kPid, std::to_string(p.pid)), "meta");
+  if (p.global_rank >= 0) ok(t.meta(schema::meta::kGlobalRank, std::to_string(p.global_rank)), "meta");
+  ok(t.meta(schema::meta::kFinished, p.finished ? "1" : "0"), "meta");
+  if (!p.exit_reason.empty()) ok(t.meta(schema::meta::kExitReason, p.exit_reason), "meta");
+  if (p.last_flush_mono_ns) ok(t.meta(schema::meta::kLastFlushMonoNs, std::to_string(p.last_flush_mono_ns)), "meta");
+  if (p.dropped_records) ok(t.meta(schema::meta::kDroppedRecords, std::to_string(p.dropped_records)), "meta");
   if (p.checkpoint_interval) {
-    ok(t.meta("checkpoint_interval", std::to_string(p.checkpoint_interval)), "meta");
-    ok(t.meta("digest_version", std::to_string(digest::kDigestVersion)), "meta");
+    ok(t.meta(schema::meta::kCheckpointInterval, std::to_string(p.checkpoint_interval)), "meta");
+    ok(t.meta(schema::meta::kDigestVersion, std::to_string(digest::kDigestVersion)), "meta");
   }
-  if (p.retired_ops) ok(t.meta("retired_ops", std::to_string(p.retired_ops)), "meta");
+  if (p.retired_ops) ok(t.meta(schema::meta::kRetiredOps, std::to_string(p.retired_ops)), "meta");
   for (const auto& [k, v] : p.meta)
     if (k != "schema_version" && k != "op_time_base_mono_ns" && k != "op_wall_offset_ns") ok(t.meta(k, v), "meta");
   for (const auto& [k, v] : p.env) ok(t.env(k, v), "env");
@@ -137,7 +139,8 @@ void write_trace_dir(const Trace& t, const std::string& dir, const ModelWriteOpt
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().string().ends_with(schema::kFileSuffix)) fs::remove(e.path());
   for (const Process& p : t.processes)
-    write_process(p, dir + "/rank-" + std::to_string(p.global_rank) + schema::kFileSuffix, opt);
+    write_process(p, dir + "/" + schema::safe_file_component("rank-" + std::to_string(p.global_rank)) + schema::kFileSuffix,
+                  opt);
 }
 
 }  // namespace lockstep::trace_file

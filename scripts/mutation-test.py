@@ -14,6 +14,10 @@ with a `why:` are accepted survivors (equivalent, or not observable) and are nam
   scripts/mutation-test.py --only inv-early-late-swapped,div-causal-order-le
   scripts/mutation-test.py --list
   scripts/mutation-test.py --only div-causal-order-le --targets analyzer_survivor_tests --tests Survivors
+  scripts/mutation-test.py --own-tests            # each mutant against its `tests:` selection only
+A mutant's optional `tests:` line is a ctest -R regex of the tests written to kill it; with
+--own-tests the mutants that have one run only those (a cheap run on a small machine; mutants
+without one are skipped), and the score printed is over that selection, not the whole suite.
 Results are appended, one JSON line per mutant, to build-mutation/results.jsonl.
 """
 import argparse
@@ -30,7 +34,7 @@ MUTANTS = os.path.join(ROOT, "scripts", "mutation-test-mutants.txt")
 # Per component: the targets to rebuild and the ctest selection to run.
 COMPONENTS = {
     "analyzer": {
-        "targets": ["lockstep_cli", "analyzer_tests", "analyzer_survivor_tests", "cli_tests", "cli_survivor_tests",
+        "targets": ["lockstep_cli", "analyzer_tests", "analyzer_survivor_tests", "cli_tests", "cli_survivor_tests", "cli_hostile_tests",
                     "timeline_tests"],
         "ctest": ["-L", "analyzer|cli|timeline", "-LE", "e2e|fuzz"],
     },
@@ -39,7 +43,7 @@ COMPONENTS = {
         "ctest": ["-L", "replay|cli", "-LE", "e2e|fuzz"],
     },
     "cli": {
-        "targets": ["lockstep_cli", "cli_tests", "cli_survivor_tests"],
+        "targets": ["lockstep_cli", "cli_tests", "cli_survivor_tests", "cli_hostile_tests"],
         "ctest": ["-L", "cli|timeline", "-LE", "e2e|fuzz"],
     },
     "recorder": {
@@ -60,7 +64,7 @@ def parse_mutants(path):
             mutants.append(cur)
             continue
         key, _, value = line.partition(": ")
-        if cur is None or key not in ("file", "find", "replace", "component", "why"):
+        if cur is None or key not in ("file", "find", "replace", "component", "why", "tests"):
             sys.exit(f"mutation-test: bad line in {path}: {line}")
         cur[key] = value
     for m in mutants:
@@ -119,6 +123,8 @@ def main():
     ap.add_argument("--test-timeout", type=int, default=900, help="seconds for one mutant's ctest run")
     ap.add_argument("--targets", help="comma-separated targets to rebuild instead of the component's (a quick check)")
     ap.add_argument("--tests", help="ctest -R regex to run instead of the component's labels (with --targets)")
+    ap.add_argument("--own-tests", action="store_true",
+                    help="run each mutant against its own `tests:` regex only (mutants without one are skipped)")
     a = ap.parse_args()
     if a.targets or a.tests:
         for c in COMPONENTS.values():
@@ -132,6 +138,8 @@ def main():
     if a.only:
         want = set(a.only.split(","))
         mutants = [m for m in mutants if m["name"] in want]
+    if a.own_tests:
+        mutants = [m for m in mutants if "tests" in m]
     if a.list:
         for m in mutants:
             print(f"{m['name']:40} {m['component']:9} {m['file']}")
@@ -149,19 +157,30 @@ def main():
             print(p.stdout[-3000:])
             return 2
     comps = sorted({m["component"] for m in mutants})
+
+    def selection(m):
+        """The ctest arguments a mutant runs, and its baseline key."""
+        if a.own_tests:
+            return ["-R", m["tests"]], (m["component"], m["tests"])
+        return COMPONENTS[m["component"]]["ctest"], (m["component"], "")
+
     baseline = {}
     for c in comps:
-        t0 = time.monotonic()
         p = sh(["cmake", "--build", build, "-j", str(a.jobs), "--target"] + COMPONENTS[c]["targets"], tree, log=log)
         if p.returncode:
             print(f"mutation-test: the unmutated tree does not build for {c}:\n{p.stdout[-3000:]}")
             return 2
-        passed, failed = failing_tests(build, COMPONENTS[c]["ctest"], log, a.test_timeout)
-        baseline[c] = passed
-        print(f"baseline {c}: {len(passed)} tests pass, {len(failed)} fail/not built (ignored) "
-              f"[{time.monotonic() - t0:.0f}s]", flush=True)
+    for m in mutants:
+        ctest_args, key = selection(m)
+        if key in baseline:
+            continue
+        t0 = time.monotonic()
+        passed, failed = failing_tests(build, ctest_args, log, a.test_timeout)
+        baseline[key] = passed
+        print(f"baseline {key[0]} {key[1] or '(labels)'}: {len(passed)} tests pass, {len(failed)} fail/not built "
+              f"(ignored) [{time.monotonic() - t0:.0f}s]", flush=True)
         if not passed:
-            print(f"mutation-test: no test of {c} passes on the unmutated tree; see {log}")
+            print(f"mutation-test: no test of {key} passes on the unmutated tree; see {log}")
             return 2
     killed, survived, accepted, skipped = [], [], [], []
     for m in mutants:
@@ -181,8 +200,9 @@ def main():
             if p.returncode:
                 outcome, detail = "killed", "build fails"
             else:
-                passed, failed = failing_tests(build, c["ctest"], log, a.test_timeout)
-                newly = sorted(baseline[m["component"]] & failed)
+                ctest_args, key = selection(m)
+                passed, failed = failing_tests(build, ctest_args, log, a.test_timeout)
+                newly = sorted(baseline[key] & failed)
                 outcome, detail = ("killed", ", ".join(newly[:3]) + (" ..." if len(newly) > 3 else "")) if newly else ("survived", "")
         except subprocess.TimeoutExpired:
             outcome, detail = "killed", "tests time out"

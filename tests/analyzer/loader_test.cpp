@@ -200,6 +200,38 @@ TEST(Loader, never_modifies_a_trace_even_one_with_a_hot_journal) {
   EXPECT_EQ(slurp(path + "-journal"), journal) << "the journal was modified";
 }
 
+// A journal far larger than any rollback of its trace could need (a 1 GiB sparse file beside a
+// small trace) is not copied into $TMPDIR: the file is skipped, the reason names the journal.
+TEST(Loader, oversized_hot_journal_is_skipped_not_copied) {
+  auto dir = lockstep::testing::fresh_dir("huge-journal");
+  lockstep::testing::write_trace(two_rank_trace(50).trace(), dir);
+  std::string path = dir + "/rank-0" + schema::kFileSuffix;
+  pid_t child = fork();
+  if (child == 0) {
+    sqlite3* w = nullptr;
+    sqlite3_open(path.c_str(), &w);
+    sqlite3_exec(w, "PRAGMA journal_mode=DELETE; PRAGMA cache_size=2; BEGIN; UPDATE signatures SET op=1; "
+                    "INSERT INTO op_rows SELECT call_index+100000, sig, seq+1000, t, ret, done, wall, state, group_id "
+                    "FROM op_rows",
+                 nullptr, nullptr, nullptr);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(fs::exists(path + "-journal")) << "test setup: expected a hot journal";
+  fs::resize_file(path + "-journal", uintmax_t(1) << 30);  // sparse: no disk used
+  const std::string tmp = lockstep::testing::fresh_dir("huge-journal-tmp");
+  setenv("TMPDIR", tmp.c_str(), 1);
+  try {
+    lockstep::load_process_file(path);
+    ADD_FAILURE() << "a trace with a 1 GiB journal was read";
+  } catch (const lockstep::LoadError& e) {
+    EXPECT_NE(std::string(e.what()).find("-journal"), std::string::npos) << e.what();
+  }
+  unsetenv("TMPDIR");
+  EXPECT_TRUE(fs::is_empty(tmp)) << "something was copied into $TMPDIR";
+}
+
 // The one parser of the trace's integer text (trace_file::parse_int): hostile meta values never
 // throw and never wrap; what is not an integer reads as absent, what passes int64 saturates.
 TEST(MetaInt, hostile_text_is_absent_malformed_or_saturated_never_a_throw) {

@@ -53,3 +53,34 @@ TEST(SurvivorsCli, check_divergence_plus_baseline_difference_exits_1_not_3) {
   EXPECT_NE(r.out.find("differs from baseline"), std::string::npos) << both(r);
   std::filesystem::remove(base);
 }
+
+// Mutant (issue 29): cmd_check.cpp, re-blessing refused when the run differs from the old
+// baseline (`rc != kExitOk && rc != kExitBaseline` -> `rc != kExitOk`). `check --baseline OLD
+// --write-baseline NEW` over a changed schedule reports the difference (3) and writes NEW: that
+// is how a reviewed schedule change is blessed.
+TEST(SurvivorsCli, check_rebless_over_a_changed_schedule_writes_the_new_baseline_and_exits_3) {
+  auto old_run = write_run("surv-rebless-old", 3, false);
+  auto old_base = old_run + "/../surv-rebless-old.baseline", new_base = old_run + "/../surv-rebless-new.baseline";
+  std::filesystem::remove(new_base);
+  ASSERT_EQ(lockstep_cli({"check", old_run, "--write-baseline", old_base}).exit_code, 0);
+  auto r = lockstep_cli({"check", write_run("surv-rebless-new", 5, false), "--baseline", old_base, "--write-baseline", new_base});
+  EXPECT_EQ(r.exit_code, 3) << both(r);
+  ASSERT_TRUE(std::filesystem::exists(new_base)) << "the new schedule was not written\n" << both(r);
+  EXPECT_NE(slurp_file(new_base).find("x5"), std::string::npos) << slurp_file(new_base);
+  EXPECT_EQ(slurp_file(old_base).find("x5"), std::string::npos) << "the old baseline changed";
+  std::filesystem::remove(old_base);
+  std::filesystem::remove(new_base);
+}
+
+// Mutant (issue 29): trace_validation.cpp, `p.dropped_records > 0` -> `> 1`. Exactly one dropped
+// record is a hole in the evidence (the other tests drop 12 and 17).
+TEST(SurvivorsCli, exactly_one_dropped_record_makes_analyze_and_check_incomplete) {
+  auto dir = write_run("surv-one-drop", 3, false);
+  exec_sql(dir + "/rank-1.lockstep.sqlite", "UPDATE meta SET value='1' WHERE key='dropped_records'");
+  exec_sql(dir + "/rank-1.lockstep.sqlite", "INSERT OR IGNORE INTO meta VALUES('dropped_records','1')");
+  for (const char* cmd : {"analyze", "check"}) {
+    auto r = lockstep_cli({cmd, dir});
+    EXPECT_EQ(r.exit_code, 4) << cmd << "\n" << both(r);
+    EXPECT_NE(r.out.find("dropped 1 record"), std::string::npos) << cmd << "\n" << both(r);
+  }
+}

@@ -86,7 +86,7 @@ void one_mutation(sqlite3* db, std::mt19937_64& rng, std::vector<std::string>* l
   for (char c : t) lit += c == '\'' ? std::string("''") : std::string(1, c);
   auto cols = column_strings(db, "SELECT name FROM pragma_table_info(" + lit + "')");
   std::string row = rows > 0 ? "(SELECT rowid FROM " + qt + " LIMIT 1 OFFSET " + std::to_string(rng() % rows) + ")" : "0";
-  switch (rng() % 10) {
+  switch (rng() % 12) {
     case 0: case 1: case 2: case 3: {  // one value
       if (cols.empty()) return;
       std::string c = quote_ident(cols[rng() % cols.size()]);
@@ -129,6 +129,28 @@ void one_mutation(sqlite3* db, std::mt19937_64& rng, std::vector<std::string>* l
     case 9:
       if (rng() % 8 == 0) exec(db, "DROP TABLE " + qt, log);
       else exec(db, "UPDATE OR IGNORE " + qt + " SET rowid = rowid + " + std::to_string(1 + rng() % 3) + " WHERE rowid = " + row, log);
+      return;
+    case 10: {  // the table replaced by a view of its columns: endless, huge, or a plain copy
+      if (cols.empty()) return;
+      std::string list;
+      for (size_t i = 0; i < cols.size(); ++i) list += (i ? ", " : "") + std::string(rng() % 3 == 0 ? "randomblob(100000000)" : "x") + " AS " + quote_ident(cols[i]);
+      const std::string body = rng() % 2 ? "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x+1 FROM c) SELECT " + list + " FROM c WHERE x<0"
+                                         : "SELECT " + list + " FROM (SELECT 1 AS x UNION ALL SELECT 2)";
+      exec(db, "DROP TABLE " + qt + "; CREATE VIEW " + qt + " AS " + body, log);
+      return;
+    }
+    case 11:  // a trigger on the table, or its columns' declared types changed (every value text)
+      if (rng() % 2) {
+        exec(db, "CREATE TRIGGER IF NOT EXISTS fuzz_trigger AFTER INSERT ON " + qt + " BEGIN SELECT 1; END", log);
+      } else if (!cols.empty()) {
+        std::string decl, sel;
+        for (size_t i = 0; i < cols.size(); ++i) {
+          decl += (i ? ", " : "") + quote_ident(cols[i]) + " TEXT";
+          sel += (i ? ", " : "") + std::string("CAST(") + quote_ident(cols[i]) + " AS TEXT)";
+        }
+        exec(db, "CREATE TABLE fuzz_copy(" + decl + "); INSERT INTO fuzz_copy SELECT " + sel + " FROM " + qt + "; DROP TABLE " +
+                     qt + "; ALTER TABLE fuzz_copy RENAME TO " + qt, log);
+      }
       return;
   }
 }

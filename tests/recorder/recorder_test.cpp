@@ -548,9 +548,12 @@ TEST(Recorder, sigint_chains_to_the_handler_the_program_installed_before) {
   EXPECT_EQ(t.meta("exit_reason"), "exit") << "it went on to exit normally";
 }
 
-TEST(Recorder, sigusr1_flushes_without_stopping_the_program) {
+// LOCKSTEP_SIGUSR1=flush (what `lockstep run` sets): SIGUSR1 only flushes.
+TEST(Recorder, sigusr1_flushes_without_stopping_the_program_when_asked_to) {
   TempDir dir;
-  Child c({PROBE_PATH, "ops_then_wait", "100"}, recorder_env(dir.path));
+  auto env = recorder_env(dir.path);
+  env["LOCKSTEP_SIGUSR1"] = "flush";
+  Child c({PROBE_PATH, "ops_then_wait", "100"}, env);
   ASSERT_TRUE(c.wait_for_output("ready", 15));
   c.signal(SIGUSR1);
   auto files = trace_files(dir.path);
@@ -567,6 +570,22 @@ TEST(Recorder, sigusr1_flushes_without_stopping_the_program) {
   c.signal(SIGTERM);
   ProcResult r = c.wait(10);
   EXPECT_EQ(r.term_signal, SIGTERM) << "still running after SIGUSR1, stopped by SIGTERM";
+}
+
+// Without the opt-in, the program's fate is what it would be without the recorder: a program
+// that never handled SIGUSR1 dies of it, after the recorder flushed its trace.
+TEST(Recorder, sigusr1_over_the_default_action_flushes_then_kills_as_without_the_recorder) {
+  TempDir dir;
+  Child c({PROBE_PATH, "ops_then_wait", "100"}, recorder_env(dir.path));
+  ASSERT_TRUE(c.wait_for_output("ready", 15));
+  c.signal(SIGUSR1);
+  ProcResult r = c.wait(10);
+  EXPECT_EQ(r.term_signal, SIGUSR1) << "killed by SIGUSR1, as without the recorder\n" << r.err;
+  auto files = trace_files(dir.path);
+  ASSERT_EQ(files.size(), 1u);
+  Trace t(files[0]);
+  EXPECT_EQ(t.meta("exit_reason"), "SIGUSR1_default") << "its death is recorded, not a flush request";
+  EXPECT_EQ(t.scalar("SELECT count(*) FROM ops"), "100");
 }
 
 TEST(Recorder, comm_abort_commits_the_trace_before_returning) {

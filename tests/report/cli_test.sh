@@ -15,6 +15,18 @@ head -c 15 "$work/job.html" | grep -q '<!DOCTYPE html>' || fail "job.html is not
 grep -q 'op_type' "$work/job.html" || fail "the page does not hold the divergence"
 grep -q "wrote $work/job.html" "$work/err" || fail "no summary on stderr: $(cat "$work/err")"
 
+# The page's CSP runs its own inline scripts by hash, never 'unsafe-inline' ones.
+python3 - "$work/job.html" <<'PY' || fail "the page's script-src is not exactly its scripts' hashes"
+import base64, hashlib, re, sys
+page = open(sys.argv[1], encoding="utf-8").read()
+csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]*)"', page).group(1)
+script_src = [d for d in csp.split(";") if d.strip().startswith("script-src")][0].split()[1:]
+want = ["'sha256-%s'" % base64.b64encode(hashlib.sha256(b.encode()).digest()).decode()
+        for b in re.findall(r"<script>(.*?)</script>", page, re.S)]
+if "'unsafe-inline'" in script_src or sorted(script_src) != sorted(want) or not want:
+    sys.exit("script-src %s, scripts hash to %s" % (script_src, want))
+PY
+
 rc=0; "$bin/lockstep" report "$work/trace" -o - >"$work/stdout.html" 2>/dev/null || rc=$?
 [ $rc -eq 0 ] || fail "-o - exited $rc"
 head -c 15 "$work/stdout.html" | grep -q '<!DOCTYPE html>' || fail "-o - did not write the page to stdout"

@@ -1,0 +1,161 @@
+// Hostile trace files (issue 29): a file whose bytes were written by anyone must not hang, exhaust
+// or mislead any command that reads it. Each case starts from a good two-rank trace and changes
+// rank 1's file the way an attacker (or a broken copy) could, then runs every reading command.
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+#include "trace_builder.h"
+#include "trace_schema.h"
+
+using namespace lockstep::testing;
+
+namespace {
+
+const std::string kLockstep = LOCKSTEP_EXE;
+
+std::string both(const ProcResult& r) { return "stdout:\n" + r.out + "\nstderr:\n" + r.err; }
+
+// A clean two-rank trace with rank 1's file changed by `sql`. Returns the directory.
+std::string hostile_dir(const std::string& name, const std::string& sql) {
+  TraceBuilder b(2);
+  b.comm("aaaaaaaa00000001", {0, 1});
+  b.all({0, 1}, "aaaaaaaa00000001", OpSpec{.count = 64}, 5);
+  auto dir = fresh_dir(name);
+  write_trace(b.trace(), dir);
+  const std::string f = dir + "/rank-1" + lockstep::schema::kFileSuffix;
+  sqlite3* db = nullptr;
+  EXPECT_EQ(sqlite3_open(f.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+  return dir;
+}
+
+// Every command that reads the directory finishes (well within the runner's limit, a hang is a
+// timeout) and names `reason` for rank 1's file; the verdict commands never say clean.
+// `op_rows`: the defect is in the op rows, which doctor (headers and counts only) does not read.
+void every_reader_skips(const std::string& dir, const std::string& reason, bool op_rows = false) {
+  struct Cmd {
+    std::vector<std::string> args;
+    int exit_code;  // -1: any
+  };
+  const std::vector<Cmd> cmds = {
+      {{"analyze", dir}, 4},
+      {{"analyze", dir, "--json"}, 4},
+      {{"check", dir}, 4},
+      {{"replay", "--model", dir}, 4},
+      {{"report", dir, "-o", dir + "/report.html"}, 0},
+      {{"doctor", dir}, 0},
+      {{"ops", dir, "--rank", "1"}, -1},
+  };
+  for (const Cmd& c : cmds) {
+    if (op_rows && c.args[0] == "doctor") continue;
+    std::vector<std::string> argv = c.args;
+    argv.insert(argv.begin(), kLockstep);
+    ProcResult r = run_program(argv, {}, 60);
+    std::string what;
+    for (const auto& a : c.args) what += a + " ";
+    ASSERT_FALSE(r.timed_out) << what << "hung\n" << both(r);
+    if (c.exit_code >= 0) EXPECT_EQ(r.exit_code, c.exit_code) << what << "\n" << both(r);
+    std::string out = r.out + r.err;
+    if (c.args[0] == "report") out = slurp_file(dir + "/report.html");
+    EXPECT_NE(out.find(reason), std::string::npos) << what << "does not name '" << reason << "'\n" << both(r);
+    EXPECT_EQ(r.out.find("lockstep: clean"), std::string::npos) << what << "\n" << both(r);
+    EXPECT_EQ(r.out.find("\"clean\": true"), std::string::npos) << what << "\n" << both(r);
+  }
+}
+
+}  // namespace
+
+// The issue's repro: env replaced by a view over an endless recursive CTE (every reader ran
+// forever).
+TEST(CliHostileFile, endless_view_for_env_is_skipped_with_its_reason) {
+  auto dir = hostile_dir("hostile-view-env",
+                         "DROP TABLE env; CREATE VIEW env AS WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL "
+                         "SELECT x+1 FROM c) SELECT 'a' AS name, 'b' AS value FROM c WHERE x<0;");
+  every_reader_skips(dir, "env is a view, not a table");
+}
+
+// A view of 100 MB blobs (1 GB and 16 s from a 144 KB file).
+TEST(CliHostileFile, blob_view_for_hangs_is_skipped_with_its_reason) {
+  auto dir = hostile_dir("hostile-view-blob",
+                         "DROP TABLE hangs; CREATE VIEW hangs AS SELECT 1 AS id, 0 AS mono_ns, 0 AS wall_ns, "
+                         "0 AS in_flight, randomblob(100000000) AS message FROM (SELECT 1 UNION ALL SELECT 2);");
+  every_reader_skips(dir, "hangs is a view, not a table");
+}
+
+TEST(CliHostileFile, trigger_on_a_read_table_is_skipped_with_its_reason) {
+  auto dir = hostile_dir("hostile-trigger",
+                         "CREATE TRIGGER t AFTER INSERT ON comms BEGIN SELECT 1; END;");
+  every_reader_skips(dir, "comms table has a trigger");
+}
+
+// A generated column computes its value at every read (zeroblob here: 1 GB a row).
+TEST(CliHostileFile, generated_column_is_skipped_with_its_reason) {
+  auto dir = hostile_dir("hostile-generated",
+                         "ALTER TABLE env ADD COLUMN pad BLOB GENERATED ALWAYS AS (zeroblob(1000000000)) VIRTUAL;");
+  every_reader_skips(dir, "env table has a generated column");
+}
+
+// ---- item 5: fields with a meaning are parsed strictly, and every command reads them alike ----
+
+// An op state the vocabulary does not know: check said clean, ops said corrupt.
+TEST(CliHostileFile, unknown_op_state_is_corrupt_for_every_command) {
+  auto dir = hostile_dir("hostile-state", "UPDATE op_rows SET state=15 WHERE seq=3;");
+  every_reader_skips(dir, "unknown op state", true);
+}
+
+// A failed op holds no seq (the recorder numbers only enqueued work): a failed state on a
+// sequenced row, the last one, was read as clean.
+TEST(CliHostileFile, failed_state_on_a_sequenced_row_is_corrupt_for_every_command) {
+  auto dir = hostile_dir("hostile-failed", "UPDATE op_rows SET state=1 WHERE seq=(SELECT max(seq) FROM op_rows);");
+  every_reader_skips(dir, "is failed but holds a seq", true);
+}
+
+// recorder_stopped='' was clean for analyze and incomplete for replay --model.
+TEST(CliHostileFile, empty_recorder_stopped_is_corrupt_for_every_command) {
+  auto dir = hostile_dir("hostile-stopped", "INSERT OR REPLACE INTO meta VALUES('recorder_stopped','');");
+  every_reader_skips(dir, "recorder_stopped '' is not a reason");
+}
+
+// Counters read as 0 when unparsable or negative.
+TEST(CliHostileFile, unparsable_or_negative_dropped_records_is_corrupt_for_every_command) {
+  for (const char* v : {"abc", "-1", " 1", ""}) {
+    auto dir = hostile_dir(std::string("hostile-dropped-") + (v[0] == '-' ? "neg" : v[0] == ' ' ? "blank" : v[0] ? v : "empty"),
+                           std::string("INSERT OR REPLACE INTO meta VALUES('dropped_records','") + v + "');");
+    every_reader_skips(dir, std::string("dropped_records '") + v + "' is not a count");
+  }
+}
+
+// comms.nranks=0 (a communicator with a handle: not the NULL-comm placeholder): replay --model
+// invented "rank 0 (no trace file) never issues collective #1".
+TEST(CliHostileFile, communicator_of_zero_ranks_is_corrupt_for_every_command) {
+  auto dir = hostile_dir("hostile-nranks0", "UPDATE comms SET nranks=0;");
+  every_reader_skips(dir, "has nranks 0");
+}
+
+// ---- item 6: format characters that reorder text are escaped in text and the report --------
+TEST(CliHostileFile, bidi_override_in_a_trace_string_is_escaped_in_text_json_and_report) {
+  // U+202E (RIGHT-TO-LEFT OVERRIDE) and U+2066 (LEFT-TO-RIGHT ISOLATE) in the comm name and host.
+  auto dir = hostile_dir("hostile-bidi",
+                         "UPDATE comms SET name='tp' || char(0x202E) || 'evil' || char(0x2066);"
+                         "UPDATE meta SET value='node' || char(0x202E) || '1' WHERE key='host';");
+  const std::string rlo = "\xe2\x80\xae", lri = "\xe2\x81\xa6";
+  for (std::vector<std::string> args : {std::vector<std::string>{"ops", dir, "--rank", "1"},
+                                        std::vector<std::string>{"analyze", dir, "--json"},
+                                        std::vector<std::string>{"report", dir, "-o", dir + "/bidi.html"}}) {
+    args.insert(args.begin(), kLockstep);
+    ProcResult r = run_program(args, {}, 60);
+    std::string out = r.out + r.err;
+    if (args[1] == "report") out = slurp_file(dir + "/bidi.html");
+    EXPECT_EQ(out.find(rlo), std::string::npos) << args[1] << ": raw U+202E\n" << out.substr(0, 3000);
+    EXPECT_EQ(out.find(lri), std::string::npos) << args[1] << ": raw U+2066";
+    if (args[1] != "ops") EXPECT_NE(out.find("202e"), std::string::npos) << args[1] << ": not shown escaped\n" << out.substr(0, 3000);
+  }
+}
