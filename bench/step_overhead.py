@@ -190,7 +190,7 @@ CONFIGS = {
     "event-per-op": OFF["covering"],                  # an event after every op (the default signal)
     "no-stacks-event": OFF["stack"] | OFF["covering"],
     "no-memo": OFF["stackmemo"],                      # every native stack unwound (no memo)
-    "no-stack-cache": OFF["stackmemo"] | OFF["pycache"],  # as before issue 31: unwind + interning walk
+    "pycache": OFF["pycache"],                        # Python frames through the thread stack cache
     "paused": OFF["recorder"] | OFF["waits"],         # NCCL and runtime hooks forward only
 }
 # BenchCounter order (bench_knobs.h); the TSC follows the last one.

@@ -31,7 +31,8 @@ enum BenchOff : unsigned {
   kOffDoneRows = 1u << 17,  // "donerows": the watchdog pushes no completion rows
   // 1u << 18..20: taken by a benchmark branch's runtime-call switches (bench/step_overhead.py)
   kOffStackMemo = 1u << 21, // "stackmemo": every stack unwound (no memoized native frames)
-  kOffPyCache = 1u << 22,   // "pycache": Python frames by the interning walk (no thread stack cache)
+  kOffPyCache = 1u << 22,   // "pycache": not a part switched off but one switched ON: Python frames
+                            // through the thread stack cache (capture_python_frames_cached)
 };
 
 // Where the hot path's time goes, summed over every thread while kProfile is set (ticks of

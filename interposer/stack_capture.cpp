@@ -82,7 +82,8 @@ __attribute__((tls_model("initial-exec"))) thread_local HookSite t_hook_site;
 // sampling (hit 1, 2, 4, ... then every kSampleEvery): a sample that disagrees marks the entry
 // so that its stacks are always unwound from then on, and counts (meta native_stack_memo).
 namespace {
-constexpr unsigned kMemoSlots = 64;          // per thread, direct mapped
+constexpr unsigned kMemoSlots = 256;         // per thread: 64 sets of kMemoWays
+constexpr unsigned kMemoWays = 4;
 constexpr uint32_t kSampleEvery = 1024;
 constexpr uintptr_t kMaxScanBytes = 64 * 1024;  // how far above the hook a return address is sought
 
@@ -95,6 +96,7 @@ struct MemoEntry {
   int n = 0;
   bool always_unwind = false;
   uint32_t hits = 0, next_sample = 1;
+  uint64_t last_use = 0;
   uint64_t hash = 0;
   uintptr_t pcs[kMaxNativeFrames];
   uint32_t slot[kMaxNativeFrames];  // byte offset above `frame` of pcs[i]'s stack word
@@ -103,6 +105,7 @@ struct MemoEntry {
 
 struct NativeMemo {
   uintptr_t stack_lo = 0, stack_hi = 0;  // the thread's stack (pthread_getattr_np), 0: unknown
+  uint64_t uses = 0;
   MemoEntry* slots[kMemoSlots] = {};
   ~NativeMemo() {
     for (MemoEntry* e : slots) delete e;
@@ -182,10 +185,16 @@ uint64_t capture_stack(StackMode mode, StackBuf& buf, unsigned off) {
   const bool python = mode == StackMode::Python && !(off & kOffPython);
   uint64_t py_id = 0;
   if (python) {
-    if (off & kOffPyCache)
-      buf.npy = int(lockstep::capture_python_frames(buf.py, kMaxPythonFrames));
-    else
+    // The Python stack's identity for the memo: its content hash (code objects' file, qualname,
+    // first line and instruction offsets). The thread stack cache (python_frames.h) is opt-in
+    // ("pycache"): under PyTorch on the H200 it missed on about half the calls (direct-mapped
+    // slots, code objects dying during the step), and then cost more than the walk alone.
+    if (off & kOffPyCache) {
       buf.npy = int(lockstep::capture_python_frames_cached(buf.py, kMaxPythonFrames, &py_id));
+    } else {
+      buf.npy = int(lockstep::capture_python_frames(buf.py, kMaxPythonFrames));
+      if (buf.npy > 0) py_id = lockstep::python_frames_hash(buf.py, size_t(buf.npy), 0) | 1;
+    }
     if (profile) {
       uint64_t t1 = bench_ticks();
       bench_count(kCntPythonTicks, t1 - t0);
@@ -203,10 +212,25 @@ uint64_t capture_stack(StackMode mode, StackBuf& buf, unsigned off) {
   MemoEntry* e = nullptr;
   if (site.ra && !(off & kOffStackMemo) && (buf.npy == 0 || py_id != 0) && (m = thread_memo(buf)) &&
       site.frame >= m->stack_lo && site.frame < m->stack_hi) {
+    // 4-way set associative: the entry of this key, else an empty way, else the least recently
+    // used one (direct mapping thrashed between a thread's few hot stacks).
     uint64_t key = XXH3_64bits_withSeed(&site, sizeof site, py_id ^ uint64_t(want));
-    MemoEntry*& slot = m->slots[key % kMemoSlots];
-    if (!slot) slot = new (std::nothrow) MemoEntry;
-    e = slot;
+    MemoEntry** set = &m->slots[(key % (kMemoSlots / kMemoWays)) * kMemoWays];
+    MemoEntry** pick = nullptr;
+    for (unsigned w = 0; w < kMemoWays && !pick; w++)
+      if (set[w] && set[w]->py_id == py_id && set[w]->ra == site.ra && set[w]->frame == site.frame &&
+          set[w]->want == want)
+        pick = &set[w];
+    for (unsigned w = 0; w < kMemoWays && !pick; w++)
+      if (!set[w]) pick = &set[w];
+    if (!pick) {
+      pick = &set[0];
+      for (unsigned w = 1; w < kMemoWays; w++)
+        if (set[w]->last_use < (*pick)->last_use) pick = &set[w];
+    }
+    if (!*pick) *pick = new (std::nothrow) MemoEntry;
+    e = *pick;
+    if (e) e->last_use = ++m->uses;
   }
   bool sample = false;
   if (e && e->py_id == py_id && e->ra == site.ra && e->frame == site.frame && e->want == want &&

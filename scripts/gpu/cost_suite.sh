@@ -48,8 +48,10 @@ fi
 D=$(cd "$D" && pwd)
 OUT=${OUT:-$ROOT/cost-out}; mkdir -p "$OUT"
 PROC_ROUNDS=${PROC_ROUNDS:-2}; NT_ROUNDS=${NT_ROUNDS:-2}
-PARTS_SECONDS=${PARTS_SECONDS:-40}; AB_SECONDS=${AB_SECONDS:-110}
-FOUR_SECONDS=${FOUR_SECONDS:-140}; FOUR_STEPS=${FOUR_STEPS:-25}
+PARTS_SECONDS=${PARTS_SECONDS:-40}; AB_SECONDS=${AB_SECONDS:-100}
+SECTIONS=${SECTIONS:-"c nt parts ab four"}   # which sections run (a subset for a quick check)
+on() { [[ " $SECTIONS " == *" $1 "* ]]; }
+FOUR_SECONDS=${FOUR_SECONDS:-130}; FOUR_STEPS=${FOUR_STEPS:-25}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH="$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 NCCL_WHEEL_LIB=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
@@ -66,6 +68,7 @@ say() { echo "== $* ($(( $(date +%s) - t_start )) s)"; }
 # 1. C++ per call
 say "C++ per call"
 B=$D/bin/nccl_call_overhead
+on c || PROC_ROUNDS=0
 for r in $(seq 1 "$PROC_ROUNDS"); do
   for op in allreduce sendrecv; do
     timeout -s KILL 60 "$B" --op=$op --rounds=11 >>"$OUT/c.jsonl" 2>>"$W/c.err"
@@ -96,7 +99,7 @@ EOF
 cat "$OUT/c-table.md"
 
 # 2. nccl-tests in place (world size 1: the host's issue cost)
-if [ -x "$D/bin/all_reduce_perf" ]; then
+if [ -x "$D/bin/all_reduce_perf" ] && on nt; then
   say "nccl-tests"
   for r in $(seq 1 "$NT_ROUNDS"); do
     for t in all_reduce_perf sendrecv_perf; do
@@ -136,11 +139,12 @@ EOF
 fi
 
 # 3. Per-component costs under PyTorch (profile counters; new library)
-say "parts under PyTorch"
 cd "$D/bin"
+if on parts; then
+say "parts under PyTorch"
 LOCKSTEP_DIR=$W/t-parts LD_PRELOAD=$D/lib-new/liblockstep.so timeout -s KILL $((PARTS_SECONDS + 90)) \
   python3 step_overhead.py --ab lockstep --shape host --block 1 --settle 0 --shuffle 1 --profile 1 \
-  --pairs 100000 --seconds "$PARTS_SECONDS" --configs recording,no-memo,no-stack-cache,no-stacks,paused \
+  --pairs 100000 --seconds "$PARTS_SECONDS" --configs recording,no-memo,pycache,no-stacks,paused \
   >"$OUT/parts.jsonl" 2>"$W/parts.err"; tail -3 "$W/parts.err"
 python3 step_ratio.py "$OUT/parts.jsonl" >"$OUT/parts-table.md" 2>&1; cat "$OUT/parts-table.md"
 python3 - "$OUT/parts.jsonl" >>"$OUT/parts-table.md" <<'EOF'
@@ -162,29 +166,34 @@ for c, rs in by.items():
           f"{statistics.mean(r.get('unwinds', 0) for r in rs):.1f} | " + " | ".join(f"{ticks(k):.0f}" for k in keys) + " |")
 EOF
 tail -8 "$OUT/parts-table.md"
+fi
 
 # 3b. The step cost, resolved: in-process A/B (new library, Python stacks, no counters), steps
 # alternating one by one in a new random order each pair
+if on ab; then
 say "step A/B"
 LOCKSTEP_DIR=$W/t-ab LD_PRELOAD=$D/lib-new/liblockstep.so timeout -s KILL $((AB_SECONDS + 90)) \
   python3 step_overhead.py --ab lockstep --shape host --block 1 --settle 0 --shuffle 1 \
   --pairs 100000 --seconds "$AB_SECONDS" --configs recording,paused \
   >"$OUT/ab.jsonl" 2>"$W/ab.err"; tail -3 "$W/ab.err"
 python3 step_ratio.py "$OUT/ab.jsonl" >"$OUT/ab-table.md" 2>&1; head -4 "$OUT/ab-table.md"
+fi
 
 # 4. The four arms
+if on four; then
 say "four arms"
 LOCKSTEP_DIR=$W/t-four LD_PRELOAD=$D/lib-new/liblockstep.so timeout -s KILL $((FOUR_SECONDS + 60)) \
   python3 step_overhead.py --ab four --shape host --procs 1000 --steps "$FOUR_STEPS" --warmup 3 \
   --seconds "$FOUR_SECONDS" >"$OUT/four.jsonl" 2>"$W/four.err"; tail -3 "$W/four.err"
 python3 four_arm.py "$OUT/four.jsonl" >"$OUT/four-table.md" 2>&1; cat "$OUT/four-table.md"
+fi
 # The A/B process's trace (it exits normally; the four-arm children end with os._exit and
 # write no exit meta): the memo's counters (meta native_stack_memo), guard, drops.
-t=$(ls -d "$W"/t-ab/* 2>/dev/null | tail -1)
+t=$(ls -d "$W"/t-ab/* "$W"/t-parts/* 2>/dev/null | tail -1)
 if [ -n "$t" ]; then
-  python3 - "$W/t-ab" >"$OUT/trace.txt" 2>&1 <<'EOF'
+  python3 - "$W" >"$OUT/trace.txt" 2>&1 <<'EOF'
 import glob, sqlite3, sys
-for p in sorted(glob.glob(sys.argv[1] + "/**/*.sqlite", recursive=True))[-3:]:
+for p in sorted(glob.glob(sys.argv[1] + "/t-ab/*.sqlite") + glob.glob(sys.argv[1] + "/t-parts/*.sqlite"))[-3:]:
     db = sqlite3.connect(p)
     meta = dict(db.execute("select key, value from meta"))
     print(p, db.execute("select count(*) from ops").fetchone()[0], "ops",
