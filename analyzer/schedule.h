@@ -113,6 +113,9 @@ struct SchedProcess {
   };
   std::vector<UnreadPrefix> unread;
   int64_t unread_ops = 0;  // sequenced ops not read (in no SchedOp)
+  // Summary-first: (call_index, issue_mono_ns) of the ops read that did not complete, by
+  // call_index: the hang explanation's ages of ops in flight without opening the file again.
+  std::vector<std::pair<int64_t, int64_t>> in_flight_issue;
   // The stream value of ops[i] (kUnknownStream: in the overflow bucket without side data).
   uint64_t stream_of(size_t i) const;
   static constexpr uint64_t kUnknownStream = ~uint64_t(0);

@@ -532,13 +532,14 @@ template <class SigOf>
 void read_ops_tail(sqlite3* db, SchedProcess& sp, const std::vector<std::string>& chunks, int64_t total, const Cuts& cuts,
                    const std::vector<bool>& comm_has_ops, SigOf&& sig_of) {
   std::vector<ScheduleBuilder::Row> rows;  // newest first
+  const int64_t time_base = meta_int(sp.info, "op_time_base_mono_ns").or_default(0);
   std::vector<bool> reached(cuts.size(), false);
   size_t open = 0;
   for (size_t c = 0; c < cuts.size(); ++c) open += comm_has_ops[c];
   int64_t scanned = 0, scanned_before_cut = 0, unsequenced = 0, unsequenced_done = 0;
   int64_t previous = INT64_MAX;
   for (auto t = chunks.rbegin(); t != chunks.rend() && open > 0; ++t) {
-    Query st(db, ("SELECT call_index, sig, seq, group_id, done FROM " + *t + " ORDER BY call_index DESC").c_str());
+    Query st(db, ("SELECT call_index, sig, seq, group_id, done, t FROM " + *t + " ORDER BY call_index DESC").c_str());
     const trace_file::Stmt& row = st.stmt();
     while (open > 0 && st.step()) {
       int64_t ci = row.column_i64(0);
@@ -566,8 +567,10 @@ void read_ops_tail(sqlite3* db, SchedProcess& sp, const std::vector<std::string>
       if (reached[c]) throw CutUnproven{};  // seq not increasing with call_index: not the recorder's file
       const int64_t group = row.is_null(3) ? -1 : row.column_i64(3);
       rows.push_back({ci, seq, fs->comm, fs->sig, fs->stream, group, completed});
+      if (!completed) sp.in_flight_issue.emplace_back(ci, time_base + row.column_i64(5));
     }
   }
+  std::reverse(sp.in_flight_issue.begin(), sp.in_flight_issue.end());
   if (open > 0) throw CutUnproven{};
   int64_t before = 0;  // sequenced rows before the cuts: seq 1..cut of each communicator
   for (size_t c = 0; c < cuts.size(); ++c) before += comm_has_ops[c] ? cuts[c] : 0;

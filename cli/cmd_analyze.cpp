@@ -1,4 +1,5 @@
 // lockstep analyze DIR: first divergence, order inversions, hang explanation.
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
@@ -40,6 +41,20 @@ int analyze_dir(const AnalyzeArgs& a) {
   auto t1 = std::chrono::steady_clock::now();
   AnalyzeOptions opt;
   opt.hang.stale_ns = static_cast<int64_t>(a.stale_s * 1e9);
+  // Summary-first: the ops in flight were read with their issue times (SchedProcess::
+  // in_flight_issue); only an op not among them is read from its file again.
+  std::unique_ptr<TraceDetails> issue_files;
+  if (s->summary_first)
+    opt.hang.issue_mono_ns = [&](int proc, int64_t call_index) -> std::optional<int64_t> {
+      const auto& known = s->procs[proc].in_flight_issue;
+      auto it = std::lower_bound(known.begin(), known.end(), std::make_pair(call_index, INT64_MIN));
+      if (it != known.end() && it->first == call_index) return it->second > 0 ? std::optional<int64_t>(it->second) : std::nullopt;
+      if (s->procs[proc].info.path.empty()) return std::nullopt;
+      if (!issue_files) issue_files = details_from_files(*s);
+      const std::optional<Op> op = issue_files->op(proc, call_index);
+      if (!op || op->issue_mono_ns <= 0) return std::nullopt;
+      return op->issue_mono_ns;
+    };
   Analysis an = analyze(*s, opt);
   Coverage coverage = read_coverage(*s);  // NCCL's profiler plugin: calls the interposer missed
   for (auto& e : coverage_evidence(*s, coverage)) an.evidence.push_back(std::move(e));
