@@ -6,6 +6,7 @@
 // docs/replay.md states the semantics and the argument.
 #include "model_check.h"
 
+#include "meta_keys.h"
 #include "identity.h"
 #include "trace_validation.h"
 
@@ -117,6 +118,10 @@ struct ProcWork {
   std::vector<int64_t> retired_colls;
   std::vector<Item> items;                 // ops and waits, sorted by call_index
   std::vector<Part> parts;
+  // A Flight Recorder dump: torch runs point-to-point ops on a communicator (and stream) per pair
+  // of ranks, not the group's, and the dump does not say which; its sends and receives are not
+  // queued behind the group's other ops (flightrec/to_model.cpp gives them streams per peer).
+  bool p2p_outside_comm_order = false;
 };
 
 struct WorkList {
@@ -186,6 +191,8 @@ WorkList build_work_list(const Schedule& sched) {
     const Process& p = sp.info;
     ProcWork& ps = s.procs[pi];
     ps.nthreads = sp.threads.size();
+    if (auto src = p.meta.find(schema::meta::kSource); src != p.meta.end())
+      ps.p2p_outside_comm_order = src->second == schema::meta::kSourceFlightRecorder;
     std::vector<int32_t> local_to_global(p.comms.size(), -1);
     for (size_t ci = 0; ci < p.comms.size(); ++ci) {
       const Comm& c = p.comms[ci];
@@ -744,7 +751,14 @@ int32_t Engine::place_op(ProcBuild& b, int32_t g, const Item& it) {
   const int32_t t = it.thread;
   int32_t qs[2];
   int32_t nq;
-  if (serialized_) {
+  // Point-to-point ops of a Flight Recorder dump: ordered only on their own stream (per peer and
+  // direction), in both models: where torch ran them relative to the group's ops is not recorded.
+  const bool own_order = s_.procs[b.proc].p2p_outside_comm_order && is_p2p(it.op);
+  const bool on_device = serialized_ && !own_order;
+  if (own_order) {
+    qs[0] = stream_queue(b, it.stream);
+    nq = 1;
+  } else if (serialized_) {
     qs[0] = b.device_q;
     nq = 1;
   } else {
@@ -757,7 +771,7 @@ int32_t Engine::place_op(ProcBuild& b, int32_t g, const Item& it) {
     const int32_t u = new_unit(b, g, t);
     for (int32_t k = 0; k < nq; ++k) queues_[qs[k]].units.push_back(u);
     finish_unit(u, &g, 1, qs, nq);
-    if (serialized_) b.stream_end[it.stream] = device_size(b);
+    if (on_device) b.stream_end[it.stream] = device_size(b);
     return u;
   }
   OpenGroup& og = b.open[t];
@@ -768,7 +782,7 @@ int32_t Engine::place_op(ProcBuild& b, int32_t g, const Item& it) {
     og.dev_pos = serialized_ ? device_size(b) : -1;
   }
   og.items.push_back(g);
-  if (serialized_) b.stream_end[it.stream] = og.dev_pos + 1;
+  if (on_device) b.stream_end[it.stream] = og.dev_pos + 1;
   for (int32_t k = 0; k < nq; ++k) {
     if (std::find(og.queues.begin(), og.queues.end(), qs[k]) != og.queues.end()) continue;
     og.queues.push_back(qs[k]);

@@ -82,6 +82,10 @@ run ok2 analyze "$work/ok2"
 check "2 ranks with p2p: clean (rc=$rc)" $([ $rc = 0 ] && echo 0 || echo 1)
 run ok2c check "$work/ok2"
 check "2 ranks: check exits 0 (rc=$rc)" $([ $rc = 0 ] && echo 0 || echo 1)
+# FR records no stream: a send and the receive after it must not be modelled as one stream's
+# order (each rank sends, then receives: NCCL completes both), so the model finds no deadlock.
+run ok2m replay --model "$work/ok2"
+check "2 ranks with p2p: replay --model finds no deadlock (rc=$rc)" $([ $rc = 0 ] && [ "$(has ok2m deadlock)" = 1 ] && echo 0 || echo 1)
 python3 "$make" "$work/ok2j" --ranks 2 --json
 run ok2j analyze "$work/ok2j"
 check "2 ranks JSON: clean (rc=$rc)" $([ $rc = 0 ] && echo 0 || echo 1)
@@ -99,6 +103,27 @@ sys.exit(0 if c['nranks']==3 and len(c['members'])==2 else 1)"; echo $?)
 if [ "$incomplete_contract" = 1 ]; then
   check "missing rank: exit 4 (rc=$rc)" $([ $rc = 4 ] && echo 0 || echo 1)
 fi
+
+# A ring that lost its oldest entry (rank 1's size mismatch at seq 1): the dump says
+# fr_history_dropped, and no command calls the job clean (exit 4, named in text and JSON).
+python3 "$make" "$work/lost" --ranks 2 --lose-oldest-rank 1
+for cmd in analyze check "replay --model"; do
+  name=lost-${cmd// /-}
+  run "$name" $cmd "$work/lost"
+  check "lost ring: $cmd exits 4 (rc=$rc)" $([ $rc = 4 ] && echo 0 || echo 1)
+  check "lost ring: $cmd names the lost entries" $(has "$name" "Flight Recorder dump lost entries")
+done
+run lostj analyze --json "$work/lost"
+check "lost ring: JSON names fr_history_dropped, not clean" $(python3 -c "
+import json,sys; j=json.load(open('$work/lostj.out'))
+sys.exit(0 if not j['clean'] and any(e['kind']=='fr_history_dropped' for e in j['evidence']) else 1)"; echo $?)
+
+# A dump over the reader's size limit (sparse, 1 GiB + 1 byte): named as skipped, never read.
+mkdir -p "$work/big" && python3 "$make" "$work/big" --ranks 2
+printf '\x80\x02' >"$work/big/nccl_trace_rank_1" && truncate -s $((1024 * 1024 * 1024 + 1)) "$work/big/nccl_trace_rank_1"
+run big analyze "$work/big"
+check "oversized dump: exit 4 (rc=$rc)" $([ $rc = 4 ] && echo 0 || echo 1)
+check "oversized dump: named as skipped" $(has big "nccl_trace_rank_1.*over the reader's limit")
 
 # A hostile pickle (os.system via REDUCE) in place of rank 2: refused, named, never executed.
 rm -f /tmp/lockstep-fr-pwned

@@ -1,12 +1,14 @@
 """Writes synthetic multi-rank Flight Recorder dumps (torch 2.10 schema) with Python's pickle.
 
   make_dumps.py OUT --ranks 3 [--diverge-rank 1 --diverge-seq 3] [--drop-rank 2] [--hostile-rank 2]
-                    [--json]
+                    [--lose-oldest-rank 1] [--json]
 
 Each rank issues on the default group: all_reduce, all_gather, reduce_scatter, all_reduce, ...
 (collective_seq_id 1..6) and a send/recv pair with its neighbour. --diverge-rank issues
 all_to_all where the others issue reduce_scatter at --diverge-seq. --drop-rank writes no dump for
 that rank. --hostile-rank writes a pickle that calls os.system instead of that rank's dump.
+--lose-oldest-rank: that rank's first all_reduce has 999 elements where the others have 1024, and
+its ring lost that entry (record_id 0) before the dump: the dump alone looks clean.
 """
 import argparse
 import json
@@ -48,6 +50,9 @@ def rank_dump(rank, world, a):
             entries.append(entry(rid, seq, f"nccl:send {rank}->{nxt}", [[16]], [[16]], "completed", [], 1, True))
             entries.append(entry(rid + 1, seq, f"nccl:recv {rank}<-{prv}", [[16]], [[16]], "completed", [], 2, True))
             rid += 2
+    if rank == a.lose_oldest_rank:
+        entries[0]["input_sizes"] = entries[0]["output_sizes"] = [[999]]
+        entries = entries[1:]  # overwritten in the ring
     return {"version": "2.10", "comm_lib_version": "2.28.9",
             "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(world)))}},
             "pg_status": {"0": {"last_enqueued_collective": 6, "last_started_collective": -1,
@@ -68,6 +73,7 @@ def main():
     ap.add_argument("--diverge-seq", type=int, default=0)
     ap.add_argument("--drop-rank", type=int, default=-1)
     ap.add_argument("--hostile-rank", type=int, default=-1)
+    ap.add_argument("--lose-oldest-rank", type=int, default=-1)
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
