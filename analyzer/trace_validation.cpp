@@ -30,6 +30,7 @@ const char* evidence_kind_name(EvidenceKind k) {
     case EvidenceKind::kDigestInconsistent: return "digest_inconsistent";
     case EvidenceKind::kUnverifiedHistory: return "unverified_history";
     case EvidenceKind::kBenchmarkSwitches: return "benchmark_switches";
+    case EvidenceKind::kEvidenceGap: return "evidence_gap";
   }
   return "unknown";
 }
