@@ -102,6 +102,8 @@ TEST(Evidence, complete_finished_job_is_clean) {
   TraceBuilder b = two_ranks();
   auto r = run(b);
   EXPECT_EQ(r->a.verdict(), Verdict::kClean) << r->text << kinds(r->a);
+  EXPECT_EQ(r->a.exit_code(false), 0);
+  EXPECT_EQ(r->a.exit_code(true), 0);
   EXPECT_EQ(r->j["verdict"], "clean");
   EXPECT_TRUE(r->j["evidence"].empty());
 }
@@ -209,6 +211,9 @@ TEST(Evidence, live_job_whose_peer_has_not_issued_the_newest_op_is_behind_not_di
   EXPECT_FALSE(r->a.hang.hung) << r->text;
   EXPECT_EQ(r->a.verdict(), Verdict::kBehind) << r->text;
   EXPECT_EQ(r->j["verdict"], "behind");
+  // One ladder (Analysis::exit_code): not proven clean, so 4 for analyze and check alike.
+  EXPECT_EQ(r->a.exit_code(false), 4);
+  EXPECT_EQ(r->a.exit_code(true), 4);
   EXPECT_NE(r->text.find("rank 1 behind"), std::string::npos) << r->text;
   EXPECT_EQ(r->j["unproven"][0]["behind_ranks"], json::array({1})) << r->json_text;
 }
