@@ -41,6 +41,17 @@ Verdict Analysis::verdict() const {
   return Verdict::kClean;
 }
 
+int Analysis::exit_code(bool require_finished) const {
+  switch (verdict()) {
+    case Verdict::kDivergent:
+    case Verdict::kHang: return kVerdictExitFound;
+    case Verdict::kIncomplete:
+    case Verdict::kBehind: return kVerdictExitIncomplete;
+    case Verdict::kClean: break;
+  }
+  return require_finished && !live.empty() ? kVerdictExitIncomplete : kVerdictExitClean;
+}
+
 Divergence digest_finding(const Schedule& s, const DigestDivergence& dd) {
   Divergence d;
   d.kind = FindingKind::kDigestMismatch;
@@ -181,6 +192,33 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
     e.detail = "rank " + std::to_string(display_rank(s, static_cast<int>(p))) + ": " + e.what;
     a.evidence.push_back(std::move(e));
   }
+  // Where each member's evidence stops being whole (records dropped): the seqs after it were
+  // compared only as far as the evidence goes.
+  for (size_t p = 0; p < s.procs.size(); ++p)
+    for (const ProcComm& pc : a.index.per_proc[p]) {
+      if (pc.whole() || pc.gcomm < 0) continue;
+      const GlobalComm& g = a.index.comms[pc.gcomm];
+      const int64_t from = pc.complete_through_seq + 1;
+      EvidenceIssue e;
+      e.kind = EvidenceKind::kEvidenceGap;
+      e.procs = {static_cast<int>(p)};
+      if (s.procs[p].info.global_rank >= 0) e.ranks = {s.procs[p].info.global_rank};
+      e.comm = g.hash;
+      e.from_seq = from;
+      const std::string seq = "seq " + std::to_string(from);
+      std::string why;
+      switch (pc.gap) {
+        case GapCause::kSeqGap: why = seq + " is missing (its record was dropped)"; break;
+        case GapCause::kDroppedRange: why = "the recorder dropped records from " + seq + " on"; break;
+        case GapCause::kPartsDropped: why = "the part rows of its grouped op at " + seq + " were dropped"; break;
+        case GapCause::kUnlocated: why = "records were dropped and the file does not say which ones"; break;
+        case GapCause::kNone: break;
+      }
+      e.what = comm_label(g.hash, g.role) + ": evidence is whole through seq " + std::to_string(from - 1) + "; " + why +
+               ": ops from " + seq + " on are unknown, not compared";
+      e.detail = "rank " + std::to_string(display_rank(s, static_cast<int>(p))) + ": " + e.what;
+      a.evidence.push_back(std::move(e));
+    }
   std::vector<const Divergence*> all;
   for (auto& d : a.divergences) all.push_back(&d);
   for (auto& d : a.inversions) all.push_back(&d);

@@ -67,7 +67,17 @@ struct Analysis {
   bool behind() const;                  // some live member has not issued ops its peers did
   // Findings first (1), then incomplete evidence (4), then behind, then clean.
   Verdict verdict() const;
+  // The exit code of the verdict, the one ladder every command uses (docs/cli.md): divergent
+  // or hang 1; incomplete or behind 4 (a live rank that has not issued its peers' ops yet: its
+  // history does not show the job is clean); clean 0. require_finished (check, the CI gate):
+  // a job still running is incomplete (4) even when no rank is behind.
+  int exit_code(bool require_finished) const;
 };
+
+// Exit codes (cli/exit_codes.h names them for the commands).
+inline constexpr int kVerdictExitClean = 0;
+inline constexpr int kVerdictExitFound = 1;
+inline constexpr int kVerdictExitIncomplete = 4;
 
 Analysis analyze(const Schedule& s, const AnalyzeOptions& options = {});
 // The kDigestMismatch finding of a digest disagreement in retired history (analyze() reports it

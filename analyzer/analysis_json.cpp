@@ -119,9 +119,11 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
   j["summary"] = summary_line(a);
   j["retired_history"] = window_note(a).empty() ? json(nullptr) : json(window_note(a));
   json evidence = json::array();
-  for (auto& e : a.evidence)
+  for (auto& e : a.evidence) {
     evidence.push_back({{"kind", evidence_kind_name(e.kind)}, {"contradictory", e.contradictory},
                         {"ranks", e.ranks}, {"detail", e.detail}});
+    if (e.from_seq > 0) evidence.back()["comm"] = e.comm, evidence.back()["from_seq"] = e.from_seq;
+  }
   j["evidence"] = evidence;
   // The same issues as the text prints them: one entry per kind and text, with its ranks.
   const std::vector<EvidenceGroup> evidence_groups = group_evidence(a.evidence);

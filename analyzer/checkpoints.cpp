@@ -74,7 +74,7 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
       const Process& info = s.procs[m.proc].info;
       w.retired_min = std::min(w.retired_min, pc.base);
       w.retired_max = std::max(w.retired_max, pc.base);
-      min_end = std::min(min_end, pc.end());
+      min_end = std::min({min_end, pc.end(), pc.exact_through});
       comm_interval = std::max(comm_interval, info.checkpoint_interval);
       w.bounded |= pc.base > 0 || !info.comms[m.local].checkpoints.empty();
       w.p2p_cut |= pc.retired_p2p > 0;
@@ -111,7 +111,8 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
       std::unordered_map<int64_t, uint64_t> recorded;
       for (auto& cp : c.checkpoints) {
         recorded[cp.ordinal] = cp.digest;
-        if (cp.ordinal > 0 && cp.ordinal < pc.base) d.known.push_back({cp.ordinal, cp.digest});
+        if (cp.ordinal > 0 && cp.ordinal < pc.base && cp.ordinal <= pc.exact_through)
+          d.known.push_back({cp.ordinal, cp.digest});
       }
       uint64_t running = pc.base == 0 ? digest::kEmpty : c.retired_digest;
       // Summary-first: the prefix not read ends at a checkpoint of this file (SchedProcess::unread).
@@ -122,15 +123,19 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
         return it != recorded.end() && it->second != have;
       };
       int64_t bad = -1;
-      if (pc.base > 0 && mismatch(pc.base, running)) bad = pc.base;
-      d.known.push_back({pc.base, running});
+      // Past a hole in its records (ProcComm::exact_through) nothing is compared: the file's
+      // checkpoints there count the collectives it holds, not the ones it issued.
+      const bool base_known = pc.base <= pc.exact_through;
+      if (base_known && pc.base > 0 && mismatch(pc.base, running)) bad = pc.base;
+      if (base_known) d.known.push_back({pc.base, running});
       const auto& ops = s.procs[m.proc].ops;
       int64_t interval = has_checkpoints ? info.checkpoint_interval : comm_interval;
       for (size_t i = 0; i < pc.colls.size(); ++i) {
         int64_t k = pc.base + static_cast<int64_t>(i) + 1;
+        if (k > pc.exact_through) break;
         running = digest::chain(running, hash_of(ops[pc.colls[i]].sig));
         if (bad < 0 && has_checkpoints && mismatch(k, running)) bad = k;
-        if (digest::is_checkpoint(k, interval) || k == w.retired_max || k == pc.end())
+        if (digest::is_checkpoint(k, interval) || k == w.retired_max || k == pc.end() || k == pc.exact_through)
           d.known.push_back({k, running});
       }
       if (bad >= 0) {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 
+#include "saturating.h"
+
 namespace lockstep {
 
 int CommIndex::local_of(int gcomm, int proc) const {
@@ -11,6 +13,72 @@ int CommIndex::local_of(int gcomm, int proc) const {
     if (mine[l].gcomm == gcomm) return static_cast<int>(l);
   return -1;
 }
+
+namespace {
+
+// Where each of a process's communicators stops being whole (ProcComm::exact_through). Only in
+// a file whose recorder says it lost records (dropped_records, drops rows) or stopped: there a
+// seq missing from the file was dropped; elsewhere the rows are taken as they are.
+void find_gaps(const Schedule& s, size_t p, std::vector<ProcComm>& pcs) {
+  const SchedProcess& sp = s.procs[p];
+  const Process& info = sp.info;
+  auto st = info.meta.find("recorder_stopped");
+  const bool stopped = st != info.meta.end() && !st->second.empty();
+  if (!stopped && info.dropped_records <= 0 && info.drops.empty()) return;
+  int64_t located = 0;
+  for (const DropRange& d : info.drops) located = sat_add(located, d.records);
+  const bool unlocated = info.dropped_records > 0 && (!info.drops_known || located < info.dropped_records);
+  std::vector<int64_t> seqs;
+  for (size_t l = 0; l < pcs.size() && l < info.comms.size(); ++l) {
+    ProcComm& pc = pcs[l];
+    if (pc.gcomm < 0) continue;
+    const Comm& c = info.comms[l];
+    int64_t hole = INT64_MAX;
+    GapCause cause = GapCause::kNone;
+    auto at = [&](int64_t seq, GapCause why) {
+      if (seq < hole) hole = seq, cause = why;
+    };
+    for (const DropRange& d : info.drops)
+      if (d.comm == static_cast<int>(l) && d.first_seq > 0) at(d.first_seq, GapCause::kDroppedRange);
+    seqs.clear();
+    for (uint32_t i : pc.colls) seqs.push_back(sp.ops[i].seq);
+    for (uint32_t i : pc.p2p) seqs.push_back(sp.ops[i].seq);
+    std::sort(seqs.begin(), seqs.end());
+    int64_t expected = std::max<int64_t>(c.retired_through_seq, 0) + 1;
+    for (int64_t q : seqs) {
+      if (q < expected) continue;  // a seq twice: compared as it is
+      if (q > expected) {
+        at(expected, GapCause::kSeqGap);
+        break;
+      }
+      ++expected;
+    }
+    for (uint32_t i : pc.colls) {
+      const Signature& sig = s.sigs[sp.ops[i].sig];
+      if (sig.op == vocab::Op::Coalesced && sig.parts.empty()) at(sp.ops[i].seq, GapCause::kPartsDropped);
+    }
+    // Drops the file does not locate may lie after its last op, or in history the size cap
+    // retired (whose count and digest skipped them).
+    if (unlocated) at(c.retired_through_seq > 0 ? 1 : expected, GapCause::kUnlocated);
+    if (cause == GapCause::kNone) continue;
+    pc.gap = cause;
+    pc.complete_through_seq = hole - 1;
+    if (hole <= c.retired_through_seq) {
+      // A hole in retired history: the retired count and digest skipped it; only checkpoints
+      // taken before it stand.
+      int64_t k = 0;
+      for (const Comm::Checkpoint& cp : c.checkpoints)
+        if (cp.seq < hole) k = std::max(k, cp.ordinal);
+      pc.exact_through = std::min(k, pc.base);
+    } else {
+      int64_t n = 0;
+      for (uint32_t i : pc.colls) n += sp.ops[i].seq < hole;
+      pc.exact_through = pc.base + n;
+    }
+  }
+}
+
+}  // namespace
 
 CommIndex build_comm_index(const Schedule& s) {
   CommIndex idx;
@@ -62,6 +130,7 @@ CommIndex build_comm_index(const Schedule& s) {
       else
         pc.colls.push_back(i);
     }
+    find_gaps(s, p, idx.per_proc[p]);
   }
   for (auto& g : idx.comms)
     std::sort(g.members.begin(), g.members.end(), [](auto& a, auto& b) { return a.rank < b.rank; });

@@ -26,6 +26,15 @@ struct GlobalComm {
   std::vector<CommMember> members;  // sorted by rank; only members whose file was loaded
 };
 
+// Why a member's evidence on a communicator stops being whole (ProcComm::exact_through).
+enum class GapCause : uint8_t {
+  kNone,
+  kSeqGap,        // a seq is missing from the file (its record was dropped)
+  kDroppedRange,  // the drops table names the seqs the recorder dropped
+  kPartsDropped,  // a grouped op's row is there, its part rows were dropped
+  kUnlocated,     // records were dropped and the file does not say which: after its last op, unknown
+};
+
 struct ProcComm {
   int gcomm = -1;
   std::vector<uint32_t> colls;  // indices into SchedProcess::ops: collectives and all-to-alls
@@ -36,6 +45,16 @@ struct ProcComm {
   // Point-to-point ops retired (Comm::retired_through_seq - retired_collectives): > 0 cuts the
   // comm's p2p channels, whose messages are then not paired by index.
   int64_t retired_p2p = 0;
+  // A hole in this member's records (dropped by its recorder): seqs 1..complete_through_seq are
+  // all in the file (or retired whole), some above it are not, so its collective ordinals above
+  // exact_through are unknown: an op it holds there may belong to a later ordinal, one it lacks
+  // may have been dropped. Compared only up to there. INT64_MAX: no hole.
+  int64_t complete_through_seq = INT64_MAX;
+  int64_t exact_through = INT64_MAX;
+  GapCause gap = GapCause::kNone;
+  bool whole() const { return gap == GapCause::kNone; }
+  // Ordinal k says something about this member: not retired, not past a hole.
+  bool known(int64_t k) const { return k > base && k <= exact_through; }
   int64_t end() const { return base + static_cast<int64_t>(colls.size()); }  // last ordinal held
   // Index into colls of 1-based ordinal k; -1 when retired or not issued (yet).
   int64_t at(int64_t k) const { return k > base && k <= end() ? k - base - 1 : -1; }

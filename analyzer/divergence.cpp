@@ -125,7 +125,7 @@ bool check_ordinal(const Schedule& s, const CommIndex& idx, int g, int64_t k, Di
   uint32_t first_sig = kNotIssued;
   for (auto& m : gc.members) {
     const ProcComm& pc = idx.of(m);
-    if (k <= pc.base) continue;  // retired here
+    if (!pc.known(k)) continue;  // retired here (checkpoints.h compares it), or past a hole: unknown
     Side side{m.proc, m.rank, -1};
     uint32_t sg = kNotIssued;
     int64_t at = pc.at(k);
@@ -239,6 +239,9 @@ struct Message {
 };
 struct PairQueue {
   std::vector<Message> sends, recvs;
+  // The sender's (receiver's) records have a hole: its messages after it are unknown, so the
+  // queue holds only those before it and a shorter queue proves nothing.
+  bool sends_cut = false, recvs_cut = false;
 };
 
 void check_p2p(const Schedule& s, const CommIndex& idx, int g, std::vector<Divergence>& out) {
@@ -258,6 +261,7 @@ void check_p2p(const Schedule& s, const CommIndex& idx, int g, std::vector<Diver
     for (uint32_t i : pc.p2p) {
       while (c < pc.colls.size() && pc.colls[c] < i) ++c;
       const Signature& sig = s.sigs[ops[i].sig];
+      if (ops[i].seq > pc.complete_through_seq) continue;  // past a hole in its records
       auto add = [&](vocab::Op op, int peer, int64_t count, vocab::Dtype dtype) {
         if (peer < 0 || (op != vocab::Op::Send && op != vocab::Op::Recv)) return;
         Message msg{m.proc, i, count, dtype, static_cast<size_t>(pc.base) + c};
@@ -275,6 +279,10 @@ void check_p2p(const Schedule& s, const CommIndex& idx, int g, std::vector<Diver
     const int src = channel.src, dst = channel.dst;  // not a structured binding: clang 14 cannot capture one
     // A peer whose file is missing cannot be checked.
     if (!proc_of_rank.count(src) || !proc_of_rank.count(dst)) continue;
+    for (auto& m : gc.members) {
+      if (m.rank == src && !idx.of(m).whole()) q.sends_cut = true;
+      if (m.rank == dst && !idx.of(m).whole()) q.recvs_cut = true;
+    }
     size_t n = std::min(q.sends.size(), q.recvs.size());
     Divergence d;
     d.gcomm = g;
@@ -304,7 +312,8 @@ void check_p2p(const Schedule& s, const CommIndex& idx, int g, std::vector<Diver
       sides(a.op, b.op);
       found = true;
     }
-    if (!found && q.sends.size() != q.recvs.size()) {
+    const bool fewer_cut = q.sends.size() < q.recvs.size() ? q.sends_cut : q.recvs_cut;
+    if (!found && q.sends.size() != q.recvs.size() && !fewer_cut) {
       bool more_sends = q.sends.size() > q.recvs.size();
       d.kind = FindingKind::kP2PPairing;
       d.ordinal = static_cast<int64_t>(n) + 1;
@@ -355,7 +364,7 @@ std::vector<Divergence> find_divergences(const Schedule& s, const CommIndex& idx
       uint32_t sig0 = kNotIssued;
       size_t held = 0;
       for (size_t i = 0; i < views.size() && same; ++i) {
-        if (k <= views[i]->base) continue;  // retired there: checkpoints.h compares it
+        if (!views[i]->known(k)) continue;  // retired there (checkpoints.h compares it), or past a hole
         int64_t at = views[i]->at(k);
         if (at < 0) {
           same = false;

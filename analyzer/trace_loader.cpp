@@ -339,6 +339,25 @@ void read_header(sqlite3* db, Process& p) {
     Query st(db, "SELECT mono_ns, wall_ns, in_flight, message FROM hangs ORDER BY id");
     while (st.step()) p.hangs.push_back({st.i64(0), st.i64(1), static_cast<int>(st.i64(2)), st.str(3)});
   }
+  if (table_exists(db, "drops")) {
+    // Where dropped records were. A row naming a comm the file does not have, or seqs out of
+    // order, still says records were dropped: kept with comm -1 (no seq range known).
+    p.drops_known = true;
+    Query st(db, "SELECT comm_id, first_seq, last_seq, records, reason FROM drops");
+    while (st.step()) {
+      DropRange d;
+      if (!st.null(0))
+        for (size_t i = 0; i < p.comms.size(); ++i)
+          if (p.comms[i].local_id == st.i64(0)) d.comm = static_cast<int>(i);
+      d.first_seq = st.i64(1, 0);
+      d.last_seq = st.i64(2, 0);
+      if (d.comm < 0 || d.first_seq < 1 || d.last_seq < d.first_seq || d.last_seq > static_cast<int64_t>(UINT32_MAX))
+        d.first_seq = d.last_seq = 0;
+      d.records = std::max<int64_t>(st.i64(3, 0), 0);
+      d.reason = st.str(4).substr(0, 64);
+      p.drops.push_back(std::move(d));
+    }
+  }
   std::string defect = header_defect(p);
   if (!defect.empty()) throw FileSkip(defect);
 }

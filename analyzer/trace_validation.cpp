@@ -32,6 +32,7 @@ const char* evidence_kind_name(EvidenceKind k) {
     case EvidenceKind::kUnverifiedHistory: return "unverified_history";
     case EvidenceKind::kBenchmarkSwitches: return "benchmark_switches";
     case EvidenceKind::kFrHistoryDropped: return "fr_history_dropped";
+    case EvidenceKind::kEvidenceGap: return "evidence_gap";
   }
   return "unknown";
 }

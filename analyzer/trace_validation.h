@@ -31,6 +31,7 @@ enum class EvidenceKind {
   kBenchmarkSwitches, // benchmark switches turned parts of the recorder off (meta bench_off): not evidence
   kFrHistoryDropped,  // a Flight Recorder dump whose ring lost entries (meta fr_history_dropped = 1):
                       // what the lost entries held is unknown
+  kEvidenceGap,       // a member's records on a communicator have a hole (dropped): compared only up to it
 };
 // "skipped_file", "missing_member", ... (the JSON spelling; docs/analyzer.md).
 const char* evidence_kind_name(EvidenceKind k);
@@ -47,6 +48,9 @@ struct EvidenceIssue {
   // that leads it ("trace ends without an exit record ..."), so that ranks with the same text
   // group into one line (group_evidence). Empty for the other issues.
   std::string what;
+  // kEvidenceGap: the communicator (hash) and the first seq whose evidence is not whole.
+  std::string comm;
+  int64_t from_seq = 0;
 };
 
 // Issues of one kind and one text (EvidenceIssue::what) about several ranks, as one: "ranks

@@ -53,20 +53,12 @@ inline std::optional<Schedule> load_for_analysis(const std::string& cmd, const s
   return load_or_explain(cmd, dir, [&lo](const std::string& d) { return load_schedule(d, lo); });
 }
 
-// analyze: findings 1, else incomplete evidence 4, else 0 (clean, or a live job whose members
-// are merely behind: named in the report).
-inline int analyze_exit_code(const Analysis& a) {
-  if (a.problems()) return kExitFound;
-  if (a.incomplete()) return kExitIncomplete;
-  return kExitOk;
-}
-
-// check (the CI gate) also wants the whole history: a job still running is incomplete.
-inline int check_exit_code(const Analysis& a) {
-  if (a.problems()) return kExitFound;
-  if (a.incomplete() || !a.live.empty() || a.behind()) return kExitIncomplete;
-  return kExitOk;
-}
+// The verdict's exit code is the analyzer's (Analysis::exit_code): analyze takes a live job as
+// it is; check (the CI gate) also wants the whole history, so a job still running is incomplete.
+static_assert(kExitOk == kVerdictExitClean && kExitFound == kVerdictExitFound &&
+              kExitIncomplete == kVerdictExitIncomplete);
+inline int analyze_exit_code(const Analysis& a) { return a.exit_code(false); }
+inline int check_exit_code(const Analysis& a) { return a.exit_code(true); }
 
 // Seqs 1..c.retired_through_seq of a bounded trace's communicator were retired by the size cap
 // (schema/trace_model.h): their rows are gone from the file. The ops a member issued on c are the

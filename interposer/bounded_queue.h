@@ -48,6 +48,41 @@ class BoundedQueue {
     }
   }
 
+  // n values in n consecutive cells, all or none: a full queue refuses the whole run (an op
+  // and its part records are dropped together, never apart). `bytes(v)`: as push's `bytes`.
+  // The consumer may see the first cells before the last are published: it stops there, as
+  // at any push in progress.
+  template <class Bytes>
+  bool push_many(const T* v, size_t n, Bytes bytes) {
+    if (n == 0) return true;
+    if (n > mask_ + 1) return false;
+    size_t pos = tail_.load(std::memory_order_relaxed);
+    for (;;) {
+      // The consumer frees cells in order: the run's last cell free for this lap means all are.
+      Cell& last = cells_[(pos + n - 1) & mask_];
+      size_t seq = last.seq.load(std::memory_order_acquire);
+      intptr_t diff = intptr_t(seq) - intptr_t(pos + n - 1);
+      if (diff == 0) {
+        if (tail_.compare_exchange_weak(pos, pos + n, std::memory_order_relaxed)) {
+          for (size_t i = 0; i < n; ++i) {
+            Cell& c = cells_[(pos + i) & mask_];
+            const size_t b = bytes(v[i]);
+            if constexpr (std::is_trivially_copyable_v<T>)
+              std::memcpy(static_cast<void*>(&c.value), &v[i], b < sizeof(T) ? b : sizeof(T));
+            else
+              c.value = v[i];
+            c.seq.store(pos + i + 1, std::memory_order_release);
+          }
+          return true;
+        }
+      } else if (diff < 0) {
+        return false;  // not room for all of them
+      } else {
+        pos = tail_.load(std::memory_order_relaxed);
+      }
+    }
+  }
+
   bool pop(T& out) {
     Cell& c = cells_[head_ & mask_];
     size_t seq = c.seq.load(std::memory_order_acquire);

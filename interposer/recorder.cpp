@@ -51,6 +51,7 @@ struct ThreadState {
   std::vector<PendingPart> parts;          // capacity kept: no allocation in steady state
   std::vector<const OpDesc*> scratch;
   std::vector<void*> group_comms;
+  std::vector<Record> op_batch;            // a grouped op and its parts, pushed as one run
   static constexpr size_t kSeenStacks = 1024;
   uint64_t seen_stacks[kSeenStacks] = {};  // direct-mapped cache of stacks already submitted
   StackBuf stack;
@@ -241,8 +242,10 @@ void release_deferred(Recorder* r, void* handle, bool enqueued) {
     for (const DeferredTrack& d : ops) r->completion->track_in(d.ctx, d.stream, d.op);
 }
 
-// Decides state/seq for a logical op, pushes it, and starts completion tracking.
-void emit_op(Recorder* r, CommState* c, void* handle, OpRec& o, int rc, bool simulate) {
+// Decides state/seq for a logical op, pushes it, and starts completion tracking. `batch`: the
+// op's part records after a free first slot; the op goes there and all are pushed as one run.
+void emit_op(Recorder* r, CommState* c, void* handle, OpRec& o, int rc, bool simulate,
+             std::vector<Record>* batch = nullptr) {
   o.rc = rc;
   if (simulate) {
     o.state = OpState::Simulated;
@@ -260,7 +263,12 @@ void emit_op(Recorder* r, CommState* c, void* handle, OpRec& o, int rc, bool sim
   rec.op = o;
   if (!(off & kOffQueue)) {
     const uint64_t p0 = (off & kProfile) ? bench_ticks() : 0;
-    r->writer->push(rec);
+    if (batch && batch->size() > 1) {
+      (*batch)[0] = rec;
+      r->writer->push_op(batch->data(), batch->size());
+    } else {
+      r->writer->push(rec);
+    }
     if (off & kProfile) bench_count(kCntRowPushTicks, bench_ticks() - p0);
   }
   if (o.state == OpState::Captured) {
@@ -461,17 +469,19 @@ void group_end(int rc, bool simulate) noexcept {
       o.graph_id = first->capture.graph;
     }
     o.has_parts = f.list_parts;
-    emit_op(r, c, comm, o, rc, simulate);
-    if (!f.list_parts) continue;
-    int32_t part = 0;
-    for (const OpDesc* d : ts.scratch) {
-      Record rec;
-      rec.kind = RecKind::Part;
-      rec.part = {call,    int64_t(d->count), part++, d->root, d->peer, d->redop,
-                  int8_t(d->dtype >= 0 && d->dtype < 12 ? d->dtype : -1), d->kind,
-                  int32_t(ts.scratch.size())};
-      r->writer->push(rec);
+    ts.op_batch.resize(1);  // slot 0: the op (emit_op)
+    if (f.list_parts) {
+      int32_t part = 0;
+      for (const OpDesc* d : ts.scratch) {
+        Record rec;
+        rec.kind = RecKind::Part;
+        rec.part = {call,    int64_t(d->count), part++, d->root, d->peer, d->redop,
+                    int8_t(d->dtype >= 0 && d->dtype < 12 ? d->dtype : -1), d->kind,
+                    int32_t(ts.scratch.size())};
+        ts.op_batch.push_back(rec);
+      }
     }
+    emit_op(r, c, comm, o, rc, simulate, &ts.op_batch);
   }
   ts.parts.clear();
   ts.group_id = -1;

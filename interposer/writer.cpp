@@ -1041,6 +1041,41 @@ void Writer::retire_if_over_cap(int64_t incoming) {
   ok(tables_.meta(schema::meta::kRetiredOps, std::to_string(sig_->retired_ops)), "retire: meta");
 }
 
+void Writer::note_drop(const Record& first, size_t n) {
+  std::lock_guard<std::mutex> g(drop_mu_);
+  dropped_.fetch_add(n, std::memory_order_relaxed);
+  if (first.kind != RecKind::Op || first.op.seq <= 0) {
+    drops_without_seq_ += int64_t(n);
+    return;
+  }
+  const OpRec& o = first.op;
+  // Runs of consecutive seqs of one communicator, as the issuing threads dropped them.
+  for (auto it = drop_runs_.rbegin(); it != drop_runs_.rend() && it - drop_runs_.rbegin() < 8; ++it)
+    if (it->comm_id == o.comm_id && it->last_seq + 1 == o.seq) {
+      it->last_seq = o.seq;
+      it->records += int64_t(n);
+      return;
+    }
+  drop_runs_.push_back({o.comm_id, o.seq, o.seq, int64_t(n)});
+}
+
+// The drops since the last commit, as drops rows, and their count in meta dropped_records
+// (last_dropped_): both from one look under drop_mu_, so the rows account for the count.
+bool Writer::write_drops() {
+  std::vector<DropRun> runs;
+  int64_t without_seq = 0;
+  {
+    std::lock_guard<std::mutex> g(drop_mu_);
+    runs.swap(drop_runs_);
+    std::swap(without_seq, drops_without_seq_);
+    last_dropped_ = dropped_.load();
+  }
+  for (const DropRun& d : runs)
+    if (!ok(tables_.drop(d.comm_id, d.first_seq, d.last_seq, d.records, "queue_full"), "insert drops")) return false;
+  if (without_seq && !ok(tables_.drop(-1, 0, 0, without_seq, "queue_full"), "insert drops")) return false;
+  return true;
+}
+
 void Writer::commit_batch(bool force_meta) {
   // Completion rows first: each one's op record was pushed before it, so it is among the
   // records taken below or (see complete()) in a later round.
@@ -1093,7 +1128,7 @@ void Writer::commit_batch(bool force_meta) {
   for (const PendingHang& h : hangs)
     if (!ok(tables_.hang(h.mono, h.wall, h.in_flight, h.message), "insert hang")) return;
   if (!ok(tables_.sync_chunk_views(), "op chunk views")) return;
-  last_dropped_ = dropped_.load();
+  if (!write_drops()) return;
   last_meta_mono_ = mono_ns();
   meta.emplace_back(schema::meta::kDroppedRecords, std::to_string(last_dropped_));
   meta.emplace_back(schema::meta::kLastFlushMonoNs, std::to_string(last_meta_mono_));

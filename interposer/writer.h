@@ -107,7 +107,12 @@ class Writer {
   // bouncing between two cores; docs/gpu-results.md, cost session 6).
   void push(const Record& r) {
     const bool ok = r.kind == RecKind::Completion ? done_queue_.push(r.done) : queue_.push(r, record_bytes(r));
-    if (!ok) dropped_.fetch_add(1, std::memory_order_relaxed);
+    if (!ok) note_drop(r, 1);
+  }
+  // An op and its part records (rs[0] the op, then its parts): queued together or dropped
+  // together, so a file never holds a grouped op without its parts.
+  void push_op(const Record* rs, size_t n) {
+    if (!queue_.push_many(rs, n, record_bytes)) note_drop(rs[0], n);
   }
 
   // Rare events (a stack seen for the first time, meta updates, hang markers): mutex-guarded.
@@ -164,6 +169,10 @@ class Writer {
   void stop_recording(StopReason why, const std::string& detail);
   bool write_stop_meta(StopReason why, const std::string& detail);
   bool exec(const char* sql);
+  // Counts n refused records (first: the op, or the record) in dropped_records and, for an op
+  // with a seq, in its communicator's range of dropped seqs (the drops table).
+  void note_drop(const Record& first, size_t n);
+  bool write_drops();
 
   std::string path_;
   std::string journal_mode_;
@@ -178,6 +187,12 @@ class Writer {
   BoundedQueue<Record> queue_;
   BoundedQueue<CompletionRec> done_queue_;
   std::atomic<uint64_t> dropped_{0};
+  struct DropRun {
+    int64_t comm_id, first_seq, last_seq, records;
+  };
+  std::mutex drop_mu_;              // only taken when the queue refuses a record
+  std::vector<DropRun> drop_runs_;  // since the last commit; guarded by drop_mu_
+  int64_t drops_without_seq_ = 0;   // guarded by drop_mu_
   std::atomic<bool> failed_{false};
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -578,6 +578,19 @@ int Tables::checkpoint(const CheckpointRow& c) {
   return checkpoint_.i64(1, c.comm_id).i64(2, c.ordinal).i64(3, c.seq).i64(4, int64_t(c.digest)).run();
 }
 
+int Tables::drop(int64_t comm_id, int64_t first_seq, int64_t last_seq, int64_t records, std::string_view reason) {
+  // Prepared on first use: most files never drop a record (and a model of an older file has no
+  // drops table).
+  if (!drop_.ok()) drop_ = Stmt(db_, "INSERT INTO drops(comm_id,first_seq,last_seq,records,reason) VALUES(?,?,?,?,?)");
+  if (!drop_.ok()) return sqlite3_errcode(db_) ? sqlite3_errcode(db_) : SQLITE_ERROR;
+  return drop_.opt(1, comm_id)
+      .opt(2, first_seq > 0 ? first_seq : -1)
+      .opt(3, last_seq > 0 ? last_seq : -1)
+      .i64(4, records)
+      .text(5, reason)
+      .run();
+}
+
 TextInt parse_int(std::string_view text) {
   TextInt r;
   if (text.empty()) return r;

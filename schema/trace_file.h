@@ -308,6 +308,8 @@ class Tables {
           int64_t mono_ns);
   int hang(int64_t mono_ns, int64_t wall_ns, int32_t in_flight, std::string_view message);
   int checkpoint(const CheckpointRow& c);
+  // Records the queue refused (trace_schema.h drops): comm_id -1 and seqs <= 0 are NULL.
+  int drop(int64_t comm_id, int64_t first_seq, int64_t last_seq, int64_t records, std::string_view reason);
 
  private:
   struct Chunk {
@@ -324,7 +326,7 @@ class Tables {
   std::deque<Chunk> chunks_;
   int64_t retired_through_ = INT64_MIN;
   Stmt meta_, env_, comm_, comm_end_, sig_, part_, op_graph_, stack_, frame_, launch_, wait_, api_, hang_,
-      checkpoint_;
+      checkpoint_, drop_;
 };
 
 // SQL without its comments and with runs of blanks folded (what create() stores of the DDL).

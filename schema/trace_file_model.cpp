@@ -27,6 +27,9 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
   co.synchronous = opt.fast ? "OFF" : "NORMAL";
   const char* what = "";
   db.check(create(db, path, co, &what), what + std::string(" ") + path);
+  // A process without a drops table (drops_known false) is written as a file from before the
+  // table: only meta dropped_records says records were dropped.
+  if (!p.drops_known) db.check(db.exec("DROP TABLE drops"), "drop table drops");
   db.check(db.exec("BEGIN"), "begin");
   Tables t;
   db.check(t.prepare(db.get(), 0, 0), "prepare");
@@ -130,6 +133,11 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
     ok(t.wait(r), "wait");
   }
   for (const HangMarker& h : p.hangs) ok(t.hang(h.mono_ns, h.wall_ns, h.in_flight, h.message), "hang");
+  if (p.drops_known)
+    for (const DropRange& d : p.drops)
+      ok(t.drop(d.comm >= 0 && size_t(d.comm) < p.comms.size() ? p.comms[size_t(d.comm)].local_id : -1, d.first_seq,
+                d.last_seq, d.records, d.reason),
+         "drop");
   db.check(db.exec("COMMIT"), "commit " + path);
 }
 

@@ -121,6 +121,16 @@ struct NoColorSplit {
   int parent = -1;  // index into Process::comms
 };
 
+// Records the recorder dropped (drops table): ops of seqs first_seq..last_seq of one
+// communicator are missing from the file. comm -1 / seqs 0: records without a seq.
+struct DropRange {
+  int comm = -1;             // index into Process::comms
+  int64_t first_seq = 0;
+  int64_t last_seq = 0;
+  int64_t records = 0;
+  std::string reason;
+};
+
 struct HangMarker {
   int64_t mono_ns = 0;
   int64_t wall_ns = 0;
@@ -138,6 +148,10 @@ struct Process {
   bool finished = false;     // meta finished=1: clean exit
   std::string exit_reason;
   int64_t dropped_records = 0;
+  // Where the dropped records were (drops table). drops_known: the file has the table, so the
+  // op records it does not name were not dropped (older files say only dropped_records).
+  std::vector<DropRange> drops;
+  bool drops_known = false;
   int64_t checkpoint_interval = 0;  // meta checkpoint_interval; 0 = no checkpoints (schema 1)
   int64_t retired_ops = 0;          // meta retired_ops: ops rows the size cap dropped
   int64_t last_flush_mono_ns = 0;

@@ -229,6 +229,19 @@ CREATE TABLE IF NOT EXISTS hangs(
   in_flight     INTEGER NOT NULL,     -- number of ops enqueued and not completed
   message       TEXT NOT NULL         -- the line printed to stderr
 );
+
+-- Records the recorder's queue refused (it was full): an op row is dropped together with its
+-- part rows, never apart. One row per run of consecutive seqs of one communicator dropped in
+-- one commit interval (a longer run spans rows: readers merge them). comm_id and the seqs are
+-- NULL for records without a seq (failed or captured ops, waits, API calls, completions).
+-- A file without this table (written before it existed) says only meta dropped_records.
+CREATE TABLE IF NOT EXISTS drops(
+  comm_id       INTEGER,              -- comms.id
+  first_seq     INTEGER,
+  last_seq      INTEGER,
+  records       INTEGER NOT NULL,     -- records refused (an op and its parts count 1 + parts)
+  reason        TEXT NOT NULL         -- queue_full
+);
 )SQL";
 
 // Extra tables of other components (e.g. schema/profiler_schema.h) are created by their owners

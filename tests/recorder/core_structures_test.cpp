@@ -27,6 +27,25 @@ TEST(BoundedQueue, refuses_pushes_when_full_and_accepts_again_after_a_pop) {
   EXPECT_EQ(rest, (std::vector<int>{1, 2, 3, 4}));
 }
 
+TEST(BoundedQueue, a_run_is_queued_whole_or_refused_whole) {
+  // An op and its part records (issue 29): never the op without its parts.
+  BoundedQueue<int> q(8);
+  for (int i = 0; i < 6; i++) ASSERT_TRUE(q.push(i));
+  const int run[3] = {100, 101, 102};
+  auto four = [](const int&) { return sizeof(int); };
+  EXPECT_FALSE(q.push_many(run, 3, four)) << "2 cells free: the run of 3 is refused";
+  EXPECT_TRUE(q.push(6)) << "the refused run took no cell";
+  int v = -1;
+  ASSERT_TRUE(q.pop(v));
+  ASSERT_TRUE(q.pop(v));
+  EXPECT_TRUE(q.push_many(run, 3, four));
+  std::vector<int> rest;
+  while (q.pop(v)) rest.push_back(v);
+  EXPECT_EQ(rest, (std::vector<int>{2, 3, 4, 5, 6, 100, 101, 102}));
+  EXPECT_FALSE(q.push_many(run, 3, four) && q.push_many(run, 3, four) && q.push_many(run, 3, four))
+      << "9 values never fit 8 cells";
+}
+
 TEST(BoundedQueue, a_prefix_push_delivers_the_prefix_and_full_pushes_stay_whole) {
   struct Tagged {
     int32_t tag;
