@@ -47,6 +47,6 @@ int main(int argc, char** argv) {
   }
   const lockstep::RankFromEnv local = lockstep::local_rank_from_env();
   o.local_rank = local.rank >= 0 ? local.rank : 0;
-  if (const char* d = std::getenv(schema::env::kRendezvousDir)) o.rendezvous_dir = d;
+  if (const char* d = std::getenv(lockstep::schema::env::kRendezvousDir)) o.rendezvous_dir = d;
   return lockstep::replay::run_worker(o);
 }
