@@ -33,6 +33,8 @@ enum BenchOff : unsigned {
   kOffStackMemo = 1u << 21, // "stackmemo": every stack unwound (no memoized native frames)
   kOffPyCache = 1u << 22,   // "pycache": not a part switched off but one switched ON: Python frames
                             // through the thread stack cache (capture_python_frames_cached)
+  kOffAdopt = 1u << 23,     // "adopt": no adopted caller events: our own event recorded in the
+                            // hook after every op (the completion signal before issue 31)
 };
 
 // Where the hot path's time goes, summed over every thread while kProfile is set (ticks of

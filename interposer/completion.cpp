@@ -45,6 +45,84 @@ constexpr int kCudaErrorNotReady = 600;        // CUDA_ERROR_NOT_READY
 constexpr int kWatchdogPollMs = 10;
 }  // namespace
 
+// The streams on which a thread has deferred ops (track_or_defer): the ops are already with
+// the watchdog, without a signal; their stream's marker follows when resolved. Heap-allocated
+// on first use (the initial-exec TLS keeps one pointer).
+struct Completion::ThreadDeferred {
+  static constexpr unsigned kMax = 8;
+  const Completion* owner = nullptr;
+  unsigned n = 0;
+  bool defer = true;            // false once an op was not adopted, until the caller is seen
+  void* last_stream = nullptr;  // recording an event on the stream of its last op
+  struct {
+    void* stream;
+    void* ctx;
+    uint32_t ops;
+  } s[kMax];
+};
+namespace {
+__attribute__((tls_model("initial-exec"))) thread_local void* t_deferred;
+struct DeferredFree {  // frees the thread's buffer at its exit (touched on allocation only)
+  void* p = nullptr;
+  ~DeferredFree();
+};
+thread_local DeferredFree t_deferred_free;
+}  // namespace
+DeferredFree::~DeferredFree() {
+  t_deferred = nullptr;
+  delete static_cast<Completion::ThreadDeferred*>(p);
+}
+
+uint32_t AdoptedEvents::claim(void* ev) {
+  const uintptr_t v = reinterpret_cast<uintptr_t>(ev);
+  const uint32_t ix = index_of(ev);
+  uint32_t held = index_[ix].load(std::memory_order_acquire);
+  if (held) {
+    const uintptr_t w = word_[held - 1].load(std::memory_order_acquire);
+    if ((w & ~uintptr_t(3)) != v && (w & ~uintptr_t(3)) && (w & 3) <= kSettling)
+      return kNone;  // another event, not settled, is found through this index entry
+  }
+  live_.fetch_add(1, std::memory_order_seq_cst);
+  for (int tries = 0; tries < 8; tries++) {
+    const uint32_t r = next_.fetch_add(1, std::memory_order_relaxed) % kRecords;
+    uintptr_t expected = 0;
+    if (!word_[r].compare_exchange_strong(expected, v)) continue;
+    if (index_[ix].compare_exchange_strong(held, r + 1)) return r;
+    word_[r].store(0, std::memory_order_release);  // another thread claimed there meanwhile
+    break;
+  }
+  live_.fetch_sub(1, std::memory_order_relaxed);
+  return kNone;
+}
+
+void AdoptedEvents::settle(void* ev, CompletionDriver* drv) {
+  const uint32_t held = index_[index_of(ev)].load(std::memory_order_seq_cst);
+  if (!held || !drv) return;
+  const uint32_t i = held - 1;
+  uintptr_t live = reinterpret_cast<uintptr_t>(ev);
+  if (!word_[i].compare_exchange_strong(live, live | kSettling)) return;
+  while (querying_[i].load(std::memory_order_seq_cst))
+    std::this_thread::yield();  // the watchdog's one query of it (~1 us)
+  // Still the adopted record (the caller has not recorded it again yet): done or not, for good.
+  const int rc = drv->event_query(ev);
+  word_[i].store(live | (rc != kCudaErrorNotReady ? kDone : kLost), std::memory_order_seq_cst);
+}
+
+AdoptedEvents::State AdoptedEvents::poll(uint32_t i, void* ev, CompletionDriver* drv) {
+  querying_[i].store(1, std::memory_order_seq_cst);
+  const uintptr_t w = word_[i].load(std::memory_order_seq_cst);
+  State st = State(w & 3);
+  if (w == reinterpret_cast<uintptr_t>(ev))
+    st = drv->event_query(ev) != kCudaErrorNotReady ? kDone : kLive;
+  querying_[i].store(0, std::memory_order_release);
+  return st;
+}
+
+void AdoptedEvents::release(uint32_t i) {
+  word_[i].store(0, std::memory_order_release);
+  live_.fetch_sub(1, std::memory_order_relaxed);
+}
+
 Completion::Completion(Writer* writer, int global_rank, std::string trace_dir)
     : writer_(writer), hang_reporter_(writer, global_rank, std::move(trace_dir)) {
   hang_timeout_s_ = config().hang_timeout_s;
@@ -96,6 +174,7 @@ CaptureState Completion::capture_state(void* stream) {
 
 bool Completion::track(void* stream, const InFlightOp& op, int64_t enqueued_mono) {
   if (!available()) return false;
+  if (t_deferred) resolve_deferred();  // this thread's earlier ops go first
   if (covering_ && !(bench_off() & kOffCovering)) return track_covering(stream, op, enqueued_mono);
   Signal sig;
   void* ctx = nullptr;
@@ -119,13 +198,129 @@ bool Completion::track(void* stream, const InFlightOp& op, int64_t enqueued_mono
   }
   if (stop_.load(std::memory_order_acquire)) return false;
   if (enqueued_mono == 0 && !(bench_off() & kOffClock)) enqueued_mono = mono_ns();
-  Entry e{op, stream, sig, ctx, enqueued_mono, nullptr};
+  push_entry(Entry{op, stream, sig, ctx, enqueued_mono, nullptr});
+  return true;
+}
+
+void Completion::push_entry(const Entry& e) {
   if (!incoming_.push(e)) {
     std::lock_guard<std::mutex> g(mu_);
     overflow_.push_back(e);
   }
   if (!started_.load(std::memory_order_acquire)) start_watchdog();
+}
+
+Completion::ThreadDeferred* Completion::deferred_of_thread() {
+  auto* td = static_cast<ThreadDeferred*>(t_deferred);
+  if (!td) {
+    td = new ThreadDeferred;
+    t_deferred_free.p = td;
+    t_deferred = td;
+  }
+  if (td->owner != this) {  // first use, or a recorder abandoned at fork
+    td->owner = this;
+    td->n = 0;
+    td->defer = true;
+    td->last_stream = nullptr;
+  }
+  return td;
+}
+
+bool Completion::track_or_defer(void* stream, const InFlightOp& op, int64_t enqueued_mono) {
+  // Memops and covering have their own signals; the default streams' handles name a stream
+  // per thread and context (an adoption would need both checked): recorded at once.
+  if (memop_ || covering_ || reinterpret_cast<uintptr_t>(stream) <= 2 || (bench_off() & kOffAdopt))
+    return track(stream, op, enqueued_mono);
+  if (!available()) return false;
+  ThreadDeferred* td = deferred_of_thread();
+  td->last_stream = stream;
+  if (!td->defer) return track(stream, op, enqueued_mono);
+  if (stop_.load(std::memory_order_acquire)) return false;
+  unsigned i = 0;
+  while (i < td->n && td->s[i].stream != stream) i++;
+  if (i == td->n) {
+    if (td->n == ThreadDeferred::kMax) {
+      resolve_deferred();
+      td->defer = true;
+      i = 0;
+    }
+    void* ctx = nullptr;
+    if (drv_->ctx_get_current) drv_->ctx_get_current(&ctx);
+    td->s[td->n++] = {stream, ctx, 0};
+  }
+  td->s[i].ops++;
+  if (enqueued_mono == 0 && !(bench_off() & kOffClock)) enqueued_mono = mono_ns();
+  Entry e{op, stream, Signal{}, nullptr, enqueued_mono, nullptr};
+  e.has_signal = 0;
+  e.batched = 1;  // completes with its stream's marker (add_marker clears it if none comes)
+  push_entry(e);
+  if (!started_.load(std::memory_order_acquire)) start_watchdog();
   return true;
+}
+
+// The marker of one stream's deferred ops: our own event, after a capture-status query (the
+// thread may have begun capturing on that stream since: an event recorded now would become a
+// node of its graph). Capturing, or the record failed: a marker without a signal (the ops are
+// then completed only by a later signal of their stream).
+void Completion::push_own_marker(void* stream, void* ctx) {
+  Entry m{};
+  m.stream = stream;
+  m.marker = 1;
+  m.has_signal = 0;
+  m.op.call_index = -1;
+  if (!capture_state(stream).capturing) {
+    if (void* ev = events_->take(ctx)) {
+      const bool profile = bench_off() & kProfile;
+      const uint64_t t0 = profile ? bench_ticks() : 0;
+      const int rc = drv_->event_record(ev, stream);
+      if (profile) bench_count(kCntEventRecordTicks, bench_ticks() - t0);
+      if (rc == 0) {
+        m.signal.event = ev;
+        m.ctx = ctx;
+        m.has_signal = 1;
+      } else {
+        events_->put(ctx, ev);
+      }
+    }
+  }
+  push_entry(m);
+}
+
+void Completion::resolve_deferred() {
+  auto* td = static_cast<ThreadDeferred*>(t_deferred);
+  if (!td || td->n == 0 || td->owner != this) return;
+  for (unsigned i = 0; i < td->n; i++) {
+    push_own_marker(td->s[i].stream, td->s[i].ctx);
+    n_own_after_.fetch_add(td->s[i].ops, std::memory_order_relaxed);
+  }
+  td->n = 0;
+  td->defer = false;  // until this thread records an event after an op (event_recorded)
+}
+
+void Completion::event_recorded(void* event, void* stream) {
+  auto* td = static_cast<ThreadDeferred*>(t_deferred);
+  if (!td || td->owner != this) return;
+  if (td->n == 0) {
+    // The caller records events on its ops' stream after all: defer its next op again.
+    if (event && !td->defer && stream == td->last_stream) td->defer = true;
+    return;
+  }
+  unsigned i = 0;
+  while (event && i < td->n && td->s[i].stream != stream) i++;
+  const uint32_t slot = event && i < td->n ? adopted_.claim(event) : AdoptedEvents::kNone;
+  if (slot == AdoptedEvents::kNone) return resolve_deferred();
+  Entry m{};
+  m.stream = stream;
+  m.marker = 1;
+  m.op.call_index = -1;
+  m.signal.event = event;
+  m.ctx = td->s[i].ctx;
+  m.adopted = slot;
+  push_entry(m);
+  n_adopted_.fetch_add(td->s[i].ops, std::memory_order_relaxed);
+  td->s[i] = td->s[--td->n];
+  resolve_deferred();  // the thread's ops on other streams: our own
+  td->defer = true;
 }
 
 // A real stream is one FIFO in every thread and context. The legacy stream (handles 0, 1) is
@@ -190,6 +385,7 @@ bool Completion::track_covering(void* stream, const InFlightOp& op, int64_t enqu
   if (stop_.load(std::memory_order_acquire)) return false;
   if (enqueued_mono == 0 && !(bench_off() & kOffClock)) enqueued_mono = mono_ns();
   Entry e{op, stream, sig, ev_ctx, enqueued_mono, cover, cover_thread(), 0};
+  e.has_signal = sig.event != nullptr;
   if (!incoming_.push(e)) {
     std::lock_guard<std::mutex> g(mu_);
     overflow_.push_back(e);
@@ -224,19 +420,42 @@ void Completion::synced(void* stream, bool device) {
 // every entry there is the syncing thread's (another thread's op may have been enqueued after
 // the synchronize began).
 void Completion::add_sync(const Entry& m) {
-  auto mark = [&](std::deque<Entry>& q) {
-    for (const Entry& e : q)
+  auto mark = [&](StreamQueue& sq) {
+    for (const Entry& e : sq.q)
       if (e.thread != m.thread) return;
-    q.push_back(m);
-    q.back().cover = q.front().cover;
+    sq.q.push_back(m);
+    sq.q.back().cover = sq.q.front().cover;
   };
   if (m.sync == 1) {
     auto it = in_flight_.find(m.cover);
     if (it != in_flight_.end()) mark(it->second);
     return;
   }
-  for (auto& [key, q] : in_flight_)
-    if (q.front().cover && q.front().cover->ctx == m.ctx) mark(q);
+  for (auto& [key, sq] : in_flight_)
+    if (sq.q.front().cover && sq.q.front().cover->ctx == m.ctx) mark(sq);
+}
+
+// A deferred ops' marker goes after them in their stream's queue. Without a signal (capturing,
+// or our record failed) it is dropped, and those ops no longer complete exactly with it.
+void Completion::add_marker(const Entry& m) {
+  auto it = in_flight_.find(m.stream);
+  if (m.has_signal && it != in_flight_.end()) {
+    it->second.q.push_back(m);
+    return;
+  }
+  if (it != in_flight_.end()) unbatch_before(it->second, it->second.q.size());
+  if (m.adopted != AdoptedEvents::kNone) adopted_.release(m.adopted);  // (not expected)
+  else if (m.signal.event) events_->release({{m.ctx, m.signal.event}});
+}
+
+// The ops without a signal just before position `end` (up to the previous signal) no longer
+// complete exactly with a marker: a later signal completes them, a hang names them as a range.
+void Completion::unbatch_before(StreamQueue& sq, size_t end) {
+  for (size_t i = end; i-- > 0;) {
+    Entry& e = sq.q[i];
+    if (e.has_signal || e.sync) break;
+    if (!e.marker) e.batched = 0;
+  }
 }
 
 // LOCKSTEP_COMPLETION=memop: meta `completion_signal` says "memop" or "event: <why not>" (once,
@@ -271,6 +490,11 @@ bool Completion::track_in(void* ctx, void* stream, const InFlightOp& op) {
 }
 
 void Completion::stop() {
+  resolve_deferred();  // the exiting thread's (other threads' deferred ops keep no signal)
+  if (load_state_ > 0 && !memop_ && !covering_)
+    writer_->set_meta("completion_adopted",
+                      "adopted=" + std::to_string(n_adopted_.load()) + " own_after=" +
+                          std::to_string(n_own_after_.load()) + " lost=" + std::to_string(n_lost_.load()));
   {
     std::lock_guard<std::mutex> g(mu_);
     stop_.store(true, std::memory_order_release);
@@ -281,9 +505,12 @@ void Completion::stop() {
 void Completion::take_incoming() {
   auto add = [this](const Entry& e) {
     if (e.sync) return add_sync(e);
+    if (e.marker) return add_marker(e);
     // (an op without a timestamp, LOCKSTEP_BENCH_OFF=clock: from when the watchdog saw it)
     if (n_in_flight_ == 0) last_progress_ = e.enqueued_mono ? e.enqueued_mono : mono_ns();
-    in_flight_[e.cover ? static_cast<void*>(e.cover) : e.stream].push_back(e);
+    StreamQueue& sq = in_flight_[e.cover ? static_cast<void*>(e.cover) : e.stream];
+    sq.q.push_back(e);
+    sq.unsignalled += !e.has_signal;
     n_in_flight_++;
   };
   Entry e;
@@ -318,8 +545,10 @@ void Completion::watchdog() {
 void Completion::poll_once(int64_t now) {
   void* cur_ctx = nullptr;
   bool ctx_known = false;
-  auto is_done = [&](const Entry& e) {
+  auto is_done = [&](StreamQueue& sq, size_t i) {
+    Entry& e = sq.q[i];
     if (e.sync) return true;
+    if (!e.has_signal) return false;  // (lost since the positions were taken)
     if (!e.signal.event) return memops_->done(e.signal);
     if (drv_->ctx_set_current && e.ctx && (!ctx_known || cur_ctx != e.ctx)) {
       drv_->ctx_set_current(e.ctx);
@@ -327,47 +556,68 @@ void Completion::poll_once(int64_t now) {
       ctx_known = true;
     }
     if (bench_off() & kOffWatchdog) return true;
+    if (e.adopted != AdoptedEvents::kNone) {
+      switch (adopted_.poll(e.adopted, e.signal.event, drv_)) {
+        case AdoptedEvents::kDone: return true;
+        case AdoptedEvents::kLost:  // recorded again before it completed: no signal left
+          adopted_.release(e.adopted);
+          e.adopted = AdoptedEvents::kNone;
+          e.signal.event = nullptr;
+          e.has_signal = 0;
+          sq.unsignalled++;
+          unbatch_before(sq, i);
+          n_lost_.fetch_add(1, std::memory_order_relaxed);
+          return false;
+        default: return false;
+      }
+    }
     // Completed, or failed: an errored stream will not complete later either.
     return drv_->event_query(e.signal.event) != kCudaErrorNotReady;
   };
   std::vector<std::pair<void*, void*>> released;
   // The index of the last entry of q known done, + 1; binary search over the entries at
-  // positions pos(0..n-1), whose signals complete in order.
-  auto done_prefix = [&](const std::deque<Entry>& q, size_t n, auto pos) -> size_t {
+  // positions pos(0..n-1), whose signals complete in order. Whatever the signals say, the
+  // prefix returned ends at an entry seen done (sound even if one lost its signal meanwhile).
+  auto done_prefix = [&](StreamQueue& sq, size_t n, auto pos) -> size_t {
     if (n == 0) return 0;
-    if (is_done(q[pos(n - 1)])) return n;
+    if (is_done(sq, pos(n - 1))) return n;
     size_t lo = 0, hi = n - 1;  // pos(hi) is not done
     while (lo < hi) {
       size_t mid = lo + (hi - lo) / 2;
-      if (is_done(q[pos(mid)])) lo = mid + 1;
+      if (is_done(sq, pos(mid))) lo = mid + 1;
       else hi = mid;
     }
     return lo;
   };
   for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-    std::deque<Entry>& q = it->second;
-    // Signals of one stream complete in order, so the completed ones are a prefix of q: find
+    StreamQueue& sq = it->second;
+    std::deque<Entry>& q = sq.q;
+    // Signals of one stream complete in order, so the completed ops are a prefix of q: find
     // its end with O(log n) checks instead of one per op (cuEventQuery costs ~1.3 us of
     // driver time on an H200, and shares the driver with the application's launches).
     size_t done = 0;
     CoverStream* cover = q.front().cover;
-    if (!cover) {
-      done = done_prefix(q, q.size(), [](size_t i) { return i; });
+    if (sq.unsignalled == 0) {
+      done = done_prefix(sq, q.size(), [](size_t i) { return i; });
     } else {
-      // Covering: only some entries carry an event; one that completed covers every entry
-      // before it.
+      // Only some entries carry a signal; one that completed covers every entry before it.
       covering_at_.clear();
       for (size_t i = 0; i < q.size(); i++)
-        if (q[i].signal.event || q[i].sync) covering_at_.push_back(i);
-      size_t k = done_prefix(q, covering_at_.size(), [&](size_t i) { return covering_at_[i]; });
+        if (q[i].has_signal || q[i].sync) covering_at_.push_back(i);
+      size_t k = done_prefix(sq, covering_at_.size(), [&](size_t i) { return covering_at_[i]; });
       done = k ? covering_at_[k - 1] + 1 : 0;
+    }
+    if (cover) {
       uint64_t events = 0;
       for (size_t i = 0; i < done; i++) events += q[i].signal.event != nullptr;
       if (events) cover->seen.fetch_add(events, std::memory_order_release);
     }
     for (size_t i = 0; i < done; i++) {
       const Entry& e = q.front();
-      if (e.sync) {  // a sync marker: no op
+      if (e.adopted != AdoptedEvents::kNone) adopted_.release(e.adopted);
+      else if (e.signal.event) released.emplace_back(e.ctx, e.signal.event);
+      sq.unsignalled -= !e.has_signal && !e.sync;
+      if (e.sync || e.marker) {  // a sync marker or a deferred ops' marker: no op
         q.pop_front();
         continue;
       }
@@ -375,7 +625,6 @@ void Completion::poll_once(int64_t now) {
       r.kind = RecKind::Completion;
       r.done = {e.op.call_index, now};
       if (!(bench_off() & kOffDoneRows)) writer_->push(r);
-      if (e.signal.event) released.emplace_back(e.ctx, e.signal.event);
       q.pop_front();
       n_in_flight_--;
       last_progress_ = now;
@@ -387,19 +636,30 @@ void Completion::poll_once(int64_t now) {
   if (hang_timeout_s_ > 0 && n_in_flight_ > 0 && !hang_reported_ &&
       now - last_progress_ >= int64_t(hang_timeout_s_ * 1e9)) {
     hang_reported_ = true;
-    // Oldest in-flight op of each stream: those are what the process is stuck on. Covering
-    // mode knows less: the first incomplete op is one from the oldest in flight up to the
-    // first pending covering event (or the newest op, when none is pending).
+    // Oldest in-flight op of each stream: those are what the process is stuck on. An oldest
+    // op without a signal of its own (covering mode; an adopted event lost) is known less
+    // well: the first incomplete op is one from it up to the first op with a pending signal
+    // (or the newest op, when none has one). One that completes with its marker is exact.
     std::vector<StuckOps> heads;
-    for (auto& [key, q] : in_flight_) {
-      StuckOps h{&q.front().op, &q.front().op};
-      if (q.front().cover) {
-        h.last = &q.back().op;
-        for (const Entry& e : q)
-          if (e.signal.event) {
-            h.last = &e.op;
-            break;
-          }
+    for (auto& [key, sq] : in_flight_) {
+      const Entry* head = nullptr;
+      for (const Entry& e : sq.q)
+        if (!e.sync && !e.marker) {
+          head = &e;
+          break;
+        }
+      if (!head) continue;
+      StuckOps h{&head->op, &head->op};
+      if (!head->has_signal && !head->batched) {
+        const Entry* last_op = head;
+        bool after = false;
+        for (const Entry& e : sq.q) {
+          if (&e == head) after = true;
+          if (!after || &e == head || e.sync) continue;
+          if (!e.marker) last_op = &e;
+          if (e.has_signal) break;
+        }
+        h.last = &last_op->op;
       }
       heads.push_back(h);
     }

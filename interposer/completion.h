@@ -16,6 +16,21 @@
 // first incomplete op of a stream is at most `window` ops after the last completed one (meta
 // `completion_signal=covering`, `completion_window`; the analyzer reports that range). Ops after
 // a stream's last covering event get no completion row until the stream's next op records one.
+//
+// Adopted events (the default signal, `event`): an op whose stream the issuing thread records an
+// event on right after it (its next hooked call is that cudaEventRecord: PyTorch's work end
+// event, recorded after every collective and coalesced group) takes that event as its signal
+// instead of recording one of ours (~1.15 us per op under PyTorch). The op goes to the
+// watchdog at once without a signal ("deferred"); its signal follows as a marker entry of its
+// stream: the caller's event, or, when the thread's next hooked call is anything else, our
+// own event recorded then (after a capture-status query: a capture may have begun since).
+// Ops of one group share their marker, as they share one launch. A thread whose op was not
+// adopted records our own event at once again, until it records an event on the stream of its
+// last op. The adopted event stays the caller's: before the caller records it again or
+// destroys it (hooked: cudaEventRecord[WithFlags], cudaEventDestroy), the hook settles it
+// (AdoptedEvents); an op whose adopted event was recorded again before it completed ("lost":
+// meta completion_adopted) is completed only by a later signal of its stream, and a hang
+// names it as a range.
 #pragma once
 
 #include <atomic>
@@ -46,6 +61,42 @@ struct CoverStream {
   void* ctx = nullptr;                // the context current when it was first seen
 };
 
+// Live adoptions: one record per adopted op marker (kRecords, reused round robin; none free:
+// our own event instead), found from the event by a direct-mapped index (an index entry held by
+// another live event: our own event instead). A record's word holds the event, or'ed with its
+// state. The hook that records an event again or destroys it settles its live record (CAS to
+// kSettling, waits while the watchdog queries it, queries it itself, stores kDone or kLost)
+// before forwarding; the watchdog marks `querying` before it reads the word, so either it sees
+// the settling state and does not query, or the hook waits for its query to finish (both
+// seq_cst: Dekker). A settled record stays the watchdog's until it releases it; the event may
+// be adopted again at once, in a new record.
+class AdoptedEvents {
+ public:
+  static constexpr uint32_t kRecords = 8192;
+  static constexpr uint32_t kIndex = 4096;
+  static constexpr uint32_t kNone = ~0u;
+  enum State : uintptr_t { kLive = 0, kSettling = 1, kDone = 2, kLost = 3 };
+  // After the caller's record of ev succeeded: its record, or kNone.
+  uint32_t claim(void* ev);
+  // Before the caller records ev again or destroys it (any thread).
+  void settle(void* ev, CompletionDriver* drv);
+  // Watchdog: kLive (not done yet), kDone, kLost, or kSettling (ask again next poll).
+  State poll(uint32_t rec, void* ev, CompletionDriver* drv);
+  void release(uint32_t rec);
+  bool any_live() const { return live_.load(std::memory_order_relaxed) != 0; }
+
+ private:
+  static uint32_t index_of(void* ev) {
+    uintptr_t v = reinterpret_cast<uintptr_t>(ev);
+    return uint32_t((v >> 4) ^ (v >> 16) ^ (v >> 28)) % kIndex;
+  }
+  std::atomic<uintptr_t> word_[kRecords] = {};
+  std::atomic<uint32_t> querying_[kRecords] = {};
+  std::atomic<uint32_t> index_[kIndex] = {};  // record + 1 of the event last adopted there
+  std::atomic<uint32_t> next_{0};             // where claim looks for a free record first
+  std::atomic<uint32_t> live_{0};
+};
+
 struct CaptureState {
   bool capturing = false;  // active (or invalidated) stream capture: do not record events
   uint64_t id = 0;
@@ -65,9 +116,23 @@ class Completion {
   // The same from a thread whose current context may differ (an op whose completion is
   // recorded later, from whichever thread polls ncclCommGetAsyncError): records in ctx.
   bool track_in(void* ctx, void* stream, const InFlightOp& op);
+  // The op hot path (emit_op): like track, but the op may wait on its thread for an event the
+  // caller records on its stream next (adopted), see the top of this file.
+  bool track_or_defer(void* stream, const InFlightOp& op, int64_t enqueued_mono);
+  // Before any other hooked call of this thread: records our own signal for its deferred ops.
+  void resolve_deferred();
+  // cudaEventRecord(event, stream) returned success on this thread: adopts it for the thread's
+  // deferred ops on that stream (others: resolve_deferred).
+  void event_recorded(void* event, void* stream);
+  // Before the caller re-records or destroys `event` (cudaEventRecord[WithFlags],
+  // cudaEventDestroy): settles an adoption of it.
+  void event_reused(void* event) {
+    if (adopted_.any_live()) adopted_.settle(event, drv_);
+  }
   // Covering mode: cudaStreamSynchronize(stream) (device: cudaDeviceSynchronize) returned
   // success: every op this thread issued there before is complete (the uncovered tail too).
   void synced(void* stream, bool device);
+  struct ThreadDeferred;  // (completion.cpp)
   // The calling thread's current CUDA context (nullptr without a driver).
   void* current_context();
   void stop();
@@ -84,7 +149,23 @@ class Completion {
     // Covering mode: not an op but a synchronize that returned on `thread` (synced()): the
     // entries of that thread before it are complete.
     uint8_t sync = 0;     // 0 = an op, 1 = stream sync (cover), 2 = device sync (ctx)
+    // An op with no signal of its own (covering, deferred ops sharing one, an adopted event
+    // lost, a capture begun before our own could be recorded) completes when a later signal
+    // of its stream does; `batched`: exactly then (it shares that signal: one group's ops).
+    uint8_t has_signal = 1;
+    uint8_t batched = 0;
+    uint8_t marker = 0;  // not an op: the signal of the deferred ops before it on its stream
+    uint32_t adopted = AdoptedEvents::kNone;  // the adopted event's slot
   };
+  struct StreamQueue {
+    std::deque<Entry> q;
+    size_t unsignalled = 0;  // entries without a signal (has_signal == 0)
+  };
+  ThreadDeferred* deferred_of_thread();
+  void push_entry(const Entry& e);
+  void push_own_marker(void* stream, void* ctx);
+  void add_marker(const Entry& m);
+  void unbatch_before(StreamQueue& sq, size_t end);
   void add_sync(const Entry& marker);
   bool track_covering(void* stream, const InFlightOp& op, int64_t enqueued_mono);
   CoverStream* cover_stream(void* stream, void* ctx);  // slow path: under mu_
@@ -108,6 +189,8 @@ class Completion {
   uint32_t window_ = 8;       // LOCKSTEP_COMPLETION_WINDOW
   std::map<std::tuple<void*, void*, uint64_t>, CoverStream*> covers_;  // under mu_; never freed
   std::atomic<bool> signal_noted_{false};
+  AdoptedEvents adopted_;
+  std::atomic<uint64_t> n_adopted_{0}, n_own_after_{0}, n_lost_{0};  // meta completion_adopted
 
   // Hot path -> watchdog, lock-free; overflow_ (under mu_) only when the queue is full.
   BoundedQueue<Entry> incoming_{1 << 15};
@@ -119,7 +202,7 @@ class Completion {
 
   // watchdog thread only
   // stream (covering mode: its CoverStream) -> entries in enqueue order
-  std::map<void*, std::deque<Entry>> in_flight_;
+  std::map<void*, StreamQueue> in_flight_;
   std::vector<size_t> covering_at_;  // scratch: positions of covering events in one queue
   size_t n_in_flight_ = 0;
   int64_t last_progress_ = 0;

@@ -24,15 +24,19 @@ constexpr cudaError_t kNoRuntime = cudaErrorInitializationError;
 template <class Fn, class... A>
 cudaError_t wait_hook(Fn real, WaitKind kind, void* stream, void* event, A... args) {
   if (!real) return kNoRuntime;
+  const bool record = kind == WaitKind::EventRecord;
+  if (record) event_reused(event);  // an op may have adopted it (completion.h)
   const unsigned off = bench_off();
   if (!recorder_active() || (off & kOffWaits)) return real(args...);
   HookGuard guard;
   if (guard.nested()) return real(args...);
   uint64_t t0 = (off & kProfile) ? bench_ticks() : 0;
-  CallStart c = call_start(false);
+  CallStart c = call_start(false, record);
   uint64_t t1 = (off & kProfile) ? bench_ticks() : 0;
   cudaError_t rc = real(args...);
   uint64_t t2 = (off & kProfile) ? bench_ticks() : 0;
+  // Adopted by the thread's ops just before on that stream (a failed record: none adopted).
+  if (record && c.active) event_recorded(rc == cudaSuccess ? event : nullptr, stream);
   wait_done(c, kind, stream, event);
   if (rc == cudaSuccess && (kind == WaitKind::StreamSync || kind == WaitKind::DeviceSync))
     synchronized(stream, kind == WaitKind::DeviceSync);
@@ -70,6 +74,24 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   cudaError_t rc = real(stream, graph);
   if (rc == cudaSuccess && graph) graph_captured(capture, *graph);
   return rc;
+}
+
+// A capture begun on a stream with a deferred op (completion.h) would take our own event for
+// it into the graph: the thread's deferred ops get their signals first.
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  auto real = REAL_RT(cudaStreamBeginCapture);
+  if (!real) return kNoRuntime;
+  if (recorder_active()) resolve_deferred_completions();
+  return real(stream, mode);
+}
+cudaError_t cudaStreamBeginCaptureToGraph(cudaStream_t stream, cudaGraph_t graph,
+                                          const cudaGraphNode_t* deps,
+                                          const cudaGraphEdgeData* edge_data, size_t ndeps,
+                                          cudaStreamCaptureMode mode) {
+  auto real = REAL_RT(cudaStreamBeginCaptureToGraph);
+  if (!real) return kNoRuntime;
+  if (recorder_active()) resolve_deferred_completions();
+  return real(stream, graph, deps, edge_data, ndeps, mode);
 }
 
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph,
@@ -147,6 +169,20 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 }
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return wait_hook(REAL_RT(cudaEventRecord), WaitKind::EventRecord, stream, event, event, stream);
+}
+
+// Only so that an adopted event is settled before the caller records it again or destroys it.
+cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
+  auto real = REAL_RT(cudaEventRecordWithFlags);
+  if (!real) return kNoRuntime;
+  event_reused(event);
+  return real(event, stream, flags);
+}
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  auto real = REAL_RT(cudaEventDestroy);
+  if (!real) return kNoRuntime;
+  event_reused(event);
+  return real(event);
 }
 
 }  // extern "C"

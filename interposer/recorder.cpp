@@ -280,7 +280,7 @@ void emit_op(Recorder* r, CommState* c, void* handle, OpRec& o, int rc, bool sim
   const uint64_t t0 = (off & kProfile) ? bench_ticks() : 0;
   InFlightOp in_flight{o.call_index, c->hash, o.seq, o.count, o.op};
   if (rc == kNcclSuccess) {
-    r->completion->track(reinterpret_cast<void*>(o.stream), in_flight, o.return_mono);
+    r->completion->track_or_defer(reinterpret_cast<void*>(o.stream), in_flight, o.return_mono);
   } else {
     // ncclInProgress (nonblocking communicator): NCCL may still be putting the kernel on the
     // stream in the background, and its docs ("Nonblocking group operation") make the caller
@@ -354,6 +354,7 @@ OpToken op_begin(const OpDesc& d) noexcept {
   const unsigned off = bench_off();
   if (off & kOffRecorder) return t;
   const uint64_t t0 = (off & kProfile) ? bench_ticks() : 0;
+  r->completion->resolve_deferred();  // the thread's previous op: no event of the caller's
   ThreadState& ts = thread_state();
   t.active = true;
   t.desc = d;
@@ -488,10 +489,11 @@ void group_end(int rc, bool simulate) noexcept {
 }
 
 // ---- communicators -------------------------------------------------------------------------
-CallStart call_start(bool may_start) noexcept {
+CallStart call_start(bool may_start, bool event_record) noexcept {
   CallStart c;
   Recorder* r = may_start ? recorder() : recorder_active() ? current_recorder() : nullptr;
   if (!r) return c;
+  if (!event_record) r->completion->resolve_deferred();  // before this call's effects
   c.active = true;
   c.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
   c.mono = hot_mono_ns();
@@ -725,6 +727,19 @@ void synchronized(void* stream, bool device) noexcept {
   Recorder* r = current_recorder();
   if (!r || (bench_off() & kOffEvent)) return;
   r->completion->synced(stream, device);
+}
+
+void event_recorded(void* event, void* stream) noexcept {
+  Recorder* r = current_recorder();
+  if (r && !(bench_off() & kOffEvent)) r->completion->event_recorded(event, stream);
+}
+
+void resolve_deferred_completions() noexcept {
+  if (Recorder* r = current_recorder()) r->completion->resolve_deferred();
+}
+
+void event_reused(void* event) noexcept {
+  if (Recorder* r = current_recorder()) r->completion->event_reused(event);
 }
 
 void wait_done(const CallStart& cs, WaitKind kind, void* stream, void* event) noexcept {

@@ -67,8 +67,10 @@ struct CallStart {
   int64_t mono = 0;
   uint64_t split_counter = 0;  // Split/Shrink: parent's counter taken before the call
 };
-// may_start=false (CUDA runtime hooks): only when the recorder already runs.
-CallStart call_start(bool may_start = true) noexcept;
+// may_start=false (CUDA runtime hooks): only when the recorder already runs. Resolves the
+// thread's deferred completions first (completion.h), except for a cudaEventRecord
+// (event_record: event_recorded may adopt that event after the real call).
+CallStart call_start(bool may_start = true, bool event_record = false) noexcept;
 // Split/Shrink: takes the parent's split counter (before the call, so every member agrees).
 void take_split_counter(CallStart& c, void* parent) noexcept;
 // After a creating call returned: newcomm is the handle written by NCCL (nullptr if none).
@@ -94,6 +96,12 @@ void graph_destroyed(void* graph) noexcept;
 void graph_exec_destroyed(void* exec) noexcept;
 void graph_launched(const CallStart& c, void* exec, void* stream, int rc) noexcept;
 void wait_done(const CallStart& c, WaitKind kind, void* stream, void* event) noexcept;
+// cudaEventRecord(event, stream) returned success on this thread (completion.h: adoption).
+void event_recorded(void* event, void* stream) noexcept;
+// Before a real call that must come after the thread's deferred ops' signals (a capture begins).
+void resolve_deferred_completions() noexcept;
+// Before the real cudaEventRecord[WithFlags] / cudaEventDestroy of `event`, on any thread.
+void event_reused(void* event) noexcept;
 // A stream (device: every stream) synchronize returned success on this thread.
 void synchronized(void* stream, bool device) noexcept;
 

@@ -1,7 +1,7 @@
 // One rank of a multi-rank program run by lockstep-launch on the CPU NCCL fixture, under the
 // recorder (recorder_fixture_test.cpp checks the traces). Uses the CUDA runtime for memory and
 // streams, as PyTorch does, so the runtime hooks are exercised too.
-//   recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|streams [S N]|write_file BYTES DIR
+//   recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|streams [S N]|torch [N [clean|diverge|elsewhere|reuse]]|write_file BYTES DIR
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -156,6 +156,54 @@ int scenario_diverge(int n) {
 }
 }
 
+// PyTorch's pattern (ProcessGroupNCCL): after each collective (or group) the issuing thread
+// records the work's end event on the op's stream; events come from a small cache and are
+// recorded again for later ops (some destroyed and recreated). Ops 51 and 351 record no end
+// event (the recorder falls back to its own), every 7th is a group; every 11th end event is
+// followed by a record of an event on another stream. With `diverge`, after n matching ops
+// (no synchronize) rank 0 issues a reduce_scatter where rank 1 issues an all_to_all, each
+// with its end event (`elsewhere`: after an event recorded on another stream); with `reuse`
+// that end event is then recorded again on another stream before the op could complete, and
+// an all-reduce follows; then the stream is synchronized (hangs).
+int scenario_torch(int n, const std::string& how) {
+  const bool reuse = how == "reuse", elsewhere = how == "elsewhere";
+  const bool diverge = how == "diverge" || reuse || elsewhere;
+  Rank r = setup();
+  cudaStream_t other = nullptr;
+  CHECK(cudaStreamCreate(&other));
+  cudaEvent_t cache[4];
+  for (auto& e : cache) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  cudaEvent_t side = nullptr;
+  CHECK(cudaEventCreateWithFlags(&side, cudaEventDisableTiming));
+  for (int i = 0; i < n; i++) {
+    cudaEvent_t& end = cache[i % 4];
+    if (i % 13 == 12) {  // the cache drops an event and makes a new one
+      CHECK(cudaEventDestroy(end));
+      CHECK(cudaEventCreateWithFlags(&end, cudaEventDisableTiming));
+    }
+    if (i % 7 == 6) exchange_all_to_all(r);
+    else train_step(r);
+    if (i % 300 != 50) CHECK(cudaEventRecord(end, r.stream));
+    if (i % 11 == 10) CHECK(cudaEventRecord(side, other));
+  }
+  if (diverge) {
+    if (r.rank == 0) fsdp_post_backward_reduce_scatter(r);
+    else ulysses_all_to_all(r);
+    if (elsewhere) CHECK(cudaEventRecord(side, other));  // not the op's stream: not its signal
+    CHECK(cudaEventRecord(cache[0], r.stream));
+    if (reuse) {
+      CHECK(cudaEventRecord(cache[0], other));
+      train_step(r);
+    }
+  }
+  CHECK(cudaStreamSynchronize(r.stream));  // hangs after a divergence
+  CHECK(cudaStreamSynchronize(other));
+  for (auto& e : cache) CHECK(cudaEventDestroy(e));
+  CHECK(ncclCommDestroy(r.world));
+  printf("rank %d: %d ops done\n", r.rank, n);
+  return 0;
+}
+
 // Many small ops: a trace that outgrows a small RLIMIT_FSIZE or a tiny filesystem.
 int scenario_many(int n) {
   Rank r = setup();
@@ -211,12 +259,14 @@ int main(int argc, char** argv) {
     if (s == "nonblocking") return scenario_nonblocking();
     if (s == "diverge") return scenario_diverge(argc > 2 ? atoi(argv[2]) : 20);
     if (s == "many") return scenario_many(argc > 2 ? atoi(argv[2]) : 1000);
+    if (s == "torch")
+      return scenario_torch(argc > 2 ? atoi(argv[2]) : 600, argc > 3 ? argv[3] : "clean");
     if (s == "streams") return scenario_streams(argc > 2 ? atoi(argv[2]) : 6, argc > 3 ? atoi(argv[3]) : 600);
     if (s == "write_file" && argc > 3) return scenario_write_file(atol(argv[2]), argv[3]);
   } catch (const std::exception& e) {
     fprintf(stderr, "rank program: %s\n", e.what());
     return 2;
   }
-  fprintf(stderr, "usage: recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|streams [S N]|write_file BYTES DIR\n");
+  fprintf(stderr, "usage: recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|streams [S N]|torch [N [clean|diverge|elsewhere|reuse]]|write_file BYTES DIR\n");
   return 1;
 }
