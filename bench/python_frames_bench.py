@@ -4,7 +4,7 @@ Timings only, never pass/fail. Needs the test extension built by tests/python:
   cmake --build build-python --target pyframes_testmod_py311
   PYTHONPATH=build-python/tests/python/py311 python3 bench/python_frames_bench.py
 With CPython 3.12+ it also times the exact guard against the code-watcher guard (same run,
-alternating). Figures are recorded in docs/python-frames.md.
+alternating), and the interning walk against the thread stack cache with code objects dying. Figures are recorded in docs/python-frames.md.
 """
 import statistics
 import sys
@@ -85,10 +85,37 @@ def guards():
               % (frames, name, best, statistics.median(r[1] for r in runs), best / frames))
 
 
+def walk_vs_cache(dying_per_capture):
+    """The hook's two ways to read the stack (3.12+, code watcher): the interning walk (+ the
+    content hash the memo keys on) and the thread stack cache, alternating; with
+    `dying_per_capture` code objects dying between captures (exec'd code, as generated code
+    does), 200 captures at a time. ns per capture, median of rounds."""
+    if not hasattr(m, "bench_cached") or not m.guard_status().startswith("code watcher"):
+        return
+    res = {"walk": [], "cache": []}
+    for _ in range(REPEATS):
+        for name in ("walk", "cache"):
+            def run():
+                total = 0.0
+                for i in range(200):
+                    for j in range(dying_per_capture):
+                        ns = {}
+                        exec(compile("def d():\n    return %d\n" % j, "<dying>", "exec"), ns)
+                        ns.clear()
+                    t = m.bench(1)[0] if name == "walk" else m.bench_cached(1)[0]
+                    total += t
+                return total / 200
+            res[name].append(at_depth(DEPTH, run))
+    print("walk vs stack cache, %d frames, %d code objects dying per capture: walk %5.0f ns, cache %5.0f ns"
+          % (DEPTH, dying_per_capture, statistics.median(res["walk"]), statistics.median(res["cache"])))
+
+
 def main():
     print("python %s, %s" % (sys.version.split()[0], m.status()))
     if hasattr(m, "guard_status"):
         guards()
+        for dying in (0, 1, 10):
+            walk_vs_cache(dying)
     best, med, frames = best_ns(resolve=False)
     print("capture + hash, %d frames:            best %7.0f ns  median %7.0f ns  (%.1f ns/frame)"
           % (frames, best, med, best / frames))

@@ -170,7 +170,7 @@ OFF = {"recorder": 1 << 0, "stack": 1 << 1, "event": 1 << 4, "queue": 1 << 5, "w
        "waits": 1 << 7, "memop": 1 << 8, "python": 1 << 9, "unwind": 1 << 10, "pyguard": 1 << 11,
        "profile": 1 << 12, "unwindcap": 1 << 13, "covering": 1 << 14, "donerows": 1 << 17,
        "waitrow": 1 << 18, "waitclock": 1 << 19, "waitindex": 1 << 20,
-       "stackmemo": 1 << 21, "pycache": 1 << 22}
+       "stackmemo": 1 << 21, "pycache": 1 << 22, "adopt": 1 << 23}
 CONFIGS = {
     "recording": 0,                                   # the stack mode the process runs with
     "no-stacks": OFF["stack"],
@@ -190,7 +190,8 @@ CONFIGS = {
     "event-per-op": OFF["covering"],                  # an event after every op (the default signal)
     "no-stacks-event": OFF["stack"] | OFF["covering"],
     "no-memo": OFF["stackmemo"],                      # every native stack unwound (no memo)
-    "pycache": OFF["pycache"],                        # Python frames through the thread stack cache
+    "py-walk": OFF["pycache"],                        # Python frames by the walk (no thread stack cache)
+    "own-event": OFF["adopt"],                        # our own event after every op (no adoption)
     "paused": OFF["recorder"] | OFF["waits"],         # NCCL and runtime hooks forward only
 }
 # BenchCounter order (bench_knobs.h); the TSC follows the last one.

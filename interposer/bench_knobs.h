@@ -31,7 +31,7 @@ enum BenchOff : unsigned {
   kOffDoneRows = 1u << 17,  // "donerows": the watchdog pushes no completion rows
   // 1u << 18..20: taken by a benchmark branch's runtime-call switches (bench/step_overhead.py)
   kOffStackMemo = 1u << 21, // "stackmemo": every stack unwound (no memoized native frames)
-  kOffPyCache = 1u << 22,   // "pycache": not a part switched off but one switched ON: Python frames
+  kOffPyCache = 1u << 22,   // "pycache": Python frames by the interning walk at every capture, not
                             // through the thread stack cache (capture_python_frames_cached)
   kOffAdopt = 1u << 23,     // "adopt": no adopted caller events: our own event recorded in the
                             // hook after every op (the completion signal before issue 31)

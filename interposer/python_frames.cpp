@@ -378,10 +378,6 @@ std::atomic<bool> g_exact_only{false};  // benchmarking only: python_frames_benc
 
 constexpr uint64_t kUnwatched = ~uint64_t{0};
 std::atomic<uint64_t> g_destroyed[kTableSize];  // per address bucket: DESTROY events seen
-// Every bucket at once: the thread stack cache (capture_python_frames_cached) trusts a whole
-// stack when no code object at all died since it was proven right. The argument above holds
-// for it as for any bucket (one bucket that covers every address).
-std::atomic<uint64_t> g_destroyed_any{0};
 
 enum WatchState : int { kWatchIdle, kWatchRequested, kWatchActive, kWatchOff };
 std::atomic<int> g_watch_state{kWatchIdle};
@@ -399,7 +395,6 @@ int on_code_event(int event, void* code) {  // with the GIL, from CPython (creat
   if (event == pyframes_detail::kPyCodeEventDestroy) {
     g_destroyed[bucket_of(reinterpret_cast<uintptr_t>(code))].fetch_add(
         1, std::memory_order_acq_rel);
-    g_destroyed_any.fetch_add(1, std::memory_order_acq_rel);
   }
   return 0;
 }
@@ -743,28 +738,34 @@ namespace {
 // A thread issues its NCCL calls from few Python stacks. The walk below reads only the thread's
 // own frames (executable, instruction pointer, owner): no code object, no intern table. Those
 // words, equal to the ones of a stack proven right (by the interning walk above, under the code
-// watcher) while no code object died since (g_destroyed_any unchanged), name the same code
-// objects at the same instructions: a code object at the same address is the same live object
-// (its death would have moved the count), and the shim/incomplete decisions and the
-// instruction offsets are functions of those words. So the proven frames are returned as they
-// are. Only under the code watcher (watcher_trusted); otherwise, and for stacks deeper than
-// kCachedWalk, every capture takes the interning walk.
+// watcher) while no code object died in the address buckets of its frames since (each frame's
+// g_destroyed bucket count unchanged since before the walk), name the same code objects at the
+// same instructions: a code object at the same address is the same live object (its death
+// would have moved its bucket's count before the address could be reused), and the
+// shim/incomplete decisions and the instruction offsets are functions of those words. So the
+// proven frames are returned as they are. Code objects dying elsewhere (exec'd or generated
+// code) leave the stacks that do not share their buckets cached. Only under the code watcher
+// (watcher_trusted); otherwise, and for stacks deeper than kCachedWalk, every capture takes the
+// interning walk.
 constexpr size_t kCachedWalk = 96;   // frames walked (shims included) for a cacheable stack
 constexpr size_t kCachedFrames = 64;  // Python frames kept per cached stack
-constexpr size_t kCacheSlots = 64;   // per thread, direct mapped by the words' hash
+constexpr size_t kCacheWays = 4;     // per thread, 4-way set associative by the words' hash
+constexpr size_t kCacheSets = 16;
 
 struct PyStackEntry {
   uint64_t key = 0;
   const char* tstate = nullptr;
-  uint64_t epoch = 0;  // g_destroyed_any read before the frames were proven
   uint64_t id = 0;     // process-unique, never 0; a replaced entry gets a new one
+  uint64_t used = 0;   // the cache's use counter at its last hit (least recently used goes)
   uint32_t nwords = 0;
   uint32_t n = 0;
   uintptr_t words[3 * kCachedWalk];
+  uint64_t gens[kCachedWalk];  // each frame's g_destroyed bucket count, read before the walk
   PyFrameRaw frames[kCachedFrames];
 };
 struct PyStackCache {
-  PyStackEntry* slot[kCacheSlots] = {};
+  PyStackEntry* slot[kCacheSets * kCacheWays] = {};
+  uint64_t uses = 0;
 };
 std::atomic<uint64_t> g_stack_ids{0};
 pthread_key_t g_cache_key;
@@ -817,39 +818,62 @@ size_t capture_python_frames_cached(PyFrameRaw* out, size_t max, uint64_t* stack
   if (!rt.ok || max == 0 || !rt.sym.is_initialized()) return 0;
   const char* tstate = static_cast<const char*>(rt.sym.this_thread_state());
   if (!tstate) return 0;
-  const uint64_t epoch = g_destroyed_any.load(std::memory_order_acquire);
   uintptr_t words[3 * kCachedWalk];
   uint32_t nwords = 0;
   PyStackCache* cache = nullptr;
   uint64_t key = 0;
+  PyStackEntry** set = nullptr;
   if (watcher_trusted(rt, tstate) && stack_words(rt, tstate, words, nwords) &&
       (cache = thread_cache())) {
     key = XXH3_64bits(words, nwords * sizeof(uintptr_t));
-    const PyStackEntry* e = cache->slot[key % kCacheSlots];
-    if (e && e->key == key && e->tstate == tstate && e->epoch == epoch && e->nwords == nwords &&
-        e->n <= max && std::memcmp(e->words, words, nwords * sizeof(uintptr_t)) == 0) {
+    set = &cache->slot[(key % kCacheSets) * kCacheWays];
+    for (size_t w = 0; w < kCacheWays; ++w) {
+      PyStackEntry* e = set[w];
+      if (!e || e->key != key || e->tstate != tstate || e->nwords != nwords || e->n > max ||
+          std::memcmp(e->words, words, nwords * sizeof(uintptr_t)) != 0)
+        continue;
+      size_t k = 0;
+      for (; k < nwords / 3; ++k)
+        if (g_destroyed[bucket_of(words[3 * k])].load(std::memory_order_acquire) != e->gens[k]) break;
+      if (k < nwords / 3) break;  // a code object died in a frame's bucket: prove again
       std::memcpy(out, e->frames, e->n * sizeof(PyFrameRaw));
+      e->used = ++cache->uses;
       *stack_id = e->id;
       return e->n;
     }
   }
-  // Prove the frames by the interning walk (guards per code object), and remember them.
+  // Prove the frames by the interning walk (guards per code object), and remember them with the
+  // frames' bucket counts read before it.
+  uint64_t gens[kCachedWalk];
+  if (set)
+    for (size_t k = 0; k < nwords / 3; ++k)
+      gens[k] = g_destroyed[bucket_of(words[3 * k])].load(std::memory_order_acquire);
   const size_t n = pyframes_detail::python_capture_from(rt, tstate, out, max);
   if (n && g_watch_state.load(std::memory_order_relaxed) == kWatchIdle) request_code_watcher(rt);
-  if (!cache || n > kCachedFrames) return n;
+  if (!set || n > kCachedFrames) return n;
   for (size_t i = 0; i < n; ++i)
     if (!out[i].code) return n;  // intern table full: not proven
-  PyStackEntry*& slot = cache->slot[key % kCacheSlots];
+  // The way of this key, else an empty one, else the least recently used.
+  size_t victim = 0;
+  for (size_t w = 0; w < kCacheWays; ++w) {
+    if (set[w] && set[w]->key == key) {
+      victim = w;
+      break;
+    }
+    if (!set[w] || (set[victim] && set[w]->used < set[victim]->used)) victim = w;
+  }
+  PyStackEntry*& slot = set[victim];
   if (!slot) slot = new (std::nothrow) PyStackEntry;
   if (!slot) return n;
   PyStackEntry& e = *slot;
   e.key = key;
   e.tstate = tstate;
-  e.epoch = epoch;
   e.id = g_stack_ids.fetch_add(1, std::memory_order_relaxed) + 1;
+  e.used = ++cache->uses;
   e.nwords = nwords;
   e.n = static_cast<uint32_t>(n);
   std::memcpy(e.words, words, nwords * sizeof(uintptr_t));
+  std::memcpy(e.gens, gens, nwords / 3 * sizeof(uint64_t));
   std::memcpy(e.frames, out, n * sizeof(PyFrameRaw));
   *stack_id = e.id;
   return n;

@@ -613,7 +613,11 @@ void comm_ended(const CallStart& cs, void* comm, CommEnd kind, int rc) noexcept 
 
 void comm_async_state(void* comm, int rc, int async_err) noexcept {
   Recorder* r = current_recorder();
-  if (!r || rc != kNcclSuccess || async_err == kNcclInProgress) return;
+  if (!r) return;
+  // A thread polling for its ops (nccl-tests: ncclCommGetAsyncError + cudaStreamQuery) gives
+  // its deferred ops their own events here rather than at its next NCCL call.
+  r->completion->resolve_deferred();
+  if (rc != kNcclSuccess || async_err == kNcclInProgress) return;
   release_deferred(r, comm, async_err == kNcclSuccess);
 }
 

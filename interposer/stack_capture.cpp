@@ -185,16 +185,17 @@ uint64_t capture_stack(StackMode mode, StackBuf& buf, unsigned off) {
   const bool python = mode == StackMode::Python && !(off & kOffPython);
   uint64_t py_id = 0;
   if (python) {
-    // The Python stack's identity for the memo: its content hash (code objects' file, qualname,
-    // first line and instruction offsets). The thread stack cache (python_frames.h) is opt-in
-    // ("pycache"): under PyTorch on the H200 it missed on about half the calls (direct-mapped
-    // slots, code objects dying during the step), and then cost more than the walk alone.
-    if (off & kOffPyCache) {
+    // The Python stack's identity for the memo: the thread stack cache's id of a proven stack
+    // (python_frames.h: frame words equal, no code object died in their buckets since), else
+    // (not cacheable, or "pycache" off) the content hash of the frames the interning walk read
+    // (code objects' file, qualname, first line and instruction offsets). The cache is the
+    // default since it became 4-way and per-bucket (docs/performance.md): on the H200 the
+    // direct-mapped, process-wide-epoch form cost more than the walk in one run, less in another.
+    if (!(off & kOffPyCache))
       buf.npy = int(lockstep::capture_python_frames_cached(buf.py, kMaxPythonFrames, &py_id));
-    } else {
+    else
       buf.npy = int(lockstep::capture_python_frames(buf.py, kMaxPythonFrames));
-      if (buf.npy > 0) py_id = lockstep::python_frames_hash(buf.py, size_t(buf.npy), 0) | 1;
-    }
+    if (buf.npy > 0 && py_id == 0) py_id = lockstep::python_frames_hash(buf.py, size_t(buf.npy), 0) | 1;
     if (profile) {
       uint64_t t1 = bench_ticks();
       bench_count(kCntPythonTicks, t1 - t0);

@@ -144,7 +144,7 @@ if on parts; then
 say "parts under PyTorch"
 LOCKSTEP_DIR=$W/t-parts LD_PRELOAD=$D/lib-new/liblockstep.so timeout -s KILL $((PARTS_SECONDS + 90)) \
   python3 step_overhead.py --ab lockstep --shape host --block 1 --settle 0 --shuffle 1 --profile 1 \
-  --pairs 100000 --seconds "$PARTS_SECONDS" --configs recording,no-memo,pycache,no-stacks,paused \
+  --pairs 100000 --seconds "$PARTS_SECONDS" --configs recording,own-event,py-walk,no-memo,no-stacks,paused \
   >"$OUT/parts.jsonl" 2>"$W/parts.err"; tail -3 "$W/parts.err"
 python3 step_ratio.py "$OUT/parts.jsonl" >"$OUT/parts-table.md" 2>&1; cat "$OUT/parts-table.md"
 python3 - "$OUT/parts.jsonl" >>"$OUT/parts-table.md" <<'EOF'
