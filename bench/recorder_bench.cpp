@@ -154,12 +154,13 @@ void run_parts(int rounds) {
       rt[off ? "forwarded" : "recorded"].push_back(
           std::chrono::duration<double, std::nano>(t1 - t0).count() / kCalls);
     }
-  // PyTorch's pattern: each collective followed by its work's end event on the op's stream,
-  // from a cache of 4 events. "adopted": the end event is the op's completion signal (the
+  // PyTorch's pattern: each collective followed by its work's end event on the op's stream
+  // (events reused only after they completed and the recorder's watchdog had time to see it, as
+  // PyTorch's event cache hands them out again after its watchdog saw the work complete). "adopted": the end event is the op's completion signal (the
   // default); "own event": ours recorded after every op as well (kOffAdopt). The stub driver
   // reads zeroed memory as a completed event, and its record costs next to nothing: what
   // differs here is the recorder's own work (on a GPU the record saved is ~1 us, docs).
-  alignas(16) static int64_t end_events[4][2] = {};
+  alignas(16) static int64_t end_events[kCalls / 2][2] = {};
   std::map<std::string, std::vector<double>> adopt;
   for (int r = 0; r < rounds; ++r)
     for (int k = 0; k < 2; ++k) {
@@ -169,7 +170,7 @@ void run_parts(int rounds) {
       auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < kCalls / 2; ++i) {
         ncclAllReduce(g_buf, g_buf, 16, ncclFloat32, ncclSum, g_comm, kStream);
-        cudaEventRecord(reinterpret_cast<cudaEvent_t>(end_events[i % 4]), kStream);
+        cudaEventRecord(reinterpret_cast<cudaEvent_t>(end_events[i]), kStream);
       }
       auto t1 = std::chrono::steady_clock::now();
       adopt[own ? "own event" : "adopted"].push_back(

@@ -82,16 +82,17 @@ uint32_t AdoptedEvents::claim(void* ev) {
     if ((w & ~uintptr_t(3)) != v && (w & ~uintptr_t(3)) && (w & 3) <= kSettling)
       return kNone;  // another event, not settled, is found through this index entry
   }
-  live_.fetch_add(1, std::memory_order_seq_cst);
   for (int tries = 0; tries < 8; tries++) {
-    const uint32_t r = next_.fetch_add(1, std::memory_order_relaxed) % kRecords;
+    // (one claimer per thread at a time: a relaxed cursor, then the record's CAS decides)
+    const uint32_t r = next_.load(std::memory_order_relaxed) % kRecords;
+    next_.store(r + 1, std::memory_order_relaxed);
     uintptr_t expected = 0;
-    if (!word_[r].compare_exchange_strong(expected, v)) continue;
+    if (word_[r].load(std::memory_order_relaxed) != 0 || !word_[r].compare_exchange_strong(expected, v))
+      continue;
     if (index_[ix].compare_exchange_strong(held, r + 1)) return r;
     word_[r].store(0, std::memory_order_release);  // another thread claimed there meanwhile
     break;
   }
-  live_.fetch_sub(1, std::memory_order_relaxed);
   return kNone;
 }
 
@@ -100,7 +101,9 @@ void AdoptedEvents::settle(void* ev, CompletionDriver* drv) {
   if (!held || !drv) return;
   const uint32_t i = held - 1;
   uintptr_t live = reinterpret_cast<uintptr_t>(ev);
-  if (!word_[i].compare_exchange_strong(live, live | kSettling)) return;
+  if (word_[i].load(std::memory_order_seq_cst) != live ||  // released, settled, or another's
+      !word_[i].compare_exchange_strong(live, live | kSettling))
+    return;
   while (querying_[i].load(std::memory_order_seq_cst))
     std::this_thread::yield();  // the watchdog's one query of it (~1 us)
   // Still the adopted record (the caller has not recorded it again yet): done or not, for good.
@@ -118,10 +121,7 @@ AdoptedEvents::State AdoptedEvents::poll(uint32_t i, void* ev, CompletionDriver*
   return st;
 }
 
-void AdoptedEvents::release(uint32_t i) {
-  word_[i].store(0, std::memory_order_release);
-  live_.fetch_sub(1, std::memory_order_relaxed);
-}
+void AdoptedEvents::release(uint32_t i) { word_[i].store(0, std::memory_order_release); }
 
 Completion::Completion(Writer* writer, int global_rank, std::string trace_dir)
     : writer_(writer), hang_reporter_(writer, global_rank, std::move(trace_dir)) {

@@ -83,7 +83,6 @@ class AdoptedEvents {
   // Watchdog: kLive (not done yet), kDone, kLost, or kSettling (ask again next poll).
   State poll(uint32_t rec, void* ev, CompletionDriver* drv);
   void release(uint32_t rec);
-  bool any_live() const { return live_.load(std::memory_order_relaxed) != 0; }
 
  private:
   static uint32_t index_of(void* ev) {
@@ -94,7 +93,6 @@ class AdoptedEvents {
   std::atomic<uint32_t> querying_[kRecords] = {};
   std::atomic<uint32_t> index_[kIndex] = {};  // record + 1 of the event last adopted there
   std::atomic<uint32_t> next_{0};             // where claim looks for a free record first
-  std::atomic<uint32_t> live_{0};
 };
 
 struct CaptureState {
@@ -126,9 +124,7 @@ class Completion {
   void event_recorded(void* event, void* stream);
   // Before the caller re-records or destroys `event` (cudaEventRecord[WithFlags],
   // cudaEventDestroy): settles an adoption of it.
-  void event_reused(void* event) {
-    if (adopted_.any_live()) adopted_.settle(event, drv_);
-  }
+  void event_reused(void* event) { adopted_.settle(event, drv_); }
   // Covering mode: cudaStreamSynchronize(stream) (device: cudaDeviceSynchronize) returned
   // success: every op this thread issued there before is complete (the uncovered tail too).
   void synced(void* stream, bool device);
