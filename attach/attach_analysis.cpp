@@ -181,6 +181,13 @@ TraceEvidence read_trace(const TraceSource& src) {
   std::optional<LinkedFiles> linked;
   std::string dir = src.path;
   if (!src.files.empty()) {
+    // Dumps are written where each rank runs: from another host (a --slurm analysis on the
+    // login node) a node-local path cannot be read.
+    if (std::none_of(src.files.begin(), src.files.end(), [](const std::string& f) { return ::access(f.c_str(), R_OK) == 0; })) {
+      ev.error = "none of its " + std::to_string(src.files.size()) +
+                 " dump file(s) is readable here (dumps are written on each rank's node: read them there, or give --fr DIR)";
+      return ev;
+    }
     linked.emplace(src.files);
     dir = linked->dir();
     if (dir.empty()) {

@@ -103,6 +103,13 @@ try:
         t = subprocess.run([lockstep, "attach", "--from", snap], capture_output=True, text=True, timeout=60)
         expect(t.returncode == 1 and "Flight Recorder entries at " in t.stdout and "flight_recorder proven" in t.stdout,
                "attach --from DIR reads the same dumps, the text names them per rank")
+        # Dumps gone (or on another node): named as not read, never silently dropped.
+        shutil.rmtree(fr_dir)
+        rc, rep = attach("--from", snap, "--json")
+        tr = rep.get("traces", [])
+        expect(len(tr) == 1 and not tr[0]["read"] and "readable here" in tr[0]["error"],
+               "dumps no longer readable: the source is named, not read, and why")
+        expect("not read" in rep.get("verdict", "") and rc == 1, "the verdict says so (RAS still proves the divergence)")
         # --fr: dumps the environment does not name.
         other = os.path.join(work, "given")
         dumps(other, "--diverge-rank", "0", "--diverge-seq", "2")
