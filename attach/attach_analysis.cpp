@@ -159,12 +159,18 @@ class LinkedFiles {
     dir_ = tmpl;
     for (size_t i = 0; i < files.size(); ++i) {
       std::string link = dir_ + "/" + std::to_string(i) + "-" + base_name(files[i]);
-      if (::symlink(files[i].c_str(), link.c_str()) == 0) links_.push_back(link);
+      if (::symlink(files[i].c_str(), link.c_str()) == 0) links_.emplace_back(link, files[i]);
     }
   }
   ~LinkedFiles() {
-    for (const std::string& l : links_) ::unlink(l.c_str());
+    for (const auto& l : links_) ::unlink(l.first.c_str());
     if (!dir_.empty()) ::rmdir(dir_.c_str());
+  }
+  // The file a user knows for a path the loader names: the dump, not its link.
+  const std::string& original(const std::string& path) const {
+    for (const auto& l : links_)
+      if (l.first == path) return l.second;
+    return path;
   }
   LinkedFiles(const LinkedFiles&) = delete;
   LinkedFiles& operator=(const LinkedFiles&) = delete;
@@ -172,7 +178,7 @@ class LinkedFiles {
 
  private:
   std::string dir_;
-  std::vector<std::string> links_;
+  std::vector<std::pair<std::string, std::string>> links_;  // link -> dump file
 };
 
 TraceEvidence read_trace(const TraceSource& src) {
@@ -197,7 +203,7 @@ TraceEvidence read_trace(const TraceSource& src) {
   }
   try {
     Schedule s = load_schedule(dir);
-    for (const SkippedFile& sk : s.skipped) ev.skipped.push_back(sk.path + ": " + sk.reason);
+    for (const SkippedFile& sk : s.skipped) ev.skipped.push_back((linked ? linked->original(sk.path) : sk.path) + ": " + sk.reason);
     if (s.procs.empty()) {
       ev.error = "no usable trace file" + std::string(ev.skipped.empty() ? "" : " (every file skipped)");
       return ev;
@@ -223,15 +229,6 @@ TraceEvidence read_trace(const TraceSource& src) {
   } catch (const std::exception& e) {
     ev.error = e.what();
   }
-  // Paths the user knows: the dump files, not their links.
-  if (linked)
-    for (std::string& sk : ev.skipped)
-      if (sk.rfind(linked->dir() + "/", 0) == 0) {
-        const size_t dash = sk.find('-', linked->dir().size() + 1);
-        const size_t i = std::strtoul(sk.c_str() + linked->dir().size() + 1, nullptr, 10);
-        if (dash != std::string::npos && i < src.files.size())
-          sk = src.files[i] + sk.substr(sk.find(':', dash));
-      }
   return ev;
 }
 

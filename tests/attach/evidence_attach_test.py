@@ -103,6 +103,20 @@ try:
         t = subprocess.run([lockstep, "attach", "--from", snap], capture_output=True, text=True, timeout=60)
         expect(t.returncode == 1 and "Flight Recorder entries at " in t.stdout and "flight_recorder proven" in t.stdout,
                "attach --from DIR reads the same dumps, the text names them per rank")
+        # A hostile dump among them (a pickle that would run a command): skipped by its own path,
+        # the other rank's entries still read.
+        shutil.rmtree(fr_dir)
+        dumps(fr_dir, "--hostile-rank", "1")
+        pwned = "/tmp/lockstep-fr-pwned"
+        if os.path.exists(pwned):
+            os.unlink(pwned)
+        rc, rep = attach("--from", snap, "--json")
+        tr = rep.get("traces", [])
+        expect(len(tr) == 1 and tr[0]["read"] and list(tr[0]["ops_per_rank"]) == ["0"],
+               "with a hostile dump: rank 0's entries read")
+        expect(len(tr) == 1 and len(tr[0]["skipped"]) == 1 and tr[0]["skipped"][0].startswith(prefix + "1: "),
+               f"the hostile dump skipped, named by its own path: {tr[0]['skipped'] if tr else None}")
+        expect(not os.path.exists(pwned), "and nothing in it ran")
         # Dumps gone (or on another node): named as not read, never silently dropped.
         shutil.rmtree(fr_dir)
         rc, rep = attach("--from", snap, "--json")
