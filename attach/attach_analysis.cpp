@@ -1,11 +1,17 @@
 #include "attach_analysis.h"
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <sstream>
 
+#include "analysis.h"
 #include "identity.h"
 #include "text_escape.h"
+#include "trace_loader.h"
 
 namespace lockstep::attach {
 namespace {
@@ -113,7 +119,122 @@ void describe(const ProcessSnapshot& p, RankFinding& f) {
     if (!nf.function.empty()) f.signature.push_back(nf.function);
 }
 
+const char* trace_words(TraceKind k) {
+  return k == TraceKind::kRecorder ? "lockstep recorder rows" : "Flight Recorder entries";
+}
+
+// The trace sources: those given, then those the snapshots' environments name (one per trace
+// directory, one per FR dump prefix with the dump files of every process that shares it).
+std::vector<TraceSource> trace_sources(const std::vector<NodeSnapshot>& nodes, const std::vector<TraceSource>& given) {
+  std::vector<TraceSource> out = given;
+  auto find = [&](TraceKind k, const std::string& path) -> TraceSource* {
+    for (TraceSource& t : out)
+      if (t.kind == k && t.path == path) return &t;
+    return nullptr;
+  };
+  for (const NodeSnapshot& n : nodes)
+    for (const ProcessSnapshot& p : n.procs) {
+      const std::string who = (p.host.empty() ? n.host : p.host) + " pid " + std::to_string(p.pid);
+      if (!p.lockstep_dir.empty() && !find(TraceKind::kRecorder, p.lockstep_dir))
+        out.push_back({TraceKind::kRecorder, p.lockstep_dir, {}, p.lockstep_dir_from + " of " + who});
+      if (p.fr_dump_prefix.empty() || p.fr_dumps.empty()) continue;
+      TraceSource* t = find(TraceKind::kFlightRecorder, p.fr_dump_prefix);
+      if (!t) {
+        out.push_back({TraceKind::kFlightRecorder, p.fr_dump_prefix, {}, p.fr_dump_variable + " of " + who});
+        t = &out.back();
+      }
+      for (const std::string& f : p.fr_dumps)
+        if (std::find(t->files.begin(), t->files.end(), f) == t->files.end()) t->files.push_back(f);
+    }
+  return out;
+}
+
+// FR dumps named one by one (a prefix in a shared directory such as /tmp): the loader reads a
+// directory, so they are linked into a private one first.
+class LinkedFiles {
+ public:
+  explicit LinkedFiles(const std::vector<std::string>& files) {
+    char tmpl[] = "/tmp/lockstep-attach-fr.XXXXXX";
+    if (!::mkdtemp(tmpl)) return;
+    dir_ = tmpl;
+    for (size_t i = 0; i < files.size(); ++i) {
+      std::string link = dir_ + "/" + std::to_string(i) + "-" + base_name(files[i]);
+      if (::symlink(files[i].c_str(), link.c_str()) == 0) links_.emplace_back(link, files[i]);
+    }
+  }
+  ~LinkedFiles() {
+    for (const auto& l : links_) ::unlink(l.first.c_str());
+    if (!dir_.empty()) ::rmdir(dir_.c_str());
+  }
+  // The file a user knows for a path the loader names: the dump, not its link.
+  const std::string& original(const std::string& path) const {
+    for (const auto& l : links_)
+      if (l.first == path) return l.second;
+    return path;
+  }
+  LinkedFiles(const LinkedFiles&) = delete;
+  LinkedFiles& operator=(const LinkedFiles&) = delete;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  std::vector<std::pair<std::string, std::string>> links_;  // link -> dump file
+};
+
+TraceEvidence read_trace(const TraceSource& src) {
+  TraceEvidence ev;
+  ev.source = src;
+  std::optional<LinkedFiles> linked;
+  std::string dir = src.path;
+  if (!src.files.empty()) {
+    // Dumps are written where each rank runs: from another host (a --slurm analysis on the
+    // login node) a node-local path cannot be read.
+    if (std::none_of(src.files.begin(), src.files.end(), [](const std::string& f) { return ::access(f.c_str(), R_OK) == 0; })) {
+      ev.error = "none of its " + std::to_string(src.files.size()) +
+                 " dump file(s) is readable here (dumps are written on each rank's node: read them there, or give --fr DIR)";
+      return ev;
+    }
+    linked.emplace(src.files);
+    dir = linked->dir();
+    if (dir.empty()) {
+      ev.error = "cannot make a temporary directory for the dumps";
+      return ev;
+    }
+  }
+  try {
+    Schedule s = load_schedule(dir);
+    for (const SkippedFile& sk : s.skipped) ev.skipped.push_back((linked ? linked->original(sk.path) : sk.path) + ": " + sk.reason);
+    if (s.procs.empty()) {
+      ev.error = "no usable trace file" + std::string(ev.skipped.empty() ? "" : " (every file skipped)");
+      return ev;
+    }
+    Analysis a = analyze(s);
+    ev.read = true;
+    ev.verdict = verdict_name(a.verdict());
+    ev.summary = summary_line(a);
+    ev.exit_code = a.exit_code(false);
+    for (const SchedProcess& p : s.procs)
+      if (p.info.global_rank >= 0) ev.ops_per_rank[p.info.global_rank] += static_cast<int64_t>(p.ops.size());
+    if (a.first) {
+      std::vector<int> procs = a.first->odd;
+      if (procs.empty())
+        for (const Side& sd : a.first->sides) procs.push_back(sd.proc);
+      for (int p : procs)
+        if (p >= 0 && size_t(p) < s.procs.size() && s.procs[p].info.global_rank >= 0)
+          ev.divergence_ranks.push_back(s.procs[p].info.global_rank);
+      std::sort(ev.divergence_ranks.begin(), ev.divergence_ranks.end());
+      ev.divergence_ranks.erase(std::unique(ev.divergence_ranks.begin(), ev.divergence_ranks.end()),
+                                ev.divergence_ranks.end());
+    }
+  } catch (const std::exception& e) {
+    ev.error = e.what();
+  }
+  return ev;
+}
+
 }  // namespace
+
+const char* trace_kind_name(TraceKind k) { return k == TraceKind::kRecorder ? "recorder" : "flight_recorder"; }
 
 const char* evidence_name(Evidence e) {
   switch (e) {
@@ -124,7 +245,7 @@ const char* evidence_name(Evidence e) {
   return "none";
 }
 
-AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes) {
+AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std::vector<TraceSource>& given) {
   AttachReport r;
   std::map<std::pair<std::string, int>, size_t> by_host_pid;  // -> index in r.ranks
   int next_unknown = kUnknownRankBase;
@@ -145,10 +266,9 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes) {
         describe(p, f);
         f.level = f.waits_in.empty() ? Evidence::kNone : Evidence::kInferred;
       }
-      if (!p.lockstep_dir.empty() &&
-          std::find(r.recorded_dirs.begin(), r.recorded_dirs.end(), p.lockstep_dir) == r.recorded_dirs.end())
-        r.recorded_dirs.push_back(p.lockstep_dir);
-      for (const std::string& d : p.fr_dumps) r.fr_dumps.push_back(d);
+      for (const std::string& d : p.fr_dumps_stale)
+        if (std::find(r.stale_fr_dumps.begin(), r.stale_fr_dumps.end(), d) == r.stale_fr_dumps.end())
+          r.stale_fr_dumps.push_back(d);
       by_host_pid[{f.host, f.pid}] = r.ranks.size();
       r.ranks.push_back(std::move(f));
     }
@@ -234,10 +354,32 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes) {
     }
   r.all_blocked = snapped > 0 && blocked == snapped;
 
+  // The job's own traces: proven per rank, and their first divergence names the op.
+  for (const TraceSource& src : trace_sources(nodes, given)) r.traces.push_back(read_trace(src));
+  for (RankFinding& f : r.ranks) {
+    if (!f.ras_counts.empty())
+      f.evidence.push_back({"nccl_ras", Evidence::kProven,
+                            "collective counts on " + std::to_string(f.ras_counts.size()) + " communicator(s)"});
+    for (const TraceEvidence& t : r.traces)
+      if (auto it = t.ops_per_rank.find(f.rank); it != t.ops_per_rank.end())
+        f.evidence.push_back({trace_kind_name(t.source.kind), Evidence::kProven,
+                              std::to_string(it->second) + " op(s) in " + t.source.path});
+    if (!f.evidence.empty()) f.level = Evidence::kProven;
+    if (f.snapshot && !f.waits_in.empty())
+      f.evidence.push_back({"stack", Evidence::kInferred, "host waits in " + f.waits_in});
+  }
+
   std::ostringstream v;
+  const char* sep = "";
+  for (const TraceEvidence& t : r.traces)
+    if (t.read && t.exit_code == 1) {
+      v << sep << t.summary << " (proven: " << trace_words(t.source.kind) << ", " << t.source.path << ")";
+      sep = ". ";
+      r.exit_code = 1;
+    }
   if (!r.divergences.empty()) {
     const CountDivergence& d = r.divergences.front();
-    v << "the ranks diverged on communicator " << d.comm << " (" << d.comm_size << " ranks): ";
+    v << sep << "the ranks diverged on communicator " << d.comm << " (" << d.comm_size << " ranks): ";
     bool first = true;
     for (auto it = d.ranks_by_count.rbegin(); it != d.ranks_by_count.rend(); ++it) {
       v << (first ? "" : ", ") << ranks_phrase(it->second) << " enqueued " << it->first << " " << d.collective;
@@ -254,14 +396,23 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes) {
     if (r.divergences.size() > 1) v << "; " << r.divergences.size() - 1 << " more count difference(s) below";
     r.exit_code = 1;
   } else if (r.all_blocked) {
-    v << "every rank read waits in NCCL or CUDA (inferred from stacks): the job hangs";
+    v << sep << "every rank read waits in NCCL or CUDA (inferred from stacks): the job hangs";
     v << (r.ras_notes.empty() && !comms_seen.empty()
               ? "; NCCL RAS counts agree on every communicator, so the hang is not a missing collective of a counted type (all-to-all, send/recv and graph-captured ones are not counted)"
               : "; no NCCL RAS counts to prove which collective");
     r.exit_code = 1;
-  } else {
-    v << "no hang proven: not every rank waits in NCCL or CUDA, and NCCL RAS counts (if any) agree";
-    r.exit_code = 0;
+  } else if (r.exit_code == 0) {
+    v << "no hang proven: not every rank waits in NCCL or CUDA, NCCL RAS counts (if any) agree"
+      << (r.traces.empty() ? "" : ", and the job's traces show no divergence");
+  }
+  // Trace evidence that could not be read, or that is incomplete, is named and keeps the verdict
+  // from being clean.
+  for (const TraceEvidence& t : r.traces) {
+    if (!t.read)
+      v << "; " << trace_words(t.source.kind) << " at " << t.source.path << " not read (" << t.error << ")";
+    else if (t.exit_code == 4)
+      v << "; " << trace_words(t.source.kind) << " at " << t.source.path << ": " << t.summary;
+    if ((!t.read || t.exit_code == 4) && r.exit_code == 0) r.exit_code = 4;
   }
   if (!r.no_snapshot.empty()) {
     v << "; no snapshot of " << ranks_phrase(r.no_snapshot) << " (unknown, not different)";
@@ -333,17 +484,65 @@ std::string render_text(const AttachReport& r) {
     if (sg.signature.size() > 4) o << " <- ...";
     o << "\n";
   }
-  o << "\nEvidence per rank:";
-  for (const RankFinding& f : r.ranks) o << " " << f.rank << "=" << evidence_name(f.level);
-  o << "\n";
+  if (!r.traces.empty() || !r.stale_fr_dumps.empty()) o << "\nThe job's own traces (proven where read):\n";
+  for (const TraceEvidence& t : r.traces) {
+    o << "  " << trace_words(t.source.kind) << " at " << printable(t.source.path);
+    if (!t.source.files.empty()) o << " (" << t.source.files.size() << " dump file(s))";
+    o << ", found by " << printable(t.source.found_by) << ":\n    ";
+    if (!t.read)
+      o << "not read: " << printable(t.error) << "\n";
+    else
+      o << printable(t.verdict) << ": " << printable(t.summary) << "\n    ranks read: "
+        << rank_ranges([&] {
+             std::vector<int> v;
+             for (const auto& [rank, n] : t.ops_per_rank) v.push_back(rank);
+             return v;
+           }())
+        << " (`lockstep analyze` on it gives the full report)\n";
+    for (const std::string& sk : t.skipped) o << "    skipped " << printable(sk) << "\n";
+  }
+  for (const std::string& d : r.stale_fr_dumps)
+    o << "  not read: " << printable(d) << " is older than the job's processes (another job's Flight Recorder dump)\n";
+  o << "\nEvidence per rank:\n";
+  for (const RankFinding& f : r.ranks) {
+    o << "  rank " << f.rank << ": " << evidence_name(f.level);
+    const char* sep = " (";
+    for (const RankEvidence& e : f.evidence) {
+      o << sep << printable(e.source) << " " << evidence_name(e.level) << ": " << printable(e.detail);
+      sep = "; ";
+    }
+    o << (f.evidence.empty() ? "" : ")") << "\n";
+  }
   if (!r.no_snapshot.empty()) o << "Ranks with no snapshot: " << rank_ranges(r.no_snapshot) << "\n";
-  for (const std::string& d : r.recorded_dirs)
-    o << "The job was recorded by lockstep: `lockstep analyze " << printable(d) << "` gives the proven per-op divergence\n";
-  for (const std::string& d : r.fr_dumps) o << "Flight Recorder dump: " << printable(d) << " (`lockstep import`)\n";
   return o.str();
 }
 
-nlohmann::json render_json(const AttachReport& r) {
+namespace {
+// Every string of a JSON document made printable (snapshot strings are untrusted: frames, host
+// names, paths; invalid UTF-8 would make the encoder throw, a bidi override would reorder text).
+nlohmann::json printable_json(const nlohmann::json& j) {
+  using nlohmann::json;
+  if (j.is_string()) return printable(j.get_ref<const std::string&>());
+  if (j.is_array()) {
+    json a = json::array();
+    for (const json& e : j) a.push_back(printable_json(e));
+    return a;
+  }
+  if (j.is_object()) {
+    json o = json::object();
+    for (const auto& [k, v] : j.items()) o[printable(k)] = printable_json(v);
+    return o;
+  }
+  return j;
+}
+nlohmann::json report_json(const AttachReport& r);  // strings as analysed
+}  // namespace
+
+
+nlohmann::json render_json(const AttachReport& r) { return printable_json(report_json(r)); }
+
+namespace {
+nlohmann::json report_json(const AttachReport& r) {
   using nlohmann::json;
   json ranks = json::array();
   for (const RankFinding& f : r.ranks)
@@ -351,7 +550,12 @@ nlohmann::json render_json(const AttachReport& r) {
                      {"evidence", evidence_name(f.level)}, {"stopped_ms", f.stopped_ms}, {"threads", f.threads},
                      {"tid", f.tid}, {"waits_in", f.waits_in}, {"called_from", f.called_from},
                      {"python_where", f.python_where}, {"collective_in_stack", f.collective_in_stack},
-                     {"ras_counts", f.ras_counts}, {"python_status", f.python_status}});
+                     {"ras_counts", f.ras_counts}, {"python_status", f.python_status}, {"evidence_sources", [&] {
+                        json e = json::array();
+                        for (const RankEvidence& x : f.evidence)
+                          e.push_back({{"source", x.source}, {"level", evidence_name(x.level)}, {"detail", x.detail}});
+                        return e;
+                      }()}});
   json divs = json::array();
   for (const CountDivergence& d : r.divergences) {
     json by = json::array();
@@ -363,10 +567,21 @@ nlohmann::json render_json(const AttachReport& r) {
   }
   json groups = json::array();
   for (const StackGroup& g : r.groups) groups.push_back({{"ranks", g.ranks}, {"stack", g.signature}});
+  json traces = json::array();
+  for (const TraceEvidence& t : r.traces) {
+    json per_rank = json::object();
+    for (const auto& [rank, n] : t.ops_per_rank) per_rank[std::to_string(rank)] = n;
+    traces.push_back({{"kind", trace_kind_name(t.source.kind)}, {"path", t.source.path}, {"files", t.source.files},
+                      {"found_by", t.source.found_by}, {"read", t.read}, {"error", t.error}, {"skipped", t.skipped},
+                      {"verdict", t.verdict}, {"summary", t.summary}, {"exit_code", t.exit_code},
+                      {"divergence_ranks", t.divergence_ranks}, {"ops_per_rank", per_rank},
+                      {"evidence", t.read ? "proven" : "none"}});
+  }
   return {{"verdict", r.verdict}, {"exit_code", r.exit_code}, {"expected_ranks", r.expected_ranks},
           {"all_blocked", r.all_blocked}, {"longest_stop_ms", r.longest_stop_ms}, {"ranks", ranks},
           {"no_snapshot", r.no_snapshot}, {"divergences", divs}, {"stack_groups", groups},
-          {"ras_notes", r.ras_notes}, {"recorded_dirs", r.recorded_dirs}, {"fr_dumps", r.fr_dumps}};
+          {"ras_notes", r.ras_notes}, {"traces", traces}, {"stale_fr_dumps", r.stale_fr_dumps}};
 }
+}  // namespace
 
 }  // namespace lockstep::attach

@@ -5,6 +5,9 @@
 //   inferred — a stack: a thread blocked under an NCCL or CUDA wait, and the Python or native
 //              caller that issued it;
 //   none     — no snapshot of that rank.
+// Other evidence the job left is read too and said per rank: its lockstep trace directory
+// (recorder rows) and its Flight Recorder dumps, both analysed by the trace analyzer
+// (analyzer/analysis.h): proven, and their first divergence names the op.
 // Output: where each rank's host waits, ranks grouped by identical stacks with the odd ones out,
 // per communicator which collective each rank enqueued last (by count), the wait-for edges the
 // counts prove, ranks with no snapshot, and a verdict never stronger than that evidence.
@@ -22,6 +25,35 @@ namespace lockstep::attach {
 
 enum class Evidence { kProven, kInferred, kNone };
 const char* evidence_name(Evidence e);
+
+// Trace evidence of the job besides the snapshots: found in a rank's environment, or given.
+enum class TraceKind { kRecorder, kFlightRecorder };
+const char* trace_kind_name(TraceKind k);  // "recorder" "flight_recorder"
+struct TraceSource {
+  TraceKind kind = TraceKind::kRecorder;
+  std::string path;                // recorder: its trace directory; FR: a directory of dumps
+  std::vector<std::string> files;  // FR from an environment: the dump files at its prefix
+  std::string found_by;            // "LOCKSTEP_DIR of host pid 123", "--trace", "--fr"
+};
+struct TraceEvidence {
+  TraceSource source;
+  bool read = false;
+  std::string error;                 // why nothing could be read
+  std::vector<std::string> skipped;  // "file: reason" of the files the loader could not use
+  std::string verdict;               // the analyzer's: clean divergent hang incomplete behind
+  std::string summary;               // its summary line (names the first divergence)
+  int exit_code = 0;                 // its exit code (Analysis::exit_code)
+  std::vector<int> divergence_ranks; // global ranks on the first divergence's sides
+  std::map<int, int64_t> ops_per_rank;  // global rank -> sequenced records read
+};
+
+// What backs a rank's part of the verdict: "nccl_ras", "recorder", "flight_recorder" (proven),
+// "stack" (inferred), with what was read.
+struct RankEvidence {
+  std::string source;
+  Evidence level = Evidence::kNone;
+  std::string detail;
+};
 
 struct RankFinding {
   int rank = -1;  // global rank (environment), else -1
@@ -42,6 +74,7 @@ struct RankFinding {
   // RAS: comm hash -> type -> count (proven)
   std::map<std::string, std::map<std::string, uint64_t>> ras_counts;
   std::string python_status;
+  std::vector<RankEvidence> evidence;  // every source that speaks for this rank, proven first
 };
 
 struct CountDivergence {  // proven by RAS
@@ -64,16 +97,19 @@ struct AttachReport {
   std::vector<StackGroup> groups;  // largest first
   std::vector<CountDivergence> divergences;
   std::vector<std::string> ras_notes;  // RAS not reached, missing ranks, async errors
-  std::vector<std::string> recorded_dirs;  // LOCKSTEP_DIR of the job: `lockstep analyze` them
-  std::vector<std::string> fr_dumps;
+  std::vector<TraceEvidence> traces;  // the job's recorder traces and FR dumps, analysed
+  std::vector<std::string> stale_fr_dumps;  // at the job's FR prefix but older than the job: not read
   bool all_blocked = false;  // every snapshotted rank's host waits in NCCL/CUDA
   double longest_stop_ms = 0;
   std::string verdict;
   int exit_code = 0;  // as `lockstep analyze` (docs/cli.md): 1 found, 4 incomplete, 0 clean
 };
 
-AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes);
+// `given`: trace evidence named on the command line (--trace, --fr), read besides what the
+// snapshots' environments name.
+AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std::vector<TraceSource>& given = {});
 std::string render_text(const AttachReport& r);
+// Every string of it printable (schema/text_escape.h): safe for a terminal, an encoder, a page.
 nlohmann::json render_json(const AttachReport& r);
 
 }  // namespace lockstep::attach

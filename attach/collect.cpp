@@ -1,10 +1,12 @@
 #include "collect.h"
 
 #include <glob.h>
+#include <sys/stat.h>
 
 #include <ctime>
 #include <set>
 
+#include "env_vars.h"
 #include "lockstep_version.h"
 #include "procfs.h"
 #include "ptrace_stacks.h"
@@ -12,6 +14,49 @@
 #include "remote_python.h"
 
 namespace lockstep::attach {
+
+namespace {
+
+bool maps_recorder(int pid) {
+  for (const Mapping& m : mappings_of(pid))
+    if (m.path.find("/liblockstep.so") != std::string::npos) return true;
+  return false;
+}
+
+// Where the job keeps evidence of its own: its lockstep trace directory (LOCKSTEP_DIR, or the
+// recorder's default directory when the recorder is mapped without it) and its Flight Recorder
+// dumps (the prefix torch writes them at). A dump older than the process is another job's.
+void find_job_evidence(int pid, const std::map<std::string, std::string>& env, ProcessSnapshot& p) {
+  const std::string cwd = cwd_of(pid);
+  if (auto d = env.find(schema::env::kDir); d != env.end() && !d->second.empty()) {
+    p.lockstep_dir = absolute_in(cwd, d->second);
+    p.lockstep_dir_from = schema::env::kDir;
+  } else if (maps_recorder(pid)) {
+    p.lockstep_dir = absolute_in(cwd, schema::env::kDefaultDir);
+    p.lockstep_dir_from = std::string("liblockstep.so mapped, no ") + schema::env::kDir + ": its default directory";
+  }
+  for (const char* var : {"TORCH_FR_DUMP_TEMP_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE"}) {
+    auto fr = env.find(var);
+    if (fr == env.end() || fr->second.empty()) continue;
+    p.fr_dump_prefix = absolute_in(cwd, fr->second);
+    p.fr_dump_variable = var;
+    break;
+  }
+  if (p.fr_dump_prefix.empty()) return;
+  const double started = start_time_of(pid);
+  glob_t g{};
+  if (::glob((p.fr_dump_prefix + "*").c_str(), 0, nullptr, &g) == 0)
+    for (size_t i = 0; i < g.gl_pathc && i < 4096; ++i) {
+      struct stat st{};
+      if (::stat(g.gl_pathv[i], &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      const double mtime = double(st.st_mtim.tv_sec) + double(st.st_mtim.tv_nsec) * 1e-9;
+      // The start time has clock-tick resolution: a second of slack.
+      (started > 0 && mtime + 1 < started ? p.fr_dumps_stale : p.fr_dumps).emplace_back(g.gl_pathv[i]);
+    }
+  ::globfree(&g);
+}
+
+}  // namespace
 
 ProcessSnapshot snapshot_process(int pid, const CollectOptions& o) {
   ProcessSnapshot p;
@@ -25,13 +70,7 @@ ProcessSnapshot snapshot_process(int pid, const CollectOptions& o) {
     if (k.rfind("NCCL_", 0) == 0 || k.rfind("TORCH_NCCL_", 0) == 0) p.nccl_env[k] = v;
   auto ras = env.find("NCCL_RAS_ADDR");
   p.ras_address = ras != env.end() && !ras->second.empty() ? ras->second : kDefaultRasAddress;
-  if (auto d = env.find("LOCKSTEP_DIR"); d != env.end()) p.lockstep_dir = d->second;
-  if (auto fr = env.find("TORCH_FR_DUMP_TEMP_FILE"); fr != env.end() && !fr->second.empty()) {
-    glob_t g{};
-    if (::glob((fr->second + "*").c_str(), GLOB_NOSORT, nullptr, &g) == 0)
-      for (size_t i = 0; i < g.gl_pathc && i < 4096; ++i) p.fr_dumps.emplace_back(g.gl_pathv[i]);
-    ::globfree(&g);
-  }
+  find_job_evidence(pid, env, p);
   if (p.cmdline.empty() && env.empty()) {
     if (auto r = ptrace_refusal(pid)) {
       p.error = r->reason, p.fix = r->fix;

@@ -108,6 +108,27 @@ int parent_of(int pid) {
   return f.size() < 2 ? -1 : std::atoi(f[1].c_str());
 }
 
+double start_time_of(int pid) {
+  auto f = stat_fields("/proc/" + std::to_string(pid) + "/stat");
+  auto st = read_small_file("/proc/stat");
+  if (f.size() < 20 || !st) return 0;
+  const size_t b = st->find("\nbtime ");
+  const long ticks = ::sysconf(_SC_CLK_TCK);
+  if (b == std::string::npos || ticks <= 0) return 0;
+  return std::strtod(st->c_str() + b + 7, nullptr) + std::strtod(f[19].c_str(), nullptr) / double(ticks);
+}
+
+std::string cwd_of(int pid) {
+  char buf[4096];
+  ssize_t n = ::readlink(("/proc/" + std::to_string(pid) + "/cwd").c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+std::string absolute_in(const std::string& cwd, const std::string& path) {
+  if (path.empty() || path[0] == '/' || cwd.empty()) return path;
+  return cwd + "/" + path;
+}
+
 std::vector<int> process_tree(int root) {
   std::vector<int> out{root};
   std::map<int, std::vector<int>> children;

@@ -19,6 +19,13 @@ std::map<std::string, std::string> environment_of(int pid);   // /proc/PID/envir
 std::vector<std::string> cmdline_of(int pid);                 // /proc/PID/cmdline
 char thread_state(int pid, int tid);                          // stat field 3, '?' if unknown
 int parent_of(int pid);                                       // stat field 4, -1 if unknown
+// When the process started (stat field 22 over /proc/stat's btime), seconds since the epoch; 0
+// when unknown.
+double start_time_of(int pid);
+// The process's working directory (/proc/PID/cwd), "" when unreadable; `path` made absolute
+// against it (unchanged when already absolute or when the cwd is unknown).
+std::string cwd_of(int pid);
+std::string absolute_in(const std::string& cwd, const std::string& path);
 // pid and all its descendants (children first found through /proc/PID/task/*/children, else a
 // scan of /proc), in breadth-first order.
 std::vector<int> process_tree(int pid);

@@ -88,8 +88,14 @@ struct ProcessSnapshot {
   std::string python_status;  // "CPython 3.12.1", "no CPython", or why frames were not read
   std::string nccl_library;   // path of the libnccl mapped, "" when none
   std::string ras_address;    // NCCL_RAS_ADDR of its environment, or the default
-  std::string lockstep_dir;   // LOCKSTEP_DIR of its environment: the job was recorded
-  std::vector<std::string> fr_dumps;  // Flight Recorder dump files found (TORCH_FR_DUMP_TEMP_FILE)
+  // The job's own evidence, found from its environment (attach_analysis reads it):
+  std::string lockstep_dir;       // its lockstep trace directory (absolute): the job was recorded
+  std::string lockstep_dir_from;  // how that was found: "LOCKSTEP_DIR", or the recorder mapped
+                                  // without it (the default directory in its cwd)
+  std::string fr_dump_prefix;     // Flight Recorder's dump prefix (absolute), "" when not set
+  std::string fr_dump_variable;   // TORCH_FR_DUMP_TEMP_FILE or TORCH_NCCL_DEBUG_INFO_TEMP_FILE
+  std::vector<std::string> fr_dumps;        // files at that prefix written since the process started
+  std::vector<std::string> fr_dumps_stale;  // files there older than the process: another job's
   std::map<std::string, std::string> nccl_env;  // NCCL_* variables of its environment
 };
 

@@ -1,175 +1,154 @@
 #include "snapshot_json.h"
 
+#include <type_traits>
+
 namespace lockstep::attach {
 
 using nlohmann::json;
 
 namespace {
 
-json frames_json(const ThreadSnapshot& t) {
-  json native = json::array();
-  for (const NativeFrame& f : t.native)
-    native.push_back({{"ip", f.ip}, {"function", f.function}, {"function_offset", f.function_offset},
-                      {"module", f.module}, {"module_offset", f.module_offset}});
-  return native;
+// One field list per struct, walked by the writer and by the reader, so that what is written
+// and what is read back can never drift apart. A field the reader does not find with the
+// expected JSON type keeps its struct default (the file is untrusted: nothing throws).
+// `omit`: the writer leaves the field out (the reader sees the default).
+template <class V> void fields(NativeFrame& f, V&& v) {
+  v("ip", f.ip), v("function", f.function), v("function_offset", f.function_offset), v("module", f.module),
+      v("module_offset", f.module_offset);
+}
+template <class V> void fields(PythonFrame& f, V&& v) { v("file", f.file), v("function", f.function), v("line", f.line); }
+template <class V> void fields(ThreadSnapshot& t, V&& v) {
+  v("tid", t.tid), v("name", t.name), v("state", t.state), v("wchan", t.wchan), v("native", t.native),
+      v("native_error", t.native_error), v("has_python", t.has_python), v("gil_holder", t.gil_holder),
+      v("python", t.python);
+}
+template <class V> void fields(RasRank& r, V&& v) {
+  v("rank", r.rank), v("host", r.host), v("pid", r.pid), v("cuda_dev", r.cuda_dev), v("init_state", r.init_state),
+      v("async_error", r.async_error), v("finalize_called", r.finalize_called), v("destroy_flag", r.destroy_flag),
+      v("abort_flag", r.abort_flag), v("collective_counts", r.coll_counts);
+}
+template <class V> void fields(RasMissingRank& m, V&& v) {
+  v("rank", m.rank), v("host", m.host), v("pid", m.pid), v("unresponsive", m.unresponsive),
+      v("considered_dead", m.considered_dead);
+}
+template <class V> void fields(RasComm& c, V&& v) {
+  v("hash", c.hash), v("size", c.size), v("ranks", c.ranks), v("missing_ranks", c.missing);
+}
+template <class V> void fields(RasAnswer& a, V&& v) {
+  v("address", a.address), v("reached", a.reached), v("error", a.error), v("server_protocol", a.server_protocol),
+      v("nccl_version", a.nccl_version), v("json", a.json), v("raw", a.raw, /*omit=*/a.json),
+      v("communicators", a.comms);
+}
+template <class V> void fields(ProcessSnapshot& p, V&& v) {
+  v("pid", p.pid), v("host", p.host), v("cmdline", p.cmdline), v("rank", p.rank), v("world_size", p.world_size),
+      v("error", p.error), v("fix", p.fix), v("stopped_ms", p.stopped_ms), v("threads_stopped", p.threads_stopped),
+      v("threads", p.threads), v("python_status", p.python_status), v("nccl_library", p.nccl_library),
+      v("ras_address", p.ras_address), v("lockstep_dir", p.lockstep_dir), v("lockstep_dir_from", p.lockstep_dir_from),
+      v("fr_dump_prefix", p.fr_dump_prefix), v("fr_dump_variable", p.fr_dump_variable), v("fr_dumps", p.fr_dumps),
+      v("fr_dumps_stale", p.fr_dumps_stale), v("nccl_env", p.nccl_env);
+}
+template <class V> void fields(NodeSnapshot& n, V&& v) {
+  v("host", n.host), v("taken_at", n.taken_at), v("lockstep_version", n.lockstep_version), v("processes", n.procs),
+      v("ras", n.ras);
 }
 
-std::string s_of(const json& o, const char* k) {
-  return o.is_object() && o.contains(k) && o[k].is_string() ? o[k].get<std::string>() : std::string();
-}
-long long i_of(const json& o, const char* k, long long d = 0) {
-  return o.is_object() && o.contains(k) && o[k].is_number_integer() ? o[k].get<long long>() : d;
-}
-uint64_t u_of(const json& o, const char* k) {
-  return o.is_object() && o.contains(k) && o[k].is_number_unsigned() ? o[k].get<uint64_t>() : 0;
-}
-double d_of(const json& o, const char* k) {
-  return o.is_object() && o.contains(k) && o[k].is_number() ? o[k].get<double>() : 0.0;
-}
-bool b_of(const json& o, const char* k) {
-  return o.is_object() && o.contains(k) && o[k].is_boolean() && o[k].get<bool>();
-}
-const json& arr(const json& o, const char* k) {
-  static const json empty = json::array();
-  return o.is_object() && o.contains(k) && o[k].is_array() ? o[k] : empty;
-}
+template <class T> struct is_vector : std::false_type {};
+template <class T> struct is_vector<std::vector<T>> : std::true_type {};
+// A vector of structs (written element by element through their field lists).
+template <class T> struct is_struct_vector : std::false_type {};
+template <class T>
+struct is_struct_vector<std::vector<T>> : std::bool_constant<std::is_class_v<T> && !std::is_same_v<T, std::string>> {};
+
+struct Writer {
+  json& out;
+  template <class T> void operator()(const char* key, const T& value, bool omit = false) {
+    if (!omit) out[key] = write(value);
+  }
+  template <class T> static json write(const T& value) {
+    if constexpr (std::is_same_v<T, char>) {
+      return std::string(1, value);
+    } else if constexpr (std::is_class_v<T> && !std::is_same_v<T, std::string> && !is_vector<T>::value &&
+                         !std::is_constructible_v<json, const T&>) {
+      json o = json::object();
+      fields(const_cast<T&>(value), Writer{o});  // fields() only reads through a Writer
+      return o;
+    } else if constexpr (is_struct_vector<T>::value) {
+      json a = json::array();
+      for (const auto& e : value) a.push_back(write(e));
+      return a;
+    } else {
+      return json(value);
+    }
+  }
+};
+
+struct Reader {
+  const json& in;
+  template <class T> void operator()(const char* key, T& value, bool /*omit*/ = false) {
+    if (in.is_object() && in.contains(key)) read(in[key], value);
+  }
+  static void read(const json& j, std::string& v) {
+    if (j.is_string()) v = j.get<std::string>();
+  }
+  static void read(const json& j, char& v) {
+    if (j.is_string() && !j.get_ref<const std::string&>().empty()) v = j.get_ref<const std::string&>()[0];
+  }
+  static void read(const json& j, bool& v) {
+    if (j.is_boolean()) v = j.get<bool>();
+  }
+  static void read(const json& j, int& v) {
+    if (j.is_number_integer()) v = static_cast<int>(j.get<long long>());
+  }
+  static void read(const json& j, uint64_t& v) {
+    if (j.is_number_unsigned()) v = j.get<uint64_t>();
+  }
+  static void read(const json& j, double& v) {
+    if (j.is_number()) v = j.get<double>();
+  }
+  template <class T> static void read(const json& j, std::map<std::string, T>& v) {
+    if (!j.is_object()) return;
+    for (const auto& [k, e] : j.items()) {
+      T value{};
+      bool ok = std::is_same_v<T, std::string> ? e.is_string() : e.is_number_unsigned();
+      if (!ok) continue;
+      read(e, value);
+      v[k] = std::move(value);
+    }
+  }
+  template <class T> static void read(const json& j, std::vector<T>& v) {
+    if (!j.is_array()) return;
+    for (const json& e : j) {
+      if constexpr (std::is_same_v<T, std::string>) {
+        if (e.is_string()) v.push_back(e.get<std::string>());
+      } else {
+        T value{};
+        read(e, value);
+        v.push_back(std::move(value));
+      }
+    }
+  }
+  template <class T, class = decltype(fields(std::declval<T&>(), std::declval<Reader>()))>
+  static void read(const json& j, T& v) {
+    if (j.is_object()) fields(v, Reader{j});
+  }
+};
 
 }  // namespace
 
 json to_json(const NodeSnapshot& n) {
-  json procs = json::array();
-  for (const ProcessSnapshot& p : n.procs) {
-    json threads = json::array();
-    for (const ThreadSnapshot& t : p.threads) {
-      json py = json::array();
-      for (const PythonFrame& f : t.python) py.push_back({{"file", f.file}, {"function", f.function}, {"line", f.line}});
-      threads.push_back({{"tid", t.tid}, {"name", t.name}, {"state", std::string(1, t.state)}, {"wchan", t.wchan},
-                         {"native", frames_json(t)}, {"native_error", t.native_error}, {"has_python", t.has_python},
-                         {"gil_holder", t.gil_holder}, {"python", py}});
-    }
-    procs.push_back({{"pid", p.pid}, {"host", p.host}, {"cmdline", p.cmdline}, {"rank", p.rank},
-                     {"world_size", p.world_size}, {"error", p.error}, {"fix", p.fix}, {"stopped_ms", p.stopped_ms},
-                     {"threads_stopped", p.threads_stopped}, {"threads", threads}, {"python_status", p.python_status},
-                     {"nccl_library", p.nccl_library}, {"ras_address", p.ras_address},
-                     {"lockstep_dir", p.lockstep_dir}, {"fr_dumps", p.fr_dumps}, {"nccl_env", p.nccl_env}});
-  }
-  json ras = json::array();
-  for (const RasAnswer& a : n.ras) {
-    json comms = json::array();
-    for (const RasComm& c : a.comms) {
-      json ranks = json::array(), missing = json::array();
-      for (const RasRank& r : c.ranks)
-        ranks.push_back({{"rank", r.rank}, {"host", r.host}, {"pid", r.pid}, {"cuda_dev", r.cuda_dev},
-                         {"init_state", r.init_state}, {"async_error", r.async_error},
-                         {"finalize_called", r.finalize_called}, {"destroy_flag", r.destroy_flag},
-                         {"abort_flag", r.abort_flag}, {"collective_counts", r.coll_counts}});
-      for (const RasMissingRank& m : c.missing)
-        missing.push_back({{"rank", m.rank}, {"host", m.host}, {"pid", m.pid}, {"unresponsive", m.unresponsive},
-                           {"considered_dead", m.considered_dead}});
-      comms.push_back({{"hash", c.hash}, {"size", c.size}, {"ranks", ranks}, {"missing_ranks", missing}});
-    }
-    ras.push_back({{"address", a.address}, {"reached", a.reached}, {"error", a.error},
-                   {"server_protocol", a.server_protocol}, {"nccl_version", a.nccl_version}, {"json", a.json},
-                   {"raw", a.json ? std::string() : a.raw}, {"communicators", comms}});
-  }
-  return {{"lockstep_attach_format", kSnapshotFormat}, {"host", n.host}, {"taken_at", n.taken_at},
-          {"lockstep_version", n.lockstep_version}, {"processes", procs}, {"ras", ras}};
+  json j = Writer::write(n);
+  j["lockstep_attach_format"] = kSnapshotFormat;
+  return j;
 }
 
 std::optional<NodeSnapshot> node_from_json(const json& j, std::string& error) {
-  if (!j.is_object() || i_of(j, "lockstep_attach_format", -1) != kSnapshotFormat) {
+  if (!j.is_object() || !j.contains("lockstep_attach_format") || !j["lockstep_attach_format"].is_number_integer() ||
+      j["lockstep_attach_format"].get<long long>() != kSnapshotFormat) {
     error = "not a lockstep attach snapshot of format " + std::to_string(kSnapshotFormat);
     return std::nullopt;
   }
   NodeSnapshot n;
-  n.host = s_of(j, "host");
-  n.taken_at = s_of(j, "taken_at");
-  n.lockstep_version = s_of(j, "lockstep_version");
-  for (const json& pj : arr(j, "processes")) {
-    ProcessSnapshot p;
-    p.pid = static_cast<int>(i_of(pj, "pid"));
-    p.host = s_of(pj, "host");
-    for (const json& a : arr(pj, "cmdline"))
-      if (a.is_string()) p.cmdline.push_back(a.get<std::string>());
-    p.rank = static_cast<int>(i_of(pj, "rank", -1));
-    p.world_size = static_cast<int>(i_of(pj, "world_size", -1));
-    p.error = s_of(pj, "error");
-    p.fix = s_of(pj, "fix");
-    p.stopped_ms = d_of(pj, "stopped_ms");
-    p.threads_stopped = static_cast<int>(i_of(pj, "threads_stopped"));
-    p.python_status = s_of(pj, "python_status");
-    p.nccl_library = s_of(pj, "nccl_library");
-    p.ras_address = s_of(pj, "ras_address");
-    p.lockstep_dir = s_of(pj, "lockstep_dir");
-    for (const json& a : arr(pj, "fr_dumps"))
-      if (a.is_string()) p.fr_dumps.push_back(a.get<std::string>());
-    for (const json& tj : arr(pj, "threads")) {
-      ThreadSnapshot t;
-      t.tid = static_cast<int>(i_of(tj, "tid"));
-      t.name = s_of(tj, "name");
-      std::string st = s_of(tj, "state");
-      t.state = st.empty() ? '?' : st[0];
-      t.wchan = s_of(tj, "wchan");
-      t.native_error = s_of(tj, "native_error");
-      t.has_python = b_of(tj, "has_python");
-      t.gil_holder = b_of(tj, "gil_holder");
-      for (const json& fj : arr(tj, "native")) {
-        NativeFrame f;
-        f.ip = u_of(fj, "ip");
-        f.function = s_of(fj, "function");
-        f.function_offset = u_of(fj, "function_offset");
-        f.module = s_of(fj, "module");
-        f.module_offset = u_of(fj, "module_offset");
-        t.native.push_back(std::move(f));
-      }
-      for (const json& fj : arr(tj, "python"))
-        t.python.push_back({s_of(fj, "file"), s_of(fj, "function"), static_cast<int>(i_of(fj, "line"))});
-      p.threads.push_back(std::move(t));
-    }
-    n.procs.push_back(std::move(p));
-  }
-  for (const json& aj : arr(j, "ras")) {
-    RasAnswer a;
-    a.address = s_of(aj, "address");
-    a.reached = b_of(aj, "reached");
-    a.error = s_of(aj, "error");
-    a.server_protocol = static_cast<int>(i_of(aj, "server_protocol"));
-    a.nccl_version = s_of(aj, "nccl_version");
-    a.json = b_of(aj, "json");
-    a.raw = s_of(aj, "raw");
-    for (const json& cj : arr(aj, "communicators")) {
-      RasComm c;
-      c.hash = s_of(cj, "hash");
-      c.size = static_cast<int>(i_of(cj, "size"));
-      for (const json& rj : arr(cj, "ranks")) {
-        RasRank r;
-        r.rank = static_cast<int>(i_of(rj, "rank", -1));
-        r.host = s_of(rj, "host");
-        r.pid = static_cast<int>(i_of(rj, "pid", -1));
-        r.cuda_dev = static_cast<int>(i_of(rj, "cuda_dev", -1));
-        r.init_state = static_cast<int>(i_of(rj, "init_state"));
-        r.async_error = static_cast<int>(i_of(rj, "async_error"));
-        r.finalize_called = b_of(rj, "finalize_called");
-        r.destroy_flag = b_of(rj, "destroy_flag");
-        r.abort_flag = b_of(rj, "abort_flag");
-        if (rj.is_object() && rj.contains("collective_counts") && rj["collective_counts"].is_object())
-          for (const auto& [k, v] : rj["collective_counts"].items())
-            if (v.is_number_unsigned()) r.coll_counts[k] = v.get<uint64_t>();
-        c.ranks.push_back(std::move(r));
-      }
-      for (const json& mj : arr(cj, "missing_ranks")) {
-        RasMissingRank m;
-        m.rank = static_cast<int>(i_of(mj, "rank", -1));
-        m.host = s_of(mj, "host");
-        m.pid = static_cast<int>(i_of(mj, "pid", -1));
-        m.unresponsive = b_of(mj, "unresponsive");
-        m.considered_dead = b_of(mj, "considered_dead");
-        c.missing.push_back(std::move(m));
-      }
-      a.comms.push_back(std::move(c));
-    }
-    n.ras.push_back(std::move(a));
-  }
+  Reader::read(j, n);
   return n;
 }
 

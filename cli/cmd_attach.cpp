@@ -20,6 +20,7 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "procfs.h"
+#include "report.h"
 #include "snapshot_json.h"
 #include "text_escape.h"
 
@@ -35,6 +36,9 @@ struct AttachArgs {
   std::string local_job;
   std::string out_dir;
   std::string from_dir;
+  std::string html;  // --html FILE: the report as a page too
+  std::vector<std::string> trace_dirs;  // --trace: the job's lockstep trace directories
+  std::vector<std::string> fr_dirs;     // --fr: directories of its Flight Recorder dumps
   bool json = false;
   bool no_native = false;
   int ras_timeout_s = 5;
@@ -114,14 +118,22 @@ bool write_file(const std::string& path, const std::string& text) {
 }
 
 int report(const std::vector<at::NodeSnapshot>& nodes, const AttachArgs& a) {
-  at::AttachReport r = at::analyze_snapshots(nodes);
+  std::vector<at::TraceSource> given;
+  for (const std::string& d : a.trace_dirs) given.push_back({at::TraceKind::kRecorder, d, {}, "--trace"});
+  for (const std::string& d : a.fr_dirs) given.push_back({at::TraceKind::kFlightRecorder, d, {}, "--fr"});
+  at::AttachReport r = at::analyze_snapshots(nodes, given);
+  const nlohmann::json j = at::render_json(r);
   if (a.json)
-    std::cout << at::render_json(r).dump(2) << "\n";
+    std::cout << j.dump(2) << "\n";
   else
     std::cout << at::render_text(r);
   if (!a.out_dir.empty()) {
     write_file(a.out_dir + "/attach-report.txt", at::render_text(r));
-    write_file(a.out_dir + "/attach-report.json", at::render_json(r).dump(2) + "\n");
+    write_file(a.out_dir + "/attach-report.json", j.dump(2) + "\n");
+  }
+  if (!a.html.empty() && !write_file(a.html, report::render_attach_page(j.dump()))) {
+    std::cerr << "lockstep attach: cannot write " << printable(a.html) << "\n";
+    return kExitUsage;
   }
   return r.exit_code;
 }
@@ -230,6 +242,39 @@ int attach(AttachArgs a) {
 
 }  // namespace
 
+bool is_snapshot_dir(const std::string& dir) {
+  bool found = false;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() > 12 && n.compare(n.size() - 12, 12, ".attach.json") == 0) found = true;
+    }
+    ::closedir(d);
+  }
+  return found;
+}
+
+int report_snapshot_dir(const std::string& dir, const std::string& output) {
+  std::string error;
+  auto nodes = read_snapshots(dir, error);
+  if (nodes.empty()) {
+    std::cerr << "lockstep report: " << printable(error) << "\n";
+    return kExitUsage;
+  }
+  at::AttachReport r = at::analyze_snapshots(nodes);
+  const std::string page = report::render_attach_page(at::render_json(r).dump());
+  if (output == "-") {
+    std::cout << page;
+    return kExitOk;
+  }
+  if (!write_file(output, page)) {
+    std::cerr << "lockstep report: cannot write " << printable(output) << "\n";
+    return kExitUsage;
+  }
+  std::cerr << "lockstep report: wrote " << printable(output) << " (attach snapshots: " << printable(r.verdict) << ")\n";
+  return kExitOk;
+}
+
 void add_attach_command(CLI::App& app, int* exit_code) {
   auto a = std::make_shared<AttachArgs>();
   CLI::App* cmd = app.add_subcommand(
@@ -240,7 +285,12 @@ void add_attach_command(CLI::App& app, int* exit_code) {
   cmd->add_option("--local-job", a->local_job, "Collector of --slurm: this node's processes of the job")->group("");
   cmd->add_option("-o,--out", a->out_dir, "Write the snapshots (<host>-<pid>.attach.json) and the report here");
   cmd->add_option("--from", a->from_dir, "Analyse the snapshots already in this directory");
+  cmd->add_option("--trace", a->trace_dirs, "The job's lockstep trace directory (besides the LOCKSTEP_DIR its ranks name)")
+      ->allow_extra_args(false);
+  cmd->add_option("--fr", a->fr_dirs, "A directory of the job's Flight Recorder dumps (besides TORCH_FR_DUMP_TEMP_FILE's)")
+      ->allow_extra_args(false);
   cmd->add_flag("--json", a->json, "The report as JSON");
+  cmd->add_option("--html", a->html, "Also write the report as one self-contained HTML page (as `lockstep report DIR`)");
   cmd->add_flag("--no-native", a->no_native, "Do not stop the processes (no native stacks; Python frames and RAS only)");
   cmd->add_option("--ras-timeout", a->ras_timeout_s, "Seconds NCCL RAS may take to answer (default 5)");
   cmd->footer(

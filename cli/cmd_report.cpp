@@ -19,6 +19,7 @@ struct ReportArgs {
 };
 
 int report_dir(const ReportArgs& a) {
+  if (trace_files_in(a.dir).empty() && is_snapshot_dir(a.dir)) return report_snapshot_dir(a.dir, a.output);
   auto t0 = std::chrono::steady_clock::now();
   auto s = load_for_analysis("report", a.dir);
   if (!s) return kExitUsage;
@@ -52,7 +53,7 @@ int report_dir(const ReportArgs& a) {
 void add_report_command(CLI::App& app, int* exit_code) {
   auto args = std::make_shared<ReportArgs>();
   auto* sub = app.add_subcommand("report", "Write the analysis as one self-contained HTML page (opens offline)");
-  sub->add_option("dir", args->dir, "Trace directory (lockstep run -o DIR)")->required();
+  sub->add_option("dir", args->dir, "Trace directory (lockstep run -o DIR), or snapshots (lockstep attach -o DIR)")->required();
   sub->add_option("-o,--output", args->output, "HTML file to write, or - for stdout")->required();
   sub->add_option("--stale-seconds", args->stale_s,
                   "A process whose trace stopped this long before its host neighbours' is dead (default 10)");

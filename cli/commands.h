@@ -34,6 +34,11 @@ bool check_dir(const std::string& cmd, const std::string& dir);
 // may be none and what to run (after the loader's "no trace files" error).
 void explain_no_trace_file(const std::string& dir);
 
+// `lockstep report` on a directory of `lockstep attach` snapshots (*.attach.json): the snapshot
+// page (cmd_attach.cpp).
+bool is_snapshot_dir(const std::string& dir);
+int report_snapshot_dir(const std::string& dir, const std::string& output);
+
 // Path of liblockstep.so for LD_PRELOAD: $LOCKSTEP_PRELOAD if set, else next to the executable
 // (../lib/liblockstep.so in a build or install tree).
 std::string preload_library_path();

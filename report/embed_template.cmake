@@ -1,9 +1,12 @@
-# cmake -DIN=template.html -DOUT=report_template.h -P embed_template.cmake
+# cmake -DIN=template.html -DOUT=report_template.h [-DNAME=kReportTemplate] -P embed_template.cmake
 # The page template as a C++ string, so the template stays an HTML file that can be edited as one.
 # The page's Content-Security-Policy allows exactly its own inline scripts: the placeholder
 # LOCKSTEP_SCRIPT_HASHES becomes one 'sha256-<base64>' source per executable <script> element
 # (CSP level 2), so script-src needs no 'unsafe-inline' and a script injected into the page
 # through its data would not run.
+if(NOT NAME)
+  set(NAME kReportTemplate)
+endif()
 file(READ "${IN}" content)
 string(FIND "${content}" ")LSHTML\"" clash)
 if(NOT clash EQUAL -1)
@@ -77,5 +80,5 @@ if(at EQUAL -1)
 endif()
 string(REPLACE "LOCKSTEP_SCRIPT_HASHES" "${hashes}" content "${content}")
 
-file(WRITE "${OUT}.tmp" "// Generated from report/template.html by report/embed_template.cmake: do not edit.\n#pragma once\nnamespace lockstep::report {\ninline constexpr const char kReportTemplate[] = R\"LSHTML(${content})LSHTML\";\n}\n")
+file(WRITE "${OUT}.tmp" "// Generated from ${IN} by report/embed_template.cmake: do not edit.\n#pragma once\nnamespace lockstep::report {\ninline constexpr const char ${NAME}[] = R\"LSHTML(${content})LSHTML\";\n}\n")
 file(RENAME "${OUT}.tmp" "${OUT}")

@@ -43,4 +43,10 @@ std::string render_report_html(const Analysis& a, TraceDetails& details, const R
 // The embedded template (for tests: which elements the page promises).
 const std::string& page_template();
 
+// The page of `lockstep attach` snapshots (report/attach_template.html, docs/attach.md): the same
+// safety (CSP with script hashes, the blob script-safe, data set as text only); data_json is
+// attach's JSON report (attach/attach_analysis.h render_json), its strings already printable.
+std::string render_attach_page(const std::string& data_json);
+const std::string& attach_page_template();
+
 }  // namespace lockstep::report

@@ -97,6 +97,12 @@ TEST(AttachSnapshot, JsonRoundTripAndRejection) {
   n.procs.push_back(proc(100, 0, 2, "cuStreamSynchronize"));
   n.procs[0].threads[0].python.push_back({"train.py", "step", 42});
   n.procs[0].threads[0].gil_holder = true;
+  n.procs[0].lockstep_dir = "/job/trace";
+  n.procs[0].lockstep_dir_from = "LOCKSTEP_DIR";
+  n.procs[0].fr_dump_prefix = "/tmp/nccl_trace_rank_";
+  n.procs[0].fr_dump_variable = "TORCH_FR_DUMP_TEMP_FILE";
+  n.procs[0].fr_dumps = {"/tmp/nccl_trace_rank_0"};
+  n.procs[0].fr_dumps_stale = {"/tmp/nccl_trace_rank_1"};
   at::RasAnswer a;
   a.reached = a.json = true;
   ASSERT_TRUE(at::parse_ras_json(kRasReport, a));
@@ -111,6 +117,22 @@ TEST(AttachSnapshot, JsonRoundTripAndRejection) {
   at::AttachReport r = at::analyze_snapshots({n});
   ASSERT_EQ(r.ranks.size(), 1u);
   EXPECT_EQ(r.ranks[0].collective_in_stack, "torch.distributed.all_reduce");
+  EXPECT_EQ(back->procs[0].fr_dumps_stale, n.procs[0].fr_dumps_stale);
+  EXPECT_EQ(back->procs[0].lockstep_dir_from, "LOCKSTEP_DIR");
+  // Fields of the wrong type keep their defaults; nothing throws on an untrusted file.
+  nlohmann::json j = at::to_json(n);
+  j["processes"][0]["rank"] = "zero";
+  j["processes"][0]["pid"] = 1.5;
+  j["processes"][0]["threads"][0]["state"] = 7;
+  j["processes"][0]["threads"].push_back("not a thread");
+  j["ras"][0]["communicators"][0]["ranks"][0]["collective_counts"] = {{"AllReduce", -3}, {"Broadcast", 4u}};
+  auto odd = at::node_from_json(j, why);
+  ASSERT_TRUE(odd) << why;
+  EXPECT_EQ(odd->procs[0].rank, -1);
+  EXPECT_EQ(odd->procs[0].pid, 0);
+  EXPECT_EQ(odd->procs[0].threads[0].state, '?');
+  EXPECT_EQ(odd->procs[0].threads.size(), 2u);
+  EXPECT_EQ(odd->ras[0].comms[0].ranks[0].coll_counts, (std::map<std::string, uint64_t>{{"Broadcast", 4}}));
   EXPECT_FALSE(at::node_from_json(nlohmann::json::parse("{\"processes\": []}"), why));
   EXPECT_FALSE(at::node_from_json(nlohmann::json::parse("[]"), why));
 }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # lockstep attach --slurm on a hung 4-task seed job over 2 "hosts" (fake_host.sh): one collector
 # per node through srun --overlap, the analysis over the snapshots names the ReduceScatter count
-# divergence (NCCL RAS of the CPU NCCL), every rank read, and points at the job's lockstep traces
+# divergence (NCCL RAS of the CPU NCCL), every rank read, and reads the job's lockstep traces
 # (the job runs under `lockstep run`, whose USR1 flush is how the job answers
 # scancel --signal=USR1); afterwards the job still runs, still hangs and still answers USR1.
 source "$(dirname "$0")/lib.sh"
@@ -34,7 +34,8 @@ assert len(d) == 1 and d[0]["collective"] == "ReduceScatter", d
 counts = {r: c["count"] for c in d[0]["counts"] for r in c["ranks"]}
 assert counts[0] == counts[2] == counts[3] == counts[1] + 1, counts  # rank 1 swapped its ops
 assert all(r["waits_in"].startswith("cuStreamSynchronize") for r in j["ranks"]), [r["waits_in"] for r in j["ranks"]]
-assert j["recorded_dirs"], "the job's LOCKSTEP_DIR is not named"
+# The job's LOCKSTEP_DIR is found and read as evidence of its own (proven where its rows are).
+assert [(t["kind"], t["found_by"].split(" ")[0]) for t in j["traces"]] == [("recorder", "LOCKSTEP_DIR")], j["traces"]
 print("attach --slurm:", j["verdict"])
 PY
 ls "$T/snap"
