@@ -63,7 +63,7 @@ std::string steps_text(const Analysis& a, const StepPlace& p) {
          ", steps counted from collective #1)";
 }
 
-std::string add_steps_json(const std::string& report_json, const Analysis& a, const StepPlace& p) {
+std::string add_steps_json(const std::string& report_json, const Analysis& a, const StepPlace& p, int indent) {
   using nlohmann::json;
   json j = json::parse(report_json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return report_json;
@@ -72,10 +72,10 @@ std::string add_steps_json(const std::string& report_json, const Analysis& a, co
     const GlobalComm& g = a.index.comms[p.gcomm];
     st.update({{"comm", g.hash}, {"role", g.role}, {"ordinal", p.ordinal}, {"seq", p.seq}, {"period", p.period},
                {"step", p.step}, {"in_step", p.in_step}, {"reference_rank", display_rank(*a.schedule, p.ref_proc)},
-               {"window_first", p.window_first}, {"window_last", p.window_last}});
+               {"window_first", p.window_first}, {"window_last", p.window_last}, {"text", steps_text(a, p)}});
   }
   j["steps"] = st;
-  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  return j.dump(indent, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace lockstep

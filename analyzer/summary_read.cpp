@@ -37,7 +37,7 @@ std::string unread_text(const UnreadSummary& u) {
          "rows there were not checked (--full-read reads every op)";
 }
 
-std::string add_unread_json(const std::string& report_json, const UnreadSummary& u) {
+std::string add_unread_json(const std::string& report_json, const UnreadSummary& u, int indent) {
   using nlohmann::json;
   json j = json::parse(report_json, nullptr, false);
   if (j.is_discarded() || !j.is_object()) return report_json;
@@ -46,8 +46,9 @@ std::string add_unread_json(const std::string& report_json, const UnreadSummary&
                   {"files_cut", u.files_cut},
                   {"communicators_cut", u.comms_cut},
                   {"cut_min", u.cut_min},
-                  {"cut_max", u.cut_max}};
-  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+                  {"cut_max", u.cut_max},
+                  {"text", unread_text(u)}};
+  return j.dump(indent, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace lockstep

@@ -22,7 +22,8 @@ UnreadSummary unread_summary(const Schedule& s, const Analysis& a);
 
 // "read: ..." (no newline), empty when everything was read.
 std::string unread_text(const UnreadSummary& u);
-// report_json with a "reading" object added (mode, what was not read).
-std::string add_unread_json(const std::string& report_json, const UnreadSummary& u);
+// report_json with a "reading" object added (mode, what was not read; "text": the read line,
+// empty when everything was read). indent: nlohmann's dump indent (-1: compact).
+std::string add_unread_json(const std::string& report_json, const UnreadSummary& u, int indent = 2);
 
 }  // namespace lockstep

@@ -51,6 +51,27 @@ if strip(s) != strip(f):
 print(f"ok {name}: {cut} ops not read")
 PY
   then fail=1; fi
+  [ "${3:-}" = report ] || return 0
+  # report and check read summary first too: the same page data (but "reading") and exit code.
+  local rc_cs=0 rc_cf=0
+  "$LOCKSTEP" check "$dir" >/dev/null 2>&1 || rc_cs=$?
+  "$LOCKSTEP" check "$dir" --full-read >/dev/null 2>&1 || rc_cf=$?
+  [ "$rc_cs" = "$rc_cf" ] || { echo "FAIL $dir: check exit $rc_cs (summary first) vs $rc_cf (full read)"; fail=1; }
+  "$LOCKSTEP" report "$dir" -o "$work/page.html" 2>/dev/null && cp "$work/page.html" "$work/s.html"
+  "$LOCKSTEP" report "$dir" -o "$work/page.html" --full-read 2>/dev/null && cp "$work/page.html" "$work/f.html"
+  if ! python3 - "$work/s.html" "$work/f.html" "$expect_cut" "$dir" <<'PY'
+import json, re, sys
+def data(p):
+    m = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', open(p).read(), re.S)
+    return json.loads(m.group(1))
+s, f = data(sys.argv[1]), data(sys.argv[2])
+if sys.argv[3] == "1" and not s["reading"]["text"]:
+    sys.exit(f"{sys.argv[4]}: the report does not say what was not read")
+s.pop("reading"), f.pop("reading")
+if s != f:
+    sys.exit(f"{sys.argv[4]}: report data differs: " + ", ".join(k for k in s if s.get(k) != f.get(k)))
+PY
+  then fail=1; fi
 }
 
 # gen_trace: world, tp and dp communicators; checkpoints every 1,024 collectives (9,000 ops:
@@ -68,7 +89,7 @@ PY
 cp -r "$work/diverge" "$work/missing" && rm "$work/missing/rank-5.lockstep.sqlite"
 cp -r "$work/diverge" "$work/corrupt"
 dd if=/dev/urandom of="$work/corrupt/rank-9.lockstep.sqlite" bs=4096 seek=3 count=8 conv=notrunc status=none
-for d in diverge clean lag partial missing corrupt; do compare "$work/$d" 1; done
+for d in diverge clean lag partial missing corrupt; do compare "$work/$d" 1 report; done
 # Ops in flight before the newest checkpoints (they never count as done): read whole.
 compare "$work/early" 0
 compare "$work/small" 0
