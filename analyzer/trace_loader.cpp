@@ -139,9 +139,11 @@ void validate(sqlite3* db, const std::string& path) {
       throw FileSkip(size < 100 ? "not a trace: too short to be an SQLite database"
                                 : "not a trace: not an SQLite database");
   }
+  // One statement for the header's pragmas (a statement each cost as much as reading them).
+  Query header(db, "SELECT * FROM pragma_application_id, pragma_journal_mode, pragma_page_count, pragma_page_size");
+  const bool header_row = header.step();
   {
-    Query st(db, "PRAGMA application_id");
-    int64_t app = st.step() ? st.i64(0) : 0;
+    int64_t app = header_row ? header.i64(0) : 0;
     if (app != schema::kApplicationId) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "0x%08llX", static_cast<unsigned long long>(app));
@@ -152,12 +154,9 @@ void validate(sqlite3* db, const std::string& path) {
   // A truncated copy (partial rsync, full disk) is shorter than its header says. In WAL mode
   // the newest pages live in the -wal file, so the check does not apply there.
   {
-    Query jm(db, "PRAGMA journal_mode");
-    std::string mode = jm.step() ? jm.str(0) : "";
-    Query pc(db, "PRAGMA page_count");
-    int64_t pages = pc.step() ? pc.i64(0) : 0;
-    Query ps(db, "PRAGMA page_size");
-    int64_t page_size = ps.step() ? ps.i64(0) : 0;
+    std::string mode = header_row ? header.str(1) : "";
+    int64_t pages = header_row ? header.i64(2) : 0;
+    int64_t page_size = header_row ? header.i64(3) : 0;
     auto now_size = fs::file_size(path, ec);
     if (mode != "wal" && !ec && static_cast<int64_t>(now_size) < pages * page_size)
       throw FileSkip("truncated: file has " + std::to_string(now_size) + " bytes, its header says " +
