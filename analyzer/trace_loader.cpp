@@ -739,6 +739,9 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, co
     }
   }
   sp.groups.shrink_to_fit();
+  // No completion recorded: every op counts as in flight; the few the hang explanation asks
+  // about are read from the file again rather than keeping an issue time for each.
+  if (!sp.completion_known) std::vector<std::pair<int64_t, int64_t>>().swap(sp.in_flight_issue);
 }
 
 // The hot loop of `lockstep analyze`: one pass over ops, one over parts, one over completions,
