@@ -110,11 +110,16 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
   merge_digest_divergences(s, a.checkpoints, a.divergences);
   a.inversions = find_order_inversions(s, a.index);
   {
-    // The ages of a stopped rank's ops in flight, read from its file for the few ranks asked.
+    // The ages of a stopped rank's ops in flight: their issue times as the loader read them
+    // (SchedProcess::in_flight_issue), else read from its file for the few ranks asked.
     HangOptions ho = options.hang;
     std::unique_ptr<TraceDetails> files;
     if (!ho.issue_mono_ns)
       ho.issue_mono_ns = [&](int proc, int64_t call_index) -> std::optional<int64_t> {
+        const auto& known = s.procs[proc].in_flight_issue;
+        auto it = std::lower_bound(known.begin(), known.end(), std::make_pair(call_index, INT64_MIN));
+        if (it != known.end() && it->first == call_index)
+          return it->second > 0 ? std::optional<int64_t>(it->second) : std::nullopt;
         if (s.procs[proc].info.path.empty()) return std::nullopt;
         if (!files) files = details_from_files(s);
         const std::optional<Op> op = files->op(proc, call_index);

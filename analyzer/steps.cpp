@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "op_digest.h"
+#include "summary_read.h"
 
 namespace lockstep {
 
@@ -63,19 +64,16 @@ std::string steps_text(const Analysis& a, const StepPlace& p) {
          ", steps counted from collective #1)";
 }
 
-std::string add_steps_json(const std::string& report_json, const Analysis& a, const StepPlace& p) {
+std::string add_steps_json(const std::string& report_json, const Analysis& a, const StepPlace& p, int indent) {
   using nlohmann::json;
-  json j = json::parse(report_json, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return report_json;
   json st = {{"found", p.found}};
   if (p.found) {
     const GlobalComm& g = a.index.comms[p.gcomm];
     st.update({{"comm", g.hash}, {"role", g.role}, {"ordinal", p.ordinal}, {"seq", p.seq}, {"period", p.period},
                {"step", p.step}, {"in_step", p.in_step}, {"reference_rank", display_rank(*a.schedule, p.ref_proc)},
-               {"window_first", p.window_first}, {"window_last", p.window_last}});
+               {"window_first", p.window_first}, {"window_last", p.window_last}, {"text", steps_text(a, p)}});
   }
-  j["steps"] = st;
-  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  return add_json_member(report_json, "steps", st.dump(indent, ' ', false, json::error_handler_t::replace), indent);
 }
 
 }  // namespace lockstep

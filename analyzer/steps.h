@@ -29,7 +29,8 @@ struct StepPlace {
 StepPlace locate_in_steps(const Analysis& a);
 // "where: ..." (no newline), empty when no period was found.
 std::string steps_text(const Analysis& a, const StepPlace& p);
-// report_json with a "steps" object added (found false when no period).
-std::string add_steps_json(const std::string& report_json, const Analysis& a, const StepPlace& p);
+// report_json with a "steps" object added (found false when no period; "text": the where line).
+// indent: nlohmann's dump indent (-1: compact, as the HTML report's data).
+std::string add_steps_json(const std::string& report_json, const Analysis& a, const StepPlace& p, int indent = 2);
 
 }  // namespace lockstep

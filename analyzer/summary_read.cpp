@@ -37,17 +37,34 @@ std::string unread_text(const UnreadSummary& u) {
          "rows there were not checked (--full-read reads every op)";
 }
 
-std::string add_unread_json(const std::string& report_json, const UnreadSummary& u) {
+std::string add_json_member(const std::string& report_json, const std::string& key, const std::string& value_json,
+                            int indent) {
+  const size_t end = report_json.find_last_not_of(" \n\r\t");
+  if (end == std::string::npos || report_json[end] != '}' || report_json.find_first_not_of(" \n\r\t") == end ||
+      report_json[report_json.find_first_not_of(" \n\r\t")] != '{')
+    return report_json;
+  const size_t last = report_json.find_last_not_of(" \n\r\t", end - 1);
+  const bool empty = report_json[last] == '{';
+  std::string value = value_json;  // nested one level: its lines indented once more
+  const std::string pad = indent > 0 ? std::string(static_cast<size_t>(indent), ' ') : "";
+  if (indent > 0)
+    for (size_t i = value.find('\n'); i != std::string::npos; i = value.find('\n', i + 1)) value.insert(i + 1, pad);
+  std::string member = (empty ? "" : ",") + std::string(indent >= 0 ? "\n" : "") + pad +
+                       nlohmann::json(key).dump() + (indent >= 0 ? ": " : ":") + value;
+  return report_json.substr(0, last + 1) + member + (indent >= 0 ? "\n" : "") + report_json.substr(end) +
+         (report_json.back() == '\n' ? "" : "\n");
+}
+
+std::string add_unread_json(const std::string& report_json, const UnreadSummary& u, int indent) {
   using nlohmann::json;
-  json j = json::parse(report_json, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return report_json;
-  j["reading"] = {{"mode", u.summary_first ? "summary_first" : "full"},
+  const json reading = {{"mode", u.summary_first ? "summary_first" : "full"},
                   {"ops_not_read", u.ops_not_read},
                   {"files_cut", u.files_cut},
                   {"communicators_cut", u.comms_cut},
                   {"cut_min", u.cut_min},
-                  {"cut_max", u.cut_max}};
-  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+                  {"cut_max", u.cut_max},
+                  {"text", unread_text(u)}};
+  return add_json_member(report_json, "reading", reading.dump(indent, ' ', false, json::error_handler_t::replace), indent);
 }
 
 }  // namespace lockstep

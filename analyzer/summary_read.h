@@ -20,9 +20,16 @@ struct UnreadSummary {
 };
 UnreadSummary unread_summary(const Schedule& s, const Analysis& a);
 
+// report_json (an object, as render_json writes it) with "key": value added as its last member,
+// spliced into the text: a report of 100,000 ranks is not parsed into a DOM again (several GB).
+// indent: the report's (2, or -1 for compact). report_json unchanged when it is not an object.
+std::string add_json_member(const std::string& report_json, const std::string& key, const std::string& value_json,
+                            int indent);
+
 // "read: ..." (no newline), empty when everything was read.
 std::string unread_text(const UnreadSummary& u);
-// report_json with a "reading" object added (mode, what was not read).
-std::string add_unread_json(const std::string& report_json, const UnreadSummary& u);
+// report_json with a "reading" object added (mode, what was not read; "text": the read line,
+// empty when everything was read). indent: nlohmann's dump indent (-1: compact).
+std::string add_unread_json(const std::string& report_json, const UnreadSummary& u, int indent = 2);
 
 }  // namespace lockstep

@@ -1,5 +1,6 @@
 #include "trace_loader.h"
 
+#include <malloc.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 
@@ -78,8 +79,9 @@ trace_file::Db open_trace(const std::string& path, int flags, int busy_ms) {
   if (int rc = db.open_untrusted(path, flags); rc != SQLITE_OK)
     throw FileSkip("cannot open: " + (db ? db.errmsg() : std::string(sqlite3_errstr(rc))));
   db.busy_timeout(busy_ms);
-  // Read pages through a memory map instead of read(2) copies: the loader scans whole files.
-  db.exec("PRAGMA mmap_size=1073741824");
+  // No memory map: a summary-first read touches a few pages of each of thousands of files, and
+  // mapping and unmapping each file (a TLB shootdown on every loader thread) cost more than
+  // read(2) copies of those pages; mapped pages also counted in the analyzer's RSS.
   return db;
 }
 
@@ -137,9 +139,11 @@ void validate(sqlite3* db, const std::string& path) {
       throw FileSkip(size < 100 ? "not a trace: too short to be an SQLite database"
                                 : "not a trace: not an SQLite database");
   }
+  // One statement for the header's pragmas (a statement each cost as much as reading them).
+  Query header(db, "SELECT * FROM pragma_application_id, pragma_journal_mode, pragma_page_count, pragma_page_size");
+  const bool header_row = header.step();
   {
-    Query st(db, "PRAGMA application_id");
-    int64_t app = st.step() ? st.i64(0) : 0;
+    int64_t app = header_row ? header.i64(0) : 0;
     if (app != schema::kApplicationId) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "0x%08llX", static_cast<unsigned long long>(app));
@@ -150,12 +154,9 @@ void validate(sqlite3* db, const std::string& path) {
   // A truncated copy (partial rsync, full disk) is shorter than its header says. In WAL mode
   // the newest pages live in the -wal file, so the check does not apply there.
   {
-    Query jm(db, "PRAGMA journal_mode");
-    std::string mode = jm.step() ? jm.str(0) : "";
-    Query pc(db, "PRAGMA page_count");
-    int64_t pages = pc.step() ? pc.i64(0) : 0;
-    Query ps(db, "PRAGMA page_size");
-    int64_t page_size = ps.step() ? ps.i64(0) : 0;
+    std::string mode = header_row ? header.str(1) : "";
+    int64_t pages = header_row ? header.i64(2) : 0;
+    int64_t page_size = header_row ? header.i64(3) : 0;
     auto now_size = fs::file_size(path, ec);
     if (mode != "wal" && !ec && static_cast<int64_t>(now_size) < pages * page_size)
       throw FileSkip("truncated: file has " + std::to_string(now_size) + " bytes, its header says " +
@@ -546,27 +547,38 @@ struct CutUnproven {};
 // Summary-first: the op rows from the newest back to each communicator's cut (its collective
 // ordinal cuts[c], whose seq is cuts[c]: no point-to-point op before it), then indexed oldest
 // first. What lies before the cut is counted from the chunks' row counts and the cut seqs, not
-// read. Throws CutUnproven when the rows do not reach a cut the checkpoints promised.
+// read. A communicator whose cut is 0 (no checkpoint, or its members disagree at every one) is
+// read whole: the scan then goes on to the first row, keeping only that communicator's rows
+// before the others' cuts, so memory stays bounded by what is kept. Throws CutUnproven when the
+// rows do not reach a cut the checkpoints promised.
+vocab::State state_v2(int64_t call_index, int64_t column, int version, bool sequenced);
+
 template <class SigOf>
 void read_ops_tail(sqlite3* db, SchedProcess& sp, const std::vector<std::string>& chunks, int64_t total, const Cuts& cuts,
-                   const std::vector<bool>& comm_has_ops, SigOf&& sig_of) {
+                   const std::vector<bool>& comm_has_ops, int version, SigOf&& sig_of) {
   std::vector<ScheduleBuilder::Row> rows;  // newest first
   const int64_t time_base = meta_int(sp.info, "op_time_base_mono_ns").or_default(0);
   std::vector<bool> reached(cuts.size(), false);
-  size_t open = 0;
-  for (size_t c = 0; c < cuts.size(); ++c) open += comm_has_ops[c];
+  size_t open = 0;    // communicators cut whose cut row was not reached yet
+  bool whole = false;  // a communicator read whole: scan every row
+  for (size_t c = 0; c < cuts.size(); ++c) {
+    open += comm_has_ops[c] && cuts[c] > 0;
+    whole |= comm_has_ops[c] && cuts[c] == 0;
+  }
   int64_t scanned = 0, scanned_before_cut = 0, unsequenced = 0, unsequenced_done = 0;
   int64_t previous = INT64_MAX;
-  for (auto t = chunks.rbegin(); t != chunks.rend() && open > 0; ++t) {
-    Query st(db, ("SELECT call_index, sig, seq, group_id, done, t FROM " + *t + " ORDER BY call_index DESC").c_str());
+  for (auto t = chunks.rbegin(); t != chunks.rend() && (open > 0 || whole); ++t) {
+    Query st(db, ("SELECT call_index, sig, seq, group_id, done, t, state FROM " + *t + " ORDER BY call_index DESC").c_str());
     const trace_file::Stmt& row = st.stmt();
-    while (open > 0 && st.step()) {
+    while ((open > 0 || whole) && st.step()) {
       int64_t ci = row.column_i64(0);
       if (ci >= previous) throw FileSkip("corrupt: op chunk " + *t + " overlaps the one after it (call_index " + std::to_string(ci) + ")");
       previous = ci;
       ++scanned;
       const bool completed = !row.is_null(4);
-      if (row.is_null(2)) {
+      // The state is checked as the whole read checks it (a captured row is never compared).
+      const vocab::State state = state_v2(ci, row.column_i64(6), version, !row.is_null(2));
+      if (row.is_null(2) || state == vocab::State::Captured) {
         ++unsequenced;
         unsequenced_done += completed;
         continue;
@@ -610,7 +622,7 @@ void read_ops_tail(sqlite3* db, SchedProcess& sp, const std::vector<std::string>
     }
   sp.unread.assign(cuts.size(), {});
   for (size_t c = 0; c < cuts.size(); ++c) {
-    if (!comm_has_ops[c]) continue;
+    if (!comm_has_ops[c] || cuts[c] == 0) continue;
     const auto& cps = sp.info.comms[c].checkpoints;
     auto it = std::find_if(cps.begin(), cps.end(), [&](const Comm::Checkpoint& k) { return k.ordinal == cuts[c]; });
     if (it == cps.end()) throw CutUnproven{};
@@ -694,17 +706,19 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, co
     Query n(db, ("SELECT count(*) FROM " + t).c_str());
     if (n.step()) total += n.i64(0);
   }
-  // Summary-first: every communicator with ops must have its cut, else the file is read whole.
-  bool cut = cuts && cuts->size() == comm_has_ops.size();
-  for (size_t c = 0; cut && c < comm_has_ops.size(); ++c) cut = !comm_has_ops[c] || (*cuts)[c] > 0;
-  if (cut) return read_ops_tail(db, sp, chunks, total, *cuts, comm_has_ops, sig_of);
+  // Summary-first: a file with no communicator cut is read whole.
+  bool cut = false;
+  for (size_t c = 0; cuts && cuts->size() == comm_has_ops.size() && c < comm_has_ops.size(); ++c)
+    cut |= comm_has_ops[c] && (*cuts)[c] > 0;
+  if (cut) return read_ops_tail(db, sp, chunks, total, *cuts, comm_has_ops, version, sig_of);
   sp.ops.reserve(static_cast<size_t>(total));
   ScheduleBuilder index(sp);
   int64_t previous = INT64_MIN;
+  const int64_t time_base = meta_int(sp.info, "op_time_base_mono_ns").or_default(0);
   for (const std::string& table : chunks) {
     // Plain columns, NULLs told apart here: no expression per row in SQLite's VM. Unsequenced rows
     // (seq NULL: failed, simulated, captured) are counted, not kept.
-    Query st(db, ("SELECT call_index, sig, seq, group_id, done, state FROM " + table + " ORDER BY call_index").c_str());
+    Query st(db, ("SELECT call_index, sig, seq, group_id, done, state, t FROM " + table + " ORDER BY call_index").c_str());
     const trace_file::Stmt& row = st.stmt();
     while (st.step()) {
       int64_t ci = row.column_i64(0);
@@ -721,9 +735,13 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, co
       if (!fs) throw FileSkip("corrupt: op " + std::to_string(ci) + " names an unknown signature");
       const int64_t group = row.is_null(3) ? -1 : row.column_i64(3);
       index.add_op({ci, row.column_i64(2), fs->comm, fs->sig, fs->stream, group, completed});
+      if (!completed) sp.in_flight_issue.emplace_back(ci, time_base + row.column_i64(6));
     }
   }
   sp.groups.shrink_to_fit();
+  // No completion recorded: every op counts as in flight; the few the hang explanation asks
+  // about are read from the file again rather than keeping an issue time for each.
+  if (!sp.completion_known) std::vector<std::pair<int64_t, int64_t>>().swap(sp.in_flight_issue);
 }
 
 // The hot loop of `lockstep analyze`: one pass over ops, one over parts, one over completions,
@@ -854,9 +872,16 @@ std::string not_regular(const std::string& path) {
 // SQLite's memory statistics take a global mutex on every allocation, which the loader's
 // threads contend on; the analyzer never reads them. Only possible before SQLite's first use
 // in the process (later it is a harmless SQLITE_MISUSE).
-void no_sqlite_memstatus() {
+// Each connection allocates and frees its page cache and parser memory: glibc would give the
+// freed top of its arena back to the kernel after every file and fault fresh zeroed pages in for
+// the next (a third of a summary-first read's CPU at 2,048 files). Keep up to 64 MiB instead.
+void configure_process_for_loading() {
   static std::once_flag once;
-  std::call_once(once, [] { sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0); });
+  std::call_once(once, [] {
+    sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    mallopt(M_TOP_PAD, 1 << 20);
+  });
 }
 
 template <class Fn>
@@ -897,7 +922,7 @@ void read_file(const std::string& path, const LoadOptions& opt, Fn&& fn) {
 }
 
 std::vector<std::string> list_trace_files(const std::string& dir, std::vector<SkippedFile>* skipped = nullptr) {
-  no_sqlite_memstatus();
+  configure_process_for_loading();
   std::error_code ec;
   if (!fs::exists(dir, ec)) throw LoadError("no such directory: " + dir);
   if (!fs::is_directory(dir, ec)) throw LoadError("not a directory: " + dir);

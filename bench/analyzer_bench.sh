@@ -7,7 +7,9 @@
 # on the world communicator; otherwise gen_trace's divergence near the end). Default: the
 # growth series and the large-job series (4,096 and 16,384 ranks, ~41 M and ~164 M ops: tens of
 # GB of traces). CORES (default 0,1) pins the analyzer with taskset, as on a 2-core machine.
-# Trace directories are kept in WORK_DIR so reruns skip generation.
+# Trace directories are kept in WORK_DIR so reruns skip generation. THREADS (default 0: one per
+# hardware thread) is analyze's --threads. Each row gives the 1-minute load average before it
+# (figures from a shared machine are upper bounds). Times and peak RSS: /usr/bin/time -v.
 set -euo pipefail
 BUILD=${1:-build}
 WORK=${2:-/tmp/lockstep-bench}
@@ -17,11 +19,12 @@ SIZES=("$@")
                                  2048x2500:lag 4096x10000 4096x10000:lag 16384x2500:lag 16384x10000 16384x10000:lag)
 CORES=${CORES:-0,1}
 READ=${READ:-summary}
+THREADS=${THREADS:-0}
 read_flag=()
 [ "$READ" = full ] && read_flag=(--full-read)
 mkdir -p "$WORK"
 echo "read: $READ; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %s\n" ranks ops lag trace_MB wall_s cpu_s rss_MB load_ms analyse_ms
+printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %-10s %s\n" ranks ops lag trace_MB wall_s cpu_s rss_MB load_ms analyse_ms loadavg
 for spec in "${SIZES[@]}"; do
   size=${spec%:*} lag=0
   [ "$spec" != "$size" ] && lag=16
@@ -37,14 +40,18 @@ for spec in "${SIZES[@]}"; do
   sync
   mb=$(du -sm "$dir" | cut -f1)
   rc=0
-  taskset -c "$CORES" /usr/bin/time -f "%e %M %U %S" -o "$WORK/time.txt" "$BUILD/bin/lockstep" analyze "$dir" "${read_flag[@]}" --timing \
-    --json >"$WORK/out.json" 2>"$WORK/timing.txt" || rc=$?
-  # analyze exits 1 (a finding) on these directories; GNU time prefixes a line for non-zero exits.
-  read -r wall rss user sys < <(tail -n 1 "$WORK/time.txt")
+  loadavg=$(cut -d' ' -f1 /proc/loadavg)
+  taskset -c "$CORES" /usr/bin/time -v -o "$WORK/time.txt" "$BUILD/bin/lockstep" analyze "$dir" "${read_flag[@]}" --timing \
+    --threads "$THREADS" --json >"$WORK/out.json" 2>"$WORK/timing.txt" || rc=$?
+  # analyze exits 1 (a finding) on these directories.
+  wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s }' "$WORK/time.txt")
+  rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$WORK/time.txt")
+  user=$(awk -F': ' '/User time/ { print $2 }' "$WORK/time.txt")
+  sys=$(awk -F': ' '/System time/ { print $2 }' "$WORK/time.txt")
   cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
   load=$(sed -n 's/.*load \([0-9]*\) ms.*/\1/p' "$WORK/timing.txt")
   ana=$(sed -n 's/.*analyse \([0-9]*\) ms.*/\1/p' "$WORK/timing.txt")
-  printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %s   (exit %s, json %s KB, %s ops not read)\n" "$ranks" "$ops" "$lag" "$mb" "$wall" "$cpu" \
-    "$((rss / 1024))" "$load" "$ana" "$rc" "$(( $(stat -c %s "$WORK/out.json" 2>/dev/null || echo 0) / 1024 ))" \
+  printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %-10s %s   (exit %s, json %s KB, %s ops not read)\n" "$ranks" "$ops" "$lag" "$mb" "$wall" "$cpu" \
+    "$((rss / 1024))" "$load" "$ana" "$loadavg" "$rc" "$(( $(stat -c %s "$WORK/out.json" 2>/dev/null || echo 0) / 1024 ))" \
     "$(sed -n 's/.*"ops_not_read": \([0-9]*\).*/\1/p' "$WORK/out.json" | head -n 1)"
 done

@@ -4,6 +4,8 @@
 // a broadcast where its tensor-parallel peers issue all_gather; the ops after it stay in flight).
 //
 //   gen_trace DIR --ranks 256 --ops 100000 [--tp 8] [--diverge-from-end 100] [--lag-host-ops 0] [--threads 2]
+//            [--from-rank R]
+// --from-rank R: write only ranks R.. (finishing an interrupted generation of a large directory).
 // --lag-host-ops K: the ranks of the last host (8 ranks a host) issue K ops fewer (a lagging
 // host: never_issued on the world communicator).
 
@@ -32,6 +34,7 @@ struct Options {
   int64_t diverge_from_end = 100;  // 0: no divergence
   int64_t lag_host_ops = 0;        // ops the last host's ranks do not issue
   unsigned threads = 2;
+  int from_rank = 0;
 };
 
 void check(int rc, const lockstep::trace_file::Db& db, const char* what) {
@@ -170,7 +173,7 @@ void write_rank(const Options& o, int rank) {
 }
 
 [[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr, "gen_trace: %s\nusage: gen_trace DIR --ranks N --ops M [--tp T] [--diverge-from-end K] [--lag-host-ops K] [--threads T]\n", msg);
+  std::fprintf(stderr, "gen_trace: %s\nusage: gen_trace DIR --ranks N --ops M [--tp T] [--diverge-from-end K] [--lag-host-ops K] [--threads T] [--from-rank R]\n", msg);
   std::exit(2);
 }
 
@@ -190,13 +193,14 @@ int main(int argc, char** argv) {
     else if (a == "--diverge-from-end") o.diverge_from_end = std::atoll(next());
     else if (a == "--lag-host-ops") o.lag_host_ops = std::atoll(next());
     else if (a == "--threads") o.threads = static_cast<unsigned>(std::atoi(next()));
+    else if (a == "--from-rank") o.from_rank = std::atoi(next());
     else if (!a.empty() && a[0] != '-' && o.dir.empty()) o.dir = a;
     else usage(("unknown argument " + a).c_str());
   }
   if (o.dir.empty() || o.ranks < 2 || o.ops < 16 || o.tp < 1 || o.ranks % std::min(o.tp, o.ranks) != 0)
     usage("need DIR, --ranks >= 2 (a multiple of --tp), --ops >= 16");
   std::filesystem::create_directories(o.dir);
-  std::atomic<int> next{0};
+  std::atomic<int> next{std::max(0, o.from_rank)};
   std::vector<std::thread> pool;
   for (unsigned t = 0; t < std::max(1u, o.threads); ++t)
     pool.emplace_back([&] {

@@ -46,10 +46,13 @@ std::optional<Schedule> load_or_explain(const std::string& cmd, const std::strin
   }
 }
 
-// summary_first: LoadOptions::summary_first (every command that takes --full-read).
-inline std::optional<Schedule> load_for_analysis(const std::string& cmd, const std::string& dir, bool summary_first = false) {
+// summary_first: LoadOptions::summary_first (every command that takes --full-read); threads:
+// LoadOptions::threads (--threads; 0: one per hardware thread).
+inline std::optional<Schedule> load_for_analysis(const std::string& cmd, const std::string& dir, bool summary_first = false,
+                                                 unsigned threads = 0) {
   LoadOptions lo;
   lo.summary_first = summary_first;
+  lo.threads = threads;
   return load_or_explain(cmd, dir, [&lo](const std::string& d) { return load_schedule(d, lo); });
 }
 

@@ -32,29 +32,16 @@ struct AnalyzeArgs {
   double stale_s = 10;
   bool timing = false;
   bool full_read = false;
+  unsigned threads = 0;
 };
 
 int analyze_dir(const AnalyzeArgs& a) {
   auto t0 = std::chrono::steady_clock::now();
-  auto s = load_for_analysis("analyze", a.dir, !a.full_read);
+  auto s = load_for_analysis("analyze", a.dir, !a.full_read, a.threads);
   if (!s) return kExitUsage;
   auto t1 = std::chrono::steady_clock::now();
   AnalyzeOptions opt;
   opt.hang.stale_ns = static_cast<int64_t>(a.stale_s * 1e9);
-  // Summary-first: the ops in flight were read with their issue times (SchedProcess::
-  // in_flight_issue); only an op not among them is read from its file again.
-  std::unique_ptr<TraceDetails> issue_files;
-  if (s->summary_first)
-    opt.hang.issue_mono_ns = [&](int proc, int64_t call_index) -> std::optional<int64_t> {
-      const auto& known = s->procs[proc].in_flight_issue;
-      auto it = std::lower_bound(known.begin(), known.end(), std::make_pair(call_index, INT64_MIN));
-      if (it != known.end() && it->first == call_index) return it->second > 0 ? std::optional<int64_t>(it->second) : std::nullopt;
-      if (s->procs[proc].info.path.empty()) return std::nullopt;
-      if (!issue_files) issue_files = details_from_files(*s);
-      const std::optional<Op> op = issue_files->op(proc, call_index);
-      if (!op || op->issue_mono_ns <= 0) return std::nullopt;
-      return op->issue_mono_ns;
-    };
   Analysis an = analyze(*s, opt);
   Coverage coverage = read_coverage(*s);  // NCCL's profiler plugin: calls the interposer missed
   for (auto& e : coverage_evidence(*s, coverage)) an.evidence.push_back(std::move(e));
@@ -96,6 +83,7 @@ void add_analyze_command(CLI::App& app, int* exit_code) {
   sub->add_flag("--full-read", args->full_read,
                 "Read every op row of every file (default: summary first, docs/scaling.md: rows before the newest "
                 "checkpoint on which every member agrees are known by digest only)");
+  sub->add_option("--threads", args->threads, "Files read at once (default 0: one per hardware thread)");
   sub->add_flag("--timing", args->timing, "Print how long loading, analysis and the report took (stderr)");
   sub->footer("Exit code: 0 clean (or a live job whose ranks are only behind), 1 problem found, 2 input error, "
               "4 incomplete evidence. Works while the job still runs or hangs.");

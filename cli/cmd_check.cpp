@@ -8,6 +8,7 @@
 #include "baseline.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "summary_read.h"
 
 namespace lockstep::cli {
 namespace {
@@ -29,6 +30,8 @@ struct CheckArgs {
   std::string baseline;
   std::string write_baseline;
   std::string junit;
+  bool full_read = false;
+  unsigned threads = 0;
 };
 
 int check_dir(const CheckArgs& a) {
@@ -48,7 +51,10 @@ int check_dir(const CheckArgs& a) {
       return kExitUsage;
     }
   }
-  auto s = load_for_analysis("check", a.dir);
+  // Summary first (docs/scaling.md) unless a baseline is compared or written: the canonical
+  // schedule is every collective of one rank.
+  const bool summary_first = !a.full_read && a.baseline.empty() && a.write_baseline.empty();
+  auto s = load_for_analysis("check", a.dir, summary_first, a.threads);
   if (!s) return kExitUsage;
   Analysis an = analyze(*s);
   std::vector<JUnitCase> cases = junit_cases(an);
@@ -61,6 +67,7 @@ int check_dir(const CheckArgs& a) {
   } else {
     std::cout << "lockstep check: " << summary_line(an) << "\n";
   }
+  if (const std::string unread = unread_text(unread_summary(*s, an)); !unread.empty()) std::cout << unread << "\n";
   std::string actual = canonical_schedule(an);
   // Ranks that disagree have no one schedule: the canonical one is one rank's, so a match
   // against the baseline says nothing about the others (a difference is still a difference).
@@ -119,6 +126,10 @@ void add_check_command(CLI::App& app, int* exit_code) {
   sub->add_option("--baseline", args->baseline, "Compare the canonical schedule with this baseline file");
   sub->add_option("--write-baseline", args->write_baseline, "Write this run's canonical schedule (bless it)");
   sub->add_option("--junit", args->junit, "Also write JUnit XML to FILE");
+  sub->add_flag("--full-read", args->full_read,
+                "Read every op row of every file (default without --baseline/--write-baseline: summary first, as "
+                "analyze; docs/scaling.md)");
+  sub->add_option("--threads", args->threads, "Files read at once (default 0: one per hardware thread)");
   sub->footer("Exit code: 0 pass, 1 ranks disagree or hang, 2 input error, 3 differs from the baseline, "
               "4 incomplete evidence (a rank's history missing, torn, skipped, dropped, or the job still running).");
   sub->callback([args, exit_code] { *exit_code = check_dir(*args); });

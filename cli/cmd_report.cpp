@@ -7,6 +7,8 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "report.h"
+#include "steps.h"
+#include "summary_read.h"
 
 namespace lockstep::cli {
 namespace {
@@ -16,12 +18,14 @@ struct ReportArgs {
   std::string output;
   double stale_s = 10;
   bool timing = false;
+  bool full_read = false;
+  unsigned threads = 0;
 };
 
 int report_dir(const ReportArgs& a) {
   if (trace_files_in(a.dir).empty() && is_snapshot_dir(a.dir)) return report_snapshot_dir(a.dir, a.output);
   auto t0 = std::chrono::steady_clock::now();
-  auto s = load_for_analysis("report", a.dir);
+  auto s = load_for_analysis("report", a.dir, !a.full_read, a.threads);
   if (!s) return kExitUsage;
   auto t1 = std::chrono::steady_clock::now();
   AnalyzeOptions opt;
@@ -31,7 +35,11 @@ int report_dir(const ReportArgs& a) {
   auto details = details_from_files(*s);
   report::ReportOptions ro;
   if (a.output != "-") ro.timeline_json_hint = std::filesystem::path(a.output).stem().string() + ".timeline.json";
-  std::string page = report::render_report_html(an, *details, ro);
+  // What was not read (summary first) and where the first divergence sits in the step, as in
+  // analyze --json.
+  const std::string data = add_steps_json(add_unread_json(report::report_data_json(an, *details, ro), unread_summary(*s, an), -1),
+                                          an, locate_in_steps(an), -1);
+  std::string page = report::render_page(data);
   auto t2 = std::chrono::steady_clock::now();
   if (a.output == "-") {
     std::cout << page;
@@ -57,6 +65,9 @@ void add_report_command(CLI::App& app, int* exit_code) {
   sub->add_option("-o,--output", args->output, "HTML file to write, or - for stdout")->required();
   sub->add_option("--stale-seconds", args->stale_s,
                   "A process whose trace stopped this long before its host neighbours' is dead (default 10)");
+  sub->add_flag("--full-read", args->full_read,
+                "Read every op row of every file (default: summary first, as analyze; docs/scaling.md)");
+  sub->add_option("--threads", args->threads, "Files read at once (default 0: one per hardware thread)");
   sub->add_flag("--timing", args->timing, "Print how long loading and building the page took, and its size (stderr)");
   sub->footer("Exit code: 0 the page was written (whatever it found; use analyze/check to gate), 2 input error.");
   sub->callback([args, exit_code] { *exit_code = report_dir(*args); });

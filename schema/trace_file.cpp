@@ -127,14 +127,18 @@ std::string unsafe_object(sqlite3* db, int64_t schema_version) {
     names.push_back(name);
   }
   if (rc != SQLITE_DONE) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
-  // A generated column computes its value on every read: no writer makes one.
-  for (const std::string& name : names) {
-    Stmt cols(db, "SELECT name FROM pragma_table_xinfo(?) WHERE hidden != 0", false);
-    if (!cols.ok()) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
-    cols.text(1, name);
-    if ((rc = cols.step()) == SQLITE_ROW) return "corrupt: its " + name + " table has a generated column";
-    if (rc != SQLITE_DONE) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
-  }
+  // A generated column computes its value on every read: no writer makes one. One query for
+  // every table (a statement per table was a tenth of a small file's read); the names are the
+  // reader's own (is_read: lower-case letters, digits and '_'), safe inside quotes.
+  if (names.empty()) return "";
+  std::string sql;
+  for (const std::string& name : names)
+    sql += (sql.empty() ? "" : " UNION ALL ") + std::string("SELECT '") + name + "' FROM pragma_table_xinfo('" + name +
+           "') WHERE hidden != 0";
+  Stmt cols(db, (sql + " LIMIT 1").c_str(), false);
+  if (!cols.ok()) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
+  if ((rc = cols.step()) == SQLITE_ROW) return "corrupt: its " + std::string(cols.column_text(0)) + " table has a generated column";
+  if (rc != SQLITE_DONE) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
   return "";
 }
 

@@ -4,7 +4,8 @@
 # a divergence, a lagging host, and a divergence early enough that the checkpoints disagree --
 # except for what says how it was read ("reading") and the per-communicator windows
 # (comms[].history, retired_history: which collectives were compared op by op, which by digest). Where a cut is possible it must have been made
-# (ops_not_read > 0), so the comparison is not vacuous.
+# (ops_not_read > 0), so the comparison is not vacuous. The files are read in parallel: one
+# thread (--threads 1) and the default must give the same report, byte for byte.
 #   summary_first_test.sh LOCKSTEP GEN_TRACE DATA_DIR
 set -euo pipefail
 LOCKSTEP=$1 GEN=$2 DATA=$3
@@ -18,6 +19,13 @@ compare() {  # DIR EXPECT_CUT(0|1)
   "$LOCKSTEP" analyze "$dir" --json --full-read >"$work/f.json" 2>/dev/null || rc_f=$?
   if [ "$rc_s" != "$rc_f" ]; then
     echo "FAIL $dir: exit $rc_s (summary first) vs $rc_f (full read)"; fail=1; return
+  fi
+  local rc_1=0 rc_1f=0
+  "$LOCKSTEP" analyze "$dir" --json --threads 1 >"$work/s1.json" 2>/dev/null || rc_1=$?
+  "$LOCKSTEP" analyze "$dir" --json --full-read --threads 3 >"$work/f3.json" 2>/dev/null || rc_1f=$?
+  if [ "$rc_1" != "$rc_s" ] || ! cmp -s "$work/s1.json" "$work/s.json" || [ "$rc_1f" != "$rc_f" ] ||
+     ! cmp -s "$work/f3.json" "$work/f.json"; then
+    echo "FAIL $dir: the report depends on the number of reading threads"; fail=1; return
   fi
   [ -s "$work/f.json" ] || { echo "skip $dir: no report (exit $rc_f)"; return; }
   if ! python3 - "$work/s.json" "$work/f.json" "$expect_cut" "$dir" <<'PY'
@@ -43,6 +51,27 @@ if strip(s) != strip(f):
 print(f"ok {name}: {cut} ops not read")
 PY
   then fail=1; fi
+  [ "${3:-}" = report ] || return 0
+  # report and check read summary first too: the same page data (but "reading") and exit code.
+  local rc_cs=0 rc_cf=0
+  "$LOCKSTEP" check "$dir" >/dev/null 2>&1 || rc_cs=$?
+  "$LOCKSTEP" check "$dir" --full-read >/dev/null 2>&1 || rc_cf=$?
+  [ "$rc_cs" = "$rc_cf" ] || { echo "FAIL $dir: check exit $rc_cs (summary first) vs $rc_cf (full read)"; fail=1; }
+  "$LOCKSTEP" report "$dir" -o "$work/page.html" 2>/dev/null && cp "$work/page.html" "$work/s.html"
+  "$LOCKSTEP" report "$dir" -o "$work/page.html" --full-read 2>/dev/null && cp "$work/page.html" "$work/f.html"
+  if ! python3 - "$work/s.html" "$work/f.html" "$expect_cut" "$dir" <<'PY'
+import json, re, sys
+def data(p):
+    m = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', open(p).read(), re.S)
+    return json.loads(m.group(1))
+s, f = data(sys.argv[1]), data(sys.argv[2])
+if sys.argv[3] == "1" and not s["reading"]["text"]:
+    sys.exit(f"{sys.argv[4]}: the report does not say what was not read")
+s.pop("reading"), f.pop("reading")
+if s != f:
+    sys.exit(f"{sys.argv[4]}: report data differs: " + ", ".join(k for k in s if s.get(k) != f.get(k)))
+PY
+  then fail=1; fi
 }
 
 # gen_trace: world, tp and dp communicators; checkpoints every 1,024 collectives (9,000 ops:
@@ -52,7 +81,15 @@ PY
 "$GEN" "$work/lag" --ranks 16 --ops 9000 --diverge-from-end 0 --lag-host-ops 16 >/dev/null
 "$GEN" "$work/early" --ranks 16 --ops 9000 --diverge-from-end 4000 >/dev/null
 "$GEN" "$work/small" --ranks 8 --ops 600 >/dev/null
-for d in diverge clean lag; do compare "$work/$d" 1; done
+# 3,000 ops: the tensor-parallel communicators pass a checkpoint, the world and data-parallel
+# ones do not (read whole while the others are cut).
+"$GEN" "$work/partial" --ranks 16 --ops 3000 >/dev/null
+# A rank's file missing, and one corrupt (pages overwritten near its start): skipped, named, and the
+# verdict the full read's.
+cp -r "$work/diverge" "$work/missing" && rm "$work/missing/rank-5.lockstep.sqlite"
+cp -r "$work/diverge" "$work/corrupt"
+dd if=/dev/urandom of="$work/corrupt/rank-9.lockstep.sqlite" bs=4096 seek=3 count=8 conv=notrunc status=none
+for d in diverge clean lag partial missing corrupt; do compare "$work/$d" 1 report; done
 # Ops in flight before the newest checkpoints (they never count as done): read whole.
 compare "$work/early" 0
 compare "$work/small" 0
