@@ -210,6 +210,7 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
       if (s.procs[p].info.global_rank >= 0) e.ranks = {s.procs[p].info.global_rank};
       e.comm = g.hash;
       e.from_seq = from;
+      e.gap_cause = gap_cause_name(pc.gap);
       const std::string seq = "seq " + std::to_string(from);
       std::string why;
       switch (pc.gap) {
@@ -217,6 +218,12 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
         case GapCause::kDroppedRange: why = "the recorder dropped records from " + seq + " on"; break;
         case GapCause::kPartsDropped: why = "the part rows of its grouped op at " + seq + " were dropped"; break;
         case GapCause::kUnlocated: why = "records were dropped and the file does not say which ones"; break;
+        case GapCause::kStopped: {
+          const auto& m = s.procs[p].info.meta;
+          auto st = m.find(schema::meta::kRecorderStopped);
+          why = "its recorder stopped (" + (st == m.end() ? std::string("?") : st->second) + ") before " + seq;
+          break;
+        }
         case GapCause::kNone: break;
       }
       e.what = comm_label(g.hash, g.role) + ": evidence is whole through seq " + std::to_string(from - 1) + "; " + why +

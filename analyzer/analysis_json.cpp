@@ -123,6 +123,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
     evidence.push_back({{"kind", evidence_kind_name(e.kind)}, {"contradictory", e.contradictory},
                         {"ranks", e.ranks}, {"detail", e.detail}});
     if (e.from_seq > 0) evidence.back()["comm"] = e.comm, evidence.back()["from_seq"] = e.from_seq;
+    if (!e.gap_cause.empty()) evidence.back()["gap_cause"] = e.gap_cause;
   }
   j["evidence"] = evidence;
   // The same issues as the text prints them: one entry per kind and text, with its ranks.

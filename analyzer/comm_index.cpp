@@ -3,9 +3,22 @@
 #include <algorithm>
 #include <map>
 
+#include "meta_keys.h"
 #include "saturating.h"
 
 namespace lockstep {
+
+const char* gap_cause_name(GapCause c) {
+  switch (c) {
+    case GapCause::kNone: return "none";
+    case GapCause::kSeqGap: return "seq_gap";
+    case GapCause::kDroppedRange: return "dropped_range";
+    case GapCause::kPartsDropped: return "parts_dropped";
+    case GapCause::kUnlocated: return "unlocated";
+    case GapCause::kStopped: return "recorder_stopped";
+  }
+  return "none";
+}
 
 int CommIndex::local_of(int gcomm, int proc) const {
   const auto& mine = per_proc[proc];
@@ -22,7 +35,7 @@ namespace {
 void find_gaps(const Schedule& s, size_t p, std::vector<ProcComm>& pcs) {
   const SchedProcess& sp = s.procs[p];
   const Process& info = sp.info;
-  auto st = info.meta.find("recorder_stopped");
+  auto st = info.meta.find(schema::meta::kRecorderStopped);
   const bool stopped = st != info.meta.end() && !st->second.empty();
   if (!stopped && info.dropped_records <= 0 && info.drops.empty()) return;
   int64_t located = 0;
@@ -39,12 +52,15 @@ void find_gaps(const Schedule& s, size_t p, std::vector<ProcComm>& pcs) {
       if (seq < hole) hole = seq, cause = why;
     };
     for (const DropRange& d : info.drops)
-      if (d.comm == static_cast<int>(l) && d.first_seq > 0) at(d.first_seq, GapCause::kDroppedRange);
+      if (d.comm == static_cast<int>(l) && d.first_seq > 0) at(d.first_seq, d.stop_point ? GapCause::kStopped : GapCause::kDroppedRange);
     seqs.clear();
     for (uint32_t i : pc.colls) seqs.push_back(sp.ops[i].seq);
     for (uint32_t i : pc.p2p) seqs.push_back(sp.ops[i].seq);
     std::sort(seqs.begin(), seqs.end());
     int64_t expected = std::max<int64_t>(c.retired_through_seq, 0) + 1;
+    // Read from a cut (summary-first): the prefix is proven by digest, and a cut has no
+    // point-to-point op before it (seq == ordinal).
+    if (l < sp.unread.size()) expected = std::max(expected, sp.unread[l].collectives + 1);
     for (int64_t q : seqs) {
       if (q < expected) continue;  // a seq twice: compared as it is
       if (q > expected) {
@@ -60,6 +76,9 @@ void find_gaps(const Schedule& s, size_t p, std::vector<ProcComm>& pcs) {
     // Drops the file does not locate may lie after its last op, or in history the size cap
     // retired (whose count and digest skipped them).
     if (unlocated) at(c.retired_through_seq > 0 ? 1 : expected, GapCause::kUnlocated);
+    // A stopped recorder committed nothing after its stop point: when the file does not say
+    // where that was (no stop-point row), after the last seq it holds.
+    if (stopped) at(expected, GapCause::kStopped);
     if (cause == GapCause::kNone) continue;
     pc.gap = cause;
     pc.complete_through_seq = hole - 1;

@@ -107,6 +107,12 @@ std::string last_on_comm(const Ctx& c, int q, const ProcComm& pc) {
          std::to_string(c.s.procs[q].ops[last].seq);
 }
 
+// A member whose records on a comm stop being whole before what is asked of it.
+std::string hole_text(const ProcComm& pc) {
+  return std::string("its records from seq ") + std::to_string(pc.complete_through_seq + 1) + " on are missing (" +
+         gap_cause_name(pc.gap) + "): whether it issued it is unknown";
+}
+
 // Waits of a collective at ordinal k on comm g, for a member that issued signature `sig`: every
 // member's reason (the asking member filters itself out). The same for every member that issued
 // the same signature, so computed once per (comm, ordinal, signature): linear in members.
@@ -119,6 +125,10 @@ std::vector<WaitFor> collective_waits(const Ctx& c, int g, int64_t k, uint32_t s
     if (m.proc == self) continue;
     const ProcComm& theirs = c.idx.of(m);
     if (k <= theirs.base) continue;  // retired there: issued (and done) long ago
+    if (!theirs.known(k)) {          // past a hole in its records: a record we do not have
+      out.push_back({m.proc, hole_text(theirs), false, true});
+      continue;
+    }
     int64_t at = theirs.at(k);
     if (at < 0) {
       if (c.lost[m.proc])
@@ -221,6 +231,12 @@ class Waits {
         for (auto& [c2, s2] : messages(c_.s.sigs[c_.s.procs[q].ops[i].sig], peer))
           if (c2 == channel && s2 != is_send && ++seen == n) match = i;
         if (match >= 0) break;
+      }
+      // Past a hole in the peer's records, the n-th message it holds is not its n-th message.
+      if ((match < 0 && !theirs.whole()) ||
+          (match >= 0 && c_.s.procs[q].ops[static_cast<uint32_t>(match)].seq > theirs.complete_through_seq)) {
+        out.push_back({q, hole_text(theirs), false, true});
+        continue;
       }
       if (match < 0) {
         out.push_back({q, "has not posted the matching " + std::string(vocab::name(want)) + " (" + last_on_comm(c_, q, theirs) + ")" + dead(q)});
@@ -391,9 +407,12 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
       rh.cause = stopped ? StopCause::kRecorderStopped : StopCause::kNoExitRecord;
       rh.why = stopped ? stop_why : "its trace ends without an exit record";
     }
+    // Its recorder stopped: completions after the stop were never written, so an op in flight
+    // in its file may well have completed. Not a proven wait.
+    if (stopped && rh.in_flight) rh.stopped_in_flight = true;
     // Stopped while ops were in flight: how long had the oldest been waiting when its trace
     // ends? Young ops are a GPU queue cut short (a time limit, scancel), not a proven wait.
-    if (rh.in_flight && !rh.live && !rh.why.empty() && !r.any_marker && opt.issue_mono_ns && sp.info.last_flush_mono_ns > 0) {
+    if (rh.in_flight && !stopped && !rh.live && !rh.why.empty() && !r.any_marker && opt.issue_mono_ns && sp.info.last_flush_mono_ns > 0) {
       int64_t oldest_issue = INT64_MAX;
       for (uint32_t i : c.oldest[p]) {
         const std::optional<int64_t> t = opt.issue_mono_ns(static_cast<int>(p), sp.ops[i].call_index);
@@ -468,7 +487,11 @@ std::vector<std::vector<std::pair<int, uint32_t>>> wait_edges(const Schedule& s,
       b.covering_window = window;
       for (uint32_t x : c.in_flight[p])
         b.queued_behind_it += x > op && s.procs[p].ops[x].stream == s.procs[p].ops[op].stream;
-      b.waits = waits.of(static_cast<int>(p), op);
+      // Past a hole in its own records, its position on the comm (ordinal, message count) is
+      // unknown: no wait is built on it.
+      const ProcComm& own = c.idx.per_proc[p][s.procs[p].ops[op].comm];
+      if (s.procs[p].ops[op].seq > own.complete_through_seq) b.own_hole_from_seq = own.complete_through_seq + 1;
+      else b.waits = waits.of(static_cast<int>(p), op);
       for (auto& w : b.waits) edges[p].push_back({w.proc, op});
       rh.blocked.push_back(std::move(b));
     }
@@ -482,7 +505,8 @@ std::vector<std::vector<std::pair<int, uint32_t>>> wait_edges(const Schedule& s,
     // that peer finished: then it never will.
     for (auto& b : rh.blocked)
       for (auto& w : b.waits)
-        r.hung |= rh.stopped_in_flight ? w.mismatch || r.ranks[w.proc].status == RankStatus::kFinished
+        if (!w.unknown)
+          r.hung |= rh.stopped_in_flight ? w.mismatch || r.ranks[w.proc].status == RankStatus::kFinished
                                        : !(rh.live && r.ranks[w.proc].live);
     // Killed (by the launcher's timeout?) while blocked in NCCL, for longer than a GPU queue.
     r.hung |= !rh.why.empty() && !rh.live && !rh.stopped_in_flight;
@@ -596,7 +620,8 @@ std::vector<RankGroup> group_ranks(const Schedule& s, const Ctx& c, const HangRe
       case RankStatus::kBlocked: {
         const BlockedOp& b = rh.blocked.front();
         sum = rh.stopped_in_flight ? "in flight when its trace stopped: " + c.where_family(static_cast<int>(p), b.op) +
-                                         " (issued " + age_text(rh.in_flight_for_ns) + " before)"
+                                         (rh.in_flight_for_ns >= 0 ? " (issued " + age_text(rh.in_flight_for_ns) + " before)"
+                                                                   : std::string(" (its completion after the stop is unknown)"))
                                    : "blocked in " + c.where_family(static_cast<int>(p), b.op);
         if (b.last_candidate != b.op)
           sum += " or a later op up to " + c.where_family(static_cast<int>(p), b.last_candidate) +
@@ -605,12 +630,15 @@ std::vector<RankGroup> group_ranks(const Schedule& s, const Ctx& c, const HangRe
         for (auto& w : b.waits) by_reason[w.reason].push_back(display_rank(s, w.proc));
         for (auto& [why, who] : by_reason)
           sum += "; waits for " + ranks_phrase(who) + " (" + why + ")";
+        if (b.own_hole_from_seq > 0)
+          sum += "; its records from seq " + std::to_string(b.own_hole_from_seq) +
+                 " on are missing: which op this is, and whom it waits for, is unknown";
         const std::vector<int> untraced = c.untraced_ranks(static_cast<int>(p), b.op);
         if (!untraced.empty())
           sum += "; waits for " + ranks_phrase(untraced, "comm rank") + " (no trace file: what it issued is unknown)";
         const int traced_peers = c.nranks_of(static_cast<int>(p), b.op) - 1 - static_cast<int>(untraced.size());
         if (b.waits.empty() && c.nranks_of(static_cast<int>(p), b.op) == 1) sum += "; no peer (a 1-rank communicator)";
-        else if (b.waits.empty() && traced_peers > 0) sum += untraced.empty() ? "; every peer issued it" : "; every traced peer issued it";
+        else if (b.waits.empty() && traced_peers > 0 && b.own_hole_from_seq == 0) sum += untraced.empty() ? "; every peer issued it" : "; every traced peer issued it";
         if (rh.in_flight > 1) sum += "; " + std::to_string(rh.in_flight) + " ops in flight";
         if (!rh.why.empty()) sum += "; " + rh.why;
         break;

@@ -41,6 +41,9 @@ struct WaitFor {
   // It issued something that can never match (another op, other all-to-all sizes): a wait that
   // no amount of time ends, unlike "has not issued it" (it may not have got there yet).
   bool mismatch = false;
+  // What it issued there is unknown: its records stop being whole before it (dropped, or its
+  // recorder stopped: ProcComm::exact_through). Never a proof of a hang.
+  bool unknown = false;
 };
 
 struct BlockedOp {
@@ -52,6 +55,9 @@ struct BlockedOp {
   uint32_t covering_window = 0;  // covering completion: the trace's window; 0 = per-op signal
   size_t queued_behind_it = 0; // later ops in flight on the same stream
   std::vector<WaitFor> waits;  // empty: every peer issued it too (waits on something else)
+  // Its own records stop being whole before it (a hole): which collective (or message) it is,
+  // and so whom it waits for, is unknown; waits is empty. The first seq not whole; 0: none.
+  int64_t own_hole_from_seq = 0;
 };
 
 struct RankHang {

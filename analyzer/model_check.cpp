@@ -6,6 +6,7 @@
 // docs/replay.md states the semantics and the argument.
 #include "model_check.h"
 
+#include "comm_index.h"
 #include "meta_keys.h"
 #include "identity.h"
 #include "trace_validation.h"
@@ -47,6 +48,7 @@ const char* verdict_name(Verdict v) {
     case Verdict::kCanComplete: return "can complete";
     case Verdict::kMayDeadlock: return "may deadlock";
     case Verdict::kDeadlock: return "deadlock";
+    case Verdict::kUnknown: return "unknown";
   }
   return "?";
 }
@@ -122,6 +124,12 @@ struct ProcWork {
   // of ranks, not the group's, and the dump does not say which; its sends and receives are not
   // queued behind the group's other ops (flightrec/to_model.cpp gives them streams per peer).
   bool p2p_outside_comm_order = false;
+  // Its records stop being whole (a hole: dropped records, a stopped recorder) at an op of this
+  // call_index: that call and every later one are unknown, not modelled. INT64_MAX: no hole.
+  // A peer that waits for it waits for a record we do not have, not for one it never issued.
+  int64_t cut_call = INT64_MAX;
+  bool hole = false;         // some communicator's records of it stop being whole (cut or not)
+  std::string problems_cut;  // the problem line that says where and why
 };
 
 struct WorkList {
@@ -172,6 +180,9 @@ WorkList build_work_list(const Schedule& sched) {
       if (e.kind != EvidenceKind::kMissingMember) s.problems.push_back("incomplete evidence: " + e.detail);
     }
   }
+  // Where each rank's evidence stops being whole (comm_index.h ProcComm::complete_through_seq):
+  // its schedule is modelled up to there.
+  const CommIndex holes = build_comm_index(sched);
   std::unordered_map<std::string, int32_t> comm_by_hash;
   int64_t model_ranks = 0;
   s.procs.resize(sched.procs.size());
@@ -260,10 +271,26 @@ WorkList build_work_list(const Schedule& sched) {
       else ++ignored;
     }
     for (const HostWait& w : sp.waits) stream_of(w.stream);
+    for (size_t l = 0; l < holes.per_proc[pi].size() && l < p.comms.size(); ++l) {
+      const ProcComm& pc = holes.per_proc[pi][l];
+      if (pc.whole() || ps.hole) continue;
+      ps.hole = true;  // the first one named; the cut below covers every communicator
+      ps.problems_cut = p.shown_path() + ": comm " + p.comms[l].hash + ": its records from seq " +
+                        std::to_string(pc.complete_through_seq + 1) + " on are missing (" + gap_cause_name(pc.gap) +
+                        "): its calls past its hole are unknown, not modelled";
+    }
+    for (size_t oi = 0; oi < sp.ops.size() && ps.hole; ++oi) {
+      const SchedOp& o = sp.ops[oi];
+      if (o.comm >= holes.per_proc[pi].size()) continue;
+      const ProcComm& pc = holes.per_proc[pi][o.comm];
+      if (o.seq <= pc.complete_through_seq || static_cast<int64_t>(o.call_index) >= ps.cut_call) continue;
+      ps.cut_call = static_cast<int64_t>(o.call_index);
+    }
+    if (!ps.problems_cut.empty()) s.problems.push_back("incomplete evidence: " + ps.problems_cut);
 
     auto add_op = [&](size_t oi) {
       const SchedOp& o = sp.ops[oi];
-      if (!usable(o)) return;
+      if (!usable(o) || static_cast<int64_t>(o.call_index) >= ps.cut_call) return;
       const Signature& sig = sched.sigs[o.sig];
       Item& it = ps.items.emplace_back();
       it.kind = ItemKind::kOp;
@@ -311,6 +338,7 @@ WorkList build_work_list(const Schedule& sched) {
       }
     };
     auto add_wait = [&](const HostWait& w) {
+      if (w.call_index >= ps.cut_call) return;
       Item& it = ps.items.emplace_back();
       it.kind = item_kind(w.kind);
       it.call_index = w.call_index;
@@ -490,6 +518,8 @@ class Engine {
   // The op of an item (Schedule::procs[p].ops index), -1 for a host wait.
   int32_t op_index(int32_t g) const { return item(g).kind == ItemKind::kOp ? item(g).op_index : -1; }
   const std::string& plabel(int32_t proc) const { return s_.procs[proc].label; }
+  // Its schedule stops at a hole in its records (ProcWork::cut_call): past it, unknown.
+  bool past_hole(int32_t proc) const { return proc >= 0 && s_.procs[proc].hole; }
   std::string member_label(int32_t comm, int32_t crank) const {
     int32_t p = s_.comms[comm].members[crank];
     return p >= 0 ? plabel(p) : "comm rank " + std::to_string(crank) + " (no trace file)";
@@ -1143,6 +1173,10 @@ Engine::Why Engine::why(int32_t u) const {
         const int32_t og = inst_slots_[in.slots + r];
         if (og == kRetired) continue;
         if (og == kNeverIssued) {
+          if (past_hole(c.members[r]))  // its schedule stops at a hole in its records: unknown
+            return {"waits on comm " + c.label + " for " + member_label(in.comm, r) + ", whose records stop at a hole before collective #" +
+                        std::to_string(in.ordinal + 1) + ": what it issued there is unknown",
+                    -1, c.members[r]};
           return {"waits on comm " + c.label + " for " + member_label(in.comm, r) + ", which never issues collective #" +
                       std::to_string(in.ordinal + 1) + " on it",
                   -1, c.members[r]};
@@ -1165,6 +1199,10 @@ Engine::Why Engine::why(int32_t u) const {
         return {"no matching op: its " + std::string(part.is_send ? "send to " : "recv from ") + peer + " meets a " + what +
                     " of a different size or dtype",
                 -1};
+      if (other < 0 && past_hole(s_.comms[it.comm].members[part.peer]))
+        return {"waits on comm " + s_.comms[it.comm].label + " for " + peer + ", whose records stop at a hole before its matching " +
+                    what + ": what it posted there is unknown",
+                -1, s_.comms[it.comm].members[part.peer]};
       if (other < 0)
         return {"waits on comm " + s_.comms[it.comm].label + " for " + peer + ", which never posts the matching " + what, -1,
                 s_.comms[it.comm].members[part.peer]};
@@ -1201,7 +1239,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
       w.waits_for = y.text;
       w.waits_on = y.proc >= 0 ? y.proc : y.unit >= 0 ? units_[y.unit].proc : -1;
       w.op = op_index(units_[u].first_item);
-      w.never_issued = y.proc >= 0;
+      w.never_issued = y.proc >= 0 && !past_hole(y.proc);
     } else {
       for (const HostThread& h : threads_) {
         if (h.proc != p || h.cursor >= static_cast<int32_t>(h.steps.size())) continue;
@@ -1326,6 +1364,18 @@ Result check(const Schedule& schedule, const Options& options) {
   const WorkList model = build_work_list(schedule);
   Result r = check_models(model, options);
   r.problems = model.problems;
+  // A stuck state that waits on a rank past the hole in its records is built on records we do
+  // not have: unknown, unless a mismatch or a cycle of whole ranks proves it.
+  auto cut = [&](int32_t p) { return p >= 0 && model.procs[p].hole; };
+  if (r.verdict != Verdict::kCanComplete && r.mismatch.empty()) {
+    bool on_hole = false, whole_cycle = !r.cycle_steps.empty();
+    for (const RankWitness& w : r.ranks) on_hole |= cut(w.waits_on) || cut(w.proc);
+    for (const WitnessStep& st : r.cycle_steps) whole_cycle &= !cut(st.proc);
+    if (on_hole && !whole_cycle) {
+      r.verdict = Verdict::kUnknown;
+      r.summary = "no deadlock proven: the schedules stop where a rank's records stop being whole (a hole); " + r.summary;
+    }
+  }
   return r;
 }
 

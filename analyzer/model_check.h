@@ -28,8 +28,10 @@ namespace lockstep::model {
 // and each op's thread (load_schedule with LoadOptions::host_waits, or schedule_from_trace).
 // The checker's own per-rank queues are built from it inside check().
 
-enum class Verdict { kCanComplete, kMayDeadlock, kDeadlock };
-const char* verdict_name(Verdict v);  // "can complete" | "may deadlock" | "deadlock"
+// kUnknown: the model got stuck only where a rank's records stop being whole (dropped records,
+// a stopped recorder): what lies past the hole is unknown, so no deadlock is claimed.
+enum class Verdict { kCanComplete, kMayDeadlock, kDeadlock, kUnknown };
+const char* verdict_name(Verdict v);  // "can complete" | "may deadlock" | "deadlock" | "unknown"
 
 struct RankWitness {
   int proc = 0;

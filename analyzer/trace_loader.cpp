@@ -352,10 +352,14 @@ void read_header(sqlite3* db, Process& p) {
           if (p.comms[i].local_id == st.i64(0)) d.comm = static_cast<int>(i);
       d.first_seq = st.i64(1, 0);
       d.last_seq = st.i64(2, 0);
-      if (d.comm < 0 || d.first_seq < 1 || d.last_seq < d.first_seq || d.last_seq > static_cast<int64_t>(UINT32_MAX))
-        d.first_seq = d.last_seq = 0;
-      d.records = std::max<int64_t>(st.i64(3, 0), 0);
       d.reason = st.str(4).substr(0, 64);
+      // A stop point (schema::kDropRecorderStopped) is open: every seq from first_seq on.
+      d.stop_point = d.reason == schema::kDropRecorderStopped && st.null(2);
+      if (d.stop_point) d.last_seq = INT64_MAX;
+      if (d.comm < 0 || d.first_seq < 1 || d.first_seq > static_cast<int64_t>(UINT32_MAX) + 1 || d.last_seq < d.first_seq ||
+          (!d.stop_point && d.last_seq > static_cast<int64_t>(UINT32_MAX)))
+        d.first_seq = d.last_seq = 0, d.stop_point = false;
+      d.records = std::max<int64_t>(st.i64(3, 0), 0);
       p.drops.push_back(std::move(d));
     }
   }

@@ -51,6 +51,9 @@ struct EvidenceIssue {
   // kEvidenceGap: the communicator (hash) and the first seq whose evidence is not whole.
   std::string comm;
   int64_t from_seq = 0;
+  // kEvidenceGap: why the evidence stops there (gap_cause_name, comm_index.h): seq_gap,
+  // dropped_range, parts_dropped, unlocated, recorder_stopped.
+  std::string gap_cause;
 };
 
 // Issues of one kind and one text (EvidenceIssue::what) about several ranks, as one: "ranks

@@ -64,7 +64,8 @@ int run_model(const ReplayArgs& a) {
   }
   // Members whose retired histories disagree by digest: the job diverged where the model cannot
   // look, so "can complete" of the retained collectives is not the recorded job's verdict.
-  if (!incomplete.empty() || !retired.mismatches.empty()) return exit_code_of(Outcome::kIncomplete);
+  if (!incomplete.empty() || !retired.mismatches.empty() || r.verdict == model::Verdict::kUnknown)
+    return exit_code_of(Outcome::kIncomplete);
   return r.verdict == model::Verdict::kCanComplete ? exit_code_of(Outcome::kCompleted) : exit_code_of(Outcome::kHangs);
 }
 

@@ -102,6 +102,17 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
       warn_default(vars::kMaxMb, v, expected, std::to_string(kDefaultMaxMb));
     }
   }
+  if (const char* v = env(vars::kQueueRecords); v && *v) {
+    int64_t n = 0;
+    if (parse_int(v, vars::kMinQueueRecords, vars::kMaxQueueRecords, &n) && (n & (n - 1)) == 0) {
+      c.queue_records = n;
+    } else {
+      char expected[96];
+      snprintf(expected, sizeof expected, "a power of two in [%lld, %lld]",
+               static_cast<long long>(vars::kMinQueueRecords), static_cast<long long>(vars::kMaxQueueRecords));
+      warn_default(vars::kQueueRecords, v, expected, std::to_string(kDefaultQueueRecords));
+    }
+  }
   if (const char* v = env(vars::kSigusr1); v && *v) {
     if (!strcmp(v, vars::kSigusr1Flush)) c.sigusr1_flush_only = true;
     else if (strcmp(v, vars::kSigusr1Default))

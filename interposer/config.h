@@ -23,6 +23,7 @@ using schema::env::kMinMaxMb;
 using schema::env::kMaxMaxMb;
 using schema::env::kDefaultCompletionWindow;
 using schema::env::kMaxCompletionWindow;
+using schema::env::kDefaultQueueRecords;
 
 struct Config {
   std::string dir = schema::env::kDefaultDir;      // LOCKSTEP_DIR (relative: to the cwd)
@@ -35,6 +36,7 @@ struct Config {
   bool completion_covering = false;
   int64_t completion_window = kDefaultCompletionWindow;  // LOCKSTEP_COMPLETION_WINDOW (covering)
   bool sigusr1_flush_only = false;                 // LOCKSTEP_SIGUSR1 default|flush
+  int64_t queue_records = kDefaultQueueRecords;    // LOCKSTEP_QUEUE_RECORDS (tests: force drops)
 };
 
 using EnvLookup = std::function<const char*(const char*)>;

@@ -296,7 +296,7 @@ struct Writer::SigState {
   }
 };
 
-Writer::Writer() : queue_(kQueueRecords), done_queue_(kDoneQueueRecords) {}
+Writer::Writer() : queue_(size_t(config().queue_records)), done_queue_(kDoneQueueRecords) {}
 
 // A result code of the trace file: SQLITE_DONE/OK/ROW are success; SQLITE_CONSTRAINT too (a
 // duplicate row is not worth stopping the recording for). Anything else stops the recording
@@ -547,14 +547,16 @@ void Writer::stop_recording(StopReason why, const std::string& detail) {
   // silent (one warning above is all the program's stderr gets).
   // After an I/O error SQLite may first have to roll a hot journal back: a few attempts, the
   // last ones without a rollback journal (the few meta rows may fit in the pages the file has).
+  // The stop point goes with the reason when both fit; the reason alone when not (readers then
+  // place the stop after the last seq the file holds).
   for (int attempt = 0; attempt < 4; attempt++) {
     if (attempt == 2) sqlite3_exec(db_, "PRAGMA journal_mode=MEMORY", nullptr, nullptr, nullptr);
-    if (write_stop_meta(why, detail)) break;
+    if (write_stop_meta(why, detail, true) || write_stop_meta(why, detail, false)) break;
     usleep(10000);
   }
 }
 
-bool Writer::write_stop_meta(StopReason why, const std::string& detail) {
+bool Writer::write_stop_meta(StopReason why, const std::string& detail, bool with_stop_point) {
   if (!tables_ready_) return false;
   if (sqlite3_exec(db_, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) != SQLITE_OK) return false;
   // Free the reserved pages first: the rows below take them instead of growing the file.
@@ -567,6 +569,12 @@ bool Writer::write_stop_meta(StopReason why, const std::string& detail) {
   };
   bool ok = true;
   for (const auto& [k, v] : rows) ok = ok && tables_.meta(k, v) == SQLITE_DONE;
+  // Where each communicator's committed records end: every seq from there on is missing.
+  int n = 0;
+  if (with_stop_point)
+    for (const auto& [comm, next_seq] : committed_next_seq_)
+      if (ok && n++ < schema::kMaxStopPointRows)
+        ok = tables_.drop(comm, next_seq, 0, 0, schema::kDropRecorderStopped) == SQLITE_DONE;
   if (ok && sqlite3_exec(db_, "COMMIT", nullptr, nullptr, nullptr) == SQLITE_OK) return true;
   if (!sqlite3_get_autocommit(db_)) sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
   return false;
@@ -1071,8 +1079,8 @@ bool Writer::write_drops() {
     last_dropped_ = dropped_.load();
   }
   for (const DropRun& d : runs)
-    if (!ok(tables_.drop(d.comm_id, d.first_seq, d.last_seq, d.records, "queue_full"), "insert drops")) return false;
-  if (without_seq && !ok(tables_.drop(-1, 0, 0, without_seq, "queue_full"), "insert drops")) return false;
+    if (!ok(tables_.drop(d.comm_id, d.first_seq, d.last_seq, d.records, schema::kDropQueueFull), "insert drops")) return false;
+  if (without_seq && !ok(tables_.drop(-1, 0, 0, without_seq, schema::kDropQueueFull), "insert drops")) return false;
   return true;
 }
 
@@ -1142,7 +1150,10 @@ void Writer::commit_batch(bool force_meta) {
     fail("insert profiler rows");
     return;
   }
-  if (commit()) grow_page_size();
+  if (!commit()) return;
+  // The stop point, should a later batch fail (write_stop_meta).
+  for (const auto& [comm, c] : sig_->comms) committed_next_seq_[comm] = c.next_seq;
+  grow_page_size();
 }
 
 // 1 KiB pages keep a small trace small (its ~20 tables take a page each), but freeing a chunk's

@@ -30,7 +30,6 @@ namespace lockstep::rec {
 using lockstep::PyFrameRaw;
 
 inline constexpr int kCommitIntervalMs = 50;
-inline constexpr size_t kQueueRecords = 1 << 16;  // ~10 MiB of slots: the memory bound
 inline constexpr size_t kDoneQueueRecords = 1 << 16;  // completion rows: 1.5 MiB
 
 // The bytes of r a push copies: its tag and the union member the tag names.
@@ -101,7 +100,8 @@ class Writer {
 
   void start();  // the writer thread
 
-  // Hot path: never blocks; a refused record is counted in meta dropped_records. Completion
+  // Hot path: never blocks; the record queue holds config().queue_records (LOCKSTEP_QUEUE_RECORDS);
+  // a refused record is counted in meta dropped_records. Completion
   // rows (pushed by the watchdog) have a queue of their own: sharing one with the issuing
   // threads made each op push ~50 ns dearer on the H200 (the tail and neighbouring cells
   // bouncing between two cores; docs/gpu-results.md, cost session 6).
@@ -167,7 +167,9 @@ class Writer {
   const std::string& thread_name(int tid);
   void fail(const char* what);
   void stop_recording(StopReason why, const std::string& detail);
-  bool write_stop_meta(StopReason why, const std::string& detail);
+  // Meta recorder_stopped and its detail; with_stop_point: also one drops row per communicator
+  // (schema::kDropRecorderStopped) at the first seq not committed.
+  bool write_stop_meta(StopReason why, const std::string& detail, bool with_stop_point);
   bool exec(const char* sql);
   // Counts n refused records (first: the op, or the record) in dropped_records and, for an op
   // with a seq, in its communicator's range of dropped seqs (the drops table).
@@ -233,6 +235,9 @@ class Writer {
   std::vector<CompletionRec> dones_;  // commit_batch: completion rows taken this round
   std::vector<CompletionRec> held_dones_;  // found no op last round: tried once more
   uint64_t last_dropped_ = 0;
+  // Per communicator id: the first seq not in the file at the last commit (CommDigest::next_seq
+  // then). The stop point write_stop_meta records.
+  std::unordered_map<int64_t, int64_t> committed_next_seq_;
 };
 
 }  // namespace lockstep::rec

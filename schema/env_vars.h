@@ -39,6 +39,13 @@ inline constexpr int64_t kMaxCompletionWindow = 4096;
 
 inline constexpr const char* kBenchOff = "LOCKSTEP_BENCH_OFF";  // benchmarks only (bench_knobs.h)
 
+// The record queue's capacity in records (a power of two): tests shrink it to force drops
+// (a full queue refuses records; they are counted and located, never silently lost).
+inline constexpr const char* kQueueRecords = "LOCKSTEP_QUEUE_RECORDS";
+inline constexpr int64_t kDefaultQueueRecords = int64_t(1) << 16;  // ~10 MiB of slots: the memory bound
+inline constexpr int64_t kMinQueueRecords = 64;                   // room for an op and its parts
+inline constexpr int64_t kMaxQueueRecords = int64_t(1) << 22;
+
 // What SIGUSR1 does to a program that left it at its default action (death): "default" flushes
 // the trace and then lets SIGUSR1 kill the program, as it would without the recorder; "flush"
 // flushes and lets the program live on (the flush-on-demand `lockstep run` sets, so that
@@ -69,6 +76,7 @@ inline constexpr Documented kDocumented[] = {
     {kCompletion, "`event`"},
     {kCompletionWindow, "`8`"},
     {kBenchOff, "unset"},
+    {kQueueRecords, "`65536`"},
     {kSigusr1, "`default`"},
 };
 

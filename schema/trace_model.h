@@ -129,6 +129,9 @@ struct DropRange {
   int64_t last_seq = 0;
   int64_t records = 0;
   std::string reason;
+  // The recorder's stop point (reason recorder_stopped): every seq from first_seq on is missing
+  // (last_seq INT64_MAX).
+  bool stop_point = false;
 };
 
 struct HangMarker {

@@ -27,6 +27,13 @@ inline constexpr const char* kStopReserveSql =
     "INSERT INTO stop_reserve VALUES(zeroblob(4096));";
 inline constexpr const char* kReleaseStopReserveSql = "DELETE FROM stop_reserve";
 
+// drops.reason: the queue refused the records / the recorder stopped there (its stop point).
+inline constexpr const char* kDropQueueFull = "queue_full";
+inline constexpr const char* kDropRecorderStopped = "recorder_stopped";
+// Stop-point rows written at most (they must fit in the stop reserve's 4 KiB); a communicator
+// beyond them has its stop point after the last seq its file holds, as readers assume.
+inline constexpr int kMaxStopPointRows = 64;
+
 // One row per logical operation: a single call outside a group, or everything one thread
 // issued on one communicator between its outermost ncclGroupStart/ncclGroupEnd. Rows for ops
 // that ran inside a CUDA-graph replay are written at each graph launch (state graph_launched,
@@ -235,12 +242,15 @@ CREATE TABLE IF NOT EXISTS hangs(
 -- one commit interval (a longer run spans rows: readers merge them). comm_id and the seqs are
 -- NULL for records without a seq (failed or captured ops, waits, API calls, completions).
 -- A file without this table (written before it existed) says only meta dropped_records.
+-- When the recorder stops (meta recorder_stopped) it adds its stop point, one row per
+-- communicator (at most kMaxStopPointRows): reason recorder_stopped, first_seq the first seq
+-- it did not commit, last_seq NULL (open: every later seq is missing too), records 0.
 CREATE TABLE IF NOT EXISTS drops(
   comm_id       INTEGER,              -- comms.id
   first_seq     INTEGER,
   last_seq      INTEGER,
   records       INTEGER NOT NULL,     -- records refused (an op and its parts count 1 + parts)
-  reason        TEXT NOT NULL         -- queue_full
+  reason        TEXT NOT NULL         -- kDropQueueFull or kDropRecorderStopped
 );
 )SQL";
 

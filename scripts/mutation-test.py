@@ -34,7 +34,7 @@ MUTANTS = os.path.join(ROOT, "scripts", "mutation-test-mutants.txt")
 # Per component: the targets to rebuild and the ctest selection to run.
 COMPONENTS = {
     "analyzer": {
-        "targets": ["lockstep_cli", "analyzer_tests", "analyzer_survivor_tests", "cli_tests", "cli_survivor_tests", "cli_hostile_tests",
+        "targets": ["lockstep_cli", "analyzer_tests", "analyzer_evidence_tests", "analyzer_survivor_tests", "cli_tests", "cli_survivor_tests", "cli_hostile_tests",
                     "timeline_tests"],
         "ctest": ["-L", "analyzer|cli|timeline", "-LE", "e2e|fuzz"],
     },
@@ -47,7 +47,8 @@ COMPONENTS = {
         "ctest": ["-L", "cli|timeline", "-LE", "e2e|fuzz"],
     },
     "recorder": {
-        "targets": ["lockstep", "recorder_test", "recorder_unit_test", "recorder_fixture_test", "lockstep_fixture_libs"],
+        "targets": ["lockstep", "recorder_test", "recorder_unit_test", "recorder_fixture_test", "recorder_fault_test",
+                    "lockstep_fixture_libs"],
         "ctest": ["-L", "recorder"],
     },
 }

@@ -472,6 +472,9 @@ class Shrinker {
       throw std::runtime_error("the model checker says this schedule can complete (" +
                                std::to_string(res.original_check.ops) +
                                " ops): there is no deadlock to shrink (lockstep replay --model)");
+    if (res.original_check.verdict == model::Verdict::kUnknown)
+      throw std::runtime_error("the model checker proves no deadlock: " + res.original_check.summary +
+                               " (lockstep replay --model)");
     target_ = signature_of(sched, res.original_check);
     res.signature = target_;
     ++checks_;

@@ -673,3 +673,166 @@ TEST(EvidenceGaps, a_capped_member_whose_hole_the_size_cap_retired_is_not_a_dige
   ASSERT_NE(gap_of(r->a, 1), nullptr) << kinds(r->a);
   EXPECT_EQ(gap_of(r->a, 1)->from_seq, 6);
 }
+
+// The recorder's stop point (issue 29): a stopped recorder writes, per communicator, the first
+// seq it did not commit (a drops row, reason recorder_stopped, last_seq open). Every seq from
+// there on is unknown: named, never "never issued", never a divergence.
+namespace {
+
+void stop_at(Process& p, int64_t seq, bool with_row) {
+  std::erase_if(p.ops, [&](const Op& o) { return o.seq >= seq; });
+  p.meta["recorder_stopped"] = "file_size_limit";
+  p.finished = false;
+  p.drops_known = true;
+  if (with_row) {
+    DropRange d{0, seq, INT64_MAX, 0, "recorder_stopped"};
+    d.stop_point = true;
+    p.drops.push_back(d);
+  }
+}
+
+}  // namespace
+
+TEST(EvidenceGaps, a_stopped_recorders_stop_point_is_where_its_evidence_ends) {
+  for (bool with_row : {true, false}) {
+    TraceBuilder b = rotating(9);
+    stop_at(b.trace().processes[1], 5, with_row);
+    auto r = run(b);
+    EXPECT_TRUE(r->a.divergences.empty()) << r->text;
+    expect_incomplete(*r, "its recorder stopped (file_size_limit) before seq 5");
+    const EvidenceIssue* g = gap_of(r->a, 1);
+    ASSERT_NE(g, nullptr) << kinds(r->a);
+    EXPECT_EQ(g->from_seq, 5);
+    EXPECT_EQ(g->gap_cause, "recorder_stopped");
+    bool named = false;
+    for (auto& e : r->j["evidence"])
+      named |= e["kind"] == "evidence_gap" && e["from_seq"] == 5 && e.value("gap_cause", "") == "recorder_stopped";
+    EXPECT_TRUE(named) << r->json_text;
+    EXPECT_EQ(r->text.find("never issued"), std::string::npos) << r->text;
+  }
+}
+
+TEST(EvidenceGaps, a_stop_point_row_before_the_files_last_row_wins) {
+  // Rows past the stop point (written out of seq order, committed) are not whole evidence.
+  TraceBuilder b = rotating(9);
+  Process& p = b.trace().processes[1];
+  p.meta["recorder_stopped"] = "disk_full";
+  p.finished = false;
+  p.drops_known = true;
+  DropRange d{0, 6, INT64_MAX, 0, "recorder_stopped"};
+  d.stop_point = true;
+  p.drops.push_back(d);
+  std::erase_if(p.ops, [](const Op& o) { return o.seq == 7; });  // 6 and 8, 9 kept
+  auto r = run(b);
+  EXPECT_TRUE(r->a.divergences.empty()) << r->text;
+  ASSERT_NE(gap_of(r->a, 1), nullptr) << kinds(r->a);
+  EXPECT_EQ(gap_of(r->a, 1)->from_seq, 6);
+  EXPECT_EQ(gap_of(r->a, 1)->gap_cause, "recorder_stopped");
+}
+
+TEST(EvidenceGaps, capped_windows_ending_at_different_collectives_are_not_a_divergence) {
+  // Both ranks retired through seq 10 (no checkpoint in their windows); rank 1's recorder
+  // stopped after seq 13, rank 0 holds 11..16. The windows end at different collectives.
+  TraceBuilder b = rotating(16);
+  for (int proc : {0, 1}) {
+    Process& p = b.trace().processes[proc];
+    Comm& c = p.comms[0];
+    uint64_t d = digest::kEmpty;
+    int64_t k = 0;
+    for (const Op& o : p.ops) {
+      d = digest::chain(d, signature_digest(Signature{o.op, o.dtype, o.count, o.root, o.peer, o.redop, o.parts,
+                                                      OpClass::kCollective}));
+      ++k;
+      if (o.seq == 10) c.retired_collectives = k, c.retired_digest = d, c.retired_through_seq = 10;
+    }
+    std::erase_if(p.ops, [](const Op& o) { return o.seq <= 10; });
+  }
+  stop_at(b.trace().processes[1], 14, true);
+  auto r = run(b);
+  EXPECT_TRUE(r->a.divergences.empty()) << r->text;
+  EXPECT_EQ(r->a.verdict(), Verdict::kIncomplete) << r->text;
+  ASSERT_NE(gap_of(r->a, 1), nullptr) << kinds(r->a);
+  EXPECT_EQ(gap_of(r->a, 1)->from_seq, 14);
+  EXPECT_EQ(r->text.find("never issued"), std::string::npos) << r->text;
+}
+
+// Hang explanations built only on records we have.
+TEST(EvidenceGaps, a_blocked_rank_does_not_say_a_peer_with_a_hole_has_not_issued_it) {
+  TraceBuilder b = rotating(6);
+  b.add(0, kComm, {.completed = false});  // seq 7, in flight when rank 0 was killed
+  b.stopped(0, "SIGTERM");
+  Process& p = b.trace().processes[1];
+  drop_seq(p, 3);
+  p.dropped_records = 1;
+  p.drops_known = true;
+  p.drops = {DropRange{0, 3, 3, 1, "queue_full"}};
+  auto r = run(b);
+  const RankHang& rh = r->a.hang.ranks[0];
+  ASSERT_FALSE(rh.blocked.empty()) << r->text;
+  ASSERT_EQ(rh.blocked[0].waits.size(), 1u) << r->text;
+  EXPECT_TRUE(rh.blocked[0].waits[0].unknown) << rh.blocked[0].waits[0].reason;
+  EXPECT_EQ(r->text.find("has not issued it"), std::string::npos) << r->text;
+  EXPECT_NE(r->text.find("whether it issued it is unknown"), std::string::npos) << r->text;
+}
+
+TEST(EvidenceGaps, a_rank_blocked_past_its_own_hole_claims_no_wait) {
+  // Rank 1 lost seq 3: its op at seq 7 sits at position 6, but which collective it is, is
+  // unknown. Rank 0 finished after 5 collectives: "rank 0 has not issued #6" would be a claim
+  // built on rank 1's missing record.
+  TraceBuilder b = rotating(5);
+  b.add(1, kComm, {.op = "reduce_scatter"});                // seq 6
+  b.add(1, kComm, {.op = "all_reduce", .completed = false});  // seq 7, in flight
+  b.stopped(1, "SIGTERM");
+  Process& p = b.trace().processes[1];
+  drop_seq(p, 3);
+  p.dropped_records = 1;
+  p.drops_known = true;
+  p.drops = {DropRange{0, 3, 3, 1, "queue_full"}};
+  auto r = run(b);
+  const RankHang& rh = r->a.hang.ranks[1];
+  ASSERT_FALSE(rh.blocked.empty()) << r->text;
+  EXPECT_EQ(rh.blocked[0].own_hole_from_seq, 3) << r->text;
+  EXPECT_TRUE(rh.blocked[0].waits.empty()) << r->text;
+  EXPECT_EQ(r->text.find("has not issued it"), std::string::npos) << r->text;
+  EXPECT_EQ(r->text.find("every peer issued it"), std::string::npos) << r->text;
+}
+
+TEST(EvidenceGaps, a_stopped_recorders_ops_in_flight_prove_no_hang) {
+  // Completions after the stop were never written: rank 1's last op reads as in flight. Rank
+  // 0's trace ends without an exit record after #6 (no peer finished without #7).
+  TraceBuilder b = rotating(6);
+  b.add(1, kComm, {.op = "all_reduce", .completed = false});
+  b.running(0);
+  stop_at(b.trace().processes[1], 8, true);
+  auto r = run(b);
+  EXPECT_FALSE(r->a.hang.hung) << r->text;
+  EXPECT_NE(r->a.verdict(), Verdict::kHang) << r->text;
+  EXPECT_EQ(r->a.verdict(), Verdict::kIncomplete) << r->text;
+}
+
+// replay --model: a rank's schedule is modelled up to its hole; peers that wait past it wait
+// for records we do not have: no deadlock, no "never issues".
+TEST(EvidenceGaps, the_model_check_stops_a_rank_at_its_hole_and_claims_no_deadlock) {
+  TraceBuilder b = rotating(9);
+  stop_at(b.trace().processes[1], 5, true);
+  const model::Result m = model::check(schedule_from_trace(b.trace()));
+  EXPECT_NE(m.verdict, model::Verdict::kDeadlock) << model::format_text(m);
+  EXPECT_NE(m.verdict, model::Verdict::kMayDeadlock) << model::format_text(m);
+  const std::string text = model::format_text(m), js = model::format_json(m);
+  EXPECT_EQ(text.find("never issues"), std::string::npos) << text;
+  EXPECT_NE(text.find("from seq 5 on are missing (recorder_stopped)"), std::string::npos) << text;
+  EXPECT_NE(js.find("from seq 5 on are missing (recorder_stopped)"), std::string::npos) << js;
+  for (const model::RankWitness& w : m.ranks) EXPECT_FALSE(w.never_issued) << w.waits_for;
+}
+
+TEST(EvidenceGaps, the_model_check_still_finds_a_mismatch_before_the_hole) {
+  TraceBuilder b(2);
+  b.comm(kComm, {0, 1});
+  b.all({0, 1}, kComm, {}, 2);
+  b.add(0, kComm, {.count = 1024});
+  b.add(1, kComm, {.count = 2048});
+  b.all({0, 1}, kComm, {}, 4);
+  stop_at(b.trace().processes[1], 5, true);
+  const model::Result m = model::check(schedule_from_trace(b.trace()));
+  EXPECT_EQ(m.verdict, model::Verdict::kDeadlock) << model::format_text(m);
+}

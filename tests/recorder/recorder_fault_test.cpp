@@ -118,6 +118,12 @@ TEST(RecorderFaults, file_size_limit_stops_the_recorder_not_the_program) {
     ASSERT_NE(stopped_ns, "<no row>") << f;
     EXPECT_GT(std::stoll(stopped_ns), 0);
     EXPECT_LT(std::stoll(t.scalar("SELECT count(*) FROM ops")), std::stoll(kManyOps)) << "the trace is partial";
+    // Its stop point: per communicator, the first seq not in the file, every later one missing.
+    EXPECT_EQ(t.scalar("SELECT count(*) FROM drops WHERE reason='recorder_stopped'"), "1") << f;
+    EXPECT_EQ(t.scalar("SELECT first_seq FROM drops WHERE reason='recorder_stopped'"),
+              t.scalar("SELECT max(seq) + 1 FROM ops"))
+        << f;
+    EXPECT_EQ(t.scalar("SELECT count(*) FROM drops WHERE reason='recorder_stopped' AND last_seq IS NULL"), "1") << f;
   }
 }
 
