@@ -230,14 +230,14 @@ int attach(AttachArgs a) {
 
 }  // namespace
 
-void add_attach_command(CLI::App& app, int* exit_code) {
+void add_attach_command(Command& app, int* exit_code) {
   auto a = std::make_shared<AttachArgs>();
-  CLI::App* cmd = app.add_subcommand(
+  Command* cmd = app.add_subcommand(
       "attach", "Diagnose a live (hung) job from outside: stacks, Python frames, NCCL RAS; read-only (docs/attach.md)");
   cmd->add_option("pids", a->pids, "Processes to read (the ranks)");
   cmd->add_option("--tree", a->tree, "A launcher's PID (torchrun, srun, lockstep-launch): read its rank processes");
   cmd->add_option("--slurm", a->slurm_job, "A Slurm job: one collector per node (srun --overlap), then the analysis");
-  cmd->add_option("--local-job", a->local_job, "Collector of --slurm: this node's processes of the job")->group("");
+  cmd->add_option("--local-job", a->local_job, "Collector of --slurm: this node's processes of the job")->hidden();
   cmd->add_option("-o,--out", a->out_dir, "Write the snapshots (<host>-<pid>.attach.json) and the report here");
   cmd->add_option("--from", a->from_dir, "Analyse the snapshots already in this directory");
   cmd->add_flag("--json", a->json, "The report as JSON");
