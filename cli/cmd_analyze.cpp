@@ -72,7 +72,7 @@ int analyze_dir(const AnalyzeArgs& a) {
 
 }  // namespace
 
-void add_analyze_command(CLI::App& app, int* exit_code) {
+void add_analyze_command(Command& app, int* exit_code) {
   auto args = std::make_shared<AnalyzeArgs>();
   auto* sub = app.add_subcommand("analyze", "Find the first divergence, order inversions and hangs in a trace directory");
   sub->add_option("dir", args->dir, "Trace directory (lockstep run -o DIR)")->required();

@@ -275,20 +275,20 @@ int report_snapshot_dir(const std::string& dir, const std::string& output) {
   return kExitOk;
 }
 
-void add_attach_command(CLI::App& app, int* exit_code) {
+void add_attach_command(Command& app, int* exit_code) {
   auto a = std::make_shared<AttachArgs>();
-  CLI::App* cmd = app.add_subcommand(
+  Command* cmd = app.add_subcommand(
       "attach", "Diagnose a live (hung) job from outside: stacks, Python frames, NCCL RAS; read-only (docs/attach.md)");
   cmd->add_option("pids", a->pids, "Processes to read (the ranks)");
   cmd->add_option("--tree", a->tree, "A launcher's PID (torchrun, srun, lockstep-launch): read its rank processes");
   cmd->add_option("--slurm", a->slurm_job, "A Slurm job: one collector per node (srun --overlap), then the analysis");
-  cmd->add_option("--local-job", a->local_job, "Collector of --slurm: this node's processes of the job")->group("");
+  cmd->add_option("--local-job", a->local_job, "Collector of --slurm: this node's processes of the job")->hidden();
   cmd->add_option("-o,--out", a->out_dir, "Write the snapshots (<host>-<pid>.attach.json) and the report here");
   cmd->add_option("--from", a->from_dir, "Analyse the snapshots already in this directory");
   cmd->add_option("--trace", a->trace_dirs, "The job's lockstep trace directory (besides the LOCKSTEP_DIR its ranks name)")
-      ->allow_extra_args(false);
+      ->one_value_per_occurrence();
   cmd->add_option("--fr", a->fr_dirs, "A directory of the job's Flight Recorder dumps (besides TORCH_FR_DUMP_TEMP_FILE's)")
-      ->allow_extra_args(false);
+      ->one_value_per_occurrence();
   cmd->add_flag("--json", a->json, "The report as JSON");
   cmd->add_option("--html", a->html, "Also write the report as one self-contained HTML page (as `lockstep report DIR`)");
   cmd->add_flag("--no-native", a->no_native, "Do not stop the processes (no native stacks; Python frames and RAS only)");

@@ -119,7 +119,7 @@ int check_dir(const CheckArgs& a) {
 
 }  // namespace
 
-void add_check_command(CLI::App& app, int* exit_code) {
+void add_check_command(Command& app, int* exit_code) {
   auto args = std::make_shared<CheckArgs>();
   auto* sub = app.add_subcommand("check", "CI gate: fail when ranks' collective order disagrees or differs from a baseline");
   sub->add_option("dir", args->dir, "Trace directory")->required();

@@ -152,7 +152,7 @@ int doctor(const std::string& dir) {
 
 }  // namespace
 
-void add_doctor_command(CLI::App& app, int* exit_code) {
+void add_doctor_command(Command& app, int* exit_code) {
   auto* sub = app.add_subcommand(
       "doctor", "Say how each traced process reached NCCL, which library it used, and what lockstep could not see");
   sub->footer("Exit code: 0 at least one trace file was read, 2 no such directory or no readable trace file.");

@@ -37,7 +37,7 @@ int import_dumps(const ImportArgs& a) {
 
 }  // namespace
 
-void add_import_command(CLI::App& app, int* exit_code) {
+void add_import_command(Command& app, int* exit_code) {
   auto args = std::make_shared<ImportArgs>();
   auto* sub = app.add_subcommand("import", "Convert PyTorch Flight Recorder dumps (pickle or JSON) into lockstep trace files");
   sub->add_option("dir", args->src, "Directory of Flight Recorder dumps (one file per rank, <prefix><rank>)")->required();

@@ -120,7 +120,7 @@ int ops(const OpsArgs& a) {
 
 }  // namespace
 
-void add_ops_command(CLI::App& app, int* exit_code) {
+void add_ops_command(Command& app, int* exit_code) {
   auto args = std::make_shared<OpsArgs>();
   auto* sub = app.add_subcommand("ops", "List one rank's ops in call order (default: the last ones)");
   sub->footer("Exit code: 0 listed, 2 input error (no usable trace of that rank, no such seq or communicator, a seq the size cap retired; skipped files are named).");

@@ -137,22 +137,22 @@ int run_local(const ReplayArgs& a) {
 
 }  // namespace
 
-void add_replay_command(CLI::App& app, int* exit_code) {
+void add_replay_command(Command& app, int* exit_code) {
   auto a = std::make_shared<ReplayArgs>();
   auto* sub = app.add_subcommand("replay", "Re-run a recorded schedule, or check it for deadlocks without running it (--model)");
   sub->add_option("dir", a->dir, "Recorded trace directory")->required();
   sub->add_flag("--model", a->model, "Model check only: can the per-rank schedules deadlock under NCCL's semantics?");
   sub->add_flag("--json", a->json, "With --model: the verdict and witness as JSON");
-  sub->add_option("--timeout", a->timeout_s, "Seconds without progress (no op completing) before a replay is declared hung (default 30)")->check(CLI::PositiveNumber);
+  sub->add_option("--timeout", a->timeout_s, "Seconds without progress (no op completing) before a replay is declared hung (default 30)")->positive();
   sub->add_flag("--rank-from-env", a->rank_from_env,
                 "Run only this process's rank (RANK/SLURM_PROCID...), under srun or torchrun; needs LOCKSTEP_RENDEZVOUS_DIR");
   sub->add_option("--order-from", a->order_from,
-                  "Every rank issues its ops in RANK's order, matched by (communicator role, op kind)")->check(CLI::NonNegativeNumber);
+                  "Every rank issues its ops in RANK's order, matched by (communicator role, op kind)")->non_negative();
   sub->add_option("--perturb", a->perturb, "N trials with seeded random delays between ops and between streams")
-      ->check(CLI::PositiveNumber);
+      ->positive();
   sub->add_option("--seed", a->seed, "First perturbation seed (trial k uses seed+k; default 1)");
   sub->add_option("--max-delay-us", a->max_delay_us, "Largest perturbation delay in microseconds (default 2000)")
-      ->check(CLI::NonNegativeNumber);
+      ->non_negative();
   sub->add_option("-o,--output", a->out, "Directory for the replay's trace (default DIR-replay)");
   sub->add_flag("--no-record", a->no_record, "Replay without the recorder (no trace, no hang report)");
   sub->add_flag("-v,--verbose", a->verbose, "Show the workers' output");

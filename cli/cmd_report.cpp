@@ -58,7 +58,7 @@ int report_dir(const ReportArgs& a) {
 
 }  // namespace
 
-void add_report_command(CLI::App& app, int* exit_code) {
+void add_report_command(Command& app, int* exit_code) {
   auto args = std::make_shared<ReportArgs>();
   auto* sub = app.add_subcommand("report", "Write the analysis as one self-contained HTML page (opens offline)");
   sub->add_option("dir", args->dir, "Trace directory (lockstep run -o DIR), or snapshots (lockstep attach -o DIR)")->required();

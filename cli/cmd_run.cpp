@@ -70,20 +70,20 @@ int run(const RunArgs& a) {
 
 }  // namespace
 
-void add_run_command(CLI::App& app, int* exit_code) {
+void add_run_command(Command& app, int* exit_code) {
   auto args = std::make_shared<RunArgs>();
   if (const char* d = std::getenv(schema::env::kDir); d && *d) args->dir = d;
   auto* sub = app.add_subcommand("run", "Run CMD with the recorder preloaded; every process writes into DIR");
   sub->add_option("-o,--output", args->dir, "Trace directory (created; default $LOCKSTEP_DIR or ./lockstep-trace)");
   sub->add_option("--stacks", args->stacks, "Call stacks per op: none, native or python (recorder default if unset)")
-      ->check(CLI::IsMember({"none", "native", "python"}));
+      ->one_of({"none", "native", "python"});
   sub->add_option("--hang-timeout", args->hang_timeout,
                   "Seconds without progress before the recorder reports a hang and runs `lockstep analyze`")
-      ->check(CLI::NonNegativeNumber);
+      ->non_negative();
   sub->add_option("--max-mb", args->max_mb,
                   "Trace size cap per process in MiB (0 = none; default 256): the oldest ops are retired, "
                   "digest checkpoints keep them verifiable")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 22));
+      ->range(int64_t(0), int64_t(1) << 22);
   sub->add_option("cmd", args->cmd, "Command and its arguments (after --)")->required();
   sub->footer("Example: lockstep run -o traces -- torchrun --nproc-per-node 8 train.py\n"
               "lockstep run becomes CMD (exec): signals reach CMD once, and its exit status is CMD's own\n"

@@ -124,14 +124,14 @@ int run_shrink(const ShrinkArgs& a) {
 
 }  // namespace
 
-void add_shrink_command(CLI::App& app, int* exit_code) {
+void add_shrink_command(Command& app, int* exit_code) {
   auto a = std::make_shared<ShrinkArgs>();
   auto* sub = app.add_subcommand("shrink", "Shrink a deadlocking schedule to a minimal reproducer (C, PyTorch, trace)");
   sub->footer("Exit code: 0 written (and its replay behaved as the model says), 2 input error or nothing to shrink, 4 incomplete evidence (nothing written), 5 written but the replay of the reproducer did not confirm it.");
   sub->add_option("dir", a->dir, "Trace directory whose schedule deadlocks (or may deadlock)")->required();
   sub->add_option("-o,--output,--out", a->out, "Directory for repro.c, repro.py, trace/ and README.md")->required();
   sub->add_flag("--no-replay", a->no_replay, "Do not replay the reproducer on the loaded NCCL at the end");
-  sub->add_option("--replay-timeout", a->replay_timeout_s, "Seconds without progress before the final replay is declared hung (default 10)")->check(CLI::PositiveNumber);
+  sub->add_option("--replay-timeout", a->replay_timeout_s, "Seconds without progress before the final replay is declared hung (default 10)")->positive();
   sub->add_option("--nccl-lib-dir", a->nccl_lib_dir, "Directory put first in the replay workers' LD_LIBRARY_PATH (libnccl.so.2, libcuda.so.1)");
   sub->add_flag("-q,--quiet", a->quiet, "No progress lines on stderr");
   sub->callback([a, exit_code] {

@@ -114,7 +114,7 @@ int stacks(const StacksArgs& a) {
 
 }  // namespace
 
-void add_stacks_command(CLI::App& app, int* exit_code) {
+void add_stacks_command(Command& app, int* exit_code) {
   auto args = std::make_shared<StacksArgs>();
   auto* sub = app.add_subcommand("stacks", "Show every member's op and call stack at one sequence number of a communicator");
   sub->footer("Exit code: 0 shown, 2 input error (no such communicator, no member holds that seq: never issued, or retired by the size cap), 4 a member of the communicator has no usable trace file (named in the listing).");

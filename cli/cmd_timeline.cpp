@@ -158,7 +158,7 @@ int timeline(const TimelineArgs& a) {
 
 }  // namespace
 
-void add_timeline_command(CLI::App& app, int* exit_code) {
+void add_timeline_command(Command& app, int* exit_code) {
   auto args = std::make_shared<TimelineArgs>();
   auto* sub = app.add_subcommand("timeline", "Timeline of every rank's ops: Perfetto/Chrome JSON (-o), or a text view (--text)");
   sub->footer("Exit code: 0 written, 2 input error, 4 written but the evidence is incomplete (each gap named on stderr).");
@@ -166,14 +166,14 @@ void add_timeline_command(CLI::App& app, int* exit_code) {
   sub->add_option("-o,--output", args->output, "Write Chrome Trace Event JSON here ('-' = stdout)");
   sub->add_option("--ranks", args->ranks, "Only these global ranks (comma-separated)")->delimiter(',');
   sub->add_option("--comm", args->comm, "Only this communicator (hash prefix, role or name)");
-  sub->add_option("--from-seq", args->from_seq, "Only ops with seq >= N (--text: the first row shown)")->check(CLI::PositiveNumber);
-  sub->add_option("--to-seq", args->to_seq, "Only ops with seq <= M (--text: the last row shown)")->check(CLI::PositiveNumber);
+  sub->add_option("--from-seq", args->from_seq, "Only ops with seq >= N (--text: the first row shown)")->positive();
+  sub->add_option("--to-seq", args->to_seq, "Only ops with seq <= M (--text: the last row shown)")->positive();
   sub->add_flag("--text", args->text, "Print a text timeline: rows = seqs, one column per group of identical ranks");
   sub->add_option("--around", args->around, "--text: centre on this seq (default: the divergence, else the last seq)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--window", args->window, "--text: seqs shown on each side (default 5)")->check(CLI::Range(0, 10000));
+      ->positive();
+  sub->add_option("--window", args->window, "--text: seqs shown on each side (default 5)")->range(0, 10000);
   sub->add_option("--large-mb", args->large_mb, "Above this size (MB) the JSON is called too large for a browser tab, "
-                  "with how to narrow it (default 256)")->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+                  "with how to narrow it (default 256)")->range(int64_t(0), int64_t(1) << 30);
   sub->callback([args, exit_code] { *exit_code = timeline(*args); });
 }
 

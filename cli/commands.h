@@ -1,26 +1,27 @@
 // The lockstep CLI: one file per subcommand (cmd_<name>.cpp), each registering itself here.
 // A command's callback stores the process exit code in *exit_code (see README "Exit codes").
+// Commands register through command_line.h (launcher/), never CLI11 itself: see why there.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "command_line.h"
 
 #include <string>
 #include <vector>
 
 namespace lockstep::cli {
 
-void add_run_command(CLI::App& app, int* exit_code);      // cmd_run.cpp
-void add_analyze_command(CLI::App& app, int* exit_code);  // cmd_analyze.cpp
-void add_check_command(CLI::App& app, int* exit_code);    // cmd_check.cpp
-void add_stacks_command(CLI::App& app, int* exit_code);   // cmd_stacks.cpp
-void add_ops_command(CLI::App& app, int* exit_code);      // cmd_ops.cpp
-void add_replay_command(CLI::App& app, int* exit_code);   // cmd_replay.cpp
-void add_timeline_command(CLI::App& app, int* exit_code); // cmd_timeline.cpp
-void add_report_command(CLI::App& app, int* exit_code);   // cmd_report.cpp
-void add_doctor_command(CLI::App& app, int* exit_code);   // cmd_doctor.cpp
-void add_shrink_command(CLI::App& app, int* exit_code);   // cmd_shrink.cpp
-void add_import_command(CLI::App& app, int* exit_code);   // cmd_import.cpp
-void add_attach_command(CLI::App& app, int* exit_code);   // cmd_attach.cpp
+void add_run_command(Command& app, int* exit_code);      // cmd_run.cpp
+void add_analyze_command(Command& app, int* exit_code);  // cmd_analyze.cpp
+void add_check_command(Command& app, int* exit_code);    // cmd_check.cpp
+void add_stacks_command(Command& app, int* exit_code);   // cmd_stacks.cpp
+void add_ops_command(Command& app, int* exit_code);      // cmd_ops.cpp
+void add_replay_command(Command& app, int* exit_code);   // cmd_replay.cpp
+void add_timeline_command(Command& app, int* exit_code); // cmd_timeline.cpp
+void add_report_command(Command& app, int* exit_code);   // cmd_report.cpp
+void add_doctor_command(Command& app, int* exit_code);   // cmd_doctor.cpp
+void add_shrink_command(Command& app, int* exit_code);   // cmd_shrink.cpp
+void add_import_command(Command& app, int* exit_code);   // cmd_import.cpp
+void add_attach_command(Command& app, int* exit_code);   // cmd_attach.cpp
 
 // The trace files of dir by the loader's rule (*.lockstep.sqlite), sorted; empty when dir is no
 // directory.

@@ -2,7 +2,6 @@
 // consistent collective order (check). Subcommands live in cmd_<name>.cpp (commands.h).
 #include <iostream>
 
-#include "cli_args.h"
 #include "commands.h"
 #include "exit_codes.h"
 #include "lockstep_version.h"
@@ -22,9 +21,9 @@ See docs/cli.md.)";
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"lockstep: find why a multi-GPU job deadlocked on NCCL collectives", "lockstep"};
+  lockstep::Command app{"lockstep: find why a multi-GPU job deadlocked on NCCL collectives", "lockstep"};
   app.footer(kFooter);
-  app.set_version_flag("--version", "lockstep " LOCKSTEP_VERSION);
+  app.version_flag("--version", "lockstep " LOCKSTEP_VERSION);
   bool preload_path = false;
   app.add_flag("--preload-path", preload_path, "Print the path of liblockstep.so (for LD_PRELOAD in sbatch scripts)");
   int exit_code = lockstep::cli::kExitOk;
@@ -40,7 +39,7 @@ int main(int argc, char** argv) {
   lockstep::cli::add_shrink_command(app, &exit_code);
   lockstep::cli::add_import_command(app, &exit_code);
   lockstep::cli::add_attach_command(app, &exit_code);
-  if (auto code = lockstep::parse_args(app, argc, argv, lockstep::cli::kExitUsage)) return *code;
+  if (auto code = app.parse(argc, argv, lockstep::cli::kExitUsage)) return *code;
   if (preload_path) {
     std::string path = lockstep::cli::preload_library_path();
     std::cout << path << "\n";
@@ -50,7 +49,7 @@ int main(int argc, char** argv) {
     }
     return lockstep::cli::kExitOk;
   }
-  if (app.get_subcommands().empty()) {
+  if (!app.subcommand_chosen()) {
     std::cerr << app.help();
     return lockstep::cli::kExitUsage;
   }

@@ -1,6 +1,7 @@
-// Argument parsing shared by every executable (lockstep, lockstep-launch, lockstep-replay-worker):
-// CLI11, with --help, --help-all and --version printed and answered with 0, a usage error printed
-// and answered with the executable's own usage code.
+// Argument parsing for an executable that uses CLI11 directly (lockstep-replay-worker): --help,
+// --help-all and --version printed and answered with 0, a usage error printed and answered with the
+// executable's own usage code. lockstep and lockstep-launch use command_line.h, which compiles
+// CLI11 once (Command::parse answers the same way).
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cli_args.h"
+#include "command_line.h"
 #include "launcher.h"
 #include "lockstep_version.h"
 
@@ -16,15 +16,15 @@ int main(int argc, char** argv) {
   o.nranks = 0;
   std::vector<std::string> env;
   bool quiet = false;
-  CLI::App app{"Runs N ranks of a program on this machine", "lockstep-launch"};
-  app.set_version_flag("--version", "lockstep-launch " LOCKSTEP_VERSION);
+  lockstep::Command app{"Runs N ranks of a program on this machine", "lockstep-launch"};
+  app.version_flag("--version", "lockstep-launch " LOCKSTEP_VERSION);
   app.add_option("-n,--nranks", o.nranks, "Number of ranks (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE are set)")
       ->required()
-      ->check(CLI::Range(1, 1 << 20));
+      ->range(1, 1 << 20);
   app.add_option("--timeout", o.timeout_s, "Kill every rank still running after S seconds (default 60)")
-      ->check(CLI::PositiveNumber);
+      ->positive();
   app.add_option("--env", env, "Add K=V to every rank's environment (repeatable)")
-      ->allow_extra_args(false)  // one K=V per --env: a following "--" starts the program
+      ->one_value_per_occurrence()  // one K=V per --env: a following "--" starts the program
       ->check([](const std::string& kv) {
         auto eq = kv.find('=');
         return eq == std::string::npos || eq == 0 ? "--env expects K=V, got '" + kv + "'" : std::string();
@@ -33,7 +33,7 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", quiet, "Do not echo the ranks' output");
   app.add_option("program", o.argv, "The program and its arguments, after --")->required();
   app.footer("usage: lockstep-launch -n N [options] -- prog [args...]");
-  if (auto code = lockstep::parse_args(app, argc, argv, 2)) return *code;
+  if (auto code = app.parse(argc, argv, 2)) return *code;
   for (const auto& kv : env) {
     auto eq = kv.find('=');
     o.env[kv.substr(0, eq)] = kv.substr(eq + 1);

@@ -28,7 +28,7 @@ echo
 echo "== 1. the seed schedule under the recorder (hangs at seq 3750; the launcher stops it)"
 status=0
 lockstep run -o "$T/broken" --hang-timeout "${DEMO_HANG_TIMEOUT:-3}" -- \
-  lockstep-launch -n 2 --timeout "${DEMO_TIMEOUT:-15}" -- seed_deadlock || status=$?
+  lockstep-launch -n 2 --timeout "${DEMO_TIMEOUT:-8}" -- seed_deadlock || status=$?
 if [ "$status" -ne 124 ]; then
   echo "demo: expected the seed run to hang and be stopped by the launcher (status 124), got $status" >&2
   exit 1
@@ -50,7 +50,7 @@ echo "== 4. replay: the model checker and a re-run of each recorded schedule"
 status=0; lockstep replay --model "$T/broken" || status=$?
 [ "$status" -ne 0 ] || { echo "demo: the model checker should reject the broken schedule" >&2; exit 1; }
 lockstep replay --model "$T/fixed"
-status=0; lockstep replay "$T/broken" --timeout 10 >"$T/replay-broken.log" 2>&1 || status=$?
+status=0; lockstep replay "$T/broken" --timeout 5 >"$T/replay-broken.log" 2>&1 || status=$?
 head -n 2 "$T/replay-broken.log"
 [ "$status" -ne 0 ] || { echo "demo: the broken schedule should hang under replay" >&2; exit 1; }
 lockstep replay "$T/fixed" --timeout 60

@@ -9,7 +9,6 @@
 // Built two ways (tests/fuzz/CMakeLists.txt): with clang -fsanitize=fuzzer as a libFuzzer
 // target (scripts/fuzz.sh), and with the default compiler as a replayer of files (the committed
 // corpus and the regression inputs run in every ctest).
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
@@ -58,7 +57,7 @@ bool verbose() {
 
 // Runs one CLI command line exactly as main.cpp dispatches it; returns its exit code.
 int run_cli(const std::vector<std::string>& args, std::string* out, std::string* err) {
-  CLI::App app{"lockstep", "lockstep"};
+  lockstep::Command app{"lockstep", "lockstep"};
   int exit_code = 0;
   lockstep::cli::add_analyze_command(app, &exit_code);
   lockstep::cli::add_check_command(app, &exit_code);
@@ -70,12 +69,9 @@ int run_cli(const std::vector<std::string>& args, std::string* out, std::string*
   std::vector<const char*> argv;
   for (auto& a : args) argv.push_back(a.c_str());
   Capture cap;
-  try {
-    app.parse(static_cast<int>(argv.size()), argv.data());
-  } catch (const CLI::ParseError&) {
-    exit_code = 2;
-  }
-  // Exceptions other than CLI's are not caught: the CLI would abort on them (exit 134).
+  // A usage error is exit code 2, as main.cpp answers it. Exceptions of the commands are not
+  // caught: the CLI would abort on them (exit 134).
+  if (auto code = app.parse(static_cast<int>(argv.size()), argv.data(), 2)) exit_code = *code;
   *out = cap.out.str();
   *err = cap.err.str();
   if (verbose()) {
