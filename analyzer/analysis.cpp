@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "meta_keys.h"
-#include "analysis_render.h"
+#include "identity.h"
 
 namespace lockstep {
 
@@ -52,6 +52,18 @@ int Analysis::exit_code(bool require_finished) const {
   return require_finished && !live.empty() ? kVerdictExitIncomplete : kVerdictExitClean;
 }
 
+std::vector<std::string> evidence_lines(const Analysis& a, size_t max_lines) {
+  std::vector<std::string> out;
+  for (const EvidenceGroup& g : group_evidence(a.evidence)) {
+    if (out.size() == max_lines) {
+      out.push_back("and more (lockstep analyze lists every item)");
+      break;
+    }
+    out.push_back(g.detail);
+  }
+  return out;
+}
+
 Divergence digest_finding(const Schedule& s, const DigestDivergence& dd) {
   Divergence d;
   d.kind = FindingKind::kDigestMismatch;
@@ -74,7 +86,7 @@ Divergence digest_finding(const Schedule& s, const DigestDivergence& dd) {
   for (size_t i = 0; i < d.groups.size() && i < 4; ++i) {
     std::vector<int> ranks;
     for (int p : d.groups[i].procs) ranks.push_back(display_rank(s, p));
-    sides += (i ? " | " : "") + std::string(ranks.size() > 1 ? "ranks " : "rank ") + render::capped_ranges(ranks);
+    sides += (i ? " | " : "") + ranks_phrase(ranks, "rank", kMaxRangeSegments);
   }
   if (d.groups.size() > 4) sides += " | " + std::to_string(d.groups.size() - 4) + " more sides";
   d.detail = "members diverge between collective ordinals " + std::to_string(dd.first) + " and " +
@@ -231,6 +243,9 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
       e.detail = "rank " + std::to_string(display_rank(s, static_cast<int>(p))) + ": " + e.what;
       a.evidence.push_back(std::move(e));
     }
+  // NCCL's profiler plugin: rows it lost are evidence lost (the calls only it saw are in the ops).
+  a.coverage = read_coverage(s);
+  for (auto& e : coverage_evidence(s, a.coverage)) a.evidence.push_back(std::move(e));
   std::vector<const Divergence*> all;
   for (auto& d : a.divergences) all.push_back(&d);
   for (auto& d : a.inversions) all.push_back(&d);

@@ -7,6 +7,7 @@
 
 #include "checkpoints.h"
 #include "comm_index.h"
+#include "coverage.h"
 #include "findings.h"
 #include "hang.h"
 #include "job_identity.h"
@@ -61,6 +62,8 @@ struct Analysis {
   std::vector<History> history;         // per process
   std::vector<Unproven> unproven;       // never-issued findings the evidence does not support
   std::vector<int> live;                // procs whose trace is still being written
+  // NCCL's profiler plugin: the calls the interposer missed (its lost rows are in `evidence`).
+  Coverage coverage;
 
   bool problems() const { return !divergences.empty() || !inversions.empty() || hang.hung; }
   bool incomplete() const { return !evidence.empty(); }
@@ -79,7 +82,12 @@ inline constexpr int kVerdictExitClean = 0;
 inline constexpr int kVerdictExitFound = 1;
 inline constexpr int kVerdictExitIncomplete = 4;
 
+// The one evidence-and-verdict result every command and format renders (analyze, check, report,
+// replay, shrink): findings, evidence (plugin coverage included), verdict and exit code.
 Analysis analyze(const Schedule& s, const AnalyzeOptions& options = {});
+// The evidence as lines for a command that refuses incomplete evidence (replay, shrink): one per
+// group (group_evidence), at most max_lines and then "and more"; empty: the evidence is complete.
+std::vector<std::string> evidence_lines(const Analysis& a, size_t max_lines = 24);
 // The kDigestMismatch finding of a digest disagreement in retired history (analyze() reports it
 // unless an exact finding on the communicator comes at or before it).
 Divergence digest_finding(const Schedule& s, const DigestDivergence& dd);
@@ -100,7 +108,8 @@ struct JUnitCase {
   std::string output;   // <system-out>: e.g. what is exact and what is known by digest only
 };
 std::string render_junit(const std::string& suite, const std::vector<JUnitCase>& cases);
-// The analysis as CI test cases: ranks_agree, communicator_order, no_hang.
+// The analysis as CI test cases: ranks_agree, communicator_order, no_hang, evidence_complete,
+// and interposer_coverage where NCCL loaded the profiler plugin.
 std::vector<JUnitCase> junit_cases(const Analysis& a);
 // One line per problem, for JUnit failure messages and `check`.
 std::string summary_line(const Analysis& a);

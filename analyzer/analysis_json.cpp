@@ -245,6 +245,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
   }
   hang["groups"] = groups;
   j["hang"] = hang;
+  j["coverage"] = json::parse(coverage_json(s, a.coverage));
   // Trace strings are printable already (loader); paths from the file system may not be UTF-8.
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }

@@ -69,6 +69,8 @@ std::vector<JUnitCase> junit_cases(const Analysis& a) {
   for (auto& u : a.unproven)
     if (!u.lost.empty()) ev += unproven_line(a, u) + "\n";
   out.push_back({"evidence_complete", ev, ""});
+  if (!a.coverage.procs.empty())
+    out.push_back({"interposer_coverage", coverage_junit_failure(*a.schedule, a.coverage), ""});
   return out;
 }
 

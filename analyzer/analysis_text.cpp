@@ -221,9 +221,7 @@ void text_hang(std::ostream& os, const Ctx& c) {
   }
 }
 
-}  // namespace
-
-std::string render_text(const Analysis& a, TraceDetails& details, const ReportOptions& opt) {
+std::string findings_text(const Analysis& a, TraceDetails& details, const ReportOptions& opt) {
   const Schedule& s = *a.schedule;
   Ctx c{a, s, details, opt};
   std::ostringstream os;
@@ -269,6 +267,12 @@ std::string render_text(const Analysis& a, TraceDetails& details, const ReportOp
   }
   os << "\nverdict: " << summary_line(a) << "\n";
   return os.str();
+}
+
+}  // namespace
+
+std::string render_text(const Analysis& a, TraceDetails& details, const ReportOptions& opt) {
+  return findings_text(a, details, opt) + coverage_text(*a.schedule, a.coverage);
 }
 
 }  // namespace lockstep

@@ -50,13 +50,6 @@ void run_length(std::ostream& os, const std::vector<std::string>& v, const std::
   run_length(os, v, 0, v.size(), indent);
 }
 
-// "init0.split1(color=3)" -> "init0.split1": in the order sections, the tensor-parallel groups
-// of different ranks are one role, so 256 ranks with the same step pattern share one section.
-std::string role_family(std::string role) {
-  for (size_t a; (a = role.find("(color=")) != std::string::npos;) role.erase(a, role.find(')', a) - a + 1);
-  return role;
-}
-
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
   std::istringstream in(text);
@@ -122,7 +115,9 @@ std::string canonical_schedule(const Analysis& a) {
     for (auto& o : s.procs[p].ops) {
       const ProcComm& pc = a.index.per_proc[p][o.comm];
       if (pc.gcomm < 0 || s.sigs[o.sig].cls == OpClass::kP2P) continue;
-      seq.push_back(role_family(a.index.comms[pc.gcomm].role));
+      // comm_family: the tensor-parallel groups of different ranks are one role, so 256 ranks
+      // with the same step pattern share one section.
+      seq.push_back(comm_family(a.index.comms[pc.gcomm].role));
     }
     // Ranks with one communicator have no interleaving to keep.
     std::vector<std::string> distinct(seq);

@@ -76,7 +76,8 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
       w.retired_max = std::max(w.retired_max, pc.base);
       min_end = std::min({min_end, pc.end(), pc.exact_through});
       comm_interval = std::max(comm_interval, info.checkpoint_interval);
-      w.bounded |= pc.base > 0 || !info.comms[m.local].checkpoints.empty();
+      // Retired point-to-point ops alone bound it too (their pairing is cut, p2p_cut below).
+      w.bounded |= pc.base > 0 || pc.retired_p2p > 0 || !info.comms[m.local].checkpoints.empty();
       w.p2p_cut |= pc.retired_p2p > 0;
     }
     if (gc.members.empty()) w.retired_min = 0, min_end = 0;

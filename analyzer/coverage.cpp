@@ -132,13 +132,6 @@ std::string coverage_json(const Schedule& s, const Coverage& c) {
   return j.dump();
 }
 
-std::string add_coverage_json(const std::string& report_json, const Schedule& s, const Coverage& c) {
-  json j = json::parse(report_json, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return report_json;
-  j["coverage"] = json::parse(coverage_json(s, c));
-  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
-}
-
 std::string coverage_junit_failure(const Schedule& s, const Coverage& c) {
   std::string out;
   for (const auto& p : c.procs) {

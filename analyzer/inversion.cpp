@@ -91,9 +91,10 @@ std::vector<Divergence> find_order_inversions(const Schedule& s, const CommIndex
         };
         d.sides = {Side{early, rank_in(ga, early), early_a[ea]}, Side{late, rank_in(ga, late), late_a[la]}};
         d.sides_b = {Side{early, rank_in(gb, early), early_b[eb]}, Side{late, rank_in(gb, late), late_b[lb]}};
-        auto grank = [&](int proc) { return std::to_string(s.procs[proc].info.global_rank); };
-        d.detail = "rank " + grank(early) + " issues " + short_hash(idx.comms[ga].hash) + " #" + std::to_string(lo + 1) +
-                   " before " + short_hash(idx.comms[gb].hash) + " #" + std::to_string(J) + ", rank " + grank(late) +
+        // "rank 3"; a process without a global rank by its file ("process 1 (vm pid 2981)"), never "rank -1".
+        auto who = [&](int proc) { return rank_label(s.procs[proc].info, proc); };
+        d.detail = who(early) + " issues " + short_hash(idx.comms[ga].hash) + " #" + std::to_string(lo + 1) +
+                   " before " + short_hash(idx.comms[gb].hash) + " #" + std::to_string(J) + ", " + who(late) +
                    " after it";
         out.push_back(std::move(d));
         found = true;

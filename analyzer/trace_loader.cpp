@@ -17,7 +17,6 @@
 #include <thread>
 #include <unordered_map>
 
-#include "coverage.h"
 #include "meta_keys.h"
 #include "text_escape.h"
 #include "flightrec.h"

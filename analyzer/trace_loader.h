@@ -66,9 +66,27 @@ struct RecordCounts {
 // with the skip reason when the file is unusable.
 Process load_process_counts(const std::string& path, RecordCounts& counts, const LoadOptions& options = {});
 
-// NCCL's profiler plugin's tables of one file (schema/profiler_schema.h, analyzer/coverage.h):
-// the calls it saw and those the interposer did not. false: the file has none.
-struct ProcessCoverage;
+// NCCL's profiler plugin's tables of one file (schema/profiler_schema.h), the loader's part of
+// analyzer/coverage.h: the calls it saw and those the interposer did not.
+struct MissedCall {
+  std::string op;         // as ops.op; NCCL's own name when lockstep has none
+  std::string dtype;      // empty: unknown
+  int64_t count = 0;
+  std::string nccl_comm;  // NCCL's commHash (16 hex digits)
+  int64_t nccl_seq = -1;  // NCCL's per-communicator, per-collective-type number; -1: none
+  int64_t call_index = -1;  // the ops row the plugin wrote; -1: none
+};
+
+struct ProcessCoverage {
+  int proc = 0;                // index into Schedule::procs
+  bool interposer = false;     // liblockstep was preloaded: its hooks could see NCCL calls
+  int64_t plugin_calls = 0;    // NCCL calls the plugin saw
+  int64_t missed = 0;          // of which the interposer did not see
+  std::vector<MissedCall> examples;  // the first missed calls, in issue order
+  int64_t dropped = 0;         // meta profiler_dropped: plugin rows lost (queue full)
+  std::string error;           // the plugin's tables could not be read
+};
+// Fills plugin_calls, missed, examples and error. false: the file has none.
 bool load_plugin_coverage(const std::string& path, size_t max_examples, ProcessCoverage* out);
 
 }  // namespace lockstep

@@ -206,6 +206,22 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
             " traced: no usable file of comm rank" + (missing > 1 ? "s " : " ") + list);
   }
 
+  // Global ranks below the highest one a file claims, with no file, that no communicator above
+  // names missing (a job whose communicators do not span its ranks): named here.
+  if (std::none_of(out.begin(), out.end(), [](const EvidenceIssue& e) { return e.kind == EvidenceKind::kMissingMember; })) {
+    const int highest = by_rank.empty() ? -1 : by_rank.rbegin()->first;
+    const int64_t missing = static_cast<int64_t>(highest) + 1 - static_cast<int64_t>(by_rank.size());
+    if (missing > 0) {
+      std::vector<int> absent;  // the first few: a hostile global_rank must not make this long
+      for (int r = 0; r <= highest && absent.size() < 8; ++r)
+        if (!by_rank.count(r)) absent.push_back(r);
+      add(EvidenceKind::kMissingMember, false, {},
+          "global ranks 0.." + std::to_string(highest) + ": no usable file of " + ranks_phrase(absent) +
+              (missing > static_cast<int64_t>(absent.size()) ? ",... (" + std::to_string(missing) + " in all)" : ""));
+      out.back().ranks = absent;
+    }
+  }
+
   // Two jobs in one directory: the processes fall into groups that share no communicator.
   if (procs.size() > 1) {
     std::vector<int> parent(procs.size());

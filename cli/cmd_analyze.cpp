@@ -6,7 +6,6 @@
 
 #include "analyze_common.h"
 #include "commands.h"
-#include "coverage.h"
 #include "exit_codes.h"
 #include "steps.h"
 #include "summary_read.h"
@@ -43,8 +42,6 @@ int analyze_dir(const AnalyzeArgs& a) {
   AnalyzeOptions opt;
   opt.hang.stale_ns = static_cast<int64_t>(a.stale_s * 1e9);
   Analysis an = analyze(*s, opt);
-  Coverage coverage = read_coverage(*s);  // NCCL's profiler plugin: calls the interposer missed
-  for (auto& e : coverage_evidence(*s, coverage)) an.evidence.push_back(std::move(e));
   auto t2 = std::chrono::steady_clock::now();
   auto details = details_from_files(*s);
   ReportOptions ro;
@@ -52,9 +49,9 @@ int analyze_dir(const AnalyzeArgs& a) {
   const UnreadSummary unread = unread_summary(*s, an);
   const StepPlace place = locate_in_steps(an);
   auto line = [](const std::string& l) { return l.empty() ? l : l + "\n"; };
-  std::cout << (a.json ? add_steps_json(add_unread_json(add_coverage_json(render_json(an, *details, ro), *s, coverage), unread),
+  std::cout << (a.json ? add_steps_json(add_unread_json(render_json(an, *details, ro), unread),
                                         an, place)
-                       : render_text(an, *details, ro) + coverage_text(*s, coverage) + line(steps_text(an, place)) +
+                       : render_text(an, *details, ro) + line(steps_text(an, place)) +
                              line(unread_text(unread)));
   std::cout.flush();
   auto t3 = std::chrono::steady_clock::now();
@@ -63,9 +60,7 @@ int analyze_dir(const AnalyzeArgs& a) {
     std::cerr << "lockstep analyze: load " << ms(t1 - t0) << " ms, analyse " << ms(t2 - t1) << " ms, report "
               << ms(t3 - t2) << " ms\n";
   }
-  auto cases = junit_cases(an);
-  if (!coverage.procs.empty()) cases.push_back({"interposer_coverage", coverage_junit_failure(*s, coverage), ""});
-  if (!a.junit.empty() && !write_file("analyze", a.junit, render_junit("lockstep analyze " + a.dir, cases)))
+  if (!a.junit.empty() && !write_file("analyze", a.junit, render_junit("lockstep analyze " + a.dir, junit_cases(an))))
     return kExitUsage;
   return analyze_exit_code(an);
 }

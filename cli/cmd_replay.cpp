@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "analysis.h"
 #include "commands.h"
 #include "env_vars.h"
 #include "exit_codes.h"
@@ -85,7 +86,7 @@ int run_rank_from_env(const ReplayArgs& a) {
   }
   const Schedule t = load_schedule(a.dir);
   const auto files = replay::rank_files(t);
-  if (auto why = replay::incomplete_evidence(t); !why.empty())
+  if (auto why = evidence_lines(analyze(t)); !why.empty())
     throw replay::ReplayError(replay::ErrorKind::kIncomplete, "the recorded evidence is incomplete: " + why.front());
   if (rank >= static_cast<int>(files.size())) {
     std::cerr << "lockstep replay: rank " << rank << " is not in the trace (ranks 0.." << files.size() - 1 << ")\n";

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "analysis.h"
 #include "commands.h"
 #include "env_vars.h"
 #include "identity.h"
@@ -74,7 +75,7 @@ int run_shrink(const ShrinkArgs& a) {
   lo.host_waits = true;  // the model checker's side data
   const Schedule t = load_schedule(a.dir, lo);
   // A reproducer of a job whose evidence is incomplete would be a reproducer of another job.
-  if (auto why = replay::incomplete_evidence(t); !why.empty()) {
+  if (auto why = evidence_lines(analyze(t)); !why.empty()) {
     std::cerr << "lockstep shrink: incomplete evidence: not shrinking what the job may not have done\n";
     for (const auto& w : why) std::cerr << "  " << printable(w) << "\n";
     return kExitIncomplete;

@@ -54,75 +54,6 @@ Outcome ReplayResult::outcome() const {
   return o;
 }
 
-std::vector<std::string> incomplete_evidence(const Schedule& trace) {
-  std::vector<std::string> why;
-  for (const SkippedFile& f : trace.skipped) why.push_back(f.path + " was skipped: " + f.reason);
-  int max_rank = -1;
-  std::set<int> ranks;
-  for (const SchedProcess& sp : trace.procs) {
-    const Process& p = sp.info;
-    if (p.global_rank >= 0) ranks.insert(p.global_rank);
-    max_rank = std::max(max_rank, p.global_rank);
-    auto stopped = p.meta.find(schema::meta::kRecorderStopped);
-    if (stopped != p.meta.end())
-      why.push_back(p.path + ": the recorder stopped recording (" + stopped->second + ")");
-    if (auto fr = p.meta.find(schema::meta::kFrHistoryDropped); fr != p.meta.end() && fr->second == "1")
-      why.push_back(p.path + ": its Flight Recorder dump lost entries (fr_history_dropped); the collectives they held are unknown");
-    if (p.dropped_records > 0)
-      why.push_back(p.path + ": the recorder dropped " + std::to_string(p.dropped_records) + " records");
-    // Collectives are aligned by absolute ordinal across a size-cap cut; sends and receives are
-    // paired by their order per peer, and how many of them each side retired is not recorded.
-    for (const Comm& c : p.comms) {
-      const int64_t p2p = c.retired_through_seq - c.retired_collectives;
-      if (p2p > 0 && why.size() < 20)
-        why.push_back(p.path + ": comm " + c.hash + ": the size cap retired " + std::to_string(p2p) +
-                      " point-to-point op(s); the sends and receives left cannot be paired with their peers'");
-    }
-  }
-  // Named one by one up to a few; a count beyond (a hostile global_rank must not make this long).
-  const int64_t missing = static_cast<int64_t>(max_rank) + 1 - static_cast<int64_t>(ranks.size());
-  int64_t named = 0;
-  for (int r = 0; r <= max_rank && named < std::min<int64_t>(missing, 8); ++r)
-    if (!ranks.count(r)) why.push_back("global rank " + std::to_string(r) + " has no trace file"), ++named;
-  if (missing > named)
-    why.push_back(std::to_string(missing - named) + " more global ranks up to " + std::to_string(max_rank) +
-                  " have no trace file");
-  // Members of each communicator: every rank 0..nranks-1 must have a file.
-  std::map<std::string, std::pair<int, std::set<int>>> members;  // hash -> (nranks, ranks seen)
-  for (const SchedProcess& p : trace.procs)
-    for (const Comm& c : p.info.comms) {
-      if (c.init_rc != 0) continue;
-      auto& m = members[c.hash];
-      m.first = std::max(m.first, c.nranks);
-      m.second.insert(c.rank);
-    }
-  for (const auto& [hash, m] : members) {
-    if (static_cast<int>(m.second.size()) >= m.first) continue;
-    int missing = m.first - static_cast<int>(m.second.size());
-    why.push_back("communicator " + hash + ": " + std::to_string(missing) + " of its " + std::to_string(m.first) +
-                  (missing == 1 ? " ranks has no trace file" : " ranks have no trace file"));
-    if (why.size() > 20) break;
-  }
-  // The rest of the analyzer's evidence (what analyze and check exit 4 on): a killed rank's lost
-  // history, separate jobs in one directory, duplicate or inconsistent files, unproven retired
-  // history. The kinds above are named in replay's own words.
-  for (const EvidenceGroup& e : group_evidence(analyze(trace).evidence)) {
-    switch (e.kind) {
-      case EvidenceKind::kSkippedFile:
-      case EvidenceKind::kMissingMember:
-      case EvidenceKind::kDroppedRecords:
-      case EvidenceKind::kRecorderStopped: continue;
-      default: break;
-    }
-    if (why.size() > 24) {
-      why.push_back("and more (lockstep analyze lists every item)");
-      break;
-    }
-    why.push_back(e.detail);
-  }
-  return why;
-}
-
 std::vector<std::string> rank_files(const Schedule& trace) {
   int n = 0;
   for (const SchedProcess& p : trace.procs) n = std::max(n, p.info.global_rank + 1);
@@ -261,11 +192,13 @@ model::Result model_check_dir(const std::string& trace_dir, int order_from, std:
                               std::vector<std::string>* incomplete, RetiredHistory* retired) {
   // The analyzer's loader, with the checker's side data (host waits, op threads).
   lockstep::Schedule s = load(trace_dir, true);
-  if (incomplete) *incomplete = incomplete_evidence(s);
+  // The analyzer's evidence (what analyze and check exit 4 on) and its checkpoint comparison.
+  const Analysis an = analyze(s);
+  if (incomplete) *incomplete = evidence_lines(an);
   if (retired) {
     *retired = {};
-    const CommIndex idx = build_comm_index(s);
-    const CheckpointReport cr = compare_checkpoints(s, idx);
+    const CommIndex& idx = an.index;
+    const CheckpointReport& cr = an.checkpoints;
     auto label = [&](int g) { return comm_label(idx.comms[g].hash, idx.comms[g].role); };
     for (const CommWindow& w : cr.comms)
       if (w.retired_max > 0) retired->windows.push_back({label(w.gcomm), w});
@@ -300,7 +233,7 @@ ReplayResult run_replay(const ReplayOptions& o, std::ostream& log) {
   if (o.order_from >= n)
     throw ReplayError(ErrorKind::kInputError,
                       "--order-from " + std::to_string(o.order_from) + ": the trace has ranks 0.." + std::to_string(n - 1));
-  if (auto why = incomplete_evidence(t); !why.empty()) {
+  if (auto why = evidence_lines(analyze(t)); !why.empty()) {
     std::string all;
     for (const auto& w : why) all += "\n  " + w;
     throw ReplayError(ErrorKind::kIncomplete, "the recorded evidence is incomplete; a replay would not be the recorded job:" + all);

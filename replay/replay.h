@@ -102,10 +102,6 @@ std::string model_json(const model::Result& r, const RetiredHistory& h);
 model::Result model_check_dir(const std::string& trace_dir, int order_from, std::vector<std::string>* problems,
                               std::vector<std::string>* incomplete = nullptr, RetiredHistory* retired = nullptr);
 
-// Why a trace directory is incomplete evidence: skipped files, communicator members or global
-// ranks without a file, recorders that stopped or dropped records. Empty: complete.
-std::vector<std::string> incomplete_evidence(const Schedule& trace);
-
 // The trace file of each global rank 0..N-1 in a trace directory. Throws ReplayError:
 // kIncomplete if ranks are missing, kInputError if repeated or out of range.
 std::vector<std::string> rank_files(const Schedule& trace);

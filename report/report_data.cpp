@@ -47,21 +47,6 @@ int rank_status_index(RankStatus s) {
   return 2;
 }
 
-// "init0.split0(color=3)" -> "init0.split0": the communicators of one split, drawn as one row.
-std::string family_of(const std::string& role) {
-  std::string out;
-  for (size_t i = 0; i < role.size();) {
-    if (role.compare(i, 7, "(color=") == 0) {
-      size_t close = role.find(')', i);
-      if (close == std::string::npos) break;
-      i = close + 1;
-      continue;
-    }
-    out += role[i++];
-  }
-  return out;
-}
-
 // Ascending ranks as [first, last] spans, added in order (adjacent spans merge).
 struct Spans {
   std::vector<std::pair<int, int>> spans;
@@ -186,7 +171,7 @@ struct Builder {
 
   // ---- verdict and evidence ----
 
-  json evidence(bool* incomplete) {
+  json evidence() {
     json e;
     Spans read, missing;  // from the ranks with a file: world can be 2^24
     int next = 0;
@@ -251,21 +236,31 @@ struct Builder {
     }
     e["issues"] = {{"count", groups.size()}, {"issues", a.evidence.size()}, {"items", issues}};
 
-    *incomplete = a.incomplete() || missing.count > 0 || n_dropped || n_stopped || !s.skipped.empty() || n_partial;
+    // NCCL's profiler plugin: the calls the interposer missed (analyzer/coverage.h).
+    e["coverage"] = json::parse(coverage_json(s, a.coverage));
     return e;
   }
 
-  json verdict(bool incomplete) {
+  // The analyzer's verdict (Analysis::verdict, the one analyze and check exit on), in the page's
+  // words: divergent and hang are "problems".
+  json verdict() {
     json kinds = json::array();
     if (!a.divergences.empty()) kinds.push_back("divergence");
     if (!a.inversions.empty()) kinds.push_back("order_inversion");
     if (a.hang.hung) kinds.push_back("hang");
-    std::string state = a.problems() ? "problems" : incomplete ? "incomplete" : "clean";
+    std::string state;
+    switch (a.verdict()) {
+      case Verdict::kDivergent:
+      case Verdict::kHang: state = "problems"; break;
+      case Verdict::kIncomplete: state = "incomplete"; break;
+      case Verdict::kBehind: state = "behind"; break;
+      case Verdict::kClean: state = "clean"; break;
+    }
     std::map<std::string, int> counts;
     for (auto& r : a.hang.ranks) ++counts[status_name(r.status)];
     return {{"state", state},
             {"summary", summary_line(a)},
-            {"evidence_incomplete", incomplete},
+            {"evidence_incomplete", a.incomplete()},
             {"problems", kinds},
             {"findings", a.divergences.size() + a.inversions.size()},
             {"hung", a.hang.hung},
@@ -321,7 +316,7 @@ struct Builder {
     std::map<std::string, std::vector<int>> by_family;  // family -> gcomms, in index order
     std::vector<std::string> order;
     for (size_t g = 0; g < a.index.comms.size(); ++g) {
-      std::string f = family_of(a.index.comms[g].role);
+      std::string f = comm_family(a.index.comms[g].role);
       if (!by_family.count(f)) order.push_back(f);
       by_family[f].push_back(static_cast<int>(g));
     }
@@ -579,7 +574,7 @@ struct Builder {
         const SchedOp& o = s.procs[r.proc].ops[b.op];
         int l = o.comm;
         int g = l < static_cast<int>(a.index.per_proc[r.proc].size()) ? a.index.per_proc[r.proc][l].gcomm : -1;
-        std::string fam = g >= 0 ? family_of(a.index.comms[g].role) : "?";
+        std::string fam = g >= 0 ? comm_family(a.index.comms[g].role) : "?";
         for (auto& w : b.waits) {
           int src = in_cycle.count(r.proc) ? r.proc : -1;
           Agg& x = agg[Key{src, w.proc, fam, o.seq, std::string(vocab::name(s.sigs[o.sig].op))}];
@@ -735,13 +730,12 @@ struct Builder {
 
   json build() {
     index_ranks();
-    bool incomplete = false;
     json j;
     j["schema"] = "lockstep.report";
     j["version"] = kReportDataVersion;
     j["dir"] = s.dir;
-    j["evidence"] = evidence(&incomplete);
-    j["verdict"] = verdict(incomplete);
+    j["evidence"] = evidence();
+    j["verdict"] = verdict();
     j["hosts"] = hosts;
     j["ranks"] = ranks_row();
     j["cell_states"] = kCellStates;

@@ -220,6 +220,23 @@ TEST(OrderInversion, two_comms_issued_in_opposite_orders_are_reported_even_when_
   EXPECT_TRUE(r->a.problems());
 }
 
+// A process whose file has no global rank is named by its file, never "rank -1" (before:
+// inversion.cpp printed the raw global_rank).
+TEST(OrderInversion, a_process_without_a_global_rank_is_named_not_rank_minus_one) {
+  TraceBuilder b(2);
+  b.comm("aaaa", {0, 1}).comm("bbbb", {0, 1});
+  b.add(0, "aaaa", {.op = "reduce_scatter"});
+  b.add(0, "bbbb", {.op = "all_to_all", .redop = "", .stream = 1});
+  b.add(1, "bbbb", {.op = "all_to_all", .redop = "", .stream = 1});
+  b.add(1, "aaaa", {.op = "reduce_scatter"});
+  b.trace().processes[1].global_rank = -1;
+  auto r = run(b);
+  ASSERT_EQ(r->a.inversions.size(), 1u) << kinds(r->a);
+  const std::string& detail = r->a.inversions[0].detail;
+  EXPECT_EQ(detail.find("rank -1"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("process 1"), std::string::npos) << detail;
+}
+
 TEST(OrderInversion, same_order_on_every_rank_is_clean) {
   TraceBuilder b(3);
   b.comm("aaaa", {0, 1, 2}).comm("bbbb", {0, 1, 2});

@@ -198,6 +198,18 @@ class ProfilerPlugin(unittest.TestCase):
             first = cov["processes"][0]["missed_examples"][0]
             self.assertEqual((first["op"], first["dtype"], first["count"], first["nccl_seq"]),
                              ("all_reduce", "float32", 1024, 0))
+            # One analysis for every command (analyzer/analysis.h): check's JUnit and the report
+            # name the coverage too (before: only analyze read it).
+            check_junit = os.path.join(tmp, "check.xml")
+            subprocess.run([CLI, "check", trace_dir, "--junit", check_junit], capture_output=True,
+                           text=True, timeout=TIMEOUT)
+            case = [c for c in ET.parse(check_junit).getroot().iter("testcase")
+                    if c.get("name") == "interposer_coverage"]
+            self.assertEqual(len(case), 1)
+            self.assertIsNotNone(case[0].find("failure"))
+            page = subprocess.run([CLI, "report", trace_dir, "-o", "-"], capture_output=True,
+                                  text=True, timeout=TIMEOUT).stdout
+            self.assertIn('"missed_by_loaded_interposer":20', page.replace(" ", ""))
             doctor = subprocess.run([CLI, "doctor", trace_dir], capture_output=True, text=True,
                                     timeout=TIMEOUT)
             self.assertIn("the plugin saw 10 NCCL calls, 10 of them not seen by the interposer",

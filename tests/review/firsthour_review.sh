@@ -331,7 +331,7 @@ f22_grammar)
   rm "$(rank_file "$work/t" 1)"
   run m replay --model "$work/t"
   expect "premise: exit 4 (rc=$rc)" [ "$rc" = 4 ]
-  expect "model check: '1 of its 2 ranks has'" has m "1 of its 2 ranks has no trace file"
+  expect "model check: '2 ranks, 1 traced'" has m "has 2 ranks, 1 traced: no usable file of comm rank 1"
   ;;
 
 *) echo "unknown case $case_name"; exit 2 ;;
