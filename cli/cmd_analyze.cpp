@@ -31,7 +31,7 @@ struct AnalyzeArgs {
   double stale_s = 10;
   bool timing = false;
   bool full_read = false;
-  unsigned threads = 0;
+  int threads = 0;  // 0: one per hardware thread
 };
 
 int analyze_dir(const AnalyzeArgs& a) {
@@ -78,7 +78,7 @@ void add_analyze_command(Command& app, int* exit_code) {
   sub->add_flag("--full-read", args->full_read,
                 "Read every op row of every file (default: summary first, docs/scaling.md: rows before the newest "
                 "checkpoint on which every member agrees are known by digest only)");
-  sub->add_option("--threads", args->threads, "Files read at once (default 0: one per hardware thread)");
+  sub->add_option("--threads", args->threads, "Files read at once (default 0: one per hardware thread)")->non_negative();
   sub->add_flag("--timing", args->timing, "Print how long loading, analysis and the report took (stderr)");
   sub->footer("Exit code: 0 clean (or a live job whose ranks are only behind), 1 problem found, 2 input error, "
               "4 incomplete evidence. Works while the job still runs or hangs.");

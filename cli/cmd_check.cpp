@@ -31,7 +31,7 @@ struct CheckArgs {
   std::string write_baseline;
   std::string junit;
   bool full_read = false;
-  unsigned threads = 0;
+  int threads = 0;  // 0: one per hardware thread
 };
 
 int check_dir(const CheckArgs& a) {
@@ -129,7 +129,7 @@ void add_check_command(Command& app, int* exit_code) {
   sub->add_flag("--full-read", args->full_read,
                 "Read every op row of every file (default without --baseline/--write-baseline: summary first, as "
                 "analyze; docs/scaling.md)");
-  sub->add_option("--threads", args->threads, "Files read at once (default 0: one per hardware thread)");
+  sub->add_option("--threads", args->threads, "Files read at once (default 0: one per hardware thread)")->non_negative();
   sub->footer("Exit code: 0 pass, 1 ranks disagree or hang, 2 input error, 3 differs from the baseline, "
               "4 incomplete evidence (a rank's history missing, torn, skipped, dropped, or the job still running).");
   sub->callback([args, exit_code] { *exit_code = check_dir(*args); });

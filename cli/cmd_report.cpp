@@ -19,7 +19,7 @@ struct ReportArgs {
   double stale_s = 10;
   bool timing = false;
   bool full_read = false;
-  unsigned threads = 0;
+  int threads = 0;  // 0: one per hardware thread
 };
 
 int report_dir(const ReportArgs& a) {
@@ -67,7 +67,7 @@ void add_report_command(Command& app, int* exit_code) {
                   "A process whose trace stopped this long before its host neighbours' is dead (default 10)");
   sub->add_flag("--full-read", args->full_read,
                 "Read every op row of every file (default: summary first, as analyze; docs/scaling.md)");
-  sub->add_option("--threads", args->threads, "Files read at once (default 0: one per hardware thread)");
+  sub->add_option("--threads", args->threads, "Files read at once (default 0: one per hardware thread)")->non_negative();
   sub->add_flag("--timing", args->timing, "Print how long loading and building the page took, and its size (stderr)");
   sub->footer("Exit code: 0 the page was written (whatever it found; use analyze/check to gate), 2 input error.");
   sub->callback([args, exit_code] { *exit_code = report_dir(*args); });
