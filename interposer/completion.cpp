@@ -52,8 +52,8 @@ struct Completion::ThreadDeferred {
   static constexpr unsigned kMax = 8;
   const Completion* owner = nullptr;
   unsigned n = 0;
-  bool defer = true;            // false once an op was not adopted, until the caller is seen
-  void* last_stream = nullptr;  // recording an event on the stream of its last op
+  bool defer = false;           // learned: set when the caller records after an op, cleared
+  void* last_stream = nullptr;  // when an op was not adopted (event_recorded)
   struct {
     void* stream;
     void* ctx;
@@ -220,7 +220,10 @@ Completion::ThreadDeferred* Completion::deferred_of_thread() {
   if (td->owner != this) {  // first use, or a recorder abandoned at fork
     td->owner = this;
     td->n = 0;
-    td->defer = true;
+    // Deferral is learned: a thread defers its ops only once it has been seen recording an
+    // event on its last op's stream (event_recorded). A program that never does (plain C++
+    // loops; a capture begun through the driver API, which no hook sees) keeps one event per op.
+    td->defer = false;
     td->last_stream = nullptr;
   }
   return td;
