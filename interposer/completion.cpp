@@ -230,25 +230,28 @@ Completion::ThreadDeferred* Completion::deferred_of_thread() {
 }
 
 bool Completion::track_or_defer(void* stream, const InFlightOp& op, int64_t enqueued_mono) {
-  // Memops and covering have their own signals; the default streams' handles name a stream
-  // per thread and context (an adoption would need both checked): recorded at once.
-  if (memop_ || covering_ || reinterpret_cast<uintptr_t>(stream) <= 2 || (bench_off() & kOffAdopt))
-    return track(stream, op, enqueued_mono);
+  // Memops and covering have their own signals: recorded at once. The default streams'
+  // handles (0-2: PyTorch's collectives run on the current stream, the legacy one unless set)
+  // name a stream per context (and thread, deferred ops are): event_recorded checks both.
+  if (memop_ || covering_ || (bench_off() & kOffAdopt)) return track(stream, op, enqueued_mono);
   if (!available()) return false;
+  const bool default_stream = reinterpret_cast<uintptr_t>(stream) <= 2;
+  if (default_stream && !drv_->ctx_get_current) return track(stream, op, enqueued_mono);
   ThreadDeferred* td = deferred_of_thread();
   td->last_stream = stream;
   if (!td->defer) return track(stream, op, enqueued_mono);
   if (stop_.load(std::memory_order_acquire)) return false;
+  void* ctx = nullptr;
+  if (default_stream) drv_->ctx_get_current(&ctx);
   unsigned i = 0;
-  while (i < td->n && td->s[i].stream != stream) i++;
+  while (i < td->n && (td->s[i].stream != stream || (default_stream && td->s[i].ctx != ctx))) i++;
   if (i == td->n) {
     if (td->n == ThreadDeferred::kMax) {
       resolve_deferred();
       td->defer = true;
       i = 0;
     }
-    void* ctx = nullptr;
-    if (drv_->ctx_get_current) drv_->ctx_get_current(&ctx);
+    if (!default_stream && drv_->ctx_get_current) drv_->ctx_get_current(&ctx);
     td->s[td->n++] = {stream, ctx, 0};
   }
   td->s[i].ops++;
@@ -271,7 +274,16 @@ void Completion::push_own_marker(void* stream, void* ctx) {
   m.marker = 1;
   m.has_signal = 0;
   m.op.call_index = -1;
-  if (!capture_state(stream).capturing) {
+  // A default stream's handle names the stream of the current context: its deferred ops' is
+  // that of the context they were deferred in (the thread may have switched since).
+  void* cur = nullptr;
+  bool switched = false, elsewhere = false;
+  if (reinterpret_cast<uintptr_t>(stream) <= 2 && ctx && drv_->ctx_get_current &&
+      drv_->ctx_get_current(&cur) == 0 && cur != ctx) {
+    switched = drv_->ctx_set_current && drv_->ctx_set_current(ctx) == 0;
+    elsewhere = !switched;
+  }
+  if (!elsewhere && !capture_state(stream).capturing) {
     if (void* ev = events_->take(ctx)) {
       const bool profile = bench_off() & kProfile;
       const uint64_t t0 = profile ? bench_ticks() : 0;
@@ -286,6 +298,7 @@ void Completion::push_own_marker(void* stream, void* ctx) {
       }
     }
   }
+  if (switched) drv_->ctx_set_current(cur);
   push_entry(m);
 }
 
@@ -308,8 +321,14 @@ void Completion::event_recorded(void* event, void* stream) {
     if (event && !td->defer && stream == td->last_stream) td->defer = true;
     return;
   }
+  // A default stream's handle names the stream of the current context: the ops' only in the
+  // context they were deferred in (track_or_defer keys them by both).
+  const bool default_stream = reinterpret_cast<uintptr_t>(stream) <= 2;
+  void* ctx = nullptr;
+  if (event && default_stream && (!drv_->ctx_get_current || drv_->ctx_get_current(&ctx) != 0))
+    event = nullptr;
   unsigned i = 0;
-  while (event && i < td->n && td->s[i].stream != stream) i++;
+  while (event && i < td->n && (td->s[i].stream != stream || (default_stream && td->s[i].ctx != ctx))) i++;
   const uint32_t slot = event && i < td->n ? adopted_.claim(event) : AdoptedEvents::kNone;
   if (slot == AdoptedEvents::kNone) return resolve_deferred();
   Entry m{};

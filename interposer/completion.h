@@ -20,7 +20,8 @@
 // Adopted events (the default signal, `event`): an op whose stream the issuing thread records an
 // event on right after it (its next hooked call is that cudaEventRecord: PyTorch's work end
 // event, recorded after every collective and coalesced group) takes that event as its signal
-// instead of recording one of ours (~1.15 us per op under PyTorch). The op goes to the
+// instead of recording one of ours (~1.15 us per op under PyTorch). On a default stream
+// (handles 0-2, PyTorch's synchronous collectives) only in the context of the op. The op goes to the
 // watchdog at once without a signal ("deferred"); its signal follows as a marker entry of its
 // stream: the caller's event, or, when the thread's next hooked call is anything else, our
 // own event recorded then (after a capture-status query: a capture may have begun since).

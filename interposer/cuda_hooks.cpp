@@ -171,10 +171,14 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   return wait_hook(REAL_RT(cudaEventRecord), WaitKind::EventRecord, stream, event, event, stream);
 }
 
-// Only so that an adopted event is settled before the caller records it again or destroys it.
+// Default flags: cudaEventRecord itself (PyTorch's CUDAEvent::record, its work end event
+// included, records this way). cudaEventRecordExternal (stream capture only): settled before
+// it is recorded again, never adopted.
 cudaError_t cudaEventRecordWithFlags(cudaEvent_t event, cudaStream_t stream, unsigned int flags) {
   auto real = REAL_RT(cudaEventRecordWithFlags);
   if (!real) return kNoRuntime;
+  if (flags == cudaEventRecordDefault)
+    return wait_hook(real, WaitKind::EventRecord, stream, event, event, stream, flags);
   event_reused(event);
   return real(event, stream, flags);
 }

@@ -1,7 +1,7 @@
 // One rank of a multi-rank program run by lockstep-launch on the CPU NCCL fixture, under the
 // recorder (recorder_fixture_test.cpp checks the traces). Uses the CUDA runtime for memory and
 // streams, as PyTorch does, so the runtime hooks are exercised too.
-//   recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|streams [S N]|torch [N [clean|diverge|elsewhere|reuse]]|write_file BYTES DIR
+//   recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|streams [S N]|torch [N [clean|default|diverge|elsewhere|reuse]]|write_file BYTES DIR
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -164,17 +164,27 @@ int scenario_diverge(int n) {
 // (no synchronize) rank 0 issues a reduce_scatter where rank 1 issues an all_to_all, each
 // with its end event (`elsewhere`: after an event recorded on another stream); with `reuse`
 // that end event is then recorded again on another stream before the op could complete, and
-// an all-reduce follows; then the stream is synchronized (hangs).
+// an all-reduce follows; then the stream is synchronized (hangs). `default`: as `clean`, on the
+// legacy default stream (handle 0: PyTorch's collectives with async_op=False, on the current
+// stream, unless the program set one); every 17th op is first followed by an event recorded on
+// handle 0 of another device (another context's default stream: not the op's signal).
 int scenario_torch(int n, const std::string& how) {
   const bool reuse = how == "reuse", elsewhere = how == "elsewhere";
   const bool diverge = how == "diverge" || reuse || elsewhere;
   Rank r = setup();
+  const bool on_default = how == "default";
+  if (on_default) r.stream = nullptr;
   cudaStream_t other = nullptr;
   CHECK(cudaStreamCreate(&other));
   cudaEvent_t cache[4];
   for (auto& e : cache) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  cudaEvent_t side = nullptr;
+  cudaEvent_t side = nullptr, other_device = nullptr;
   CHECK(cudaEventCreateWithFlags(&side, cudaEventDisableTiming));
+  if (on_default) {
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaEventCreateWithFlags(&other_device, cudaEventDisableTiming));
+    CHECK(cudaSetDevice(0));
+  }
   for (int i = 0; i < n; i++) {
     cudaEvent_t& end = cache[i % 4];
     if (i % 13 == 12) {  // the cache drops an event and makes a new one
@@ -183,6 +193,11 @@ int scenario_torch(int n, const std::string& how) {
     }
     if (i % 7 == 6) exchange_all_to_all(r);
     else train_step(r);
+    if (on_default && i % 17 == 16) {
+      CHECK(cudaSetDevice(1));
+      CHECK(cudaEventRecord(other_device, nullptr));
+      CHECK(cudaSetDevice(0));
+    }
     if (i % 300 != 50) CHECK(cudaEventRecord(end, r.stream));
     if (i % 11 == 10) CHECK(cudaEventRecord(side, other));
   }
@@ -267,6 +282,6 @@ int main(int argc, char** argv) {
     fprintf(stderr, "rank program: %s\n", e.what());
     return 2;
   }
-  fprintf(stderr, "usage: recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|streams [S N]|torch [N [clean|diverge|elsewhere|reuse]]|write_file BYTES DIR\n");
+  fprintf(stderr, "usage: recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|streams [S N]|torch [N [clean|default|diverge|elsewhere|reuse]]|write_file BYTES DIR\n");
   return 1;
 }
