@@ -183,3 +183,19 @@ TEST(Survivors, even_all_to_all_keeps_its_count_in_the_baseline) {
   EXPECT_FALSE(compare_baseline(even8, schedule_of(16, false)).equal) << even8;
   EXPECT_TRUE(compare_baseline(schedule_of(8, true), schedule_of(16, true)).equal) << schedule_of(8, true);
 }
+
+// Mutant: trace_model.h `sequenced()` made `o.seq >= 0`. A row that enqueued work but holds no
+// seq (an imported Flight Recorder entry with collective_seq_id 0 comes out so) is counted and
+// never compared: taking it for collective #0 would invent an op the other member never issued.
+TEST(Survivors, an_enqueued_row_without_a_seq_is_counted_never_compared) {
+  TraceBuilder b(2);
+  b.comm("c1", {0, 1});
+  b.all({0, 1}, "c1", {}, 3);
+  b.add(0, "c1", {.op = "all_gather", .count = 64, .redop = ""}).seq = 0;
+  b.all({0, 1}, "c1", {}, 2);
+  auto r = run(b);
+  EXPECT_TRUE(r->a.divergences.empty()) << kinds(r->a);
+  EXPECT_TRUE(r->a.inversions.empty()) << kinds(r->a);
+  EXPECT_EQ(r->s.procs[0].unsequenced_ops, 1);
+  EXPECT_EQ(r->s.procs[1].unsequenced_ops, 0);
+}
