@@ -407,5 +407,40 @@ TEST(ModelCheck, TruncatedCrossCommunicatorHangIsACycleBetweenRanks) {
   EXPECT_NE(r.summary.find("wait-for cycle of 2 waits"), std::string::npos) << r.summary;
 }
 
+// The fields the model matches a collective and a message on (each test kills the one-line bug
+// that stops comparing that field: scripts/mutation-test-mutants.txt).
+TEST(ModelCheck, BroadcastFromDifferentRootsIsNoMatchingOp) {
+  RowsBuilder b(2);
+  b.comm_all("X", {0, 1});
+  b.op(0, "X", "broadcast").root = 0;
+  b.op(1, "X", "broadcast").root = 1;
+  auto r = check(b.trace);
+  EXPECT_EQ(r.verdict, Verdict::kDeadlock) << dump(r);
+  EXPECT_TRUE(contains(r.summary, "no matching op")) << dump(r);
+}
+
+TEST(ModelCheck, SendAndRecvOfDifferentCountsNeverMatch) {
+  RowsBuilder b(2);
+  b.comm_all("PP", {0, 1});
+  b.send(0, "PP", 1).count = 1024;
+  b.recv(1, "PP", 0).count = 2048;
+  auto r = check(b.trace);
+  EXPECT_NE(r.verdict, Verdict::kCanComplete) << dump(r);
+  EXPECT_EQ(r.completed_ops, 0) << dump(r);
+}
+
+TEST(ModelCheck, CommRankEqualToNranksIsRejected) {
+  RowsBuilder b(2);
+  b.comm(0, "X", 2, 0).comm(1, "X", 2, 2);
+  b.op(0, "X", "all_reduce");
+  b.op(1, "X", "all_reduce");
+  try {
+    check(b.trace);
+    ADD_FAILURE() << "comm rank 2 of 2 members was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(contains(e.what(), "rank 2 is out of range")) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace lockstep
