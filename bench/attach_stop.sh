@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # How long `lockstep attach` stops a process like a hung PyTorch rank, and where the stop goes:
 # bench/attach_stop_program.py (THREADS threads: futex waits, CPU loops, sleeps, one native wait
-# under Python), attached RUNS times; prints each stop's breakdown, then the median and the max.
+# under Python), attached RUNS times; prints each stop's breakdown, then the median and the max of
+# the stop and of lockstep's CPU time in it (the wall time grows with the machine's load).
 #   bash bench/attach_stop.sh [LOCKSTEP] [THREADS] [RUNS]     (defaults: build/bin/lockstep 24 20)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,5 +18,10 @@ echo "program pid $job, $(ls /proc/$job/task | wc -l) threads, $($PY -V 2>&1); l
 for i in $(seq 1 "$RUNS"); do
   "$L" attach "$job" --ras-timeout 1 -o "$out" 2>&1 >/dev/null | grep -E '^lockstep attach: pid .* stopped' || true
 done | tee "$out/stops.txt"
-awk '{for (i = 1; i <= NF; i++) if ($i == "stopped") print $(i + 1)}' "$out/stops.txt" | sort -n |
-  awk '{a[NR] = $1} END {if (NR) printf "stopped_ms over %d runs: median %.2f, min %.2f, max %.2f\n", NR, a[int((NR + 1) / 2)], a[1], a[NR]}'
+# The figure after "stopped", and the one before "ms of CPU".
+sed -n 's/.* stopped \([0-9.]*\) ms .*/\1/p' "$out/stops.txt" | sort -n >"$out/wall"
+sed -n 's/.*; \([0-9.]*\) ms of CPU.*/\1/p' "$out/stops.txt" | sort -n >"$out/cpu"
+for f in wall cpu; do
+  awk -v what="$([ $f = wall ] && echo stopped_ms || echo "lockstep's CPU ms in the stop")" '{a[NR] = $1}
+    END {if (NR) printf "%s over %d runs: median %.2f, min %.2f, max %.2f\n", what, NR, a[int((NR + 1) / 2)], a[1], a[NR]}' "$out/$f"
+done
