@@ -104,56 +104,60 @@ bool read_remote(int pid, uint64_t addr, void* out, size_t n) {
   return ::process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n);
 }
 
-// The .eh_frame_hdr search table of every mapped ELF object, read from the process's memory
-// (its ELF and program headers at the object's base). Objects without one (or with an encoding
-// other than the linkers' datarel|sdata4) are left to libunwind's own lookup.
+// The .eh_frame_hdr table of the ELF object mapped at `at` (its ELF and program headers there):
+// {eh_frame_hdr address, table address, entries}, or entries 0 when it has none (or an encoding
+// other than the linkers' datarel|sdata4): libunwind's own lookup serves those.
+struct HdrTable {
+  uint64_t hdr = 0, table = 0, entries = 0;
+};
+HdrTable eh_frame_hdr_table(int pid, uint64_t at) {
+  Elf64_Ehdr eh;
+  if (!read_remote(pid, at, &eh, sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+      eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 256)
+    return {};
+  std::vector<Elf64_Phdr> ph(eh.e_phnum);
+  if (!read_remote(pid, at + eh.e_phoff, ph.data(), ph.size() * sizeof(Elf64_Phdr))) return {};
+  const Elf64_Phdr* first_load = nullptr;
+  const Elf64_Phdr* hdr = nullptr;
+  for (const Elf64_Phdr& p : ph) {
+    if (p.p_type == PT_LOAD && !first_load) first_load = &p;
+    if (p.p_type == PT_GNU_EH_FRAME) hdr = &p;
+  }
+  if (!first_load || !hdr || first_load->p_offset != 0) return {};
+  const uint64_t hdr_at = at - first_load->p_vaddr + hdr->p_vaddr;  // offset 0 is mapped at `at`
+  uint8_t h[4 + 8 + 4];  // version, eh_frame_ptr_enc, fde_count_enc, table_enc, eh_frame_ptr, fde_count
+  if (!read_remote(pid, hdr_at, h, sizeof h)) return {};
+  const unsigned ptr_size = (h[1] & 0x0f) == DW_EH_PE_udata4 || (h[1] & 0x0f) == DW_EH_PE_sdata4   ? 4
+                            : (h[1] & 0x0f) == DW_EH_PE_udata8 || (h[1] & 0x0f) == DW_EH_PE_sdata8 ? 8
+                                                                                                   : 0;
+  if (h[0] != 1 || ptr_size == 0 || h[2] != DW_EH_PE_udata4 || h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4)) return {};
+  uint32_t fde_count = 0;
+  std::memcpy(&fde_count, h + 4 + ptr_size, 4);
+  return {hdr_at, hdr_at + 4 + ptr_size + 4, fde_count};
+}
+
+// The search table of every executable mapping of an ELF file, from the process's memory. An
+// executable mapping belongs to the last offset-0 mapping of its file before it (a library
+// loaded twice has two).
 std::vector<UnwindTable> unwind_tables(int pid) {
   std::vector<UnwindTable> out;
-  const std::vector<Mapping> maps = mappings_of(pid);
-  std::map<std::string, uint64_t> base;  // path -> address of its offset-0 mapping
-  for (const Mapping& m : maps)
-    if (m.offset == 0 && !m.path.empty() && m.path[0] == '/' && !base.count(m.path)) base[m.path] = m.start;
-  std::map<std::string, std::pair<uint64_t, uint64_t>> table;  // path -> (eh_frame_hdr, table address)
-  std::map<std::string, uint64_t> entries;
-  for (const auto& [path, at] : base) {
-    Elf64_Ehdr eh;
-    if (!read_remote(pid, at, &eh, sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
-        eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 ||
-        eh.e_phnum > 256)
-      continue;
-    std::vector<Elf64_Phdr> ph(eh.e_phnum);
-    if (!read_remote(pid, at + eh.e_phoff, ph.data(), ph.size() * sizeof(Elf64_Phdr))) continue;
-    const Elf64_Phdr* first_load = nullptr;
-    const Elf64_Phdr* hdr = nullptr;
-    for (const Elf64_Phdr& p : ph) {
-      if (p.p_type == PT_LOAD && !first_load) first_load = &p;
-      if (p.p_type == PT_GNU_EH_FRAME) hdr = &p;
-    }
-    if (!first_load || !hdr || first_load->p_offset != 0) continue;
-    const uint64_t bias = at - first_load->p_vaddr;  // offset 0 maps at vaddr (congruent modulo the page)
-    const uint64_t hdr_at = bias + hdr->p_vaddr;
-    uint8_t h[4 + 8 + 4];  // version, eh_frame_ptr_enc, fde_count_enc, table_enc, eh_frame_ptr, fde_count
-    if (!read_remote(pid, hdr_at, h, sizeof h)) continue;
-    const unsigned ptr_size = (h[1] & 0x0f) == DW_EH_PE_udata4 || (h[1] & 0x0f) == DW_EH_PE_sdata4   ? 4
-                              : (h[1] & 0x0f) == DW_EH_PE_udata8 || (h[1] & 0x0f) == DW_EH_PE_sdata8 ? 8
-                                                                                                     : 0;
-    if (h[0] != 1 || ptr_size == 0 || h[2] != DW_EH_PE_udata4 || h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4)) continue;
-    uint32_t fde_count = 0;
-    std::memcpy(&fde_count, h + 4 + ptr_size, 4);
-    if (fde_count == 0) continue;
-    table[path] = {hdr_at, hdr_at + 4 + ptr_size + 4};
-    entries[path] = fde_count;
-  }
-  for (const Mapping& m : maps) {
-    auto t = table.find(m.path);
-    if (!m.exec || t == table.end()) continue;
+  std::map<std::string, uint64_t> base;  // path -> its latest offset-0 mapping
+  std::map<uint64_t, HdrTable> tables;   // base -> its table
+  for (const Mapping& m : mappings_of(pid)) {
+    if (m.path.empty() || m.path[0] != '/') continue;
+    if (m.offset == 0) base[m.path] = m.start;
+    auto b = base.find(m.path);
+    if (!m.exec || b == base.end()) continue;
+    auto t = tables.find(b->second);
+    if (t == tables.end()) t = tables.emplace(b->second, eh_frame_hdr_table(pid, b->second)).first;
+    if (t->second.entries == 0) continue;
     UnwindTable u;
     u.di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
     u.di.start_ip = m.start;
     u.di.end_ip = m.end;
-    u.di.u.rti.segbase = t->second.first;
-    u.di.u.rti.table_data = t->second.second;
-    u.di.u.rti.table_len = entries[m.path] * 8 / sizeof(unw_word_t);  // entries of two int32
+    u.di.u.rti.segbase = t->second.hdr;
+    u.di.u.rti.table_data = t->second.table;
+    u.di.u.rti.table_len = t->second.entries * 8 / sizeof(unw_word_t);  // entries of two int32
     out.push_back(u);
   }
   std::sort(out.begin(), out.end(), [](const UnwindTable& a, const UnwindTable& b) { return a.di.start_ip < b.di.start_ip; });
