@@ -2,7 +2,8 @@
 N threads (default 24) in the states such a process has: futex waits (Event.wait, a queue's
 get), pure-Python CPU loops, timed sleeps, and one thread blocked in a native wait under a
 Python caller (ctypes -> poll(2) on a pipe nobody writes: the stand-in for an NCCL/CUDA wait).
-Prints "ready PID" once every thread is in place, then runs until killed.
+Prints "ready PID" once every thread is in place, then runs until killed (10 minutes at most, so
+a forgotten one does not keep loading the machine).
     python3 bench/attach_stop_program.py [THREADS]"""
 import ctypes
 import os
@@ -63,5 +64,4 @@ for t in threads:
     t.start()
 started.wait()
 print("ready", os.getpid(), flush=True)
-stop_wait = threading.Event()
-stop_wait.wait()
+threading.Event().wait(600)
