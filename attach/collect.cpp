@@ -105,6 +105,7 @@ ProcessSnapshot snapshot_process(int pid, const CollectOptions& o) {
   });
   p.stopped_ms = nc.stopped_ms;
   p.threads_stopped = nc.threads_stopped;
+  p.stop = nc.stop;
   if (!nc.error.empty()) {
     p.error = nc.error;
     auto r = ptrace_refusal(pid);

@@ -1,6 +1,7 @@
 #include "ptrace_stacks.h"
 
 #include <cxxabi.h>
+#include <elf.h>
 #include <libunwind-ptrace.h>
 #include <signal.h>
 #include <sys/ptrace.h>
@@ -15,6 +16,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <map>
 #include <memory>
 
@@ -79,6 +81,99 @@ int cached_access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t* val, int
   }
   std::memcpy(val, bytes, sizeof bytes);
   return 0;
+}
+
+// libunwind's own lookup (_UPT_find_proc_info) keeps one ELF image per thread's accessor state:
+// every change of module on every thread's stack parses /proc/PID/maps and opens and maps the
+// file again, all while the process is stopped. The lookup tables (.eh_frame_hdr) are in the
+// process's read-only memory, so they are located once, before the stop; the stop only searches
+// them (libunwind's table search, through the page cache above).
+extern "C" int UNW_OBJ(dwarf_search_unwind_table)(unw_addr_space_t, unw_word_t, unw_dyn_info_t*, unw_proc_info_t*,
+                                                 int, void*);
+
+constexpr uint8_t DW_EH_PE_udata4 = 0x03, DW_EH_PE_udata8 = 0x04, DW_EH_PE_sdata4 = 0x0b, DW_EH_PE_sdata8 = 0x0c,
+                  DW_EH_PE_datarel = 0x30;
+
+struct UnwindTable {
+  unw_dyn_info_t di{};  // UNW_INFO_FORMAT_REMOTE_TABLE over [di.start_ip, di.end_ip)
+};
+const std::vector<UnwindTable>* g_tables = nullptr;  // sorted by start_ip, disjoint
+
+bool read_remote(int pid, uint64_t addr, void* out, size_t n) {
+  iovec local{out, n}, remote{reinterpret_cast<void*>(addr), n};
+  return ::process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n);
+}
+
+// The .eh_frame_hdr table of the ELF object mapped at `at` (its ELF and program headers there):
+// {eh_frame_hdr address, table address, entries}, or entries 0 when it has none (or an encoding
+// other than the linkers' datarel|sdata4): libunwind's own lookup serves those.
+struct HdrTable {
+  uint64_t hdr = 0, table = 0, entries = 0;
+};
+HdrTable eh_frame_hdr_table(int pid, uint64_t at) {
+  Elf64_Ehdr eh;
+  if (!read_remote(pid, at, &eh, sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+      eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) || eh.e_phnum == 0 || eh.e_phnum > 256)
+    return {};
+  std::vector<Elf64_Phdr> ph(eh.e_phnum);
+  if (!read_remote(pid, at + eh.e_phoff, ph.data(), ph.size() * sizeof(Elf64_Phdr))) return {};
+  const Elf64_Phdr* first_load = nullptr;
+  const Elf64_Phdr* hdr = nullptr;
+  for (const Elf64_Phdr& p : ph) {
+    if (p.p_type == PT_LOAD && !first_load) first_load = &p;
+    if (p.p_type == PT_GNU_EH_FRAME) hdr = &p;
+  }
+  if (!first_load || !hdr || first_load->p_offset != 0) return {};
+  const uint64_t hdr_at = at - first_load->p_vaddr + hdr->p_vaddr;  // offset 0 is mapped at `at`
+  uint8_t h[4 + 8 + 4];  // version, eh_frame_ptr_enc, fde_count_enc, table_enc, eh_frame_ptr, fde_count
+  if (!read_remote(pid, hdr_at, h, sizeof h)) return {};
+  const unsigned ptr_size = (h[1] & 0x0f) == DW_EH_PE_udata4 || (h[1] & 0x0f) == DW_EH_PE_sdata4   ? 4
+                            : (h[1] & 0x0f) == DW_EH_PE_udata8 || (h[1] & 0x0f) == DW_EH_PE_sdata8 ? 8
+                                                                                                   : 0;
+  if (h[0] != 1 || ptr_size == 0 || h[2] != DW_EH_PE_udata4 || h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4)) return {};
+  uint32_t fde_count = 0;
+  std::memcpy(&fde_count, h + 4 + ptr_size, 4);
+  return {hdr_at, hdr_at + 4 + ptr_size + 4, fde_count};
+}
+
+// The search table of every executable mapping of an ELF file, from the process's memory. An
+// executable mapping belongs to the last offset-0 mapping of its file before it (a library
+// loaded twice has two).
+std::vector<UnwindTable> unwind_tables(int pid) {
+  std::vector<UnwindTable> out;
+  std::map<std::string, uint64_t> base;  // path -> its latest offset-0 mapping
+  std::map<uint64_t, HdrTable> tables;   // base -> its table
+  for (const Mapping& m : mappings_of(pid)) {
+    if (m.path.empty() || m.path[0] != '/') continue;
+    if (m.offset == 0) base[m.path] = m.start;
+    auto b = base.find(m.path);
+    if (!m.exec || b == base.end()) continue;
+    auto t = tables.find(b->second);
+    if (t == tables.end()) t = tables.emplace(b->second, eh_frame_hdr_table(pid, b->second)).first;
+    if (t->second.entries == 0) continue;
+    UnwindTable u;
+    u.di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
+    u.di.start_ip = m.start;
+    u.di.end_ip = m.end;
+    u.di.u.rti.segbase = t->second.hdr;
+    u.di.u.rti.table_data = t->second.table;
+    u.di.u.rti.table_len = t->second.entries * 8 / sizeof(unw_word_t);  // entries of two int32
+    out.push_back(u);
+  }
+  std::sort(out.begin(), out.end(), [](const UnwindTable& a, const UnwindTable& b) { return a.di.start_ip < b.di.start_ip; });
+  return out;
+}
+
+int table_find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t* pi, int need_unwind_info, void* arg) {
+  if (g_tables) {
+    auto it = std::upper_bound(g_tables->begin(), g_tables->end(), ip,
+                               [](unw_word_t v, const UnwindTable& t) { return v < t.di.start_ip; });
+    if (it != g_tables->begin() && ip < std::prev(it)->di.end_ip) {
+      unw_dyn_info_t di = std::prev(it)->di;
+      return UNW_OBJ(dwarf_search_unwind_table)(as, ip, &di, pi, need_unwind_info, arg);
+    }
+  }
+  return _UPT_find_proc_info(as, ip, pi, need_unwind_info, arg);
 }
 
 struct Seized {
@@ -208,6 +303,7 @@ NativeCapture capture_native_stacks(int pid, std::vector<ThreadSnapshot>& thread
     result.error = "no threads listed in " + proc + "/task (the process exited?)";
     return result;
   }
+  const std::vector<UnwindTable> tables = unwind_tables(pid);
   std::vector<Seized> seized;
   seized.reserve(threads.size());
   g_nseized.store(0);
@@ -230,28 +326,43 @@ NativeCapture capture_native_stacks(int pid, std::vector<ThreadSnapshot>& thread
     seized.push_back(Seized{t.tid, false, 0, &t});
     g_nseized.store(static_cast<int>(seized.size()));
   }
+  const auto cpu_now = [] {
+    timespec ts{};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) * 1e3 + double(ts.tv_nsec) * 1e-6;
+  };
+  const double cpu0 = cpu_now();
   const auto t0 = std::chrono::steady_clock::now();
   for (Seized& s : seized) ::ptrace(PTRACE_INTERRUPT, s.tid, nullptr, nullptr);
   for (Seized& s : seized) {
     s.stopped = wait_stopped(s);
     if (!s.stopped && s.out->native_error.empty()) s.out->native_error = "the thread exited or did not stop";
   }
+  const auto t_stopped = std::chrono::steady_clock::now();
   g_accessors = _UPT_accessors;
   g_accessors.access_mem = cached_access_mem;
+  g_accessors.find_proc_info = table_find_proc_info;
   unw_addr_space_t as = unw_create_addr_space(&g_accessors, 0);
   if (as) unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
   PageCache cache;
   cache.pid = pid;
   g_cache = &cache;
+  g_tables = &tables;
   for (Seized& s : seized)
     if (s.stopped && as) unwind(as, s);
   g_cache = nullptr;
+  g_tables = nullptr;
+  const auto t_unwound = std::chrono::steady_clock::now();
   if (while_stopped) while_stopped();
+  const auto t_python = std::chrono::steady_clock::now();
   for (Seized& s : seized)
     ::ptrace(PTRACE_DETACH, s.tid, nullptr, reinterpret_cast<void*>(static_cast<long>(s.signal)));
   const auto t1 = std::chrono::steady_clock::now();
+  const double cpu1 = cpu_now();
   g_nseized.store(0);
-  result.stopped_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  const auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+  result.stopped_ms = ms(t0, t1);
+  result.stop = {ms(t0, t_stopped), ms(t_stopped, t_unwound), ms(t_unwound, t_python), ms(t_python, t1), cpu1 - cpu0};
   for (const Seized& s : seized) result.threads_stopped += s.stopped;
   if (as) {
     symbolize(pid, as, threads);

@@ -21,6 +21,7 @@ struct NativeCapture {
   std::string error;  // empty: the stop and unwind happened (threads may still carry errors)
   double stopped_ms = 0;
   int threads_stopped = 0;
+  StopBreakdown stop;
 };
 
 // Stops every thread of pid (the ones listed in /proc/PID/task when called), unwinds each into

@@ -2,8 +2,10 @@
 
 #include <sys/uio.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
+#include <unordered_map>
 #include <set>
 
 #include "elf_symbols.h"
@@ -64,6 +66,7 @@ class Mem {
   explicit Mem(int pid) : pid_(pid) {}
   bool read(uint64_t addr, void* out, size_t n) const {
     if (addr == 0 || n == 0) return false;
+    if (paging_ && n <= kPage && read_paged(addr, out, n)) return true;
     iovec local{out, n}, remote{reinterpret_cast<void*>(addr), n};
     return ::process_vm_readv(pid_, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n);
   }
@@ -74,8 +77,40 @@ class Mem {
   }
   uint64_t ptr(uint64_t addr) const { return get<uint64_t>(addr, 0); }
 
+  // A walk of the interpreter's structs reads thousands of small fields: between begin_pages()
+  // and end_pages() whole pages are read once and kept (one syscall per page, not per field).
+  // Only while the process is stopped, or for one walk of a running one (each page as it was
+  // when read, as field reads would be).
+  void begin_pages() const { paging_ = true; }
+  void end_pages() const {
+    paging_ = false;
+    pages_.clear();
+  }
+
  private:
+  static constexpr uint64_t kPage = 4096;
+  static constexpr size_t kMaxPages = 16384;
+  bool read_paged(uint64_t addr, void* out, size_t n) const {
+    for (size_t done = 0; done < n;) {
+      const uint64_t a = addr + done, page = a & ~(kPage - 1);
+      auto it = pages_.find(page);
+      if (it == pages_.end()) {
+        if (pages_.size() >= kMaxPages) return false;
+        std::vector<uint8_t> buf(kPage);
+        iovec local{buf.data(), kPage}, remote{reinterpret_cast<void*>(page), kPage};
+        if (::process_vm_readv(pid_, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(kPage)) buf.clear();
+        it = pages_.emplace(page, std::move(buf)).first;
+      }
+      if (it->second.empty()) return false;  // unreadable as a whole page: the caller reads the bytes
+      const size_t off = a - page, take = std::min<size_t>(n - done, kPage - off);
+      std::memcpy(static_cast<uint8_t*>(out) + done, it->second.data() + off, take);
+      done += take;
+    }
+    return true;
+  }
   int pid_;
+  mutable bool paging_ = false;
+  mutable std::unordered_map<uint64_t, std::vector<uint8_t>> pages_;
 };
 
 void append_utf8(std::string& out, uint32_t cp) {
@@ -313,6 +348,7 @@ struct RemotePythonReader::Impl {
     out.status = status;
     if (!found) return out;
     std::map<uint64_t, CodeInfo> cache;
+    mem.begin_pages();
     const ThreadListLayout& T = threads;
     uint64_t interp = mem.ptr(runtime + T.runtime_interpreters_head);
     for (size_t ni = 0; interp && ni < kMaxInterpreters; ++ni) {
@@ -341,6 +377,7 @@ struct RemotePythonReader::Impl {
       }
       interp = mem.ptr(interp + T.interp_next);
     }
+    mem.end_pages();
     return out;
   }
 };

@@ -73,6 +73,15 @@ struct RasAnswer {
   std::vector<RasComm> comms;  // parsed from the JSON reply
 };
 
+// Where a process's stop went (milliseconds; they add up to stopped_ms).
+struct StopBreakdown {
+  double interrupt_ms = 0;  // PTRACE_INTERRUPT of every thread until the last one is stopped
+  double unwind_ms = 0;     // registers and native frames of every thread
+  double python_ms = 0;     // the Python frames, read with the threads stopped
+  double detach_ms = 0;     // PTRACE_DETACH of every thread
+  double cpu_ms = 0;  // lockstep's own CPU time in the stop: far below stopped_ms, it waited for a core
+};
+
 struct ProcessSnapshot {
   int pid = 0;
   std::string host;
@@ -84,6 +93,7 @@ struct ProcessSnapshot {
   // Native stacks: every listed thread is stopped (ptrace interrupt), unwound and resumed.
   double stopped_ms = 0;  // from the first thread's stop to the last thread's resume
   int threads_stopped = 0;
+  StopBreakdown stop;
   std::vector<ThreadSnapshot> threads;
   std::string python_status;  // "CPython 3.12.1", "no CPython", or why frames were not read
   std::string nccl_library;   // path of the libnccl mapped, "" when none

@@ -39,10 +39,14 @@ template <class V> void fields(RasAnswer& a, V&& v) {
       v("nccl_version", a.nccl_version), v("json", a.json), v("raw", a.raw, /*omit=*/a.json),
       v("communicators", a.comms);
 }
+template <class V> void fields(StopBreakdown& s, V&& v) {
+  v("interrupt_ms", s.interrupt_ms), v("unwind_ms", s.unwind_ms), v("python_ms", s.python_ms),
+      v("detach_ms", s.detach_ms), v("cpu_ms", s.cpu_ms);
+}
 template <class V> void fields(ProcessSnapshot& p, V&& v) {
   v("pid", p.pid), v("host", p.host), v("cmdline", p.cmdline), v("rank", p.rank), v("world_size", p.world_size),
       v("error", p.error), v("fix", p.fix), v("stopped_ms", p.stopped_ms), v("threads_stopped", p.threads_stopped),
-      v("threads", p.threads), v("python_status", p.python_status), v("nccl_library", p.nccl_library),
+      v("stop", p.stop), v("threads", p.threads), v("python_status", p.python_status), v("nccl_library", p.nccl_library),
       v("ras_address", p.ras_address), v("lockstep_dir", p.lockstep_dir), v("lockstep_dir_from", p.lockstep_dir_from),
       v("fr_dump_prefix", p.fr_dump_prefix), v("fr_dump_variable", p.fr_dump_variable), v("fr_dumps", p.fr_dumps),
       v("fr_dumps_stale", p.fr_dumps_stale), v("nccl_env", p.nccl_env);

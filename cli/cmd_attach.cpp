@@ -227,7 +227,11 @@ int attach(AttachArgs a) {
     if (!p.error.empty())
       std::cerr << "lockstep attach: pid " << p.pid << ": " << printable(p.error) << "\n  fix: " << printable(p.fix) << "\n";
     else
-      std::fprintf(stderr, "lockstep attach: pid %d stopped %.2f ms (%d threads)\n", p.pid, p.stopped_ms, p.threads_stopped);
+      std::fprintf(stderr,
+                   "lockstep attach: pid %d stopped %.2f ms (%d threads; interrupt %.2f, unwind %.2f, python %.2f, "
+                   "detach %.2f ms; %.2f ms of CPU)\n",
+                   p.pid, p.stopped_ms, p.threads_stopped, p.stop.interrupt_ms, p.stop.unwind_ms, p.stop.python_ms,
+                   p.stop.detach_ms, p.stop.cpu_ms);
   }
   if (!a.out_dir.empty()) {
     const std::string path = a.out_dir + "/" + node.host + "-" + std::to_string(::getpid()) + ".attach.json";

@@ -1,5 +1,7 @@
 # cmake -DIN=template.html -DOUT=report_template.h [-DNAME=kReportTemplate] -P embed_template.cmake
 # The page template as a C++ string, so the template stays an HTML file that can be edited as one.
+# What the pages share (page_common.css, page_helpers.js, ...) lives once, beside the templates:
+# /*LOCKSTEP_INCLUDE file*/ becomes that file's content (before the script hashes are taken).
 # The page's Content-Security-Policy allows exactly its own inline scripts: the placeholder
 # LOCKSTEP_SCRIPT_HASHES becomes one 'sha256-<base64>' source per executable <script> element
 # (CSP level 2), so script-src needs no 'unsafe-inline' and a script injected into the page
@@ -8,6 +10,17 @@ if(NOT NAME)
   set(NAME kReportTemplate)
 endif()
 file(READ "${IN}" content)
+get_filename_component(dir "${IN}" DIRECTORY)
+string(REGEX MATCHALL "/\\*LOCKSTEP_INCLUDE [A-Za-z0-9_.-]+\\*/" includes "${content}")
+foreach(marker IN LISTS includes)
+  string(REGEX REPLACE "^/\\*LOCKSTEP_INCLUDE ([A-Za-z0-9_.-]+)\\*/$" "\\1" name "${marker}")
+  if(NOT EXISTS "${dir}/${name}")
+    message(FATAL_ERROR "${IN} includes ${name}, which is not in ${dir}")
+  endif()
+  file(READ "${dir}/${name}" fragment)
+  string(REGEX REPLACE "\n$" "" fragment "${fragment}")
+  string(REPLACE "${marker}" "${fragment}" content "${content}")
+endforeach()
 string(FIND "${content}" ")LSHTML\"" clash)
 if(NOT clash EQUAL -1)
   message(FATAL_ERROR "${IN} contains the raw-string delimiter )LSHTML\"")

@@ -2,7 +2,8 @@
 # lockstep attach on a real-NCCL job hung at world size 1 (one H200, NCCL 2.28.9 of the torch
 # wheel): examples/torch/hang_ws1.py holds its stream with cuStreamWaitValue32_v2, queues
 # collectives behind it and blocks in torch.cuda.synchronize(). Then, with the job hung:
-#   attach.txt / attach.json   `lockstep attach PID` (stacks, Python frames, RAS, verdict)
+#   attach.txt / attach.json   `lockstep attach PID` (stacks, Python frames, RAS, verdict; the stop
+#                              and its breakdown, and those of 9 more attaches)
 #   attach.html                the same as the HTML report
 #   attach-nonative.txt        `lockstep attach --no-native PID` (no stop at all)
 #   ras.txt                    the RAS answer (the snapshot's ras section)
@@ -61,6 +62,10 @@ t0=$(date +%s.%N)
 lockstep attach $job -o "$A/snap" >"$A/attach.txt" 2>"$A/attach.stderr"; echo "attach rc=$?" | tee -a "$A/attach.txt"
 t1=$(date +%s.%N)
 echo "command to verdict: $(awk "BEGIN {printf \"%.2f\", $t1 - $t0}") s" | tee -a "$A/attach.txt"
+# The stop and where it went (interrupt, unwind, python, detach, lockstep's CPU), then 9 more
+# attaches for its spread.
+grep ' stopped ' "$A/attach.stderr" | tee -a "$A/attach.txt"
+for _ in $(seq 1 9); do lockstep attach $job --ras-timeout 1 2>&1 >/dev/null | grep ' stopped '; done | tee -a "$A/attach.txt"
 lockstep attach --from "$A/snap" --json >"$A/attach.json"; echo "attach --from rc=$?"
 lockstep report "$A/snap" -o "$A/attach.html"; echo "report rc=$?"
 lockstep attach --no-native $job >"$A/attach-nonative.txt" 2>&1; echo "attach --no-native rc=$?"

@@ -103,6 +103,8 @@ TEST(AttachSnapshot, JsonRoundTripAndRejection) {
   n.procs[0].fr_dump_variable = "TORCH_FR_DUMP_TEMP_FILE";
   n.procs[0].fr_dumps = {"/tmp/nccl_trace_rank_0"};
   n.procs[0].fr_dumps_stale = {"/tmp/nccl_trace_rank_1"};
+  n.procs[0].stopped_ms = 10;
+  n.procs[0].stop = {1.5, 6.25, 2, 0.25, 4};
   at::RasAnswer a;
   a.reached = a.json = true;
   ASSERT_TRUE(at::parse_ras_json(kRasReport, a));
@@ -119,6 +121,8 @@ TEST(AttachSnapshot, JsonRoundTripAndRejection) {
   EXPECT_EQ(r.ranks[0].collective_in_stack, "torch.distributed.all_reduce");
   EXPECT_EQ(back->procs[0].fr_dumps_stale, n.procs[0].fr_dumps_stale);
   EXPECT_EQ(back->procs[0].lockstep_dir_from, "LOCKSTEP_DIR");
+  EXPECT_EQ(at::to_json(n)["processes"][0]["stop"]["unwind_ms"], 6.25);
+  EXPECT_EQ(back->procs[0].stop.python_ms, 2);
   // Fields of the wrong type keep their defaults; nothing throws on an untrusted file.
   nlohmann::json j = at::to_json(n);
   j["processes"][0]["rank"] = "zero";
