@@ -9,12 +9,12 @@ cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
 launcher=()
 unity=ON
-# ccache when present (developer machines): one file per compile, so an edit recompiles one file.
-# Without it (CI's fresh machine) and for the demo, each library compiles as one unity file
-# (LOCKSTEP_UNITY_BUILD): about half the CPU time of a build from scratch (docs/testing.md).
+# ccache when present. A developer's build with ccache compiles one file per object, so an edit
+# recompiles one file; CI ($CI set), a machine without ccache and the demo compile each library
+# as one unity file (LOCKSTEP_UNITY_BUILD): less than half the CPU time from scratch (docs/testing.md).
 if command -v ccache >/dev/null; then
   launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-  unity=OFF
+  [ -n "${CI:-}" ] || unity=OFF
 fi
 if [ "${1:-}" = --demo ]; then
   shift
