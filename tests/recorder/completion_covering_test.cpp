@@ -165,7 +165,7 @@ TEST(CoveringCompletion, a_hang_is_reported_as_a_range_bounded_by_the_window) {
   constexpr int kHung = 374;
   for (int window : {1, 8}) {
     Job job(SEED_DEADLOCK_PATH, {"--diverge-at", std::to_string(kHung)},
-            {{"LOCKSTEP_HANG_TIMEOUT", "1"}, {"LOCKSTEP_COMPLETION_WINDOW", std::to_string(window)}}, 6);
+            {{"LOCKSTEP_HANG_TIMEOUT", "1"}, {"LOCKSTEP_COMPLETION_WINDOW", std::to_string(window)}}, 5);
     EXPECT_EQ(job.result.exit_code, 124) << job.describe();
     ASSERT_EQ(job.by_rank.size(), 2u) << job.describe();
     for (int r = 0; r < 2; r++) {
