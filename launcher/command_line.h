@@ -1,7 +1,8 @@
-// The command-line parser of lockstep's executables (lockstep, lockstep-launch): a small interface
-// over CLI11, which only command_line.cpp includes. CLI11 2.1 is header-only and every translation
-// unit that includes it spends 10-13 CPU-s generating its code; with one command per file in cli/,
-// that was most of the tool's build time (docs/testing.md).
+// The command-line parser of lockstep's executables (lockstep, lockstep-launch,
+// lockstep-replay-worker): a small interface over CLI11, which only command_line.cpp includes.
+// CLI11 2.1 is header-only and every translation unit that includes it spends 10-13 CPU-s
+// generating its code; with one command per file in cli/, that was most of the tool's build time
+// (docs/testing.md).
 //
 // The calls mirror CLI11's (add_subcommand, add_option, add_flag, required, footer, callback), so a
 // command registers as it would with CLI11; checks are named methods instead of CLI11 validators.

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cli_args.h"
+#include "command_line.h"
 #include "env_vars.h"
 #include "lockstep_version.h"
 #include "rank_env.h"
@@ -18,20 +18,20 @@
 int main(int argc, char** argv) {
   lockstep::replay::WorkerOptions o;
   std::vector<std::string> files;
-  CLI::App app{"One rank of `lockstep replay`: re-issues a recorded schedule", "lockstep-replay-worker"};
-  app.set_version_flag("--version", "lockstep-replay-worker " LOCKSTEP_VERSION);
+  lockstep::Command app{"One rank of `lockstep replay`: re-issues a recorded schedule", "lockstep-replay-worker"};
+  app.version_flag("--version", "lockstep-replay-worker " LOCKSTEP_VERSION);
   auto* file = app.add_option("--file", o.trace_file, "This rank's trace file");
   auto* many = app.add_option("--files", files, "Every rank's trace file, in rank order (this rank's: by $RANK)")
                    ->expected(1, -1);
   file->excludes(many);
   app.add_option("--timeout", o.timeout_s, "Seconds without progress before the worker declares a hang (0: never)")
-      ->check(CLI::Range(0.0, 1e7));
+      ->range(0.0, 1e7);
   app.add_option("--order-from-file", o.order_from_file, "Issue ops in this file's order (--order-from)");
   app.add_option("--delay-seed", o.delay_seed, "Perturbation seed (0: none)");
   app.add_option("--max-delay-us", o.max_delay_us, "Largest perturbation delay in microseconds")
-      ->check(CLI::Range(0, 60000000));
+      ->range(0, 60000000);
   app.add_flag("--verbose", o.verbose, "Progress on stderr");
-  if (auto code = lockstep::parse_args(app, argc, argv, lockstep::replay::kWorkerExitUsage)) return *code;
+  if (auto code = app.parse(argc, argv, lockstep::replay::kWorkerExitUsage)) return *code;
   if (o.trace_file.empty()) {
     if (files.empty()) {
       std::fprintf(stderr, "lockstep-replay-worker: no trace file (--file or --files)\n");

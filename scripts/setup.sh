@@ -12,9 +12,11 @@ if [ "${1:-}" = --test ]; then
          clang libclang-rt-14-dev  # clang + libFuzzer: scripts/fuzz.sh (label long, docs/testing.md)
          slurm-wlm munge)      # the Slurm tests (tests/slurm, scripts/slurm/start.sh)
 fi
+# One dpkg-query for all: a package it does not know prints nothing, so it counts as missing.
+installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${pkgs[@]}" 2>/dev/null | awk '$4 == "installed" {print $1}' || true)
 missing=()
 for p in "${pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+  grep -qx "$p" <<<"$installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}" >&2

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks the user documentation: every relative link in README.md and docs/*.md resolves (the
-file exists; a #fragment names a heading of the target page), and no page names an absolute path
-of a build machine (/work/, /root/, /home/).
+file exists; a #fragment names a heading of the target page), and no page, nor any other text
+file under docs/ (kept logs) or examples/, names an absolute path of a build machine (/work/,
+/root/, /home/).
 
     check_links.py SOURCE_DIR            exit 0 when all is well, 1 with one line per problem
     check_links.py --self-test           a page with each kind of problem must fail the check
@@ -41,8 +42,32 @@ def pages(root):
     return out
 
 
+def other_text_files(root):
+    """Every file under docs/ and examples/ but the pages, that reads as UTF-8 text."""
+    out = []
+    for top in ("docs", "examples"):
+        for d, _, names in os.walk(os.path.join(root, top)):
+            for n in sorted(names):
+                path = os.path.join(d, n)
+                if path in pages(root):
+                    continue
+                try:
+                    with open(path, encoding="utf-8") as f:
+                        f.read()
+                except (UnicodeDecodeError, OSError):
+                    continue  # images
+                out.append(path)
+    return sorted(out)
+
+
 def check(root):
     problems = []
+    for path in other_text_files(root):
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if MACHINE_PATH.search(line):
+                    problems.append(f"{os.path.relpath(path, root)}:{n}: an absolute path of a build machine: "
+                                    f"{line.strip()[:100]}")
     for page in pages(root):
         rel = os.path.relpath(page, root)
         fenced = False
@@ -85,6 +110,14 @@ def self_test():
             if not check(root):
                 print(f"self-test: not detected: {bad.strip()}")
                 return 1
+        with open(os.path.join(root, "README.md"), "w") as f:
+            f.write(good)
+        os.makedirs(os.path.join(root, "docs", "logs"))
+        with open(os.path.join(root, "docs", "logs", "run.log"), "w") as f:
+            f.write("#2 main from /home/user/lockstep/examples/x.py:9\n")
+        if not check(root):
+            print("self-test: not detected: a machine path in a log under docs/")
+            return 1
     print("self-test: every kind of problem detected")
     return 0
 
