@@ -176,16 +176,16 @@ head, tail = raw[:4096], raw[max(0, len(raw) - 4096):]
 ident = st(b"rank-0.lockstep.sqlite") + s(len(raw)) + s(info.st_mtime_ns) + struct.pack("<Q", fnv(tail, fnv(head)))
 meta = u(2) + st(b"schema_version") + st(b"3") + st(b"global_rank") + st(b"7")
 if kind == "huge_count":
-    body = u(1) + st(b"h") + u(1 << 62)
+    body = st(b"h") + u(1 << 62)
 elif kind == "huge_rank":
     meta = u(2) + st(b"schema_version") + st(b"3") + st(b"global_rank") + st(b"999999999999")
-    body = u(1) + st(b"h") + u(1) + ident + meta + u(0) * 5 + u(0) + u(0) + u(0) + s(0) + s(0) + u(0) + u(0) + u(0)
+    body = st(b"h") + u(1) + ident + meta + u(0) * 5 + u(0) + u(0) + u(0) + s(0) + s(0) + u(0) + u(0) + u(0)
 elif kind == "bad_sig":
     op = s(5) + s(1) + s(0) + u(7) + u(0) + s(-1) + u(1)
-    body = u(1) + st(b"h") + u(1) + ident + meta + u(0) * 5 + u(0) + u(0) + u(1) + s(0) + s(0) + u(0) + u(0) + u(1) + op
+    body = st(b"h") + u(1) + ident + meta + u(0) * 5 + u(0) + u(0) + u(1) + s(0) + s(0) + u(0) + u(0) + u(1) + op
 elif kind == "huge_comms":
     comm = s(1) + st(b"c") + u(0) + s(1 << 40) + s(0)
-    body = u(1) + st(b"h") + u(1) + ident + meta + u(0) + u(1) + comm
+    body = st(b"h") + u(1) + ident + meta + u(0) + u(1) + comm
 data = b"lockstep-node-summary\0" + u(1) + body
 open(os.path.join(d, name), "wb").write(data + struct.pack("<Q", fnv(data)))
 PY
