@@ -317,12 +317,12 @@ std::string read_whole(const std::string& path) {
   return bytes;
 }
 
+// A -wal holds pages newer than the database file, which its identity does not see. (A
+// rollback -journal, which the recorder keeps between commits, holds only older pages: a reader
+// that rolls a hot one back reads what the summarizer read, while the database is unchanged.)
 bool has_side_file(const std::string& path) {
-  for (const char* side : {"-journal", "-wal"}) {
-    struct stat st;
-    if (lstat((path + side).c_str(), &st) == 0) return true;
-  }
-  return false;
+  struct stat st;
+  return lstat((path + "-wal").c_str(), &st) == 0;
 }
 
 }  // namespace
@@ -403,7 +403,7 @@ Summarized summarize_files(const std::vector<std::string>& files, const LoadOpti
     std::string w;
     FileIdentity before = file_identity(files[i], &w);
     if (!w.empty()) return void(why[i] = w);
-    if (has_side_file(files[i])) return void(why[i] = "a -journal or -wal file beside it (a writer may be live)");
+    if (has_side_file(files[i])) return void(why[i] = "a -wal file beside it");
     LoadOptions lo = options;
     lo.summary_first = true;
     entries[i].file = load_file_summary_first(files[i], lo);
@@ -484,7 +484,7 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
         const FileIdentity now = file_identity(path, &w);
         if (!w.empty()) throw Corrupt(e.id.name + ": " + w);
         if (!(now == e.id) || has_side_file(path))
-          throw Corrupt("stale: " + e.id.name + " changed after it was summarized (size, mtime, content or a -journal/-wal)");
+          throw Corrupt("stale: " + e.id.name + " changed after it was summarized (size, mtime, content or a -wal)");
         if (std::string bad = check_loaded_file(e.file); !bad.empty()) throw Corrupt("corrupt entry for " + e.id.name + ": " + bad);
         r.files.emplace_back(it->second, std::move(e.file));
       }

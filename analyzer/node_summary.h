@@ -40,7 +40,7 @@ struct SummaryEntry {
 
 // `lockstep summarize`: loads `files` as the summary-first read does (in parallel). entries: the
 // usable, unchanged ones; not_covered: the files left out and why (unusable, changed while read,
-// a -journal or -wal beside it), which the analyzer reads itself.
+// a -wal beside it), which the analyzer reads itself.
 struct Summarized {
   std::vector<SummaryEntry> entries;
   std::vector<SkippedFile> not_covered;
@@ -52,7 +52,7 @@ void write_node_summary(const std::string& out, const std::string& host, const s
 
 // The loader's side: every *.lockstep-summary of dir, decoded and checked against the trace files
 // (`files`, the loader's listing). A summary is used only when all of it is consistent: every
-// file it covers is in `files` with the recorded identity and no -journal/-wal beside it, and
+// file it covers is in `files` with the recorded identity and no -wal beside it, and
 // every entry passes check_loaded_file. Otherwise it is ignored as a whole, with why.
 struct SummaryCover {
   std::vector<std::pair<size_t, LoadedFile>> files;  // index into `files`, what the summary holds of it
