@@ -1294,8 +1294,15 @@ std::string check_loaded_file(LoadedFile& f) {
   if (sp.unsequenced_ops < 0 || sp.unsequenced_ops > kMaxOps || sp.unread_ops < 0 || sp.unread_ops > kMaxOps)
     return "op counts out of range";
   if (!sp.unread.empty() && sp.unread.size() != p.comms.size()) return "unread prefixes do not match the communicators";
-  for (const auto& u : sp.unread)
+  int64_t unread = 0;  // the loader's rule: the ops not read are the collectives before the cuts
+  for (const auto& u : sp.unread) {
     if (u.collectives < 0 || u.collectives > kMaxSeq) return "an unread prefix out of range";
+    unread += u.collectives;
+  }
+  if (unread != sp.unread_ops) return "ops not read that are not the unread prefixes";
+  if (!sp.unread.empty())
+    for (const SchedOp& o : sp.ops)
+      if (o.seq <= sp.unread[o.comm].collectives) return "an op read inside its communicator's unread prefix";
   for (size_t k = 1; k < sp.in_flight_issue.size(); ++k)
     if (sp.in_flight_issue[k].first <= sp.in_flight_issue[k - 1].first) return "ops in flight out of order";
   return "";
