@@ -175,6 +175,14 @@ struct Schedule {
   std::vector<SkippedFile> skipped;
   // Summary-first read: true when it was asked for (even where everything had to be read).
   bool summary_first = false;
+  // Node summaries (`lockstep summarize`) used in place of their files, and those ignored
+  // (stale, incomplete or corrupt: path and why).
+  struct SummaryUse {
+    int64_t used = 0;   // summaries
+    int64_t files = 0;  // trace files they stood for
+    std::vector<SkippedFile> ignored;
+  };
+  SummaryUse summaries;
 };
 
 // The rank a report shows for a process (identity.h shown_rank).

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "text_escape.h"
+
 namespace lockstep {
 
 UnreadSummary unread_summary(const Schedule& s, const Analysis& a) {
   UnreadSummary u;
   u.summary_first = s.summary_first;
+  u.summaries = s.summaries;
   for (const SchedProcess& p : s.procs) {
     u.ops_not_read += p.unread_ops;
     u.files_cut += p.unread_ops > 0;
@@ -26,15 +29,30 @@ UnreadSummary unread_summary(const Schedule& s, const Analysis& a) {
   return u;
 }
 
+namespace {
+std::string summaries_text(const UnreadSummary& u) {
+  std::string text;
+  if (u.summaries.used > 0)
+    text += "read: " + std::to_string(u.summaries.used) + (u.summaries.used == 1 ? " node summary" : " node summaries") +
+            " (lockstep summarize) stood for " + std::to_string(u.summaries.files) + " files, checked unchanged";
+  for (const SkippedFile& f : u.summaries.ignored)
+    text += std::string(text.empty() ? "" : "\n") + "read: node summary ignored, its files read: " + printable(f.path) +
+            ": " + printable(f.reason);
+  return text;
+}
+}  // namespace
+
 std::string unread_text(const UnreadSummary& u) {
-  if (u.ops_not_read == 0) return "";
+  const std::string summaries = summaries_text(u);
+  if (u.ops_not_read == 0) return summaries;
   const std::string through = u.cut_min == u.cut_max ? "#1.." + std::to_string(u.cut_max)
                                                      : "#1..(" + std::to_string(u.cut_min) + " to " + std::to_string(u.cut_max) + ")";
   return "read: summary first: " + std::to_string(u.ops_not_read) + " ops of " + std::to_string(u.files_cut) +
          " files not read: collectives " + through + " of " + std::to_string(u.comms_cut) +
          (u.comms_cut == 1 ? " communicator" : " communicators") +
          " known by checkpoint digest only (every member's agrees); their order across communicators and the files' "
-         "rows there were not checked (--full-read reads every op)";
+         "rows there were not checked (--full-read reads every op)" +
+         (summaries.empty() ? "" : "\n" + summaries);
 }
 
 std::string add_json_member(const std::string& report_json, const std::string& key, const std::string& value_json,
@@ -57,12 +75,15 @@ std::string add_json_member(const std::string& report_json, const std::string& k
 
 std::string add_unread_json(const std::string& report_json, const UnreadSummary& u, int indent) {
   using nlohmann::json;
+  json ignored = json::array();
+  for (const SkippedFile& f : u.summaries.ignored) ignored.push_back({{"path", printable(f.path)}, {"reason", printable(f.reason)}});
   const json reading = {{"mode", u.summary_first ? "summary_first" : "full"},
                   {"ops_not_read", u.ops_not_read},
                   {"files_cut", u.files_cut},
                   {"communicators_cut", u.comms_cut},
                   {"cut_min", u.cut_min},
                   {"cut_max", u.cut_max},
+                  {"summaries", {{"used", u.summaries.used}, {"files", u.summaries.files}, {"ignored", ignored}}},
                   {"text", unread_text(u)}};
   return add_json_member(report_json, "reading", reading.dump(indent, ' ', false, json::error_handler_t::replace), indent);
 }

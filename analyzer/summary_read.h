@@ -17,6 +17,7 @@ struct UnreadSummary {
   int64_t files_cut = 0;       // files read from a cut (the others whole)
   int64_t comms_cut = 0;       // communicators whose members were read from a common cut
   int64_t cut_min = 0, cut_max = 0;  // the cuts' collective ordinals (0 when none)
+  Schedule::SummaryUse summaries;    // node summaries used and ignored (node_summary.h)
 };
 UnreadSummary unread_summary(const Schedule& s, const Analysis& a);
 
@@ -26,7 +27,8 @@ UnreadSummary unread_summary(const Schedule& s, const Analysis& a);
 std::string add_json_member(const std::string& report_json, const std::string& key, const std::string& value_json,
                             int indent);
 
-// "read: ..." (no newline), empty when everything was read.
+// "read: ..." (no newline), empty when everything was read and no node summary was found; a
+// line for the node summaries used, and one for each ignored, follow the first.
 std::string unread_text(const UnreadSummary& u);
 // report_json with a "reading" object added (mode, what was not read; "text": the read line,
 // empty when everything was read). indent: nlohmann's dump indent (-1: compact).

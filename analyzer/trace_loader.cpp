@@ -1,4 +1,5 @@
 #include "trace_loader.h"
+#include "node_summary.h"
 
 #include <malloc.h>
 #include <sqlite3.h>
@@ -260,12 +261,9 @@ OpSources op_sources(sqlite3* db, const Process& p) {
           "(" + trace_file::completions_select(base, rows) + ")"};
 }
 
-// meta, env, comms, hangs: everything but ops.
-void read_header(sqlite3* db, Process& p) {
-  {
-    Query st(db, "SELECT key, value FROM meta");
-    while (st.step()) p.meta[st.str(0)] = st.str(1);
-  }
+// The header fields a meta value says, checked strictly (a value no writer writes is a corrupt
+// file). Read from the file, and again for a process a node summary brought (node_summary.h).
+void header_from_meta(Process& p) {
   auto meta = [&](const char* k) {
     auto it = p.meta.find(k);
     return it == p.meta.end() ? std::string() : it->second;
@@ -283,6 +281,23 @@ void read_header(sqlite3* db, Process& p) {
   if (auto it = p.meta.find(mk::kRecorderStopped); it != p.meta.end() && !mk::known_stop_reason(it->second))
     throw FileSkip("corrupt: meta " + std::string(mk::kRecorderStopped) + " '" + it->second +
                    "' is not a reason the recorder writes");
+}
+
+// A drops row whose communicator or seqs are not a range the recorder writes still says records
+// were dropped: kept with no seq range (first_seq = last_seq = 0).
+void normalize_drop(DropRange& d) {
+  if (d.comm < 0 || d.first_seq < 1 || d.first_seq > static_cast<int64_t>(UINT32_MAX) + 1 || d.last_seq < d.first_seq ||
+      (!d.stop_point && d.last_seq > static_cast<int64_t>(UINT32_MAX)))
+    d.first_seq = d.last_seq = 0, d.stop_point = false;
+}
+
+// meta, env, comms, hangs: everything but ops.
+void read_header(sqlite3* db, Process& p) {
+  {
+    Query st(db, "SELECT key, value FROM meta");
+    while (st.step()) p.meta[st.str(0)] = st.str(1);
+  }
+  header_from_meta(p);
   {
     Query st(db, "SELECT name, value FROM env");
     while (st.step()) p.env[st.str(0)] = st.str(1);
@@ -355,9 +370,7 @@ void read_header(sqlite3* db, Process& p) {
       // A stop point (schema::kDropRecorderStopped) is open: every seq from first_seq on.
       d.stop_point = d.reason == schema::kDropRecorderStopped && st.null(2);
       if (d.stop_point) d.last_seq = INT64_MAX;
-      if (d.comm < 0 || d.first_seq < 1 || d.first_seq > static_cast<int64_t>(UINT32_MAX) + 1 || d.last_seq < d.first_seq ||
-          (!d.stop_point && d.last_seq > static_cast<int64_t>(UINT32_MAX)))
-        d.first_seq = d.last_seq = 0, d.stop_point = false;
+      normalize_drop(d);
       d.records = std::max<int64_t>(st.i64(3, 0), 0);
       p.drops.push_back(std::move(d));
     }
@@ -1128,6 +1141,37 @@ std::vector<Cuts> agreed_cuts(const std::vector<SchedProcess>& procs, const std:
   return out;
 }
 
+// One file into sp and sigs (reason: why it is unusable, else empty). Summary-first: from its
+// own cuts, or from `forced` ones.
+void load_file(const std::string& path, const LoadOptions& options, bool summary_first, const Cuts* forced,
+               SchedProcess& sp, SignatureTable& sigs, std::string& reason) {
+  reason.clear();
+  try {
+    read_file(path, options, [&](sqlite3* db) {
+      sp = SchedProcess{};
+      sigs = SignatureTable{};
+      sp.info.path = path;
+      read_header(db, sp.info);
+      const Cuts cuts = forced ? *forced : summary_first ? own_cuts(sp.info) : Cuts{};
+      try {
+        try {
+          read_ops_compact(db, sp, sigs, cuts.empty() ? nullptr : &cuts);
+        } catch (const CutUnproven&) {
+          Process info = std::move(sp.info);
+          sp = SchedProcess{};
+          sp.info = std::move(info);
+          read_ops_compact(db, sp, sigs);
+        }
+      } catch (const IndexError& e) {
+        throw FileSkip(std::string("corrupt: ") + e.what());
+      }
+      if (options.host_waits) if (auto e = read_host_waits(db, sp)) e->sqlite_rc ? fail(db, e->sqlite_rc, e->what) : throw FileSkip(e->what);
+    });
+  } catch (const FileSkip& e) {
+    reason = e.what();
+  }
+}
+
 // The full rows of `files` into s (its skipped list appended); rank identity not resolved.
 void load_files(Schedule& s, const std::string& dir, const std::vector<std::string>& files, const LoadOptions& options) {
   std::vector<SchedProcess> procs(files.size());
@@ -1135,33 +1179,25 @@ void load_files(Schedule& s, const std::string& dir, const std::vector<std::stri
   std::vector<std::string> reasons(files.size());
   const bool summary_first = options.summary_first && !options.host_waits;
   auto load_one = [&](size_t i, const Cuts* forced) {
-    reasons[i].clear();
-    try {
-      read_file(files[i], options, [&](sqlite3* db) {
-        procs[i] = SchedProcess{};
-        local_sigs[i] = SignatureTable{};
-        procs[i].info.path = files[i];
-        read_header(db, procs[i].info);
-        const Cuts cuts = forced ? *forced : summary_first ? own_cuts(procs[i].info) : Cuts{};
-        try {
-          try {
-            read_ops_compact(db, procs[i], local_sigs[i], cuts.empty() ? nullptr : &cuts);
-          } catch (const CutUnproven&) {
-            Process info = std::move(procs[i].info);
-            procs[i] = SchedProcess{};
-            procs[i].info = std::move(info);
-            read_ops_compact(db, procs[i], local_sigs[i]);
-          }
-        } catch (const IndexError& e) {
-          throw FileSkip(std::string("corrupt: ") + e.what());
-        }
-        if (options.host_waits) if (auto e = read_host_waits(db, procs[i])) e->sqlite_rc ? fail(db, e->sqlite_rc, e->what) : throw FileSkip(e->what);
-      });
-    } catch (const FileSkip& e) {
-      reasons[i] = e.what();
-    }
+    load_file(files[i], options, summary_first, forced, procs[i], local_sigs[i], reasons[i]);
   };
-  parallel_for(files.size(), options.threads, [&](size_t i) { load_one(i, nullptr); });
+  // Node summaries (node_summary.h) stand for the files they cover while those are unchanged.
+  std::vector<char> from_summary(files.size(), 0);
+  if (summary_first && options.use_summaries) {
+    SummaryCover cover = cover_from_summaries(dir, files, options.threads);
+    for (auto& [i, f] : cover.files) {
+      procs[i] = std::move(f.proc);
+      procs[i].info.path = files[i];
+      local_sigs[i] = SignatureTable{};
+      for (Signature& sig : f.sigs) local_sigs[i].intern(std::move(sig));
+      reasons[i].clear();
+      from_summary[i] = 1;
+    }
+    s.summaries = std::move(cover.use);
+  }
+  parallel_for(files.size(), options.threads, [&](size_t i) {
+    if (!from_summary[i]) load_one(i, nullptr);
+  });
   // Summary-first: files whose cut is newer than what their communicators' members agree on
   // are read again from the agreed cut (a member read whole moves its peers' cuts to 0).
   for (int round = 0; summary_first; ++round) {
@@ -1195,6 +1231,82 @@ void load_files(Schedule& s, const std::string& dir, const std::vector<std::stri
 }
 
 }  // namespace
+
+LoadedFile load_file_summary_first(const std::string& path, const LoadOptions& options) {
+  configure_process_for_loading();
+  LoadedFile f;
+  SignatureTable sigs;
+  load_file(path, options, true, nullptr, f.proc, sigs, f.reason);
+  f.sigs = sigs.take();
+  return f;
+}
+
+std::string check_loaded_file(LoadedFile& f) {
+  Process& p = f.proc.info;
+  SchedProcess& sp = f.proc;
+  const int64_t n = static_cast<int64_t>(p.comms.size());
+  try {
+    header_from_meta(p);
+    p.checkpoint_interval = p.retired_ops = 0;
+    if (compact_rows(p)) {
+      p.checkpoint_interval = strict_count(p, schema::meta::kCheckpointInterval);
+      p.retired_ops = strict_count(p, schema::meta::kRetiredOps);
+    }
+    for (const Comm& c : p.comms) {
+      if (c.parent < -1 || c.parent >= n) return "a communicator's parent is out of range";
+      if (c.retired_collectives < 0 || c.retired_through_seq < 0) return "negative retired counts";
+      if (!compact_rows(p) && (!c.checkpoints.empty() || c.retired_collectives || c.retired_through_seq))
+        return "checkpoints in a schema-1 trace";
+      for (size_t k = 1; k < c.checkpoints.size(); ++k)
+        if (c.checkpoints[k].ordinal < c.checkpoints[k - 1].ordinal) return "checkpoints out of order";
+    }
+    for (size_t k = 0; k < p.nocolor_splits.size(); ++k) {
+      const NoColorSplit& x = p.nocolor_splits[k];
+      if (x.parent < 0 || x.parent >= n || (k > 0 && x.call_index < p.nocolor_splits[k - 1].call_index))
+        return "a NOCOLOR split out of range or order";
+    }
+    for (const DropRange& d : p.drops) {
+      DropRange norm = d;
+      normalize_drop(norm);
+      if (d.comm < -1 || d.comm >= n || norm.first_seq != d.first_seq || norm.last_seq != d.last_seq ||
+          norm.stop_point != d.stop_point || d.records < 0 || d.reason.size() > 64 ||
+          (d.stop_point && d.reason != schema::kDropRecorderStopped))
+        return "a drops range the loader does not make";
+    }
+    if (std::string defect = header_defect(p); !defect.empty()) return defect;
+    // Signatures as the loader checks them, interned again: equal ones share an index.
+    SignatureTable table;
+    std::vector<uint32_t> remap;
+    for (Signature& sig : f.sigs) {
+      check_op_numbers(0, 1, sig.count, sig.root, sig.peer);
+      for (const OpPart& part : sig.parts) check_part(0, part);
+      remap.push_back(table.intern(std::move(sig)));
+    }
+    f.sigs = table.take();
+    for (SchedOp& o : sp.ops) {
+      if (o.sig >= remap.size() || o.comm >= n) return "an op names no signature or communicator";
+      o.sig = remap[o.sig];
+    }
+  } catch (const FileSkip& e) {
+    return e.what();
+  }
+  constexpr int64_t kMaxOps = int64_t(1) << 40;
+  if (sp.unsequenced_ops < 0 || sp.unsequenced_ops > kMaxOps || sp.unread_ops < 0 || sp.unread_ops > kMaxOps)
+    return "op counts out of range";
+  if (!sp.unread.empty() && sp.unread.size() != p.comms.size()) return "unread prefixes do not match the communicators";
+  int64_t unread = 0;  // the loader's rule: the ops not read are the collectives before the cuts
+  for (const auto& u : sp.unread) {
+    if (u.collectives < 0 || u.collectives > kMaxSeq) return "an unread prefix out of range";
+    unread += u.collectives;
+  }
+  if (unread != sp.unread_ops) return "ops not read that are not the unread prefixes";
+  if (!sp.unread.empty())
+    for (const SchedOp& o : sp.ops)
+      if (o.seq <= sp.unread[o.comm].collectives) return "an op read inside its communicator's unread prefix";
+  for (size_t k = 1; k < sp.in_flight_issue.size(); ++k)
+    if (sp.in_flight_issue[k].first <= sp.in_flight_issue[k - 1].first) return "ops in flight out of order";
+  return "";
+}
 
 Schedule load_schedule(const std::string& dir, const LoadOptions& options) {
   Schedule s;

@@ -22,6 +22,9 @@ struct LoadOptions {
   // file whose cut is not proven (point-to-point ops before it, no checkpoints, retired or
   // dropped records, digests that disagree) is read whole. docs/scaling.md.
   bool summary_first = false;
+  // Summary-first: a node summary in the directory (`lockstep summarize`, node_summary.h) stands
+  // for the files it covers when every one of them is unchanged; the others are read.
+  bool use_summaries = false;
 };
 
 // Raised for errors about the directory itself (missing, not a directory, no trace files, no
@@ -43,6 +46,19 @@ Schedule load_headers(const std::string& dir, const LoadOptions& options = {});
 // views of one communicator or rank read only its files. Ranks are the headers' (resolved over
 // every file); skipped: the headers' skipped files, then the picked files unusable for their rows.
 Schedule load_schedule_of(const Schedule& headers, const std::vector<int>& procs, const LoadOptions& options = {});
+
+// One file as the summary-first read loads it on its own, from its own cuts (before they are
+// agreed across files): what a node summary stores for it and gives back (node_summary.h).
+struct LoadedFile {
+  SchedProcess proc;
+  std::vector<Signature> sigs;  // proc.ops[i].sig indexes these
+  std::string reason;           // not empty: the file is unusable (its skip reason)
+};
+LoadedFile load_file_summary_first(const std::string& path, const LoadOptions& options = {});
+// A LoadedFile that did not come from this loader (a node summary is untrusted input): its
+// header fields derived again from its meta, and what the loader guarantees of its rows checked
+// (ranges, order, distinct signatures). Empty: usable; else why not.
+std::string check_loaded_file(LoadedFile& f);
 
 // A meta value of a loaded process as an integer, by the one parser of the trace's integer text
 // (trace_file::parse_int: range-checked, never throws); kAbsent when the key is absent or empty.

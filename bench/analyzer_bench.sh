@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
-# Times `lockstep analyze` (wall, peak RSS; load and analysis separately from --timing) on
+# Times `lockstep analyze` (wall, CPU, peak RSS; load and analysis separately from --timing) on
 # synthetic trace directories from bench/gen_trace. Figures: docs/analyzer.md "Performance" and
-# docs/scaling.md. READ=full times `analyze --full-read` (default: the summary-first read).
+# docs/scaling.md. READ=full times `analyze --full-read`; READ=nodes first writes the node
+# summaries (`lockstep summarize DIR --every-host`, timed on its own row: on a cluster each node
+# summarizes its own files, about cpu_s / nodes each) and times `analyze` reading them; default:
+# the summary-first read of every file.
 #   bench/analyzer_bench.sh [BUILD_DIR=build] [WORK_DIR=/tmp/lockstep-bench] [SIZES...]
 # SIZES are RANKSxOPS[:lag] (":lag": the last host issues 16 ops fewer, a never_issued finding
 # on the world communicator; otherwise gen_trace's divergence near the end). Default: the
 # growth series and the large-job series (4,096 and 16,384 ranks, ~41 M and ~164 M ops: tens of
 # GB of traces). CORES (default 0,1) pins the analyzer with taskset, as on a 2-core machine.
-# Trace directories are kept in WORK_DIR so reruns skip generation. THREADS (default 0: one per
-# hardware thread) is analyze's --threads. Each row gives the 1-minute load average before it
-# (figures from a shared machine are upper bounds). Times and peak RSS: /usr/bin/time -v.
+# Trace directories are kept in WORK_DIR so reruns skip generation (node summaries are removed
+# after each row). THREADS (default 0: one per hardware thread) is analyze's --threads. Each row
+# gives the 1-minute load average before it (figures from a shared machine are upper bounds).
+# Times and peak RSS: /usr/bin/time -v.
 set -euo pipefail
 BUILD=${1:-build}
 WORK=${2:-/tmp/lockstep-bench}
@@ -20,6 +24,14 @@ SIZES=("$@")
 CORES=${CORES:-0,1}
 READ=${READ:-summary}
 THREADS=${THREADS:-0}
+times() {  # wall, cpu (user + sys) and rss (KB) of the last /usr/bin/time -v
+  wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s }' "$WORK/time.txt")
+  rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$WORK/time.txt")
+  local user sys
+  user=$(awk -F': ' '/User time/ { print $2 }' "$WORK/time.txt")
+  sys=$(awk -F': ' '/System time/ { print $2 }' "$WORK/time.txt")
+  cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
+}
 read_flag=()
 [ "$READ" = full ] && read_flag=(--full-read)
 mkdir -p "$WORK"
@@ -38,20 +50,29 @@ for spec in "${SIZES[@]}"; do
     fi
   fi
   sync
+  rm -f "$dir"/*.lockstep-summary
   mb=$(du -sm "$dir" | cut -f1)
+  if [ "$READ" = nodes ]; then
+    loadavg=$(cut -d' ' -f1 /proc/loadavg)
+    taskset -c "$CORES" /usr/bin/time -v -o "$WORK/time.txt" "$BUILD/bin/lockstep" summarize "$dir" --every-host \
+      --threads "$THREADS" >"$WORK/summarize.txt"
+    times
+    nodes=$(ls "$dir" | grep -c '\.lockstep-summary$')
+    printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %-10s %s   (summarize --every-host: %s summaries, %s MB; %s ms CPU a node)\n" \
+      "$ranks" "$ops" "$lag" "$mb" "$wall" "$cpu" "$((rss / 1024))" - - "$loadavg" "$nodes" \
+      "$(du -cm "$dir"/*.lockstep-summary | tail -n 1 | cut -f1)" "$(awk -v c="$cpu" -v n="$nodes" 'BEGIN { printf "%.0f", c * 1000 / n }')"
+  fi
   rc=0
   loadavg=$(cut -d' ' -f1 /proc/loadavg)
   taskset -c "$CORES" /usr/bin/time -v -o "$WORK/time.txt" "$BUILD/bin/lockstep" analyze "$dir" "${read_flag[@]}" --timing \
     --threads "$THREADS" --json >"$WORK/out.json" 2>"$WORK/timing.txt" || rc=$?
+  rm -f "$dir"/*.lockstep-summary
   # analyze exits 1 (a finding) on these directories.
-  wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s }' "$WORK/time.txt")
-  rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$WORK/time.txt")
-  user=$(awk -F': ' '/User time/ { print $2 }' "$WORK/time.txt")
-  sys=$(awk -F': ' '/System time/ { print $2 }' "$WORK/time.txt")
-  cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
+  times
   load=$(sed -n 's/.*load \([0-9]*\) ms.*/\1/p' "$WORK/timing.txt")
   ana=$(sed -n 's/.*analyse \([0-9]*\) ms.*/\1/p' "$WORK/timing.txt")
-  printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %-10s %s   (exit %s, json %s KB, %s ops not read)\n" "$ranks" "$ops" "$lag" "$mb" "$wall" "$cpu" \
+  printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %-10s %s   (exit %s, json %s KB, %s ops not read%s)\n" "$ranks" "$ops" "$lag" "$mb" "$wall" "$cpu" \
     "$((rss / 1024))" "$load" "$ana" "$loadavg" "$rc" "$(( $(stat -c %s "$WORK/out.json" 2>/dev/null || echo 0) / 1024 ))" \
-    "$(sed -n 's/.*"ops_not_read": \([0-9]*\).*/\1/p' "$WORK/out.json" | head -n 1)"
+    "$(sed -n 's/.*"ops_not_read": \([0-9]*\).*/\1/p' "$WORK/out.json" | head -n 1)" \
+    "$(python3 -c 'import json, sys; u = json.load(open(sys.argv[1]))["reading"]["summaries"]; print(", %d files from %d node summaries" % (u["files"], u["used"]) if u["used"] else "")' "$WORK/out.json" 2>/dev/null)"
 done

@@ -52,6 +52,7 @@ inline std::optional<Schedule> load_for_analysis(const std::string& cmd, const s
                                                  unsigned threads = 0) {
   LoadOptions lo;
   lo.summary_first = summary_first;
+  lo.use_summaries = summary_first;
   lo.threads = threads;
   return load_or_explain(cmd, dir, [&lo](const std::string& d) { return load_schedule(d, lo); });
 }

@@ -22,6 +22,7 @@ void add_doctor_command(Command& app, int* exit_code);   // cmd_doctor.cpp
 void add_shrink_command(Command& app, int* exit_code);   // cmd_shrink.cpp
 void add_import_command(Command& app, int* exit_code);   // cmd_import.cpp
 void add_attach_command(Command& app, int* exit_code);   // cmd_attach.cpp
+void add_summarize_command(Command& app, int* exit_code); // cmd_summarize.cpp
 
 // The trace files of dir by the loader's rule (*.lockstep.sqlite), sorted; empty when dir is no
 // directory.

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   lockstep::cli::add_shrink_command(app, &exit_code);
   lockstep::cli::add_import_command(app, &exit_code);
   lockstep::cli::add_attach_command(app, &exit_code);
+  lockstep::cli::add_summarize_command(app, &exit_code);
   if (auto code = app.parse(argc, argv, lockstep::cli::kExitUsage)) return *code;
   if (preload_path) {
     std::string path = lockstep::cli::preload_library_path();

@@ -42,6 +42,15 @@ for f in "${files[@]}"; do
 done
 [ "$(echo "$procids" | grep -o . | sort | tr -d '\n')" = 0123 ] || fail "SLURM_PROCIDs recorded: $procids"
 
+# The node's summary of its trace files, written on the job's own node through its allocation
+# while the job hangs (docs/slurm.md); analyze reads it in place of the files.
+srun --overlap --jobid "$job" --ntasks-per-node=1 lockstep summarize "$D" >"$T/summarize.txt" 2>&1 ||
+  fail "srun --overlap lockstep summarize failed: $(cat "$T/summarize.txt")"
+grep -q ": 4 trace files" "$T/summarize.txt" || fail "the node summary does not cover the 4 files: $(cat "$T/summarize.txt")"
+lockstep analyze "$D" >"$T/analyze-summary.txt" 2>&1 || true
+grep -q "seq 3750" "$T/analyze-summary.txt" || fail "analyze from the node summary does not name seq 3750"
+grep -q "node summar" "$T/analyze-summary.txt" || fail "analyze does not say what it did with the node summary"
+
 # scancel: the job ends (SIGTERM, SIGKILL after KillWait), the traces stay usable.
 scancel "$job"
 wait $srun_pid || true
@@ -56,6 +65,8 @@ grep -q "FIRST DIVERGENCE: .* seq 3750: op type differs: reduce_scatter vs all_t
   || fail "analyze does not name seq 3750 and the two ops"
 grep -q "Slurm job $job step 0" "$T/analyze.txt" || fail "analyze does not name Slurm job $job"
 if grep -q "^skipped" "$T/analyze.txt"; then fail "a trace file was skipped after scancel"; fi
+# The recorders wrote their exit to the files after summarizing: the summary is stale, ignored.
+grep -q "node summary ignored, its files read: .*stale" "$T/analyze.txt" || fail "the stale node summary is not named"
 for f in "${files[@]}"; do
   [ "$(meta "$f" exit_reason)" = SIGTERM ] || fail "$f: exit_reason $(meta "$f" exit_reason), expected SIGTERM (scancel)"
   [ "$(count_ops "$f")" -eq 3750 ] || fail "$f lost ops after scancel"

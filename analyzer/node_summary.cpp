@@ -1,0 +1,519 @@
+#include "node_summary.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+
+#include "file_name.h"
+#include "schedule.h"
+#include "text_escape.h"
+#include "trace_schema.h"
+
+namespace lockstep {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr char kMagic[] = "lockstep-node-summary";  // with its NUL: 22 bytes
+constexpr uint64_t kVersion = 1;
+constexpr int64_t kMaxSummaryBytes = int64_t(4) << 30;
+constexpr size_t kIdentityBytes = 4096;
+
+struct Corrupt : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+uint64_t fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+class Out {
+ public:
+  void u(uint64_t v) {
+    while (v >= 0x80) b_.push_back(static_cast<char>((v & 0x7f) | 0x80)), v >>= 7;
+    b_.push_back(static_cast<char>(v));
+  }
+  void s(int64_t v) { u((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+  void str(const std::string& v) {
+    u(v.size());
+    b_ += v;
+  }
+  void fixed(uint64_t v) {
+    for (int i = 0; i < 8; ++i) b_.push_back(static_cast<char>(v >> (8 * i)));
+  }
+  std::string& bytes() { return b_; }
+
+ private:
+  std::string b_;
+};
+
+class In {
+ public:
+  In(const char* p, const char* end) : p_(p), end_(end) {}
+  uint64_t u() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p_ == end_) throw Corrupt("truncated");
+      const auto c = static_cast<unsigned char>(*p_++);
+      if (shift == 63 && c > 1) throw Corrupt("an integer out of range");
+      v |= static_cast<uint64_t>(c & 0x7f) << shift;
+      if (!(c & 0x80)) return v;
+    }
+    throw Corrupt("an integer out of range");
+  }
+  int64_t s() {
+    const uint64_t v = u();
+    return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1));
+  }
+  int64_t s(int64_t lo, int64_t hi) {
+    const int64_t v = s();
+    if (v < lo || v > hi) throw Corrupt("a value out of range (" + std::to_string(v) + ")");
+    return v;
+  }
+  int i32() { return static_cast<int>(s(INT32_MIN, INT32_MAX)); }
+  bool flag() {
+    const uint64_t v = u();
+    if (v > 1) throw Corrupt("a flag that is neither 0 nor 1");
+    return v == 1;
+  }
+  // A count of elements of at least one byte each: never more than the bytes left.
+  size_t count() {
+    const uint64_t v = u();
+    if (v > static_cast<uint64_t>(end_ - p_)) throw Corrupt("a count beyond the file's end");
+    return static_cast<size_t>(v);
+  }
+  // Strings were made printable by the loader: one that is not was not written by summarize.
+  std::string str() {
+    const size_t n = count();
+    std::string v(p_, n);
+    p_ += n;
+    if (!is_printable(v)) throw Corrupt("a string that is not printable");
+    return v;
+  }
+  uint64_t fixed() {
+    if (end_ - p_ < 8) throw Corrupt("truncated");
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(p_[i])) << (8 * i);
+    p_ += 8;
+    return v;
+  }
+  template <class E>
+  E vocab_enum(int known, int none) {
+    const uint64_t v = u();
+    if (static_cast<int64_t>(v) != none && v >= static_cast<uint64_t>(known)) throw Corrupt("an unknown enumerator");
+    return static_cast<E>(v);
+  }
+  bool done() const { return p_ == end_; }
+
+ private:
+  const char* p_;
+  const char* end_;
+};
+
+template <class E>
+uint64_t ev(E e) {
+  return static_cast<uint64_t>(e);
+}
+
+void put_part(Out& o, const OpPart& p) {
+  o.u(ev(p.op)), o.u(ev(p.dtype)), o.s(p.count), o.s(p.root), o.s(p.peer), o.u(ev(p.redop));
+}
+OpPart get_part(In& in) {
+  OpPart p;
+  p.op = in.vocab_enum<vocab::Op>(vocab::kNumOps, -1);
+  p.dtype = in.vocab_enum<vocab::Dtype>(static_cast<int>(std::size(vocab::kDtypeNames)), 0xff);
+  p.count = in.s();
+  p.root = in.i32();
+  p.peer = in.i32();
+  p.redop = in.vocab_enum<vocab::RedOp>(static_cast<int>(std::size(vocab::kRedOpNames)), 0xff);
+  return p;
+}
+
+void put_entry(Out& o, const SummaryEntry& e) {
+  o.str(e.id.name), o.s(e.id.size), o.s(e.id.mtime_ns), o.fixed(e.id.content);
+  const SchedProcess& sp = e.file.proc;
+  const Process& p = sp.info;
+  o.u(p.meta.size());
+  for (auto& [k, v] : p.meta) o.str(k), o.str(v);
+  o.u(p.env.size());
+  for (auto& [k, v] : p.env) o.str(k), o.str(v);
+  o.u(p.comms.size());
+  for (const Comm& c : p.comms) {
+    o.s(c.local_id), o.str(c.hash), o.u(c.handle), o.s(c.nranks), o.s(c.rank), o.s(c.cuda_device), o.s(c.parent);
+    o.s(c.split_color), o.s(c.split_key), o.str(c.name), o.u(c.created_before_tracing), o.u(c.shrunk);
+    o.s(c.init_call), o.s(c.init_rc), o.u(ev(c.end_kind));
+    o.s(c.retired_collectives), o.u(c.retired_digest), o.s(c.retired_through_seq);
+    o.u(c.checkpoints.size());
+    for (const Comm::Checkpoint& k : c.checkpoints) o.s(k.ordinal), o.s(k.seq), o.u(k.digest);
+  }
+  o.u(p.nocolor_splits.size());
+  for (const NoColorSplit& x : p.nocolor_splits) o.s(x.call_index), o.s(x.parent);
+  o.u(p.hangs.size());
+  for (const HangMarker& h : p.hangs) o.s(h.mono_ns), o.s(h.wall_ns), o.s(h.in_flight), o.str(h.message);
+  o.u(p.drops_known);
+  o.u(p.drops.size());
+  for (const DropRange& d : p.drops) o.s(d.comm), o.s(d.first_seq), o.s(d.last_seq), o.s(d.records), o.str(d.reason), o.u(d.stop_point);
+  o.u(e.file.sigs.size());
+  for (const Signature& s : e.file.sigs) {
+    put_part(o, OpPart{s.op, s.dtype, s.count, s.root, s.peer, s.redop});
+    o.u(s.parts.size());
+    for (const OpPart& part : s.parts) put_part(o, part);
+  }
+  o.u(sp.completion_known), o.s(sp.unsequenced_ops), o.s(sp.unread_ops);
+  o.u(sp.unread.size());
+  for (const auto& u : sp.unread) o.s(u.collectives), o.u(u.digest);
+  o.u(sp.in_flight_issue.size());
+  for (auto& [ci, t] : sp.in_flight_issue) o.s(ci), o.s(t);
+  // The rows as ScheduleBuilder takes them: decoding builds the same index (streams, groups).
+  o.u(sp.ops.size());
+  int64_t previous = 0;
+  for (size_t i = 0; i < sp.ops.size(); ++i) {
+    const SchedOp& op = sp.ops[i];
+    const uint32_t g = sp.group_of(i);
+    const int64_t group = !(op.flags & kOpGrouped) ? -1 : g == 0 ? int64_t(UINT32_MAX) : int64_t(g) - 1;
+    o.s(op.call_index - previous), o.s(op.seq), o.s(op.comm), o.u(op.sig), o.u(sp.stream_of(i)), o.s(group), o.u(op.completed());
+    previous = op.call_index;
+  }
+}
+
+SummaryEntry get_entry(In& in) {
+  SummaryEntry e;
+  e.id.name = in.str();
+  e.id.size = in.s(0, INT64_MAX);
+  e.id.mtime_ns = in.s();
+  e.id.content = in.fixed();
+  SchedProcess& sp = e.file.proc;
+  Process& p = sp.info;
+  for (size_t n = in.count(); n-- > 0;) {
+    std::string k = in.str();
+    p.meta[k] = in.str();
+  }
+  for (size_t n = in.count(); n-- > 0;) {
+    std::string k = in.str();
+    p.env[k] = in.str();
+  }
+  for (size_t n = in.count(); n-- > 0;) {
+    Comm& c = p.comms.emplace_back();
+    c.local_id = in.i32(), c.hash = in.str(), c.handle = in.u(), c.nranks = in.i32(), c.rank = in.i32();
+    c.cuda_device = in.i32(), c.parent = in.i32(), c.split_color = in.i32(), c.split_key = in.i32();
+    c.name = in.str(), c.created_before_tracing = in.flag(), c.shrunk = in.flag();
+    c.init_call = in.s(), c.init_rc = in.i32();
+    c.end_kind = in.vocab_enum<vocab::CommEnd>(static_cast<int>(std::size(vocab::kCommEndNames)), 0xff);
+    c.retired_collectives = in.s(), c.retired_digest = in.u(), c.retired_through_seq = in.s();
+    for (size_t k = in.count(); k-- > 0;) {
+      Comm::Checkpoint& cp = c.checkpoints.emplace_back();
+      cp.ordinal = in.s(), cp.seq = in.s(), cp.digest = in.u();
+    }
+  }
+  if (p.comms.size() > UINT16_MAX + size_t(1)) throw Corrupt("more communicators than an op can name");
+  for (size_t n = in.count(); n-- > 0;) {
+    NoColorSplit& x = p.nocolor_splits.emplace_back();
+    x.call_index = in.s(), x.parent = in.i32();
+  }
+  for (size_t n = in.count(); n-- > 0;) {
+    HangMarker& h = p.hangs.emplace_back();
+    h.mono_ns = in.s(), h.wall_ns = in.s(), h.in_flight = in.i32(), h.message = in.str();
+  }
+  p.drops_known = in.flag();
+  for (size_t n = in.count(); n-- > 0;) {
+    DropRange& d = p.drops.emplace_back();
+    d.comm = in.i32(), d.first_seq = in.s(), d.last_seq = in.s(), d.records = in.s(), d.reason = in.str(), d.stop_point = in.flag();
+  }
+  for (size_t n = in.count(); n-- > 0;) {
+    const OpPart head = get_part(in);
+    Signature& s = e.file.sigs.emplace_back();
+    s.op = head.op, s.dtype = head.dtype, s.count = head.count, s.root = head.root, s.peer = head.peer, s.redop = head.redop;
+    s.cls = classify_op(s.op);
+    for (size_t k = in.count(); k-- > 0;) s.parts.push_back(get_part(in));
+  }
+  if (e.file.sigs.size() > kMaxSignatures) throw Corrupt("more signatures than the index holds");
+  sp.completion_known = in.flag(), sp.unsequenced_ops = in.s(), sp.unread_ops = in.s();
+  for (size_t n = in.count(); n-- > 0;) {
+    auto& u = sp.unread.emplace_back();
+    u.collectives = in.s(), u.digest = in.u();
+  }
+  for (size_t n = in.count(); n-- > 0;) {
+    const int64_t ci = in.s();
+    sp.in_flight_issue.emplace_back(ci, in.s());
+  }
+  const size_t n_ops = in.count();
+  sp.ops.reserve(n_ops);
+  ScheduleBuilder index(sp);
+  int64_t previous = 0;
+  const bool completion_known = sp.completion_known;
+  for (size_t i = 0; i < n_ops; ++i) {
+    ScheduleBuilder::Row r;
+    const int64_t delta = in.s();
+    if (__builtin_add_overflow(previous, delta, &r.call_index) || (i > 0 && delta <= 0))
+      throw Corrupt("ops out of call_index order");
+    previous = r.call_index;
+    r.seq = in.s();
+    r.comm = static_cast<int>(in.s(0, static_cast<int64_t>(p.comms.size()) - 1));
+    const uint64_t sig = in.u();
+    if (sig >= e.file.sigs.size()) throw Corrupt("an op names no signature");
+    r.sig = static_cast<uint32_t>(sig);
+    r.stream = in.u();
+    r.group_id = in.s(-1, UINT32_MAX);
+    r.completed = in.flag();
+    try {
+      index.add_op(r);
+    } catch (const IndexError& x) {
+      throw Corrupt(x.what());
+    }
+  }
+  if (sp.completion_known != completion_known) throw Corrupt("completions that contradict completion_known");
+  sp.groups.shrink_to_fit();
+  return e;
+}
+
+template <class Fn>
+void parallel(size_t n, unsigned threads, Fn&& fn) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<size_t>(threads, n));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+}
+
+std::string read_whole(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw Corrupt(std::string("cannot open: ") + std::strerror(errno));
+  struct stat st;
+  std::string bytes;
+  try {
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw Corrupt("not a regular file");
+    if (st.st_size > kMaxSummaryBytes) throw Corrupt("larger than a summary can be");
+    bytes.resize(static_cast<size_t>(st.st_size));
+    size_t got = 0;
+    while (got < bytes.size()) {
+      const ssize_t r = pread(fd, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) throw Corrupt(r < 0 ? std::string("cannot read: ") + std::strerror(errno) : "changed while read");
+      got += static_cast<size_t>(r);
+    }
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);
+  return bytes;
+}
+
+// A -wal holds pages newer than the database file, which its identity does not see. (A
+// rollback -journal, which the recorder keeps between commits, holds only older pages: a reader
+// that rolls a hot one back reads what the summarizer read, while the database is unchanged.)
+bool has_side_file(const std::string& path) {
+  struct stat st;
+  return lstat((path + "-wal").c_str(), &st) == 0;
+}
+
+}  // namespace
+
+FileIdentity file_identity(const std::string& path, std::string* why) {
+  FileIdentity id;
+  id.name = fs::path(path).filename().string();
+  why->clear();
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    *why = errno == ENOENT ? "missing" : std::string("cannot open: ") + std::strerror(errno);
+    return id;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    *why = "not a regular file";
+  } else {
+    id.size = st.st_size;
+    id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    char buf[kIdentityBytes];
+    uint64_t h = fnv1a(nullptr, 0);
+    const off_t size = st.st_size;
+    const size_t head = static_cast<size_t>(std::min<off_t>(size, kIdentityBytes));
+    const off_t tail_at = std::max<off_t>(0, size - static_cast<off_t>(kIdentityBytes));
+    for (auto [at, n] : {std::pair<off_t, size_t>(0, head), std::pair<off_t, size_t>(tail_at, static_cast<size_t>(size - tail_at))}) {
+      const ssize_t r = pread(fd, buf, n, at);
+      if (r != static_cast<ssize_t>(n)) {
+        *why = "cannot read";
+        break;
+      }
+      h = fnv1a(buf, n, h);
+    }
+    id.content = h;
+  }
+  close(fd);
+  return id;
+}
+
+std::string summary_file_name(const std::string& host) {
+  std::string name = schema::safe_file_component(host.empty() ? "unknown-host" : host);
+  return name + kSummarySuffix;
+}
+
+std::string encode_node_summary(const std::string& host, const std::vector<SummaryEntry>& entries) {
+  Out o;
+  o.bytes().append(kMagic, sizeof kMagic);
+  o.u(kVersion);
+  o.str(host);
+  o.u(entries.size());
+  for (const SummaryEntry& e : entries) put_entry(o, e);
+  const uint64_t sum = fnv1a(o.bytes().data(), o.bytes().size());
+  o.fixed(sum);
+  return std::move(o.bytes());
+}
+
+std::vector<SummaryEntry> decode_node_summary(const std::string& bytes, std::string* host) {
+  if (bytes.size() < sizeof kMagic + 8 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
+    throw Corrupt("not a lockstep node summary");
+  const size_t body = bytes.size() - 8;
+  In tail(bytes.data() + body, bytes.data() + bytes.size());
+  if (tail.fixed() != fnv1a(bytes.data(), body)) throw Corrupt("checksum mismatch (truncated or altered)");
+  In in(bytes.data() + sizeof kMagic, bytes.data() + body);
+  const uint64_t version = in.u();
+  if (version != kVersion)
+    throw Corrupt("format version " + std::to_string(version) + ", this lockstep reads " + std::to_string(kVersion));
+  std::string h = in.str();
+  if (host) *host = h;
+  std::vector<SummaryEntry> entries(in.count());
+  for (SummaryEntry& e : entries) e = get_entry(in);
+  if (!in.done()) throw Corrupt("trailing bytes");
+  return entries;
+}
+
+Summarized summarize_files(const std::vector<std::string>& files, const LoadOptions& options) {
+  std::vector<SummaryEntry> entries(files.size());
+  std::vector<std::string> why(files.size());
+  parallel(files.size(), options.threads, [&](size_t i) {
+    std::string w;
+    FileIdentity before = file_identity(files[i], &w);
+    if (!w.empty()) return void(why[i] = w);
+    if (has_side_file(files[i])) return void(why[i] = "a -wal file beside it");
+    LoadOptions lo = options;
+    lo.summary_first = true;
+    entries[i].file = load_file_summary_first(files[i], lo);
+    if (!entries[i].file.reason.empty()) return void(why[i] = "unusable: " + entries[i].file.reason);
+    entries[i].id = file_identity(files[i], &w);
+    if (!w.empty() || !(entries[i].id == before) || has_side_file(files[i])) why[i] = "changed while read";
+  });
+  Summarized r;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (why[i].empty())
+      r.entries.push_back(std::move(entries[i]));
+    else
+      r.not_covered.push_back({files[i], why[i]});
+  }
+  return r;
+}
+
+void write_node_summary(const std::string& out, const std::string& host, const std::vector<SummaryEntry>& entries) {
+  const std::string bytes = encode_node_summary(host, entries);
+  const std::string tmp = out + ".tmp." + std::to_string(getpid());
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw LoadError("cannot create " + tmp + ": " + std::strerror(errno));
+  size_t put = 0;
+  while (put < bytes.size()) {
+    const ssize_t w = write(fd, bytes.data() + put, bytes.size() - put);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      const std::string err = std::strerror(errno);
+      close(fd);
+      unlink(tmp.c_str());
+      throw LoadError("cannot write " + tmp + ": " + err);
+    }
+    put += static_cast<size_t>(w);
+  }
+  if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp.c_str(), out.c_str()) != 0) {
+    const std::string err = std::strerror(errno);
+    unlink(tmp.c_str());
+    throw LoadError("cannot write " + out + ": " + err);
+  }
+}
+
+SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std::string>& files, unsigned threads) {
+  SummaryCover cover;
+  std::vector<std::string> summaries;
+  {
+    std::error_code ec;
+    const std::string suffix = kSummarySuffix;
+    for (auto& e : fs::directory_iterator(dir, ec)) {
+      const std::string name = e.path().filename().string();
+      if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        summaries.push_back(e.path().string());
+    }
+    if (ec || summaries.empty()) return cover;
+  }
+  std::sort(summaries.begin(), summaries.end());
+  // Only the directory's own trace files can be covered (not Flight Recorder conversions).
+  std::unordered_map<std::string, size_t> by_name;
+  for (size_t i = 0; i < files.size(); ++i) {
+    const fs::path f(files[i]);
+    if ((fs::path(dir) / f.filename()).string() == files[i]) by_name.emplace(f.filename().string(), i);
+  }
+  struct Result {
+    std::string why;
+    std::vector<std::pair<size_t, LoadedFile>> files;
+  };
+  std::vector<Result> results(summaries.size());
+  parallel(summaries.size(), threads, [&](size_t k) {
+    Result& r = results[k];
+    try {
+      std::vector<SummaryEntry> entries = decode_node_summary(read_whole(summaries[k]));
+      std::set<size_t> seen;
+      for (SummaryEntry& e : entries) {
+        auto it = by_name.find(e.id.name);
+        if (it == by_name.end()) throw Corrupt("covers " + e.id.name + ", which is not a trace file of the directory (missing?)");
+        if (!seen.insert(it->second).second) throw Corrupt("covers " + e.id.name + " twice");
+        const std::string& path = files[it->second];
+        std::string w;
+        const FileIdentity now = file_identity(path, &w);
+        if (!w.empty()) throw Corrupt(e.id.name + ": " + w);
+        if (!(now == e.id) || has_side_file(path))
+          throw Corrupt("stale: " + e.id.name + " changed after it was summarized (size, mtime, content or a -wal)");
+        if (std::string bad = check_loaded_file(e.file); !bad.empty()) throw Corrupt("corrupt entry for " + e.id.name + ": " + bad);
+        r.files.emplace_back(it->second, std::move(e.file));
+      }
+    } catch (const std::exception& x) {  // Corrupt, and allocation failures of a hostile summary
+      r.why = x.what();
+      r.files.clear();
+    }
+  });
+  std::map<size_t, std::string> claimed;  // file index -> the summary that covers it
+  for (size_t k = 0; k < summaries.size(); ++k) {
+    Result& r = results[k];
+    if (r.why.empty())
+      for (auto& [i, f] : r.files)
+        if (auto it = claimed.find(i); it != claimed.end()) {
+          r.why = "covers " + fs::path(files[i]).filename().string() + ", which " + it->second + " covers too";
+          break;
+        }
+    if (!r.why.empty()) {
+      cover.use.ignored.push_back({summaries[k], printable(r.why)});
+      continue;
+    }
+    ++cover.use.used;
+    cover.use.files += static_cast<int64_t>(r.files.size());
+    for (auto& entry : r.files) {
+      claimed.emplace(entry.first, summaries[k]);
+      cover.files.push_back(std::move(entry));
+    }
+  }
+  return cover;
+}
+
+}  // namespace lockstep

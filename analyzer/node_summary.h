@@ -1,0 +1,69 @@
+// Node summaries: what the summary-first read loads of each trace file of one node (its header,
+// checkpoints, the op rows after its own cut, the issue times of its ops in flight), in one file
+// per node beside the traces, written by `lockstep summarize` on the node itself. The analyzing
+// machine then opens one file per node instead of one per rank, and checks each covered trace
+// file's identity (a stat and two page reads, no SQLite). Format: docs/schema.md "Node summaries";
+// use: docs/scaling.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "trace_loader.h"
+
+namespace lockstep {
+
+inline constexpr const char* kSummarySuffix = ".lockstep-summary";
+
+// What ties a summary's entry to the file it stood for: a file rewritten, truncated, appended to
+// or replaced after summarizing differs in one of these.
+struct FileIdentity {
+  std::string name;      // the file's name in the directory
+  int64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint64_t content = 0;  // FNV-1a of the file's first and last 4 KiB (SQLite's header, its newest page)
+  bool operator==(const FileIdentity&) const = default;
+};
+// The identity of a regular file (a symlink is not followed). `why` empty on success.
+FileIdentity file_identity(const std::string& path, std::string* why);
+
+// <host>.lockstep-summary, the host made one safe file-name component.
+std::string summary_file_name(const std::string& host);
+
+// The codec's unit: one covered file, its identity and what the summary-first read loaded of it.
+struct SummaryEntry {
+  FileIdentity id;
+  LoadedFile file;
+};
+
+// `lockstep summarize`: loads `files` as the summary-first read does (in parallel). entries: the
+// usable, unchanged ones; not_covered: the files left out and why (unusable, changed while read,
+// a -wal beside it), which the analyzer reads itself.
+struct Summarized {
+  std::vector<SummaryEntry> entries;
+  std::vector<SkippedFile> not_covered;
+};
+Summarized summarize_files(const std::vector<std::string>& files, const LoadOptions& options);
+// Writes `entries` as the summary file `out` (a temporary file beside it, renamed over it).
+// Throws LoadError when it cannot.
+void write_node_summary(const std::string& out, const std::string& host, const std::vector<SummaryEntry>& entries);
+
+// The loader's side: every *.lockstep-summary of dir, decoded and checked against the trace files
+// (`files`, the loader's listing). A summary is used only when all of it is consistent: every
+// file it covers is in `files` with the recorded identity and no -wal beside it, and
+// every entry passes check_loaded_file. Otherwise it is ignored as a whole, with why.
+struct SummaryCover {
+  std::vector<std::pair<size_t, LoadedFile>> files;  // index into `files`, what the summary holds of it
+  Schedule::SummaryUse use;
+};
+SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std::string>& files, unsigned threads);
+
+// The codec, for tests: the summary file's bytes of `entries` and back. decode throws
+// std::runtime_error on anything it would not have written (wrong magic or version, a length or
+// count beyond the bytes, a value out of range, trailing bytes, a checksum that does not match).
+std::string encode_node_summary(const std::string& host, const std::vector<SummaryEntry>& entries);
+std::vector<SummaryEntry> decode_node_summary(const std::string& bytes, std::string* host = nullptr);
+
+}  // namespace lockstep

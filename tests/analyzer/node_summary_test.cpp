@@ -1,0 +1,137 @@
+// Node summaries (analyzer/node_summary.h): the codec gives back what the loader loaded, and
+// bytes it did not write -- even behind a valid checksum -- are refused or caught by
+// check_loaded_file, never a crash or an unbounded allocation.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <random>
+
+#include "node_summary.h"
+#include "trace_builder.h"
+
+using lockstep::FileIdentity;
+using lockstep::LoadedFile;
+using lockstep::SummaryEntry;
+using lockstep::testing::OpSpec;
+using lockstep::testing::TraceBuilder;
+
+namespace {
+
+// A file with what the codec carries: parts, groups, streams past the index's 254 buckets, ops
+// in flight, a hang marker, a NOCOLOR-free split communicator.
+std::string sample_file() {
+  const std::string dir = lockstep::testing::fresh_dir("node_summary");
+  TraceBuilder b(2);
+  b.comm("00000000000000aa", {0, 1});
+  b.comm("00000000000000bb", {0, 1}, "00000000000000aa", 1, "tp");
+  b.all({0, 1}, "00000000000000aa", OpSpec{}, 20);
+  for (int s = 0; s < 300; ++s) b.all({0, 1}, "00000000000000bb", OpSpec{.count = 8, .stream = uint64_t(1000 + s)});
+  b.all({0, 1}, "00000000000000aa", OpSpec{.op = "all_to_all", .redop = "", .parts = {lockstep::testing::send_to(1, 5), lockstep::testing::recv_from(1, 5)}, .group = 3});
+  b.all({0, 1}, "00000000000000aa", OpSpec{.completed = false});
+  b.trace().processes[0].hangs.push_back({7, 8, 1, "hang!"});
+  b.running(0);
+  lockstep::testing::write_trace(b.trace(), dir);
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().string().find("rank-0") != std::string::npos || e.path().string().find("-0.") != std::string::npos)
+      return e.path().string();
+  return std::filesystem::directory_iterator(dir)->path().string();
+}
+
+uint64_t fnv1a(const std::string& s, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 0x100000001b3ull;
+  return h;
+}
+void reseal(std::string& bytes) {  // the checksum of the mutated bytes, so the decoder gets past it
+  const uint64_t h = fnv1a(bytes, bytes.size() - 8);
+  for (int i = 0; i < 8; ++i) bytes[bytes.size() - 8 + i] = static_cast<char>(h >> (8 * i));
+}
+
+}  // namespace
+
+TEST(NodeSummary, gives_back_what_the_loader_loaded) {
+  const std::string path = sample_file();
+  std::vector<SummaryEntry> in(1);
+  in[0].file = lockstep::load_file_summary_first(path);
+  ASSERT_EQ(in[0].file.reason, "");
+  std::string why;
+  in[0].id = lockstep::file_identity(path, &why);
+  ASSERT_EQ(why, "");
+  const std::string bytes = lockstep::encode_node_summary("node0", in);
+  std::string host;
+  std::vector<SummaryEntry> out = lockstep::decode_node_summary(bytes, &host);
+  EXPECT_EQ(host, "node0");
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(lockstep::check_loaded_file(out[0].file), "");
+  const lockstep::SchedProcess &a = in[0].file.proc, &b = out[0].file.proc;
+  EXPECT_EQ(out[0].id, in[0].id);
+  EXPECT_EQ(b.info.host, a.info.host);
+  EXPECT_EQ(b.info.global_rank, a.info.global_rank);
+  EXPECT_EQ(b.info.finished, a.info.finished);
+  EXPECT_EQ(b.info.checkpoint_interval, a.info.checkpoint_interval);
+  ASSERT_EQ(b.ops.size(), a.ops.size());
+  for (size_t i = 0; i < a.ops.size(); ++i) {
+    EXPECT_EQ(b.ops[i].call_index, a.ops[i].call_index);
+    EXPECT_EQ(b.ops[i].sig, a.ops[i].sig);
+    EXPECT_EQ(b.ops[i].seq, a.ops[i].seq);
+    EXPECT_EQ(b.ops[i].flags, a.ops[i].flags);
+    EXPECT_EQ(b.stream_of(i), a.stream_of(i));
+    EXPECT_EQ(b.group_of(i), a.group_of(i));
+  }
+  EXPECT_FALSE(a.overflow_streams.empty());
+  EXPECT_EQ(b.streams, a.streams);
+  EXPECT_EQ(b.in_flight_issue, a.in_flight_issue);
+  EXPECT_FALSE(a.in_flight_issue.empty());
+  EXPECT_EQ(b.completion_known, a.completion_known);
+  EXPECT_EQ(b.unsequenced_ops, a.unsequenced_ops);
+  // Everything the codec carries, compared at once: the decoded entry encodes to the same bytes.
+  EXPECT_EQ(lockstep::encode_node_summary("node0", out), bytes);
+}
+
+TEST(NodeSummary, refuses_what_it_did_not_write) {
+  const std::string path = sample_file();
+  std::vector<SummaryEntry> in(1);
+  in[0].file = lockstep::load_file_summary_first(path);
+  const std::string bytes = lockstep::encode_node_summary("node0", in);
+  EXPECT_ANY_THROW(lockstep::decode_node_summary(""));
+  EXPECT_ANY_THROW(lockstep::decode_node_summary(bytes.substr(0, bytes.size() - 1)));
+  std::string flipped = bytes;
+  flipped[bytes.size() / 2] ^= 1;
+  EXPECT_ANY_THROW(lockstep::decode_node_summary(flipped));
+  std::string trailing = bytes.substr(0, bytes.size() - 8) + "x" + bytes.substr(bytes.size() - 8);
+  reseal(trailing);
+  EXPECT_ANY_THROW(lockstep::decode_node_summary(trailing));
+}
+
+// Random damage behind a valid checksum: decoding throws, or what it gives passes or fails
+// check_loaded_file; nothing crashes (the sanitizer build runs this too).
+TEST(NodeSummary, damage_behind_a_valid_checksum_is_caught_without_a_crash) {
+  const std::string path = sample_file();
+  std::vector<SummaryEntry> in(1);
+  in[0].file = lockstep::load_file_summary_first(path);
+  const std::string bytes = lockstep::encode_node_summary("node0", in);
+  std::mt19937_64 rng(33);
+  int decoded = 0, refused = 0;
+  for (int round = 0; round < 3000; ++round) {
+    std::string m = bytes;
+    const size_t body = m.size() - 8;
+    for (int k = 1 + static_cast<int>(rng() % 3); k > 0; --k) {
+      const size_t at = 22 + rng() % (body - 22);
+      switch (rng() % 3) {
+        case 0: m[at] = static_cast<char>(rng()); break;
+        case 1: m[at] = static_cast<char>(0xff); break;  // a varint that goes on: huge values
+        default: m.erase(at, 1 + rng() % 16); break;
+      }
+      if (m.size() < 40) break;
+    }
+    if (m.size() < 40) continue;
+    reseal(m);
+    try {
+      std::vector<SummaryEntry> out = lockstep::decode_node_summary(m);
+      for (SummaryEntry& e : out) lockstep::check_loaded_file(e.file).empty() ? ++decoded : ++refused;
+    } catch (const std::exception&) {
+      ++refused;
+    }
+  }
+  EXPECT_GT(refused, 1000);
+}

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# Node summaries (`lockstep summarize`, docs/scaling.md) against the direct summary-first read
+# and --full-read: on gen_trace directories and every directory of tests/data, summarized with
+# --every-host, the verdict JSON must be the direct summary-first read's (everything but
+# "reading", which must say the summaries were used) and the full read's (but the windows, as in
+# summary_first_test.sh); check's exit code and report's page data too. Then summaries that must
+# not be trusted -- a file rewritten after summarizing (and one altered with its size and mtime
+# kept), a covered file missing, garbage, an SQLite file, a truncated or altered summary, crafted
+# summaries with a valid checksum and lying content, a FIFO, a directory, a symlink -- must each
+# be ignored and named in the output, the verdict still the direct read's.
+#   node_summary_test.sh LOCKSTEP GEN_TRACE DATA_DIR
+set -euo pipefail
+LOCKSTEP=$1 GEN=$2 DATA=$3
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail=0
+
+# DIR (with summaries) REF (the same traces without) EXPECT: used | ignored | any
+compare() {
+  local dir=$1 ref=$2 expect=$3 rc_n=0 rc_s=0 rc_f=0
+  timeout 60 "$LOCKSTEP" analyze "$dir" --json >"$work/n.json" 2>/dev/null || rc_n=$?
+  # The reference's reads, once per reference directory (the hostile cases share one).
+  local key
+  key=$work/ref-$(printf '%s' "$ref" | md5sum | cut -c1-12)
+  if [ ! -f "$key.rc" ]; then
+    "$LOCKSTEP" analyze "$ref" --json >"$key.s.json" 2>/dev/null || rc_s=$?
+    "$LOCKSTEP" analyze "$ref" --json --full-read >"$key.f.json" 2>/dev/null || rc_f=$?
+    echo "$rc_s $rc_f" >"$key.rc"
+  fi
+  read -r rc_s rc_f <"$key.rc"
+  cp "$key.s.json" "$work/s.json" && cp "$key.f.json" "$work/f.json"
+  if [ "$rc_n" != "$rc_s" ] || [ "$rc_n" != "$rc_f" ]; then
+    echo "FAIL $dir: exit $rc_n (summaries) vs $rc_s (summary first) vs $rc_f (full read)"; fail=1; return
+  fi
+  [ -s "$work/s.json" ] || { echo "skip $dir: no report (exit $rc_s)"; return; }
+  local rc_1=0
+  if [ "$expect" != ignored ]; then
+    "$LOCKSTEP" analyze "$dir" --json --threads 1 >"$work/n1.json" 2>/dev/null || rc_1=$?
+    if [ "$rc_1" != "$rc_n" ] || ! cmp -s "$work/n1.json" "$work/n.json"; then
+      echo "FAIL $dir: the report from summaries depends on the number of reading threads"; fail=1; return
+    fi
+  fi
+  if ! python3 - "$work/n.json" "$work/s.json" "$work/f.json" "$dir" "$ref" "$expect" <<'PY'
+import json, os, sys
+n, s, f = (json.load(open(p)) for p in sys.argv[1:4])
+name, ref, expect = sys.argv[4], sys.argv[5], sys.argv[6]
+use = n["reading"].get("summaries", {})
+if expect == "used" and (use.get("used", 0) == 0 or use.get("ignored")):
+    sys.exit(f"{name}: summaries not used: {use}")
+if expect == "ignored":
+    if not use.get("ignored"):
+        sys.exit(f"{name}: a summary that must be ignored was not: {use}")
+    if not all(i["path"] in n["reading"]["text"] for i in use["ignored"]):
+        sys.exit(f"{name}: an ignored summary is not named in the text: {n['reading']['text']!r}")
+def same_dir(j):  # the reports name the directory and its files: the reference's paths
+    return json.loads(json.dumps(j).replace(json.dumps(name)[1:-1], json.dumps(ref)[1:-1]))
+n = same_dir(n)
+rn, rs = dict(n["reading"]), dict(s["reading"])
+for r in (rn, rs):
+    r.pop("summaries", None), r.pop("text", None)
+if rn != rs:
+    sys.exit(f"{name}: what was read differs: {rn} vs {rs}")
+a, b = dict(n), dict(s)
+a.pop("reading"), b.pop("reading")
+if a != b:
+    sys.exit(f"{name}: verdict differs from the direct summary-first read: " + ", ".join(k for k in a if a.get(k) != b.get(k)))
+def strip(j):
+    j = dict(j)
+    for k in ("reading", "retired_history"):
+        j.pop(k, None)
+    j["comms"] = [{k: v for k, v in c.items() if k != "history"} for c in j.get("comms", [])]
+    return j
+if strip(a) != strip(f):
+    sys.exit(f"{name}: verdict differs from the full read")
+print(f"ok {name}: summaries {use.get('used', 0)} used ({use.get('files', 0)} files), {len(use.get('ignored', []))} ignored" +
+      "".join(f"; {os.path.basename(i['path'])}: {i['reason']}" for i in use.get("ignored", [])))
+PY
+  then fail=1; fi
+  [ "${4:-}" = report ] || return 0
+  local rc_cn=0 rc_cs=0
+  "$LOCKSTEP" check "$dir" >"$work/check.txt" 2>&1 || rc_cn=$?
+  "$LOCKSTEP" check "$ref" >/dev/null 2>&1 || rc_cs=$?
+  [ "$rc_cn" = "$rc_cs" ] || { echo "FAIL $dir: check exit $rc_cn (summaries) vs $rc_cs"; fail=1; }
+  if [ "$expect" = used ] && ! grep -q "node summar" "$work/check.txt"; then
+    echo "FAIL $dir: check does not say it read node summaries"; fail=1
+  fi
+  mkdir -p "$work/n" "$work/s"  # the page names its output file: the same name for both
+  "$LOCKSTEP" report "$dir" -o "$work/n/page.html" >/dev/null 2>&1 || true
+  "$LOCKSTEP" report "$ref" -o "$work/s/page.html" >/dev/null 2>&1 || true
+  if ! python3 - "$work/n/page.html" "$work/s/page.html" "$dir" "$ref" <<'PY'
+import json, re, sys
+def data(p):
+    m = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', open(p).read(), re.S)
+    return json.loads(m.group(1))
+n, s = data(sys.argv[1]), data(sys.argv[2])
+n = json.loads(json.dumps(n).replace(json.dumps(sys.argv[3])[1:-1], json.dumps(sys.argv[4])[1:-1]))
+n.pop("reading"), s.pop("reading")
+if n != s:
+    sys.exit(f"{sys.argv[3]}: report data differs: " + ", ".join(k for k in n if n.get(k) != s.get(k)))
+PY
+  then fail=1; fi
+}
+
+summarized() {  # SRC NAME: a copy of SRC's trace files with summaries, in $work/NAME
+  compgen -G "$1/*.lockstep.sqlite" >/dev/null || return 1
+  rm -rf "${work:?}/$2" && mkdir -p "$work/$2"
+  find "$1" -maxdepth 1 -type f -exec cp -p {} "$work/$2/" \;
+  "$LOCKSTEP" summarize "$work/$2" --every-host >/dev/null
+}
+
+mkdir -p "$work/gen"
+"$GEN" "$work/gen/diverge" --ranks 16 --ops 9000 >/dev/null
+"$GEN" "$work/gen/clean" --ranks 16 --ops 9000 --diverge-from-end 0 >/dev/null
+"$GEN" "$work/gen/lag" --ranks 16 --ops 9000 --diverge-from-end 0 --lag-host-ops 16 >/dev/null
+"$GEN" "$work/gen/early" --ranks 16 --ops 9000 --diverge-from-end 4000 >/dev/null
+"$GEN" "$work/gen/partial" --ranks 16 --ops 3000 >/dev/null
+"$GEN" "$work/gen/small" --ranks 8 --ops 600 >/dev/null
+cp -r "$work/gen/diverge" "$work/gen/corrupt"
+dd if=/dev/urandom of="$work/gen/corrupt/rank-9.lockstep.sqlite" bs=4096 seek=3 count=8 conv=notrunc status=none
+for d in diverge clean lag early partial small corrupt; do
+  summarized "$work/gen/$d" "$d"
+  compare "$work/$d" "$work/gen/$d" used report
+done
+# Every directory of tests/data that holds trace files.
+i=0
+while IFS= read -r d; do
+  i=$((i + 1))
+  summarized "$d" "data$i" || continue
+  compare "$work/data$i" "$d" any
+done < <(find "$DATA" -type d | sort)
+
+# Summaries that must not be trusted. Each case starts from a fresh summarized copy of diverge.
+case_dir() {  # NAME: $work/case, summarized; the reference is $work/gen/diverge unless changed
+  summarized "$work/gen/diverge" case
+}
+ref=$work/gen/diverge
+# A file rewritten after summarizing (another directory's rank 3: the clean run's).
+case_dir; cp "$work/gen/clean/rank-3.lockstep.sqlite" "$work/case/"
+rm -rf "$work/ref_rewritten" && cp -r "$work/case" "$work/ref_rewritten" && rm "$work/ref_rewritten"/*.lockstep-summary
+compare "$work/case" "$work/ref_rewritten" ignored
+grep -q stale "$work/n.json" || { echo "FAIL rewritten: not called stale"; fail=1; }
+# The same size and mtime, other content (SQLite's change counter, in its header page).
+case_dir; f=$work/case/rank-4.lockstep.sqlite
+printf '\x7f\x7f\x7f\x7f' | dd of="$f" bs=1 seek=24 conv=notrunc status=none
+touch -r "$work/gen/diverge/rank-4.lockstep.sqlite" "$f"
+compare "$work/case" "$ref" ignored
+# A covered file missing.
+case_dir; rm "$work/case/rank-5.lockstep.sqlite"
+rm -rf "$work/ref_missing" && cp -r "$work/case" "$work/ref_missing" && rm "$work/ref_missing"/*.lockstep-summary
+compare "$work/case" "$work/ref_missing" ignored
+# A -wal file beside a covered file (a live writer): its summary is not trusted.
+case_dir; : >"$work/case/rank-6.lockstep.sqlite-wal"
+rm -rf "$work/ref_wal" && cp -r "$work/case" "$work/ref_wal" && rm "$work/ref_wal"/*.lockstep-summary
+compare "$work/case" "$work/ref_wal" ignored
+# Garbage, an SQLite file, a truncated summary, one byte altered, a FIFO, a directory, a symlink.
+case_dir; head -c 100000 /dev/urandom >"$work/case/garbage.lockstep-summary"; compare "$work/case" "$ref" ignored
+case_dir; cp "$work/gen/clean/rank-1.lockstep.sqlite" "$work/case/sqlite.lockstep-summary"; compare "$work/case" "$ref" ignored
+case_dir; s=$work/case/node0.lockstep-summary; head -c $(( $(stat -c %s "$s") / 2 )) "$s" >"$s.t" && mv "$s.t" "$s"
+compare "$work/case" "$ref" ignored
+case_dir; printf 'X' | dd of="$work/case/node1.lockstep-summary" bs=1 seek=200 conv=notrunc status=none
+compare "$work/case" "$ref" ignored
+case_dir; mkfifo "$work/case/fifo.lockstep-summary"; compare "$work/case" "$ref" ignored
+case_dir; mkdir "$work/case/dir.lockstep-summary"; compare "$work/case" "$ref" ignored
+case_dir; mv "$work/case/node0.lockstep-summary" "$work/node0.real"; ln -s "$work/node0.real" "$work/case/node0.lockstep-summary"
+compare "$work/case" "$ref" ignored
+# Two summaries covering the same file: the second is ignored.
+case_dir; cp "$work/case/node0.lockstep-summary" "$work/case/node0-copy.lockstep-summary"; compare "$work/case" "$ref" ignored
+# Crafted: a valid checksum and framing, the identity of a real file, content that lies.
+craft() {  # NAME KIND
+  python3 - "$work/case" "$1" "$2" <<'PY'
+import os, struct, sys
+d, name, kind = sys.argv[1:4]
+def u(v):
+    out = b""
+    while v >= 0x80:
+        out += bytes([(v & 0x7f) | 0x80]); v >>= 7
+    return out + bytes([v])
+def s(v): return u((v << 1) ^ (v >> 63) if v >= 0 else ((-v) << 1) - 1)
+def st(b): return u(len(b)) + b
+def fnv(data, h=0xcbf29ce484222325):
+    for c in data: h = ((h ^ c) * 0x100000001b3) & 0xffffffffffffffff
+    return h
+f = os.path.join(d, "rank-0.lockstep.sqlite")
+raw = open(f, "rb").read(); info = os.stat(f)
+head, tail = raw[:4096], raw[max(0, len(raw) - 4096):]
+ident = st(b"rank-0.lockstep.sqlite") + s(len(raw)) + s(info.st_mtime_ns) + struct.pack("<Q", fnv(tail, fnv(head)))
+meta = u(2) + st(b"schema_version") + st(b"3") + st(b"global_rank") + st(b"7")
+if kind == "huge_count":
+    body = st(b"h") + u(1 << 62)
+elif kind == "huge_rank":
+    meta = u(2) + st(b"schema_version") + st(b"3") + st(b"global_rank") + st(b"999999999999")
+    body = st(b"h") + u(1) + ident + meta + u(0) * 5 + u(0) + u(0) + u(0) + s(0) + s(0) + u(0) + u(0) + u(0)
+elif kind == "bad_sig":
+    op = s(5) + s(1) + s(0) + u(7) + u(0) + s(-1) + u(1)
+    body = st(b"h") + u(1) + ident + meta + u(0) * 5 + u(0) + u(0) + u(1) + s(0) + s(0) + u(0) + u(0) + u(1) + op
+elif kind == "huge_comms":
+    comm = s(1) + st(b"c") + u(0) + s(1 << 40) + s(0)
+    body = st(b"h") + u(1) + ident + meta + u(0) + u(1) + comm
+data = b"lockstep-node-summary\0" + u(1) + body
+open(os.path.join(d, name), "wb").write(data + struct.pack("<Q", fnv(data)))
+PY
+}
+for kind in huge_count huge_rank bad_sig huge_comms; do
+  case_dir; craft "a-$kind.lockstep-summary" "$kind"; compare "$work/case" "$ref" ignored
+done
+# Summarize without --every-host takes this host's files (<host>-<pid>.lockstep.sqlite) only.
+mkdir -p "$work/named"
+cp "$work/gen/small/rank-0.lockstep.sqlite" "$work/named/hosta-100.lockstep.sqlite"
+cp "$work/gen/small/rank-1.lockstep.sqlite" "$work/named/hostb-200.lockstep.sqlite"
+"$LOCKSTEP" summarize "$work/named" --host hosta >/dev/null
+[ -f "$work/named/hosta.lockstep-summary" ] && [ ! -f "$work/named/hostb.lockstep-summary" ] ||
+  { echo "FAIL summarize --host: wrong summaries: $(ls "$work/named")"; fail=1; }
+"$LOCKSTEP" analyze "$work/named" --json >"$work/named.json" 2>/dev/null || true
+python3 -c "import json,sys; u=json.load(open(sys.argv[1]))['reading']['summaries']; sys.exit(0 if u['files']==1 and u['used']==1 else 'summarize --host covered %r' % u)" "$work/named.json" || fail=1
+if "$LOCKSTEP" summarize "$work/named" --host nosuchhost >/dev/null 2>&1; then echo "FAIL summarize of a host with no files succeeded"; fail=1; fi
+exit $fail
