@@ -354,7 +354,6 @@ OpToken op_begin(const OpDesc& d) noexcept {
   const unsigned off = bench_off();
   if (off & kOffRecorder) return t;
   const uint64_t t0 = (off & kProfile) ? bench_ticks() : 0;
-  r->completion->resolve_deferred();  // the thread's previous op: no event of the caller's
   ThreadState& ts = thread_state();
   t.active = true;
   t.desc = d;
@@ -363,6 +362,9 @@ OpToken op_begin(const OpDesc& d) noexcept {
   // communicator: a later call of the group on the same stream as the group's previous call
   // takes that call's capture state and needs no clock or stack (paid once per group).
   const PendingPart* prev = t.grouped && !ts.parts.empty() ? &ts.parts.back() : nullptr;
+  // The thread's previous op had no event of the caller's: its own now. A later call of a
+  // group needs none (the group's first call did it; parts defer nothing before group_end).
+  if (!prev) r->completion->resolve_deferred();
   if (!(off & kOffClock) && !prev) {
     t.issue_mono = hot_mono_ns();
     t.issue_wall = wall_from_mono(t.issue_mono);
