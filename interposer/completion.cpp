@@ -131,9 +131,7 @@ Completion::Completion(Writer* writer, int global_rank, std::string trace_dir)
   window_ = static_cast<uint32_t>(config().completion_window);
 }
 
-bool Completion::available() {
-  int state = __atomic_load_n(&load_state_, __ATOMIC_ACQUIRE);
-  if (state != 0) return state > 0;
+bool Completion::load_driver() {
   std::lock_guard<std::mutex> g(load_mu_);
   if (load_state_ == 0) {
     drv_ = load_completion_driver();

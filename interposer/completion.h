@@ -107,7 +107,10 @@ class Completion {
   Completion(Writer* writer, int global_rank, std::string trace_dir);
 
   // Loads the driver on first use; false when there is none (then nothing is tracked).
-  bool available();
+  bool available() {
+    const int state = __atomic_load_n(&load_state_, __ATOMIC_ACQUIRE);
+    return state != 0 ? state > 0 : load_driver();
+  }
   CaptureState capture_state(void* stream);
   // After a successful enqueue on a non-capturing stream; enqueued_mono: when it returned (0:
   // read the clock here). Returns false if not tracked.
@@ -179,6 +182,7 @@ class Completion {
   CompletionDriver* drv_ = nullptr;
   EventPool* events_ = nullptr;
   MemopSlots* memops_ = nullptr;
+  bool load_driver();  // available()'s first call
   int load_state_ = 0;  // 0 = not tried, 1 = loaded, -1 = unavailable
   std::mutex load_mu_;
   bool memop_ = false;  // LOCKSTEP_COMPLETION=memop (events are the default: see completion_signal.h)

@@ -30,17 +30,11 @@ struct ThreadSlot {
 __attribute__((tls_model("initial-exec"))) thread_local ThreadSlot t_slot;
 }  // namespace
 
-void EventPool::reclaim_locked() {
-  for (auto& [c, ev] : released_) pool_[c].push_back(ev);
-  released_.clear();
-}
-
 void* EventPool::take(void* ctx) {
   ThreadEvents& te = t_events;
   if (te.owner == this && te.ctx == ctx && te.n > 0) return te.ev[--te.n];
   {
     std::lock_guard<std::mutex> g(mu_);
-    reclaim_locked();
     if (te.owner == this)  // events of another context go back to the pool
       for (int i = 0; i < te.n; i++) pool_[te.ctx].push_back(te.ev[i]);
     te.owner = this;  // a stale owner (a recorder abandoned at fork) keeps its events
@@ -62,10 +56,16 @@ void EventPool::put(void* ctx, void* event) {
   pool_[ctx].push_back(event);
 }
 
+// Sorted into the pool here, on the watchdog's thread: an issuing thread's refill only copies.
 void EventPool::release(std::vector<std::pair<void*, void*>>&& ctx_events) {
   if (ctx_events.empty()) return;
   std::lock_guard<std::mutex> g(mu_);
-  released_.insert(released_.end(), ctx_events.begin(), ctx_events.end());
+  std::vector<void*>* free = nullptr;
+  void* ctx = nullptr;
+  for (const auto& [c, ev] : ctx_events) {
+    if (!free || c != ctx) free = &pool_[ctx = c];
+    free->push_back(ev);
+  }
 }
 
 bool MemopSlots::init() {

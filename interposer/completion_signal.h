@@ -41,11 +41,9 @@ class EventPool {
   void release(std::vector<std::pair<void*, void*>>&& ctx_events);  // from the watchdog
 
  private:
-  void reclaim_locked();
   CompletionDriver* drv_;
   std::mutex mu_;
-  std::map<void*, std::vector<void*>> pool_;       // ctx -> free events
-  std::vector<std::pair<void*, void*>> released_;  // (ctx, event) back from the watchdog
+  std::map<void*, std::vector<void*>> pool_;  // ctx -> free events
 };
 
 class MemopSlots {

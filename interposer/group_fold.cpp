@@ -1,5 +1,6 @@
 #include "group_fold.h"
 
+#include <cstring>
 #include <vector>
 
 namespace lockstep::rec {
@@ -29,13 +30,19 @@ Folded fold_parts(const OpDesc* const* parts, size_t n, int nranks, int rank) {
   f.count = sent;
   f.op = OpKind::SendRecv;
   if (nranks <= 0 || nranks > 1 << 20) return f;
-  // Does every peer get a send and a receive? (bitmaps: groups are small, this is rare)
-  uint8_t small[1024] = {};  // bit 0: send, bit 1: recv; no allocation up to 1024 ranks
+  // Every peer but this rank needs a send and a receive of its own: a smaller group (a
+  // pipeline's send + recv pair) is no all_to_all, decided without the bitmap.
+  if (n < 2 * size_t(nranks - 1)) return f;
+  // Does every peer get a send and a receive? (bit 0: send, bit 1: recv; no allocation up to
+  // 1024 ranks, and only the ranks' bytes cleared)
+  uint8_t small[1024];
   std::vector<uint8_t> big;
   uint8_t* seen = small;
   if (nranks > 1024) {
     big.assign(size_t(nranks), 0);
     seen = big.data();
+  } else {
+    std::memset(small, 0, size_t(nranks));
   }
   for (size_t i = 0; i < n; i++) {
     const OpDesc& d = *parts[i];

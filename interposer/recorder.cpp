@@ -62,18 +62,17 @@ __attribute__((tls_model("initial-exec"))) thread_local bool t_in_hook = false;
 pthread_key_t g_tls_key;
 std::once_flag g_tls_once;
 
-ThreadState& thread_state() {
-  if (!t_state) {
-    std::call_once(g_tls_once, [] {
-      pthread_key_create(&g_tls_key, [](void* p) { delete static_cast<ThreadState*>(p); });
-    });
-    t_state = new ThreadState();
-    t_state->tid = int(syscall(SYS_gettid));
-    t_state->parts.reserve(64);
-    pthread_setspecific(g_tls_key, t_state);
-  }
+__attribute__((noinline)) ThreadState& new_thread_state() {
+  std::call_once(g_tls_once, [] {
+    pthread_key_create(&g_tls_key, [](void* p) { delete static_cast<ThreadState*>(p); });
+  });
+  t_state = new ThreadState();
+  t_state->tid = int(syscall(SYS_gettid));
+  t_state->parts.reserve(64);
+  pthread_setspecific(g_tls_key, t_state);
   return *t_state;
 }
+inline ThreadState& thread_state() { return t_state ? *t_state : new_thread_state(); }
 
 // ---- start ---------------------------------------------------------------------------------
 Recorder* start_locked() {
@@ -107,11 +106,14 @@ Recorder* start_locked() {
   return r;
 }
 
-Recorder* recorder() noexcept {
-  if (Recorder* r = g_rec.load(std::memory_order_acquire)) {
-    if (r->writer->failed()) return nullptr;
-    return r;
-  }
+Recorder* start_recorder() noexcept;
+// The running recorder (started on first use), or null: off, or its writer failed.
+inline Recorder* recorder() noexcept {
+  if (Recorder* r = g_rec.load(std::memory_order_acquire)) return r->writer->failed() ? nullptr : r;
+  return start_recorder();
+}
+
+__attribute__((noinline)) Recorder* start_recorder() noexcept {
   if (g_state.load(std::memory_order_acquire) != int(RecorderState::NotStarted)) return nullptr;
   std::lock_guard<std::mutex> g(g_init_mu);
   if (g_state.load() != int(RecorderState::NotStarted)) return g_rec.load();
@@ -354,7 +356,6 @@ OpToken op_begin(const OpDesc& d) noexcept {
   const unsigned off = bench_off();
   if (off & kOffRecorder) return t;
   const uint64_t t0 = (off & kProfile) ? bench_ticks() : 0;
-  r->completion->resolve_deferred();  // the thread's previous op: no event of the caller's
   ThreadState& ts = thread_state();
   t.active = true;
   t.desc = d;
@@ -363,6 +364,9 @@ OpToken op_begin(const OpDesc& d) noexcept {
   // communicator: a later call of the group on the same stream as the group's previous call
   // takes that call's capture state and needs no clock or stack (paid once per group).
   const PendingPart* prev = t.grouped && !ts.parts.empty() ? &ts.parts.back() : nullptr;
+  // The thread's previous op had no event of the caller's: its own now. A later call of a
+  // group needs none (the group's first call did it; parts defer nothing before group_end).
+  if (!prev) r->completion->resolve_deferred();
   if (!(off & kOffClock) && !prev) {
     t.issue_mono = hot_mono_ns();
     t.issue_wall = wall_from_mono(t.issue_mono);

@@ -47,6 +47,25 @@ TEST(GroupFold, self_send_without_self_recv_is_not_all_to_all) {
   EXPECT_EQ(op_name(fold(v, 2, 0).op), std::string("send_recv"));
 }
 
+TEST(GroupFold, fewest_parts_of_an_all_to_all_still_fold_to_it) {
+  // 2 * (nranks - 1) parts: the least an all_to_all needs (the count check before the bitmap)
+  EXPECT_EQ(op_name(fold({p2p(OpKind::Send, 1, 1), p2p(OpKind::Recv, 1, 1)}, 2, 0).op),
+            std::string("all_to_all"));
+  std::vector<OpDesc> v;
+  for (int p = 0; p < 1100; p++)
+    if (p != 5) v.push_back(p2p(OpKind::Send, p, 1)), v.push_back(p2p(OpKind::Recv, p, 1));
+  EXPECT_EQ(op_name(fold(v, 1100, 5).op), std::string("all_to_all")) << "over 1,024 ranks";
+  v.resize(v.size() - 1);
+  EXPECT_EQ(op_name(fold(v, 1100, 5).op), std::string("send_recv"));
+}
+
+TEST(GroupFold, pipeline_pair_on_a_large_communicator_is_send_recv) {
+  for (int nranks : {3, 8, 1024, 4096})
+    EXPECT_EQ(op_name(fold({p2p(OpKind::Send, 1, 4), p2p(OpKind::Recv, 2, 4)}, nranks, 0).op),
+              std::string("send_recv"))
+        << nranks;
+}
+
 TEST(GroupFold, unknown_communicator_size_never_infers_all_to_all) {
   std::vector<OpDesc> v = {p2p(OpKind::Send, 1, 1), p2p(OpKind::Recv, 1, 1)};
   EXPECT_EQ(op_name(fold(v, -1, 0).op), std::string("send_recv"));
