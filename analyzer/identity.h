@@ -51,7 +51,7 @@ std::string comm_short_name(const std::string& hash, const std::string& name);
 std::string comm_family_label(const std::string& family, size_t communicators);
 
 // ---- --comm selectors -----------------------------------------------------------------------
-// A selector names a communicator by its role, its commName, its family (comm_family: what the
+// A selector names a communicator by its role, its commName, its family (comm_families: what the
 // hang summaries print), or a prefix of its hash. An exact role or name beats a family, which
 // beats a hash prefix (a role "init0" must not also select hashes starting "init0").
 enum class CommMatch { kNone, kHashPrefix, kFamily, kExact };

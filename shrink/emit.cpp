@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "comm_index.h"
+#include "env_vars.h"
 #include "identity.h"
 #include "rank_env.h"
 #include "trace_writer.h"
@@ -173,8 +174,8 @@ std::string emit_c(const Trace& t, const std::string& title) {
     << "#define NC(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) { fprintf(stderr, \"rank %d: %s: %s\\n\", rank, #x, ncclGetErrorString(r_)); exit(1); } } while (0)\n\n"
     << "/* Comm rank 0 publishes the id as $LOCKSTEP_RENDEZVOUS_DIR/repro-comm<c>.id; the others poll for it. */\n"
     << "static void comm_init(ncclComm_t* comm, int c, int nranks, int crank) {\n"
-    << "  const char* dir = getenv(\"LOCKSTEP_RENDEZVOUS_DIR\");\n"
-    << "  const char* launch = getenv(\"LOCKSTEP_LAUNCH_ID\");\n"
+    << "  const char* dir = getenv(\"" << schema::env::kRendezvousDir << "\");\n"
+    << "  const char* launch = getenv(\"" << schema::env::kLaunchId << "\");\n"
     << "  char path[4096], tmp[4200];\n"
     << "  ncclUniqueId id;\n"
     << "  if (!dir || !*dir) { fprintf(stderr, \"set LOCKSTEP_RENDEZVOUS_DIR to a fresh directory every rank sees\\n\"); exit(2); }\n"

@@ -90,6 +90,29 @@ TEST(Identity, a_family_is_built_from_the_structure_not_cut_from_the_role_text) 
   EXPECT_EQ(match_comm("init0.split0", "bbbb", roles[1], families[1], ""), CommMatch::kFamily);
 }
 
+TEST(Identity, one_join_names_every_member_once_in_the_order_of_creation) {
+  TraceBuilder b(3);
+  b.comm("aaaa000000000001", {0, 1, 2});
+  b.comm("bbbb000000000002", {2, 1});
+  Trace& t = b.trace();
+  t.processes[1].comms.push_back(t.processes[1].comms[0]);  // the same hash twice in one file
+  std::vector<const Process*> procs;
+  for (const Process& p : t.processes) procs.push_back(&p);
+  const CommJoin j = join_comms(procs);
+  ASSERT_EQ(j.comms.size(), 2u);
+  EXPECT_EQ(j.comms[0].hash, "aaaa000000000001");
+  EXPECT_EQ(j.comms[0].members.size(), 3u);
+  // Members sorted by comm rank: process 2 is comm rank 0 of the second communicator.
+  ASSERT_EQ(j.comms[1].members.size(), 2u);
+  EXPECT_EQ(j.comms[1].members[0].proc, 2);
+  EXPECT_EQ(j.comms[1].members[0].rank, 0);
+  EXPECT_EQ(j.gcomm[1], (std::vector<int>{0, 1, -1}));  // the repeat maps nowhere
+  bool named = false;
+  for (const std::string& w : j.warnings) named |= w.find("appears twice") != std::string::npos;
+  EXPECT_TRUE(named);
+  EXPECT_EQ(j.comms[0].family, "init0");
+}
+
 TEST(Identity, comm_selector_prefers_an_exact_role_or_name_over_a_hash_prefix) {
   EXPECT_EQ(match_comm("tp", "aaaa", "init0", "init0", "tp"), CommMatch::kExact);
   EXPECT_EQ(match_comm("init0", "aaaa", "init0", "init0", ""), CommMatch::kExact);
