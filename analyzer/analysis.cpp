@@ -206,7 +206,7 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
     if (const Unproven* u = issued_by_peer[p])
       e.what += "; a peer completed collective #" + std::to_string(u->finding.ordinal) + " on " +
                 comm_label(a.index.comms[u->finding.gcomm].hash, a.index.comms[u->finding.gcomm].role) + ", so it issued it (its record was lost)";
-    e.detail = "rank " + std::to_string(display_rank(s, static_cast<int>(p))) + ": " + e.what;
+    e.detail = shown_rank_label(s.procs[p].info, static_cast<int>(p)) + ": " + e.what;
     a.evidence.push_back(std::move(e));
   }
   // Where each member's evidence stops being whole (records dropped): the seqs after it were
@@ -240,7 +240,7 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
       }
       e.what = comm_label(g.hash, g.role) + ": evidence is whole through seq " + std::to_string(from - 1) + "; " + why +
                ": ops from " + seq + " on are unknown, not compared";
-      e.detail = "rank " + std::to_string(display_rank(s, static_cast<int>(p))) + ": " + e.what;
+      e.detail = shown_rank_label(s.procs[p].info, static_cast<int>(p)) + ": " + e.what;
       a.evidence.push_back(std::move(e));
     }
   // NCCL's profiler plugin: rows it lost are evidence lost (the calls only it saw are in the ops).

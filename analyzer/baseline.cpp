@@ -115,9 +115,9 @@ std::string canonical_schedule(const Analysis& a) {
     for (auto& o : s.procs[p].ops) {
       const ProcComm& pc = a.index.per_proc[p][o.comm];
       if (pc.gcomm < 0 || s.sigs[o.sig].cls == OpClass::kP2P) continue;
-      // comm_family: the tensor-parallel groups of different ranks are one role, so 256 ranks
+      // The family: the tensor-parallel groups of different ranks are one role, so 256 ranks
       // with the same step pattern share one section.
-      seq.push_back(comm_family(a.index.comms[pc.gcomm].role));
+      seq.push_back(a.index.comms[pc.gcomm].family);
     }
     // Ranks with one communicator have no interleaving to keep.
     std::vector<std::string> distinct(seq);

@@ -39,8 +39,6 @@ struct MemberDigests {
   }
 };
 
-std::string rank_of(const Schedule& s, int proc) { return "rank " + std::to_string(display_rank(s, proc)); }
-
 std::string comm_of(const GlobalComm& g) { return comm_label(g.hash, g.role); }
 
 }  // namespace
@@ -102,7 +100,7 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
       bool has_checkpoints = info.checkpoint_interval > 0;
       if (pc.base > 0 && !has_checkpoints) {
         issue(EvidenceKind::kUnverifiedHistory, {m.proc},
-              rank_of(s, m.proc) + ": " + comm_of(gc) + ": " + std::to_string(pc.base) +
+              shown_rank_label(s.procs[m.proc].info, m.proc) + ": " + comm_of(gc) + ": " + std::to_string(pc.base) +
                   " collectives retired and the trace has no checkpoints to verify them");
         d.usable = false;
         md.push_back(std::move(d));
@@ -141,7 +139,7 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
       }
       if (bad >= 0) {
         issue(EvidenceKind::kDigestInconsistent, {m.proc},
-              rank_of(s, m.proc) + ": " + comm_of(gc) + ": the trace's checkpoint at collective #" +
+              shown_rank_label(s.procs[m.proc].info, m.proc) + ": " + comm_of(gc) + ": the trace's checkpoint at collective #" +
                   std::to_string(bad) + " does not match the collectives it holds (the file is inconsistent)");
         d.usable = false;
       }
@@ -223,7 +221,7 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
         const ProcComm& pc = idx.of(m);
         procs.push_back(m.proc);
         if (listed++ < 4)
-          windows += (windows.empty() ? "" : ", ") + rank_of(s, m.proc) + " holds #" + std::to_string(pc.base + 1) +
+          windows += (windows.empty() ? "" : ", ") + shown_rank_label(s.procs[m.proc].info, m.proc) + " holds #" + std::to_string(pc.base + 1) +
                      ".." + std::to_string(pc.end());
       }
       if (listed > 4) windows += ", ...";

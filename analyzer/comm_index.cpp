@@ -99,38 +99,63 @@ void find_gaps(const Schedule& s, size_t p, std::vector<ProcComm>& pcs) {
 
 }  // namespace
 
-CommIndex build_comm_index(const Schedule& s) {
-  CommIndex idx;
-  idx.per_proc.resize(s.procs.size());
+CommJoin join_comms(const std::vector<const Process*>& procs) {
+  CommJoin j;
+  j.gcomm.resize(procs.size());
   std::map<std::string, int> by_hash;
-  // Communicators in the order the lowest-ranked process created them: stable report order.
-  for (size_t p = 0; p < s.procs.size(); ++p) {
-    const Process& info = s.procs[p].info;
+  for (size_t p = 0; p < procs.size(); ++p) {
+    const Process& info = *procs[p];
     auto roles = comm_roles(info);
-    idx.per_proc[p].resize(info.comms.size());
+    auto families = comm_families(info);
+    j.gcomm[p].assign(info.comms.size(), -1);
     for (size_t l = 0; l < info.comms.size(); ++l) {
       const Comm& c = info.comms[l];
-      auto [it, fresh] = by_hash.emplace(c.hash, static_cast<int>(idx.comms.size()));
-      if (fresh) idx.comms.push_back({c.hash, roles[l], c.name, c.nranks, {}});
-      GlobalComm& g = idx.comms[it->second];
+      auto [it, fresh] = by_hash.emplace(c.hash, static_cast<int>(j.comms.size()));
+      if (fresh) j.comms.push_back({c.hash, roles[l], families[l], c.name, c.nranks, {}});
+      GlobalComm& g = j.comms[it->second];
       if (g.role != roles[l])
-        idx.warnings.push_back("comm " + short_hash(c.hash) + ": rank " + std::to_string(info.global_rank) +
-                               " calls it " + roles[l] + ", an earlier rank " + g.role + " (using " + g.role + ")");
+        j.warnings.push_back("comm " + short_hash(c.hash) + ": rank " + std::to_string(info.global_rank) +
+                             " calls it " + roles[l] + ", an earlier rank " + g.role + " (using " + g.role + ")");
       // A process is a member once: only its own earlier comms can hold the same hash.
       bool dup = false;
-      for (size_t e = 0; e < l; ++e) dup |= idx.per_proc[p][e].gcomm == it->second;
+      for (size_t e = 0; e < l; ++e) dup |= j.gcomm[p][e] == it->second;
       if (dup) {
-        idx.warnings.push_back("comm " + short_hash(c.hash) + " appears twice in " + info.path + "; using the first");
+        j.warnings.push_back("comm " + short_hash(c.hash) + " appears twice in " + info.path + "; using the first");
         continue;
       }
       g.members.push_back({static_cast<int>(p), static_cast<int>(l), c.rank});
-      ProcComm& pc = idx.per_proc[p][l];
-      pc.gcomm = it->second;
-      pc.base = std::max<int64_t>(0, c.retired_collectives);
-      // Not read (summary-first): aligned like retired history, proven by the digest at the cut.
-      if (l < s.procs[p].unread.size()) pc.base = std::max(pc.base, s.procs[p].unread[l].collectives);
-      pc.retired_p2p = std::max<int64_t>(0, c.retired_through_seq - pc.base);
+      j.gcomm[p][l] = it->second;
     }
+  }
+  for (auto& g : j.comms)
+    std::sort(g.members.begin(), g.members.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
+  return j;
+}
+
+CommIndex build_comm_index(const Schedule& s) {
+  CommIndex idx;
+  {
+    std::vector<const Process*> procs;
+    for (const auto& sp : s.procs) procs.push_back(&sp.info);
+    CommJoin j = join_comms(procs);
+    idx.comms = std::move(j.comms);
+    idx.warnings = std::move(j.warnings);
+    idx.per_proc.resize(s.procs.size());
+    for (size_t p = 0; p < s.procs.size(); ++p) {
+      idx.per_proc[p].resize(j.gcomm[p].size());
+      for (size_t l = 0; l < j.gcomm[p].size(); ++l) {
+        if (j.gcomm[p][l] < 0) continue;
+        const Comm& c = s.procs[p].info.comms[l];
+        ProcComm& pc = idx.per_proc[p][l];
+        pc.gcomm = j.gcomm[p][l];
+        pc.base = std::max<int64_t>(0, c.retired_collectives);
+        // Not read (summary-first): aligned like retired history, proven by the digest at the cut.
+        if (l < s.procs[p].unread.size()) pc.base = std::max(pc.base, s.procs[p].unread[l].collectives);
+        pc.retired_p2p = std::max<int64_t>(0, c.retired_through_seq - pc.base);
+      }
+    }
+  }
+  for (size_t p = 0; p < s.procs.size(); ++p) {
     const auto& ops = s.procs[p].ops;
     // Sized exactly (a counting pass): at 164 M ops, growth by doubling would cost ~0.3 GB.
     {
@@ -151,8 +176,6 @@ CommIndex build_comm_index(const Schedule& s) {
     }
     find_gaps(s, p, idx.per_proc[p]);
   }
-  for (auto& g : idx.comms)
-    std::sort(g.members.begin(), g.members.end(), [](auto& a, auto& b) { return a.rank < b.rank; });
   return idx;
 }
 

@@ -19,7 +19,8 @@ struct CommMember {
 
 struct GlobalComm {
   std::string hash;
-  std::string role;  // comm_roles() (identity.h): stable across runs
+  std::string role;    // comm_roles() (identity.h): stable across runs
+  std::string family;  // comm_families() (identity.h): the role without split colors
 
   std::string name;
   int nranks = 0;
@@ -61,6 +62,16 @@ struct ProcComm {
   // Index into colls of 1-based ordinal k; -1 when retired or not issued (yet).
   int64_t at(int64_t k) const { return k > base && k <= end() ? k - base - 1 : -1; }
 };
+
+// The one cross-process join of communicators: by hash, in the order the lowest-indexed process
+// created them. A process is a member once: a hash its file holds twice maps on its first entry
+// only (the second maps to -1, with a warning).
+struct CommJoin {
+  std::vector<GlobalComm> comms;
+  std::vector<std::vector<int>> gcomm;  // [proc][local comm]: index into comms, -1 for a repeat
+  std::vector<std::string> warnings;    // members that disagree on a role, a hash twice in a file
+};
+CommJoin join_comms(const std::vector<const Process*>& procs);
 
 struct CommIndex {
   std::vector<GlobalComm> comms;

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "meta_keys.h"
 #include "text_escape.h"
 #include "trace_loader.h"
 
@@ -13,11 +14,7 @@ using json = nlohmann::json;
 
 std::string who(const Schedule& s, int proc) {
   const Process& p = s.procs[size_t(proc)].info;
-  std::ostringstream os;
-  if (p.global_rank >= 0) os << "rank " << p.global_rank;
-  else os << "process " << proc;
-  os << " (pid " << p.pid << ")";
-  return printable(os.str());
+  return printable(rank_or_process(p, proc) + " (pid " + std::to_string(p.pid) + ")");
 }
 
 std::string describe(const MissedCall& m) {
@@ -49,11 +46,11 @@ Coverage read_coverage(const Schedule& s, size_t max_examples) {
   Coverage c;
   for (size_t i = 0; i < s.procs.size(); i++) {
     const Process& info = s.procs[i].info;
-    if (info.meta.find("profiler_plugin") == info.meta.end()) continue;
+    if (info.meta.find(schema::meta::kProfilerPlugin) == info.meta.end()) continue;
     ProcessCoverage pc;
     pc.proc = int(i);
-    pc.interposer = meta_int(info, "interposer_preloaded").or_default(0) == 1;
-    pc.dropped = meta_int(info, "profiler_dropped").or_default(0);
+    pc.interposer = meta_int(info, schema::meta::kInterposerPreloaded).or_default(0) == 1;
+    pc.dropped = meta_int(info, schema::meta::kProfilerDropped).or_default(0);
     if (!load_plugin_coverage(info.path, max_examples, &pc) && pc.error.empty())
       pc.error = "the profiler tables are missing or unreadable";
     c.procs.push_back(std::move(pc));

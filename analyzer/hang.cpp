@@ -51,7 +51,7 @@ struct Ctx {
   std::vector<std::vector<uint32_t>> oldest;     // per proc, oldest in-flight op per stream
   std::vector<RankStatus> status;
   std::vector<bool> lost;  // RankHang::history_lost
-  std::vector<size_t> family_size = {};  // per global comm: communicators of its family (comm_family)
+  std::vector<size_t> family_size = {};  // per global comm: communicators of its family (GlobalComm::family)
 
   bool is_oldest(int proc, uint32_t op) const {
     return std::find(oldest[proc].begin(), oldest[proc].end(), op) != oldest[proc].end();
@@ -75,7 +75,7 @@ struct Ctx {
     if (g < 0) return where(proc, op);
     const size_t n = family_size[g];
     if (n <= 1) return where(proc, op);
-    return std::string(vocab::name(s.sigs[o.sig].op)) + " on " + comm_family_label(comm_family(idx.comms[g].role), n) +
+    return std::string(vocab::name(s.sigs[o.sig].op)) + " on " + comm_family_label(idx.comms[g].family, n) +
            " seq " + std::to_string(o.seq);
   }
   // The comm ranks of op's communicator that no loaded file holds (missing, skipped, foreign):
@@ -347,7 +347,7 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
     if (sp.info.finished) {
       c.status[p] = RankStatus::kFinished;
     } else if (!sp.info.exit_reason.empty() && sp.info.exit_reason != "SIGUSR1" && sp.info.exit_reason != "exit" &&
-               sp.info.exit_reason != "fr_dump") {
+               sp.info.exit_reason != schema::meta::kFrDump) {
       // Killed (SIGUSR1 only flushes). Dead unless it was blocked in NCCL when killed: then the
       // blocked op is the story, and the kill is the launcher's timeout.
       c.status[p] = RankStatus::kDead;
@@ -660,8 +660,8 @@ HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptio
   Ctx c{s, idx, std::vector<std::vector<uint32_t>>(n), std::vector<std::vector<uint32_t>>(n),
         std::vector<RankStatus>(n, RankStatus::kNoCollective), std::vector<bool>(n, false)};
   std::map<std::string, size_t> families;
-  for (auto& gc : idx.comms) ++families[comm_family(gc.role)];
-  for (auto& gc : idx.comms) c.family_size.push_back(families[comm_family(gc.role)]);
+  for (auto& gc : idx.comms) ++families[gc.family];
+  for (auto& gc : idx.comms) c.family_size.push_back(families[gc.family]);
   classify_ranks(s, idx, opt, c, r);
   auto edges = wait_edges(s, c, r);
   r.cycles = find_cycles(s, edges);

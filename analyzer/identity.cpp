@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <map>
 
+#include "meta_keys.h"
+
 namespace lockstep {
 
 std::string rank_ranges(std::vector<int> r, size_t max_segments) {
@@ -30,8 +32,13 @@ std::string ranks_phrase(std::vector<int> r, const std::string& noun, size_t max
 
 namespace {
 
-// use_names: the full role (commName, split colors); else the structure only.
-std::vector<std::string> roles(const Process& p, bool full) {
+enum class RoleForm {
+  kFull,        // comm_roles: commName, else the structure with split colors
+  kStructural,  // structural_comm_roles: the structure only
+  kFamily,      // comm_families: commName, else the structure without colors
+};
+
+std::vector<std::string> roles(const Process& p, RoleForm form) {
   // Creation events in call order: communicators, and NOCOLOR splits (no communicator).
   struct Ev {
     int64_t call;
@@ -54,12 +61,13 @@ std::vector<std::string> roles(const Process& p, bool full) {
     } else {
       const int j = splits[e.parent]++;
       if (e.comm >= 0)
-        structural[e.comm] = out[e.parent] + ".split" + std::to_string(j) +
-                             (full ? "(color=" + std::to_string(p.comms[e.comm].split_color) + ")" : "");
+        structural[e.comm] =
+            out[e.parent] + ".split" + std::to_string(j) +
+            (form == RoleForm::kFull ? "(color=" + std::to_string(p.comms[e.comm].split_color) + ")" : "");
     }
     if (e.comm >= 0) {
       const Comm& c = p.comms[e.comm];
-      out[e.comm] = full && !c.name.empty() ? c.name : structural[e.comm];
+      out[e.comm] = form != RoleForm::kStructural && !c.name.empty() ? c.name : structural[e.comm];
     }
   }
   return out;
@@ -67,8 +75,9 @@ std::vector<std::string> roles(const Process& p, bool full) {
 
 }  // namespace
 
-std::vector<std::string> comm_roles(const Process& p) { return roles(p, true); }
-std::vector<std::string> structural_comm_roles(const Process& p) { return roles(p, false); }
+std::vector<std::string> comm_roles(const Process& p) { return roles(p, RoleForm::kFull); }
+std::vector<std::string> structural_comm_roles(const Process& p) { return roles(p, RoleForm::kStructural); }
+std::vector<std::string> comm_families(const Process& p) { return roles(p, RoleForm::kFamily); }
 
 std::string short_hash(const std::string& hash) { return hash.substr(0, 8); }
 
@@ -76,24 +85,19 @@ std::string comm_label(const std::string& hash, const std::string& role) {
   return "comm " + short_hash(hash) + (role.empty() ? "" : " (" + role + ")");
 }
 
+std::string comm_short_name(const std::string& hash, const std::string& name) {
+  return name.empty() ? short_hash(hash) : name;
+}
+
 std::string comm_family_label(const std::string& family, size_t communicators) {
   return "comm " + family + " (one of " + std::to_string(communicators) + " communicators of that family)";
 }
 
-std::string comm_family(const std::string& role) {
-  std::string f = role;
-  for (size_t a; (a = f.find("(color=")) != std::string::npos;) {
-    const size_t close = f.find(')', a);
-    f.erase(a, close == std::string::npos ? std::string::npos : close - a + 1);
-  }
-  return f;
-}
-
 CommMatch match_comm(const std::string& selector, const std::string& hash, const std::string& role,
-                     const std::string& name) {
+                     const std::string& family, const std::string& name) {
   if (selector.empty()) return CommMatch::kNone;
   if (role == selector || (!name.empty() && name == selector)) return CommMatch::kExact;
-  if (comm_family(role) == selector) return CommMatch::kFamily;
+  if (family == selector) return CommMatch::kFamily;
   if (hash.rfind(selector, 0) == 0) return CommMatch::kHashPrefix;
   return CommMatch::kNone;
 }
@@ -103,14 +107,14 @@ std::string process_label(const Process& p) {
   if (p.pid > 0) out += (out.empty() ? "" : " ") + std::string("pid ") + std::to_string(p.pid);
   if (out.empty()) {
     // A converted Flight Recorder dump: the dump's own name, the file the user has.
-    auto fr = p.meta.find("fr_dump_file");
+    auto fr = p.meta.find(schema::meta::kFrDumpFile);
     out = "file " + std::filesystem::path(fr != p.meta.end() ? fr->second : p.path).filename().string();
   }
   return out;
 }
 
 std::string rank_label(const Process& p, int index, bool rank_unique) {
-  if (p.global_rank >= 0 && rank_unique) return "rank " + std::to_string(p.global_rank);
+  if (p.global_rank >= 0 && rank_unique) return rank_or_process(p, index);
   return "process " + std::to_string(index) + " (" + process_label(p) + ")";
 }
 

@@ -29,10 +29,11 @@ std::vector<std::string> comm_roles(const Process& p);
 // `replay --order-from`.
 std::vector<std::string> structural_comm_roles(const Process& p);
 
-// The role with every split color dropped ("init0.split0(color=3)" -> "init0.split0"): the same
-// for the 32 tensor-parallel groups of a job, so hang summaries group them into one line; a
-// --comm selector accepts it too (every communicator of the family).
-std::string comm_family(const std::string& role);
+// Each communicator's family: its role without split colors ("init0.split0(color=3)" ->
+// "init0.split0"; a commName stays as it is), built from the creation structure, never by editing
+// the role's text. The same for the 32 tensor-parallel groups of a job, so hang summaries group
+// them into one line; a --comm selector accepts it too (every communicator of the family).
+std::vector<std::string> comm_families(const Process& p);
 
 // "3f2a9c01" (the first 8 hex digits), the short form used in reports and accepted by --comm.
 std::string short_hash(const std::string& hash);
@@ -42,25 +43,29 @@ std::string short_hash(const std::string& hash);
 // 3f2a9c01 (init0.split0(color=1))", the short hash then the role, each of which --comm accepts;
 // "comm 3f2a9c01" when the role is not known. JSON keeps the full hash and the role as fields.
 std::string comm_label(const std::string& hash, const std::string& role = "");
+// The bare name a generated program or a model witness gives a communicator: its commName, else
+// the short hash.
+std::string comm_short_name(const std::string& hash, const std::string& name);
 // Several communicators of one family named at once (hang summaries that group the 32
 // tensor-parallel groups): "comm init0.split0 (one of 32 communicators of that family)".
 std::string comm_family_label(const std::string& family, size_t communicators);
 
 // ---- --comm selectors -----------------------------------------------------------------------
-// A selector names a communicator by its role, its commName, its family (comm_family: what the
+// A selector names a communicator by its role, its commName, its family (comm_families: what the
 // hang summaries print), or a prefix of its hash. An exact role or name beats a family, which
 // beats a hash prefix (a role "init0" must not also select hashes starting "init0").
 enum class CommMatch { kNone, kHashPrefix, kFamily, kExact };
 CommMatch match_comm(const std::string& selector, const std::string& hash, const std::string& role,
-                     const std::string& name);
+                     const std::string& family, const std::string& name);
 // Indices of the candidates the selector names: the exact matches when there are any, else the
-// hash-prefix matches. `role_of(i)`/`comm_of(i)` give candidate i's role and Comm.
-template <class RoleOf, class CommOf>
-std::vector<int> select_comms(const std::string& selector, int n, RoleOf role_of, CommOf comm_of) {
+// family's, else the hash-prefix matches. `role_of(i)`/`family_of(i)`/`comm_of(i)` give
+// candidate i's role, family and Comm.
+template <class RoleOf, class FamilyOf, class CommOf>
+std::vector<int> select_comms(const std::string& selector, int n, RoleOf role_of, FamilyOf family_of, CommOf comm_of) {
   std::vector<int> exact, family, prefix;
   for (int i = 0; i < n; ++i) {
     const auto& c = comm_of(i);
-    switch (match_comm(selector, c.hash, role_of(i), c.name)) {
+    switch (match_comm(selector, c.hash, role_of(i), family_of(i), c.name)) {
       case CommMatch::kExact: exact.push_back(i); break;
       case CommMatch::kFamily: family.push_back(i); break;
       case CommMatch::kHashPrefix: prefix.push_back(i); break;
@@ -74,6 +79,13 @@ std::vector<int> select_comms(const std::string& selector, int n, RoleOf role_of
 // The rank a report shows for a process: its global rank, else its position among the loaded
 // processes (`index`).
 inline int shown_rank(const Process& p, int index) { return p.global_rank >= 0 ? p.global_rank : index; }
+// "rank 3": shown_rank with its noun (for lines that name a process by position when its global
+// rank is unknown).
+inline std::string shown_rank_label(const Process& p, int index) { return "rank " + std::to_string(shown_rank(p, index)); }
+// "rank 3", or "process 2" when the global rank is unknown: rank_label without the file's words.
+inline std::string rank_or_process(const Process& p, int index) {
+  return p.global_rank >= 0 ? "rank " + std::to_string(p.global_rank) : "process " + std::to_string(index);
+}
 // "0-3,7,9-12" (sorted, duplicates dropped); past `max_segments` segments "0-3,7,... (+N more)".
 inline constexpr size_t kMaxRangeSegments = 16;  // what a line of text lists
 std::string rank_ranges(std::vector<int> ranks, size_t max_segments = SIZE_MAX);

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hang.h"
+#include "meta_keys.h"
 #include "trace_loader.h"
 
 namespace lockstep {
@@ -139,7 +140,7 @@ std::vector<HostGroup> group_by_host(const Schedule& s, int64_t stale_ns) {
     size_t h = static_cast<size_t>(it - hosts.begin());
     it->procs.push_back(static_cast<int>(i));
     // Monotonic clocks differ between hosts: compare wall clocks, each derived on its own host.
-    const trace_file::TextInt start_wall = meta_int(p, "start_wall_ns"), start_mono = meta_int(p, "start_mono_ns");
+    const trace_file::TextInt start_wall = meta_int(p, schema::meta::kStartWallNs), start_mono = meta_int(p, schema::meta::kStartMonoNs);
     const bool ok = start_wall.integer() && start_mono.integer();
     const int64_t wall = start_wall.value, mono = start_mono.value;
     // Times from an untrusted file: a sum that overflows is no evidence of a flush time.

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "comm_index.h"
+#include "meta_keys.h"
 
 namespace lockstep {
 namespace {
@@ -39,7 +40,7 @@ void resolve_rank_identity(const std::vector<Process*>& procs) {
   for (Process* p : procs) {
     p->rank_conflict.clear();
     if (p->global_rank_source.empty()) {
-      auto it = p->meta.find("global_rank_source");
+      auto it = p->meta.find(schema::meta::kGlobalRankSource);
       if (it != p->meta.end()) p->global_rank_source = it->second;
     }
     int w = world_comm(*p, holders, procs.size());

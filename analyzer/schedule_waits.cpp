@@ -1,5 +1,6 @@
 #include "schedule_waits.h"
 
+#include "meta_keys.h"
 #include "text_escape.h"
 #include "trace_file.h"
 #include "vocab.h"
@@ -20,7 +21,7 @@ std::optional<SideReadError> read_host_waits(sqlite3* db, SchedProcess& sp) {
   sp.waits.clear();
   ThreadTable threads(sp);
   // Schema 2 keeps tid on the op's signature; schema 1 on the op row (trace_schema.h).
-  auto v = sp.info.meta.find("schema_version");
+  auto v = sp.info.meta.find(schema::meta::kSchemaVersion);
   const bool compact = v != sp.info.meta.end() && v->second != "1";
   // Schema 3 keeps op rows in chunks, in call_index order (trace_schema.h): one query each.
   std::vector<std::string> ops_sql;

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "hang.h"
+#include "meta_keys.h"
 #include "saturating.h"
 #include "trace_schema.h"
 #include "trace_details.h"
@@ -37,7 +38,7 @@ struct Clock {
 };
 
 Clock process_clock(const Process& p) {
-  const trace_file::TextInt wall = meta_int(p, "start_wall_ns"), mono = meta_int(p, "start_mono_ns");
+  const trace_file::TextInt wall = meta_int(p, schema::meta::kStartWallNs), mono = meta_int(p, schema::meta::kStartMonoNs);
   if (wall.integer() && mono.integer()) return {sat_sub(wall.value, mono.value), true};
   for (const Op& o : p.ops)  // older files: any op carries both clocks
     if (o.issue_wall_ns > 0 && o.issue_mono_ns > 0) return {o.issue_wall_ns - o.issue_mono_ns, true};
@@ -117,10 +118,11 @@ struct Selection {
     for (size_t i : procs) {
       const Process& p = t.procs[i].info;
       roles[i] = comm_roles(p);
+      const std::vector<std::string> families = comm_families(p);
       comm_on[i].assign(p.comms.size(), o.comm.empty());
       for (size_t c = 0; c < p.comms.size(); ++c) {
         all_comms.insert(comm_label(p.comms[c].hash, roles[i][c]));
-        match[i].push_back(match_comm(o.comm, p.comms[c].hash, roles[i][c], p.comms[c].name));
+        match[i].push_back(match_comm(o.comm, p.comms[c].hash, roles[i][c], families[c], p.comms[c].name));
         best = std::max(best, match[i].back());
       }
     }
@@ -206,12 +208,12 @@ std::vector<SkippedFile> write_timeline_json(const Schedule& t, const ProcessRow
   for (size_t i : procs) {
     const Process* p = &t.procs[i].info;
     Process full;
-    if (!meta_int(*p, "start_wall_ns").integer() || !meta_int(*p, "start_mono_ns").integer()) {
+    if (!meta_int(*p, schema::meta::kStartWallNs).integer() || !meta_int(*p, schema::meta::kStartMonoNs).integer()) {
       if (!read_rows(i, full)) continue;
       p = &full;
     }
     clocks[i] = process_clock(*p);
-    const trace_file::TextInt start_mono = meta_int(*p, "start_mono_ns");
+    const trace_file::TextInt start_mono = meta_int(*p, schema::meta::kStartMonoNs);
     const int64_t start = start_mono.integer() ? start_mono.value : p->ops.empty() ? 0 : p->ops.front().issue_mono_ns;
     origin = std::min(origin, sat_add(start, clocks[i].mono_to_wall));
     all_aligned = all_aligned && clocks[i].aligned;
@@ -262,8 +264,7 @@ std::vector<SkippedFile> write_timeline_json(const Schedule& t, const ProcessRow
     // pid/tid 0 are the kernel's idle task to Perfetto (special-cased): numbering starts at 1.
     const int pid = static_cast<int>(i) + 1;
     constexpr int kHostTid = 1;
-    const int rank = display_rank(t, static_cast<int>(i));
-    const std::string who = "rank " + std::to_string(rank) + " (" + hdr.host + " " + std::to_string(hdr.pid) + ")";
+    const std::string who = shown_rank_label(hdr, static_cast<int>(i)) + " (" + hdr.host + " " + std::to_string(hdr.pid) + ")";
     Process p;
     if (unread_why.count(i) || !next_rows(i, p)) {
       emit({{"ph", "M"}, {"name", "process_name"}, {"pid", pid}, {"args", {{"name", who + ": not read: " + unread_why[i]}}}});
@@ -432,7 +433,7 @@ std::vector<SkippedFile> write_timeline_json(const Schedule& t, const ProcessRow
     if (list.size() < 2) continue;
     const size_t first = list[0];  // clang 14 cannot capture the structured binding `list`
     bool same = std::all_of(list.begin(), list.end(), [&](size_t k) { return placed[k].signature == placed[first].signature; });
-    std::string name = "comm " + short_hash(std::get<0>(key)) + " collective #" + std::to_string(std::get<1>(key));
+    std::string name = comm_label(std::get<0>(key)) + " collective #" + std::to_string(std::get<1>(key));
     for (size_t k = 0; k + 1 < list.size(); ++k) {
       const Placed& a = placed[list[k]];
       const Placed& b = placed[list[k + 1]];
@@ -489,7 +490,7 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
     const int n = static_cast<int>(idx.comms.size());
     std::vector<int> hits = select_comms(
         o.comm, n, [&](int k) -> const std::string& { return idx.comms[k].role; },
-        [&](int k) -> const GlobalComm& { return idx.comms[k]; });
+        [&](int k) -> const std::string& { return idx.comms[k].family; }, [&](int k) -> const GlobalComm& { return idx.comms[k]; });
     if (hits.size() != 1) {
       std::string list;
       for (auto& c : idx.comms) list += "\n  " + comm_label(c.hash, c.role);

@@ -573,7 +573,7 @@ template <class SigOf>
 void read_ops_tail(sqlite3* db, SchedProcess& sp, const std::vector<std::string>& chunks, int64_t total, const Cuts& cuts,
                    const std::vector<bool>& comm_has_ops, int version, SigOf&& sig_of) {
   std::vector<ScheduleBuilder::Row> rows;  // newest first
-  const int64_t time_base = meta_int(sp.info, "op_time_base_mono_ns").or_default(0);
+  const int64_t time_base = meta_int(sp.info, schema::meta::kOpTimeBaseMonoNs).or_default(0);
   std::vector<bool> reached(cuts.size(), false);
   size_t open = 0;    // communicators cut whose cut row was not reached yet
   bool whole = false;  // a communicator read whole: scan every row
@@ -665,7 +665,7 @@ vocab::State state_v2(int64_t call_index, int64_t column, int version, bool sequ
 void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, const Cuts* cuts = nullptr) {
   CommIds ids(sp.info);
   std::vector<bool> comm_has_ops(sp.info.comms.size(), false);
-  const int version = static_cast<int>(std::clamp<int64_t>(to_i64(sp.info.meta["schema_version"], 0), 2, schema::kSchemaVersion));
+  const int version = static_cast<int>(std::clamp<int64_t>(to_i64(sp.info.meta[schema::meta::kSchemaVersion], 0), 2, schema::kSchemaVersion));
   struct FileSig {
     uint32_t sig = 0;
     int comm = 0;
@@ -730,7 +730,7 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, co
   sp.ops.reserve(static_cast<size_t>(total));
   ScheduleBuilder index(sp);
   int64_t previous = INT64_MIN;
-  const int64_t time_base = meta_int(sp.info, "op_time_base_mono_ns").or_default(0);
+  const int64_t time_base = meta_int(sp.info, schema::meta::kOpTimeBaseMonoNs).or_default(0);
   for (const std::string& table : chunks) {
     // Plain columns, NULLs told apart here: no expression per row in SQLite's VM. Unsequenced rows
     // (seq NULL: failed, simulated, captured) are counted, not kept.
@@ -1068,8 +1068,8 @@ Cuts own_cuts(const Process& p) {
     auto it = p.meta.find(k);
     return it == p.meta.end() ? std::string() : it->second;
   };
-  if (meta("digest_version") != std::to_string(digest::kDigestVersion)) return {};
-  if (const std::string gaps = meta("digest_gaps"); !gaps.empty() && gaps != "0") return {};
+  if (meta(schema::meta::kDigestVersion) != std::to_string(digest::kDigestVersion)) return {};
+  if (const std::string gaps = meta(schema::meta::kDigestGaps); !gaps.empty() && gaps != "0") return {};
   Cuts cuts(p.comms.size(), 0);
   for (size_t c = 0; c < p.comms.size(); ++c) {
     const Comm& comm = p.comms[c];

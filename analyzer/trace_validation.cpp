@@ -54,8 +54,6 @@ std::string utc_time(int64_t wall_ns) {
 // NULL-comm placeholder, not given a process-local identity by a recorder that started late.
 bool matchable(const Comm& c) { return c.init_rc == 0 && c.nranks > 0 && !c.created_before_tracing; }
 
-std::string short8(const std::string& h) { return h.substr(0, 8); }
-
 }  // namespace
 
 std::string header_defect(const Process& p) {
@@ -71,7 +69,7 @@ std::string header_defect(const Process& p) {
            std::to_string(kMaxSeq) + ")";
   for (const Comm& c : p.comms) {
     auto bad = [&](const char* what, int64_t v) {
-      return "corrupt: comm " + short8(c.hash) + " has " + what + " " + std::to_string(v) + " (valid: 0.." +
+      return "corrupt: comm " + short_hash(c.hash) + " has " + what + " " + std::to_string(v) + " (valid: 0.." +
              std::to_string(kMaxSeq) + ")";
     };
     if (c.retired_collectives > kMaxSeq) return bad("retired_collectives", c.retired_collectives);
@@ -86,13 +84,13 @@ std::string header_defect(const Process& p) {
     // nranks 0 is the NULL-comm placeholder's alone (handle 0, interposer/recorder.cpp): a
     // communicator with a handle and no ranks is corrupt, never one nobody has to join.
     if (c.nranks == 0 && c.handle != 0)
-      return "corrupt: comm " + short8(c.hash) + " has nranks 0 (valid: 1.." + std::to_string(kMaxRanks) + ")";
+      return "corrupt: comm " + short_hash(c.hash) + " has nranks 0 (valid: 1.." + std::to_string(kMaxRanks) + ")";
     if (c.nranks < 0 || c.nranks > kMaxRanks)
-      return "corrupt: comm " + short8(c.hash) + " has nranks " + std::to_string(c.nranks) + " (valid: 1.." +
+      return "corrupt: comm " + short_hash(c.hash) + " has nranks " + std::to_string(c.nranks) + " (valid: 1.." +
              std::to_string(kMaxRanks) + ")";
     if (c.nranks == 0) continue;  // the NULL-comm placeholder
     if (c.rank < 0 || c.rank >= c.nranks)
-      return "corrupt: rank " + std::to_string(c.rank) + " is out of range in comm " + short8(c.hash) + " of " +
+      return "corrupt: rank " + std::to_string(c.rank) + " is out of range in comm " + short_hash(c.hash) + " of " +
              std::to_string(c.nranks) + " ranks";
   }
   return "";
@@ -127,7 +125,7 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
   std::map<std::tuple<std::string, int64_t, std::string>, int> seen_proc;
   for (size_t i = 0; i < procs.size(); ++i) {
     const Process& p = *procs[i];
-    auto st = p.meta.find("start_mono_ns");
+    auto st = p.meta.find(schema::meta::kStartMonoNs);
     auto key = std::make_tuple(p.host, p.pid, st == p.meta.end() ? std::string() : st->second);
     auto [it, fresh] = seen_proc.emplace(key, static_cast<int>(i));
     if (!fresh && p.pid != 0)
@@ -167,20 +165,20 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
       if (m.nranks != c.nranks) {
         if (!m.mismatch)
           add(EvidenceKind::kNranksMismatch, true, {m.first, static_cast<int>(i)},
-              "comm " + short8(c.hash) + " has " + std::to_string(m.nranks) + " ranks in " + procs[m.first]->shown_path() +
+              "comm " + short_hash(c.hash) + " has " + std::to_string(m.nranks) + " ranks in " + procs[m.first]->shown_path() +
                   " but " + std::to_string(c.nranks) + " in " + procs[i]->shown_path());
         m.mismatch = true;
       }
       if (c.rank < 0 || c.rank >= c.nranks) {
         add(EvidenceKind::kRankOutOfRange, true, {static_cast<int>(i)},
-            procs[i]->shown_path() + ": rank " + std::to_string(c.rank) + " is out of range in comm " + short8(c.hash) +
+            procs[i]->shown_path() + ": rank " + std::to_string(c.rank) + " is out of range in comm " + short_hash(c.hash) +
                 " of " + std::to_string(c.nranks) + " ranks");
         continue;
       }
       auto [rt, rfresh] = m.by_rank.emplace(c.rank, static_cast<int>(i));
       if (!rfresh && rt->second != static_cast<int>(i))
         add(EvidenceKind::kDuplicateCommRank, true, {rt->second, static_cast<int>(i)},
-            "rank " + std::to_string(c.rank) + " of comm " + short8(c.hash) + " is claimed by two files: " +
+            "rank " + std::to_string(c.rank) + " of comm " + short_hash(c.hash) + " is claimed by two files: " +
                 procs[rt->second]->shown_path() + " and " + procs[i]->shown_path());
     }
   }
@@ -202,7 +200,7 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
     }
     if (missing > 8) list += ",... (" + std::to_string(missing) + " in all)";
     add(EvidenceKind::kMissingMember, false, {},
-        "comm " + short8(h) + " has " + std::to_string(m.nranks) + " ranks, " + std::to_string(m.by_rank.size()) +
+        "comm " + short_hash(h) + " has " + std::to_string(m.nranks) + " ranks, " + std::to_string(m.by_rank.size()) +
             " traced: no usable file of comm rank" + (missing > 1 ? "s " : " ") + list);
   }
 
@@ -256,7 +254,7 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
         // the one to move away.
         int64_t first = INT64_MAX;
         for (int q : ps) {
-          auto it = procs[q]->meta.find("start_wall_ns");
+          auto it = procs[q]->meta.find(schema::meta::kStartWallNs);
           if (it == procs[q]->meta.end()) continue;
           if (const trace_file::TextInt w = trace_file::parse_int(it->second); w.integer() && w.value > 0)
             first = std::min(first, w.value);

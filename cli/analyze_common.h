@@ -10,6 +10,7 @@
 #include "analysis.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "meta_keys.h"
 #include "text_escape.h"
 #include "trace_loader.h"
 
@@ -75,7 +76,7 @@ inline int64_t issued_on_comm(const Comm& c, int64_t kept) { return std::max<int
 inline std::string retired_seq_text(const Process& info, const Comm& c, int64_t seq, int64_t kept, int64_t kept_first,
                                     int64_t kept_last) {
   if (seq <= 0 || seq > c.retired_through_seq) return "";
-  auto mb = info.meta.find("max_mb");
+  auto mb = info.meta.find(schema::meta::kMaxMb);
   std::string text = "seq " + std::to_string(seq) + " was retired by the size cap" +
                      (mb != info.meta.end() ? " (max_mb " + printable(mb->second) + ")" : "") + ": this file keeps ";
   text += kept > 0 ? "seq " + std::to_string(kept_first) + ".." + std::to_string(kept_last) + " of the " +

@@ -67,13 +67,13 @@ void report(const FileFacts& f) {
   auto field = [&](const char* label, const char* key) {
     return std::string(label) + (m(key).empty() ? "(not recorded)" : printable_prefix(m(key)));
   };
-  std::cout << ": " << field("rank ", "global_rank") << ", " << field("pid ", "pid") << " on " << field("", "host") << "\n";
+  std::cout << ": " << field("rank ", schema::meta::kGlobalRank) << ", " << field("pid ", schema::meta::kPid) << " on " << field("", schema::meta::kHost) << "\n";
   std::cout << "  libnccl used: " << (m(schema::meta::kNcclLibrary).empty() ? "(unknown)" : printable_prefix(m(schema::meta::kNcclLibrary)))
             << " (version " << printable_prefix(m(schema::meta::kNcclVersion)) << ")\n";
-  std::string libs = m("nccl_libraries");
+  std::string libs = m(schema::meta::kNcclLibraries);
   if (!libs.empty() && libs != m(schema::meta::kNcclLibrary))
     std::cout << "  every libnccl it called: " << printable_prefix(libs) << "\n";
-  std::string reached = m("nccl_reached");
+  std::string reached = m(schema::meta::kNcclReached);
   std::cout << "  reached through: ";
   if (reached.empty()) {
     std::cout << (f.counts.op_rows == 0 ? "(not recorded: the process made no NCCL call before its trace ended)\n"
@@ -81,17 +81,17 @@ void report(const FileFacts& f) {
   } else {
     std::vector<std::string> how;
     // Without the preloaded library no hook ran: the recorder only looked NCCL up for its meta.
-    bool hooks = !has(reached, "profiler_plugin") || m("interposer_preloaded") == "1";
-    if (!hooks) reached = "profiler_plugin";
+    bool hooks = !has(reached, schema::meta::kReachProfilerPlugin) || m(schema::meta::kInterposerPreloaded) == "1";
+    if (!hooks) reached = schema::meta::kReachProfilerPlugin;
     if (has(reached, "global")) how.push_back("linked / global scope");
     if (has(reached, "local")) how.push_back("a library loaded RTLD_LOCAL (found by scanning)");
     if (has(reached, "dlsym")) how.push_back("dlsym on a libnccl handle (ctypes, dlopen)");
-    if (has(reached, "profiler_plugin")) how.push_back("NCCL's profiler plugin");
+    if (has(reached, schema::meta::kReachProfilerPlugin)) how.push_back("NCCL's profiler plugin");
     for (size_t i = 0; i < how.size(); i++) std::cout << (i ? "; " : "") << how[i];
     std::cout << "\n";
   }
-  bool plugin = has(reached, "profiler_plugin");
-  bool preloaded = !plugin || m("interposer_preloaded") == "1";
+  bool plugin = has(reached, schema::meta::kReachProfilerPlugin);
+  bool preloaded = !plugin || m(schema::meta::kInterposerPreloaded) == "1";
   std::cout << "  capture paths: "
             << (preloaded ? "NCCL entry points (LD_PRELOAD), CUDA graphs through the runtime "
                             "and the driver API (cuGetProcAddress included)"

@@ -48,11 +48,12 @@ int ops(const OpsArgs& a) {
     return kExitUsage;
   }
   auto roles = comm_roles(p);
+  auto families = comm_families(p);
   // The communicators --comm names (identity.h: role, commName or hash prefix); all without it.
   std::vector<bool> comm_on(p.comms.size(), a.comm.empty());
   const std::vector<int> selected = select_comms(
       a.comm, static_cast<int>(p.comms.size()), [&](int i) -> const std::string& { return roles[i]; },
-      [&](int i) -> const Comm& { return p.comms[i]; });
+      [&](int i) -> const std::string& { return families[i]; }, [&](int i) -> const Comm& { return p.comms[i]; });
   for (int c : selected) comm_on[c] = true;
   if (!a.comm.empty() && selected.empty()) {
     std::cerr << "lockstep ops: no communicator of rank " << a.rank << " matches '" << printable(a.comm) << "'; its communicators:\n";

@@ -28,14 +28,14 @@ int stacks(const StacksArgs& a) {
   const CommIndex hidx = build_comm_index(headers);
   std::vector<int> matches = select_comms(
       a.comm, static_cast<int>(hidx.comms.size()), [&](int g) -> const std::string& { return hidx.comms[g].role; },
-      [&](int g) -> const GlobalComm& { return hidx.comms[g]; });
+      [&](int g) -> const std::string& { return hidx.comms[g].family; }, [&](int g) -> const GlobalComm& { return hidx.comms[g]; });
   if (matches.empty()) {
     std::cerr << "lockstep stacks: no communicator matches '" << printable(a.comm) << "'; communicators:\n";
     for (auto& c : hidx.comms) std::cerr << "  " << printable(comm_label(c.hash, c.role)) << "\n";
     return kExitUsage;
   }
   if (matches.size() > 1 && match_comm(a.comm, hidx.comms[matches[0]].hash, hidx.comms[matches[0]].role,
-                                        hidx.comms[matches[0]].name) == CommMatch::kHashPrefix) {
+                                        hidx.comms[matches[0]].family, hidx.comms[matches[0]].name) == CommMatch::kHashPrefix) {
     std::cerr << "lockstep stacks: '" << printable(a.comm) << "' matches " << matches.size() << " communicators; give more of the hash\n";
     return kExitUsage;
   }

@@ -11,6 +11,7 @@
 
 #include "flightrec.h"
 #include "file_name.h"
+#include "meta_keys.h"
 #include "trace_schema.h"
 
 namespace fs = std::filesystem;
@@ -174,7 +175,7 @@ Converted converted_trace_files(const std::string& dir) {
   if (d.dump_files.empty()) return c;
   std::string tmpl = (fs::temp_directory_path(ec) / "lockstep-fr-XXXXXX").string();
   if (ec || !mkdtemp(tmpl.data())) {
-    for (auto& p : d.processes) c.skipped.push_back({p.meta["fr_dump_file"], "no temporary directory to convert the Flight Recorder dump in"});
+    for (auto& p : d.processes) c.skipped.push_back({p.meta[schema::meta::kFrDumpFile], "no temporary directory to convert the Flight Recorder dump in"});
     return c;
   }
   for (auto& p : d.processes) {
@@ -183,7 +184,7 @@ Converted converted_trace_files(const std::string& dir) {
       write_trace_file(p, out);
       c.trace_files.push_back(out);
     } catch (const std::exception& e) {
-      c.skipped.push_back({p.meta["fr_dump_file"], std::string("Flight Recorder dump: ") + e.what()});
+      c.skipped.push_back({p.meta[schema::meta::kFrDumpFile], std::string("Flight Recorder dump: ") + e.what()});
     }
   }
   // What FR cannot tell, once per run, on stderr (reports are on stdout).

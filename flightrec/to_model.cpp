@@ -190,16 +190,16 @@ Process to_process(const FrDump& d, int global_rank) {
   // A dump names no host and no pid: p.host and p.pid stay empty (the file is p.path).
   p.global_rank = global_rank;
   p.meta[schema::meta::kSource] = schema::meta::kSourceFlightRecorder;
-  p.meta["fr_dump_file"] = d.path;
-  p.meta["fr_format"] = d.format;
-  p.meta["fr_version"] = d.version;
-  p.meta["fr_comm_lib_version"] = d.comm_lib_version;
+  p.meta[schema::meta::kFrDumpFile] = d.path;
+  p.meta[schema::meta::kFrFormat] = d.format;
+  p.meta[schema::meta::kFrVersion] = d.version;
+  p.meta[schema::meta::kFrCommLibVersion] = d.comm_lib_version;
   p.meta[schema::meta::kFrRingWindow] = "1";  // a ring: older entries may have been overwritten
   p.meta[schema::meta::kGlobalRank] = std::to_string(global_rank);
-  p.meta[schema::meta::kGlobalRankSource] = "fr_file_name";
+  p.meta[schema::meta::kGlobalRankSource] = schema::meta::kGlobalRankFromFileName;
   p.meta[schema::meta::kFrEntries] = std::to_string(d.entries.size());
   for (auto& [pg, st] : d.pg_status)
-    for (auto& [k, v] : st) p.meta["fr_pg_status." + pg + "." + k] = std::to_string(v);
+    for (auto& [k, v] : st) p.meta[schema::meta::kFrPgStatusPrefix + pg + "." + k] = std::to_string(v);
 
   // Communicators: one per process group, from pg_config and any group the entries name.
   std::vector<FrGroup> groups = d.groups;
@@ -227,7 +227,7 @@ Process to_process(const FrDump& d, int global_rank) {
     auto it = std::find(sorted.begin(), sorted.end(), global_rank);
     if (global_rank < 0 && c.nranks > 1) throw DumpError("cannot tell this dump's rank: name it <prefix><rank> as torch does");
     if (it == sorted.end()) {  // listed but not joined by this rank: not a communicator of it
-      p.meta["fr_not_member." + g.name] = std::to_string(global_rank);
+      p.meta[schema::meta::kFrNotMemberPrefix + g.name] = std::to_string(global_rank);
       continue;
     }
     c.rank = static_cast<int>(it - sorted.begin());
@@ -362,12 +362,12 @@ Process to_process(const FrDump& d, int global_rank) {
     p.hangs.push_back(h);
     break;
   }
-  for (auto& [c, s] : first_seq) p.meta["fr_window_first_seq." + p.comms[c].name] = std::to_string(s);
+  for (auto& [c, s] : first_seq) p.meta[schema::meta::kFrWindowFirstSeqPrefix + p.comms[c].name] = std::to_string(s);
   p.last_flush_mono_ns = newest_ns;
   p.meta[schema::meta::kLastFlushMonoNs] = std::to_string(newest_ns);
   // A dump is torch's own record of the process at dump time: its window is complete up to
   // then (the caveat line names the ring), like a trace with an exit record.
-  p.exit_reason = "fr_dump";
+  p.exit_reason = schema::meta::kFrDump;
   p.meta[schema::meta::kExitReason] = p.exit_reason;
   return p;
 }
@@ -394,8 +394,8 @@ void align_windows(std::vector<Process>& procs) {
     }
     p.ops = std::move(kept);
     for (auto& [c, n] : dropped) {
-      p.meta["fr_aligned_from_seq." + p.comms[c].name] = std::to_string(start[p.comms[c].hash]);
-      p.meta["fr_aligned_dropped." + p.comms[c].name] = std::to_string(n);
+      p.meta[schema::meta::kFrAlignedFromSeqPrefix + p.comms[c].name] = std::to_string(start[p.comms[c].hash]);
+      p.meta[schema::meta::kFrAlignedDroppedPrefix + p.comms[c].name] = std::to_string(n);
     }
   }
 }

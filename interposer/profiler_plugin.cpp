@@ -25,6 +25,7 @@
 #include "bounded_queue.h"
 #include "clock.h"
 #include "group_fold.h"
+#include "meta_keys.h"
 #include "nccl_profiler/profiler_v5.h"
 #include "profiler_schema.h"
 #include "recorder.h"
@@ -425,8 +426,8 @@ ncclProfilerResult_t plugin_init(void** context, uint64_t comm_hash, int* mask, 
       if (!g_rows.load()) g_rows.store(new BoundedQueue<ProfRow>(kRowQueue));
     }
     note_reach(kReachProfiler);
-    r->writer->set_meta("nccl_reached", reach_names(reach_bits()));
-    r->writer->set_meta("profiler_plugin", "ncclProfiler_v5");
+    r->writer->set_meta(lockstep::schema::meta::kNcclReached, reach_names(reach_bits()));
+    r->writer->set_meta(lockstep::schema::meta::kProfilerPlugin, "ncclProfiler_v5");
     // Preloaded (in the global scope), its hooks see the calls that reach NCCL through it;
     // dlopened by NCCL alone (RTLD_LOCAL), only the plugin records.
     // (the program's handle searches the global scope only; RTLD_DEFAULT from here would also
@@ -434,7 +435,7 @@ ncclProfilerResult_t plugin_init(void** context, uint64_t comm_hash, int* mask, 
     void* program = dlopen(nullptr, RTLD_LAZY | RTLD_NOLOAD);
     bool preloaded = program && real_dlsym(program, "ncclProfiler_v5") == &ncclProfiler_v5;
     if (program) dlclose(program);
-    r->writer->set_meta("interposer_preloaded", preloaded ? "1" : "0");
+    r->writer->set_meta(lockstep::schema::meta::kInterposerPreloaded, preloaded ? "1" : "0");
     auto* ctx = new Context();  // never freed: late events may still name it
     ctx->id = g_next_ctx.fetch_add(1);
     ctx->nccl_hash = comm_hash;
@@ -596,7 +597,7 @@ bool profiler_commit_rows(sqlite3* db) noexcept {
       if (!insert(row)) return false;
     uint64_t dropped = g_rows_dropped.load(std::memory_order_relaxed);
     if (dropped != g_dropped_published) {
-      if (Recorder* r = current_recorder()) r->writer->set_meta("profiler_dropped", std::to_string(dropped));
+      if (Recorder* r = current_recorder()) r->writer->set_meta(lockstep::schema::meta::kProfilerDropped, std::to_string(dropped));
       g_dropped_published = dropped;
     }
   } catch (...) {

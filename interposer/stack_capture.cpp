@@ -57,7 +57,7 @@ StackMode stacks_init() {
   else if (setting == StacksSetting::Python) want = StackMode::Python;
   if (want == StackMode::Python && !lockstep::python_frames_available()) {
     if (setting == StacksSetting::Python)
-      warn("LOCKSTEP_STACKS=python but %s; recording native stacks only",
+      warn("%s=python but %s; recording native stacks only", lockstep::schema::env::kStacks,
            lockstep::python_frames_status());
     want = StackMode::Native;
   }

@@ -316,7 +316,7 @@ struct Builder {
     std::map<std::string, std::vector<int>> by_family;  // family -> gcomms, in index order
     std::vector<std::string> order;
     for (size_t g = 0; g < a.index.comms.size(); ++g) {
-      std::string f = comm_family(a.index.comms[g].role);
+      std::string f = a.index.comms[g].family;
       if (!by_family.count(f)) order.push_back(f);
       by_family[f].push_back(static_cast<int>(g));
     }
@@ -574,7 +574,7 @@ struct Builder {
         const SchedOp& o = s.procs[r.proc].ops[b.op];
         int l = o.comm;
         int g = l < static_cast<int>(a.index.per_proc[r.proc].size()) ? a.index.per_proc[r.proc][l].gcomm : -1;
-        std::string fam = g >= 0 ? comm_family(a.index.comms[g].role) : "?";
+        std::string fam = g >= 0 ? a.index.comms[g].family : "?";
         for (auto& w : b.waits) {
           int src = in_cycle.count(r.proc) ? r.proc : -1;
           Agg& x = agg[Key{src, w.proc, fam, o.seq, std::string(vocab::name(s.sigs[o.sig].op))}];
@@ -688,7 +688,7 @@ struct Builder {
     std::vector<std::pair<int, std::vector<Op>>> got;
     for (int p : procs) {
       const Process& info = s.procs[p].info;
-      const trace_file::TextInt start_wall = meta_int(info, "start_wall_ns"), start_mono = meta_int(info, "start_mono_ns");
+      const trace_file::TextInt start_wall = meta_int(info, schema::meta::kStartWallNs), start_mono = meta_int(info, schema::meta::kStartMonoNs);
       int64_t wall = start_wall.value, mono = start_mono.value;
       if (!start_wall.integer() || !start_mono.integer()) aligned = false, wall = mono = 0;
       // Clock values from an untrusted file: saturating arithmetic (saturating.h).

@@ -32,6 +32,13 @@ inline constexpr const char* kOpTimeBaseMonoNs = "op_time_base_mono_ns";
 inline constexpr const char* kOpWallOffsetNs = "op_wall_offset_ns";
 inline constexpr const char* kProfilerPlugin = "profiler_plugin";
 
+// How the process reached NCCL, written by the hooks and the profiler plugin; read by `doctor`.
+inline constexpr const char* kNcclReached = "nccl_reached";      // reach names, comma-separated
+inline constexpr const char* kNcclLibraries = "nccl_libraries";  // every libnccl the process mapped
+inline constexpr const char* kInterposerPreloaded = "interposer_preloaded";  // "1" or "0" (plugin)
+inline constexpr const char* kProfilerDropped = "profiler_dropped";  // plugin rows a full queue refused
+inline constexpr const char* kReachProfilerPlugin = "profiler_plugin";  // the reach name in kNcclReached
+
 // Updated while recording. finished: "0" or "1"; dropped_records, retired_ops, digest_gaps:
 // counts (a non-negative integer; anything else makes the file corrupt evidence).
 inline constexpr const char* kFinished = "finished";
@@ -59,7 +66,19 @@ constexpr bool known_stop_reason(std::string_view v) {
 // when it holds every entry since the process group started; nothing else.
 inline constexpr const char* kSource = "source";
 inline constexpr const char* kSourceFlightRecorder = "pytorch_flight_recorder";  // kSource of a converted dump
-inline constexpr const char* kFrDump = "fr_dump";
+inline constexpr const char* kFrDump = "fr_dump";  // Process::exit_reason of a converted dump
+inline constexpr const char* kFrDumpFile = "fr_dump_file";  // the dump's own path (Process::shown_path)
+inline constexpr const char* kFrFormat = "fr_format";
+inline constexpr const char* kFrVersion = "fr_version";
+inline constexpr const char* kFrCommLibVersion = "fr_comm_lib_version";
+inline constexpr const char* kFrPgStatusPrefix = "fr_pg_status.";  // + <pg> "." <counter>
+inline constexpr const char* kGlobalRankFromFileName = "fr_file_name";  // kGlobalRankSource of a dump
+// Per process group, + <pg name>: not a member (its global rank), the first seq of its window,
+// where its members' histories were aligned from and how many entries that dropped.
+inline constexpr const char* kFrNotMemberPrefix = "fr_not_member.";
+inline constexpr const char* kFrWindowFirstSeqPrefix = "fr_window_first_seq.";
+inline constexpr const char* kFrAlignedFromSeqPrefix = "fr_aligned_from_seq.";
+inline constexpr const char* kFrAlignedDroppedPrefix = "fr_aligned_dropped.";
 inline constexpr const char* kFrFileName = "fr_file_name";
 inline constexpr const char* kFrEntries = "fr_entries";
 inline constexpr const char* kFrRingWindow = "fr_ring_window";

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "meta_keys.h"
 #include "vocab.h"
 
 namespace lockstep {
@@ -170,7 +171,7 @@ struct Process {
   // The file a user knows this process by: a Flight Recorder dump's own path (the analyzer reads
   // a converted copy of it in a temporary directory: `path`), else `path`.
   const std::string& shown_path() const {
-    auto it = meta.find("fr_dump_file");
+    auto it = meta.find(schema::meta::kFrDumpFile);
     return it != meta.end() && !it->second.empty() ? it->second : path;
   }
 };

@@ -8,6 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "comm_index.h"
+#include "env_vars.h"
 #include "identity.h"
 #include "rank_env.h"
 #include "trace_writer.h"
@@ -66,24 +68,26 @@ std::string nccl_redop(RedOp r) {
 Layout layout_of(const Trace& t) {
   Layout L;
   L.nranks = static_cast<int>(t.processes.size());
-  std::map<std::string, int> by_hash;
   std::map<uint64_t, int> events;
-  for (const Process& p : t.processes)
-    for (const Comm& c : p.comms) {
-      auto [it, fresh] = by_hash.try_emplace(c.hash, static_cast<int>(L.comms.size()));
-      if (fresh) {
-        GComm g;
-        g.label = c.name.empty() ? c.hash.substr(0, 8) : c.name;
-        g.nranks = c.nranks;
-        g.rank_of.assign(L.nranks, -1);
-        g.members.assign(c.nranks, -1);
-        L.comms.push_back(g);
-      }
-      L.comms[it->second].rank_of[p.global_rank] = c.rank;
-      if (c.rank >= 0 && c.rank < c.nranks) L.comms[it->second].members[c.rank] = p.global_rank;
+  std::vector<const Process*> procs;
+  for (const Process& p : t.processes) procs.push_back(&p);
+  const CommJoin join = join_comms(procs);
+  for (const GlobalComm& gc : join.comms) {
+    GComm g;
+    g.label = comm_short_name(gc.hash, gc.name);
+    g.nranks = gc.nranks;
+    g.rank_of.assign(L.nranks, -1);
+    g.members.assign(gc.nranks, -1);
+    for (const CommMember& m : gc.members) {
+      const int global = t.processes[m.proc].global_rank;
+      g.rank_of[global] = m.rank;
+      if (m.rank >= 0 && m.rank < gc.nranks) g.members[m.rank] = global;
     }
+    L.comms.push_back(std::move(g));
+  }
   L.steps.resize(L.nranks);
-  for (const Process& p : t.processes) {
+  for (size_t pi = 0; pi < t.processes.size(); ++pi) {
+    const Process& p = t.processes[pi];
     std::map<uint64_t, int> streams;
     auto stream_of = [&](uint64_t v) { return streams.try_emplace(v, static_cast<int>(streams.size())).first->second; };
     std::vector<Step> v;
@@ -92,7 +96,8 @@ Layout layout_of(const Trace& t) {
       Step s;
       if (wi >= p.waits.size() || (oi < p.ops.size() && p.ops[oi].call_index < p.waits[wi].call_index)) {
         s.op = &p.ops[oi++];
-        s.comm = by_hash.at(p.comms.at(s.op->comm).hash);
+        s.comm = join.gcomm[pi].at(s.op->comm);
+        if (s.comm < 0) throw std::runtime_error("emit: " + p.path + " holds a communicator twice");
         s.stream = stream_of(s.op->stream);
         const int n = L.comms[s.comm].nranks;
         auto bytes = [&](Dtype d, int64_t c) {  // counts from the trace: no overflow
@@ -169,8 +174,8 @@ std::string emit_c(const Trace& t, const std::string& title) {
     << "#define NC(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) { fprintf(stderr, \"rank %d: %s: %s\\n\", rank, #x, ncclGetErrorString(r_)); exit(1); } } while (0)\n\n"
     << "/* Comm rank 0 publishes the id as $LOCKSTEP_RENDEZVOUS_DIR/repro-comm<c>.id; the others poll for it. */\n"
     << "static void comm_init(ncclComm_t* comm, int c, int nranks, int crank) {\n"
-    << "  const char* dir = getenv(\"LOCKSTEP_RENDEZVOUS_DIR\");\n"
-    << "  const char* launch = getenv(\"LOCKSTEP_LAUNCH_ID\");\n"
+    << "  const char* dir = getenv(\"" << schema::env::kRendezvousDir << "\");\n"
+    << "  const char* launch = getenv(\"" << schema::env::kLaunchId << "\");\n"
     << "  char path[4096], tmp[4200];\n"
     << "  ncclUniqueId id;\n"
     << "  if (!dir || !*dir) { fprintf(stderr, \"set LOCKSTEP_RENDEZVOUS_DIR to a fresh directory every rank sees\\n\"); exit(2); }\n"

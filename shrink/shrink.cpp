@@ -1,5 +1,6 @@
 #include "shrink.h"
 
+#include "comm_index.h"
 #include "identity.h"
 
 #include <algorithm>
@@ -222,7 +223,10 @@ bool has_parts(const Op& o) { return !o.parts.empty(); }
 // reproducer are written in; the schedule gives the processes' headers, in its order.
 Case make_case(const lockstep::Schedule& t, const ProcessRows& rows) {
   Case cs;
-  std::unordered_map<std::string, int> comm_by_hash;
+  std::vector<const Process*> infos;
+  for (const SchedProcess& sp : t.procs) infos.push_back(&sp.info);
+  const CommJoin join = join_comms(infos);
+  std::vector<int> case_comm(join.comms.size(), -1);  // by joined comm: index into cs.comms
   std::map<std::tuple<int, int, int, int, int>, int> keys;
   auto key = [&](int a, int b, int c, int d, int e) {
     auto [it, fresh] = keys.try_emplace({a, b, c, d, e}, cs.nkeys);
@@ -240,9 +244,10 @@ Case make_case(const lockstep::Schedule& t, const ProcessRows& rows) {
     std::vector<int> crank(p.comms.size(), -1);
     for (size_t ci = 0; ci < p.comms.size(); ++ci) {
       const Comm& c = p.comms[ci];
-      if (c.init_rc != 0 || c.nranks <= 0 || c.created_before_tracing) continue;
-      auto [it, fresh] = comm_by_hash.try_emplace(c.hash, static_cast<int>(cs.comms.size()));
-      if (fresh) {
+      const int gc = join.gcomm[pi][ci];
+      if (c.init_rc != 0 || c.nranks <= 0 || c.created_before_tracing || gc < 0) continue;
+      if (case_comm[gc] < 0) {
+        case_comm[gc] = static_cast<int>(cs.comms.size());
         CComm cc;
         cc.hash = c.hash;
         cc.name = c.name;
@@ -250,11 +255,12 @@ Case make_case(const lockstep::Schedule& t, const ProcessRows& rows) {
         cc.members.assign(c.nranks, -1);
         cs.comms.push_back(cc);
       }
-      CComm& cc = cs.comms[it->second];
+      const int g = case_comm[gc];
+      CComm& cc = cs.comms[g];
       if (c.rank >= 0 && c.rank < cc.nranks && cc.nranks == c.nranks) cc.members[c.rank] = static_cast<int>(pi);
-      to_global[ci] = it->second;
+      to_global[ci] = g;
       crank[ci] = c.rank;
-      if (c.rank >= 0 && c.rank < cc.nranks) cp.comms.push_back({it->second, c.rank});
+      if (c.rank >= 0 && c.rank < cc.nranks) cp.comms.push_back({g, c.rank});
     }
     std::sort(cp.comms.begin(), cp.comms.end());
     Process r = rows(pi);
@@ -525,7 +531,7 @@ class Shrinker {
                           std::to_string(res.after.ranks - 1) + ")");
     std::vector<std::string> kept_comms;
     for (size_t c = 0; c < cs_.comms.size(); ++c)
-      if (sel_.comm_on[c] && used_comm(c)) kept_comms.push_back(cs_.comms[c].name.empty() ? cs_.comms[c].hash.substr(0, 8) : cs_.comms[c].name);
+      if (sel_.comm_on[c] && used_comm(c)) kept_comms.push_back(comm_short_name(cs_.comms[c].hash, cs_.comms[c].name));
     res.removed.push_back("communicators: removed " + std::to_string(res.before.comms - res.after.comms) + " of " +
                           std::to_string(res.before.comms) + " (kept " + join(kept_comms, ", ") +
                           "; each re-created with its own unique id)");

@@ -71,12 +71,54 @@ TEST(Identity, commname_wins_over_structure_and_names_children) {
   EXPECT_EQ(structural_comm_roles(b.trace().processes[0])[1], "init0.split0");
 }
 
+TEST(Identity, a_family_is_built_from_the_structure_not_cut_from_the_role_text) {
+  TraceBuilder b(1);
+  b.comm("aaaa000000000001", {0}, "", 0, "");
+  b.comm("bbbb000000000002", {0}, "aaaa000000000001", 4);
+  b.comm("cccc000000000003", {0}, "bbbb000000000002", 1);
+  b.comm("dddd000000000004", {0}, "aaaa000000000001", 2, "tp(color=7)");
+  const Process& p = b.trace().processes[0];
+  auto roles = comm_roles(p);
+  auto families = comm_families(p);
+  EXPECT_EQ(roles[2], "init0.split0(color=4).split0(color=1)");
+  EXPECT_EQ(families[0], "init0");
+  EXPECT_EQ(families[2], "init0.split0.split0");
+  // A commName is the role and the family as it is, whatever characters it holds.
+  EXPECT_EQ(roles[3], "tp(color=7)");
+  EXPECT_EQ(families[3], "tp(color=7)");
+  EXPECT_EQ(match_comm("tp", "dddd", roles[3], families[3], "tp(color=7)"), CommMatch::kNone);
+  EXPECT_EQ(match_comm("init0.split0", "bbbb", roles[1], families[1], ""), CommMatch::kFamily);
+}
+
+TEST(Identity, one_join_names_every_member_once_in_the_order_of_creation) {
+  TraceBuilder b(3);
+  b.comm("aaaa000000000001", {0, 1, 2});
+  b.comm("bbbb000000000002", {2, 1});
+  Trace& t = b.trace();
+  t.processes[1].comms.push_back(t.processes[1].comms[0]);  // the same hash twice in one file
+  std::vector<const Process*> procs;
+  for (const Process& p : t.processes) procs.push_back(&p);
+  const CommJoin j = join_comms(procs);
+  ASSERT_EQ(j.comms.size(), 2u);
+  EXPECT_EQ(j.comms[0].hash, "aaaa000000000001");
+  EXPECT_EQ(j.comms[0].members.size(), 3u);
+  // Members sorted by comm rank: process 2 is comm rank 0 of the second communicator.
+  ASSERT_EQ(j.comms[1].members.size(), 2u);
+  EXPECT_EQ(j.comms[1].members[0].proc, 2);
+  EXPECT_EQ(j.comms[1].members[0].rank, 0);
+  EXPECT_EQ(j.gcomm[1], (std::vector<int>{0, 1, -1}));  // the repeat maps nowhere
+  bool named = false;
+  for (const std::string& w : j.warnings) named |= w.find("appears twice") != std::string::npos;
+  EXPECT_TRUE(named);
+  EXPECT_EQ(j.comms[0].family, "init0");
+}
+
 TEST(Identity, comm_selector_prefers_an_exact_role_or_name_over_a_hash_prefix) {
-  EXPECT_EQ(match_comm("tp", "aaaa", "init0", "tp"), CommMatch::kExact);
-  EXPECT_EQ(match_comm("init0", "aaaa", "init0", ""), CommMatch::kExact);
-  EXPECT_EQ(match_comm("aa", "aaaa", "init0", ""), CommMatch::kHashPrefix);
-  EXPECT_EQ(match_comm("zz", "aaaa", "init0", "tp"), CommMatch::kNone);
-  EXPECT_EQ(match_comm("", "aaaa", "init0", ""), CommMatch::kNone);
+  EXPECT_EQ(match_comm("tp", "aaaa", "init0", "init0", "tp"), CommMatch::kExact);
+  EXPECT_EQ(match_comm("init0", "aaaa", "init0", "init0", ""), CommMatch::kExact);
+  EXPECT_EQ(match_comm("aa", "aaaa", "init0", "init0", ""), CommMatch::kHashPrefix);
+  EXPECT_EQ(match_comm("zz", "aaaa", "init0", "init0", "tp"), CommMatch::kNone);
+  EXPECT_EQ(match_comm("", "aaaa", "init0", "init0", ""), CommMatch::kNone);
   // "abc" is one communicator's name and a prefix of another's hash: the name wins.
   std::vector<Comm> comms(2);
   comms[0].hash = "abc0000000000001";
@@ -84,6 +126,7 @@ TEST(Identity, comm_selector_prefers_an_exact_role_or_name_over_a_hash_prefix) {
   comms[1].name = "abc";
   std::vector<std::string> roles = {"init0", "abc"};
   auto hits = select_comms("abc", 2, [&](int i) -> const std::string& { return roles[i]; },
+                           [&](int i) -> const std::string& { return roles[i]; },
                            [&](int i) -> const Comm& { return comms[i]; });
   EXPECT_EQ(hits, std::vector<int>{1});
 }
