@@ -36,7 +36,7 @@ COMPONENTS = {
     "analyzer": {
         "targets": ["lockstep_cli", "analyzer_tests", "analyzer_evidence_tests", "analyzer_survivor_tests", "cli_tests", "cli_survivor_tests", "cli_hostile_tests",
                     "timeline_tests"],
-        "ctest": ["-L", "analyzer|cli|timeline", "-LE", "e2e|fuzz"],
+        "ctest": ["-L", "analyzer|cli|timeline|flightrec", "-LE", "e2e|fuzz"],
     },
     "model": {
         "targets": ["lockstep_cli", "model_check_test", "cli_tests"],
