@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "file_name.h"
+#include "parallel_for.h"
 #include "schedule.h"
 #include "text_escape.h"
 #include "trace_schema.h"
@@ -279,19 +280,6 @@ SummaryEntry get_entry(In& in) {
   return e;
 }
 
-template <class Fn>
-void parallel(size_t n, unsigned threads, Fn&& fn) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = static_cast<unsigned>(std::min<size_t>(threads, n));
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-}
 
 std::string read_whole(const std::string& path) {
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -399,7 +387,7 @@ std::vector<SummaryEntry> decode_node_summary(const std::string& bytes, std::str
 Summarized summarize_files(const std::vector<std::string>& files, const LoadOptions& options) {
   std::vector<SummaryEntry> entries(files.size());
   std::vector<std::string> why(files.size());
-  parallel(files.size(), options.threads, [&](size_t i) {
+  parallel_for(files.size(), options.threads, [&](size_t i) {
     std::string w;
     FileIdentity before = file_identity(files[i], &w);
     if (!w.empty()) return void(why[i] = w);
@@ -470,7 +458,7 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
     std::vector<std::pair<size_t, LoadedFile>> files;
   };
   std::vector<Result> results(summaries.size());
-  parallel(summaries.size(), threads, [&](size_t k) {
+  parallel_for(summaries.size(), threads, [&](size_t k) {
     Result& r = results[k];
     try {
       std::vector<SummaryEntry> entries = decode_node_summary(read_whole(summaries[k]));

@@ -21,6 +21,7 @@
 #include "meta_keys.h"
 #include "text_escape.h"
 #include "flightrec.h"
+#include "parallel_for.h"
 #include "op_digest.h"
 #include "profiler_schema.h"
 #include "rank_identity.h"
@@ -960,19 +961,6 @@ std::vector<std::string> list_trace_files(const std::string& dir, std::vector<Sk
   return files;
 }
 
-template <class Fn>
-void parallel_for(size_t n, unsigned threads, Fn&& fn) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  threads = static_cast<unsigned>(std::min<size_t>(threads, n));
-  std::atomic<size_t> next{0};
-  auto worker = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-}
 
 bool process_less(const Process& a, const Process& b) {
   auto key = [](const Process& p) { return std::make_tuple(p.global_rank < 0, p.global_rank, p.host, p.pid, p.path); };

@@ -1,0 +1,27 @@
+// fn(0) .. fn(n-1) on `threads` threads (0: one per hardware thread), the calling thread among
+// them; indices are handed out one at a time, so one slow file does not hold up a fixed share.
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <thread>
+#include <vector>
+
+namespace lockstep {
+
+template <class Fn>
+void parallel_for(size_t n, unsigned threads, Fn&& fn) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  threads = static_cast<unsigned>(std::min<size_t>(threads, n));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) fn(i);
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+}
+
+}  // namespace lockstep
