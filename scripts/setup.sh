@@ -4,9 +4,10 @@
 #   scripts/setup.sh --test   that, plus what the test suite needs (scripts/test.sh)
 set -euo pipefail
 pkgs=(cmake g++ make libsqlite3-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
-      libunwind8)             # dlopened by the recorder for native stacks
+      libunwind8              # dlopened by the recorder for native stacks
+      libunwind-dev)          # libunwind-ptrace: lockstep attach unwinds other processes
 if [ "${1:-}" = --test ]; then
-  pkgs+=(libgtest-dev libbenchmark-dev python3-dev sqlite3 libunwind-dev
+  pkgs+=(libgtest-dev libbenchmark-dev python3-dev sqlite3
          dpkg-dev              # tests/install: the Debian package (cpack, dpkg-deb)
          chromium              # the report's browser test (tests/report), ~80 MB download
          clang libclang-rt-14-dev  # clang + libFuzzer: scripts/fuzz.sh (label long, docs/testing.md)
