@@ -29,4 +29,5 @@ else
   targets=()
 fi
 cmake -S . -B "$BUILD_DIR" "${options[@]}" "${launcher[@]}" "$@" >/dev/null
+[ -z "${LOCKSTEP_CONFIGURE_ONLY:-}" ] || exit 0  # tests/demo: what the configure found, no build
 cmake --build "$BUILD_DIR" -j"$(nproc)" "${targets[@]}"
