@@ -199,3 +199,21 @@ TEST(Survivors, an_enqueued_row_without_a_seq_is_counted_never_compared) {
   EXPECT_EQ(r->s.procs[0].unsequenced_ops, 1);
   EXPECT_EQ(r->s.procs[1].unsequenced_ops, 0);
 }
+
+// Mutant: divergence.cpp, the majority test `groups[0] > groups[1]` made `>=`: a tie would name
+// half of the members the odd ones out. Two against two has no majority: no rank is odd.
+TEST(Survivors, two_against_two_names_no_odd_rank_out) {
+  TraceBuilder b(4);
+  b.comm("c1", {0, 1, 2, 3});
+  b.all({0, 1, 2, 3}, "c1", {}, 10);
+  for (int p : {0, 1}) b.add(p, "c1", {.op = "all_gather", .redop = ""});
+  for (int p : {2, 3}) b.add(p, "c1", {.op = "broadcast", .root = 0, .redop = ""});
+  auto r = run(b);
+  ASSERT_EQ(r->a.divergences.size(), 1u) << kinds(r->a);
+  const Divergence& d = r->a.divergences[0];
+  EXPECT_EQ(d.kind, FindingKind::kOpType);
+  EXPECT_EQ(d.ordinal, 11);
+  ASSERT_EQ(d.groups.size(), 2u);
+  EXPECT_TRUE(d.odd.empty()) << d.odd.size() << " ranks named odd in a 2-2 tie";
+  for (auto& g : d.groups) EXPECT_FALSE(g.odd);
+}
