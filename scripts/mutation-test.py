@@ -39,7 +39,7 @@ COMPONENTS = {
         "ctest": ["-L", "analyzer|cli|timeline|flightrec", "-LE", "e2e|fuzz"],
     },
     "model": {
-        "targets": ["lockstep_cli", "model_check_test", "cli_tests"],
+        "targets": ["lockstep_cli", "model_check_test", "replay_test", "cli_tests"],
         "ctest": ["-L", "replay|cli", "-LE", "e2e|fuzz"],
     },
     "cli": {

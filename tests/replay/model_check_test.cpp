@@ -188,6 +188,25 @@ TEST(ModelCheck, StreamSyncBetweenOppositeOrdersDeadlocksOnTheHost) {
   EXPECT_EQ(r.cycle.size(), 4u) << dump(r);
 }
 
+// Serialized model: a stream sync waits for everything issued on its stream, so rank 0's host
+// never issues B, which rank 1's device needs first. (Kills model-serialized-not-serial: a
+// stream's end position not kept for a plain op lets the sync pass at once; the deadlock is
+// then the device order's alone and no host thread is blocked.)
+TEST(ModelCheck, SerializedStreamSyncWaitsForTheOpBeforeIt) {
+  RowsBuilder b(2);
+  b.comm_all("A", {0, 1}).comm_all("B", {0, 1});
+  b.op(0, "A", "all_gather", 1);
+  b.wait(0, "stream_sync", 1);
+  b.op(0, "B", "all_reduce", 2);
+  b.op(1, "B", "all_reduce", 2);
+  b.op(1, "A", "all_gather", 1);
+  auto r = check(b.trace);
+  EXPECT_EQ(r.verdict, Verdict::kMayDeadlock) << dump(r);
+  EXPECT_EQ(r.model, "serialized") << dump(r);
+  EXPECT_TRUE(contains(format_text(r), "host thread is blocked in stream_sync(stream 0x1)")) << dump(r);
+  EXPECT_EQ(check(b.trace, {.check_serialized = false}).verdict, Verdict::kCanComplete);
+}
+
 TEST(ModelCheck, StreamWaitEventOrdersStreams) {
   // Rank 0: B on stream 2 waits (via event) for A on stream 1; rank 1 the other way round.
   RowsBuilder b(2);
