@@ -28,7 +28,7 @@ run() {  # run NAME ARGS...: lockstep ARGS > NAME.out 2> NAME.err, sets rc
 }
 has() { grep -qF -- "$2" "$work/$1.out" "$work/$1.err"; }
 hasnt() { ! grep -qF -- "$2" "$work/$1.out" "$work/$1.err"; }
-meta() { sqlite3 "file:$1?mode=ro" "select value from meta where key='$2'"; }
+meta() { sqlite3 -cmd ".timeout 10000" "file:$1?mode=ro" "select value from meta where key='$2'"; }
 # The file of global rank R in DIR.
 rank_file() {
   for f in "$1"/*.lockstep.sqlite; do [ "$(meta "$f" global_rank)" = "$2" ] && echo "$f"; done

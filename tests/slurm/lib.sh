@@ -37,5 +37,7 @@ wait_for() {
 # The job id of the job named $1 (squeue), empty if none.
 job_id() { squeue -h -n "$1" -o %i | head -n1; }
 job_state() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
-meta() { sqlite3 -readonly "$1" "SELECT value FROM meta WHERE key='$2'"; }
-count_ops() { sqlite3 -readonly "$1" "SELECT count(*) FROM ops WHERE seq IS NOT NULL"; }
+# The recorder may be committing (a USR1 flush, its exit) while a test reads: wait for its lock
+# as lockstep's own reader does, rather than fail with "database is locked".
+meta() { sqlite3 -readonly -cmd ".timeout 10000" "$1" "SELECT value FROM meta WHERE key='$2'"; }
+count_ops() { sqlite3 -readonly -cmd ".timeout 10000" "$1" "SELECT count(*) FROM ops WHERE seq IS NOT NULL"; }
