@@ -43,8 +43,8 @@ COMPONENTS = {
         "ctest": ["-L", "replay|cli", "-LE", "e2e|fuzz"],
     },
     "cli": {
-        "targets": ["lockstep_cli", "cli_tests", "cli_survivor_tests", "cli_hostile_tests"],
-        "ctest": ["-L", "cli|timeline", "-LE", "e2e|fuzz"],
+        "targets": ["lockstep_cli", "cli_tests", "cli_survivor_tests", "cli_hostile_tests", "replay_test"],
+        "ctest": ["-L", "cli|timeline|replay", "-LE", "e2e|fuzz"],
     },
     "recorder": {
         "targets": ["lockstep", "recorder_test", "recorder_unit_test", "recorder_fixture_test", "recorder_fault_test",

@@ -368,6 +368,17 @@ TEST(ReplayCli, ReportsModelVerdictAndReplayResultWithExitCodes) {
   EXPECT_TRUE(contains(out3, "completed")) << out3;
   auto [rc4, out4] = run_cli("replay --model " + (scratch() / "no-such-dir").string());
   EXPECT_EQ(rc4, 2) << out4;
+  // Latent (two communicators on two streams in opposite orders): "may deadlock" is a hang, exit
+  // 1 (docs/replay.md), not a completed run. (Kills cli-replay-model-exit.)
+  RowsBuilder latent(2);
+  latent.comm_all("A", {0, 1}).comm_all("B", {0, 1});
+  latent.op(0, "A", "all_gather", 1, 32);
+  latent.op(0, "B", "all_reduce", 2, 32);
+  latent.op(1, "B", "all_reduce", 2, 32);
+  latent.op(1, "A", "all_gather", 1, 32);
+  auto [rc5, out5] = run_cli("replay --model " + write("cli-latent", latent));
+  EXPECT_EQ(rc5, 1) << out5;
+  EXPECT_TRUE(contains(out5, "model check: may deadlock")) << out5;
 }
 
 }  // namespace
