@@ -95,6 +95,9 @@ class BoundedQueue {
 
   size_t capacity() const { return mask_ + 1; }
 
+  // Consumer only: a cell is claimed and not popped (after pop() failed: a push in progress).
+  bool busy() const { return tail_.load(std::memory_order_acquire) != head_; }
+
  private:
   struct Cell {
     std::atomic<size_t> seq;

@@ -113,6 +113,17 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
       warn_default(vars::kQueueRecords, v, expected, std::to_string(kDefaultQueueRecords));
     }
   }
+  if (const char* v = env(vars::kSpillMb); v && *v) {
+    int64_t n = 0;
+    if (parse_int(v, 0, vars::kMaxSpillMb, &n)) {
+      c.spill_mb = n;
+    } else {
+      char expected[96];
+      snprintf(expected, sizeof expected, "a size in MiB in [0, %lld] (0 = no spill)",
+               static_cast<long long>(vars::kMaxSpillMb));
+      warn_default(vars::kSpillMb, v, expected, std::to_string(vars::kDefaultSpillMb));
+    }
+  }
   if (const char* v = env(vars::kSigusr1); v && *v) {
     if (!strcmp(v, vars::kSigusr1Flush)) c.sigusr1_flush_only = true;
     else if (strcmp(v, vars::kSigusr1Default))

@@ -37,6 +37,7 @@ struct Config {
   int64_t completion_window = kDefaultCompletionWindow;  // LOCKSTEP_COMPLETION_WINDOW (covering)
   bool sigusr1_flush_only = false;                 // LOCKSTEP_SIGUSR1 default|flush
   int64_t queue_records = kDefaultQueueRecords;    // LOCKSTEP_QUEUE_RECORDS (tests: force drops)
+  int64_t spill_mb = schema::env::kDefaultSpillMb; // LOCKSTEP_SPILL_MB, 0 = no spill
 };
 
 using EnvLookup = std::function<const char*(const char*)>;

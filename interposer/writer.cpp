@@ -232,7 +232,8 @@ struct Writer::SigState {
   }
 };
 
-Writer::Writer() : queue_(size_t(config().queue_records)), done_queue_(kDoneQueueRecords) {}
+Writer::Writer(size_t queue_records, size_t spill_bytes)
+    : queue_(queue_records), done_queue_(kDoneQueueRecords), spill_limit_bytes_(spill_bytes) {}
 
 // A result code of the trace file: SQLITE_DONE/OK/ROW are success; SQLITE_CONSTRAINT too (a
 // duplicate row is not worth stopping the recording for). Anything else stops the recording
@@ -279,7 +280,8 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
     *error = "cannot create trace directory " + info.trace_dir + ": " + strerror(errno);
     return nullptr;
   }
-  auto* w = new Writer();
+  auto* w = new Writer(size_t(h.queue_records > 0 ? h.queue_records : config().queue_records),
+                       size_t(h.spill_mb >= 0 ? h.spill_mb : config().spill_mb) << 20);
   w->sig_ = new SigState();
   w->path_ = claim_trace_path(info.trace_dir, info.host, info.pid);
 
@@ -944,6 +946,73 @@ void Writer::note_drop(const Record& first, size_t n) {
   drop_runs_.push_back({o.comm_id, o.seq, o.seq, int64_t(n)});
 }
 
+// The spill keeps each thread's records in order (the writer never writes a later record of a
+// thread before an earlier one):
+// - A producer goes to the spill when spilling_ is set or the queue refused it; it sets
+//   spilling_ (under spill_mu_) only when it appends. Once a thread has appended, every later
+//   record of it sees spilling_ set (its own store, or one it saw through spill_mu_), so it
+//   spills too, until the writer clears the flag; the flag is cleared only under spill_mu_ with
+//   the spill empty, after the writer took every spilled record.
+// - A thread's queue records before its first spilled one were published before that append,
+//   hence before the writer's swap (spill_mu_ orders them): take_spill drains the queue after
+//   the swap, waiting out a push in progress (busy()), and only then appends the swapped spill.
+// - Producers never wait for the writer: they hold spill_mu_ for one append (an allocation at
+//   most); the writer holds it for a swap. Memory: at most spill_limit_bytes_ of chunks.
+// - Completions: their own queue; one whose op is still in the spill is retried once (complete()).
+// - fork: the child abandons the parent's Writer (reset_after_fork), spill_mu_ included.
+void Writer::spill(const Record* rs, size_t n) {
+  static constexpr size_t kChunkRecords = 4096;
+  bool appended = false;
+  if (spill_limit_bytes_) {
+    std::lock_guard<std::mutex> g(spill_mu_);
+    try {
+      if (spill_chunks_.empty() || spill_chunks_.back().capacity() - spill_chunks_.back().size() < n) {
+        const size_t records = n > kChunkRecords ? n : kChunkRecords;
+        const size_t bytes = records * sizeof(Record);
+        if (spill_bytes_ + bytes <= spill_limit_bytes_) {
+          std::vector<Record> chunk;
+          chunk.reserve(records);
+          spill_chunks_.push_back(std::move(chunk));
+          spill_bytes_ += bytes;
+          if (spill_bytes_ > peak_spill_bytes_.load(std::memory_order_relaxed))
+            peak_spill_bytes_.store(spill_bytes_, std::memory_order_relaxed);
+        }
+      }
+      if (!spill_chunks_.empty() && spill_chunks_.back().capacity() - spill_chunks_.back().size() >= n) {
+        spill_chunks_.back().insert(spill_chunks_.back().end(), rs, rs + n);  // no reallocation: room checked
+        spilling_.store(true, std::memory_order_release);
+        appended = true;
+      }
+    } catch (...) {  // allocation failed: drop, as a full spill
+    }
+  }
+  if (appended) spilled_.fetch_add(n, std::memory_order_relaxed);
+  else note_drop(rs[0], n);
+}
+
+void Writer::take_spill(std::vector<Record>* out) {
+  if (!spilling_.load(std::memory_order_acquire)) return;
+  Record r;
+  while (queue_.pop(r)) out->push_back(r);
+  std::vector<std::vector<Record>> chunks;
+  {
+    std::lock_guard<std::mutex> g(spill_mu_);
+    chunks.swap(spill_chunks_);
+    spill_bytes_ = 0;
+  }
+  // Records published before the swap; a push in progress is waited out (bounded: a producer
+  // that never finishes its push cannot hold the writer; its record then comes later).
+  const int64_t give_up = mono_ns() + 100 * 1000000LL;
+  for (;;) {
+    while (queue_.pop(r)) out->push_back(r);
+    if (!queue_.busy() || mono_ns() > give_up) break;
+    std::this_thread::yield();
+  }
+  for (const auto& c : chunks) out->insert(out->end(), c.begin(), c.end());
+  std::lock_guard<std::mutex> g(spill_mu_);
+  if (spill_chunks_.empty() && !queue_.busy()) spilling_.store(false, std::memory_order_release);
+}
+
 // The drops since the last commit, as drops rows, and their count in meta dropped_records
 // (last_dropped_): both from one look under drop_mu_, so the rows account for the count.
 bool Writer::write_drops() {
@@ -966,9 +1035,11 @@ void Writer::commit_batch(bool force_meta) {
   // records taken below or (see complete()) in a later round.
   dones_.clear();
   for (CompletionRec d; dones_.size() < 200000 && done_queue_.pop(d);) dones_.push_back(d);
+  std::vector<Record> spilled;  // the queue and the spill in order, when the spill is in use
+  take_spill(&spilled);
   Record r;
   bool have = queue_.pop(r);
-  if (!have && sig_->pending.empty() && dones_.empty() && held_dones_.empty()) {
+  if (!have && spilled.empty() && sig_->pending.empty() && dones_.empty() && held_dones_.empty()) {
     // Nothing new: still commit side-channel rows, and refresh meta about once a second so a
     // reader can tell a live-but-idle process from a dead one.
     std::lock_guard<std::mutex> g(side_mu_);
@@ -983,8 +1054,13 @@ void Writer::commit_batch(bool force_meta) {
   }
   intern_pending_stacks();
   // Bounded batch: a writer that falls behind still commits regularly.
-  size_t n = 0;
-  for (; have && n < 200000 && !failed(); n++) {
+  for (const Record& s : spilled) {
+    if (failed()) break;
+    insert(s);
+    SqliteSection::let_fork_in();
+  }
+  size_t n = spilled.size();
+  for (; have && n < 200000 + spilled.size() && !failed(); n++) {
     insert(r);
     SqliteSection::let_fork_in();
     have = queue_.pop(r);
@@ -1016,6 +1092,10 @@ void Writer::commit_batch(bool force_meta) {
   if (!write_drops()) return;
   last_meta_mono_ = mono_ns();
   meta.emplace_back(schema::meta::kDroppedRecords, std::to_string(last_dropped_));
+  if (uint64_t s = spilled_.load(std::memory_order_relaxed)) {
+    meta.emplace_back(schema::meta::kSpilledRecords, std::to_string(s));
+    meta.emplace_back(schema::meta::kPeakSpillBytes, std::to_string(peak_spill_bytes_.load(std::memory_order_relaxed)));
+  }
   meta.emplace_back(schema::meta::kLastFlushMonoNs, std::to_string(last_meta_mono_));
   if (sig_->digest_gaps) meta.emplace_back(schema::meta::kDigestGaps, std::to_string(sig_->digest_gaps));
   meta.emplace_back("completions_without_op", std::to_string(sig_->orphan_completions));

@@ -82,6 +82,8 @@ struct TraceHeader {
   const char* unwinder = "";
   int64_t max_mb = -1;               // the size cap; -1: config().max_mb (LOCKSTEP_MAX_MB)
   int64_t checkpoint_interval = 0;   // 0: op_digest.h kDefaultInterval
+  int64_t queue_records = -1;        // the record queue; -1: config().queue_records (a power of two)
+  int64_t spill_mb = -1;             // the spill; -1: config().spill_mb (LOCKSTEP_SPILL_MB)
 };
 
 // The size cap (docs/recorder.md): when the pages in use pass kRetireHighWater of it, the
@@ -106,13 +108,16 @@ class Writer {
   // threads made each op push ~50 ns dearer on the H200 (the tail and neighbouring cells
   // bouncing between two cores; docs/gpu-results.md, cost session 6).
   void push(const Record& r) {
-    const bool ok = r.kind == RecKind::Completion ? done_queue_.push(r.done) : queue_.push(r, record_bytes(r));
-    if (!ok) note_drop(r, 1);
+    if (r.kind == RecKind::Completion) {
+      if (!done_queue_.push(r.done)) note_drop(r, 1);
+      return;
+    }
+    if (spilling_.load(std::memory_order_acquire) || !queue_.push(r, record_bytes(r))) spill(&r, 1);
   }
   // An op and its part records (rs[0] the op, then its parts): queued together or dropped
   // together, so a file never holds a grouped op without its parts.
   void push_op(const Record* rs, size_t n) {
-    if (!queue_.push_many(rs, n, record_bytes)) note_drop(rs[0], n);
+    if (spilling_.load(std::memory_order_acquire) || !queue_.push_many(rs, n, record_bytes)) spill(rs, n);
   }
 
   // Rare events (a stack seen for the first time, meta updates, hang markers): mutex-guarded.
@@ -139,7 +144,7 @@ class Writer {
   const std::string& journal_mode() const { return journal_mode_; }
 
  private:
-  Writer();
+  Writer(size_t queue_records, size_t spill_bytes);
   static Writer* open_unguarded(const TraceHeader& header, std::string* error);
   bool ok(int rc, const char* what);  // SQLITE_DONE/OK, or fail(what) and false
   void run();
@@ -175,6 +180,12 @@ class Writer {
   // with a seq, in its communicator's range of dropped seqs (the drops table).
   void note_drop(const Record& first, size_t n);
   bool write_drops();
+  // The queue refused rs[0..n) (or the spill is in use): append them all to the spill, or drop
+  // them all (note_drop) when it has no room or an allocation fails. Never waits for the writer.
+  void spill(const Record* rs, size_t n);
+  // Writer thread: takes the queue and the spill in an order that keeps each thread's records
+  // in order (see spill()'s comment in writer.cpp). Returns the records taken, in order.
+  void take_spill(std::vector<Record>* out);
 
   std::string path_;
   std::string journal_mode_;
@@ -195,6 +206,14 @@ class Writer {
   std::mutex drop_mu_;              // only taken when the queue refuses a record
   std::vector<DropRun> drop_runs_;  // since the last commit; guarded by drop_mu_
   int64_t drops_without_seq_ = 0;   // guarded by drop_mu_
+  // The spill (LOCKSTEP_SPILL_MB): chunks of records, appended under spill_mu_ (rare path).
+  std::atomic<bool> spilling_{false};  // set by a producer the queue refused; cleared by the writer
+  std::mutex spill_mu_;
+  std::vector<std::vector<Record>> spill_chunks_;  // guarded by spill_mu_
+  size_t spill_bytes_ = 0;                         // guarded by spill_mu_
+  size_t spill_limit_bytes_ = 0;
+  std::atomic<uint64_t> spilled_{0};
+  std::atomic<uint64_t> peak_spill_bytes_{0};
   std::atomic<bool> failed_{false};
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -46,6 +46,12 @@ inline constexpr int64_t kDefaultQueueRecords = int64_t(1) << 16;  // ~10 MiB of
 inline constexpr int64_t kMinQueueRecords = 64;                   // room for an op and its parts
 inline constexpr int64_t kMaxQueueRecords = int64_t(1) << 22;
 
+// The spill: when the record queue refuses, records go to an overflow area in memory of at most
+// this many MiB (0: none, a full queue drops at once); dropped only when it is full too.
+inline constexpr const char* kSpillMb = "LOCKSTEP_SPILL_MB";
+inline constexpr int64_t kDefaultSpillMb = 64;
+inline constexpr int64_t kMaxSpillMb = 4096;
+
 // What SIGUSR1 does to a program that left it at its default action (death): "default" flushes
 // the trace and then lets SIGUSR1 kill the program, as it would without the recorder; "flush"
 // flushes and lets the program live on (the flush-on-demand `lockstep run` sets, so that
@@ -77,6 +83,7 @@ inline constexpr Documented kDocumented[] = {
     {kCompletionWindow, "`8`"},
     {kBenchOff, "unset"},
     {kQueueRecords, "`65536`"},
+    {kSpillMb, "`64`"},
     {kSigusr1, "`default`"},
 };
 

@@ -44,6 +44,9 @@ inline constexpr const char* kReachProfilerPlugin = "profiler_plugin";  // the r
 inline constexpr const char* kFinished = "finished";
 inline constexpr const char* kExitReason = "exit_reason";
 inline constexpr const char* kDroppedRecords = "dropped_records";
+// Records the full queue sent to the spill (written, not lost), and the spill's peak bytes.
+inline constexpr const char* kSpilledRecords = "spilled_records";
+inline constexpr const char* kPeakSpillBytes = "peak_spill_bytes";
 inline constexpr const char* kLastFlushMonoNs = "last_flush_mono_ns";
 inline constexpr const char* kRetiredOps = "retired_ops";
 inline constexpr const char* kDigestGaps = "digest_gaps";

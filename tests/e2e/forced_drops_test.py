@@ -22,7 +22,8 @@ OPS = "20000"
 
 work = tempfile.mkdtemp(prefix="lockstep-drops-")
 try:
-    env = dict(os.environ, LOCKSTEP_QUEUE_RECORDS="64", LOCKSTEP_STACKS="native")
+    # LOCKSTEP_SPILL_MB=0: no spill, so the full queue drops at once (this tests the drop path).
+    env = dict(os.environ, LOCKSTEP_QUEUE_RECORDS="64", LOCKSTEP_SPILL_MB="0", LOCKSTEP_STACKS="native")
     for i in range(RUNS):
         trace = os.path.join(work, f"run{i}")
         run = subprocess.run([lockstep, "run", "-o", trace, "--", launch, "-n", "2", "--timeout", "120", "--",

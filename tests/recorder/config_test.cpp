@@ -101,6 +101,26 @@ TEST(RecorderConfig, covering_completion_and_its_window_are_range_checked) {
   }
 }
 
+TEST(RecorderConfig, spill_size_is_range_checked_and_zero_turns_it_off) {
+  std::vector<std::string> w;
+  Config c = parse({}, &w);
+  EXPECT_EQ(c.spill_mb, lockstep::schema::env::kDefaultSpillMb);
+  c = parse({{"LOCKSTEP_SPILL_MB", "0"}}, &w);
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(c.spill_mb, 0);
+  c = parse({{"LOCKSTEP_SPILL_MB", "4096"}}, &w);
+  EXPECT_EQ(c.spill_mb, 4096);
+  for (const char* bad : {"-1", "4097", "8x", ""}) {
+    w.clear();
+    c = parse({{"LOCKSTEP_SPILL_MB", bad}}, &w);
+    EXPECT_EQ(c.spill_mb, lockstep::schema::env::kDefaultSpillMb) << bad;
+    if (*bad) {
+      ASSERT_EQ(w.size(), 1u) << bad;
+      EXPECT_NE(w[0].find("LOCKSTEP_SPILL_MB"), std::string::npos) << w[0];
+    }
+  }
+}
+
 TEST(RecorderConfig, bench_off_parts_by_name_and_nothing_else) {
   std::vector<std::string> w;
   EXPECT_EQ(parse({}, &w).bench_off, 0u);
