@@ -496,6 +496,11 @@ void Writer::round_done(uint64_t flush_target, bool signal_waits) {
 // After an internal error: keep answering flush and signal-flush requests (they find the
 // recorder stopped) until stop(), so no caller waits for its timeout.
 void Writer::run_failed_until_stop() {
+  {  // nothing more is written: give the spill's memory back (spill() spills no more)
+    std::vector<std::vector<Record>> chunks;
+    std::unique_lock<std::mutex> g(spill_mu_, std::try_to_lock);
+    if (g.owns_lock()) chunks.swap(spill_chunks_), spill_bytes_ = 0;
+  }
   for (;;) {
     wait_for_wake();
     round_done(flush_req_atomic_.load(), signal_reason_.exchange(nullptr) != nullptr);
@@ -963,7 +968,7 @@ void Writer::note_drop(const Record& first, size_t n) {
 void Writer::spill(const Record* rs, size_t n) {
   static constexpr size_t kChunkRecords = 4096;
   bool appended = false;
-  if (spill_limit_bytes_) {
+  if (spill_limit_bytes_ && !failed()) {  // a stopped recorder writes nothing more: no spill
     std::lock_guard<std::mutex> g(spill_mu_);
     try {
       if (spill_chunks_.empty() || spill_chunks_.back().capacity() - spill_chunks_.back().size() < n) {
@@ -996,7 +1001,14 @@ void Writer::take_spill(std::vector<Record>* out) {
   while (queue_.pop(r)) out->push_back(r);
   std::vector<std::vector<Record>> chunks;
   {
-    std::lock_guard<std::mutex> g(spill_mu_);
+    // try_lock, bounded: a producer interrupted by a signal while it appends (its handler
+    // waiting for this very flush) must not hold the writer; the spill then waits a round (the
+    // queue records taken above precede every spilled record of their threads).
+    std::unique_lock<std::mutex> g(spill_mu_, std::defer_lock);
+    for (const int64_t by = mono_ns() + 10 * 1000000LL; !g.try_lock();) {
+      if (mono_ns() > by) return;
+      std::this_thread::yield();
+    }
     chunks.swap(spill_chunks_);
     spill_bytes_ = 0;
   }
@@ -1009,8 +1021,8 @@ void Writer::take_spill(std::vector<Record>* out) {
     std::this_thread::yield();
   }
   for (const auto& c : chunks) out->insert(out->end(), c.begin(), c.end());
-  std::lock_guard<std::mutex> g(spill_mu_);
-  if (spill_chunks_.empty() && !queue_.busy()) spilling_.store(false, std::memory_order_release);
+  std::unique_lock<std::mutex> g(spill_mu_, std::try_to_lock);
+  if (g.owns_lock() && spill_chunks_.empty() && !queue_.busy()) spilling_.store(false, std::memory_order_release);
 }
 
 // The drops since the last commit, as drops rows, and their count in meta dropped_records
