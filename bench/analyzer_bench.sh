@@ -2,9 +2,10 @@
 # Times `lockstep analyze` (wall, CPU, peak RSS; load and analysis separately from --timing) on
 # synthetic trace directories from bench/gen_trace. Figures: docs/analyzer.md "Performance" and
 # docs/scaling.md. READ=full times `analyze --full-read`; READ=nodes first writes the node
-# summaries (`lockstep summarize DIR --every-host`, timed on its own row: on a cluster each node
-# summarizes its own files, about cpu_s / nodes each) and times `analyze` reading them; default:
-# the summary-first read of every file.
+# summaries as a cluster does, one `lockstep summarize DIR --host NODE` per host (gen_trace puts
+# 8 ranks on a host, RANKS_PER_HOST; all of them run here one after another and are timed
+# together on their own row: on a cluster each node runs its own, about cpu_s / nodes each), then
+# times `analyze` reading them; default: the summary-first read of every file.
 #   bench/analyzer_bench.sh [BUILD_DIR=build] [WORK_DIR=/tmp/lockstep-bench] [SIZES...]
 # SIZES are RANKSxOPS[:lag] (":lag": the last host issues 16 ops fewer, a never_issued finding
 # on the world communicator; otherwise gen_trace's divergence near the end). Default: the
@@ -24,6 +25,7 @@ SIZES=("$@")
 CORES=${CORES:-0,1}
 READ=${READ:-summary}
 THREADS=${THREADS:-0}
+RPH=${RANKS_PER_HOST:-8}
 times() {  # wall, cpu (user + sys) and rss (KB) of the last /usr/bin/time -v
   wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s }' "$WORK/time.txt")
   rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$WORK/time.txt")
@@ -41,12 +43,13 @@ for spec in "${SIZES[@]}"; do
   size=${spec%:*} lag=0
   [ "$spec" != "$size" ] && lag=16
   ranks=${size%x*} ops=${size#*x}
-  dir="$WORK/$size-lag$lag"
+  dir="$WORK/$size-lag$lag-rph$RPH"
   if [ ! -d "$dir" ]; then
     if [ "$lag" -gt 0 ]; then
-      "$BUILD/bin/gen_trace" "$dir" --ranks "$ranks" --ops "$ops" --diverge-from-end 0 --lag-host-ops "$lag" --threads "$(nproc)" >/dev/null
+      "$BUILD/bin/gen_trace" "$dir" --ranks "$ranks" --ops "$ops" --diverge-from-end 0 --lag-host-ops "$lag" \
+        --ranks-per-host "$RPH" --threads "$(nproc)" >/dev/null
     else
-      "$BUILD/bin/gen_trace" "$dir" --ranks "$ranks" --ops "$ops" --threads "$(nproc)" >/dev/null
+      "$BUILD/bin/gen_trace" "$dir" --ranks "$ranks" --ops "$ops" --ranks-per-host "$RPH" --threads "$(nproc)" >/dev/null
     fi
   fi
   sync
@@ -54,11 +57,14 @@ for spec in "${SIZES[@]}"; do
   mb=$(du -sm "$dir" | cut -f1)
   if [ "$READ" = nodes ]; then
     loadavg=$(cut -d' ' -f1 /proc/loadavg)
-    taskset -c "$CORES" /usr/bin/time -v -o "$WORK/time.txt" "$BUILD/bin/lockstep" summarize "$dir" --every-host \
-      --threads "$THREADS" >"$WORK/summarize.txt"
+    # One summarize per host, as each node runs it; the hosts are the files' <host>-<pid> stems.
+    find "$dir" -maxdepth 1 -name '*.lockstep.sqlite' -printf '%f\n' | sed 's/-[0-9]*\.lockstep\.sqlite$//' | sort -u >"$WORK/hosts.txt"
+    taskset -c "$CORES" /usr/bin/time -v -o "$WORK/time.txt" bash -c \
+      'while read -r h; do "$1" summarize "$2" --host "$h" --threads "$3" || exit; done <"$4"' _ \
+      "$BUILD/bin/lockstep" "$dir" "$THREADS" "$WORK/hosts.txt" >"$WORK/summarize.txt"
     times
     nodes=$(ls "$dir" | grep -c '\.lockstep-summary$')
-    printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %-10s %s   (summarize --every-host: %s summaries, %s MB; %s ms CPU a node)\n" \
+    printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %-10s %s   (summarize --host, each node: %s summaries, %s MB; %s ms CPU a node)\n" \
       "$ranks" "$ops" "$lag" "$mb" "$wall" "$cpu" "$((rss / 1024))" - - "$loadavg" "$nodes" \
       "$(du -cm "$dir"/*.lockstep-summary | tail -n 1 | cut -f1)" "$(awk -v c="$cpu" -v n="$nodes" 'BEGIN { printf "%.0f", c * 1000 / n }')"
   fi

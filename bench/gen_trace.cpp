@@ -4,9 +4,12 @@
 // a broadcast where its tensor-parallel peers issue all_gather; the ops after it stay in flight).
 //
 //   gen_trace DIR --ranks 256 --ops 100000 [--tp 8] [--diverge-from-end 100] [--lag-host-ops 0] [--threads 2]
-//            [--from-rank R]
+//            [--from-rank R] [--ranks-per-host 8] [--rank-names]
+// Files are named as the recorder names them, <host>-<pid>.lockstep.sqlite, host "node<rank / N>"
+// (--ranks-per-host N, default 8: 8 GPUs a node) and pid 10000 + rank; --rank-names names them
+// rank-<rank>.lockstep.sqlite instead (tests that address one rank's file).
 // --from-rank R: write only ranks R.. (finishing an interrupted generation of a large directory).
-// --lag-host-ops K: the ranks of the last host (8 ranks a host) issue K ops fewer (a lagging
+// --lag-host-ops K: the ranks of the last host issue K ops fewer (a lagging
 // host: never_issued on the world communicator).
 
 #include <algorithm>
@@ -19,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "file_name.h"
 #include "op_digest.h"
 #include "trace_file.h"
 #include "trace_schema.h"
@@ -35,6 +39,8 @@ struct Options {
   int64_t lag_host_ops = 0;        // ops the last host's ranks do not issue
   unsigned threads = 2;
   int from_rank = 0;
+  int ranks_per_host = 8;          // a host (node) runs this many ranks, as 8 GPUs a node do
+  bool rank_names = false;         // name files rank-N (tests that address a file by rank)
 };
 
 void check(int rc, const lockstep::trace_file::Db& db, const char* what) {
@@ -56,7 +62,13 @@ void write_rank(const Options& o, int rank) {
   namespace tf = lockstep::trace_file;
   namespace vocab = lockstep::vocab;
   namespace digest = lockstep::digest;
-  std::string path = o.dir + "/rank-" + std::to_string(rank) + lockstep::schema::kFileSuffix;
+  // As the recorder names its files (interposer/writer.cpp): <host>-<pid>.lockstep.sqlite, so
+  // `lockstep summarize` on a node picks its host's files without --every-host.
+  const std::string host = "node" + std::to_string(rank / o.ranks_per_host);
+  const int pid = 10000 + rank;
+  std::string path = o.dir + "/" +
+                     (o.rank_names ? "rank-" + std::to_string(rank) : lockstep::schema::safe_file_component(host) + "-" + std::to_string(pid)) +
+                     lockstep::schema::kFileSuffix;
   tf::Db db;
   tf::CreateOptions co;
   co.journal_mode = "OFF";
@@ -69,8 +81,8 @@ void write_rank(const Options& o, int rank) {
   int tp = std::min(o.tp, o.ranks);
   int groups = o.ranks / tp;
   auto meta = [&](const char* k, const std::string& v) { check(t.meta(k, v), db, "meta"); };
-  meta("host", "node" + std::to_string(rank / 8));
-  meta("pid", std::to_string(10000 + rank));
+  meta("host", host);
+  meta("pid", std::to_string(pid));
   meta("global_rank", std::to_string(rank));
   meta("finished", "0");
   meta("last_flush_mono_ns", "1000000000000");
@@ -143,7 +155,7 @@ void write_rank(const Options& o, int rank) {
   uint64_t dig[4] = {0, 0, 0, 0};
   int64_t diverge_at = o.diverge_from_end > 0 ? o.ops - o.diverge_from_end : -1;
   bool odd_rank = rank == o.ranks - 1;
-  int64_t ops = rank / 8 == (o.ranks - 1) / 8 ? std::max<int64_t>(1, o.ops - o.lag_host_ops) : o.ops;
+  int64_t ops = rank / o.ranks_per_host == (o.ranks - 1) / o.ranks_per_host ? std::max<int64_t>(1, o.ops - o.lag_host_ops) : o.ops;
   for (int64_t i = 0; i < ops; ++i) {
     int64_t ci = 10 + i;
     // Step of 8 ops: tp all_gather x3, tp reduce_scatter x2, dp all_reduce x2, world all_to_all.
@@ -173,7 +185,7 @@ void write_rank(const Options& o, int rank) {
 }
 
 [[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr, "gen_trace: %s\nusage: gen_trace DIR --ranks N --ops M [--tp T] [--diverge-from-end K] [--lag-host-ops K] [--threads T] [--from-rank R]\n", msg);
+  std::fprintf(stderr, "gen_trace: %s\nusage: gen_trace DIR --ranks N --ops M [--tp T] [--diverge-from-end K] [--lag-host-ops K] [--threads T] [--from-rank R] [--ranks-per-host N] [--rank-names]\n", msg);
   std::exit(2);
 }
 
@@ -194,11 +206,13 @@ int main(int argc, char** argv) {
     else if (a == "--lag-host-ops") o.lag_host_ops = std::atoll(next());
     else if (a == "--threads") o.threads = static_cast<unsigned>(std::atoi(next()));
     else if (a == "--from-rank") o.from_rank = std::atoi(next());
+    else if (a == "--ranks-per-host") o.ranks_per_host = std::atoi(next());
+    else if (a == "--rank-names") o.rank_names = true;
     else if (!a.empty() && a[0] != '-' && o.dir.empty()) o.dir = a;
     else usage(("unknown argument " + a).c_str());
   }
-  if (o.dir.empty() || o.ranks < 2 || o.ops < 16 || o.tp < 1 || o.ranks % std::min(o.tp, o.ranks) != 0)
-    usage("need DIR, --ranks >= 2 (a multiple of --tp), --ops >= 16");
+  if (o.dir.empty() || o.ranks < 2 || o.ops < 16 || o.tp < 1 || o.ranks_per_host < 1 || o.ranks % std::min(o.tp, o.ranks) != 0)
+    usage("need DIR, --ranks >= 2 (a multiple of --tp), --ops >= 16, --ranks-per-host >= 1");
   std::filesystem::create_directories(o.dir);
   std::atomic<int> next{std::max(0, o.from_rank)};
   std::vector<std::thread> pool;

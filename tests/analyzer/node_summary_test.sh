@@ -109,18 +109,28 @@ summarized() {  # SRC NAME: a copy of SRC's trace files with summaries, in $work
 }
 
 mkdir -p "$work/gen"
-"$GEN" "$work/gen/diverge" --ranks 16 --ops 9000 >/dev/null
-"$GEN" "$work/gen/clean" --ranks 16 --ops 9000 --diverge-from-end 0 >/dev/null
-"$GEN" "$work/gen/lag" --ranks 16 --ops 9000 --diverge-from-end 0 --lag-host-ops 16 >/dev/null
-"$GEN" "$work/gen/early" --ranks 16 --ops 9000 --diverge-from-end 4000 >/dev/null
-"$GEN" "$work/gen/partial" --ranks 16 --ops 3000 >/dev/null
-"$GEN" "$work/gen/small" --ranks 8 --ops 600 >/dev/null
+"$GEN" "$work/gen/diverge" --ranks 16 --ops 9000 --rank-names >/dev/null
+"$GEN" "$work/gen/clean" --ranks 16 --ops 9000 --diverge-from-end 0 --rank-names >/dev/null
+"$GEN" "$work/gen/lag" --ranks 16 --ops 9000 --diverge-from-end 0 --lag-host-ops 16 --rank-names >/dev/null
+"$GEN" "$work/gen/early" --ranks 16 --ops 9000 --diverge-from-end 4000 --rank-names >/dev/null
+"$GEN" "$work/gen/partial" --ranks 16 --ops 3000 --rank-names >/dev/null
+"$GEN" "$work/gen/small" --ranks 8 --ops 600 --rank-names >/dev/null
 cp -r "$work/gen/diverge" "$work/gen/corrupt"
 dd if=/dev/urandom of="$work/gen/corrupt/rank-9.lockstep.sqlite" bs=4096 seek=3 count=8 conv=notrunc status=none
 for d in diverge clean lag early partial small corrupt; do
   summarized "$work/gen/$d" "$d"
   compare "$work/$d" "$work/gen/$d" used report
 done
+# As on a cluster: files named as the recorder names them (<host>-<pid>), 4 ranks a host, each
+# node summarizing its own files (--host, no --every-host): one summary per node, all used.
+"$GEN" "$work/gen/nodes" --ranks 16 --ops 3000 --ranks-per-host 4 >/dev/null
+rm -rf "$work/nodes" && cp -r "$work/gen/nodes" "$work/nodes"
+for h in 0 1 2 3; do "$LOCKSTEP" summarize "$work/nodes" --host "node$h" >/dev/null || { echo "FAIL nodes: summarize --host node$h"; fail=1; }; done
+n=$(compgen -G "$work/nodes/*.lockstep-summary" | wc -l)
+[ "$n" = 4 ] || { echo "FAIL nodes: $n node summaries, expected 4"; fail=1; }
+compare "$work/nodes" "$work/gen/nodes" used
+python3 -c 'import json, sys; u = json.load(open(sys.argv[1]))["reading"]["summaries"]; sys.exit(0 if (u["used"], u["files"]) == (4, 16) else "nodes: %s" % u)' "$work/n.json" \
+  || { echo "FAIL nodes: not 4 summaries covering 16 files"; fail=1; }
 # Every directory of tests/data that holds trace files.
 i=0
 while IFS= read -r d; do

@@ -76,14 +76,14 @@ PY
 
 # gen_trace: world, tp and dp communicators; checkpoints every 1,024 collectives (9,000 ops:
 # the world communicator's one checkpoint at its 1,024th all-to-all).
-"$GEN" "$work/diverge" --ranks 16 --ops 9000 >/dev/null
-"$GEN" "$work/clean" --ranks 16 --ops 9000 --diverge-from-end 0 >/dev/null
-"$GEN" "$work/lag" --ranks 16 --ops 9000 --diverge-from-end 0 --lag-host-ops 16 >/dev/null
-"$GEN" "$work/early" --ranks 16 --ops 9000 --diverge-from-end 4000 >/dev/null
-"$GEN" "$work/small" --ranks 8 --ops 600 >/dev/null
+"$GEN" "$work/diverge" --ranks 16 --ops 9000 --rank-names >/dev/null
+"$GEN" "$work/clean" --ranks 16 --ops 9000 --diverge-from-end 0 --rank-names >/dev/null
+"$GEN" "$work/lag" --ranks 16 --ops 9000 --diverge-from-end 0 --lag-host-ops 16 --rank-names >/dev/null
+"$GEN" "$work/early" --ranks 16 --ops 9000 --diverge-from-end 4000 --rank-names >/dev/null
+"$GEN" "$work/small" --ranks 8 --ops 600 --rank-names >/dev/null
 # 3,000 ops: the tensor-parallel communicators pass a checkpoint, the world and data-parallel
 # ones do not (read whole while the others are cut).
-"$GEN" "$work/partial" --ranks 16 --ops 3000 >/dev/null
+"$GEN" "$work/partial" --ranks 16 --ops 3000 --rank-names >/dev/null
 # A rank's file missing, and one corrupt (pages overwritten near its start): skipped, named, and the
 # verdict the full read's.
 cp -r "$work/diverge" "$work/missing" && rm "$work/missing/rank-5.lockstep.sqlite"

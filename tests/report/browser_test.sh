@@ -53,7 +53,7 @@ case $case_name in
       trap 'rm -rf "$work" "$shm"' EXIT
       trace=$shm/trace
     fi
-    "$bin/gen_trace" "$trace" --ranks "$ranks" --ops 16 --diverge-from-end 8 --threads 2 >/dev/null
+    "$bin/gen_trace" "$trace" --ranks "$ranks" --ops 16 --diverge-from-end 8 --threads 2 --rank-names >/dev/null
     # A host whose processes left no file (ranks M..M+7; 8000-8007 of 16,384), and one whose GPU
     # work stopped early (ranks M+8..M+15: nothing completed from their 5th op on).
     m=$((ranks / 2 - 192))
