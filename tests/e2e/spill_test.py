@@ -3,9 +3,9 @@
 (LOCKSTEP_QUEUE_RECORDS) refuses records during every burst of the fixture's many small
 all-reduces (tests/e2e/forced_drops_test.py drops them with the spill off). With the spill on
 (its default), nothing is lost: every run spills records, drops none, holds every all-reduce
-under contiguous seqs, and analyze and check say clean (exit 0). With a spill too small for the
-burst (LOCKSTEP_SPILL_MB=1: room for a few thousand records), the overflow is dropped
-and counted, and the verdict is incomplete (4), never divergent.
+under contiguous seqs, and analyze and check say clean (exit 0). A spill too small for a burst,
+which drops and counts the overflow, is tested in tests/recorder/writer_spill_test.cpp (here the
+writer's pace decides whether a small spill fills, so it cannot be forced).
 
 usage: spill_test.py LOCKSTEP LOCKSTEP_LAUNCH FIXTURE_PROGRAM [RUNS]"""
 import os
@@ -56,13 +56,6 @@ try:
                f"run {i}: every all-reduce is there, seqs 1..N without a hole ({files})")
         expect(analyze.returncode == 0 and check.returncode == 0,
                f"run {i}: analyze and check say clean ({analyze.returncode}, {check.returncode}): {check.stdout[-400:]}")
-    files, analyze, check = run_job(os.path.join(work, "small"), dict(base, LOCKSTEP_SPILL_MB="1"))
-    print(f"spill of 1 MiB: {files}; analyze exit {analyze.returncode}, check exit {check.returncode}")
-    expect(sum(d for d, _, _, _ in files) > 0 and sum(s for _, s, _, _ in files) > 0,
-           f"a 1 MiB spill spills, then drops ({files})")
-    expect(all(p <= (1 << 20) for _, _, p, _ in files), f"the spill stays within 1 MiB ({files})")
-    expect(analyze.returncode == 4 and check.returncode == 4,
-           f"drops past the spill: analyze and check exit 4 ({analyze.returncode}, {check.returncode})")
 finally:
     shutil.rmtree(work, ignore_errors=True)
 finish()
