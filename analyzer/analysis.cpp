@@ -152,7 +152,9 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
     if (rh.live) a.live.push_back(static_cast<int>(p));
   }
   // "Never issued" needs a member whose history is complete (or a recorder's hang timeout that
-  // fired while it was live). Otherwise the member is behind, or its history was lost.
+  // fired while it was live). Otherwise the member is behind, its history was lost, or the job's
+  // end stopped it in host code before it got there (a healthy job's ranks are never stopped at
+  // the same op; a real wait shows as a hang: its peers' ops were in flight long before the stop).
   std::vector<Divergence> kept;
   for (auto& d : a.divergences) {
     if (d.kind != FindingKind::kNeverIssued && d.kind != FindingKind::kP2PPairing) {
@@ -161,8 +163,14 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
     }
     Unproven u;
     bool proven = false;
+    // Every member that issued it had it in flight only briefly when its trace ends (a job
+    // stopped mid-step): a member the job's end stopped in host code had not issued it yet.
+    bool issued_young = true;
     for (auto& sd : d.sides)
-      if (sd.op >= 0) u.peer_completed |= s.procs[sd.proc].ops[sd.op].completed();
+      if (sd.op >= 0) {
+        u.peer_completed |= s.procs[sd.proc].ops[sd.op].completed();
+        issued_young &= a.hang.ranks[sd.proc].stopped_in_flight;
+      }
     // Collectives list only some sides: every member that never issued it is in not_issued.
     std::vector<int> absent = d.not_issued;
     if (d.kind == FindingKind::kP2PPairing)
@@ -170,7 +178,9 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
         if (sd.op < 0) absent.push_back(sd.proc);
     for (int proc : absent) {
       History h = a.history[proc];
-      if (h == History::kComplete || (h == History::kBehind && a.hang.any_marker)) proven = true;
+      if (h == History::kComplete && a.hang.ranks[proc].stopped_by_job && issued_young && !u.peer_completed)
+        u.stopped.push_back(proc);
+      else if (h == History::kComplete || (h == History::kBehind && a.hang.any_marker)) proven = true;
       else if (h == History::kBehind) u.behind.push_back(proc);
       else u.lost.push_back(proc);
     }
@@ -187,6 +197,36 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
   for (auto& p : s.procs) infos.push_back(&p.info);
   a.evidence = validate_evidence(infos, s.skipped);
   a.evidence.insert(a.evidence.end(), a.checkpoints.evidence.begin(), a.checkpoints.evidence.end());
+  // Members the job's end stopped before an op their peers had just issued: the job was not seen
+  // to agree there, nor to disagree.
+  for (auto& u : a.unproven) {
+    if (u.stopped.empty()) continue;
+    const Divergence& d = u.finding;
+    int64_t waited = 0, seq = 0;
+    for (auto& sd : d.sides)
+      if (sd.op >= 0) {
+        waited = std::max(waited, a.hang.ranks[sd.proc].in_flight_for_ns);
+        seq = s.procs[sd.proc].ops[sd.op].seq;
+      }
+    const std::string what = std::string(d.kind == FindingKind::kP2PPairing ? "message #" : "collective #") +
+                             std::to_string(d.ordinal) + " on " +
+                             comm_label(a.index.comms[d.gcomm].hash, a.index.comms[d.gcomm].role) +
+                             " not issued yet when the job's end stopped it in host code; its peers' oldest op in "
+                             "flight was " + std::to_string(waited / 1'000'000) + " ms old at their traces' end (not stuck: "
+                             "under " + std::to_string(options.hang.stuck_ns / 1'000'000'000) +
+                             " s): unknown whether it would have issued it";
+    for (int p : u.stopped) {
+      EvidenceIssue e;
+      e.kind = EvidenceKind::kStoppedBeforeIssue;
+      e.procs = {p};
+      if (s.procs[p].info.global_rank >= 0) e.ranks = {s.procs[p].info.global_rank};
+      e.comm = a.index.comms[d.gcomm].hash;
+      e.from_seq = seq;  // the op's seq on the members that issued it
+      e.what = what;
+      e.detail = shown_rank_label(s.procs[p].info, p) + ": " + what;
+      a.evidence.push_back(std::move(e));
+    }
+  }
   // Per process: the first unproven finding a peer completed while its record was lost.
   std::vector<const Unproven*> issued_by_peer(s.procs.size(), nullptr);
   for (auto& u : a.unproven)

@@ -37,6 +37,9 @@ struct Unproven {
   Divergence finding;       // as find_divergences reported it
   std::vector<int> behind;  // procs: live, not issued yet
   std::vector<int> lost;    // procs: history after the last flush unknown
+  // procs: stopped by the job's end (SIGTERM/SIGINT) in host code while the members that issued
+  // it had it in flight for less than HangOptions::stuck_ns: not issued yet, not never.
+  std::vector<int> stopped;
   bool peer_completed = false;  // a peer completed the op: the lost members issued it
 };
 

@@ -137,7 +137,8 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
   for (auto& u : a.unproven)
     unproven.push_back({{"kind", kind_name(u.finding.kind)}, {"comm", a.index.comms[u.finding.gcomm].hash},
                         {"ordinal", u.finding.ordinal}, {"behind_ranks", ranks_of(s, u.behind)},
-                        {"lost_ranks", ranks_of(s, u.lost)}, {"peer_completed", u.peer_completed},
+                        {"lost_ranks", ranks_of(s, u.lost)}, {"stopped_ranks", ranks_of(s, u.stopped)},
+                        {"peer_completed", u.peer_completed},
                         {"detail", unproven_line(a, u)}});
   j["unproven"] = unproven;
   j["live_ranks"] = ranks_of(s, a.live);
@@ -165,7 +166,8 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
   json warnings = json::array();
   for (auto& g : evidence_groups) warnings.push_back("incomplete: " + g.detail);
   for (auto& w : a.index.warnings) warnings.push_back(w);
-  for (auto& u : a.unproven) warnings.push_back(unproven_line(a, u));
+  for (auto& u : a.unproven)  // stopped members: in the evidence
+    if (!u.behind.empty() || !u.lost.empty()) warnings.push_back(unproven_line(a, u));
   j["warnings"] = warnings;
   json comms = json::array();
   for (auto& g : a.index.comms) {

@@ -228,7 +228,8 @@ std::string findings_text(const Analysis& a, TraceDetails& details, const Report
   for (auto& g : group_evidence(a.evidence)) os << "incomplete: " << printable(g.detail) << "\n";
   for (auto& w : a.index.warnings) os << "warning: " << printable(w) << "\n";
   os << identity_warnings_text(s);
-  for (auto& u : a.unproven) os << "note: " << unproven_line(a, u) << "\n";
+  for (auto& u : a.unproven)  // stopped members: in the evidence above
+    if (!u.behind.empty() || !u.lost.empty()) os << "note: " << unproven_line(a, u) << "\n";
   size_t windows = 0;
   for (auto& w : a.checkpoints.comms) {
     if (w.retired_max == 0) continue;

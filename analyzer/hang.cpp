@@ -433,6 +433,7 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
     if (c.status[p] == RankStatus::kDead && !rh.in_flight && !stale && ended_by_job) {
       c.status[p] = RankStatus::kNoCollective;
       rh.why = "stopped by " + sp.info.exit_reason + " while in host code";
+      rh.stopped_by_job = true;
     }
   }
 }

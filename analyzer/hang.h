@@ -77,6 +77,10 @@ struct RankHang {
   // HangOptions::stuck_ns when its trace ends: a job stopped mid-step, not a proven wait.
   bool stopped_in_flight = false;
   int64_t in_flight_for_ns = -1;  // the oldest blocked op's age at the trace's end; -1 unknown
+  // Stopped by SIGTERM/SIGINT (the job's end: scancel, a time limit, the launcher) with nothing
+  // in flight: it was in host code, so an op its peers issued after its last one it had not
+  // issued yet; whether it would have is unknown.
+  bool stopped_by_job = false;
 };
 
 struct WaitCycle {

@@ -33,6 +33,7 @@ const char* evidence_kind_name(EvidenceKind k) {
     case EvidenceKind::kBenchmarkSwitches: return "benchmark_switches";
     case EvidenceKind::kFrHistoryDropped: return "fr_history_dropped";
     case EvidenceKind::kEvidenceGap: return "evidence_gap";
+    case EvidenceKind::kStoppedBeforeIssue: return "stopped_before_issue";
   }
   return "unknown";
 }

@@ -32,6 +32,8 @@ enum class EvidenceKind {
   kFrHistoryDropped,  // a Flight Recorder dump whose ring lost entries (meta fr_history_dropped = 1):
                       // what the lost entries held is unknown
   kEvidenceGap,       // a member's records on a communicator have a hole (dropped): compared only up to it
+  kStoppedBeforeIssue,// the job's end (SIGTERM/SIGINT) stopped a member in host code before an op its peers had
+                      // issued moments before (Unproven::stopped): not issued yet, whether it would have is unknown
 };
 // "skipped_file", "missing_member", ... (the JSON spelling; docs/analyzer.md).
 const char* evidence_kind_name(EvidenceKind k);

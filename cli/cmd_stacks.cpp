@@ -3,10 +3,13 @@
 #include <climits>
 #include <optional>
 #include <iostream>
+#include <map>
+#include <sstream>
 
 #include "analyze_common.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "identity.h"
 #include "text_escape.h"
 
 namespace lockstep::cli {
@@ -17,7 +20,32 @@ struct StacksArgs {
   std::string comm;
   int64_t seq = 0;
   bool all_frames = false;
+  bool per_rank = false;
 };
+
+// Members whose op, state, thread and stack are the same, as one entry: at 16,384 ranks the
+// listing is the few distinct stacks with the ranks of each (as LLNL's STAT merges stack traces),
+// not 16,384 copies of one. In the order of each entry's first rank.
+struct Entry {
+  std::vector<int> ranks;
+  std::string body;  // after "rank R: "
+};
+void add_entry(std::vector<Entry>& out, std::map<std::string, size_t>& by_body, int rank, std::string body, bool per_rank) {
+  auto it = per_rank ? by_body.end() : by_body.find(body);
+  if (it != by_body.end()) {
+    out[it->second].ranks.push_back(rank);
+    return;
+  }
+  if (!per_rank) by_body.emplace(body, out.size());
+  out.push_back({{rank}, std::move(body)});
+}
+void print_entries(const std::vector<Entry>& entries) {
+  for (const Entry& e : entries) {
+    std::cout << "  " << ranks_phrase(e.ranks);
+    if (e.ranks.size() > 1) std::cout << " (" << e.ranks.size() << " members)";
+    std::cout << ": " << e.body;
+  }
+}
 
 int stacks(const StacksArgs& a) {
   // Headers first (cheap); then the rows of the matching communicators' members only (G12).
@@ -66,6 +94,8 @@ int stacks(const StacksArgs& a) {
   bool any = false, untraced = false;
   for (const GlobalComm& gc : shown) {
     std::cout << printable(comm_label(gc.hash, gc.role)) << " seq " << a.seq << " (" << plural(gc.nranks, "rank", "ranks") << "):\n";
+    std::vector<Entry> entries;
+    std::map<std::string, size_t> by_body;
     for (auto& m : gc.members) {
       const SchedProcess& sp = s->procs[m.proc];
       int rank = display_rank(*s, m.proc);
@@ -84,23 +114,27 @@ int stacks(const StacksArgs& a) {
             kept_last = std::max<int64_t>(kept_last, sp.ops[i].seq);
           }
         const std::string retired = retired_seq_text(sp.info, cm, a.seq, kept, kept_first, kept_last);
-        if (!retired.empty()) std::cout << "  rank " << rank << ": " << retired << "\n";
-        else
-          std::cout << "  rank " << rank << ": no op with seq " << a.seq << " (issued " << issued_on_comm(cm, kept)
-                    << " ops on this comm)\n";
+        add_entry(entries, by_body, rank,
+                  !retired.empty() ? retired + "\n"
+                                   : "no op with seq " + std::to_string(a.seq) + " (issued " + std::to_string(issued_on_comm(cm, kept)) +
+                                         " ops on this comm)\n",
+                  a.per_rank);
         continue;
       }
       any = true;
       auto op = details->op(m.proc, hit->call_index);
-      std::cout << "  rank " << rank << ": " << describe_signature(s->sigs[hit->sig])
-                << "  " << progress_word(vocab::State::Enqueued, hit->completed(), sp.completion_known);
-      if (op && !op->thread_name.empty()) std::cout << "  thread " << printable(op->thread_name);
-      std::cout << "\n";
+      std::ostringstream body;
+      body << describe_signature(s->sigs[hit->sig]) << "  "
+           << progress_word(vocab::State::Enqueued, hit->completed(), sp.completion_known);
+      if (op && !op->thread_name.empty()) body << "  thread " << printable(op->thread_name);
+      body << "\n";
       auto frames = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
       if (!a.all_frames) frames = trim_stack(frames, 32);
-      if (frames.empty()) std::cout << "    (no stack recorded)\n";
-      for (auto& f : frames) std::cout << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << printable(format_frame(f)) << "\n";
+      if (frames.empty()) body << "    (no stack recorded)\n";
+      for (auto& f : frames) body << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << printable(format_frame(f)) << "\n";
+      add_entry(entries, by_body, rank, body.str(), a.per_rank);
     }
+    print_entries(entries);
     // Members without a loaded file: named, never left out silently.
     for (int r : untraced_ranks(gc)) {
       std::cout << "  comm rank " << r << ": no usable trace file (missing, skipped or of another job): its op is unknown\n";
@@ -122,6 +156,8 @@ void add_stacks_command(Command& app, int* exit_code) {
   sub->add_option("--comm", args->comm, "Communicator: hash prefix (as printed by analyze) or role")->required();
   sub->add_option("--seq", args->seq, "Sequence number on that communicator")->required();
   sub->add_flag("--all-frames", args->all_frames, "Do not trim NCCL/lockstep/libc/interpreter frames");
+  sub->add_flag("--per-rank", args->per_rank,
+                "One entry per rank (default: ranks whose op, state, thread and stack are the same share one entry)");
   sub->callback([args, exit_code] { *exit_code = stacks(*args); });
 }
 

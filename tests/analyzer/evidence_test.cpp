@@ -180,13 +180,54 @@ TEST(Evidence, killed_rank_whose_peer_completed_the_op_lost_history_and_never_is
   EXPECT_EQ(r->j["processes"][1]["history"], "lost");
 }
 
+// TraceBuilder's issue times (call_index us; its traces end at 5 s), as the loader would read them.
+AnalyzeOptions issue_times_of_the_builder() {
+  AnalyzeOptions o;
+  o.hang.issue_mono_ns = [](int, int64_t call_index) -> std::optional<int64_t> { return call_index * 1000; };
+  return o;
+}
+
+// Rank 0 waited in seq 6 for longer than a stuck op (HangOptions::stuck_ns) when its trace ends;
+// rank 1 exited with a record before issuing it: it never did.
 TEST(Evidence, rank_that_exited_with_a_record_did_never_issue) {
   TraceBuilder b = two_ranks(5);
   b.add(0, kComm, {.completed = false});
   b.running(0).stopped(1, "SIGTERM");
-  auto r = run(b);
+  AnalyzeOptions o = issue_times_of_the_builder();
+  o.hang.stuck_ns = 1'000'000'000;  // rank 0's op was in flight ~5 s at its trace's end
+  auto r = run(b, o);
   ASSERT_EQ(r->a.divergences.size(), 1u) << r->text;
   EXPECT_EQ(r->a.divergences[0].kind, FindingKind::kNeverIssued);
+  EXPECT_TRUE(r->a.unproven.empty()) << r->text;
+  EXPECT_EQ(r->a.exit_code(false), 1);
+}
+
+// Review G1: a healthy job ended by SIGTERM (scancel, a time limit) stops its ranks at different
+// points: rank 0 had issued seq 6 moments before (in flight ~5 s, under stuck_ns), rank 1 was in
+// host code about to. Not issued yet, not "never issued": no divergence, no hang, and not clean.
+TEST(Evidence, rank_the_jobs_end_stopped_in_host_code_had_not_issued_yet) {
+  TraceBuilder b = two_ranks(5);
+  b.add(0, kComm, {.completed = false});
+  b.stopped(0, "SIGTERM").stopped(1, "SIGTERM");
+  auto r = run(b, issue_times_of_the_builder());
+  EXPECT_TRUE(r->a.divergences.empty()) << r->text;
+  EXPECT_FALSE(r->a.hang.hung) << r->text;
+  ASSERT_EQ(r->a.unproven.size(), 1u) << r->text;
+  EXPECT_EQ(r->a.unproven[0].stopped, std::vector<int>{1});
+  EXPECT_EQ(r->j["unproven"][0]["stopped_ranks"], json::array({1})) << r->json_text;
+  EXPECT_EQ(r->text.find("never issued"), std::string::npos) << r->text;
+  // Neither seen to agree there nor to disagree: incomplete (exit 4), named in every format.
+  expect_incomplete(*r, "rank 1: collective #6 on comm cccccccc (init0) not issued yet when the job's end stopped it in "
+                        "host code; its peers' oldest op in flight was ");
+  EXPECT_TRUE(has_kind(r->a, EvidenceKind::kStoppedBeforeIssue)) << kinds(r->a);
+  EXPECT_EQ(r->a.exit_code(false), 4) << r->text;
+  // The same trace, rank 0's op in flight past stuck_ns: a hang in which rank 1 never issued it.
+  AnalyzeOptions o = issue_times_of_the_builder();
+  o.hang.stuck_ns = 1'000'000'000;
+  auto stuck = run(b, o);
+  ASSERT_EQ(stuck->a.divergences.size(), 1u) << stuck->text;
+  EXPECT_EQ(stuck->a.divergences[0].kind, FindingKind::kNeverIssued);
+  EXPECT_EQ(stuck->a.exit_code(false), 1);
 }
 
 namespace {

@@ -178,13 +178,47 @@ TEST(CliStacks, reads_only_the_members_files) {
   ASSERT_NE(premise.out.find("rank-2.lockstep.sqlite"), std::string::npos) << "premise: rank 2's rows are unusable\n" << both(premise);
   auto r = lockstep_cli({"stacks", dir, "--comm", "aaaaaaaa", "--seq", "2"});
   EXPECT_EQ(r.exit_code, 0) << both(r);
-  EXPECT_NE(r.out.find("rank 0: all_reduce"), std::string::npos) << both(r);
-  EXPECT_NE(r.out.find("rank 1: all_reduce"), std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("ranks 0-1 (2 members): all_reduce"), std::string::npos) << both(r);
   EXPECT_EQ(both(r).find("rank-2"), std::string::npos) << "rank 2 is no member: its file is not read\n" << both(r);
   auto member = lockstep_cli({"stacks", dir, "--comm", "cccccccc", "--seq", "2"});
   EXPECT_EQ(member.exit_code, 4) << both(member);
   EXPECT_NE(member.out.find("comm rank 1: no usable trace file"), std::string::npos) << both(member);
   EXPECT_NE(member.err.find("rank-2.lockstep.sqlite"), std::string::npos) << both(member);
+}
+
+// Members with the same op, state, thread and stack are one entry with their ranks (16,384
+// ranks are the few distinct stacks, not 16,384 copies); --per-rank lists each.
+TEST(CliStacks, members_with_the_same_op_and_stack_share_one_entry) {
+  const std::string comm = "aaaaaaaa00000001";
+  TraceBuilder b(6);
+  b.comm(comm, {0, 1, 2, 3, 4, 5});
+  b.all({0, 1, 2, 3, 4, 5}, comm, OpSpec{.stack = 1}, 3);
+  for (int p : {0, 1, 2, 3, 5}) b.add(p, comm, {.completed = false, .stack = 1});
+  b.add(4, comm, {.op = "all_gather", .completed = false, .stack = 2});
+  for (int p = 0; p < 6; ++p) {
+    b.stack(p, 1, {lockstep::Frame{lockstep::vocab::FrameKind::Python, "train_step", "", 0, "train.py", 7}});
+    b.stack(p, 2, {lockstep::Frame{lockstep::vocab::FrameKind::Python, "gather_metrics", "", 0, "train.py", 40}});
+  }
+  for (int p = 0; p < 6; ++p) b.running(p);
+  auto dir = write(b, "cli-stacks-grouped");
+  auto r = lockstep_cli({"stacks", dir, "--comm", "init0", "--seq", "4"});
+  EXPECT_EQ(r.exit_code, 0) << both(r);
+  const std::string expected =
+      "  ranks 0-3,5 (5 members): all_reduce float32 count=1024 sum  in flight  thread main\n"
+      "    py train_step (train.py:7)\n"
+      "  rank 4: all_gather float32 count=1024  in flight  thread main\n"
+      "    py gather_metrics (train.py:40)\n";
+  EXPECT_NE(r.out.find(expected), std::string::npos) << both(r);
+  auto per_rank = lockstep_cli({"stacks", dir, "--comm", "init0", "--seq", "4", "--per-rank"});
+  EXPECT_EQ(per_rank.exit_code, 0) << both(per_rank);
+  for (int p : {0, 1, 2, 3, 5})
+    EXPECT_NE(per_rank.out.find("  rank " + std::to_string(p) + ": all_reduce float32 count=1024 sum  in flight  thread main\n    py train_step"),
+              std::string::npos) << both(per_rank);
+  EXPECT_EQ(per_rank.out.find("ranks "), std::string::npos) << both(per_rank);
+  // Ranks that hold no op at the seq are grouped by what is said of them too.
+  auto past = lockstep_cli({"stacks", dir, "--comm", "init0", "--seq", "9"});
+  EXPECT_NE(past.out.find("  ranks 0-5 (6 members): no op with seq 9 (issued 4 ops on this comm)\n"), std::string::npos)
+      << both(past);
 }
 
 TEST(CliOps, around_marks_the_op_with_that_seq) {

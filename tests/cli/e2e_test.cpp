@@ -152,8 +152,10 @@ TEST(E2E, send_and_receive_on_opposite_sides_of_a_collective_are_reported_as_p2p
   std::filesystem::remove_all(rec.dir);
 }
 
+// Rank 2 sits in host code; ranks 0 and 1 wait in collective #4 until the launcher's SIGTERM at
+// 3 s. The recorder's hang timeout (1 s) fired while they waited: rank 2 never issued it.
 TEST(E2E, rank_stuck_in_host_code_never_issued_and_is_in_no_collective) {
-  auto rec = scenario("never", 3);
+  auto rec = record("never", 3, 3, {SCENARIOS, "never"}, {"--hang-timeout", "1"});
   auto a = analyze(rec.dir);
   ASSERT_EQ(a.exit_code, 1) << a.raw;
   const json& f = a.j["first_divergence"];
@@ -163,6 +165,23 @@ TEST(E2E, rank_stuck_in_host_code_never_issued_and_is_in_no_collective) {
   // Stopped by the launcher's SIGTERM while in host code, like the others: not dead.
   EXPECT_EQ(a.j["hang"]["ranks"][2]["status"], "no_collective") << a.raw;
   EXPECT_EQ(a.j["hang"]["ranks"][0]["status"], "blocked") << a.raw;
+  std::filesystem::remove_all(rec.dir);
+}
+
+// The same job without a hang timeout: its peers had waited 3 s when the launcher's SIGTERM
+// stopped rank 2 in host code, far under the 60 s of a stuck op. A job stopped mid-step looks
+// the same (review G1): rank 2 had not issued it yet, unknown whether it would have. Not
+// "never issued", not clean: incomplete (4), named.
+TEST(E2E, rank_the_launcher_stopped_in_host_code_moments_after_its_peers_issued_is_not_proven_divergent) {
+  auto rec = scenario("never", 3);
+  auto a = analyze(rec.dir);
+  ASSERT_EQ(a.exit_code, 4) << a.raw;
+  EXPECT_TRUE(a.j["divergences"].empty()) << a.raw;
+  EXPECT_EQ(a.j["hang"]["hung"], false) << a.raw;
+  bool named = false;
+  for (auto& e : a.j["evidence"]) named |= e["kind"] == "stopped_before_issue" && e["ranks"] == json::array({2});
+  EXPECT_TRUE(named) << a.raw;
+  EXPECT_EQ(a.j["unproven"][0]["stopped_ranks"], json::array({2})) << a.raw;
   std::filesystem::remove_all(rec.dir);
 }
 
