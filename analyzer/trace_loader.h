@@ -39,7 +39,8 @@ Schedule load_schedule(const std::string& dir, const LoadOptions& options = {});
 
 // The same Schedule with only each process's header (Schedule::procs[i].info: meta, env, comms,
 // hangs, resolved rank; no ops): finding a rank's file, or a view that reads one process's rows
-// at a time (load_process_file), is cheap.
+// at a time (load_process_file), is cheap. With LoadOptions::use_summaries, the headers of the
+// files a consistent node summary covers are taken from it.
 Schedule load_headers(const std::string& dir, const LoadOptions& options = {});
 
 // load_schedule of only some processes of load_headers(dir) (indices into headers.procs): the

@@ -24,7 +24,7 @@ int ops(const OpsArgs& a) {
   std::vector<SkippedFile> skipped;
   try {
     // Headers to find the rank's file; then that one process's rows.
-    const Schedule headers = load_headers(a.dir);
+    const Schedule headers = load_headers(a.dir, {.use_summaries = true});
     for (size_t i = 0; i < headers.procs.size(); ++i)
       if (display_rank(headers, static_cast<int>(i)) == a.rank) path = headers.procs[i].info.path;
     skipped = headers.skipped;

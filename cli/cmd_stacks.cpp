@@ -50,7 +50,7 @@ void print_entries(const std::vector<Entry>& entries) {
 int stacks(const StacksArgs& a) {
   // Headers first (cheap); then the rows of the matching communicators' members only (G12).
   std::optional<Schedule> loaded =
-      load_or_explain("stacks", a.dir, [](const std::string& d) { return load_headers(d); });
+      load_or_explain("stacks", a.dir, [](const std::string& d) { return load_headers(d, {.use_summaries = true}); });
   if (!loaded) return kExitUsage;
   const Schedule& headers = *loaded;
   const CommIndex hidx = build_comm_index(headers);

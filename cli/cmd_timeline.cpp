@@ -88,7 +88,7 @@ int timeline(const TimelineArgs& a) {
   // The headers of every file, then one process's rows at a time (memory: one process, not the
   // directory). With --ranks, only those ranks' rows are read.
   std::optional<Schedule> loaded = load_or_explain(
-      "timeline", a.dir, [](const std::string& d) { return load_headers(d); }, "; nothing written");
+      "timeline", a.dir, [](const std::string& d) { return load_headers(d, {.use_summaries = true}); }, "; nothing written");
   if (!loaded) return kExitUsage;
   const Schedule& headers = *loaded;
   const ProcessRows rows = [&](size_t i) { return load_process_file(headers.procs[i].info.path); };

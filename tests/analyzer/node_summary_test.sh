@@ -99,6 +99,20 @@ if n != s:
     sys.exit(f"{sys.argv[3]}: report data differs: " + ", ".join(k for k in n if n.get(k) != s.get(k)))
 PY
   then fail=1; fi
+  # stacks takes the headers of covered files from the summaries: the same listing.
+  local where
+  where=$(python3 -c 'import json, sys
+f = json.load(open(sys.argv[1])).get("first_divergence") or {}
+seqs = [s["seq"] for s in f.get("sides", []) if s.get("seq")]
+print(f["comm"][:8], seqs[0]) if f.get("comm") and seqs else None' "$work/s.json")
+  if [ -n "$where" ]; then
+    set -- $where
+    "$LOCKSTEP" stacks "$dir" --comm "$1" --seq "$2" >"$work/st.n" 2>&1 || true
+    "$LOCKSTEP" stacks "$ref" --comm "$1" --seq "$2" >"$work/st.s" 2>&1 || true
+    if ! cmp -s <(sed "s|$dir|$ref|g" "$work/st.n") "$work/st.s" || [ ! -s "$work/st.s" ]; then
+      echo "FAIL $dir: stacks --comm $1 --seq $2 differs with summaries"; diff "$work/st.n" "$work/st.s" | head; fail=1
+    fi
+  fi
 }
 
 summarized() {  # SRC NAME: a copy of SRC's trace files with summaries, in $work/NAME
