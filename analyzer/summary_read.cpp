@@ -35,9 +35,31 @@ std::string summaries_text(const UnreadSummary& u) {
   if (u.summaries.used > 0)
     text += "read: " + std::to_string(u.summaries.used) + (u.summaries.used == 1 ? " node summary" : " node summaries") +
             " (lockstep summarize) stood for " + std::to_string(u.summaries.files) + " files, checked unchanged";
-  for (const SkippedFile& f : u.summaries.ignored)
-    text += std::string(text.empty() ? "" : "\n") + "read: node summary ignored, its files read: " + printable(f.path) +
-            ": " + printable(f.reason);
+  // One line per reason: summaries of an older format, or written before the job's end, are
+  // ignored on every node alike (2,048 nodes: one line, not 2,048).
+  std::vector<std::pair<std::string, std::vector<std::string>>> by_reason;
+  for (const SkippedFile& f : u.summaries.ignored) {
+    auto it = std::find_if(by_reason.begin(), by_reason.end(), [&](const auto& r) { return r.first == f.reason; });
+    if (it == by_reason.end()) it = by_reason.insert(by_reason.end(), {f.reason, {}});
+    it->second.push_back(f.path);
+  }
+  constexpr size_t kShown = 3, kReasons = 8;
+  size_t shown_reasons = 0, more = 0;
+  for (const auto& [reason, paths] : by_reason) {
+    if (shown_reasons++ == kReasons) {
+      for (size_t r = kReasons; r < by_reason.size(); ++r) more += by_reason[r].second.size();
+      text += "\nread: and " + std::to_string(more) + " more node summaries ignored, their files read (--json lists every one)";
+      break;
+    }
+    text += std::string(text.empty() ? "" : "\n");
+    if (paths.size() == 1) {
+      text += "read: node summary ignored, its files read: " + printable(paths[0]) + ": " + printable(reason);
+      continue;
+    }
+    text += "read: " + std::to_string(paths.size()) + " node summaries ignored, their files read: " + printable(reason) + ": ";
+    for (size_t i = 0; i < paths.size() && i < kShown; ++i) text += (i ? ", " : "") + printable(paths[i]);
+    if (paths.size() > kShown) text += " and " + std::to_string(paths.size() - kShown) + " more (--json lists every one)";
+  }
   return text;
 }
 }  // namespace

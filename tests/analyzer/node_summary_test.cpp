@@ -3,10 +3,12 @@
 // check_loaded_file, never a crash or an unbounded allocation.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <random>
 
 #include "node_summary.h"
+#include "summary_read.h"
 #include "trace_builder.h"
 
 using lockstep::FileIdentity;
@@ -134,4 +136,25 @@ TEST(NodeSummary, damage_behind_a_valid_checksum_is_caught_without_a_crash) {
     }
   }
   EXPECT_GT(refused, 1000);
+}
+
+// Summaries ignored for one reason on every node (an older format, written before the job's
+// end) are one line with the first few paths, not one line a node; other reasons keep theirs.
+TEST(NodeSummaryText, summaries_ignored_for_one_reason_are_one_line) {
+  lockstep::UnreadSummary u;
+  for (int n = 0; n < 2048; ++n)
+    u.summaries.ignored.push_back({"d/node" + std::to_string(n) + ".lockstep-summary", "checksum mismatch"});
+  u.summaries.ignored.push_back({"d/x.lockstep-summary", "not a regular file"});
+  const std::string text = lockstep::unread_text(u);
+  EXPECT_EQ(text,
+            "read: 2048 node summaries ignored, their files read: checksum mismatch: d/node0.lockstep-summary, "
+            "d/node1.lockstep-summary, d/node2.lockstep-summary and 2045 more (--json lists every one)\n"
+            "read: node summary ignored, its files read: d/x.lockstep-summary: not a regular file");
+  // Many distinct reasons: the first eight, then a count.
+  lockstep::UnreadSummary v;
+  for (int n = 0; n < 20; ++n)
+    v.summaries.ignored.push_back({"d/n" + std::to_string(n), "stale: rank-" + std::to_string(n) + " changed"});
+  const std::string many = lockstep::unread_text(v);
+  EXPECT_EQ(std::count(many.begin(), many.end(), '\n'), 8) << many;
+  EXPECT_NE(many.find("read: and 12 more node summaries ignored"), std::string::npos) << many;
 }
