@@ -25,7 +25,7 @@
 namespace lockstep::attach {
 namespace {
 
-constexpr int kMaxFrames = 128;
+constexpr int kMaxNativeFrames = 128;
 constexpr int kMaxSeized = 1 << 14;
 
 // Threads seized now, for the signal handler (async-signal-safe: atomics and syscalls only).
@@ -220,7 +220,7 @@ void unwind(unw_addr_space_t as, Seized& s) {
   if (rc < 0) {
     s.out->native_error = std::string("libunwind: unw_init_remote: ") + unw_strerror(rc);
   } else {
-    for (int i = 0; i < kMaxFrames; ++i) {
+    for (int i = 0; i < kMaxNativeFrames; ++i) {
       unw_word_t ip = 0;
       if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0) break;
       NativeFrame f;
