@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[] = "lockstep-node-summary";  // with its NUL: 22 bytes
-constexpr uint64_t kVersion = 1;
+constexpr uint64_t kVersion = 2;  // 2: summary_hash (1: FNV-1a, a byte at a time)
 constexpr int64_t kMaxSummaryBytes = int64_t(4) << 30;
 constexpr size_t kIdentityBytes = 4096;
 
@@ -36,11 +36,6 @@ struct Corrupt : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-uint64_t fnv1a(const void* data, size_t n, uint64_t h = 0xcbf29ce484222325ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
 
 class Out {
  public:
@@ -332,7 +327,7 @@ FileIdentity file_identity(const std::string& path, std::string* why) {
     id.size = st.st_size;
     id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     char buf[kIdentityBytes];
-    uint64_t h = fnv1a(nullptr, 0);
+    uint64_t h = 0;
     const off_t size = st.st_size;
     const size_t head = static_cast<size_t>(std::min<off_t>(size, kIdentityBytes));
     const off_t tail_at = std::max<off_t>(0, size - static_cast<off_t>(kIdentityBytes));
@@ -342,12 +337,35 @@ FileIdentity file_identity(const std::string& path, std::string* why) {
         *why = "cannot read";
         break;
       }
-      h = fnv1a(buf, n, h);
+      h = summary_hash(buf, n, h);
     }
     id.content = h;
   }
   close(fd);
   return id;
+}
+
+uint64_t summary_hash(const void* data, size_t n, uint64_t seed) {
+  // Four lanes of 8-byte words, then the bytes left and a finalizer (MurmurHash3's fmix64): the
+  // analyzer hashes 8 KiB of every covered file and every summary byte, and FNV-1a's one multiply
+  // per byte was a tenth of its CPU time at 16,384 ranks.
+  constexpr uint64_t kMul = 0x9e3779b97f4a7c15ull;
+  auto rotl = [](uint64_t v, int r) { return (v << r) | (v >> (64 - r)); };
+  auto word = [](const unsigned char* q) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(q[i]) << (8 * i);
+    return v;
+  };
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t lane[4] = {seed, seed ^ 1, seed ^ 2, seed ^ 3};
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int l = 0; l < 4; ++l) lane[l] = rotl((lane[l] ^ word(p + i + 8 * l)) * kMul, 29);
+  uint64_t h = seed ^ static_cast<uint64_t>(n);
+  for (uint64_t v : lane) h = rotl((h ^ v) * kMul, 29);
+  for (; i < n; ++i) h = (h ^ p[i]) * kMul;
+  h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 33, h *= 0xc4ceb9fe1a85ec53ull, h ^= h >> 33;
+  return h;
 }
 
 std::string summary_file_name(const std::string& host) {
@@ -362,7 +380,7 @@ std::string encode_node_summary(const std::string& host, const std::vector<Summa
   o.str(host);
   o.u(entries.size());
   for (const SummaryEntry& e : entries) put_entry(o, e);
-  const uint64_t sum = fnv1a(o.bytes().data(), o.bytes().size());
+  const uint64_t sum = summary_hash(o.bytes().data(), o.bytes().size());
   o.fixed(sum);
   return std::move(o.bytes());
 }
@@ -372,7 +390,7 @@ std::vector<SummaryEntry> decode_node_summary(const std::string& bytes, std::str
     throw Corrupt("not a lockstep node summary");
   const size_t body = bytes.size() - 8;
   In tail(bytes.data() + body, bytes.data() + bytes.size());
-  if (tail.fixed() != fnv1a(bytes.data(), body)) throw Corrupt("checksum mismatch (truncated or altered)");
+  if (tail.fixed() != summary_hash(bytes.data(), body)) throw Corrupt("checksum mismatch (truncated or altered)");
   In in(bytes.data() + sizeof kMagic, bytes.data() + body);
   const uint64_t version = in.u();
   if (version != kVersion)
