@@ -160,7 +160,8 @@ class SplicedArrays {
     size_t extra = 0;
     for (const Held& h : held_) extra += h.text.size();
     std::string spliced;
-    spliced.reserve(out.size() + extra);
+    // Room for the members the commands add after (add_json_member): no copy of the report.
+    spliced.reserve(out.size() + extra + (size_t(1) << 16));
     size_t from = 0;
     for (size_t k : order) {
       spliced.append(out, from, at[k] - from);
