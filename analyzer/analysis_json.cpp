@@ -115,6 +115,10 @@ class SplicedArrays {
   class Array {
    public:
     void add(const json& e) {
+      // In chunks of about 1 MiB, copied once into the report: one growing string of a 100 MB
+      // array was copied (and faulted in) again at every doubling.
+      if (text_.size() > kChunk) chunks_.push_back(std::move(text_)), text_ = std::string();
+      if (text_.capacity() < kChunk) text_.reserve(kChunk + kChunk / 4);
       text_ += n_++ ? ",\n" : "[\n";
       text_ += inner_;
       const std::string d = e.dump(2, ' ', false, json::error_handler_t::replace);
@@ -128,11 +132,15 @@ class SplicedArrays {
 
    private:
     friend class SplicedArrays;
+    static constexpr size_t kChunk = size_t(1) << 20;
     explicit Array(int depth) : inner_(static_cast<size_t>(2 * (depth + 1)), ' '), outer_(static_cast<size_t>(2 * depth), ' ') {}
-    std::string text() && {
-      if (n_ == 0) return "[]";
-      return std::move(text_) + "\n" + outer_ + "]";
+    std::vector<std::string> chunks() && {
+      if (n_ == 0) return {"[]"};
+      text_ += "\n" + outer_ + "]";
+      chunks_.push_back(std::move(text_));
+      return std::move(chunks_);
     }
+    std::vector<std::string> chunks_;
     std::string text_, inner_, outer_;
     size_t n_ = 0;
   };
@@ -141,7 +149,7 @@ class SplicedArrays {
   // The placeholder to store in the DOM in place of the array.
   json hold(Array&& a) {
     const std::string tag = "\x01lockstep:spliced:" + std::to_string(held_.size()) + "\x01";
-    held_.push_back({json(tag).dump(), std::move(a).text()});
+    held_.push_back({json(tag).dump(), std::move(a).chunks()});
     return tag;
   }
   // The report with every placeholder replaced by its array. A placeholder's text found other than
@@ -158,14 +166,15 @@ class SplicedArrays {
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
     std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return at[x] < at[y]; });
     size_t extra = 0;
-    for (const Held& h : held_) extra += h.text.size();
+    for (const Held& h : held_)
+      for (const std::string& c : h.text) extra += c.size();
     std::string spliced;
     // Room for the members the commands add after (add_json_member): no copy of the report.
     spliced.reserve(out.size() + extra + (size_t(1) << 16));
     size_t from = 0;
     for (size_t k : order) {
       spliced.append(out, from, at[k] - from);
-      spliced += held_[k].text;
+      for (std::string& c : held_[k].text) spliced += c, std::string().swap(c);
       from = at[k] + held_[k].placeholder.size();
     }
     spliced.append(out, from, std::string::npos);
@@ -175,13 +184,17 @@ class SplicedArrays {
  private:
   struct Held {
     std::string placeholder;  // as dumped, quotes included
-    std::string text;
+    std::vector<std::string> text;  // the array's text, in chunks
   };
   std::string dump_in_dom(json& j) {
     std::function<void(json&)> put = [&](json& v) {
       if (v.is_string()) {
         for (const Held& h : held_)
-          if (json(v).dump() == h.placeholder) return void(v = json::parse(h.text));
+          if (json(v).dump() == h.placeholder) {
+            std::string text;
+            for (const std::string& c : h.text) text += c;
+            return void(v = json::parse(text));
+          }
       } else if (v.is_structured()) {
         for (auto& e : v) put(e);
       }

@@ -11,6 +11,7 @@
 #include <map>
 #include <set>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -277,18 +278,22 @@ SummaryEntry get_entry(In& in) {
 }
 
 
-std::string read_whole(const std::string& path) {
+// The file's bytes, in `buf`: one buffer per reading thread, grown and never shrunk, so that
+// reading a summary neither zero-fills nor faults in fresh memory (a tenth of the loading at
+// 131,072 ranks, 16,384 summaries).
+std::string_view read_whole(const std::string& path, std::string& buf) {
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) throw Corrupt(std::string("cannot open: ") + std::strerror(errno));
   struct stat st;
-  std::string bytes;
+  std::string_view bytes;
   try {
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) throw Corrupt("not a regular file");
     if (st.st_size > kMaxSummaryBytes) throw Corrupt("larger than a summary can be");
-    bytes.resize(static_cast<size_t>(st.st_size));
+    if (buf.size() < static_cast<size_t>(st.st_size)) buf.resize(static_cast<size_t>(st.st_size));
+    bytes = std::string_view(buf.data(), static_cast<size_t>(st.st_size));
     size_t got = 0;
     while (got < bytes.size()) {
-      const ssize_t r = pread(fd, bytes.data() + got, bytes.size() - got, static_cast<off_t>(got));
+      const ssize_t r = pread(fd, buf.data() + got, bytes.size() - got, static_cast<off_t>(got));
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) throw Corrupt(r < 0 ? std::string("cannot read: ") + std::strerror(errno) : "changed while read");
       got += static_cast<size_t>(r);
@@ -385,7 +390,7 @@ std::string encode_node_summary(const std::string& host, const std::vector<Summa
   return std::move(o.bytes());
 }
 
-std::vector<SummaryEntry> decode_node_summary(const std::string& bytes, std::string* host) {
+std::vector<SummaryEntry> decode_node_summary(std::string_view bytes, std::string* host) {
   if (bytes.size() < sizeof kMagic + 8 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     throw Corrupt("not a lockstep node summary");
   const size_t body = bytes.size() - 8;
@@ -486,7 +491,9 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
   parallel_for(summaries.size(), threads, [&](size_t k) {
     Result& r = results[k];
     try {
-      std::vector<SummaryEntry> entries = decode_node_summary(read_whole(summaries[k]));
+      thread_local std::string buf;
+      std::vector<SummaryEntry> entries = decode_node_summary(read_whole(summaries[k], buf));
+      r.files.reserve(entries.size());
       std::set<size_t> seen;
       for (SummaryEntry& e : entries) {
         auto it = by_name.find(e.id.name);
@@ -507,6 +514,9 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
     }
   });
   std::map<size_t, std::string> claimed;  // file index -> the summary that covers it
+  size_t covered = 0;
+  for (const Result& r : results) covered += r.files.size();
+  cover.files.reserve(covered);
   for (size_t k = 0; k < summaries.size(); ++k) {
     Result& r = results[k];
     if (r.why.empty())
