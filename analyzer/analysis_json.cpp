@@ -1,5 +1,6 @@
 // The versioned JSON report of an Analysis (`lockstep analyze --json`, docs/analyzer.md).
 #include <algorithm>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -43,11 +44,11 @@ json side_json(const Ctx& c, const Side& sd, int g) {
   json parts = json::array();
   for (auto& p : sig.parts)
     parts.push_back({{"op", p.op}, {"dtype", p.dtype}, {"count", p.count}, {"peer", p.peer >= 0 ? json(p.peer) : json(nullptr)}});
-  j["parts"] = parts;
+  j["parts"] = std::move(parts);
   auto frames = c.stack_of(sd);
   json st = json::array();
   for (auto& f : frames) st.push_back(frame_json(f));
-  j["stack"] = st;
+  j["stack"] = std::move(st);
   j["from"] = frame_origin(frames);
   return j;
 }
@@ -66,10 +67,10 @@ json finding_json(const Ctx& c, const Divergence& d) {
   j["seq"] = seqs.size() == 1 ? json(*seqs.begin()) : json(nullptr);
   json sides = json::array();
   for (auto& sd : d.sides) sides.push_back(side_json(c, sd, d.gcomm));
-  j["sides"] = sides;
+  j["sides"] = std::move(sides);
   json odd = json::array();
   for (size_t i = 0; i < d.odd.size() && i < kMaxListedOdd; ++i) odd.push_back(c.rank(d.odd[i]));
-  j["odd_ranks"] = odd;
+  j["odd_ranks"] = std::move(odd);
   j["odd_count"] = d.odd.size();
   if (!d.groups.empty()) {
     // Every member is in one group; sides list only some of them (kMaxListedSides).
@@ -79,9 +80,9 @@ json finding_json(const Ctx& c, const Divergence& d) {
       json gj = {{"count", g.procs.size()}, {"ranks", c.ranges(g.procs)}, {"odd", g.odd}};
       if (d.kind == FindingKind::kDigestMismatch) gj["digest"] = c.hex(g.digest);
       else gj["issued"] = g.sig == kNotIssued ? json(nullptr) : json(describe_signature(c.s.sigs[g.sig]));
-      groups.push_back(gj);
+      groups.push_back(std::move(gj));
     }
-    j["groups"] = groups;
+    j["groups"] = std::move(groups);
     j["groups_omitted"] = d.groups.size() > kMaxListedGroups ? d.groups.size() - kMaxListedGroups : 0;
     j["members"] = d.members;
     j["sides_omitted"] = d.members > d.sides.size() ? d.members - d.sides.size() : 0;
@@ -99,10 +100,110 @@ json finding_json(const Ctx& c, const Divergence& d) {
     j["ordinal_b"] = d.ordinal_b;
     json sb = json::array();
     for (auto& sd : d.sides_b) sb.push_back(side_json(c, sd, d.gcomm_b));
-    j["sides_b"] = sb;
+    j["sides_b"] = std::move(sb);
   }
   return j;
 }
+
+// The per-rank arrays of a large job's report (processes, evidence, comms, hang.ranks) are
+// written element by element: each is built, dumped and freed at once, and the arrays' text is
+// spliced into the dumped report where a placeholder holds its place. One DOM of the whole report
+// was most of the analyzer's memory and a third of its CPU time at 16,384 ranks.
+class SplicedArrays {
+ public:
+  // An array whose closing bracket is indented `depth` levels (top-level members: 1).
+  class Array {
+   public:
+    void add(const json& e) {
+      // In chunks of about 1 MiB, copied once into the report: one growing string of a 100 MB
+      // array was copied (and faulted in) again at every doubling.
+      if (text_.size() > kChunk) chunks_.push_back(std::move(text_)), text_ = std::string();
+      if (text_.capacity() < kChunk) text_.reserve(kChunk + kChunk / 4);
+      text_ += n_++ ? ",\n" : "[\n";
+      text_ += inner_;
+      const std::string d = e.dump(2, ' ', false, json::error_handler_t::replace);
+      size_t from = 0;
+      for (size_t nl = d.find('\n'); nl != std::string::npos; from = nl + 1, nl = d.find('\n', from)) {
+        text_.append(d, from, nl + 1 - from);
+        text_ += inner_;
+      }
+      text_.append(d, from, std::string::npos);
+    }
+
+   private:
+    friend class SplicedArrays;
+    static constexpr size_t kChunk = size_t(1) << 20;
+    explicit Array(int depth) : inner_(static_cast<size_t>(2 * (depth + 1)), ' '), outer_(static_cast<size_t>(2 * depth), ' ') {}
+    std::vector<std::string> chunks() && {
+      if (n_ == 0) return {"[]"};
+      text_ += "\n" + outer_ + "]";
+      chunks_.push_back(std::move(text_));
+      return std::move(chunks_);
+    }
+    std::vector<std::string> chunks_;
+    std::string text_, inner_, outer_;
+    size_t n_ = 0;
+  };
+
+  Array array(int depth) const { return Array(depth); }
+  // The placeholder to store in the DOM in place of the array.
+  json hold(Array&& a) {
+    const std::string tag = "\x01lockstep:spliced:" + std::to_string(held_.size()) + "\x01";
+    held_.push_back({json(tag).dump(), std::move(a).chunks()});
+    return tag;
+  }
+  // The report with every placeholder replaced by its array. A placeholder's text found other than
+  // once (a directory path that holds it) puts the arrays into the DOM instead.
+  std::string dump(json& j) {
+    std::string out = j.dump(2, ' ', false, json::error_handler_t::replace);
+    std::vector<size_t> at;
+    for (const Held& h : held_) {
+      const size_t i = out.find(h.placeholder);
+      if (i == std::string::npos || out.find(h.placeholder, i + 1) != std::string::npos) return dump_in_dom(j);
+      at.push_back(i);
+    }
+    std::vector<size_t> order(held_.size());
+    for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+    std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return at[x] < at[y]; });
+    size_t extra = 0;
+    for (const Held& h : held_)
+      for (const std::string& c : h.text) extra += c.size();
+    std::string spliced;
+    // Room for the members the commands add after (add_json_member): no copy of the report.
+    spliced.reserve(out.size() + extra + (size_t(1) << 16));
+    size_t from = 0;
+    for (size_t k : order) {
+      spliced.append(out, from, at[k] - from);
+      for (std::string& c : held_[k].text) spliced += c, std::string().swap(c);
+      from = at[k] + held_[k].placeholder.size();
+    }
+    spliced.append(out, from, std::string::npos);
+    return spliced;
+  }
+
+ private:
+  struct Held {
+    std::string placeholder;  // as dumped, quotes included
+    std::vector<std::string> text;  // the array's text, in chunks
+  };
+  std::string dump_in_dom(json& j) {
+    std::function<void(json&)> put = [&](json& v) {
+      if (v.is_string()) {
+        for (const Held& h : held_)
+          if (json(v).dump() == h.placeholder) {
+            std::string text;
+            for (const std::string& c : h.text) text += c;
+            return void(v = json::parse(text));
+          }
+      } else if (v.is_structured()) {
+        for (auto& e : v) put(e);
+      }
+    };
+    put(j);
+    return j.dump(2, ' ', false, json::error_handler_t::replace);
+  }
+  std::vector<Held> held_;
+};
 
 }  // namespace
 
@@ -118,21 +219,22 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
   j["incomplete"] = a.incomplete();
   j["summary"] = summary_line(a);
   j["retired_history"] = window_note(a).empty() ? json(nullptr) : json(window_note(a));
-  json evidence = json::array();
+  SplicedArrays spliced;
+  SplicedArrays::Array evidence = spliced.array(1);
   for (auto& e : a.evidence) {
-    evidence.push_back({{"kind", evidence_kind_name(e.kind)}, {"contradictory", e.contradictory},
-                        {"ranks", e.ranks}, {"detail", e.detail}});
-    if (e.from_seq > 0) evidence.back()["comm"] = e.comm, evidence.back()["from_seq"] = e.from_seq;
-    if (!e.gap_cause.empty()) evidence.back()["gap_cause"] = e.gap_cause;
+    json ej = {{"kind", evidence_kind_name(e.kind)}, {"contradictory", e.contradictory}, {"ranks", e.ranks}, {"detail", e.detail}};
+    if (e.from_seq > 0) ej["comm"] = e.comm, ej["from_seq"] = e.from_seq;
+    if (!e.gap_cause.empty()) ej["gap_cause"] = e.gap_cause;
+    evidence.add(ej);
   }
-  j["evidence"] = evidence;
+  j["evidence"] = spliced.hold(std::move(evidence));
   // The same issues as the text prints them: one entry per kind and text, with its ranks.
   const std::vector<EvidenceGroup> evidence_groups = group_evidence(a.evidence);
   json grouped = json::array();
   for (auto& g : evidence_groups)
     grouped.push_back({{"kind", evidence_kind_name(g.kind)}, {"contradictory", g.contradictory},
                        {"ranks", rank_ranges(g.ranks)}, {"count", g.issues.size()}, {"detail", g.detail}});
-  j["evidence_groups"] = grouped;
+  j["evidence_groups"] = std::move(grouped);
   json unproven = json::array();
   for (auto& u : a.unproven)
     unproven.push_back({{"kind", kind_name(u.finding.kind)}, {"comm", a.index.comms[u.finding.gcomm].hash},
@@ -140,12 +242,12 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
                         {"lost_ranks", ranks_of(s, u.lost)}, {"stopped_ranks", ranks_of(s, u.stopped)},
                         {"peer_completed", u.peer_completed},
                         {"detail", unproven_line(a, u)}});
-  j["unproven"] = unproven;
+  j["unproven"] = std::move(unproven);
   j["live_ranks"] = ranks_of(s, a.live);
-  json procs = json::array();
+  SplicedArrays::Array procs = spliced.array(1);
   for (size_t p = 0; p < s.procs.size(); ++p) {
     auto& i = s.procs[p].info;
-    procs.push_back({{"rank", c.rank(static_cast<int>(p))},
+    json pj = {{"rank", c.rank(static_cast<int>(p))},
                      {"host", i.host},
                      {"pid", i.pid},
                      {"file", i.shown_path()},
@@ -155,21 +257,23 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
                      {"exit_reason", i.exit_reason},
                      {"dropped_records", i.dropped_records},
                      {"history", history_name(a.history[p])},
-                     {"status", status_name(a.hang.ranks[p].status)}});
+                     {"status", status_name(a.hang.ranks[p].status)}};
+    add_process_identity_json(pj, i);
+    procs.add(pj);
   }
-  j["processes"] = procs;
+  j["processes"] = spliced.hold(std::move(procs));
   add_identity_json(j, s, a.hosts);
   json skipped = json::array();
   for (auto& sk : s.skipped) skipped.push_back({{"path", sk.path}, {"reason", sk.reason}});
-  j["skipped"] = skipped;
+  j["skipped"] = std::move(skipped);
   // Every caveat in one list of lines (as the text report prints them).
   json warnings = json::array();
   for (auto& g : evidence_groups) warnings.push_back("incomplete: " + g.detail);
   for (auto& w : a.index.warnings) warnings.push_back(w);
   for (auto& u : a.unproven)  // stopped members: in the evidence
     if (!u.behind.empty() || !u.lost.empty()) warnings.push_back(unproven_line(a, u));
-  j["warnings"] = warnings;
-  json comms = json::array();
+  j["warnings"] = std::move(warnings);
+  SplicedArrays::Array comms = spliced.array(1);
   for (auto& g : a.index.comms) {
     json members = json::array();
     int64_t longest = 0;
@@ -177,7 +281,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
       members.push_back({{"rank", c.rank(m.proc)}, {"comm_rank", m.rank}});
       longest = std::max(longest, a.index.of(m).end());
     }
-    json cj = {{"hash", g.hash}, {"role", g.role}, {"name", g.name}, {"nranks", g.nranks}, {"members", members},
+    json cj = {{"hash", g.hash}, {"role", g.role}, {"name", g.name}, {"nranks", g.nranks}, {"members", std::move(members)},
                {"collectives", longest}};
     size_t gi = &g - a.index.comms.data();
     if (gi < a.checkpoints.comms.size()) {
@@ -188,18 +292,18 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
                        {"digest_through", w.digest_through}, {"unverified", w.unverified},
                        {"p2p_cut", w.p2p_cut}};
     }
-    comms.push_back(cj);
+    comms.add(cj);
   }
-  j["comms"] = comms;
+  j["comms"] = spliced.hold(std::move(comms));
   j["first_divergence"] = a.first ? finding_json(c, *a.first) : json(nullptr);
   json divs = json::array();
   for (auto& d : a.divergences) divs.push_back(finding_json(c, d));
-  j["divergences"] = divs;
+  j["divergences"] = std::move(divs);
   json inv = json::array();
   for (auto& d : a.inversions) inv.push_back(finding_json(c, d));
-  j["order_inversions"] = inv;
+  j["order_inversions"] = std::move(inv);
   json hang = {{"hung", a.hang.hung}, {"hang_timeout_fired", a.hang.any_marker}};
-  json ranks = json::array();
+  SplicedArrays::Array ranks = spliced.array(2);
   for (auto& r : a.hang.ranks) {
     const SchedProcess& sp = s.procs[r.proc];
     json rj = {{"rank", c.rank(r.proc)}, {"status", status_name(r.status)}, {"in_flight", r.in_flight}};
@@ -221,13 +325,13 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
       if (b.last_candidate != b.op) bj["stuck_in_one_up_to"] = opj(b.last_candidate);  // hang.h BlockedOp
       json w = json::array();
       for (auto& x : b.waits) w.push_back({{"rank", c.rank(x.proc)}, {"reason", x.reason}});
-      bj["waits_for"] = w;
-      blocked.push_back(bj);
+      bj["waits_for"] = std::move(w);
+      blocked.push_back(std::move(bj));
     }
-    rj["blocked"] = blocked;
-    ranks.push_back(rj);
+    rj["blocked"] = std::move(blocked);
+    ranks.add(rj);
   }
-  hang["ranks"] = ranks;
+  hang["ranks"] = spliced.hold(std::move(ranks));
   json cycles = json::array();
   for (auto& cyc : a.hang.cycles) {
     json hops = json::array();
@@ -236,20 +340,20 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
       hops.push_back({{"rank", c.rank(h.proc)}, {"comm", s.procs[h.proc].info.comms[o.comm].hash}, {"seq", o.seq},
                       {"op", s.sigs[o.sig].op}, {"waits_for", c.rank(h.waits_for)}});
     }
-    cycles.push_back({{"communicators", cyc.comms}, {"hops", hops}});
+    cycles.push_back({{"communicators", cyc.comms}, {"hops", std::move(hops)}});
   }
-  hang["cycles"] = cycles;
+  hang["cycles"] = std::move(cycles);
   json groups = json::array();
   for (auto& g : a.hang.groups) {
     std::vector<int> r;
     for (int p : g.procs) r.push_back(c.rank(p));
     groups.push_back({{"ranks", rank_ranges(r)}, {"count", r.size()}, {"summary", g.summary}});
   }
-  hang["groups"] = groups;
-  j["hang"] = hang;
+  hang["groups"] = std::move(groups);
+  j["hang"] = std::move(hang);
   j["coverage"] = json::parse(coverage_json(s, a.coverage));
   // Trace strings are printable already (loader); paths from the file system may not be UTF-8.
-  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  return spliced.dump(j) + "\n";
 }
 
 }  // namespace lockstep

@@ -263,11 +263,8 @@ class PeersCompleted {
     const SchedOp& o = s_.procs[p].ops[op];
     const ProcComm& pc = idx_.per_proc[p][o.comm];
     if (pc.gcomm < 0 || s_.sigs[o.sig].cls == OpClass::kP2P || idx_.comms[pc.gcomm].members.size() < 2) return false;
-    int64_t k = ordinal_of(pc, op);
-    auto key = std::make_pair(pc.gcomm, k);
-    auto it = memo_.find(key);
-    if (it == memo_.end()) it = memo_.emplace(key, tally(pc.gcomm, k)).first;
-    const Tally& t = it->second;
+    const int64_t k = ordinal_of(pc, op);
+    const Tally& t = memo(pc.gcomm, k);
     // Every other member completed it (this one has not: it is in flight) with this signature.
     return t.mixed == false && t.sig == o.sig && t.completed + 1 == t.members;
   }
@@ -277,7 +274,38 @@ class PeersCompleted {
     size_t members = 0, completed = 0;  // members holding ordinal k or having retired it
     uint32_t sig = kNone;               // signature of the completed ones
     bool mixed = false;                 // completed ones disagree
+    bool known = false;                 // tallied
   };
+  // Per communicator, the tallies of a window of ordinals: the ops in flight of its members sit
+  // near its end, so the window is short, and a lookup (once per op in flight of every rank:
+  // 16,384 ranks x 100 ops) is an index, not a search. A window never spans more ordinals than
+  // the communicator's longest member holds (crafted files: ordinals far apart); the others
+  // are kept in a map.
+  struct Window {
+    int64_t lo = 0, max_span = -1;
+    std::vector<Tally> t;
+  };
+  const Tally& memo(int g, int64_t k) {
+    if (memo_.empty()) memo_.resize(idx_.comms.size());
+    Window& w = memo_[static_cast<size_t>(g)];
+    if (w.max_span < 0) {
+      w.max_span = 1;
+      for (auto& m : idx_.comms[g].members) w.max_span = std::max<int64_t>(w.max_span, idx_.of(m).colls.size());
+    }
+    const int64_t lo = w.t.empty() ? k : std::min(w.lo, k);
+    const int64_t hi = w.t.empty() ? k : std::max(w.lo + static_cast<int64_t>(w.t.size()) - 1, k);
+    Tally* t = nullptr;
+    if (hi - lo < w.max_span) {
+      if (w.t.empty()) w.lo = k;
+      if (k < w.lo) w.t.insert(w.t.begin(), static_cast<size_t>(w.lo - k), Tally{}), w.lo = k;
+      if (k - w.lo >= static_cast<int64_t>(w.t.size())) w.t.resize(static_cast<size_t>(k - w.lo + 1));
+      t = &w.t[static_cast<size_t>(k - w.lo)];
+    } else {
+      t = &far_[{g, k}];
+    }
+    if (!t->known) *t = tally(g, k), t->known = true;
+    return *t;
+  }
   static constexpr uint32_t kNone = UINT32_MAX;
 
   Tally tally(int g, int64_t k) const {
@@ -302,7 +330,8 @@ class PeersCompleted {
 
   const Schedule& s_;
   const CommIndex& idx_;
-  std::map<std::pair<int, int64_t>, Tally> memo_;
+  std::vector<Window> memo_;  // by global communicator
+  std::map<std::pair<int, int64_t>, Tally> far_;
 };
 
 // Status, stop cause, liveness and ops in flight of every process.

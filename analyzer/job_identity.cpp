@@ -218,23 +218,26 @@ void add_identity_json(nlohmann::json& j, const Schedule& s, const std::vector<H
                     {"step_id", printable(g.step_id)},
                     {"nodelist", printable(g.nodelist)},
                     {"ranks", rank_ranges(ranks_of(s, g.procs))}});
-  j["jobs"] = jobs;
+  j["jobs"] = std::move(jobs);
   json hj = json::array();
   for (const HostGroup& h : hosts)
     hj.push_back({{"host", printable(h.host)},
                   {"ranks", rank_ranges(ranks_of(s, h.procs))},
                   {"stopped_before_s", h.stopped_before_ns > 0 ? json(double(h.stopped_before_ns) / 1e9) : json(nullptr)},
                   {"stopped_before_host", h.stopped_before_ns > 0 ? json(printable(h.stopped_before_host)) : json(nullptr)}});
-  j["hosts"] = hj;
+  j["hosts"] = std::move(hj);
   json& procs = j["processes"];
-  for (size_t i = 0; i < s.procs.size() && i < procs.size(); ++i) {
-    const Process& p = s.procs[i].info;
-    json vars = json::object();
-    for (auto& [k, v] : launcher_vars(p)) vars[printable(k)] = printable(v);
-    procs[i]["launcher"] = vars;
-    procs[i]["global_rank_source"] = printable(p.global_rank_source);
-    procs[i]["rank_conflict"] = p.rank_conflict.empty() ? json(nullptr) : json(printable(p.rank_conflict));
-  }
+  if (!procs.is_array()) return;
+  for (size_t i = 0; i < s.procs.size() && i < procs.size(); ++i) add_process_identity_json(procs[i], s.procs[i].info);
+}
+
+void add_process_identity_json(nlohmann::json& proc, const Process& p) {
+  using nlohmann::json;
+  json vars = json::object();
+  for (auto& [k, v] : launcher_vars(p)) vars[printable(k)] = printable(v);
+  proc["launcher"] = std::move(vars);
+  proc["global_rank_source"] = printable(p.global_rank_source);
+  proc["rank_conflict"] = p.rank_conflict.empty() ? json(nullptr) : json(printable(p.rank_conflict));
 }
 
 }  // namespace lockstep

@@ -43,8 +43,10 @@ std::map<std::string, std::string> launcher_vars(const Process& p);
 std::string identity_warnings_text(const Schedule& s);
 // The job and host lines of a report header (ranks as display_rank shows them).
 std::string job_header_text(const Schedule& s, const std::vector<HostGroup>& hosts);
-// Adds "jobs" and "hosts" to the JSON report and, per entry of j["processes"] (one per
-// Schedule::procs, same order), "launcher", "global_rank_source" and "rank_conflict".
+// Adds "jobs" and "hosts" to the JSON report and, when j["processes"] is an array (one entry per
+// Schedule::procs, same order), add_process_identity_json to each entry.
 void add_identity_json(nlohmann::json& j, const Schedule& s, const std::vector<HostGroup>& hosts);
+// Adds "launcher", "global_rank_source" and "rank_conflict" to a process's entry of the report.
+void add_process_identity_json(nlohmann::json& proc, const Process& p);
 
 }  // namespace lockstep

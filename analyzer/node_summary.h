@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -23,11 +24,16 @@ struct FileIdentity {
   std::string name;      // the file's name in the directory
   int64_t size = 0;
   int64_t mtime_ns = 0;
-  uint64_t content = 0;  // FNV-1a of the file's first and last 4 KiB (SQLite's header, its newest page)
+  uint64_t content = 0;  // summary_hash of the file's first and last 4 KiB (SQLite's header, its newest page)
   bool operator==(const FileIdentity&) const = default;
 };
 // The identity of a regular file (a symlink is not followed). `why` empty on success.
 FileIdentity file_identity(const std::string& path, std::string* why);
+
+// The format's 64-bit hash (docs/schema.md "Node summaries"): of a file's first 4 KiB with seed 0,
+// then of its last 4 KiB with that as the seed (FileIdentity::content); of the summary's bytes
+// (its checksum). It catches damage and a changed file, not a forger.
+uint64_t summary_hash(const void* data, size_t n, uint64_t seed = 0);
 
 // <host>.lockstep-summary, the host made one safe file-name component.
 std::string summary_file_name(const std::string& host);
@@ -64,6 +70,6 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
 // std::runtime_error on anything it would not have written (wrong magic or version, a length or
 // count beyond the bytes, a value out of range, trailing bytes, a checksum that does not match).
 std::string encode_node_summary(const std::string& host, const std::vector<SummaryEntry>& entries);
-std::vector<SummaryEntry> decode_node_summary(const std::string& bytes, std::string* host = nullptr);
+std::vector<SummaryEntry> decode_node_summary(std::string_view bytes, std::string* host = nullptr);
 
 }  // namespace lockstep

@@ -64,7 +64,7 @@ std::string steps_text(const Analysis& a, const StepPlace& p) {
          ", steps counted from collective #1)";
 }
 
-std::string add_steps_json(const std::string& report_json, const Analysis& a, const StepPlace& p, int indent) {
+std::string add_steps_json(std::string report_json, const Analysis& a, const StepPlace& p, int indent) {
   using nlohmann::json;
   json st = {{"found", p.found}};
   if (p.found) {
@@ -73,7 +73,7 @@ std::string add_steps_json(const std::string& report_json, const Analysis& a, co
                {"step", p.step}, {"in_step", p.in_step}, {"reference_rank", display_rank(*a.schedule, p.ref_proc)},
                {"window_first", p.window_first}, {"window_last", p.window_last}, {"text", steps_text(a, p)}});
   }
-  return add_json_member(report_json, "steps", st.dump(indent, ' ', false, json::error_handler_t::replace), indent);
+  return add_json_member(std::move(report_json), "steps", st.dump(indent, ' ', false, json::error_handler_t::replace), indent);
 }
 
 }  // namespace lockstep

@@ -31,6 +31,6 @@ StepPlace locate_in_steps(const Analysis& a);
 std::string steps_text(const Analysis& a, const StepPlace& p);
 // report_json with a "steps" object added (found false when no period; "text": the where line).
 // indent: nlohmann's dump indent (-1: compact, as the HTML report's data).
-std::string add_steps_json(const std::string& report_json, const Analysis& a, const StepPlace& p, int indent = 2);
+std::string add_steps_json(std::string report_json, const Analysis& a, const StepPlace& p, int indent = 2);
 
 }  // namespace lockstep

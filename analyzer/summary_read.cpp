@@ -77,7 +77,7 @@ std::string unread_text(const UnreadSummary& u) {
          (summaries.empty() ? "" : "\n" + summaries);
 }
 
-std::string add_json_member(const std::string& report_json, const std::string& key, const std::string& value_json,
+std::string add_json_member(std::string report_json, const std::string& key, const std::string& value_json,
                             int indent) {
   const size_t end = report_json.find_last_not_of(" \n\r\t");
   if (end == std::string::npos || report_json[end] != '}' || report_json.find_first_not_of(" \n\r\t") == end ||
@@ -91,11 +91,18 @@ std::string add_json_member(const std::string& report_json, const std::string& k
     for (size_t i = value.find('\n'); i != std::string::npos; i = value.find('\n', i + 1)) value.insert(i + 1, pad);
   std::string member = (empty ? "" : ",") + std::string(indent >= 0 ? "\n" : "") + pad +
                        nlohmann::json(key).dump() + (indent >= 0 ? ": " : ":") + value;
-  return report_json.substr(0, last + 1) + member + (indent >= 0 ? "\n" : "") + report_json.substr(end) +
-         (report_json.back() == '\n' ? "" : "\n");
+  // In place: the report of many ranks is tens of MB, copied once per member added otherwise.
+  const bool newline = report_json.back() == '\n';
+  std::string tail = report_json.substr(end);
+  report_json.resize(last + 1);
+  report_json += member;
+  if (indent >= 0) report_json += '\n';
+  report_json += tail;
+  if (!newline) report_json += '\n';
+  return report_json;
 }
 
-std::string add_unread_json(const std::string& report_json, const UnreadSummary& u, int indent) {
+std::string add_unread_json(std::string report_json, const UnreadSummary& u, int indent) {
   using nlohmann::json;
   json ignored = json::array();
   for (const SkippedFile& f : u.summaries.ignored) ignored.push_back({{"path", printable(f.path)}, {"reason", printable(f.reason)}});
@@ -107,7 +114,7 @@ std::string add_unread_json(const std::string& report_json, const UnreadSummary&
                   {"cut_max", u.cut_max},
                   {"summaries", {{"used", u.summaries.used}, {"files", u.summaries.files}, {"ignored", ignored}}},
                   {"text", unread_text(u)}};
-  return add_json_member(report_json, "reading", reading.dump(indent, ' ', false, json::error_handler_t::replace), indent);
+  return add_json_member(std::move(report_json), "reading", reading.dump(indent, ' ', false, json::error_handler_t::replace), indent);
 }
 
 }  // namespace lockstep

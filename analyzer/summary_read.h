@@ -24,7 +24,7 @@ UnreadSummary unread_summary(const Schedule& s, const Analysis& a);
 // report_json (an object, as render_json writes it) with "key": value added as its last member,
 // spliced into the text: a report of 100,000 ranks is not parsed into a DOM again (several GB).
 // indent: the report's (2, or -1 for compact). report_json unchanged when it is not an object.
-std::string add_json_member(const std::string& report_json, const std::string& key, const std::string& value_json,
+std::string add_json_member(std::string report_json, const std::string& key, const std::string& value_json,
                             int indent);
 
 // "read: ..." (no newline), empty when everything was read and no node summary was found; a
@@ -32,6 +32,6 @@ std::string add_json_member(const std::string& report_json, const std::string& k
 std::string unread_text(const UnreadSummary& u);
 // report_json with a "reading" object added (mode, what was not read; "text": the read line,
 // empty when everything was read). indent: nlohmann's dump indent (-1: compact).
-std::string add_unread_json(const std::string& report_json, const UnreadSummary& u, int indent = 2);
+std::string add_unread_json(std::string report_json, const UnreadSummary& u, int indent = 2);
 
 }  // namespace lockstep

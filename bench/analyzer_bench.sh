@@ -5,7 +5,9 @@
 # summaries as a cluster does, one `lockstep summarize DIR --host NODE` per host (gen_trace puts
 # 8 ranks on a host, RANKS_PER_HOST; all of them run here one after another and are timed
 # together on their own row: on a cluster each node runs its own, about cpu_s / nodes each), then
-# times `analyze` reading them; default: the summary-first read of every file.
+# times `analyze` reading them; default: the summary-first read of every file. SUMMARIZE=every-host
+# (with READ=nodes) writes them with one `lockstep summarize DIR --every-host` instead (a copied
+# directory; 131,072 ranks are 16,384 hosts, too many processes one after another).
 #   bench/analyzer_bench.sh [BUILD_DIR=build] [WORK_DIR=/tmp/lockstep-bench] [SIZES...]
 # SIZES are RANKSxOPS[:lag] (":lag": the last host issues 16 ops fewer, a never_issued finding
 # on the world communicator; otherwise gen_trace's divergence near the end). Default: the
@@ -24,6 +26,7 @@ SIZES=("$@")
                                  2048x2500:lag 4096x10000 4096x10000:lag 16384x2500:lag 16384x10000 16384x10000:lag)
 CORES=${CORES:-0,1}
 READ=${READ:-summary}
+SUMMARIZE=${SUMMARIZE:-host}
 THREADS=${THREADS:-0}
 RPH=${RANKS_PER_HOST:-8}
 times() {  # wall, cpu (user + sys) and rss (KB) of the last /usr/bin/time -v
@@ -59,13 +62,18 @@ for spec in "${SIZES[@]}"; do
     loadavg=$(cut -d' ' -f1 /proc/loadavg)
     # One summarize per host, as each node runs it; the hosts are the files' <host>-<pid> stems.
     find "$dir" -maxdepth 1 -name '*.lockstep.sqlite' -printf '%f\n' | sed 's/-[0-9]*\.lockstep\.sqlite$//' | sort -u >"$WORK/hosts.txt"
-    taskset -c "$CORES" /usr/bin/time -v -o "$WORK/time.txt" bash -c \
-      'while read -r h; do "$1" summarize "$2" --host "$h" --threads "$3" || exit; done <"$4"' _ \
-      "$BUILD/bin/lockstep" "$dir" "$THREADS" "$WORK/hosts.txt" >"$WORK/summarize.txt"
+    if [ "$SUMMARIZE" = every-host ]; then
+      taskset -c "$CORES" /usr/bin/time -v -o "$WORK/time.txt" "$BUILD/bin/lockstep" summarize "$dir" --every-host \
+        --threads "$THREADS" >"$WORK/summarize.txt"
+    else
+      taskset -c "$CORES" /usr/bin/time -v -o "$WORK/time.txt" bash -c \
+        'while read -r h; do "$1" summarize "$2" --host "$h" --threads "$3" || exit; done <"$4"' _ \
+        "$BUILD/bin/lockstep" "$dir" "$THREADS" "$WORK/hosts.txt" >"$WORK/summarize.txt"
+    fi
     times
     nodes=$(ls "$dir" | grep -c '\.lockstep-summary$')
-    printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %-10s %s   (summarize --host, each node: %s summaries, %s MB; %s ms CPU a node)\n" \
-      "$ranks" "$ops" "$lag" "$mb" "$wall" "$cpu" "$((rss / 1024))" - - "$loadavg" "$nodes" \
+    printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %-10s %s   (summarize --%s: %s summaries, %s MB; %s ms CPU a node)\n" \
+      "$ranks" "$ops" "$lag" "$mb" "$wall" "$cpu" "$((rss / 1024))" - - "$loadavg" "$SUMMARIZE" "$nodes" \
       "$(du -cm "$dir"/*.lockstep-summary | tail -n 1 | cut -f1)" "$(awk -v c="$cpu" -v n="$nodes" 'BEGIN { printf "%.0f", c * 1000 / n }')"
   fi
   rc=0

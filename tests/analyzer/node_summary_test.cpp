@@ -39,13 +39,8 @@ std::string sample_file() {
   return std::filesystem::directory_iterator(dir)->path().string();
 }
 
-uint64_t fnv1a(const std::string& s, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 0x100000001b3ull;
-  return h;
-}
 void reseal(std::string& bytes) {  // the checksum of the mutated bytes, so the decoder gets past it
-  const uint64_t h = fnv1a(bytes, bytes.size() - 8);
+  const uint64_t h = lockstep::summary_hash(bytes.data(), bytes.size() - 8);
   for (int i = 0; i < 8; ++i) bytes[bytes.size() - 8 + i] = static_cast<char>(h >> (8 * i));
 }
 

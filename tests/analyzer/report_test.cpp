@@ -153,3 +153,28 @@ TEST(Report, communicator_with_a_member_whose_file_is_missing_says_how_many_were
   std::string text = render_text(r->a, *r->d);
   EXPECT_NE(text.find("comm c1c1c1c1 (init0) (2 of 3 ranks traced) seq 4"), std::string::npos) << text;
 }
+
+// The per-rank arrays (processes, evidence, comms, hang.ranks) are dumped element by element and
+// spliced into the report (analysis_json.cpp SplicedArrays): the text is what dumping the whole
+// report at once writes, byte for byte.
+TEST(Report, json_spliced_arrays_read_as_one_dump_writes_them) {
+  auto r = report_of(seed_trace(), "seed-json-spliced");
+  const std::string text = render_json(r->a, *r->d);
+  const json j = json::parse(text);
+  ASSERT_EQ(j["processes"].size(), 2u);
+  ASSERT_EQ(j["hang"]["ranks"].size(), 2u);
+  EXPECT_FALSE(j["comms"].empty());
+  EXPECT_EQ(text, j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+}
+
+// A directory path that holds a placeholder's text: the arrays go into the report all the same.
+TEST(Report, json_of_a_directory_named_like_a_placeholder_keeps_its_arrays) {
+  auto r = report_of(seed_trace(), "seed-json-placeholder");
+  const json plain = json::parse(render_json(r->a, *r->d));
+  r->s.dir += std::string("/\x01lockstep:spliced:0\x01/\x01lockstep:spliced:1\x01/\x01lockstep:spliced:3\x01");
+  const std::string text = render_json(r->a, *r->d);
+  const json j = json::parse(text);
+  EXPECT_EQ(j["dir"], r->s.dir);
+  for (const char* key : {"processes", "evidence", "comms", "hang"}) EXPECT_EQ(j[key], plain[key]) << key;
+  EXPECT_EQ(text, j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+}
