@@ -394,12 +394,15 @@ std::vector<SummaryEntry> decode_node_summary(std::string_view bytes, std::strin
   if (bytes.size() < sizeof kMagic + 8 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     throw Corrupt("not a lockstep node summary");
   const size_t body = bytes.size() - 8;
-  In tail(bytes.data() + body, bytes.data() + bytes.size());
-  if (tail.fixed() != summary_hash(bytes.data(), body)) throw Corrupt("checksum mismatch (truncated or altered)");
   In in(bytes.data() + sizeof kMagic, bytes.data() + body);
+  // The version before the checksum: another format's checksum is another hash (format 1's was
+  // FNV-1a), and "written by another lockstep" says what to do where "checksum mismatch" does not.
   const uint64_t version = in.u();
   if (version != kVersion)
-    throw Corrupt("format version " + std::to_string(version) + ", this lockstep reads " + std::to_string(kVersion));
+    throw Corrupt("format version " + std::to_string(version) + ", this lockstep reads " + std::to_string(kVersion) +
+                  " (written by another lockstep version: run lockstep summarize again)");
+  In tail(bytes.data() + body, bytes.data() + bytes.size());
+  if (tail.fixed() != summary_hash(bytes.data(), body)) throw Corrupt("checksum mismatch (truncated or altered)");
   std::string h = in.str();
   if (host) *host = h;
   std::vector<SummaryEntry> entries(in.count());

@@ -153,3 +153,19 @@ TEST(NodeSummaryText, summaries_ignored_for_one_reason_are_one_line) {
   EXPECT_EQ(std::count(many.begin(), many.end(), '\n'), 8) << many;
   EXPECT_NE(many.find("read: and 12 more node summaries ignored"), std::string::npos) << many;
 }
+
+// A summary of another format version is refused for its version, before its checksum (another
+// format's checksum is another hash): the reason says to summarize again.
+TEST(NodeSummary, another_format_version_is_named_as_such) {
+  std::string bytes = lockstep::encode_node_summary("node0", {});
+  const size_t version_at = sizeof("lockstep-node-summary");  // the magic with its NUL
+  ASSERT_GT(bytes.size(), version_at);
+  bytes[version_at] = 1;  // format 1, whose checksum no longer matches either
+  try {
+    lockstep::decode_node_summary(bytes);
+    FAIL() << "a format 1 summary was decoded";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("format version 1, this lockstep reads"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("run lockstep summarize again"), std::string::npos) << e.what();
+  }
+}
