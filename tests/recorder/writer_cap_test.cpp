@@ -20,6 +20,7 @@
 #include "trace_test_util.h"
 #include "vocab.h"
 #include "writer.h"
+#include "writer_test_records.h"
 
 namespace lockstep::rec {
 namespace {
@@ -96,18 +97,8 @@ Writer* open_writer(const std::string& dir, int64_t max_mb, int64_t interval) {
   EXPECT_NE(w, nullptr) << err;
   if (!w) return w;
   w->start();
-  for (int64_t id : {1, 2}) {  // the two communicators of Workload
-    Record r;
-    r.kind = RecKind::CommInit;
-    r.comm = {};
-    r.comm.id = id;
-    r.comm.hash = 0xc0ffee00 + uint64_t(id);
-    r.comm.handle = 0x1000 * uint64_t(id);
-    r.comm.parent_id = -1;
-    r.comm.nranks = 2;
-    r.comm.device = -1;
-    w->push(r);
-  }
+  for (int64_t id : {1, 2})  // the two communicators of Workload
+    w->push(test::comm_init_record(id, 0xc0ffee00 + uint64_t(id)));
   return w;
 }
 

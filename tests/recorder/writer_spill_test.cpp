@@ -13,6 +13,7 @@
 #include "process_info.h"
 #include "trace_test_util.h"
 #include "writer.h"
+#include "writer_test_records.h"
 
 namespace lockstep::rec {
 namespace {
@@ -34,18 +35,7 @@ Writer* open_small_queue(const std::string& dir, int64_t spill_mb) {
   EXPECT_NE(w, nullptr) << err;
   if (!w) return w;
   w->start();
-  for (int64_t id = 1; id <= kThreads; ++id) {
-    Record r;
-    r.kind = RecKind::CommInit;
-    r.comm = {};
-    r.comm.id = id;
-    r.comm.hash = 0xc0ffee00 + uint64_t(id);
-    r.comm.handle = 0x1000 * uint64_t(id);
-    r.comm.parent_id = -1;
-    r.comm.nranks = 2;
-    r.comm.device = -1;
-    w->push(r);
-  }
+  for (int64_t id = 1; id <= kThreads; ++id) w->push(test::comm_init_record(id, 0xc0ffee00 + uint64_t(id)));
   w->flush(60000);
   return w;
 }

@@ -19,6 +19,7 @@
 #include "trace_loader.h"
 #include "trace_test_util.h"
 #include "writer.h"
+#include "writer_test_records.h"
 
 namespace lockstep::rec {
 namespace {
@@ -40,19 +41,7 @@ Writer* open_writer(const std::string& dir, int64_t max_mb, int64_t interval, in
     return nullptr;
   }
   w->start();
-  for (int64_t id : {1, 2}) {
-    Record r;
-    r.kind = RecKind::CommInit;
-    r.comm = {};
-    r.comm.id = id;
-    r.comm.hash = 0xfeed00 + uint64_t(id);
-    r.comm.handle = 0x1000 * uint64_t(id);
-    r.comm.parent_id = -1;
-    r.comm.nranks = 2;
-    r.comm.rank = rank;
-    r.comm.device = -1;
-    w->push(r);
-  }
+  for (int64_t id : {1, 2}) w->push(test::comm_init_record(id, 0xfeed00 + uint64_t(id), rank));
   return w;
 }
 
