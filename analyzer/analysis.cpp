@@ -153,8 +153,8 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
   }
   // "Never issued" needs a member whose history is complete (or a recorder's hang timeout that
   // fired while it was live). Otherwise the member is behind, its history was lost, or the job's
-  // end stopped it in host code before it got there (a healthy job's ranks are never stopped at
-  // the same op; a real wait shows as a hang: its peers' ops were in flight long before the stop).
+  // end stopped it in host code before it got there (a healthy job's ranks are rarely all stopped
+  // at the same op; a real wait shows as a hang: its peers' ops were in flight long before the stop).
   std::vector<Divergence> kept;
   for (auto& d : a.divergences) {
     if (d.kind != FindingKind::kNeverIssued && d.kind != FindingKind::kP2PPairing) {
