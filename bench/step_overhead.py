@@ -151,11 +151,16 @@ def timed_step(model):
     return (time.perf_counter() - t0) * 1e3, (t1 - t0) * 1e3
 
 
+GC_OFF = False
+
+
 def warm(model, n):
     for _ in range(n):
         timed_step(model)
     gc.collect()
     gc.freeze()  # the model's objects: not rescanned by every collection
+    if GC_OFF:
+        gc.disable()  # no collection lands inside one arm's step and not the other's
 
 
 def setup():
@@ -197,7 +202,8 @@ CONFIGS = {
 # BenchCounter order (bench_knobs.h); the TSC follows the last one.
 COUNTERS = ["ops", "op_begin_ticks", "op_end_ticks", "stacks", "unwind_ticks", "unwind_frames",
             "python_ticks", "python_frames", "submit_ticks", "submits", "waits", "wait_ticks",
-            "event_ticks", "event_record_ticks", "capture_ticks", "row_push_ticks", "unwinds"]
+            "event_ticks", "event_record_ticks", "capture_ticks", "row_push_ticks", "unwinds",
+            "settle_ticks", "settle_queries"]
 
 
 class ThreadTimes:
@@ -442,8 +448,12 @@ def main():
     ap.add_argument("--fr-size", type=int, default=2000, help="fr: TORCH_FR_BUFFER_SIZE when on")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--shape", choices=sorted(SHAPES), default="host")
+    ap.add_argument("--gc", choices=["on", "off"], default="on",
+                    help="off: Python's cyclic GC disabled after warm-up (a collection costs "
+                         "milliseconds and lands in either arm's step at random: noise, not cost)")
     args = ap.parse_args()
-    global LAYERS, HIDDEN, TOKENS
+    global LAYERS, HIDDEN, TOKENS, GC_OFF
+    GC_OFF = args.gc == "off"
     LAYERS, HIDDEN, TOKENS = SHAPES[args.shape]
     label = args.label or args.ab
     emit = lambda rec: print(json.dumps({"label": label, **rec}), flush=True)

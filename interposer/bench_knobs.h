@@ -57,6 +57,8 @@ enum BenchCounter : unsigned {
   kCntCaptureTicks,  // op_begin's stream capture query (cuStreamGetCaptureInfo)
   kCntRowPushTicks,  // op_end's op row into the writer's queue
   kCntUnwinds,       // native unwinds done (memo misses and samples; the rest were memo hits)
+  kCntSettleTicks,   // an adopted event recorded again or destroyed: settling its adoption
+  kCntSettleQueries, // of those, settled by the driver's cuEventQuery (not yet released)
   kCntCount
 };
 extern std::atomic<uint64_t> g_bench_counters[kCntCount];

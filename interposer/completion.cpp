@@ -107,6 +107,7 @@ void AdoptedEvents::settle(void* ev, CompletionDriver* drv) {
   while (querying_[i].load(std::memory_order_seq_cst))
     std::this_thread::yield();  // the watchdog's one query of it (~1 us)
   // Still the adopted record (the caller has not recorded it again yet): done or not, for good.
+  if (bench_off() & kProfile) bench_count(kCntSettleQueries, 1);
   const int rc = drv->event_query(ev);
   word_[i].store(live | (rc != kCudaErrorNotReady ? kDone : kLost), std::memory_order_seq_cst);
 }

@@ -25,8 +25,14 @@ template <class Fn, class... A>
 cudaError_t wait_hook(Fn real, WaitKind kind, void* stream, void* event, A... args) {
   if (!real) return kNoRuntime;
   const bool record = kind == WaitKind::EventRecord;
-  if (record) event_reused(event);  // an op may have adopted it (completion.h)
   const unsigned off = bench_off();
+  // (bench knob "waits", which the paused arm of bench/step_overhead.py sets: forward only, so
+  // that the A/B's baseline does not carry the settle check; a trace recorded so is no evidence)
+  if (record && !(off & kOffWaits)) {
+    const uint64_t s0 = (off & kProfile) ? bench_ticks() : 0;
+    event_reused(event);  // an op may have adopted it (completion.h)
+    if (off & kProfile) bench_count(kCntSettleTicks, bench_ticks() - s0);
+  }
   if (!recorder_active() || (off & kOffWaits)) return real(args...);
   HookGuard guard;
   if (guard.nested()) return real(args...);

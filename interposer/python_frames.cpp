@@ -378,6 +378,10 @@ std::atomic<bool> g_exact_only{false};  // benchmarking only: python_frames_benc
 
 constexpr uint64_t kUnwatched = ~uint64_t{0};
 std::atomic<uint64_t> g_destroyed[kTableSize];  // per address bucket: DESTROY events seen
+// Every DESTROY event, whatever its bucket: a cached stack proven when this read N and it
+// still reads N lost no code object anywhere since (one load instead of one per frame, each
+// a miss in the 512 KiB of buckets; in a training loop code objects rarely die).
+std::atomic<uint64_t> g_destroyed_total{0};
 
 enum WatchState : int { kWatchIdle, kWatchRequested, kWatchActive, kWatchOff };
 std::atomic<int> g_watch_state{kWatchIdle};
@@ -395,6 +399,7 @@ int on_code_event(int event, void* code) {  // with the GIL, from CPython (creat
   if (event == pyframes_detail::kPyCodeEventDestroy) {
     g_destroyed[bucket_of(reinterpret_cast<uintptr_t>(code))].fetch_add(
         1, std::memory_order_acq_rel);
+    g_destroyed_total.fetch_add(1, std::memory_order_acq_rel);
   }
   return 0;
 }
@@ -761,6 +766,7 @@ struct PyStackEntry {
   uint32_t n = 0;
   uintptr_t words[3 * kCachedWalk];
   uint64_t gens[kCachedWalk];  // each frame's g_destroyed bucket count, read before the walk
+  uint64_t deaths = 0;         // g_destroyed_total, read before the walk (or a later proof)
   PyFrameRaw frames[kCachedFrames];
 };
 struct PyStackCache {
@@ -832,10 +838,16 @@ size_t capture_python_frames_cached(PyFrameRaw* out, size_t max, uint64_t* stack
       if (!e || e->key != key || e->tstate != tstate || e->nwords != nwords || e->n > max ||
           std::memcmp(e->words, words, nwords * sizeof(uintptr_t)) != 0)
         continue;
-      size_t k = 0;
-      for (; k < nwords / 3; ++k)
-        if (g_destroyed[bucket_of(words[3 * k])].load(std::memory_order_acquire) != e->gens[k]) break;
-      if (k < nwords / 3) break;  // a code object died in a frame's bucket: prove again
+      const uint64_t deaths = g_destroyed_total.load(std::memory_order_acquire);
+      if (deaths != e->deaths) {
+        // Code died somewhere since: in none of this stack's frames' buckets, and the entry
+        // is proven up to `deaths` (read before these bucket reads).
+        size_t k = 0;
+        for (; k < nwords / 3; ++k)
+          if (g_destroyed[bucket_of(words[3 * k])].load(std::memory_order_acquire) != e->gens[k]) break;
+        if (k < nwords / 3) break;  // a code object died in a frame's bucket: prove again
+        e->deaths = deaths;
+      }
       std::memcpy(out, e->frames, e->n * sizeof(PyFrameRaw));
       e->used = ++cache->uses;
       *stack_id = e->id;
@@ -845,6 +857,7 @@ size_t capture_python_frames_cached(PyFrameRaw* out, size_t max, uint64_t* stack
   // Prove the frames by the interning walk (guards per code object), and remember them with the
   // frames' bucket counts read before it.
   uint64_t gens[kCachedWalk];
+  const uint64_t deaths = g_destroyed_total.load(std::memory_order_acquire);
   if (set)
     for (size_t k = 0; k < nwords / 3; ++k)
       gens[k] = g_destroyed[bucket_of(words[3 * k])].load(std::memory_order_acquire);
@@ -874,6 +887,7 @@ size_t capture_python_frames_cached(PyFrameRaw* out, size_t max, uint64_t* stack
   e.n = static_cast<uint32_t>(n);
   std::memcpy(e.words, words, nwords * sizeof(uintptr_t));
   std::memcpy(e.gens, gens, nwords / 3 * sizeof(uint64_t));
+  e.deaths = deaths;
   std::memcpy(e.frames, out, n * sizeof(PyFrameRaw));
   *stack_id = e.id;
   return n;

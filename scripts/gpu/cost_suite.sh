@@ -52,6 +52,13 @@ PARTS_SECONDS=${PARTS_SECONDS:-40}; AB_SECONDS=${AB_SECONDS:-100}
 SECTIONS=${SECTIONS:-"c nt parts ab four"}   # which sections run (a subset for a quick check)
 on() { [[ " $SECTIONS " == *" $1 "* ]]; }
 FOUR_SECONDS=${FOUR_SECONDS:-130}; FOUR_STEPS=${FOUR_STEPS:-25}
+PARTS_CONFIGS=${PARTS_CONFIGS:-recording,own-event,py-walk,no-memo,no-stacks,paused}
+# The step's noise, the same for every arm: PIN=2-5 runs the PyTorch sections under taskset;
+# STEP_GC=off disables Python's GC after warm-up; OPENBLAS_NUM_THREADS=1 (set here) keeps
+# scipy's OpenBLAS from parking spinning threads beside the step (5 % of the samples: perf).
+STEP_GC=${STEP_GC:-on}
+PIN_CMD=(); [ -n "${PIN:-}" ] && PIN_CMD=(taskset -c "$PIN")
+export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export LD_LIBRARY_PATH="$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 NCCL_WHEEL_LIB=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)
@@ -143,8 +150,8 @@ cd "$D/bin"
 if on parts; then
 say "parts under PyTorch"
 LOCKSTEP_DIR=$W/t-parts LD_PRELOAD=$D/lib-new/liblockstep.so timeout -s KILL $((PARTS_SECONDS + 90)) \
-  python3 step_overhead.py --ab lockstep --shape host --block 1 --settle 0 --shuffle 1 --profile 1 \
-  --pairs 100000 --seconds "$PARTS_SECONDS" --configs recording,own-event,py-walk,no-memo,no-stacks,paused \
+  "${PIN_CMD[@]}" python3 step_overhead.py --ab lockstep --shape host --block 1 --settle 0 --shuffle 1 --profile 1 \
+  --gc "$STEP_GC" --pairs 100000 --seconds "$PARTS_SECONDS" --configs "$PARTS_CONFIGS" \
   >"$OUT/parts.jsonl" 2>"$W/parts.err"; tail -3 "$W/parts.err"
 python3 step_ratio.py "$OUT/parts.jsonl" >"$OUT/parts-table.md" 2>&1; cat "$OUT/parts-table.md"
 python3 - "$OUT/parts.jsonl" >>"$OUT/parts-table.md" <<'EOF'
@@ -156,14 +163,17 @@ for line in open(sys.argv[1]):
     if "counters" in r: by.setdefault(r["config"], []).append(r["counters"])
 print("\nµs per step inside the hooks (profile counters, mean over steps; TSC ticks / GHz):\n")
 keys = ["op_begin_ticks", "unwind_ticks", "python_ticks", "capture_ticks", "submit_ticks",
-        "op_end_ticks", "event_ticks", "event_record_ticks", "row_push_ticks", "wait_ticks"]
-print("| config | steps | ops | unwinds | " + " | ".join(k.replace("_ticks", "") for k in keys) + " |")
-print("|---" * (len(keys) + 4) + "|")
+        "op_end_ticks", "event_ticks", "event_record_ticks", "row_push_ticks", "wait_ticks",
+        "settle_ticks"]
+print("| config | steps | ops | waits | unwinds | settle queries | " + " | ".join(k.replace("_ticks", "") for k in keys) + " |")
+print("|---" * (len(keys) + 6) + "|")
 for c, rs in by.items():
     ghz = 2.1e3  # ticks per µs; the TSC rate is printed per step in tsc below when known
     ticks = lambda k: statistics.mean(r.get(k, 0) for r in rs) / ghz
     print(f"| {c} | {len(rs)} | {statistics.mean(r['ops'] for r in rs):.0f} | "
-          f"{statistics.mean(r.get('unwinds', 0) for r in rs):.1f} | " + " | ".join(f"{ticks(k):.0f}" for k in keys) + " |")
+          f"{statistics.mean(r.get('waits', 0) for r in rs):.0f} | "
+          f"{statistics.mean(r.get('unwinds', 0) for r in rs):.1f} | "
+          f"{statistics.mean(r.get('settle_queries', 0) for r in rs):.1f} | " + " | ".join(f"{ticks(k):.0f}" for k in keys) + " |")
 EOF
 tail -8 "$OUT/parts-table.md"
 fi
@@ -173,8 +183,8 @@ fi
 if on ab; then
 say "step A/B"
 LOCKSTEP_DIR=$W/t-ab LD_PRELOAD=$D/lib-new/liblockstep.so timeout -s KILL $((AB_SECONDS + 90)) \
-  python3 step_overhead.py --ab lockstep --shape host --block 1 --settle 0 --shuffle 1 \
-  --pairs 100000 --seconds "$AB_SECONDS" --configs recording,paused \
+  "${PIN_CMD[@]}" python3 step_overhead.py --ab lockstep --shape host --block 1 --settle 0 --shuffle 1 \
+  --gc "$STEP_GC" --pairs 100000 --seconds "$AB_SECONDS" --configs recording,paused \
   >"$OUT/ab.jsonl" 2>"$W/ab.err"; tail -3 "$W/ab.err"
 python3 step_ratio.py "$OUT/ab.jsonl" >"$OUT/ab-table.md" 2>&1; head -4 "$OUT/ab-table.md"
 fi
@@ -183,7 +193,7 @@ fi
 if on four; then
 say "four arms"
 LOCKSTEP_DIR=$W/t-four LD_PRELOAD=$D/lib-new/liblockstep.so timeout -s KILL $((FOUR_SECONDS + 60)) \
-  python3 step_overhead.py --ab four --shape host --procs 1000 --steps "$FOUR_STEPS" --warmup 3 \
+  "${PIN_CMD[@]}" python3 step_overhead.py --ab four --gc "$STEP_GC" --shape host --procs 1000 --steps "$FOUR_STEPS" --warmup 3 \
   --seconds "$FOUR_SECONDS" >"$OUT/four.jsonl" 2>"$W/four.err"; tail -3 "$W/four.err"
 python3 four_arm.py "$OUT/four.jsonl" >"$OUT/four-table.md" 2>&1; cat "$OUT/four-table.md"
 fi
