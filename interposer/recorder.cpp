@@ -763,4 +763,118 @@ void wait_done(const CallStart& cs, WaitKind kind, void* stream, void* event) no
   r->writer->push(rec);
 }
 
+// ---- Event records held back ---------------------------------------------------------------
+// A cudaEventRecord orders nothing until something waits for the event: a cudaStreamWaitEvent
+// on another stream, or the host (cudaEventSynchronize). A wait on the stream the event was last
+// recorded on is satisfied by that stream's own order: it orders nothing either. PyTorch's
+// synchronous collectives run on the current stream and record and wait for two events there
+// per collective (~2,000 runtime calls per step of bench/step_overhead.py, each a row for the
+// writer). So the newest record of each event is kept here, and its row is written, with its
+// own call index and time, just before the first row that needs it: a wait on another stream,
+// or a host wait. A record replaced by a newer one of its event that no wait needed is never
+// written, nor is a wait on the event's own stream. What the model checker, replay and shrink
+// see is unchanged: the same waits between streams, each after the record it waits for.
+namespace {
+
+KeptEventRecord& kept_slot(Recorder* r, void* event) {
+  const uintptr_t v = reinterpret_cast<uintptr_t>(event);
+  return r->kept[((v >> 4) ^ (v >> 14)) % Recorder::kKeptEventRecords];
+}
+
+struct KeptLock {
+  explicit KeptLock(KeptEventRecord& k) : k(k) {
+    while (k.busy.test_and_set(std::memory_order_acquire)) {
+    }
+  }
+  ~KeptLock() { k.busy.clear(std::memory_order_release); }
+  KeptEventRecord& k;
+};
+
+// The default streams' handles (legacy 0/1, per-thread 2; 0 too in per-thread builds) name a
+// stream per context and, for the per-thread one, per thread: the same handle is the same stream
+// only in the same context and thread.
+bool default_stream(void* stream) { return reinterpret_cast<uintptr_t>(stream) <= 2; }
+
+void push_wait(Recorder* r, const WaitRec& w) {
+  Record rec;
+  rec.kind = RecKind::Wait;
+  rec.wait = w;
+  r->writer->push(rec);
+}
+
+// Takes the held-back row of `event` to write (once), under its slot's lock.
+bool take_kept(KeptEventRecord& k, void* event, WaitRec* out) {
+  if (k.event != event || k.pushed) return false;
+  k.pushed = true;
+  *out = k.rec;
+  return true;
+}
+
+}  // namespace
+
+void kept_event_record(const CallStart& cs, void* stream, void* event) noexcept {
+  Recorder* r = current_recorder();
+  if (!r || !cs.active) return;
+  if (!event) return wait_done(cs, WaitKind::EventRecord, stream, event);
+  WaitRec w{cs.call_index, reinterpret_cast<uint64_t>(stream), reinterpret_cast<uint64_t>(event),
+            cs.mono, cs.mono, thread_state().tid, WaitKind::EventRecord};
+  void* ctx = default_stream(stream) ? r->completion->current_context() : nullptr;
+  WaitRec evicted;
+  bool evict = false;
+  {
+    KeptEventRecord& k = kept_slot(r, event);
+    KeptLock g(k);
+    // Another event's record that no wait has needed yet: written now (a later wait may need it).
+    if (k.event && k.event != event && !k.pushed) {
+      evicted = k.rec;
+      evict = true;
+    }
+    k.event = event;
+    k.ctx = ctx;
+    k.pushed = false;
+    k.rec = w;
+  }
+  if (evict) push_wait(r, evicted);
+}
+
+bool wait_on_own_stream(void* stream, void* event) noexcept {
+  Recorder* r = current_recorder();
+  if (!r || !event) return false;
+  KeptEventRecord& k = kept_slot(r, event);
+  const bool dflt = default_stream(stream);
+  // (read before the lock: a driver call under a spin lock would make others spin through it)
+  void* ctx = dflt ? r->completion->current_context() : nullptr;
+  WaitRec w;
+  {
+    KeptLock g(k);
+    if (k.event != event) return false;  // not seen recorded (or evicted, written then): a row
+    if (k.rec.stream == reinterpret_cast<uint64_t>(stream) &&
+        (!dflt || (ctx && k.ctx == ctx && k.rec.tid == thread_state().tid)))
+      return true;
+    if (!take_kept(k, event, &w)) return false;
+  }
+  push_wait(r, w);
+  return false;
+}
+
+void event_record_needed(void* event) noexcept {
+  Recorder* r = current_recorder();
+  if (!r || !event) return;
+  KeptEventRecord& k = kept_slot(r, event);
+  WaitRec w;
+  {
+    KeptLock g(k);
+    if (!take_kept(k, event, &w)) return;
+  }
+  push_wait(r, w);
+}
+
+void event_destroyed(void* event) noexcept {
+  Recorder* r = current_recorder();
+  if (!r || !event) return;
+  KeptEventRecord& k = kept_slot(r, event);
+  KeptLock g(k);
+  if (k.event == event) k.event = nullptr;
+}
+
 }  // namespace lockstep::rec
