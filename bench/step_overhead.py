@@ -203,7 +203,7 @@ CONFIGS = {
 COUNTERS = ["ops", "op_begin_ticks", "op_end_ticks", "stacks", "unwind_ticks", "unwind_frames",
             "python_ticks", "python_frames", "submit_ticks", "submits", "waits", "wait_ticks",
             "event_ticks", "event_record_ticks", "capture_ticks", "row_push_ticks", "unwinds",
-            "settle_ticks", "settle_queries", "waits_own_stream"]
+            "settle_ticks", "settle_queries"]
 
 
 class ThreadTimes:

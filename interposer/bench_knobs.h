@@ -59,7 +59,6 @@ enum BenchCounter : unsigned {
   kCntUnwinds,       // native unwinds done (memo misses and samples; the rest were memo hits)
   kCntSettleTicks,   // an adopted event recorded again or destroyed: settling its adoption
   kCntSettleQueries, // of those, settled by the driver's cuEventQuery (not yet released)
-  kCntWaitsOwnStream,  // cudaStreamWaitEvent for an event last recorded on that stream: no row
   kCntCount
 };
 extern std::atomic<uint64_t> g_bench_counters[kCntCount];

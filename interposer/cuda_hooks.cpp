@@ -37,25 +37,13 @@ cudaError_t wait_hook(Fn real, WaitKind kind, void* stream, void* event, A... ar
   HookGuard guard;
   if (guard.nested()) return real(args...);
   uint64_t t0 = (off & kProfile) ? bench_ticks() : 0;
-  // A wait for an event last recorded on the same stream orders nothing: no row (recorder.cpp,
-  // "Event records held back"). A wait that orders: the event's record row is written first.
-  if (kind == WaitKind::StreamWaitEvent && wait_on_own_stream(stream, event)) {
-    resolve_deferred_completions();  // as call_start would: before this call's effects
-    if (off & kProfile) {
-      bench_count(kCntWaitTicks, bench_ticks() - t0);
-      bench_count(kCntWaitsOwnStream, 1);
-    }
-    return real(args...);
-  }
-  if (kind == WaitKind::EventSync) event_record_needed(event);
   CallStart c = call_start(false, record);
   uint64_t t1 = (off & kProfile) ? bench_ticks() : 0;
   cudaError_t rc = real(args...);
   uint64_t t2 = (off & kProfile) ? bench_ticks() : 0;
   // Adopted by the thread's ops just before on that stream (a failed record: none adopted).
   if (record && c.active) event_recorded(rc == cudaSuccess ? event : nullptr, stream);
-  if (record && rc == cudaSuccess) kept_event_record(c, stream, event);  // its row: when needed
-  else wait_done(c, kind, stream, event);
+  wait_done(c, kind, stream, event);
   if (rc == cudaSuccess && (kind == WaitKind::StreamSync || kind == WaitKind::DeviceSync))
     synchronized(stream, kind == WaitKind::DeviceSync);
   if (off & kProfile) {
@@ -204,7 +192,6 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   auto real = REAL_RT(cudaEventDestroy);
   if (!real) return kNoRuntime;
   event_reused(event);
-  if (recorder_active()) event_destroyed(event);
   return real(event);
 }
 

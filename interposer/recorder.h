@@ -96,16 +96,6 @@ void graph_destroyed(void* graph) noexcept;
 void graph_exec_destroyed(void* exec) noexcept;
 void graph_launched(const CallStart& c, void* exec, void* stream, int rc) noexcept;
 void wait_done(const CallStart& c, WaitKind kind, void* stream, void* event) noexcept;
-// Event records held back (recorder.cpp): a cudaEventRecord's row is kept until a wait needs it.
-// kept_event_record: instead of wait_done for a cudaEventRecord[WithFlags] that returned.
-void kept_event_record(const CallStart& c, void* stream, void* event) noexcept;
-// Before a cudaStreamWaitEvent: true when `event` was last recorded on `stream` (the wait orders
-// nothing: no row); otherwise the event's held-back record row is written first.
-bool wait_on_own_stream(void* stream, void* event) noexcept;
-// Before a host wait for `event` (cudaEventSynchronize): its held-back record row is written.
-void event_record_needed(void* event) noexcept;
-// cudaEventDestroy: its held-back record is dropped (nothing can wait for it any more).
-void event_destroyed(void* event) noexcept;
 // cudaEventRecord(event, stream) returned success on this thread (completion.h: adoption).
 void event_recorded(void* event, void* stream) noexcept;
 // Before a real call that must come after the thread's deferred ops' signals (a capture begins).

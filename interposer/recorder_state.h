@@ -38,16 +38,6 @@ struct DeferredTrack {
   InFlightOp op;
 };
 
-// The newest cudaEventRecord of an event whose row is held back until a wait needs it
-// (recorder.cpp, "Event records held back").
-struct KeptEventRecord {
-  std::atomic_flag busy = ATOMIC_FLAG_INIT;  // a few stores under it: spin
-  void* event = nullptr;
-  void* ctx = nullptr;  // the default streams (handles 0-2) are one per context...
-  bool pushed = false;  // its row was written (a wait on another stream or a host wait used it)
-  WaitRec rec{};        // ...and per thread (rec.tid) for the per-thread one
-};
-
 struct Recorder {
   ProcessInfo info;
   Writer* writer = nullptr;
@@ -67,9 +57,6 @@ struct Recorder {
   std::mutex deferred_mu;
   std::unordered_map<void*, std::vector<DeferredTrack>> deferred;   // comm handle -> ops
   std::atomic<int64_t> n_deferred{0};  // lets the hot paths skip deferred_mu when none
-
-  static constexpr size_t kKeptEventRecords = 1024;  // direct-mapped by the event's address
-  KeptEventRecord kept[kKeptEventRecords];
 };
 
 enum class RecorderState : int { NotStarted = 0, Active = 1, Off = -1 };

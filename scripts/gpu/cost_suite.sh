@@ -165,14 +165,13 @@ print("\nµs per step inside the hooks (profile counters, mean over steps; TSC t
 keys = ["op_begin_ticks", "unwind_ticks", "python_ticks", "capture_ticks", "submit_ticks",
         "op_end_ticks", "event_ticks", "event_record_ticks", "row_push_ticks", "wait_ticks",
         "settle_ticks"]
-print("| config | steps | ops | waits | own-stream waits (no row) | unwinds | settle queries | " + " | ".join(k.replace("_ticks", "") for k in keys) + " |")
-print("|---" * (len(keys) + 7) + "|")
+print("| config | steps | ops | waits | unwinds | settle queries | " + " | ".join(k.replace("_ticks", "") for k in keys) + " |")
+print("|---" * (len(keys) + 6) + "|")
 for c, rs in by.items():
     ghz = 2.1e3  # ticks per µs; the TSC rate is printed per step in tsc below when known
     ticks = lambda k: statistics.mean(r.get(k, 0) for r in rs) / ghz
     print(f"| {c} | {len(rs)} | {statistics.mean(r['ops'] for r in rs):.0f} | "
           f"{statistics.mean(r.get('waits', 0) for r in rs):.0f} | "
-          f"{statistics.mean(r.get('waits_own_stream', 0) for r in rs):.0f} | "
           f"{statistics.mean(r.get('unwinds', 0) for r in rs):.1f} | "
           f"{statistics.mean(r.get('settle_queries', 0) for r in rs):.1f} | " + " | ".join(f"{ticks(k):.0f}" for k in keys) + " |")
 EOF

@@ -1,7 +1,7 @@
 // One rank of a multi-rank program run by lockstep-launch on the CPU NCCL fixture, under the
 // recorder (recorder_fixture_test.cpp checks the traces). Uses the CUDA runtime for memory and
 // streams, as PyTorch does, so the runtime hooks are exercised too.
-//   recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|streams [S N]|torch [N [clean|default|diverge|elsewhere|reuse]]|events [N [stream|default]]|write_file BYTES DIR
+//   recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|streams [S N]|torch [N [clean|default|diverge|elsewhere|reuse]]|write_file BYTES DIR
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -219,56 +219,6 @@ int scenario_torch(int n, const std::string& how) {
   return 0;
 }
 
-// Event records and waits (the recorder keeps a record's row back until a wait needs it).
-// `n` rounds, each after an all-reduce, on stream s (the legacy default stream with `default`):
-//   A: record ea on s, wait for ea on s                 -> no row (the wait orders nothing)
-//   B: record eb on s, wait for eb on `other`           -> both rows, the record's first
-//   C: record ec on s twice, cudaEventSynchronize(ec)   -> one record row (the second), the sync's
-//   D: record a new event on s, destroy it              -> no row
-//   E (`default` only): record ee on handle 0 of device 0, wait for it on handle 0 of device 1
-//      (another context's default stream)               -> both rows
-// Then 2,000 events recorded on s, then a wait for each on `other`: every record row is written
-// (more events than the recorder keeps: some leave when another takes their place).
-int scenario_events(int n, const std::string& how) {
-  Rank r = setup();
-  const bool on_default = how == "default";
-  if (on_default) r.stream = nullptr;
-  cudaStream_t other = nullptr;
-  CHECK(cudaStreamCreate(&other));
-  cudaEvent_t ea, eb, ec, ee;
-  for (cudaEvent_t* e : {&ea, &eb, &ec, &ee}) CHECK(cudaEventCreateWithFlags(e, cudaEventDisableTiming));
-  for (int i = 0; i < n; i++) {
-    train_step(r);
-    CHECK(cudaEventRecord(ea, r.stream));
-    CHECK(cudaStreamWaitEvent(r.stream, ea, 0));
-    CHECK(cudaEventRecord(eb, r.stream));
-    CHECK(cudaStreamWaitEvent(other, eb, 0));
-    CHECK(cudaEventRecord(ec, r.stream));
-    CHECK(cudaEventRecord(ec, r.stream));
-    CHECK(cudaEventSynchronize(ec));
-    cudaEvent_t ed;
-    CHECK(cudaEventCreateWithFlags(&ed, cudaEventDisableTiming));
-    CHECK(cudaEventRecord(ed, r.stream));
-    CHECK(cudaEventDestroy(ed));
-    if (on_default) {
-      CHECK(cudaEventRecord(ee, nullptr));
-      CHECK(cudaSetDevice(1));
-      CHECK(cudaStreamWaitEvent(nullptr, ee, 0));
-      CHECK(cudaSetDevice(0));
-    }
-  }
-  std::vector<cudaEvent_t> many(2000);
-  for (auto& e : many) CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  for (auto& e : many) CHECK(cudaEventRecord(e, r.stream));
-  for (auto& e : many) CHECK(cudaStreamWaitEvent(other, e, 0));
-  CHECK(cudaStreamSynchronize(r.stream));
-  CHECK(cudaStreamSynchronize(other));
-  for (auto& e : many) CHECK(cudaEventDestroy(e));
-  CHECK(ncclCommDestroy(r.world));
-  printf("rank %d: %d rounds of event records and waits done\n", r.rank, n);
-  return 0;
-}
-
 // Many small ops: a trace that outgrows a small RLIMIT_FSIZE or a tiny filesystem.
 int scenario_many(int n) {
   Rank r = setup();
@@ -326,13 +276,12 @@ int main(int argc, char** argv) {
     if (s == "many") return scenario_many(argc > 2 ? atoi(argv[2]) : 1000);
     if (s == "torch")
       return scenario_torch(argc > 2 ? atoi(argv[2]) : 600, argc > 3 ? argv[3] : "clean");
-    if (s == "events") return scenario_events(argc > 2 ? atoi(argv[2]) : 50, argc > 3 ? argv[3] : "stream");
     if (s == "streams") return scenario_streams(argc > 2 ? atoi(argv[2]) : 6, argc > 3 ? atoi(argv[3]) : 600);
     if (s == "write_file" && argc > 3) return scenario_write_file(atol(argv[2]), argv[3]);
   } catch (const std::exception& e) {
     fprintf(stderr, "rank program: %s\n", e.what());
     return 2;
   }
-  fprintf(stderr, "usage: recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|streams [S N]|torch [N [clean|default|diverge|elsewhere|reuse]]|events [N [stream|default]]|write_file BYTES DIR\n");
+  fprintf(stderr, "usage: recorder_fixture_program mixed|graph|nonblocking|diverge [N]|many [N]|streams [S N]|torch [N [clean|default|diverge|elsewhere|reuse]]|write_file BYTES DIR\n");
   return 1;
 }
