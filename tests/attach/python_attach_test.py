@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 
 from attach_checks import expect, finish, proc_state, wait_until
 
@@ -25,10 +26,18 @@ try:
     expect(p.stdout.readline().strip() == "ready", "the program started its threads and entered NCCL")
     wait_until(10, lambda: proc_state(p.pid) is not None and len(proc_state(p.pid)["threads"]) >= 3)
     before = proc_state(p.pid)
-    r = subprocess.run([lockstep, "attach", str(p.pid), "--json", "--ras-timeout", "1"], capture_output=True,
-                       text=True, timeout=120)
+    # "ready" is printed just before the ncclCommInitRank call, and the spinner holds the GIL the
+    # main thread needs to get there: on a loaded machine an attach can come first. Attach again
+    # (a few times, half a second apart) until the main thread is in the call.
+    for attempt in range(10):
+        r = subprocess.run([lockstep, "attach", str(p.pid), "--json", "--ras-timeout", "1"], capture_output=True,
+                           text=True, timeout=120)
+        rep = json.loads(r.stdout) if r.stdout.strip() else {}
+        where = (rep.get("ranks") or [{}])[0].get("python_where", "")
+        if where.endswith("hang_in_nccl"):
+            break
+        time.sleep(0.5)
     print(r.stderr)
-    rep = json.loads(r.stdout) if r.stdout.strip() else {}
     # the snapshot itself, for the per-thread Python frames
     snapdir = tempfile.mkdtemp(prefix="lockstep-attach-py-")
     subprocess.run([lockstep, "attach", str(p.pid), "-o", snapdir, "--ras-timeout", "1"], capture_output=True,
