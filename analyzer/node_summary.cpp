@@ -8,8 +8,6 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
-#include <map>
-#include <set>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -203,7 +201,10 @@ SummaryEntry get_entry(In& in) {
     std::string k = in.str();
     p.env[k] = in.str();
   }
-  for (size_t n = in.count(); n-- > 0;) {
+  const size_t n_comms = in.count();
+  if (n_comms > UINT16_MAX + size_t(1)) throw Corrupt("more communicators than an op can name");
+  p.comms.reserve(n_comms);
+  for (size_t n = n_comms; n-- > 0;) {
     Comm& c = p.comms.emplace_back();
     c.local_id = in.i32(), c.hash = in.str(), c.handle = in.u(), c.nranks = in.i32(), c.rank = in.i32();
     c.cuda_device = in.i32(), c.parent = in.i32(), c.split_color = in.i32(), c.split_key = in.i32();
@@ -216,7 +217,6 @@ SummaryEntry get_entry(In& in) {
       cp.ordinal = in.s(), cp.seq = in.s(), cp.digest = in.u();
     }
   }
-  if (p.comms.size() > UINT16_MAX + size_t(1)) throw Corrupt("more communicators than an op can name");
   for (size_t n = in.count(); n-- > 0;) {
     NoColorSplit& x = p.nocolor_splits.emplace_back();
     x.call_index = in.s(), x.parent = in.i32();
@@ -230,20 +230,25 @@ SummaryEntry get_entry(In& in) {
     DropRange& d = p.drops.emplace_back();
     d.comm = in.i32(), d.first_seq = in.s(), d.last_seq = in.s(), d.records = in.s(), d.reason = in.str(), d.stop_point = in.flag();
   }
-  for (size_t n = in.count(); n-- > 0;) {
+  const size_t n_sigs = in.count();
+  if (n_sigs > kMaxSignatures) throw Corrupt("more signatures than the index holds");
+  e.file.sigs.reserve(n_sigs);
+  for (size_t n = n_sigs; n-- > 0;) {
     const OpPart head = get_part(in);
     Signature& s = e.file.sigs.emplace_back();
     s.op = head.op, s.dtype = head.dtype, s.count = head.count, s.root = head.root, s.peer = head.peer, s.redop = head.redop;
     s.cls = classify_op(s.op);
     for (size_t k = in.count(); k-- > 0;) s.parts.push_back(get_part(in));
   }
-  if (e.file.sigs.size() > kMaxSignatures) throw Corrupt("more signatures than the index holds");
   sp.completion_known = in.flag(), sp.unsequenced_ops = in.s(), sp.unread_ops = in.s();
   for (size_t n = in.count(); n-- > 0;) {
     auto& u = sp.unread.emplace_back();
     u.collectives = in.s(), u.digest = in.u();
   }
-  for (size_t n = in.count(); n-- > 0;) {
+  // Reserved: two bytes at least an entry, so never more than 8 times the summary's bytes.
+  const size_t n_in_flight = in.count();
+  sp.in_flight_issue.reserve(n_in_flight);
+  for (size_t n = n_in_flight; n-- > 0;) {
     const int64_t ci = in.s();
     sp.in_flight_issue.emplace_back(ci, in.s());
   }
@@ -488,20 +493,23 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
   }
   struct Result {
     std::string why;
-    std::vector<std::pair<size_t, LoadedFile>> files;
+    SummaryCover::Block block;
   };
   std::vector<Result> results(summaries.size());
   parallel_for(summaries.size(), threads, [&](size_t k) {
     Result& r = results[k];
+    // The files this summary covered so far, marked (one array per thread, cleared after).
+    thread_local std::vector<char> seen;
+    seen.resize(files.size());
     try {
       thread_local std::string buf;
-      std::vector<SummaryEntry> entries = decode_node_summary(read_whole(summaries[k], buf));
-      r.files.reserve(entries.size());
-      std::set<size_t> seen;
-      for (SummaryEntry& e : entries) {
+      r.block.entries = decode_node_summary(read_whole(summaries[k], buf));
+      r.block.file.reserve(r.block.entries.size());
+      for (SummaryEntry& e : r.block.entries) {
         auto it = by_name.find(e.id.name);
         if (it == by_name.end()) throw Corrupt("covers " + e.id.name + ", which is not a trace file of the directory (missing?)");
-        if (!seen.insert(it->second).second) throw Corrupt("covers " + e.id.name + " twice");
+        if (seen[it->second]) throw Corrupt("covers " + e.id.name + " twice");
+        seen[it->second] = 1;
         const std::string& path = files[it->second];
         std::string w;
         const FileIdentity now = file_identity(path, &w);
@@ -509,23 +517,23 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
         if (!(now == e.id) || wal.count(e.id.name + "-wal"))
           throw Corrupt("stale: " + e.id.name + " changed after it was summarized (size, mtime, content or a -wal)");
         if (std::string bad = check_loaded_file(e.file); !bad.empty()) throw Corrupt("corrupt entry for " + e.id.name + ": " + bad);
-        r.files.emplace_back(it->second, std::move(e.file));
+        r.block.file.push_back(it->second);
       }
     } catch (const std::exception& x) {  // Corrupt, and allocation failures of a hostile summary
       r.why = x.what();
-      r.files.clear();
     }
+    for (SummaryEntry& e : r.block.entries)
+      if (auto it = by_name.find(e.id.name); it != by_name.end()) seen[it->second] = 0;
+    if (!r.why.empty()) r.block = {};
   });
-  std::map<size_t, std::string> claimed;  // file index -> the summary that covers it
-  size_t covered = 0;
-  for (const Result& r : results) covered += r.files.size();
-  cover.files.reserve(covered);
+  std::vector<int64_t> claimed(files.size(), -1);  // file index -> the summary that covers it
   for (size_t k = 0; k < summaries.size(); ++k) {
     Result& r = results[k];
     if (r.why.empty())
-      for (auto& [i, f] : r.files)
-        if (auto it = claimed.find(i); it != claimed.end()) {
-          r.why = "covers " + fs::path(files[i]).filename().string() + ", which " + it->second + " covers too";
+      for (size_t i : r.block.file)
+        if (claimed[i] >= 0) {
+          r.why = "covers " + fs::path(files[i]).filename().string() + ", which " + summaries[static_cast<size_t>(claimed[i])] +
+                  " covers too";
           break;
         }
     if (!r.why.empty()) {
@@ -533,11 +541,9 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
       continue;
     }
     ++cover.use.used;
-    cover.use.files += static_cast<int64_t>(r.files.size());
-    for (auto& entry : r.files) {
-      claimed.emplace(entry.first, summaries[k]);
-      cover.files.push_back(std::move(entry));
-    }
+    cover.use.files += static_cast<int64_t>(r.block.file.size());
+    for (size_t i : r.block.file) claimed[i] = static_cast<int64_t>(k);
+    cover.blocks.push_back(std::move(r.block));
   }
   return cover;
 }
