@@ -1199,6 +1199,23 @@ void load_file(const std::string& path, const LoadOptions& options, bool summary
   }
 }
 
+bool same_part(const OpPart& a, const OpPart& b) {
+  return a.op == b.op && a.dtype == b.dtype && a.count == b.count && a.root == b.root && a.peer == b.peer && a.redop == b.redop;
+}
+// Equal lists of signatures, element by element, by every field signature_key holds.
+bool same_signatures(const std::vector<Signature>& a, const std::vector<Signature>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t k = 0; k < a.size(); ++k) {
+    const Signature &x = a[k], &y = b[k];
+    if (!same_part(OpPart{x.op, x.dtype, x.count, x.root, x.peer, x.redop}, OpPart{y.op, y.dtype, y.count, y.root, y.peer, y.redop}) ||
+        x.parts.size() != y.parts.size())
+      return false;
+    for (size_t j = 0; j < x.parts.size(); ++j)
+      if (!same_part(x.parts[j], y.parts[j])) return false;
+  }
+  return true;
+}
+
 // The full rows of `files` into s (its skipped list appended); rank identity not resolved.
 void load_files(Schedule& s, const std::string& dir, const std::vector<std::string>& files, const LoadOptions& options) {
   std::vector<SchedProcess> procs(files.size());
@@ -1246,15 +1263,21 @@ void load_files(Schedule& s, const std::string& dir, const std::vector<std::stri
   s.summary_first = summary_first;
   SignatureTable global;
   std::vector<uint32_t> remap;
+  std::vector<Signature> previous;  // the signatures `remap` is of
   size_t kept = 0;  // the usable processes, compacted in place (no second array of them)
   for (size_t i = 0; i < files.size(); ++i) {
     if (!reasons[i].empty()) {
       s.skipped.push_back({files[i], reasons[i]});
       continue;
     }
-    remap.clear();
     std::vector<Signature> sigs = from_summary[i] ? std::move(summary_sigs[i]) : local_sigs[i].take();
-    for (auto& sig : sigs) remap.push_back(global.intern(std::move(sig)));
+    // Ranks of one job mostly issue the same signatures: the previous file's list, equal field
+    // for field (the relation signature_key interns by), keeps its remap.
+    if (!same_signatures(sigs, previous)) {
+      remap.clear();
+      for (const Signature& sig : sigs) remap.push_back(global.intern(sig));
+      previous = std::move(sigs);
+    }
     if (global.table().size() > kMaxSignatures)
       throw LoadError("more than " + std::to_string(kMaxSignatures) + " distinct op signatures in " + dir + ": not supported");
     for (auto& o : procs[i].ops) o.sig = remap[o.sig];
