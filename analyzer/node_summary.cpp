@@ -85,10 +85,11 @@ class In {
     if (v > 1) throw Corrupt("a flag that is neither 0 nor 1");
     return v == 1;
   }
-  // A count of elements of at least one byte each: never more than the bytes left.
-  size_t count() {
+  // A count of elements of at least `min_bytes` bytes each: never more than the bytes left hold
+  // (what the decoder reserves for a count is bounded by the summary's size).
+  size_t count(size_t min_bytes = 1) {
     const uint64_t v = u();
-    if (v > static_cast<uint64_t>(end_ - p_)) throw Corrupt("a count beyond the file's end");
+    if (v > static_cast<uint64_t>(end_ - p_) / min_bytes) throw Corrupt("a count beyond the file's end");
     return static_cast<size_t>(v);
   }
   // Strings were made printable by the loader: one that is not was not written by summarize.
@@ -201,7 +202,7 @@ SummaryEntry get_entry(In& in) {
     std::string k = in.str();
     p.env[k] = in.str();
   }
-  const size_t n_comms = in.count();
+  const size_t n_comms = in.count(19);  // 19 fields of a byte at least
   if (n_comms > UINT16_MAX + size_t(1)) throw Corrupt("more communicators than an op can name");
   p.comms.reserve(n_comms);
   for (size_t n = n_comms; n-- > 0;) {
@@ -230,7 +231,7 @@ SummaryEntry get_entry(In& in) {
     DropRange& d = p.drops.emplace_back();
     d.comm = in.i32(), d.first_seq = in.s(), d.last_seq = in.s(), d.records = in.s(), d.reason = in.str(), d.stop_point = in.flag();
   }
-  const size_t n_sigs = in.count();
+  const size_t n_sigs = in.count(7);  // an op part and a count of parts
   if (n_sigs > kMaxSignatures) throw Corrupt("more signatures than the index holds");
   e.file.sigs.reserve(n_sigs);
   for (size_t n = n_sigs; n-- > 0;) {
@@ -245,14 +246,13 @@ SummaryEntry get_entry(In& in) {
     auto& u = sp.unread.emplace_back();
     u.collectives = in.s(), u.digest = in.u();
   }
-  // Reserved: two bytes at least an entry, so never more than 8 times the summary's bytes.
-  const size_t n_in_flight = in.count();
+  const size_t n_in_flight = in.count(2);  // two integers
   sp.in_flight_issue.reserve(n_in_flight);
   for (size_t n = n_in_flight; n-- > 0;) {
     const int64_t ci = in.s();
     sp.in_flight_issue.emplace_back(ci, in.s());
   }
-  const size_t n_ops = in.count();
+  const size_t n_ops = in.count(7);  // seven integers an op
   sp.ops.reserve(n_ops);
   ScheduleBuilder index(sp);
   int64_t previous = 0;
@@ -410,8 +410,13 @@ std::vector<SummaryEntry> decode_node_summary(std::string_view bytes, std::strin
   if (tail.fixed() != summary_hash(bytes.data(), body)) throw Corrupt("checksum mismatch (truncated or altered)");
   std::string h = in.str();
   if (host) *host = h;
-  std::vector<SummaryEntry> entries(in.count());
-  for (SummaryEntry& e : entries) e = get_entry(in);
+  // 25 bytes an entry at least (its identity's 8-byte hash and 17 integers); entries are decoded
+  // into place, reserved only up to a few thousand (an entry is 872 bytes in memory: a crafted
+  // count is not an allocation).
+  const size_t n = in.count(25);
+  std::vector<SummaryEntry> entries;
+  entries.reserve(std::min<size_t>(n, 4096));
+  for (size_t k = 0; k < n; ++k) entries.push_back(get_entry(in));
   if (!in.done()) throw Corrupt("trailing bytes");
   return entries;
 }
