@@ -121,13 +121,10 @@ class SplicedArrays {
       if (text_.capacity() < kChunk) text_.reserve(kChunk + kChunk / 4);
       text_ += n_++ ? ",\n" : "[\n";
       text_ += inner_;
-      const std::string d = e.dump(2, ' ', false, json::error_handler_t::replace);
-      size_t from = 0;
-      for (size_t nl = d.find('\n'); nl != std::string::npos; from = nl + 1, nl = d.find('\n', from)) {
-        text_.append(d, from, nl + 1 - from);
-        text_ += inner_;
-      }
-      text_.append(d, from, std::string::npos);
+      // Written in place at its indentation, as e.dump(2) indented line by line would be.
+      nlohmann::detail::serializer<json> out(nlohmann::detail::output_adapter<char>(text_), ' ',
+                                             json::error_handler_t::replace);
+      out.dump(e, true, false, 2, static_cast<unsigned>(inner_.size()));
     }
 
    private:

@@ -2,6 +2,7 @@
 #include "meta_keys.h"
 
 #include <algorithm>
+#include <bitset>
 #include <functional>
 #include <map>
 #include <set>
@@ -419,9 +420,9 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
         still.push_back(i);
     }
     c.in_flight[p] = std::move(still);
-    std::set<uint8_t> streams;
+    std::bitset<256> streams;  // SchedOp::stream is 8 bits: no tree a rank
     for (uint32_t i : c.in_flight[p])
-      if (streams.insert(sp.ops[i].stream).second) c.oldest[p].push_back(i);
+      if (!streams.test(sp.ops[i].stream)) streams.set(sp.ops[i].stream), c.oldest[p].push_back(i);
     rh.in_flight = c.in_flight[p].size();
     bool stale = rh.cause == StopCause::kStaleFlush;
     if (rh.in_flight && !stale) c.status[p] = RankStatus::kBlocked;

@@ -1,6 +1,8 @@
 #include "job_identity.h"
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 #include <set>
 #include <nlohmann/json.hpp>
 
@@ -129,16 +131,17 @@ std::vector<HostGroup> group_by_host(const Schedule& s, int64_t stale_ns) {
   std::vector<HostGroup> hosts;
   std::vector<int64_t> newest;  // per host: wall clock of its freshest trace's last flush
   std::vector<bool> silent;     // per host: no process exited cleanly or recorded a signal
+  std::unordered_map<std::string_view, size_t> index;  // host name -> hosts[i] (16,384 hosts: no linear search)
   for (size_t i = 0; i < s.procs.size(); ++i) {
     const Process& p = s.procs[i].info;
-    auto it = std::find_if(hosts.begin(), hosts.end(), [&](const HostGroup& h) { return h.host == p.host; });
-    if (it == hosts.end()) {
-      it = hosts.insert(hosts.end(), HostGroup{p.host, {}, 0, {}});
+    auto [at, fresh] = index.try_emplace(p.host, hosts.size());
+    if (fresh) {
+      hosts.push_back(HostGroup{p.host, {}, 0, {}});
       newest.push_back(INT64_MIN);
       silent.push_back(true);
     }
-    size_t h = static_cast<size_t>(it - hosts.begin());
-    it->procs.push_back(static_cast<int>(i));
+    const size_t h = at->second;
+    hosts[h].procs.push_back(static_cast<int>(i));
     // Monotonic clocks differ between hosts: compare wall clocks, each derived on its own host.
     const trace_file::TextInt start_wall = meta_int(p, schema::meta::kStartWallNs), start_mono = meta_int(p, schema::meta::kStartMonoNs);
     const bool ok = start_wall.integer() && start_mono.integer();
@@ -150,11 +153,20 @@ std::vector<HostGroup> group_by_host(const Schedule& s, int64_t stale_ns) {
       newest[h] = std::max(newest[h], flushed);
     if (p.finished || !p.exit_reason.empty()) silent[h] = false;
   }
+  // The freshest host other than h: the first with the newest flush (best), or when that is h the
+  // first with the newest flush of the others (second). Once for all hosts, not once per host.
+  auto first_newest = [&](size_t skip) {
+    size_t f = hosts.size();
+    for (size_t o = 0; o < hosts.size(); ++o)
+      if (o != skip && newest[o] != INT64_MIN && (f == hosts.size() || newest[o] > newest[f])) f = o;
+    return f;
+  };
+  const size_t best = first_newest(hosts.size());
+  const size_t second = best < hosts.size() ? first_newest(best) : hosts.size();
   for (size_t h = 0; h < hosts.size() && hosts.size() > 1; ++h) {
     if (!silent[h] || newest[h] == INT64_MIN) continue;
-    size_t fresher = h;
-    for (size_t o = 0; o < hosts.size(); ++o)
-      if (o != h && newest[o] != INT64_MIN && (fresher == h || newest[o] > newest[fresher])) fresher = o;
+    const size_t other = h != best ? best : second;
+    const size_t fresher = other < hosts.size() ? other : h;
     int64_t behind = 0;
     if (fresher == h || __builtin_sub_overflow(newest[fresher], newest[h], &behind) || behind <= stale_ns) continue;
     hosts[h].stopped_before_ns = behind;

@@ -8,8 +8,6 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
-#include <map>
-#include <set>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -87,10 +85,11 @@ class In {
     if (v > 1) throw Corrupt("a flag that is neither 0 nor 1");
     return v == 1;
   }
-  // A count of elements of at least one byte each: never more than the bytes left.
-  size_t count() {
+  // A count of elements of at least `min_bytes` bytes each: never more than the bytes left hold
+  // (what the decoder reserves for a count is bounded by the summary's size).
+  size_t count(size_t min_bytes = 1) {
     const uint64_t v = u();
-    if (v > static_cast<uint64_t>(end_ - p_)) throw Corrupt("a count beyond the file's end");
+    if (v > static_cast<uint64_t>(end_ - p_) / min_bytes) throw Corrupt("a count beyond the file's end");
     return static_cast<size_t>(v);
   }
   // Strings were made printable by the loader: one that is not was not written by summarize.
@@ -203,7 +202,10 @@ SummaryEntry get_entry(In& in) {
     std::string k = in.str();
     p.env[k] = in.str();
   }
-  for (size_t n = in.count(); n-- > 0;) {
+  const size_t n_comms = in.count(19);  // 19 fields of a byte at least
+  if (n_comms > UINT16_MAX + size_t(1)) throw Corrupt("more communicators than an op can name");
+  p.comms.reserve(n_comms);
+  for (size_t n = n_comms; n-- > 0;) {
     Comm& c = p.comms.emplace_back();
     c.local_id = in.i32(), c.hash = in.str(), c.handle = in.u(), c.nranks = in.i32(), c.rank = in.i32();
     c.cuda_device = in.i32(), c.parent = in.i32(), c.split_color = in.i32(), c.split_key = in.i32();
@@ -216,7 +218,6 @@ SummaryEntry get_entry(In& in) {
       cp.ordinal = in.s(), cp.seq = in.s(), cp.digest = in.u();
     }
   }
-  if (p.comms.size() > UINT16_MAX + size_t(1)) throw Corrupt("more communicators than an op can name");
   for (size_t n = in.count(); n-- > 0;) {
     NoColorSplit& x = p.nocolor_splits.emplace_back();
     x.call_index = in.s(), x.parent = in.i32();
@@ -230,24 +231,28 @@ SummaryEntry get_entry(In& in) {
     DropRange& d = p.drops.emplace_back();
     d.comm = in.i32(), d.first_seq = in.s(), d.last_seq = in.s(), d.records = in.s(), d.reason = in.str(), d.stop_point = in.flag();
   }
-  for (size_t n = in.count(); n-- > 0;) {
+  const size_t n_sigs = in.count(7);  // an op part and a count of parts
+  if (n_sigs > kMaxSignatures) throw Corrupt("more signatures than the index holds");
+  e.file.sigs.reserve(n_sigs);
+  for (size_t n = n_sigs; n-- > 0;) {
     const OpPart head = get_part(in);
     Signature& s = e.file.sigs.emplace_back();
     s.op = head.op, s.dtype = head.dtype, s.count = head.count, s.root = head.root, s.peer = head.peer, s.redop = head.redop;
     s.cls = classify_op(s.op);
     for (size_t k = in.count(); k-- > 0;) s.parts.push_back(get_part(in));
   }
-  if (e.file.sigs.size() > kMaxSignatures) throw Corrupt("more signatures than the index holds");
   sp.completion_known = in.flag(), sp.unsequenced_ops = in.s(), sp.unread_ops = in.s();
   for (size_t n = in.count(); n-- > 0;) {
     auto& u = sp.unread.emplace_back();
     u.collectives = in.s(), u.digest = in.u();
   }
-  for (size_t n = in.count(); n-- > 0;) {
+  const size_t n_in_flight = in.count(2);  // two integers
+  sp.in_flight_issue.reserve(n_in_flight);
+  for (size_t n = n_in_flight; n-- > 0;) {
     const int64_t ci = in.s();
     sp.in_flight_issue.emplace_back(ci, in.s());
   }
-  const size_t n_ops = in.count();
+  const size_t n_ops = in.count(7);  // seven integers an op
   sp.ops.reserve(n_ops);
   ScheduleBuilder index(sp);
   int64_t previous = 0;
@@ -405,8 +410,13 @@ std::vector<SummaryEntry> decode_node_summary(std::string_view bytes, std::strin
   if (tail.fixed() != summary_hash(bytes.data(), body)) throw Corrupt("checksum mismatch (truncated or altered)");
   std::string h = in.str();
   if (host) *host = h;
-  std::vector<SummaryEntry> entries(in.count());
-  for (SummaryEntry& e : entries) e = get_entry(in);
+  // 25 bytes an entry at least (its identity's 8-byte hash and 17 integers); entries are decoded
+  // into place, reserved only up to a few thousand (an entry is 872 bytes in memory: a crafted
+  // count is not an allocation).
+  const size_t n = in.count(25);
+  std::vector<SummaryEntry> entries;
+  entries.reserve(std::min<size_t>(n, 4096));
+  for (size_t k = 0; k < n; ++k) entries.push_back(get_entry(in));
   if (!in.done()) throw Corrupt("trailing bytes");
   return entries;
 }
@@ -488,20 +498,23 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
   }
   struct Result {
     std::string why;
-    std::vector<std::pair<size_t, LoadedFile>> files;
+    SummaryCover::Block block;
   };
   std::vector<Result> results(summaries.size());
   parallel_for(summaries.size(), threads, [&](size_t k) {
     Result& r = results[k];
+    // The files this summary covered so far, marked (one array per thread, cleared after).
+    thread_local std::vector<char> seen;
+    seen.resize(files.size());
     try {
       thread_local std::string buf;
-      std::vector<SummaryEntry> entries = decode_node_summary(read_whole(summaries[k], buf));
-      r.files.reserve(entries.size());
-      std::set<size_t> seen;
-      for (SummaryEntry& e : entries) {
+      r.block.entries = decode_node_summary(read_whole(summaries[k], buf));
+      r.block.file.reserve(r.block.entries.size());
+      for (SummaryEntry& e : r.block.entries) {
         auto it = by_name.find(e.id.name);
         if (it == by_name.end()) throw Corrupt("covers " + e.id.name + ", which is not a trace file of the directory (missing?)");
-        if (!seen.insert(it->second).second) throw Corrupt("covers " + e.id.name + " twice");
+        if (seen[it->second]) throw Corrupt("covers " + e.id.name + " twice");
+        seen[it->second] = 1;
         const std::string& path = files[it->second];
         std::string w;
         const FileIdentity now = file_identity(path, &w);
@@ -509,23 +522,23 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
         if (!(now == e.id) || wal.count(e.id.name + "-wal"))
           throw Corrupt("stale: " + e.id.name + " changed after it was summarized (size, mtime, content or a -wal)");
         if (std::string bad = check_loaded_file(e.file); !bad.empty()) throw Corrupt("corrupt entry for " + e.id.name + ": " + bad);
-        r.files.emplace_back(it->second, std::move(e.file));
+        r.block.file.push_back(it->second);
       }
     } catch (const std::exception& x) {  // Corrupt, and allocation failures of a hostile summary
       r.why = x.what();
-      r.files.clear();
     }
+    for (SummaryEntry& e : r.block.entries)
+      if (auto it = by_name.find(e.id.name); it != by_name.end()) seen[it->second] = 0;
+    if (!r.why.empty()) r.block = {};
   });
-  std::map<size_t, std::string> claimed;  // file index -> the summary that covers it
-  size_t covered = 0;
-  for (const Result& r : results) covered += r.files.size();
-  cover.files.reserve(covered);
+  std::vector<int64_t> claimed(files.size(), -1);  // file index -> the summary that covers it
   for (size_t k = 0; k < summaries.size(); ++k) {
     Result& r = results[k];
     if (r.why.empty())
-      for (auto& [i, f] : r.files)
-        if (auto it = claimed.find(i); it != claimed.end()) {
-          r.why = "covers " + fs::path(files[i]).filename().string() + ", which " + it->second + " covers too";
+      for (size_t i : r.block.file)
+        if (claimed[i] >= 0) {
+          r.why = "covers " + fs::path(files[i]).filename().string() + ", which " + summaries[static_cast<size_t>(claimed[i])] +
+                  " covers too";
           break;
         }
     if (!r.why.empty()) {
@@ -533,11 +546,9 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
       continue;
     }
     ++cover.use.used;
-    cover.use.files += static_cast<int64_t>(r.files.size());
-    for (auto& entry : r.files) {
-      claimed.emplace(entry.first, summaries[k]);
-      cover.files.push_back(std::move(entry));
-    }
+    cover.use.files += static_cast<int64_t>(r.block.file.size());
+    for (size_t i : r.block.file) claimed[i] = static_cast<int64_t>(k);
+    cover.blocks.push_back(std::move(r.block));
   }
   return cover;
 }

@@ -61,8 +61,21 @@ void write_node_summary(const std::string& out, const std::string& host, const s
 // file it covers is in `files` with the recorded identity and no -wal beside it, and
 // every entry passes check_loaded_file. Otherwise it is ignored as a whole, with why.
 struct SummaryCover {
-  std::vector<std::pair<size_t, LoadedFile>> files;  // index into `files`, what the summary holds of it
+  // What each summary used holds: entries[k] stands for files[file[k]] (index into `files`). Kept
+  // as decoded: a SchedProcess is moved once, into the loader's array (each move touches memory
+  // the size of the process's header; 16,384 of them are 12 MB).
+  struct Block {
+    std::vector<SummaryEntry> entries;
+    std::vector<size_t> file;
+  };
+  std::vector<Block> blocks;
   Schedule::SummaryUse use;
+  // f(index into `files`, LoadedFile&) for every covered file.
+  template <class F>
+  void each(F&& f) {
+    for (Block& b : blocks)
+      for (size_t k = 0; k < b.entries.size(); ++k) f(b.file[k], b.entries[k].file);
+  }
 };
 SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std::string>& files, unsigned threads);
 

@@ -1,6 +1,7 @@
 #include "schedule.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 
 #include "saturating.h"
@@ -8,17 +9,25 @@
 namespace lockstep {
 
 namespace {
-template <class E>
-std::string num(E e) { return std::to_string(static_cast<int>(e)); }
 const char* part_dtype(vocab::Dtype d) { return d == vocab::Dtype::Mixed ? "" : vocab::name(d); }
 }  // namespace
 
 std::string signature_key(const Signature& s) {
-  std::string k = num(s.op) + '|' + num(s.dtype) + '|' + num(s.redop) + '|' + std::to_string(s.count) + '|' +
-                  std::to_string(s.root) + '|' + std::to_string(s.peer) + '|';
-  for (auto& p : s.parts)
-    k += num(p.op) + ',' + num(p.dtype) + ',' + std::to_string(p.count) + ',' + std::to_string(p.root) + ',' +
-         std::to_string(p.peer) + ',' + num(p.redop) + ';';
+  // Appended in place (no temporary strings: interning runs for every signature of every file).
+  std::string k;
+  k.reserve(48 + 40 * s.parts.size());
+  auto add = [&k](int64_t v, char sep) {
+    char buf[24];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);
+    k.append(buf, r.ptr);
+    k.push_back(sep);
+  };
+  add(static_cast<int>(s.op), '|'), add(static_cast<int>(s.dtype), '|'), add(static_cast<int>(s.redop), '|');
+  add(s.count, '|'), add(s.root, '|'), add(s.peer, '|');
+  for (auto& p : s.parts) {
+    add(static_cast<int>(p.op), ','), add(static_cast<int>(p.dtype), ','), add(p.count, ','), add(p.root, ',');
+    add(p.peer, ','), add(static_cast<int>(p.redop), ';');
+  }
   return k;
 }
 

@@ -3,9 +3,14 @@
 // epilog): the analyzing machine then opens one file per node (docs/scaling.md).
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <map>
+#include <set>
+#include <thread>
 
 #include "analyze_common.h"
 #include "commands.h"
@@ -36,6 +41,86 @@ bool written_by(const std::string& name, const std::string& host) {
   return digits(mid.substr(0, dot)) && (dot == std::string::npos || digits(mid.substr(dot + 1)));
 }
 
+// The host a trace file's name gives (<host>-<pid>[.<n>].lockstep.sqlite, the host made a safe
+// file-name component); empty when the name is not the writer's.
+std::string name_host(const std::string& name) {
+  const std::string suffix = schema::kFileSuffix;
+  if (name.size() <= suffix.size()) return "";
+  const size_t dash = name.rfind('-', name.size() - suffix.size());
+  if (dash == std::string::npos || dash == 0) return "";
+  const std::string stem = name.substr(0, dash);
+  return written_by(name, stem) && schema::safe_file_component(stem) == stem ? stem : "";
+}
+
+// --every-host: one summary per host the files' headers name, each written as soon as its files are
+// read (a batch of hosts at a time: memory holds one batch's entries, not the directory's). Files
+// are batched by the host their names give; a file whose header names another host than its
+// name (renamed, copied) is held to the end and added to that host's summary then (read back if
+// it was written already).
+template <class Write>
+void summarize_every_host(const std::string& dir, const std::vector<std::string>& files, const LoadOptions& lo, Write&& write,
+                          std::vector<SkippedFile>& not_covered) {
+  std::map<std::string, std::vector<std::string>> by_name;  // name's host -> files ("": not the writer's name)
+  for (const std::string& f : files) by_name[name_host(std::filesystem::path(f).filename().string())].push_back(f);
+  std::map<std::string, std::vector<SummaryEntry>> held;  // header's host -> entries named otherwise
+  std::set<std::string> written;  // hosts whose summary is written
+  const unsigned threads = lo.threads ? lo.threads : std::max(1u, std::thread::hardware_concurrency());
+  const size_t batch_files = size_t(32) * threads;
+  std::vector<std::string> batch;
+  std::set<std::string> batch_hosts;  // the name hosts in `batch`
+  auto flush = [&] {
+    if (batch.empty()) return;
+    Summarized s = summarize_files(batch, lo);
+    not_covered.insert(not_covered.end(), s.not_covered.begin(), s.not_covered.end());
+    std::map<std::string, std::vector<SummaryEntry>> by_host;
+    for (SummaryEntry& e : s.entries) {
+      const std::string& h = e.file.proc.info.host;
+      (batch_hosts.count(schema::safe_file_component(h)) ? by_host : held)[h].push_back(std::move(e));
+    }
+    for (auto& [h, entries] : by_host) {
+      write(h, entries);
+      written.insert(h);
+    }
+    batch.clear();
+    batch_hosts.clear();
+  };
+  for (auto& [h, fs] : by_name) {
+    if (h.empty()) continue;  // files not named by the writer: read last, held
+    batch.insert(batch.end(), fs.begin(), fs.end());
+    batch_hosts.insert(h);
+    if (batch.size() >= batch_files) flush();
+  }
+  flush();
+  if (auto odd = by_name.find(""); odd != by_name.end()) {
+    Summarized s = summarize_files(odd->second, lo);
+    not_covered.insert(not_covered.end(), s.not_covered.begin(), s.not_covered.end());
+    for (SummaryEntry& e : s.entries) held[e.file.proc.info.host].push_back(std::move(e));
+  }
+  // Held entries join their host's summary: the one written is read back (a host's files in one summary).
+  for (auto& [h, entries] : held) {
+    if (written.count(h)) {
+      const std::string path = (std::filesystem::path(dir) / summary_file_name(h)).string();
+      std::string bytes;
+      {
+        std::ifstream in(path, std::ios::binary);
+        bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      }
+      std::string host;
+      std::vector<SummaryEntry> all;
+      try {
+        all = decode_node_summary(bytes, &host);
+      } catch (const std::exception& x) {
+        throw LoadError("cannot read back " + path + ": " + x.what());
+      }
+      if (host == h) {
+        for (SummaryEntry& e : entries) all.push_back(std::move(e));
+        entries = std::move(all);
+      }
+    }
+    write(h, entries);
+  }
+}
+
 int summarize(const SummarizeArgs& a) {
   if (!check_dir("summarize", a.dir)) return kExitUsage;
   std::string host = a.host;
@@ -54,21 +139,25 @@ int summarize(const SummarizeArgs& a) {
   }
   LoadOptions lo;
   lo.threads = static_cast<unsigned>(a.threads);
-  Summarized s = summarize_files(files, lo);
-  // One summary per host: this node's, or with --every-host each host its files' headers name.
-  std::map<std::string, std::vector<SummaryEntry>> by_host;
-  for (SummaryEntry& e : s.entries) by_host[a.every_host ? e.file.proc.info.host : host].push_back(std::move(e));
+  std::vector<SkippedFile> not_covered;
+  auto write = [&](const std::string& h, const std::vector<SummaryEntry>& entries) {
+    const std::string out = (std::filesystem::path(a.dir) / summary_file_name(h)).string();
+    write_node_summary(out, h, entries);
+    std::cout << "lockstep summarize: " << printable(out) << ": " << entries.size() << " trace files\n";
+  };
   try {
-    for (auto& [h, entries] : by_host) {
-      const std::string out = (std::filesystem::path(a.dir) / summary_file_name(h)).string();
-      write_node_summary(out, h, entries);
-      std::cout << "lockstep summarize: " << printable(out) << ": " << entries.size() << " trace files\n";
+    if (!a.every_host) {
+      Summarized s = summarize_files(files, lo);
+      if (!s.entries.empty()) write(host, s.entries);
+      not_covered = std::move(s.not_covered);
+    } else {
+      summarize_every_host(a.dir, files, lo, write, not_covered);
     }
   } catch (const LoadError& e) {
     std::cerr << "lockstep summarize: " << printable_lines(e.what()) << "\n";
     return kExitUsage;
   }
-  for (const SkippedFile& f : s.not_covered)
+  for (const SkippedFile& f : not_covered)
     std::cout << "lockstep summarize: not covered (the analyzer reads it itself): " << printable(f.path) << ": "
               << printable(f.reason) << "\n";
   return kExitOk;

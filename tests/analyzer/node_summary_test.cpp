@@ -133,6 +133,31 @@ TEST(NodeSummary, damage_behind_a_valid_checksum_is_caught_without_a_crash) {
   EXPECT_GT(refused, 1000);
 }
 
+// A count the bytes after it cannot hold (25 bytes an entry at least) is refused as it is read,
+// before anything is allocated for it: 1,000,000 entries claimed over 1 MB (872 MB of entries).
+TEST(NodeSummary, a_count_the_bytes_cannot_hold_is_refused_before_allocating) {
+  const std::string empty = lockstep::encode_node_summary("node0", {});
+  const size_t count_at = empty.size() - 8 - 1;  // the entry count, 0, before the checksum
+  ASSERT_EQ(empty[count_at], 0);
+  std::string m = empty.substr(0, count_at);
+  for (uint64_t v = 1000000; ; v >>= 7) {  // the count as the format's varint
+    if (v < 0x80) {
+      m.push_back(static_cast<char>(v));
+      break;
+    }
+    m.push_back(static_cast<char>((v & 0x7f) | 0x80));
+  }
+  m += std::string(1000000, '\x01');
+  m += std::string(8, '\0');
+  reseal(m);
+  try {
+    lockstep::decode_node_summary(m);
+    FAIL() << "a summary of 1,000,000 entries in 1 MB was decoded";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("a count beyond the file's end"), std::string::npos) << e.what();
+  }
+}
+
 // Summaries ignored for one reason on every node (an older format, written before the job's
 // end) are one line with the first few paths, not one line a node; other reasons keep theirs.
 TEST(NodeSummaryText, summaries_ignored_for_one_reason_are_one_line) {

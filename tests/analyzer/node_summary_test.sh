@@ -242,6 +242,20 @@ for kind in huge_count huge_rank bad_sig huge_comms; do
     echo "FAIL crafted $kind: refused by its framing, not its content: $(grep -o "a-$kind[^\"]*" "$work/n.json" | head -n 1)"; fail=1
   fi
 done
+# --every-host writes each host's summary once its files are read, a batch of hosts at a time (32
+# files a thread): a file named as another host's (renamed, copied) whose header's host was
+# written in an earlier batch joins that host's summary at the end. 12 hosts of 4 files, one
+# thread: node0's summary is written in the first batch, its renamed file is read in the second.
+"$GEN" "$work/gen/renamed" --ranks 48 --ops 600 --ranks-per-host 4 >/dev/null
+moved=$(cd "$work/gen/renamed" && ls node0-*.lockstep.sqlite | head -n 1)
+mv "$work/gen/renamed/$moved" "$work/gen/renamed/node9-99999.lockstep.sqlite"
+rm -rf "$work/renamed" && mkdir -p "$work/renamed"
+find "$work/gen/renamed" -maxdepth 1 -type f -exec cp -p {} "$work/renamed/" \;
+"$LOCKSTEP" summarize "$work/renamed" --every-host --threads 1 >"$work/renamed.txt"
+grep -q "node0.lockstep-summary: 3 trace files" "$work/renamed.txt" && grep -q "node0.lockstep-summary: 4 trace files" "$work/renamed.txt" ||
+  { echo "FAIL summarize --every-host: node0 not written in a batch and again with its renamed file: $(cat "$work/renamed.txt")"; fail=1; }
+compare "$work/renamed" "$work/gen/renamed" used
+python3 -c "import json,sys; u=json.load(open(sys.argv[1]))['reading']['summaries']; sys.exit(0 if u['files']==48 and u['used']==12 else 'summarize --every-host covered %r' % u)" "$work/n.json" || fail=1
 # Summarize without --every-host takes this host's files (<host>-<pid>.lockstep.sqlite) only.
 mkdir -p "$work/named"
 cp "$work/gen/small/rank-0.lockstep.sqlite" "$work/named/hosta-100.lockstep.sqlite"
