@@ -60,19 +60,29 @@ Result check_models(const WorkList& schedule, const Options& options) {
 }  // namespace
 
 Result check(const Schedule& schedule, const Options& options) {
-  const WorkList model = build_work_list(schedule);
+  WorkList model = build_work_list(schedule);
+  for (int32_t p : options.stopped_procs)
+    if (p >= 0 && static_cast<size_t>(p) < model.procs.size()) model.procs[p].stopped = true;
   Result r = check_models(model, options);
   r.problems = model.problems;
   // A stuck state that waits on a rank past the hole in its records is built on records we do
-  // not have: unknown, unless a mismatch or a cycle of whole ranks proves it.
-  auto cut = [&](int32_t p) { return p >= 0 && model.procs[p].hole; };
+  // not have, and one that waits on a rank the job's end stopped before it issued the op on
+  // what that rank had not done yet: unknown, unless a mismatch or a cycle of whole ranks proves it.
+  auto hole = [&](int32_t p) { return p >= 0 && model.procs[p].hole; };
+  auto cut = [&](int32_t p) { return hole(p) || (p >= 0 && model.procs[p].stopped); };
   if (r.verdict != Verdict::kCanComplete && r.mismatch.empty()) {
-    bool on_hole = false, whole_cycle = !r.cycle_steps.empty();
-    for (const RankWitness& w : r.ranks) on_hole |= cut(w.waits_on) || cut(w.proc);
+    bool on_hole = false, on_cut = false, whole_cycle = !r.cycle_steps.empty();
+    for (const RankWitness& w : r.ranks) {
+      on_hole |= hole(w.waits_on) || hole(w.proc);
+      on_cut |= cut(w.waits_on) || cut(w.proc);
+    }
     for (const WitnessStep& st : r.cycle_steps) whole_cycle &= !cut(st.proc);
-    if (on_hole && !whole_cycle) {
+    if (on_cut && !whole_cycle) {
       r.verdict = Verdict::kUnknown;
-      r.summary = "no deadlock proven: the schedules stop where a rank's records stop being whole (a hole); " + r.summary;
+      r.summary = (on_hole ? "no deadlock proven: the schedules stop where a rank's records stop being whole (a hole); "
+                           : "no deadlock proven: the job's end stopped a rank in host code before it issued what its "
+                             "peers wait for, so its schedule ends there; ") +
+                  r.summary;
     }
   }
   return r;

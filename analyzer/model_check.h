@@ -68,6 +68,10 @@ struct Result {
 struct Options {
   bool check_serialized = true;  // also run the serialized model (latent deadlocks)
   uint64_t shuffle_seed = 0;     // tests: take enabled transitions in a seeded random order
+  // Processes (indices of Schedule::procs) the job's end stopped in host code before they issued
+  // what their peers had just issued (the analyzer's Unproven::stopped): their schedules end
+  // there, and what they would have issued next is unknown, as past a hole in their records.
+  std::vector<int32_t> stopped_procs;
 };
 
 // Throws std::runtime_error with a clear message when the schedule cannot be checked (no

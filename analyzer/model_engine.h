@@ -137,6 +137,7 @@ class Engine {
   const std::string& plabel(int32_t proc) const { return s_.procs[proc].label; }
   // Its schedule stops at a hole in its records (ProcWork::cut_call): past it, unknown.
   bool past_hole(int32_t proc) const { return proc >= 0 && s_.procs[proc].hole; }
+  bool stopped_early(int32_t proc) const { return proc >= 0 && s_.procs[proc].stopped; }
   std::string member_label(int32_t comm, int32_t crank) const {
     int32_t p = s_.comms[comm].members[crank];
     return p >= 0 ? plabel(p) : "comm rank " + std::to_string(crank) + " (no trace file)";

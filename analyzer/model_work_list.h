@@ -83,6 +83,8 @@ struct ProcWork {
   // A peer that waits for it waits for a record we do not have, not for one it never issued.
   int64_t cut_call = INT64_MAX;
   bool hole = false;         // some communicator's records of it stop being whole (cut or not)
+  bool stopped = false;      // the job's end stopped it before it issued its peers' next op
+                             // (Options::stopped_procs): what follows its schedule is unknown
   std::string problems_cut;  // the problem line that says where and why
 };
 

@@ -215,7 +215,10 @@ model::Result model_check_dir(const std::string& trace_dir, int order_from, std:
     const SchedProcess original = s.procs[source];
     for (SchedProcess& p : s.procs) reorder_like(p, original, s.sigs);
   }
-  model::Result r = model::check(s);
+  model::Options mo;
+  for (const Unproven& u : an.unproven)
+    for (int p : u.stopped) mo.stopped_procs.push_back(p);
+  model::Result r = model::check(s, mo);
   if (problems) *problems = r.problems;
   return r;
 }

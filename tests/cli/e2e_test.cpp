@@ -64,6 +64,17 @@ struct Analysis {
   std::string raw;
 };
 
+// replay --model --json (its verdict and witness).
+Analysis model(const std::string& dir) {
+  ProcResult r = run_program({LOCKSTEP_EXE, "replay", "--model", "--json", dir}, {}, 60);
+  Analysis a;
+  a.exit_code = r.exit_code;
+  a.raw = r.out + r.err;
+  a.j = json::parse(r.out, nullptr, false);
+  if (!a.j.is_object()) a.j = json::object();
+  return a;
+}
+
 Analysis analyze(const std::string& dir) {
   ProcResult r = run_program({LOCKSTEP_EXE, "analyze", dir, "--json"}, {}, 30);
   Analysis a;
@@ -165,6 +176,10 @@ TEST(E2E, rank_stuck_in_host_code_never_issued_and_is_in_no_collective) {
   // Stopped by the launcher's SIGTERM while in host code, like the others: not dead.
   EXPECT_EQ(a.j["hang"]["ranks"][2]["status"], "no_collective") << a.raw;
   EXPECT_EQ(a.j["hang"]["ranks"][0]["status"], "blocked") << a.raw;
+  // The model checker says so too: rank 2 never issues it (a deadlock of the recorded schedules).
+  const Analysis m = model(rec.dir);
+  EXPECT_EQ(m.j["verdict"], "deadlock") << m.raw;
+  EXPECT_NE(m.raw.find("rank 2, which never issues collective #4"), std::string::npos) << m.raw;
   std::filesystem::remove_all(rec.dir);
 }
 
@@ -182,6 +197,14 @@ TEST(E2E, rank_the_launcher_stopped_in_host_code_moments_after_its_peers_issued_
   for (auto& e : a.j["evidence"]) named |= e["kind"] == "stopped_before_issue" && e["ranks"] == json::array({2});
   EXPECT_TRUE(named) << a.raw;
   EXPECT_EQ(a.j["unproven"][0]["stopped_ranks"], json::array({2})) << a.raw;
+  // replay --model: rank 2's schedule ends where the job stopped it, so no deadlock is proven
+  // there (not "never issues"), and the evidence stays incomplete (4).
+  const Analysis m = model(rec.dir);
+  EXPECT_EQ(m.exit_code, 4) << m.raw;
+  EXPECT_EQ(m.j["verdict"], "unknown") << m.raw;
+  EXPECT_EQ(m.raw.find("never issues"), std::string::npos) << m.raw;
+  EXPECT_NE(m.raw.find("rank 2, which the job's end stopped in host code before collective #4"), std::string::npos)
+      << m.raw;
   std::filesystem::remove_all(rec.dir);
 }
 
