@@ -69,7 +69,7 @@ Result check(const Schedule& schedule, const Options& options) {
   // not have, and one that waits on a rank the job's end stopped before it issued the op on
   // what that rank had not done yet: unknown, unless a mismatch or a cycle of whole ranks proves it.
   auto hole = [&](int32_t p) { return p >= 0 && model.procs[p].hole; };
-  auto cut = [&](int32_t p) { return hole(p) || (p >= 0 && model.procs[p].stopped); };
+  auto cut = [&](int32_t p) { return p >= 0 && model.procs[p].end_unknown(); };
   if (r.verdict != Verdict::kCanComplete && r.mismatch.empty()) {
     bool on_hole = false, on_cut = false, whole_cycle = !r.cycle_steps.empty();
     for (const RankWitness& w : r.ranks) {

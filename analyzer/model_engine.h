@@ -135,9 +135,17 @@ class Engine {
   // The op of an item (Schedule::procs[p].ops index), -1 for a host wait.
   int32_t op_index(int32_t g) const { return item(g).kind == ItemKind::kOp ? item(g).op_index : -1; }
   const std::string& plabel(int32_t proc) const { return s_.procs[proc].label; }
-  // Its schedule stops at a hole in its records (ProcWork::cut_call): past it, unknown.
-  bool past_hole(int32_t proc) const { return proc >= 0 && s_.procs[proc].hole; }
-  bool stopped_early(int32_t proc) const { return proc >= 0 && s_.procs[proc].stopped; }
+  // A peer whose schedule ends short of what it did (ProcWork::end_unknown: a hole in its
+  // records, or the job's end stopping it in host code): the clause saying that what it did about
+  // `next` is unknown ("issued", "posted"), "" when its schedule is whole.
+  std::string unknown_past_end(int32_t proc, const std::string& next, const char* done) const {
+    if (proc < 0) return "";
+    const ProcWork& p = s_.procs[proc];
+    if (p.hole) return ", whose records stop at a hole before " + next + ": what it " + done + " there is unknown";
+    if (p.stopped)
+      return ", which the job's end stopped in host code before " + next + ": whether it would have " + done + " it is unknown";
+    return "";
+  }
   std::string member_label(int32_t comm, int32_t crank) const {
     int32_t p = s_.comms[comm].members[crank];
     return p >= 0 ? plabel(p) : "comm rank " + std::to_string(crank) + " (no trace file)";

@@ -160,17 +160,10 @@ Engine::Why Engine::why(int32_t u) const {
         const int32_t og = inst_slots_[in.slots + r];
         if (og == kRetired) continue;
         if (og == kNeverIssued) {
-          if (stopped_early(c.members[r]) && !past_hole(c.members[r]))
-            return {"waits on comm " + c.label + " for " + member_label(in.comm, r) +
-                        ", which the job's end stopped in host code before collective #" +
-                        std::to_string(in.ordinal + 1) + ": whether it would have issued it is unknown",
-                    -1, c.members[r]};
-          if (past_hole(c.members[r]))  // its schedule stops at a hole in its records: unknown
-            return {"waits on comm " + c.label + " for " + member_label(in.comm, r) + ", whose records stop at a hole before collective #" +
-                        std::to_string(in.ordinal + 1) + ": what it issued there is unknown",
-                    -1, c.members[r]};
-          return {"waits on comm " + c.label + " for " + member_label(in.comm, r) + ", which never issues collective #" +
-                      std::to_string(in.ordinal + 1) + " on it",
+          const std::string next = "collective #" + std::to_string(in.ordinal + 1);
+          const std::string unknown = unknown_past_end(c.members[r], next, "issued");
+          return {"waits on comm " + c.label + " for " + member_label(in.comm, r) +
+                      (unknown.empty() ? ", which never issues " + next + " on it" : unknown),
                   -1, c.members[r]};
         }
         const int32_t ou = item_unit_[og];
@@ -191,18 +184,13 @@ Engine::Why Engine::why(int32_t u) const {
         return {"no matching op: its " + std::string(part.is_send ? "send to " : "recv from ") + peer + " meets a " + what +
                     " of a different size or dtype",
                 -1};
-      if (other < 0 && past_hole(s_.comms[it.comm].members[part.peer]))
-        return {"waits on comm " + s_.comms[it.comm].label + " for " + peer + ", whose records stop at a hole before its matching " +
-                    what + ": what it posted there is unknown",
-                -1, s_.comms[it.comm].members[part.peer]};
-      if (other < 0 && stopped_early(s_.comms[it.comm].members[part.peer]))
+      if (other < 0) {
+        const int32_t peer_proc = s_.comms[it.comm].members[part.peer];
+        const std::string unknown = unknown_past_end(peer_proc, "its matching " + what, "posted");
         return {"waits on comm " + s_.comms[it.comm].label + " for " + peer +
-                    ", which the job's end stopped in host code before its matching " + what +
-                    ": whether it would have posted it is unknown",
-                -1, s_.comms[it.comm].members[part.peer]};
-      if (other < 0)
-        return {"waits on comm " + s_.comms[it.comm].label + " for " + peer + ", which never posts the matching " + what, -1,
-                s_.comms[it.comm].members[part.peer]};
+                    (unknown.empty() ? ", which never posts the matching " + what : unknown),
+                -1, peer_proc};
+      }
       return {"waits on comm " + s_.comms[it.comm].label + " for " + peer + "'s matching " + what + " (not there yet)",
               item_unit_[part_item_[other]]};
     }
@@ -236,7 +224,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
       w.waits_for = y.text;
       w.waits_on = y.proc >= 0 ? y.proc : y.unit >= 0 ? units_[y.unit].proc : -1;
       w.op = op_index(units_[u].first_item);
-      w.never_issued = y.proc >= 0 && !past_hole(y.proc) && !stopped_early(y.proc);
+      w.never_issued = y.proc >= 0 && !s_.procs[y.proc].end_unknown();
     } else {
       for (const HostThread& h : threads_) {
         if (h.proc != p || h.cursor >= static_cast<int32_t>(h.steps.size())) continue;

@@ -64,19 +64,9 @@ struct Analysis {
   std::string raw;
 };
 
-// replay --model --json (its verdict and witness).
-Analysis model(const std::string& dir) {
-  ProcResult r = run_program({LOCKSTEP_EXE, "replay", "--model", "--json", dir}, {}, 60);
-  Analysis a;
-  a.exit_code = r.exit_code;
-  a.raw = r.out + r.err;
-  a.j = json::parse(r.out, nullptr, false);
-  if (!a.j.is_object()) a.j = json::object();
-  return a;
-}
-
-Analysis analyze(const std::string& dir) {
-  ProcResult r = run_program({LOCKSTEP_EXE, "analyze", dir, "--json"}, {}, 30);
+// A lockstep command's exit code and JSON output ({} when it printed none).
+Analysis run_json(const std::vector<std::string>& argv, double timeout_s) {
+  ProcResult r = run_program(argv, {}, timeout_s);
   Analysis a;
   a.exit_code = r.exit_code;
   a.raw = r.out + r.err;
@@ -87,6 +77,11 @@ Analysis analyze(const std::string& dir) {
   }
   return a;
 }
+
+Analysis analyze(const std::string& dir) { return run_json({LOCKSTEP_EXE, "analyze", dir, "--json"}, 30); }
+
+// replay --model --json (its verdict and witness).
+Analysis model(const std::string& dir) { return run_json({LOCKSTEP_EXE, "replay", "--model", "--json", dir}, 60); }
 
 const json& side(const json& finding, int rank) {
   for (auto& s : finding["sides"])
