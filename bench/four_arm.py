@@ -13,7 +13,13 @@ process, lockstep per step, so:
 Intervals: 5,000 resamples, processes drawn with replacement within each side, then pairs within
 each drawn process (hierarchical bootstrap: process-to-process variance included). The last row
 compares the two tools' costs directly (lockstep − fr, percentage points).
+
+Several files are several runs (another machine, another day: each has its own "neither"): each
+run's arms are compared within the run, and the runs' estimates are combined weighted by their
+processes (a stratified estimate; the bootstrap resamples processes within each run). A line per
+run precedes the table.
 """
+import gzip
 import json
 import random
 import statistics
@@ -23,7 +29,7 @@ import sys
 def load(paths):
     procs = {}  # (file, proc) -> {"fr": bool, "pairs": {pair: {arm: ms}}, "entries": n}
     for fi, path in enumerate(paths):
-        with open(path) as f:
+        with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
             for line in f:
                 line = line.strip()
                 if not line.startswith("{"):
@@ -31,7 +37,8 @@ def load(paths):
                 r = json.loads(line)
                 if "lockstep" not in r or "proc" not in r:
                     continue
-                p = procs.setdefault((fi, r["proc"]), {"fr": r["fr"], "pairs": {}, "entries": r.get("fr_entries")})
+                p = procs.setdefault((fi, r["proc"]), {"fr": r["fr"], "pairs": {}, "file": fi,
+                                                      "entries": r.get("fr_entries")})
                 p["pairs"].setdefault(r["pair"], {})[r["lockstep"]] = r["ms"]
     for p in procs.values():
         p["pairs"] = [v for v in p["pairs"].values() if "recording" in v and "paused" in v]
@@ -53,23 +60,42 @@ def estimates(fr_procs, off_procs):
             "both": (rec_fr / n_fr) / neither - 1, "lockstep_on_fr": rec_fr / pau_fr - 1}
 
 
+def pooled(runs):
+    """Estimates of several runs, each (fr, off) compared within itself, weighted by processes."""
+    per = [(estimates(fr, off), len(fr) + len(off)) for fr, off in runs]
+    total = sum(w for _, w in per)
+    return {k: sum(e[k] * w for e, w in per) / total for k in per[0][0]}
+
+
 def main():
     procs = load(sys.argv[1:])
     fr = [p["pairs"] for p in procs if p["fr"]]
     off = [p["pairs"] for p in procs if not p["fr"]]
-    if not fr or not off:
-        print("need processes of both sides")
-        return 1
-    point = estimates(fr, off)
+    runs = []
+    for fi in range(len(sys.argv) - 1):
+        r_fr = [p["pairs"] for p in procs if p["fr"] and p["file"] == fi]
+        r_off = [p["pairs"] for p in procs if not p["fr"] and p["file"] == fi]
+        if not r_fr or not r_off:
+            print("need processes of both sides in every run:", sys.argv[1 + fi])
+            return 1
+        runs.append((r_fr, r_off))
+    point = pooled(runs)
     rng = random.Random(31)
     draws = {k: [] for k in point}
     diff = []
     for _ in range(5000):
         rs = lambda side: [[rng.choice(ps) for _ in ps] for ps in (rng.choice(side) for _ in side)]
-        e = estimates(rs(fr), rs(off))
+        e = pooled([(rs(r_fr), rs(r_off)) for r_fr, r_off in runs])
         for k, v in e.items():
             draws[k].append(v)
         diff.append(e["lockstep"] - e["fr"])
+    if len(runs) > 1:
+        for fi, (r_fr, r_off) in enumerate(runs):
+            e = estimates(r_fr, r_off)
+            print(f"run {fi + 1} ({sys.argv[1 + fi]}): {len(r_fr)} / {len(r_off)} processes; Flight Recorder "
+                  f"{100 * e['fr']:+.2f} %, lockstep {100 * e['lockstep']:+.2f} %, difference "
+                  f"{100 * (e['lockstep'] - e['fr']):+.2f} points")
+        print()
 
     def ci(v):
         v = sorted(v)

@@ -14,6 +14,7 @@ second one: per configuration, the mean per step of each counted part, in µs of
 rate taken from the TSC ticks over each step's wall time).
 """
 import collections
+import gzip
 import json
 import random
 import statistics
@@ -32,7 +33,7 @@ def ratio_ci(means, rng):
 def main():
     rows = collections.defaultdict(lambda: collections.defaultdict(lambda: collections.defaultdict(list)))
     for run, path in enumerate(sys.argv[1:]):
-        for line in open(path):
+        for line in (gzip.open(path, "rt") if path.endswith(".gz") else open(path)):
             if line.startswith("{"):
                 r = json.loads(line)
                 # Pairs are numbered per run: pair 0 of two files is two pairs.

@@ -16,7 +16,7 @@ bool parse_bench_off(const char* s, unsigned* mask) {
       {"python", kOffPython},     {"unwind", kOffUnwind}, {"pyguard", kOffPyGuard},
       {"profile", kProfile},      {"unwindcap", kOffUnwindCap},
       {"covering", kOffCovering}, {"eager", kOffEagerWriter},
-      {"donerows", kOffDoneRows},
+      {"donerows", kOffDoneRows}, {"waitrow", kOffWaitRow},
       {"stackmemo", kOffStackMemo}, {"pycache", kOffPyCache}, {"adopt", kOffAdopt}};
   unsigned m = 0;
   std::string all(s ? s : "");

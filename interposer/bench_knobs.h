@@ -29,7 +29,9 @@ enum BenchOff : unsigned {
   // 1u << 15 was "prefetch" (removed: the queues no longer prefetch; cost session 6)
   kOffEagerWriter = 1u << 16,  // "eager": the writer sleeps a full interval after every round
   kOffDoneRows = 1u << 17,  // "donerows": the watchdog pushes no completion rows
-  // 1u << 18..20: taken by a benchmark branch's runtime-call switches (bench/step_overhead.py)
+  kOffWaitRow = 1u << 18,   // "waitrow": a recorded runtime call pushes no row (its hook's
+                            // other work is done): with "queue" and "donerows", the writer idles
+  // 1u << 19..20: taken by a benchmark branch's runtime-call switches (bench/step_overhead.py)
   kOffStackMemo = 1u << 21, // "stackmemo": every stack unwound (no memoized native frames)
   kOffPyCache = 1u << 22,   // "pycache": Python frames by the interning walk at every capture, not
                             // through the thread stack cache (capture_python_frames_cached)

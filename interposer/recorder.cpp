@@ -760,7 +760,7 @@ void wait_done(const CallStart& cs, WaitKind kind, void* stream, void* event) no
   rec.kind = RecKind::Wait;
   rec.wait = {cs.call_index, reinterpret_cast<uint64_t>(stream), reinterpret_cast<uint64_t>(event),
               cs.mono, enqueue_only ? cs.mono : hot_mono_ns(), thread_state().tid, kind};
-  r->writer->push(rec);
+  if (!(bench_off() & kOffWaitRow)) r->writer->push(rec);
 }
 
 }  // namespace lockstep::rec

@@ -53,6 +53,9 @@ SECTIONS=${SECTIONS:-"c nt parts ab four"}   # which sections run (a subset for 
 on() { [[ " $SECTIONS " == *" $1 "* ]]; }
 FOUR_SECONDS=${FOUR_SECONDS:-130}; FOUR_STEPS=${FOUR_STEPS:-25}
 PARTS_CONFIGS=${PARTS_CONFIGS:-recording,own-event,py-walk,no-memo,no-stacks,paused}
+# The A/B's arms (the step cost resolved: recording vs paused; more arms split it, e.g.
+# recording,writer-idle,no-waits,paused) and AB_THREADS=1: per-thread CPU time of each step.
+AB_CONFIGS=${AB_CONFIGS:-recording,paused}; AB_THREADS=${AB_THREADS:-0}
 # The step's noise, the same for every arm: PIN=2-5 runs the PyTorch sections under taskset;
 # STEP_GC=off disables Python's GC after warm-up; OPENBLAS_NUM_THREADS=1 (set here) keeps
 # scipy's OpenBLAS from parking spinning threads beside the step (5 % of the samples: perf).
@@ -184,9 +187,27 @@ if on ab; then
 say "step A/B"
 LOCKSTEP_DIR=$W/t-ab LD_PRELOAD=$D/lib-new/liblockstep.so timeout -s KILL $((AB_SECONDS + 90)) \
   "${PIN_CMD[@]}" python3 step_overhead.py --ab lockstep --shape host --block 1 --settle 0 --shuffle 1 \
-  --gc "$STEP_GC" --pairs 100000 --seconds "$AB_SECONDS" --configs recording,paused \
+  --gc "$STEP_GC" --pairs 100000 --seconds "$AB_SECONDS" --configs "$AB_CONFIGS" --threads "$AB_THREADS" \
   >"$OUT/ab.jsonl" 2>"$W/ab.err"; tail -3 "$W/ab.err"
 python3 step_ratio.py "$OUT/ab.jsonl" >"$OUT/ab-table.md" 2>&1; head -4 "$OUT/ab-table.md"
+[ "$AB_THREADS" = 1 ] && python3 - "$OUT/ab.jsonl" >>"$OUT/ab-table.md" <<'EOF'
+import json, sys, statistics
+by = {}
+for line in open(sys.argv[1]):
+    if not line.startswith("{"): continue
+    r = json.loads(line)
+    for name, (run, wait, slices) in r.get("threads", {}).items():
+        by.setdefault(name, {}).setdefault(r["config"], []).append((run, wait))
+print("\nµs per step by thread (schedstat: on a CPU / runnable, waiting for one), median over steps:\n")
+configs = sorted({c for v in by.values() for c in v})
+print("| thread | " + " | ".join(configs) + " |"); print("|---" * (len(configs) + 1) + "|")
+for name in sorted(by, key=lambda n: -statistics.median(x[0] for x in by[n].get("paused", [(0, 0)]))):
+    cells = []
+    for c in configs:
+        v = by[name].get(c, [])
+        cells.append(f"{statistics.median(x[0] for x in v):.0f} / {statistics.median(x[1] for x in v):.0f}" if v else "")
+    print(f"| {name} | " + " | ".join(cells) + " |")
+EOF
 fi
 
 # 4. The four arms
