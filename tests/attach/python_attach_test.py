@@ -7,6 +7,7 @@ thread waits in ncclCommInitRank called from hang_in_nccl; the program is unchan
 usage: python_attach_test.py LOCKSTEP PYTHON FIXTURE_LIB_DIR"""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ env = dict(os.environ, LD_LIBRARY_PATH=fixture + ":" + os.environ.get("LD_LIBRAR
            LOCKSTEP_FIXTURE_INIT_TIMEOUT_S="600", PYTHONDONTWRITEBYTECODE="1")
 env.pop("PYTHONPATH", None)
 p = subprocess.Popen([python, program], env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+snapdir = None
 try:
     expect(p.stdout.readline().strip() == "ready", "the program started its threads and entered NCCL")
     wait_until(10, lambda: proc_state(p.pid) is not None and len(proc_state(p.pid)["threads"]) >= 3)
@@ -77,4 +79,6 @@ try:
 finally:
     os.killpg(p.pid, signal.SIGKILL)
     p.wait()
+    if snapdir:
+        shutil.rmtree(snapdir, ignore_errors=True)
 finish()

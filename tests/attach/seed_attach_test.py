@@ -9,6 +9,7 @@ signal) and still hang.
 usage: seed_attach_test.py LOCKSTEP LOCKSTEP_LAUNCH SEED_DEADLOCK FIXTURE_LIB_DIR"""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,4 +79,5 @@ finally:
         job.wait(timeout=20)
     except subprocess.TimeoutExpired:
         os.killpg(job.pid, signal.SIGKILL)
+    shutil.rmtree(work, ignore_errors=True)
 finish()

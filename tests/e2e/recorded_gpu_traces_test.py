@@ -30,9 +30,13 @@ def run(*args, timeout=120):
     return p.returncode, p.stdout, p.stderr
 
 
+copies = []  # removed at the end
+
+
 def copy(src):
     # analyze never writes, but replay writes its trace next to a copy, not into tests/data
     d = tempfile.mkdtemp(prefix="lockstep-gpu-trace-")
+    copies.append(d)
     dst = os.path.join(d, os.path.basename(src))
     shutil.copytree(src, dst)
     return dst
@@ -85,5 +89,7 @@ for t in (analyze_names_fsdp_reduce_scatter_vs_ulysses_all_to_all_at_seq_65,
           replay_on_cpu_fixture_hangs_broken_completes_fixed):
     print(f"== {t.__name__}")
     t()
+for d in copies:
+    shutil.rmtree(d, ignore_errors=True)
 print(f"{len(failures)} failed checks" if failures else "all checks passed")
 sys.exit(1 if failures else 0)
