@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "trace_test_util.h"
@@ -73,10 +74,12 @@ struct FaultJob {
 // job: these tests run it 2-4 times).
 constexpr const char* kManyOps = "250000";
 constexpr const char* kSomeOps = "50000";
+// (Kept for the test program's life; destroyed at its exit, which removes its folder.)
 const FaultJob& reference(const std::string& ops) {
-  static std::map<std::string, FaultJob*> jobs;
-  FaultJob*& j = jobs[ops];
-  if (!j) j = new FaultJob({"many", ops}, false, {});
+  static std::map<std::string, std::unique_ptr<FaultJob>> jobs;
+  std::unique_ptr<FaultJob>& j = jobs[ops];
+  if (!j) j = std::make_unique<FaultJob>(std::vector<std::string>{"many", ops}, false,
+                                         std::map<std::string, std::string>{});
   return *j;
 }
 
