@@ -42,17 +42,14 @@ struct Engine::ProcBuild {
   int32_t proc = 0;
   int32_t thread_base = 0;               // its first host thread in threads_
   int32_t device_q = -1;                 // serialized model: its only queue
-  std::vector<int32_t> stream_q, comm_q; // queue per stream / comm, created when first used
-  std::vector<int64_t> coll_count;       // per comm: collectives issued so far (+ retired - first_ordinal)
+  std::vector<int32_t> stream_q, comm_q; // queue per stream / membership (ProcWork::member_of), created when first used
+  std::vector<int64_t> coll_count;       // per membership: collectives issued so far (+ retired - first_ordinal)
   std::vector<int32_t> stream_end;       // serialized model: device position after each stream's last unit
   std::vector<OpenGroup> open;           // per host thread
   std::unordered_map<int64_t, Marker> events;  // event -> where its last record was
 };
 
-int64_t Engine::retired(int32_t p, size_t c) const {
-  const auto& r = s_.procs[p].retired_colls;
-  return c < r.size() ? r[c] : 0;
-}
+int64_t Engine::retired(int32_t p, size_t c) const { return s_.procs[p].retired_colls(static_cast<int32_t>(c)); }
 
 void Engine::allocate_items() {
   const int32_t nprocs = static_cast<int32_t>(s_.procs.size());
@@ -89,7 +86,12 @@ void Engine::build() {
       if (member >= 0) lo = std::min(lo, retired(member, c));
     m.first_ordinal[c] = lo == INT64_MAX ? 0 : lo;
   }
-  for (int32_t p = 0; p < static_cast<int32_t>(s_.procs.size()); ++p) build_proc(p, m);
+  thread_base_.reserve(s_.procs.size() + 1);
+  for (int32_t p = 0; p < static_cast<int32_t>(s_.procs.size()); ++p) {
+    thread_base_.push_back(static_cast<int32_t>(threads_.size()));
+    build_proc(p, m);
+  }
+  thread_base_.push_back(static_cast<int32_t>(threads_.size()));
   for (const Queue& q : queues_)
     if (!q.units.empty()) units_[q.units[0]].at_head++;
   pair_channels(m);
@@ -102,9 +104,10 @@ void Engine::build_proc(int32_t p, Matching& m) {
   ProcBuild b;
   b.proc = p;
   b.stream_q.assign(ps.streams.size(), -1);
-  b.comm_q.assign(s_.comms.size(), -1);
-  b.coll_count.assign(s_.comms.size(), 0);
-  for (size_t c = 0; c < s_.comms.size(); ++c) b.coll_count[c] = retired(p, c) - m.first_ordinal[c];
+  b.comm_q.assign(ps.member_of.size(), -1);
+  b.coll_count.resize(ps.member_of.size());
+  for (size_t k = 0; k < ps.member_of.size(); ++k)
+    b.coll_count[k] = ps.member_of[k].retired - m.first_ordinal[ps.member_of[k].comm];
   // Serialized model: the device queue is a total order that implies stream and communicator
   // order, so it is the only queue; "stream s done up to here" becomes a device position.
   b.device_q = serialized_ ? new_queue(p, Queue::kDevice, 0) : -1;
@@ -144,8 +147,9 @@ int32_t Engine::stream_queue(ProcBuild& b, int32_t stream) {
 }
 
 int32_t Engine::comm_queue(ProcBuild& b, int32_t comm) {
-  if (b.comm_q[comm] < 0) b.comm_q[comm] = new_queue(b.proc, Queue::kComm, comm);
-  return b.comm_q[comm];
+  const int32_t k = s_.procs[b.proc].membership(comm);
+  if (b.comm_q[k] < 0) b.comm_q[k] = new_queue(b.proc, Queue::kComm, comm);
+  return b.comm_q[k];
 }
 
 int32_t Engine::device_size(const ProcBuild& b) const { return static_cast<int32_t>(queues_[b.device_q].units.size()); }
@@ -277,7 +281,7 @@ int32_t Engine::place_op(ProcBuild& b, int32_t g, const Item& it) {
 // Each send / recv part joins its (comm, sender, receiver) channel in issue order.
 void Engine::add_p2p_parts(Matching& m, int32_t p, int32_t g, const Item& it) {
   const ProcWork& ps = s_.procs[p];
-  const int32_t crank = ps.comm_rank[it.comm];
+  const int32_t crank = ps.comm_rank(it.comm);
   item_pending_parts_[g] = it.nparts;
   for (int32_t k = 0; k < it.nparts; ++k) {
     const Part& part = ps.parts[it.first_part + k];
@@ -292,8 +296,9 @@ void Engine::add_p2p_parts(Matching& m, int32_t p, int32_t g, const Item& it) {
 // members that retired that ordinal count as arrived.
 void Engine::join_collective(Matching& m, ProcBuild& b, int32_t g, const Item& it) {
   const CommInfo& c = s_.comms[it.comm];
-  const int32_t crank = s_.procs[b.proc].comm_rank[it.comm];
-  const int64_t ord = b.coll_count[it.comm]++;
+  const int32_t k = s_.procs[b.proc].membership(it.comm);
+  const int32_t crank = s_.procs[b.proc].member_of[k].rank;
+  const int64_t ord = b.coll_count[k]++;
   auto& list = m.comm_insts[it.comm];
   while (static_cast<int64_t>(list.size()) <= ord) {
     Instance in;
@@ -305,7 +310,7 @@ void Engine::join_collective(Matching& m, ProcBuild& b, int32_t g, const Item& i
                                " rank slots (communicator " + c.hash + " of " + std::to_string(c.nranks) +
                                " ranks): too large to model");
     inst_slots_.resize(inst_slots_.size() + c.nranks, kNeverIssued);
-    for (int32_t r = 0; r < c.nranks; ++r)
+    for (int32_t r = 0; r < c.nranks && c.any_retired; ++r)
       if (c.members[r] >= 0 && retired(c.members[r], size_t(it.comm)) > in.ordinal) {
         inst_slots_[in.slots + r] = kRetired;
         ++in.arrived;
@@ -420,6 +425,13 @@ bool Engine::members_agree(const Instance& in) const {
     else if (!same_collective(*first, item(g))) return false;
   }
   return true;
+}
+
+bool Engine::agrees(int32_t inst) const {
+  if (agree_.empty()) agree_.assign(insts_.size(), 0);
+  int8_t& a = agree_[inst];
+  if (a == 0) a = members_agree(insts_[inst]) ? 1 : 2;
+  return a == 1;
 }
 
 void Engine::arrive(int32_t g) {

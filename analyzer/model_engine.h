@@ -127,7 +127,11 @@ class Engine {
     int32_t unit = -1;  // the unit it waits on, -1: none
     int32_t proc = -1;  // the rank it waits on when that rank never issues the op, else -1
   };
-  Why why(int32_t unit) const;
+  // explain = false: only the unit and rank it waits on, no text (the cycle search asks it of
+  // every stuck unit: 1.5 M at 16,384 ranks).
+  Why why(int32_t unit, bool explain = true) const;
+  // members_agree of insts_[inst], computed once: it depends only on the slots build() filled.
+  bool agrees(int32_t inst) const;
   // "comm X seq N: rank 0 at a, rank 1 at b"; with exclude_proc, only the other members.
   std::string instance_summary(const Instance& in, int32_t exclude_proc = -1) const;
 
@@ -175,6 +179,8 @@ class Engine {
   std::vector<Instance> insts_;
   std::vector<int32_t> inst_slots_;
   std::vector<HostThread> threads_;
+  std::vector<int32_t> thread_base_;  // per proc: its first host thread in threads_ (+ one past the last)
+  mutable std::vector<int8_t> agree_;  // per instance: 0 not computed, 1 agree, 2 not (agrees())
   std::vector<int32_t> work_units_, work_threads_;
   int64_t done_units_ = 0, op_items_ = 0, completed_op_items_ = 0;
 };

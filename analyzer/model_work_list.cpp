@@ -116,11 +116,11 @@ WorkList build_work_list(const Schedule& sched) {
                                  " appears in two files: " + sched.procs[slot].info.shown_path() + " and " + p.shown_path());
       slot = static_cast<int32_t>(pi);
       local_to_global[ci] = mc;
-      if (ps.comm_rank.size() < s.comms.size()) ps.comm_rank.resize(s.comms.size(), -1);
-      ps.comm_rank[mc] = c.rank;
-      if (ps.retired_colls.size() < s.comms.size()) ps.retired_colls.resize(s.comms.size(), 0);
-      ps.retired_colls[mc] = c.retired_collectives;
+      ps.member_of.push_back({mc, c.rank, c.retired_collectives});
+      info.any_retired |= c.retired_collectives != 0;
     }
+    std::sort(ps.member_of.begin(), ps.member_of.end(),
+              [](const ProcWork::Membership& a, const ProcWork::Membership& b) { return a.comm < b.comm; });
 
     std::unordered_map<uint64_t, int32_t> stream_idx;
     auto stream_of = [&](uint64_t v) {
@@ -252,7 +252,6 @@ WorkList build_work_list(const Schedule& sched) {
       s.problems.push_back(p.path + ": " + std::to_string(ignored) +
                            " ops on communicators that cannot be identified across ranks are ignored");
   }
-  for (auto& ps : s.procs) ps.comm_rank.resize(s.comms.size(), -1), ps.retired_colls.resize(s.comms.size(), 0);
   // One line per communicator: a few missing ranks named, the rest counted (nranks comes from
   // the file and can be 2^24).
   for (const CommInfo& c : s.comms) {

@@ -2,6 +2,7 @@
 // (model_engine.h) walks; built by build_work_list (model_work_list.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -61,17 +62,38 @@ struct CommInfo {
   std::string hash;
   int nranks = 0;
   std::vector<int32_t> members;  // process index for each comm rank (-1 = not in the trace)
+  bool any_retired = false;      // some member's size cap retired collectives of it
 };
 
 struct ProcWork {
   std::string label;                       // "rank 3" (global rank) or the file name
   std::vector<uint64_t> streams;           // recorded stream values
   size_t nthreads = 0;
-  std::vector<int32_t> comm_rank;          // by WorkList comm index: this rank's rank in it, -1
-  // By WorkList comm index: collectives the size cap retired before the first one in `items`
-  // (comms.retired_collectives). Members align collectives by absolute ordinal; one that some
-  // member retired counts as reached by it (its digest is checked by the analyzer, not here).
-  std::vector<int64_t> retired_colls;
+  // The communicators it is a member of, by WorkList comm index: its rank in each, and the
+  // collectives the size cap retired before the first one in `items` (comms.retired_collectives).
+  // Members align collectives by absolute ordinal; one that some member retired counts as
+  // reached by it (its digest is checked by the analyzer, not here). Only its own: a table by
+  // every communicator of the job would be ranks x communicators (16,384 x 2,057: 400 MB).
+  struct Membership {
+    int32_t comm = 0;
+    int32_t rank = 0;
+    int64_t retired = 0;
+  };
+  std::vector<Membership> member_of;  // sorted by comm
+  // Index into member_of of `comm`, -1 when it is not a member.
+  int32_t membership(int32_t comm) const {
+    auto it = std::lower_bound(member_of.begin(), member_of.end(), comm,
+                               [](const Membership& m, int32_t c) { return m.comm < c; });
+    return it != member_of.end() && it->comm == comm ? static_cast<int32_t>(it - member_of.begin()) : -1;
+  }
+  int32_t comm_rank(int32_t comm) const {
+    const int32_t k = membership(comm);
+    return k < 0 ? -1 : member_of[k].rank;
+  }
+  int64_t retired_colls(int32_t comm) const {
+    const int32_t k = membership(comm);
+    return k < 0 ? 0 : member_of[k].retired;
+  }
   std::vector<Item> items;                 // ops and waits, sorted by call_index
   std::vector<Part> parts;
   // A Flight Recorder dump: torch runs point-to-point ops on a communicator (and stream) per pair
