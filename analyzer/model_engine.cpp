@@ -71,8 +71,6 @@ void Engine::allocate_items() {
   part_partner_.assign(total_parts, -1);
   part_state_.assign(total_parts, 0);
   units_.reserve(total);
-  unit_items_.reserve(total);
-  unit_queues_.reserve(serialized_ ? total : total * 2);
 }
 
 void Engine::build() {
@@ -156,7 +154,6 @@ int32_t Engine::device_size(const ProcBuild& b) const { return static_cast<int32
 
 int32_t Engine::new_unit(const ProcBuild& b, int32_t g, int32_t thread) {
   Unit un;
-  un.proc = b.proc;
   un.thread = b.thread_base + thread;
   un.first_item = g;
   units_.push_back(un);
@@ -166,12 +163,19 @@ int32_t Engine::new_unit(const ProcBuild& b, int32_t g, int32_t thread) {
 
 void Engine::finish_unit(int32_t u, const int32_t* items, int32_t nitems, const int32_t* qs, int32_t nq) {
   Unit& un = units_[u];
-  un.items_begin = static_cast<int32_t>(unit_items_.size());
+  // One item is the unit's first (new_unit), two queues fit in the unit: most units store no more.
   un.nitems = nitems;
-  unit_items_.insert(unit_items_.end(), items, items + nitems);
-  un.q_begin = static_cast<int32_t>(unit_queues_.size());
+  if (nitems >= 2) {
+    un.items_begin = static_cast<int32_t>(unit_items_.size());
+    unit_items_.insert(unit_items_.end(), items, items + nitems);
+  }
   un.nq = nq;
-  unit_queues_.insert(unit_queues_.end(), qs, qs + nq);
+  if (nq <= 2) {
+    for (int32_t k = 0; k < nq; ++k) un.q[k] = qs[k];
+  } else {
+    un.q[0] = static_cast<int32_t>(unit_queues_.size());
+    unit_queues_.insert(unit_queues_.end(), qs, qs + nq);
+  }
 }
 
 void Engine::close_group(ProcBuild& b, int32_t thread) {
@@ -201,8 +205,7 @@ void Engine::add_host_item(ProcBuild& b, int32_t g, const Item& it) {
       if (e == b.events.end()) break;  // never recorded: waits for nothing (as in CUDA)
       const int32_t u = new_unit(b, g, it.thread);
       units_[u].barrier = true;
-      units_[u].marker_q = e->second.q;
-      units_[u].marker_pos = e->second.pos;
+      barrier_markers_[u] = e->second;
       item_unit_[g] = u;
       queues_[sq].units.push_back(u);
       finish_unit(u, nullptr, 0, &sq, 1);
@@ -395,7 +398,7 @@ void Engine::try_activate(int32_t u) {
     if (un.at_head < un.nq) return;
     un.active = true;
     if (!un.barrier) {
-      for (int32_t k = 0; k < un.nitems; ++k) arrive(unit_items_[un.items_begin + k]);
+      for (int32_t k = 0; k < un.nitems; ++k) arrive(unit_item(un, k));
       if (un.nitems == 0 || un.pending == 0) {
         if (!un.done) complete_unit(u);
       }
@@ -403,7 +406,7 @@ void Engine::try_activate(int32_t u) {
     }
   }
   if (un.barrier && !un.done) {
-    const Marker m{un.marker_q, un.marker_pos};
+    const Marker m = barrier_markers_.at(u);
     if (marker_ok(m)) complete_unit(u);
     else add_waiter(m, u);
   }
@@ -479,7 +482,7 @@ void Engine::complete_unit(int32_t u) {
   un.done = true;
   ++done_units_;
   for (int32_t k = 0; k < un.nq; ++k) {
-    Queue& q = queues_[unit_queues_[un.q_begin + k]];
+    Queue& q = queues_[unit_queue(un, k)];
     ++q.head;
     if (q.head < static_cast<int32_t>(q.units.size())) {
       const int32_t next = q.units[q.head];

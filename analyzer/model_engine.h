@@ -19,23 +19,23 @@ namespace lockstep::model::detail {
 // Collective instance slots, at most (kMaxModelRanks says what the largest traces take).
 constexpr size_t kMaxInstanceSlots = size_t(1) << 28;
 
+// 40 bytes, one per op (a group: one for its ops): the engine's largest array. Its rank is its
+// first item's (Engine::unit_proc); a barrier's marker is kept beside (Engine::barrier_markers_).
 struct Unit {
-  int32_t proc = 0;
   int32_t thread = 0;       // host thread that issues it
-  int32_t first_item = 0;   // global item id of its first item
-  int32_t items_begin = 0;  // into Engine::unit_items
+  int32_t first_item = 0;   // global item id of its first item (its only one when nitems == 1)
+  int32_t items_begin = 0;  // into Engine::unit_items_, when nitems >= 2
   int32_t nitems = 0;
-  int32_t q_begin = 0;      // into Engine::unit_queues
+  int32_t q[2] = {-1, -1};  // its queues when nq <= 2, else q[0]: where they start in Engine::unit_queues_
   int32_t nq = 0;
   int32_t pending = 0;      // items not complete
   int32_t at_head = 0;      // queues whose head it is (runnable when == nq and issued)
-  int32_t marker_q = -1;    // barrier (stream_wait_event): wait until queue head >= marker_pos
-  int32_t marker_pos = 0;
-  bool barrier = false;
+  bool barrier = false;     // stream_wait_event: waits until a marker (Engine::barrier_markers_)
   bool issued = false;
   bool active = false;
   bool done = false;
 };
+static_assert(sizeof(Unit) == 40, "Unit is the engine's per-op memory");
 
 struct Queue {
   enum Kind : uint8_t { kStream, kComm, kDevice } kind = kStream;
@@ -135,6 +135,9 @@ class Engine {
   // "comm X seq N: rank 0 at a, rank 1 at b"; with exclude_proc, only the other members.
   std::string instance_summary(const Instance& in, int32_t exclude_proc = -1) const;
 
+  int32_t unit_proc(int32_t u) const { return item_proc_[units_[u].first_item]; }
+  int32_t unit_item(const Unit& un, int32_t k) const { return un.nitems == 1 ? un.first_item : unit_items_[un.items_begin + k]; }
+  int32_t unit_queue(const Unit& un, int32_t k) const { return un.nq <= 2 ? un.q[k] : unit_queues_[un.q[0] + k]; }
   const Item& item(int32_t g) const { return s_.procs[item_proc_[g]].items[g - item_base_[item_proc_[g]]]; }
   // The op of an item (Schedule::procs[p].ops index), -1 for a host wait.
   int32_t op_index(int32_t g) const { return item(g).kind == ItemKind::kOp ? item(g).op_index : -1; }
@@ -169,8 +172,9 @@ class Engine {
   std::vector<int32_t> part_partner_;
   std::vector<uint8_t> part_state_;  // 0 waiting, 1 arrived, 2 matched, 3 mismatched
   std::vector<Unit> units_;
-  std::vector<int32_t> unit_items_;
-  std::vector<int32_t> unit_queues_;
+  std::vector<int32_t> unit_items_;   // the items of units of two or more
+  std::vector<int32_t> unit_queues_;  // the queues of units on three or more
+  std::unordered_map<int32_t, Marker> barrier_markers_;  // per barrier unit: the queue position it waits for
   std::vector<Queue> queues_;
   // Per queue with waiters: (position needed, waiter), smallest first; waiter >= 0 is a unit
   // (a stream_wait_event barrier), < 0 a host thread -(w+1).
@@ -180,6 +184,7 @@ class Engine {
   std::vector<int32_t> inst_slots_;
   std::vector<HostThread> threads_;
   std::vector<int32_t> thread_base_;  // per proc: its first host thread in threads_ (+ one past the last)
+  mutable std::vector<int32_t> inst_block_;  // per instance: its first member not there (why(); after run())
   mutable std::vector<int8_t> agree_;  // per instance: 0 not computed, 1 agree, 2 not (agrees())
   std::vector<int32_t> work_units_, work_threads_;
   int64_t done_units_ = 0, op_items_ = 0, completed_op_items_ = 0;

@@ -47,14 +47,14 @@ std::string Engine::unit_desc(int32_t u) const {
   if (un.barrier) {
     const Item& it = item(un.first_item);
     return "stream_wait_event(event " + hex(static_cast<uint64_t>(it.event)) + ") on stream " +
-           hex(s_.procs[un.proc].streams[it.stream]);
+           hex(s_.procs[unit_proc(u)].streams[it.stream]);
   }
   if (un.nitems == 1) {
-    const int32_t g = unit_items_[un.items_begin];
-    return item_desc(g) + " on stream " + hex(s_.procs[un.proc].streams[item(g).stream]);
+    const int32_t g = unit_item(un, 0);
+    return item_desc(g) + " on stream " + hex(s_.procs[unit_proc(u)].streams[item(g).stream]);
   }
   std::string d = "group {";
-  for (int32_t k = 0; k < un.nitems; ++k) d += (k ? ", " : "") + item_desc(unit_items_[un.items_begin + k]);
+  for (int32_t k = 0; k < un.nitems; ++k) d += (k ? ", " : "") + item_desc(unit_item(un, k));
   return d + "}";
 }
 
@@ -140,7 +140,7 @@ Engine::Why Engine::why(int32_t u, bool explain) const {
   }
   if (!un.active) {
     for (int32_t k = 0; k < un.nq; ++k) {
-      const int32_t qi = unit_queues_[un.q_begin + k];
+      const int32_t qi = unit_queue(un, k);
       const Queue& q = queues_[qi];
       if (q.units[q.head] != u)
         return {text([&] { return "queued on " + queue_desc(qi) + " behind " + unit_desc(q.units[q.head]); }), q.units[q.head]};
@@ -148,19 +148,30 @@ Engine::Why Engine::why(int32_t u, bool explain) const {
     return {text([] { return std::string("not started"); }), -1};
   }
   if (un.barrier) {
-    const Queue& q = queues_[un.marker_q];
-    return {text([&] { return "waits for the event, recorded on " + queue_desc(un.marker_q) + " behind " + unit_desc(q.units[q.head]); }),
+    const int32_t mq = barrier_markers_.at(u).q;
+    const Queue& q = queues_[mq];
+    return {text([&] { return "waits for the event, recorded on " + queue_desc(mq) + " behind " + unit_desc(q.units[q.head]); }),
             q.units[q.head]};
   }
   for (int32_t k = 0; k < un.nitems; ++k) {
-    const int32_t g = unit_items_[un.items_begin + k];
+    const int32_t g = unit_item(un, k);
     const Item& it = item(g);
     const int32_t inst = item_inst_[g];
     if (inst >= 0) {
       const Instance& in = insts_[inst];
-      if (in.mismatch || !agrees(inst)) return {text([&] { return "no matching op: " + instance_summary(in, un.proc); }), -1};
+      if (in.mismatch || !agrees(inst)) return {text([&] { return "no matching op: " + instance_summary(in, unit_proc(u)); }), -1};
       const CommInfo& c = s_.comms[in.comm];
-      for (int32_t r = 0; r < c.nranks; ++r) {
+      // The first member not there: the same for every unit of the instance (asked of each).
+      if (inst_block_.empty()) inst_block_.assign(insts_.size(), -1);
+      int32_t& block = inst_block_[inst];
+      if (block < 0) {
+        block = c.nranks;
+        for (int32_t r = 0; r < c.nranks && block == c.nranks; ++r) {
+          const int32_t og = inst_slots_[in.slots + r];
+          if (og == kNeverIssued || (og >= 0 && !units_[item_unit_[og]].active)) block = r;
+        }
+      }
+      for (int32_t r = block; r < c.nranks; ++r) {
         const int32_t og = inst_slots_[in.slots + r];
         if (og == kRetired) continue;
         if (og == kNeverIssued) {
@@ -220,8 +231,9 @@ Result Engine::witness(Verdict stuck_verdict) const {
   for (int32_t u = 0; u < static_cast<int32_t>(units_.size()); ++u) {
     const Unit& un = units_[u];
     if (un.done) continue;
-    if (first_stuck[un.proc] < 0) first_stuck[un.proc] = u;
-    if (un.active && first_active[un.proc] < 0) first_active[un.proc] = u;
+    const int32_t p = unit_proc(u);
+    if (first_stuck[p] < 0) first_stuck[p] = u;
+    if (un.active && first_active[p] < 0) first_active[p] = u;
   }
   for (int32_t p = 0; p < nprocs; ++p) {
     RankWitness w;
@@ -232,7 +244,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
       w.blocked_in = unit_desc(u);
       const Why y = why(u);
       w.waits_for = y.text;
-      w.waits_on = y.proc >= 0 ? y.proc : y.unit >= 0 ? units_[y.unit].proc : -1;
+      w.waits_on = y.proc >= 0 ? y.proc : y.unit >= 0 ? unit_proc(y.unit) : -1;
       w.op = op_index(units_[u].first_item);
       w.never_issued = y.proc >= 0 && !s_.procs[y.proc].end_unknown();
     } else {
@@ -268,11 +280,11 @@ Result Engine::witness(Verdict stuck_verdict) const {
     for (int32_t v : path) color[v] = 2;
   }
   bool cross_rank = false;
-  for (int32_t v : cycle_units) cross_rank |= units_[v].proc != units_[cycle_units[0]].proc;
+  for (int32_t v : cycle_units) cross_rank |= unit_proc(v) != unit_proc(cycle_units[0]);
   if (cross_rank)
     for (int32_t v : cycle_units) {
-      r.cycle.push_back(plabel(units_[v].proc) + ": " + unit_desc(v) + " " + why(v).text);
-      r.cycle_steps.push_back({units_[v].proc, op_index(units_[v].first_item)});
+      r.cycle.push_back(plabel(unit_proc(v)) + ": " + unit_desc(v) + " " + why(v).text);
+      r.cycle_steps.push_back({unit_proc(v), op_index(units_[v].first_item)});
     }
 
   // Truncated schedules (a recorded hang) often end before the op a rank waits for: then the
