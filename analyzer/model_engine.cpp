@@ -256,7 +256,7 @@ int32_t Engine::place_op(ProcBuild& b, int32_t g, const Item& it) {
     qs[1] = comm_queue(b, it.comm);
     nq = 2;
   }
-  if (it.group < 0) {
+  if (it.group == 0) {
     close_group(b, t);
     const int32_t u = new_unit(b, g, t);
     for (int32_t k = 0; k < nq; ++k) queues_[qs[k]].units.push_back(u);
@@ -265,7 +265,7 @@ int32_t Engine::place_op(ProcBuild& b, int32_t g, const Item& it) {
     return u;
   }
   OpenGroup& og = b.open[t];
-  if (og.unit < 0 || og.group != it.group) {
+  if (og.unit < 0 || og.group != int64_t(it.group)) {
     close_group(b, t);
     og.unit = new_unit(b, g, t);
     og.group = it.group;
@@ -412,7 +412,9 @@ void Engine::try_activate(int32_t u) {
   }
 }
 
-bool Engine::same_collective(const Item& a, const Item& b) {
+bool Engine::same_collective(const Item& x, const Item& y) const {
+  if (x.desc == y.desc) return true;  // one signature: the same op
+  const OpDesc &a = s_.descs[x.desc], &b = s_.descs[y.desc];
   if (a.op != b.op || a.root != b.root || a.redop != b.redop || a.coalesced_sig != b.coalesced_sig) return false;
   // Grouped all-to-alls record total elements sent, which uneven splits make rank-dependent.
   return a.op == OpKind::AllToAll || a.op == OpKind::Coalesced || (a.count == b.count && a.dtype == b.dtype);

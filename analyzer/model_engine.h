@@ -113,7 +113,7 @@ class Engine {
     }
     waiters_[q.waiters].emplace(m.pos, waiter);
   }
-  static bool same_collective(const Item& a, const Item& b);
+  bool same_collective(const Item& a, const Item& b) const;
   bool members_agree(const Instance& in) const;  // among the members that issue it
 
   // Explanations (only after run()).

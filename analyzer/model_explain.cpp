@@ -92,10 +92,11 @@ std::string Engine::instance_summary(const Instance& in, int32_t exclude_proc) c
     const Item& it = item(g);
     std::string what = vocab::name(it.op);
     if (same_kind) {  // then the difference is in the arguments: show them
-      what += "(count " + std::to_string(it.count);
-      if (it.dtype != vocab::Dtype::Mixed) what += std::string(" ") + vocab::name(it.dtype);
-      if (it.root >= 0) what += " root " + std::to_string(it.root);
-      if (it.redop != vocab::RedOp::None) what += std::string(" ") + vocab::name(it.redop);
+      const OpDesc& d = s_.descs[it.desc];
+      what += "(count " + std::to_string(d.count);
+      if (d.dtype != vocab::Dtype::Mixed) what += std::string(" ") + vocab::name(d.dtype);
+      if (d.root >= 0) what += " root " + std::to_string(d.root);
+      if (d.redop != vocab::RedOp::None) what += std::string(" ") + vocab::name(d.redop);
       what += ")";
     }
     auto gi = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == what; });

@@ -35,27 +35,34 @@ struct Part {         // one send or recv of a p2p op (lone send/recv: one part)
   vocab::Dtype dtype = vocab::Dtype::Mixed;
 };
 
-// 72 bytes, widest fields first: the checker holds one per op and host wait.
-struct Item {
-  int64_t call_index = 0;
-  int64_t group = -1;      // rows of one rank with the same group >= 0 progress together
+// What the model compares of an op (Engine::same_collective) and says of it, once per signature
+// of the Schedule (Item::desc).
+struct OpDesc {
   int64_t count = 0;
-  int64_t event = 0;
+  int32_t root = -1;
+  int16_t coalesced_sig = -1;  // coalesced ops: index into WorkList::names of the parts' op list
+  OpKind op = OpKind::AllReduce;
+  vocab::Dtype dtype = vocab::Dtype::Mixed;
+  vocab::RedOp redop = vocab::RedOp::None;
+  bool filled = false;  // build_work_list: made from its signature
+};
+
+// 48 bytes, widest fields first: the checker holds one per op and host wait.
+struct Item {
+  int64_t event = 0;       // host waits and event records: the event
   uint32_t seq = 0;
   int32_t comm = -1;       // index into WorkList::comms
   int32_t stream = 0;      // index into ProcWork::streams
   int32_t thread = 0;      // index into SchedProcess::threads
-  int32_t root = -1;
+  int32_t desc = -1;       // kOp items: index into WorkList::descs
   int32_t first_part = 0;  // into ProcWork::parts (p2p ops only)
   int32_t nparts = 0;
   int32_t op_index = -1;   // kOp items: index into SchedProcess::ops
-  int16_t coalesced_sig = -1;  // coalesced ops: index into WorkList::names of the parts' op list
+  uint32_t group = 0;      // rows of one rank with the same group != 0 progress together; 0: none
   ItemKind kind = ItemKind::kOp;
-  OpKind op = OpKind::AllReduce;  // kOp items only
-  vocab::Dtype dtype = vocab::Dtype::Mixed;
-  vocab::RedOp redop = vocab::RedOp::None;
+  OpKind op = OpKind::AllReduce;  // kOp items only (also in its desc)
 };
-static_assert(sizeof(Item) == 72, "Item is the checker's per-op memory");
+static_assert(sizeof(Item) == 48, "Item is the checker's per-op memory");
 
 struct CommInfo {
   std::string label;          // name, or the first 8 hex digits of the hash
@@ -114,6 +121,7 @@ struct ProcWork {
 struct WorkList {
   std::vector<CommInfo> comms;
   std::vector<ProcWork> procs;
+  std::vector<OpDesc> descs;               // by Schedule signature (Item::desc)
   std::vector<std::string> names;          // interned coalesced part lists
   std::vector<std::string> problems;       // input problems found while building (shown to user)
   int16_t intern(const std::string& s) {   // -1 for ""
