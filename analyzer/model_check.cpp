@@ -44,31 +44,28 @@ Result witness(const Engine& stuck, Verdict verdict, const Options& options) {
 Result check_models(const WorkList& schedule, const Options& options) {
   // The serialized model only adds constraints (one more queue per rank), so when it completes
   // the concurrent one does too: a good schedule needs one pass.
-  // One engine at a time (each holds some 90 bytes an op): a serialized run that gets stuck is
-  // dropped before the concurrent one is built, and built and run again (the same run: the
-  // engine is deterministic for a seed) only when it gives the witness (may deadlock).
+  // One engine at a time (each holds some 70 bytes an op): the concurrent one is built in the
+  // arrays of a serialized run that got stuck, and the serialized one is built and run again in
+  // the concurrent one's (the same run: the engine is deterministic for a seed) only when it
+  // gives the witness (may deadlock).
   if (options.check_serialized) {
-    {
-      Engine serialized(schedule, true);
-      serialized.run(options.shuffle_seed);
-      step(options, "serialized model");
-      if (serialized.all_done()) {
-        Result r;
-        r.model = "serialized";
-        r.ops = r.completed_ops = serialized.op_items();
-        return r;
-      }
-    }
-    {
-      Engine concurrent(schedule, false);
-      concurrent.run(options.shuffle_seed);
-      step(options, "concurrent model");
-      if (!concurrent.all_done()) return witness(concurrent, Verdict::kDeadlock, options);
-    }
     Engine serialized(schedule, true);
     serialized.run(options.shuffle_seed);
     step(options, "serialized model");
-    return witness(serialized, Verdict::kMayDeadlock, options);
+    if (serialized.all_done()) {
+      Result r;
+      r.model = "serialized";
+      r.ops = r.completed_ops = serialized.op_items();
+      return r;
+    }
+    Engine concurrent(schedule, false, std::move(serialized));
+    concurrent.run(options.shuffle_seed);
+    step(options, "concurrent model");
+    if (!concurrent.all_done()) return witness(concurrent, Verdict::kDeadlock, options);
+    Engine again(schedule, true, std::move(concurrent));
+    again.run(options.shuffle_seed);
+    step(options, "serialized model");
+    return witness(again, Verdict::kMayDeadlock, options);
   }
   Engine concurrent(schedule, false);
   concurrent.run(options.shuffle_seed);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 #include <stdexcept>
+#include <type_traits>
 
 namespace lockstep::model::detail {
 
@@ -50,6 +51,41 @@ struct Engine::ProcBuild {
 };
 
 int64_t Engine::retired(int32_t p, size_t c) const { return s_.procs[p].retired_colls(static_cast<int32_t>(c)); }
+
+void Engine::recycle(Engine&& used) {
+  auto take = [](auto& mine, auto& theirs) {
+    mine.swap(theirs);
+    mine.clear();  // keeps the capacity
+  };
+  take(item_proc_, used.item_proc_);
+  take(item_unit_, used.item_unit_);
+  take(item_inst_, used.item_inst_);
+  take(item_pending_parts_, used.item_pending_parts_);
+  take(part_item_, used.part_item_);
+  take(part_partner_, used.part_partner_);
+  take(part_state_, used.part_state_);
+  take(units_, used.units_);
+  take(unit_items_, used.unit_items_);
+  take(unit_queues_, used.unit_queues_);
+  take(insts_, used.insts_);
+  take(inst_slots_, used.inst_slots_);
+  // The rest of it freed before this one is built (its queues' and threads' small arrays come
+  // back from the heap for this one's).
+  auto drop = [](auto& c) { std::remove_reference_t<decltype(c)>().swap(c); };
+  drop(used.item_base_);
+  drop(used.part_base_);
+  drop(used.queues_);
+  drop(used.threads_);
+  drop(used.thread_base_);
+  drop(used.waiters_);
+  drop(used.wait_markers_);
+  drop(used.wait_marker_idx_);
+  drop(used.barrier_markers_);
+  drop(used.work_units_);
+  drop(used.work_threads_);
+  drop(used.agree_);
+  drop(used.inst_block_);
+}
 
 void Engine::allocate_items() {
   const int32_t nprocs = static_cast<int32_t>(s_.procs.size());
