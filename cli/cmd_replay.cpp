@@ -50,11 +50,15 @@ using replay::Outcome;
 int run_model(const ReplayArgs& a) {
   std::vector<std::string> incomplete;
   replay::RetiredHistory retired;
-  // --timing: each step's wall and CPU time (both threads of the loader), on stderr.
+  // --timing: each step's wall and CPU time (both threads of the loader) and the peak RSS, on stderr.
   std::function<void(const char*)> on_step;
-  auto cpu_ms = [] {
+  auto usage = [] {
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
+    return ru;
+  };
+  auto cpu_ms = [&] {
+    const rusage ru = usage();
     return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000.0 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000.0;
   };
   auto last = std::chrono::steady_clock::now();
@@ -65,7 +69,8 @@ int run_model(const ReplayArgs& a) {
       const double cpu = cpu_ms();
       std::cerr << "lockstep replay --model: " << step << " "
                 << std::chrono::duration_cast<std::chrono::milliseconds>(now - last).count() << " ms, "
-                << static_cast<int64_t>(cpu - last_cpu) << " ms CPU\n";
+                << static_cast<int64_t>(cpu - last_cpu) << " ms CPU (peak RSS so far " << usage().ru_maxrss / 1024
+                << " MiB)\n";
       last = now;
       last_cpu = cpu;
     };
