@@ -60,7 +60,6 @@ void Engine::recycle(Engine&& used) {
   take(item_proc_, used.item_proc_);
   take(item_unit_, used.item_unit_);
   take(item_inst_, used.item_inst_);
-  take(item_pending_parts_, used.item_pending_parts_);
   take(part_item_, used.part_item_);
   take(part_partner_, used.part_partner_);
   take(part_state_, used.part_state_);
@@ -102,7 +101,6 @@ void Engine::allocate_items() {
   item_proc_.resize(total);
   item_unit_.assign(total, -1);
   item_inst_.assign(total, -1);
-  item_pending_parts_.assign(total, 0);
   part_item_.resize(total_parts);
   part_partner_.assign(total_parts, -1);
   part_state_.assign(total_parts, 0);
@@ -321,7 +319,6 @@ int32_t Engine::place_op(ProcBuild& b, int32_t g, const Item& it) {
 void Engine::add_p2p_parts(Matching& m, int32_t p, int32_t g, const Item& it) {
   const ProcWork& ps = s_.procs[p];
   const int32_t crank = ps.comm_rank(it.comm);
-  item_pending_parts_[g] = it.nparts;
   for (int32_t k = 0; k < it.nparts; ++k) {
     const Part& part = ps.parts[it.first_part + k];
     const int32_t gp = part_base_[p] + it.first_part + k;
@@ -504,9 +501,18 @@ void Engine::arrive(int32_t g) {
       continue;
     }
     part_state_[gp] = part_state_[other] = 2;
-    if (--item_pending_parts_[g] == 0) complete_item(g);
-    if (--item_pending_parts_[og] == 0) complete_item(og);
+    // An op completes with its last part matched (a send_recv to itself: once).
+    if (parts_matched(g)) complete_item(g);
+    if (og != g && parts_matched(og)) complete_item(og);
   }
+}
+
+bool Engine::parts_matched(int32_t g) const {
+  const Item& it = item(g);
+  const int32_t first = part_base_[item_proc_[g]] + it.first_part;
+  for (int32_t k = 0; k < it.nparts; ++k)
+    if (part_state_[first + k] != 2) return false;
+  return true;
 }
 
 void Engine::complete_item(int32_t g) {

@@ -146,6 +146,7 @@ class Engine {
   void advance(int32_t thread);
   void try_activate(int32_t unit);
   void arrive(int32_t gitem);
+  bool parts_matched(int32_t gitem) const;  // every send and recv of a p2p op met its peer's
   void complete_item(int32_t gitem);
   void complete_unit(int32_t unit);
   bool marker_ok(const Marker& m) const { return queues_[m.q].head >= m.pos; }
@@ -208,7 +209,6 @@ class Engine {
   OpArray<int32_t> item_proc_;   // per global item
   OpArray<int32_t> item_unit_;   // per global item (-1 for host waits / event records)
   OpArray<int32_t> item_inst_;   // collective instance, -1 otherwise
-  OpArray<int32_t> item_pending_parts_;
   std::vector<std::vector<Marker>> wait_markers_;  // per global item (host waits only), sparse
   std::unordered_map<int32_t, int32_t> wait_marker_idx_;
   std::vector<int32_t> part_base_;   // per proc: global id of its first part
