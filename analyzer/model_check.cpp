@@ -31,36 +31,54 @@ using detail::build_work_list;
 using detail::Engine;
 using detail::WorkList;
 
+void step(const Options& options, const char* what) {
+  if (options.on_step) options.on_step(what);
+}
+
+Result witness(const Engine& stuck, Verdict verdict, const Options& options) {
+  Result r = stuck.witness(verdict);
+  step(options, "witness");
+  return r;
+}
+
 Result check_models(const WorkList& schedule, const Options& options) {
   // The serialized model only adds constraints (one more queue per rank), so when it completes
   // the concurrent one does too: a good schedule needs one pass.
+  // One engine at a time (each holds some 70 bytes an op): the concurrent one is built in the
+  // arrays of a serialized run that got stuck, and the serialized one is built and run again in
+  // the concurrent one's (the same run: the engine is deterministic for a seed) only when it
+  // gives the witness (may deadlock).
   if (options.check_serialized) {
     Engine serialized(schedule, true);
     serialized.run(options.shuffle_seed);
+    step(options, "serialized model");
     if (serialized.all_done()) {
       Result r;
       r.model = "serialized";
       r.ops = r.completed_ops = serialized.op_items();
       return r;
     }
-    Engine concurrent(schedule, false);
+    Engine concurrent(schedule, false, std::move(serialized));
     concurrent.run(options.shuffle_seed);
-    if (!concurrent.all_done()) return concurrent.witness(Verdict::kDeadlock);
-    return serialized.witness(Verdict::kMayDeadlock);
+    step(options, "concurrent model");
+    if (!concurrent.all_done()) return witness(concurrent, Verdict::kDeadlock, options);
+    Engine again(schedule, true, std::move(concurrent));
+    again.run(options.shuffle_seed);
+    step(options, "serialized model");
+    return witness(again, Verdict::kMayDeadlock, options);
   }
   Engine concurrent(schedule, false);
   concurrent.run(options.shuffle_seed);
-  if (!concurrent.all_done()) return concurrent.witness(Verdict::kDeadlock);
+  step(options, "concurrent model");
+  if (!concurrent.all_done()) return witness(concurrent, Verdict::kDeadlock, options);
   Result r;
   r.model = "concurrent";
   r.ops = r.completed_ops = concurrent.op_items();
   return r;
 }
 
-}  // namespace
-
-Result check(const Schedule& schedule, const Options& options) {
-  WorkList model = build_work_list(schedule);
+// The checker on its work list (the two models, then what a hole or a stop makes unknown).
+Result check_work_list(WorkList model, const Options& options) {
   for (int32_t p : options.stopped_procs)
     if (p >= 0 && static_cast<size_t>(p) < model.procs.size()) model.procs[p].stopped = true;
   Result r = check_models(model, options);
@@ -86,6 +104,21 @@ Result check(const Schedule& schedule, const Options& options) {
     }
   }
   return r;
+}
+
+}  // namespace
+
+Result check(const Schedule& schedule, const Options& options) {
+  WorkList model = build_work_list(schedule);
+  step(options, "work list");
+  return check_work_list(std::move(model), options);
+}
+
+Result check(Schedule&& schedule, const Options& options) {
+  WorkList model = build_work_list(schedule);
+  { Schedule gone = std::move(schedule); }
+  step(options, "work list");
+  return check_work_list(std::move(model), options);
 }
 
 std::string format_text(const Result& r) {

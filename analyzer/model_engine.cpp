@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <random>
 #include <stdexcept>
+#include <type_traits>
 
 namespace lockstep::model::detail {
 
@@ -42,16 +43,47 @@ struct Engine::ProcBuild {
   int32_t proc = 0;
   int32_t thread_base = 0;               // its first host thread in threads_
   int32_t device_q = -1;                 // serialized model: its only queue
-  std::vector<int32_t> stream_q, comm_q; // queue per stream / comm, created when first used
-  std::vector<int64_t> coll_count;       // per comm: collectives issued so far (+ retired - first_ordinal)
+  std::vector<int32_t> stream_q, comm_q; // queue per stream / membership (ProcWork::member_of), created when first used
+  std::vector<int64_t> coll_count;       // per membership: collectives issued so far (+ retired - first_ordinal)
   std::vector<int32_t> stream_end;       // serialized model: device position after each stream's last unit
   std::vector<OpenGroup> open;           // per host thread
   std::unordered_map<int64_t, Marker> events;  // event -> where its last record was
 };
 
-int64_t Engine::retired(int32_t p, size_t c) const {
-  const auto& r = s_.procs[p].retired_colls;
-  return c < r.size() ? r[c] : 0;
+int64_t Engine::retired(int32_t p, size_t c) const { return s_.procs[p].retired_colls(static_cast<int32_t>(c)); }
+
+void Engine::recycle(Engine&& used) {
+  auto take = [](auto& mine, auto& theirs) {
+    mine.swap(theirs);
+    mine.clear();  // keeps the capacity
+  };
+  take(item_proc_, used.item_proc_);
+  take(item_unit_, used.item_unit_);
+  take(item_inst_, used.item_inst_);
+  take(part_item_, used.part_item_);
+  take(part_partner_, used.part_partner_);
+  take(part_state_, used.part_state_);
+  take(units_, used.units_);
+  take(unit_items_, used.unit_items_);
+  take(unit_queues_, used.unit_queues_);
+  take(insts_, used.insts_);
+  take(inst_slots_, used.inst_slots_);
+  // The rest of it freed before this one is built (its queues' and threads' small arrays come
+  // back from the heap for this one's).
+  auto drop = [](auto& c) { std::remove_reference_t<decltype(c)>().swap(c); };
+  drop(used.item_base_);
+  drop(used.part_base_);
+  drop(used.queues_);
+  drop(used.threads_);
+  drop(used.thread_base_);
+  drop(used.waiters_);
+  drop(used.wait_markers_);
+  drop(used.wait_marker_idx_);
+  drop(used.barrier_markers_);
+  drop(used.work_units_);
+  drop(used.work_threads_);
+  drop(used.agree_);
+  drop(used.inst_block_);
 }
 
 void Engine::allocate_items() {
@@ -69,13 +101,10 @@ void Engine::allocate_items() {
   item_proc_.resize(total);
   item_unit_.assign(total, -1);
   item_inst_.assign(total, -1);
-  item_pending_parts_.assign(total, 0);
   part_item_.resize(total_parts);
   part_partner_.assign(total_parts, -1);
   part_state_.assign(total_parts, 0);
   units_.reserve(total);
-  unit_items_.reserve(total);
-  unit_queues_.reserve(serialized_ ? total : total * 2);
 }
 
 void Engine::build() {
@@ -89,7 +118,12 @@ void Engine::build() {
       if (member >= 0) lo = std::min(lo, retired(member, c));
     m.first_ordinal[c] = lo == INT64_MAX ? 0 : lo;
   }
-  for (int32_t p = 0; p < static_cast<int32_t>(s_.procs.size()); ++p) build_proc(p, m);
+  thread_base_.reserve(s_.procs.size() + 1);
+  for (int32_t p = 0; p < static_cast<int32_t>(s_.procs.size()); ++p) {
+    thread_base_.push_back(static_cast<int32_t>(threads_.size()));
+    build_proc(p, m);
+  }
+  thread_base_.push_back(static_cast<int32_t>(threads_.size()));
   for (const Queue& q : queues_)
     if (!q.units.empty()) units_[q.units[0]].at_head++;
   pair_channels(m);
@@ -102,9 +136,10 @@ void Engine::build_proc(int32_t p, Matching& m) {
   ProcBuild b;
   b.proc = p;
   b.stream_q.assign(ps.streams.size(), -1);
-  b.comm_q.assign(s_.comms.size(), -1);
-  b.coll_count.assign(s_.comms.size(), 0);
-  for (size_t c = 0; c < s_.comms.size(); ++c) b.coll_count[c] = retired(p, c) - m.first_ordinal[c];
+  b.comm_q.assign(ps.member_of.size(), -1);
+  b.coll_count.resize(ps.member_of.size());
+  for (size_t k = 0; k < ps.member_of.size(); ++k)
+    b.coll_count[k] = ps.member_of[k].retired - m.first_ordinal[ps.member_of[k].comm];
   // Serialized model: the device queue is a total order that implies stream and communicator
   // order, so it is the only queue; "stream s done up to here" becomes a device position.
   b.device_q = serialized_ ? new_queue(p, Queue::kDevice, 0) : -1;
@@ -144,15 +179,15 @@ int32_t Engine::stream_queue(ProcBuild& b, int32_t stream) {
 }
 
 int32_t Engine::comm_queue(ProcBuild& b, int32_t comm) {
-  if (b.comm_q[comm] < 0) b.comm_q[comm] = new_queue(b.proc, Queue::kComm, comm);
-  return b.comm_q[comm];
+  const int32_t k = s_.procs[b.proc].membership(comm);
+  if (b.comm_q[k] < 0) b.comm_q[k] = new_queue(b.proc, Queue::kComm, comm);
+  return b.comm_q[k];
 }
 
 int32_t Engine::device_size(const ProcBuild& b) const { return static_cast<int32_t>(queues_[b.device_q].units.size()); }
 
 int32_t Engine::new_unit(const ProcBuild& b, int32_t g, int32_t thread) {
   Unit un;
-  un.proc = b.proc;
   un.thread = b.thread_base + thread;
   un.first_item = g;
   units_.push_back(un);
@@ -162,12 +197,19 @@ int32_t Engine::new_unit(const ProcBuild& b, int32_t g, int32_t thread) {
 
 void Engine::finish_unit(int32_t u, const int32_t* items, int32_t nitems, const int32_t* qs, int32_t nq) {
   Unit& un = units_[u];
-  un.items_begin = static_cast<int32_t>(unit_items_.size());
+  // One item is the unit's first (new_unit), two queues fit in the unit: most units store no more.
   un.nitems = nitems;
-  unit_items_.insert(unit_items_.end(), items, items + nitems);
-  un.q_begin = static_cast<int32_t>(unit_queues_.size());
+  if (nitems >= 2) {
+    un.items_begin = static_cast<int32_t>(unit_items_.size());
+    unit_items_.insert(unit_items_.end(), items, items + nitems);
+  }
   un.nq = nq;
-  unit_queues_.insert(unit_queues_.end(), qs, qs + nq);
+  if (nq <= 2) {
+    for (int32_t k = 0; k < nq; ++k) un.q[k] = qs[k];
+  } else {
+    un.q[0] = static_cast<int32_t>(unit_queues_.size());
+    unit_queues_.insert(unit_queues_.end(), qs, qs + nq);
+  }
 }
 
 void Engine::close_group(ProcBuild& b, int32_t thread) {
@@ -197,8 +239,7 @@ void Engine::add_host_item(ProcBuild& b, int32_t g, const Item& it) {
       if (e == b.events.end()) break;  // never recorded: waits for nothing (as in CUDA)
       const int32_t u = new_unit(b, g, it.thread);
       units_[u].barrier = true;
-      units_[u].marker_q = e->second.q;
-      units_[u].marker_pos = e->second.pos;
+      barrier_markers_[u] = e->second;
       item_unit_[g] = u;
       queues_[sq].units.push_back(u);
       finish_unit(u, nullptr, 0, &sq, 1);
@@ -249,7 +290,7 @@ int32_t Engine::place_op(ProcBuild& b, int32_t g, const Item& it) {
     qs[1] = comm_queue(b, it.comm);
     nq = 2;
   }
-  if (it.group < 0) {
+  if (it.group == 0) {
     close_group(b, t);
     const int32_t u = new_unit(b, g, t);
     for (int32_t k = 0; k < nq; ++k) queues_[qs[k]].units.push_back(u);
@@ -258,7 +299,7 @@ int32_t Engine::place_op(ProcBuild& b, int32_t g, const Item& it) {
     return u;
   }
   OpenGroup& og = b.open[t];
-  if (og.unit < 0 || og.group != it.group) {
+  if (og.unit < 0 || og.group != int64_t(it.group)) {
     close_group(b, t);
     og.unit = new_unit(b, g, t);
     og.group = it.group;
@@ -277,8 +318,7 @@ int32_t Engine::place_op(ProcBuild& b, int32_t g, const Item& it) {
 // Each send / recv part joins its (comm, sender, receiver) channel in issue order.
 void Engine::add_p2p_parts(Matching& m, int32_t p, int32_t g, const Item& it) {
   const ProcWork& ps = s_.procs[p];
-  const int32_t crank = ps.comm_rank[it.comm];
-  item_pending_parts_[g] = it.nparts;
+  const int32_t crank = ps.comm_rank(it.comm);
   for (int32_t k = 0; k < it.nparts; ++k) {
     const Part& part = ps.parts[it.first_part + k];
     const int32_t gp = part_base_[p] + it.first_part + k;
@@ -292,8 +332,9 @@ void Engine::add_p2p_parts(Matching& m, int32_t p, int32_t g, const Item& it) {
 // members that retired that ordinal count as arrived.
 void Engine::join_collective(Matching& m, ProcBuild& b, int32_t g, const Item& it) {
   const CommInfo& c = s_.comms[it.comm];
-  const int32_t crank = s_.procs[b.proc].comm_rank[it.comm];
-  const int64_t ord = b.coll_count[it.comm]++;
+  const int32_t k = s_.procs[b.proc].membership(it.comm);
+  const int32_t crank = s_.procs[b.proc].member_of[k].rank;
+  const int64_t ord = b.coll_count[k]++;
   auto& list = m.comm_insts[it.comm];
   while (static_cast<int64_t>(list.size()) <= ord) {
     Instance in;
@@ -305,7 +346,7 @@ void Engine::join_collective(Matching& m, ProcBuild& b, int32_t g, const Item& i
                                " rank slots (communicator " + c.hash + " of " + std::to_string(c.nranks) +
                                " ranks): too large to model");
     inst_slots_.resize(inst_slots_.size() + c.nranks, kNeverIssued);
-    for (int32_t r = 0; r < c.nranks; ++r)
+    for (int32_t r = 0; r < c.nranks && c.any_retired; ++r)
       if (c.members[r] >= 0 && retired(c.members[r], size_t(it.comm)) > in.ordinal) {
         inst_slots_[in.slots + r] = kRetired;
         ++in.arrived;
@@ -390,7 +431,7 @@ void Engine::try_activate(int32_t u) {
     if (un.at_head < un.nq) return;
     un.active = true;
     if (!un.barrier) {
-      for (int32_t k = 0; k < un.nitems; ++k) arrive(unit_items_[un.items_begin + k]);
+      for (int32_t k = 0; k < un.nitems; ++k) arrive(unit_item(un, k));
       if (un.nitems == 0 || un.pending == 0) {
         if (!un.done) complete_unit(u);
       }
@@ -398,13 +439,15 @@ void Engine::try_activate(int32_t u) {
     }
   }
   if (un.barrier && !un.done) {
-    const Marker m{un.marker_q, un.marker_pos};
+    const Marker m = barrier_markers_.at(u);
     if (marker_ok(m)) complete_unit(u);
     else add_waiter(m, u);
   }
 }
 
-bool Engine::same_collective(const Item& a, const Item& b) {
+bool Engine::same_collective(const Item& x, const Item& y) const {
+  if (x.desc == y.desc) return true;  // one signature: the same op
+  const OpDesc &a = s_.descs[x.desc], &b = s_.descs[y.desc];
   if (a.op != b.op || a.root != b.root || a.redop != b.redop || a.coalesced_sig != b.coalesced_sig) return false;
   // Grouped all-to-alls record total elements sent, which uneven splits make rank-dependent.
   return a.op == OpKind::AllToAll || a.op == OpKind::Coalesced || (a.count == b.count && a.dtype == b.dtype);
@@ -420,6 +463,13 @@ bool Engine::members_agree(const Instance& in) const {
     else if (!same_collective(*first, item(g))) return false;
   }
   return true;
+}
+
+bool Engine::agrees(int32_t inst) const {
+  if (agree_.empty()) agree_.assign(insts_.size(), 0);
+  int8_t& a = agree_[inst];
+  if (a == 0) a = members_agree(insts_[inst]) ? 1 : 2;
+  return a == 1;
 }
 
 void Engine::arrive(int32_t g) {
@@ -451,9 +501,18 @@ void Engine::arrive(int32_t g) {
       continue;
     }
     part_state_[gp] = part_state_[other] = 2;
-    if (--item_pending_parts_[g] == 0) complete_item(g);
-    if (--item_pending_parts_[og] == 0) complete_item(og);
+    // An op completes with its last part matched (a send_recv to itself: once).
+    if (parts_matched(g)) complete_item(g);
+    if (og != g && parts_matched(og)) complete_item(og);
   }
+}
+
+bool Engine::parts_matched(int32_t g) const {
+  const Item& it = item(g);
+  const int32_t first = part_base_[item_proc_[g]] + it.first_part;
+  for (int32_t k = 0; k < it.nparts; ++k)
+    if (part_state_[first + k] != 2) return false;
+  return true;
 }
 
 void Engine::complete_item(int32_t g) {
@@ -467,7 +526,7 @@ void Engine::complete_unit(int32_t u) {
   un.done = true;
   ++done_units_;
   for (int32_t k = 0; k < un.nq; ++k) {
-    Queue& q = queues_[unit_queues_[un.q_begin + k]];
+    Queue& q = queues_[unit_queue(un, k)];
     ++q.head;
     if (q.head < static_cast<int32_t>(q.units.size())) {
       const int32_t next = q.units[q.head];

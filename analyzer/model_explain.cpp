@@ -47,14 +47,14 @@ std::string Engine::unit_desc(int32_t u) const {
   if (un.barrier) {
     const Item& it = item(un.first_item);
     return "stream_wait_event(event " + hex(static_cast<uint64_t>(it.event)) + ") on stream " +
-           hex(s_.procs[un.proc].streams[it.stream]);
+           hex(s_.procs[unit_proc(u)].streams[it.stream]);
   }
   if (un.nitems == 1) {
-    const int32_t g = unit_items_[un.items_begin];
-    return item_desc(g) + " on stream " + hex(s_.procs[un.proc].streams[item(g).stream]);
+    const int32_t g = unit_item(un, 0);
+    return item_desc(g) + " on stream " + hex(s_.procs[unit_proc(u)].streams[item(g).stream]);
   }
   std::string d = "group {";
-  for (int32_t k = 0; k < un.nitems; ++k) d += (k ? ", " : "") + item_desc(unit_items_[un.items_begin + k]);
+  for (int32_t k = 0; k < un.nitems; ++k) d += (k ? ", " : "") + item_desc(unit_item(un, k));
   return d + "}";
 }
 
@@ -92,10 +92,11 @@ std::string Engine::instance_summary(const Instance& in, int32_t exclude_proc) c
     const Item& it = item(g);
     std::string what = vocab::name(it.op);
     if (same_kind) {  // then the difference is in the arguments: show them
-      what += "(count " + std::to_string(it.count);
-      if (it.dtype != vocab::Dtype::Mixed) what += std::string(" ") + vocab::name(it.dtype);
-      if (it.root >= 0) what += " root " + std::to_string(it.root);
-      if (it.redop != vocab::RedOp::None) what += std::string(" ") + vocab::name(it.redop);
+      const OpDesc& d = s_.descs[it.desc];
+      what += "(count " + std::to_string(d.count);
+      if (d.dtype != vocab::Dtype::Mixed) what += std::string(" ") + vocab::name(d.dtype);
+      if (d.root >= 0) what += " root " + std::to_string(d.root);
+      if (d.redop != vocab::RedOp::None) what += std::string(" ") + vocab::name(d.redop);
       what += ")";
     }
     auto gi = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == what; });
@@ -118,7 +119,9 @@ std::string Engine::instance_summary(const Instance& in, int32_t exclude_proc) c
   return head + ": " + who;
 }
 
-Engine::Why Engine::why(int32_t u) const {
+Engine::Why Engine::why(int32_t u, bool explain) const {
+  // Each answer's text only when asked (explain): the unit and rank are the same either way.
+  auto text = [explain](auto&& make) { return explain ? make() : std::string(); };
   const Unit& un = units_[u];
   if (!un.issued) {
     const HostThread& h = threads_[un.thread];
@@ -128,47 +131,62 @@ Engine::Why Engine::why(int32_t u) const {
         if (marker_ok(m)) continue;
         const Queue& q = queues_[m.q];
         const int32_t blocker = q.units[q.head];
-        return {"not issued: its host thread is blocked in " + wait_desc(g) + ", which waits for " + unit_desc(blocker),
+        return {text([&] {
+                  return "not issued: its host thread is blocked in " + wait_desc(g) + ", which waits for " + unit_desc(blocker);
+                }),
                 blocker};
       }
     }
-    return {"not issued", -1};
+    return {text([] { return std::string("not issued"); }), -1};
   }
   if (!un.active) {
     for (int32_t k = 0; k < un.nq; ++k) {
-      const int32_t qi = unit_queues_[un.q_begin + k];
+      const int32_t qi = unit_queue(un, k);
       const Queue& q = queues_[qi];
       if (q.units[q.head] != u)
-        return {"queued on " + queue_desc(qi) + " behind " + unit_desc(q.units[q.head]), q.units[q.head]};
+        return {text([&] { return "queued on " + queue_desc(qi) + " behind " + unit_desc(q.units[q.head]); }), q.units[q.head]};
     }
-    return {"not started", -1};
+    return {text([] { return std::string("not started"); }), -1};
   }
   if (un.barrier) {
-    const Queue& q = queues_[un.marker_q];
-    return {"waits for the event, recorded on " + queue_desc(un.marker_q) + " behind " + unit_desc(q.units[q.head]),
+    const int32_t mq = barrier_markers_.at(u).q;
+    const Queue& q = queues_[mq];
+    return {text([&] { return "waits for the event, recorded on " + queue_desc(mq) + " behind " + unit_desc(q.units[q.head]); }),
             q.units[q.head]};
   }
   for (int32_t k = 0; k < un.nitems; ++k) {
-    const int32_t g = unit_items_[un.items_begin + k];
+    const int32_t g = unit_item(un, k);
     const Item& it = item(g);
     const int32_t inst = item_inst_[g];
     if (inst >= 0) {
       const Instance& in = insts_[inst];
-      if (in.mismatch || !members_agree(in)) return {"no matching op: " + instance_summary(in, un.proc), -1};
+      if (in.mismatch || !agrees(inst)) return {text([&] { return "no matching op: " + instance_summary(in, unit_proc(u)); }), -1};
       const CommInfo& c = s_.comms[in.comm];
-      for (int32_t r = 0; r < c.nranks; ++r) {
+      // The first member not there: the same for every unit of the instance (asked of each).
+      if (inst_block_.empty()) inst_block_.assign(insts_.size(), -1);
+      int32_t& block = inst_block_[inst];
+      if (block < 0) {
+        block = c.nranks;
+        for (int32_t r = 0; r < c.nranks && block == c.nranks; ++r) {
+          const int32_t og = inst_slots_[in.slots + r];
+          if (og == kNeverIssued || (og >= 0 && !units_[item_unit_[og]].active)) block = r;
+        }
+      }
+      for (int32_t r = block; r < c.nranks; ++r) {
         const int32_t og = inst_slots_[in.slots + r];
         if (og == kRetired) continue;
         if (og == kNeverIssued) {
-          const std::string next = "collective #" + std::to_string(in.ordinal + 1);
-          const std::string unknown = unknown_past_end(c.members[r], next, "issued");
-          return {"waits on comm " + c.label + " for " + member_label(in.comm, r) +
-                      (unknown.empty() ? ", which never issues " + next + " on it" : unknown),
+          return {text([&] {
+                    const std::string next = "collective #" + std::to_string(in.ordinal + 1);
+                    const std::string unknown = unknown_past_end(c.members[r], next, "issued");
+                    return "waits on comm " + c.label + " for " + member_label(in.comm, r) +
+                           (unknown.empty() ? ", which never issues " + next + " on it" : unknown);
+                  }),
                   -1, c.members[r]};
         }
         const int32_t ou = item_unit_[og];
         if (!units_[ou].active)
-          return {"waits on comm " + c.label + " for " + member_label(in.comm, r) + " (not there yet)", ou};
+          return {text([&] { return "waits on comm " + c.label + " for " + member_label(in.comm, r) + " (not there yet)"; }), ou};
       }
       continue;  // complete (or completing): look at the unit's other rows
     }
@@ -177,25 +195,29 @@ Engine::Why Engine::why(int32_t u) const {
       const int32_t gp = part_base_[p] + it.first_part + j;
       if (part_state_[gp] == 2) continue;
       const Part& part = s_.procs[p].parts[it.first_part + j];
-      const std::string peer = member_label(it.comm, part.peer);
+      const std::string peer = explain ? member_label(it.comm, part.peer) : std::string();
       const std::string what = part.is_send ? "recv" : "send";
       const int32_t other = part_partner_[gp];
       if (part_state_[gp] == 3)
-        return {"no matching op: its " + std::string(part.is_send ? "send to " : "recv from ") + peer + " meets a " + what +
-                    " of a different size or dtype",
+        return {text([&] {
+                  return "no matching op: its " + std::string(part.is_send ? "send to " : "recv from ") + peer + " meets a " +
+                         what + " of a different size or dtype";
+                }),
                 -1};
       if (other < 0) {
         const int32_t peer_proc = s_.comms[it.comm].members[part.peer];
-        const std::string unknown = unknown_past_end(peer_proc, "its matching " + what, "posted");
-        return {"waits on comm " + s_.comms[it.comm].label + " for " + peer +
-                    (unknown.empty() ? ", which never posts the matching " + what : unknown),
+        return {text([&] {
+                  const std::string unknown = unknown_past_end(peer_proc, "its matching " + what, "posted");
+                  return "waits on comm " + s_.comms[it.comm].label + " for " + peer +
+                         (unknown.empty() ? ", which never posts the matching " + what : unknown);
+                }),
                 -1, peer_proc};
       }
-      return {"waits on comm " + s_.comms[it.comm].label + " for " + peer + "'s matching " + what + " (not there yet)",
+      return {text([&] { return "waits on comm " + s_.comms[it.comm].label + " for " + peer + "'s matching " + what + " (not there yet)"; }),
               item_unit_[part_item_[other]]};
     }
   }
-  return {"completing", -1};
+  return {text([] { return std::string("completing"); }), -1};
 }
 
 Result Engine::witness(Verdict stuck_verdict) const {
@@ -210,8 +232,9 @@ Result Engine::witness(Verdict stuck_verdict) const {
   for (int32_t u = 0; u < static_cast<int32_t>(units_.size()); ++u) {
     const Unit& un = units_[u];
     if (un.done) continue;
-    if (first_stuck[un.proc] < 0) first_stuck[un.proc] = u;
-    if (un.active && first_active[un.proc] < 0) first_active[un.proc] = u;
+    const int32_t p = unit_proc(u);
+    if (first_stuck[p] < 0) first_stuck[p] = u;
+    if (un.active && first_active[p] < 0) first_active[p] = u;
   }
   for (int32_t p = 0; p < nprocs; ++p) {
     RankWitness w;
@@ -222,12 +245,13 @@ Result Engine::witness(Verdict stuck_verdict) const {
       w.blocked_in = unit_desc(u);
       const Why y = why(u);
       w.waits_for = y.text;
-      w.waits_on = y.proc >= 0 ? y.proc : y.unit >= 0 ? units_[y.unit].proc : -1;
+      w.waits_on = y.proc >= 0 ? y.proc : y.unit >= 0 ? unit_proc(y.unit) : -1;
       w.op = op_index(units_[u].first_item);
       w.never_issued = y.proc >= 0 && !s_.procs[y.proc].end_unknown();
     } else {
-      for (const HostThread& h : threads_) {
-        if (h.proc != p || h.cursor >= static_cast<int32_t>(h.steps.size())) continue;
+      for (int32_t t = thread_base_[p]; t < thread_base_[p + 1]; ++t) {
+        const HostThread& h = threads_[t];
+        if (h.cursor >= static_cast<int32_t>(h.steps.size())) continue;
         const int32_t g = -(h.steps[h.cursor] + 1);
         w.blocked_in = "host: " + wait_desc(g);
         w.waits_for = "waits for work that cannot complete";
@@ -248,7 +272,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
     while (u >= 0 && !units_[u].done && color[u] == 0) {
       color[u] = 1;
       path.push_back(u);
-      u = why(u).unit;
+      u = why(u, false).unit;
     }
     if (u >= 0 && color[u] == 1) {
       auto pos = std::find(path.begin(), path.end(), u);
@@ -257,11 +281,11 @@ Result Engine::witness(Verdict stuck_verdict) const {
     for (int32_t v : path) color[v] = 2;
   }
   bool cross_rank = false;
-  for (int32_t v : cycle_units) cross_rank |= units_[v].proc != units_[cycle_units[0]].proc;
+  for (int32_t v : cycle_units) cross_rank |= unit_proc(v) != unit_proc(cycle_units[0]);
   if (cross_rank)
     for (int32_t v : cycle_units) {
-      r.cycle.push_back(plabel(units_[v].proc) + ": " + unit_desc(v) + " " + why(v).text);
-      r.cycle_steps.push_back({units_[v].proc, op_index(units_[v].first_item)});
+      r.cycle.push_back(plabel(unit_proc(v)) + ": " + unit_desc(v) + " " + why(v).text);
+      r.cycle_steps.push_back({unit_proc(v), op_index(units_[v].first_item)});
     }
 
   // Truncated schedules (a recorded hang) often end before the op a rank waits for: then the
@@ -294,8 +318,10 @@ Result Engine::witness(Verdict stuck_verdict) const {
 
   // Summary: a mismatched collective is the most precise statement; else the cycle; else the
   // first stuck rank.
-  for (const Instance& in : insts_) {
-    if (in.mismatch || (in.arrived > 0 && !members_agree(in))) {
+  for (size_t i = 0; i < insts_.size(); ++i) {
+    const Instance& in = insts_[i];
+    // All arrived and no mismatch: arrive() found the members agree.
+    if (in.mismatch || (in.arrived > 0 && in.arrived < s_.comms[in.comm].nranks && !agrees(static_cast<int32_t>(i)))) {
       r.summary = instance_summary(in) + ": no matching op";
       for (int32_t k = 0; k < s_.comms[in.comm].nranks; ++k) {
         const int32_t g = inst_slots_[in.slots + k];

@@ -56,8 +56,7 @@ WorkList build_work_list(const Schedule& sched) {
   std::vector<int32_t> model_comm(holes.comms.size(), -1);  // by CommIndex comm: index into s.comms
   int64_t model_ranks = 0;
   s.procs.resize(sched.procs.size());
-  constexpr int16_t kNotInterned = -2;
-  std::vector<int16_t> coalesced_name(sched.sigs.size(), kNotInterned);  // by signature index
+  s.descs.resize(sched.sigs.size());
 
   // Labels: global ranks when every process has a distinct one, else file-based.
   std::map<int, int> rank_uses;
@@ -116,11 +115,11 @@ WorkList build_work_list(const Schedule& sched) {
                                  " appears in two files: " + sched.procs[slot].info.shown_path() + " and " + p.shown_path());
       slot = static_cast<int32_t>(pi);
       local_to_global[ci] = mc;
-      if (ps.comm_rank.size() < s.comms.size()) ps.comm_rank.resize(s.comms.size(), -1);
-      ps.comm_rank[mc] = c.rank;
-      if (ps.retired_colls.size() < s.comms.size()) ps.retired_colls.resize(s.comms.size(), 0);
-      ps.retired_colls[mc] = c.retired_collectives;
+      ps.member_of.push_back({mc, c.rank, c.retired_collectives});
+      info.any_retired |= c.retired_collectives != 0;
     }
+    std::sort(ps.member_of.begin(), ps.member_of.end(),
+              [](const ProcWork::Membership& a, const ProcWork::Membership& b) { return a.comm < b.comm; });
 
     std::unordered_map<uint64_t, int32_t> stream_idx;
     auto stream_of = [&](uint64_t v) {
@@ -166,19 +165,31 @@ WorkList build_work_list(const Schedule& sched) {
       const SchedOp& o = sp.ops[oi];
       if (!usable(o) || static_cast<int64_t>(o.call_index) >= ps.cut_call) return;
       const Signature& sig = sched.sigs[o.sig];
+      OpDesc& desc = s.descs[o.sig];
+      if (!desc.filled) {
+        desc.filled = true;
+        desc.op = sig.op;
+        desc.count = sig.count;
+        desc.dtype = sig.dtype;
+        desc.redop = sig.redop;
+        desc.root = sig.root;
+        if (sig.op == OpKind::Coalesced) {  // once per signature, not per op
+          std::string names;
+          for (const OpPart& part : sig.parts)
+            names += std::string(names.empty() ? "" : ",") + vocab::name(part.op) + ":" + vocab::name(part.dtype) + ":" +
+                     std::to_string(part.count);
+          desc.coalesced_sig = s.intern("coalesced[" + names + "]");
+        }
+      }
       Item& it = ps.items.emplace_back();
       it.kind = ItemKind::kOp;
       it.op = sig.op;
-      it.call_index = o.call_index;
+      it.desc = static_cast<int32_t>(o.sig);
       it.seq = o.seq;
       it.comm = local_to_global[o.comm];
       it.stream = op_stream(oi);
       it.thread = static_cast<int32_t>(sp.op_threads[oi]);
-      it.group = static_cast<int64_t>(sp.group_of(oi)) - 1;
-      it.count = sig.count;
-      it.dtype = sig.dtype;
-      it.redop = sig.redop;
-      it.root = sig.root;
+      it.group = sp.group_of(oi);
       it.op_index = static_cast<int32_t>(oi);
       if (is_p2p(it.op)) {
         it.first_part = static_cast<int32_t>(ps.parts.size());
@@ -190,7 +201,7 @@ WorkList build_work_list(const Schedule& sched) {
             ps.parts.push_back(Part{part.op == OpKind::Send, part.peer, part.count, part.dtype});
           }
         } else {
-          ps.parts.push_back(Part{it.op == OpKind::Send, sig.peer, sig.count, it.dtype});
+          ps.parts.push_back(Part{it.op == OpKind::Send, sig.peer, sig.count, sig.dtype});
         }
         it.nparts = static_cast<int32_t>(ps.parts.size()) - it.first_part;
         for (int32_t k = it.first_part; k < it.first_part + it.nparts; ++k) {
@@ -199,23 +210,12 @@ WorkList build_work_list(const Schedule& sched) {
             throw std::runtime_error("model: " + p.path + ": p2p call " + std::to_string(o.call_index) + " has peer " +
                                      std::to_string(ps.parts[k].peer) + " outside communicator of " + std::to_string(nr));
         }
-      } else if (it.op == OpKind::Coalesced) {
-        int16_t& cached = coalesced_name[o.sig];  // once per signature, not per op
-        if (cached == kNotInterned) {
-          std::string names;
-          for (const OpPart& part : sig.parts)
-            names += std::string(names.empty() ? "" : ",") + vocab::name(part.op) + ":" + vocab::name(part.dtype) + ":" +
-                     std::to_string(part.count);
-          cached = s.intern("coalesced[" + names + "]");
-        }
-        it.coalesced_sig = cached;
       }
     };
     auto add_wait = [&](const HostWait& w) {
       if (w.call_index >= ps.cut_call) return;
       Item& it = ps.items.emplace_back();
       it.kind = item_kind(w.kind);
-      it.call_index = w.call_index;
       it.stream = stream_of(w.stream);
       it.thread = static_cast<int32_t>(w.thread);
       it.event = static_cast<int64_t>(w.event);
@@ -252,7 +252,6 @@ WorkList build_work_list(const Schedule& sched) {
       s.problems.push_back(p.path + ": " + std::to_string(ignored) +
                            " ops on communicators that cannot be identified across ranks are ignored");
   }
-  for (auto& ps : s.procs) ps.comm_rank.resize(s.comms.size(), -1), ps.retired_colls.resize(s.comms.size(), 0);
   // One line per communicator: a few missing ranks named, the rest counted (nranks comes from
   // the file and can be 2^24).
   for (const CommInfo& c : s.comms) {

@@ -162,6 +162,10 @@ class ThreadTable {
  public:
   explicit ThreadTable(SchedProcess& sp) : sp_(sp) {}
   uint32_t index(int64_t tid);
+  // Indexes the threads sp already has (read with its ops), so that later ones are added after them.
+  void adopt() {
+    for (size_t i = 0; i < sp_.threads.size(); ++i) index_.try_emplace(sp_.threads[i], static_cast<uint32_t>(i));
+  }
 
  private:
   SchedProcess& sp_;

@@ -13,13 +13,10 @@ std::optional<SideReadError> failed(sqlite3* db, int rc, const char* what) {
   return SideReadError{rc, std::string(what) + ": " + sqlite3_errmsg(db)};
 }
 
-}  // namespace
-
-std::optional<SideReadError> read_host_waits(sqlite3* db, SchedProcess& sp) {
+// sp.threads and sp.op_threads from the op rows (read again: the compact loader did not).
+std::optional<SideReadError> read_op_threads(sqlite3* db, SchedProcess& sp, ThreadTable& threads) {
   sp.threads.clear();
   sp.op_threads.assign(sp.ops.size(), 0);
-  sp.waits.clear();
-  ThreadTable threads(sp);
   // Schema 2 keeps tid on the op's signature; schema 1 on the op row (trace_schema.h).
   auto v = sp.info.meta.find(schema::meta::kSchemaVersion);
   const bool compact = v != sp.info.meta.end() && v->second != "1";
@@ -51,6 +48,19 @@ std::optional<SideReadError> read_host_waits(sqlite3* db, SchedProcess& sp) {
     // Rows a live capped recorder retired in between: one unknown thread (tid 0) for them.
     for (size_t k = 0; k < seen.size(); ++k)
       if (!seen[k]) sp.op_threads[k] = threads.index(0);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<SideReadError> read_host_waits(sqlite3* db, SchedProcess& sp, bool op_threads_read) {
+  sp.waits.clear();
+  ThreadTable threads(sp);
+  if (op_threads_read) {
+    threads.adopt();
+  } else if (auto e = read_op_threads(db, sp, threads)) {
+    return e;
   }
   trace_file::Stmt w(db, "SELECT call_index, kind, IFNULL(stream,0), IFNULL(event,0), tid FROM waits ORDER BY call_index", false);
   if (!w.ok()) return failed(db, sqlite3_errcode(db), "query failed (waits)");

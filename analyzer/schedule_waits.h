@@ -19,7 +19,9 @@ struct SideReadError {
   std::string what;
 };
 
-// Fills sp's side data; sp.ops must be the file's sequenced ops, by call_index.
-std::optional<SideReadError> read_host_waits(sqlite3* db, SchedProcess& sp);
+// Fills sp's side data; sp.ops must be the file's sequenced ops, by call_index. op_threads_read:
+// the loader filled sp.threads and sp.op_threads while it read the ops (schema 2 and later keep
+// tid on the signature: one pass over the op rows, not two); only the waits are read here.
+std::optional<SideReadError> read_host_waits(sqlite3* db, SchedProcess& sp, bool op_threads_read = false);
 
 }  // namespace lockstep

@@ -15,6 +15,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
+#include <optional>
 #include <thread>
 #include <tuple>
 #include <unordered_map>
@@ -94,6 +96,9 @@ class Query {
   Query(sqlite3* db, const char* sql) : db_(db), st_(db, sql, false) {
     if (!st_.ok()) fail(db, sqlite3_errcode(db), std::string("query failed (") + sql + ")");
   }
+  // A query that may not prepare (a column a crafted file lacks): ok() says.
+  Query(sqlite3* db, const char* sql, std::nothrow_t) : db_(db), st_(db, sql, false) {}
+  bool ok() const { return st_.ok(); }
   // true: a row is available; false: done. Errors throw.
   bool step() {
     int rc = st_.step();
@@ -664,7 +669,13 @@ vocab::State state_v2(int64_t call_index, int64_t column, int version, bool sequ
 
 // Schema 2: the signatures first (few), then one pass over the small op rows in call_index
 // order; a row costs an array lookup of its signature id and nothing else.
-void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, const Cuts* cuts = nullptr) {
+// threads: also fill sp.threads and sp.op_threads from the signatures' tid (the model checker's
+// side data, schedule_waits.h) in the same pass; left false when they were not (a cut read,
+// signature ids that repeat: read_host_waits reads them as before).
+void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, const Cuts* cuts = nullptr,
+                         bool* threads = nullptr) {
+  const bool want_threads = threads && *threads;
+  if (threads) *threads = false;
   CommIds ids(sp.info);
   std::vector<bool> comm_has_ops(sp.info.comms.size(), false);
   const int version = static_cast<int>(std::clamp<int64_t>(to_i64(sp.info.meta[schema::meta::kSchemaVersion], 0), 2, schema::kSchemaVersion));
@@ -673,17 +684,34 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, co
     int comm = 0;
     uint64_t stream = 0;
     bool present = false;
+    int64_t tid = 0;
   };
   // signatures.id are 1, 2, ... as the recorder writes them: a dense table, with a hash map for
   // ids far outside it (a crafted file).
   std::vector<FileSig> dense;
   std::unordered_map<int64_t, FileSig> sparse;
+  bool threads_here = want_threads;  // the tid column read, and every signature id once
   {
     Query parts(db, "SELECT sig_id, op, dtype, count, root, peer, redop FROM signature_parts ORDER BY sig_id, part");
     bool parts_row = parts.step();
-    Query st(db, "SELECT id, comm_id, op, dtype, count, root, peer, redop, stream FROM signatures ORDER BY id");
+    // With tid when asked (a file without the column: read_host_waits says so, as before).
+    std::optional<Query> with_tid;
+    if (want_threads) {
+      with_tid.emplace(db, "SELECT id, comm_id, op, dtype, count, root, peer, redop, stream, tid FROM signatures ORDER BY id",
+                       std::nothrow);
+      if (!with_tid->ok()) with_tid.reset(), threads_here = false;
+    }
+    std::optional<Query> without_tid;
+    if (!with_tid) without_tid.emplace(db, "SELECT id, comm_id, op, dtype, count, root, peer, redop, stream FROM signatures ORDER BY id");
+    Query& st = with_tid ? *with_tid : *without_tid;
+    const bool tid = with_tid.has_value();
+    bool first = true;
+    int64_t previous_id = 0;
     while (st.step()) {
       int64_t id = st.i64(0);
+      threads_here &= first || id != previous_id;
+      first = false;
+      previous_id = id;
       Signature sig;
       while (parts_row && parts.i64(0) < id) parts_row = parts.step();
       while (parts_row && parts.i64(0) == id) {
@@ -702,7 +730,7 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, co
       int comm = ids.index(st.i64(1));
       if (comm < 0) throw FileSkip("corrupt: signature " + std::to_string(id) + " names unknown comm_id " + std::to_string(st.i64(1)));
       comm_has_ops[static_cast<size_t>(comm)] = true;
-      FileSig fs{sigs.intern(std::move(sig)), comm, static_cast<uint64_t>(st.i64(8)), true};
+      FileSig fs{sigs.intern(std::move(sig)), comm, static_cast<uint64_t>(st.i64(8)), true, tid ? st.i64(9) : 0};
       if (id >= 0 && id < int64_t(1) << 20 && static_cast<size_t>(id) <= 2 * dense.size() + 1024) {
         if (static_cast<size_t>(id) >= dense.size()) dense.resize(static_cast<size_t>(id) + 1);
         dense[static_cast<size_t>(id)] = fs;
@@ -731,6 +759,11 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, co
   if (cut) return read_ops_tail(db, sp, chunks, total, *cuts, comm_has_ops, version, sig_of);
   sp.ops.reserve(static_cast<size_t>(total));
   ScheduleBuilder index(sp);
+  // The op threads as read_host_waits reads them (each sequenced op's signature's tid, in call
+  // order), when each op row names one signature row.
+  const bool fill_threads = threads_here;
+  ThreadTable thread_table(sp);
+  if (fill_threads) sp.op_threads.reserve(static_cast<size_t>(total));
   int64_t previous = INT64_MIN;
   const int64_t time_base = meta_int(sp.info, schema::meta::kOpTimeBaseMonoNs).or_default(0);
   for (const std::string& table : chunks) {
@@ -753,9 +786,11 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, co
       if (!fs) throw FileSkip("corrupt: op " + std::to_string(ci) + " names an unknown signature");
       const int64_t group = row.is_null(3) ? -1 : row.column_i64(3);
       index.add_op({ci, row.column_i64(2), fs->comm, fs->sig, fs->stream, group, completed});
+      if (fill_threads) sp.op_threads.push_back(thread_table.index(fs->tid));
       if (!completed) sp.in_flight_issue.emplace_back(ci, time_base + row.column_i64(6));
     }
   }
+  if (threads) *threads = fill_threads;
   sp.groups.shrink_to_fit();
   // No completion recorded: every op counts as in flight; the few the hang explanation asks
   // about are read from the file again rather than keeping an issue time for each.
@@ -765,8 +800,10 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, co
 // The hot loop of `lockstep analyze`: one pass over ops, one over parts, one over completions,
 // all in call_index order (the rowid), merged without lookups; op descriptions interned through
 // a reused key buffer so a repeated op allocates nothing.
-void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, const Cuts* cuts = nullptr) {
-  if (compact_rows(sp.info)) return read_ops_compact_v2(db, sp, sigs, cuts);
+void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, const Cuts* cuts = nullptr,
+                      bool* threads = nullptr) {
+  if (compact_rows(sp.info)) return read_ops_compact_v2(db, sp, sigs, cuts, threads);
+  if (threads) *threads = false;
   CommIds ids(sp.info);
   // NULL handling runs inside SQLite: one column call per value here. Rows that enqueued
   // nothing (failed, simulated, captured) have seq NULL (schema); the state column, the last of
@@ -1180,19 +1217,22 @@ void load_file(const std::string& path, const LoadOptions& options, bool summary
       sp.info.path = path;
       read_header(db, sp.info);
       const Cuts cuts = forced ? *forced : summary_first ? own_cuts(sp.info) : Cuts{};
+      bool op_threads = options.host_waits;  // in: wanted; out: read with the ops
       try {
         try {
-          read_ops_compact(db, sp, sigs, cuts.empty() ? nullptr : &cuts);
+          read_ops_compact(db, sp, sigs, cuts.empty() ? nullptr : &cuts, &op_threads);
         } catch (const CutUnproven&) {
           Process info = std::move(sp.info);
           sp = SchedProcess{};
           sp.info = std::move(info);
-          read_ops_compact(db, sp, sigs);
+          op_threads = options.host_waits;
+          read_ops_compact(db, sp, sigs, nullptr, &op_threads);
         }
       } catch (const IndexError& e) {
         throw FileSkip(std::string("corrupt: ") + e.what());
       }
-      if (options.host_waits) if (auto e = read_host_waits(db, sp)) e->sqlite_rc ? fail(db, e->sqlite_rc, e->what) : throw FileSkip(e->what);
+      if (options.host_waits)
+        if (auto e = read_host_waits(db, sp, op_threads)) e->sqlite_rc ? fail(db, e->sqlite_rc, e->what) : throw FileSkip(e->what);
     });
   } catch (const FileSkip& e) {
     reason = e.what();

@@ -1,10 +1,13 @@
 // lockstep replay DIR: re-run a recorded schedule (one process per rank, under the recorder) or
 // check it without processes (--model). docs/replay.md.
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 
 #include "analysis.h"
@@ -28,6 +31,7 @@ namespace fs = std::filesystem;
 struct ReplayArgs {
   std::string dir;
   bool model = false;
+  bool timing = false;
   bool json = false;
   bool rank_from_env = false;
   double timeout_s = 30;
@@ -46,7 +50,31 @@ using replay::Outcome;
 int run_model(const ReplayArgs& a) {
   std::vector<std::string> incomplete;
   replay::RetiredHistory retired;
-  model::Result r = replay::model_check_dir(a.dir, a.order_from, nullptr, &incomplete, &retired);
+  // --timing: each step's wall and CPU time (both threads of the loader) and the peak RSS, on stderr.
+  std::function<void(const char*)> on_step;
+  auto usage = [] {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return ru;
+  };
+  auto cpu_ms = [&] {
+    const rusage ru = usage();
+    return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000.0 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000.0;
+  };
+  auto last = std::chrono::steady_clock::now();
+  double last_cpu = cpu_ms();
+  if (a.timing)
+    on_step = [&](const char* step) {
+      const auto now = std::chrono::steady_clock::now();
+      const double cpu = cpu_ms();
+      std::cerr << "lockstep replay --model: " << step << " "
+                << std::chrono::duration_cast<std::chrono::milliseconds>(now - last).count() << " ms, "
+                << static_cast<int64_t>(cpu - last_cpu) << " ms CPU (peak RSS so far " << usage().ru_maxrss / 1024
+                << " MiB)\n";
+      last = now;
+      last_cpu = cpu;
+    };
+  model::Result r = replay::model_check_dir(a.dir, a.order_from, nullptr, &incomplete, &retired, on_step);
   // File names (skipped files, file-based labels) can hold control characters: printed escaped,
   // line by line.
   std::string text = a.json ? replay::model_json(r, retired) + "\n" : model::format_text(r);
@@ -144,6 +172,7 @@ void add_replay_command(Command& app, int* exit_code) {
   sub->add_option("dir", a->dir, "Recorded trace directory")->required();
   sub->add_flag("--model", a->model, "Model check only: can the per-rank schedules deadlock under NCCL's semantics?");
   sub->add_flag("--json", a->json, "With --model: the verdict and witness as JSON");
+  sub->add_flag("--timing", a->timing, "With --model: print how long each step took (stderr)");
   sub->add_option("--timeout", a->timeout_s, "Seconds without progress (no op completing) before a replay is declared hung (default 30)")->positive();
   sub->add_flag("--rank-from-env", a->rank_from_env,
                 "Run only this process's rank (RANK/SLURM_PROCID...), under srun or torchrun; needs LOCKSTEP_RENDEZVOUS_DIR");

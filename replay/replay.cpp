@@ -189,20 +189,30 @@ std::string model_json(const model::Result& r, const RetiredHistory& h) {
 }
 
 model::Result model_check_dir(const std::string& trace_dir, int order_from, std::vector<std::string>* problems,
-                              std::vector<std::string>* incomplete, RetiredHistory* retired) {
+                              std::vector<std::string>* incomplete, RetiredHistory* retired,
+                              const std::function<void(const char*)>& on_step) {
   // The analyzer's loader, with the checker's side data (host waits, op threads).
   lockstep::Schedule s = load(trace_dir, true);
-  // The analyzer's evidence (what analyze and check exit 4 on) and its checkpoint comparison.
-  const Analysis an = analyze(s);
-  if (incomplete) *incomplete = evidence_lines(an);
-  if (retired) {
-    *retired = {};
-    const CommIndex& idx = an.index;
-    const CheckpointReport& cr = an.checkpoints;
-    auto label = [&](int g) { return comm_label(idx.comms[g].hash, idx.comms[g].role); };
-    for (const CommWindow& w : cr.comms)
-      if (w.retired_max > 0) retired->windows.push_back({label(w.gcomm), w});
-    for (const DigestDivergence& dd : cr.divergences) retired->mismatches.push_back({label(dd.gcomm), digest_finding(s, dd)});
+  if (on_step) on_step("load");
+  model::Options mo;
+  mo.on_step = on_step;
+  {
+    // The analyzer's evidence (what analyze and check exit 4 on) and its checkpoint comparison;
+    // the analysis is freed before the model is built.
+    const Analysis an = analyze(s);
+    if (on_step) on_step("analysis");
+    if (incomplete) *incomplete = evidence_lines(an);
+    if (retired) {
+      *retired = {};
+      const CommIndex& idx = an.index;
+      const CheckpointReport& cr = an.checkpoints;
+      auto label = [&](int g) { return comm_label(idx.comms[g].hash, idx.comms[g].role); };
+      for (const CommWindow& w : cr.comms)
+        if (w.retired_max > 0) retired->windows.push_back({label(w.gcomm), w});
+      for (const DigestDivergence& dd : cr.divergences) retired->mismatches.push_back({label(dd.gcomm), digest_finding(s, dd)});
+    }
+    for (const Unproven& u : an.unproven)
+      for (int p : u.stopped) mo.stopped_procs.push_back(p);
   }
   if (order_from >= 0) {
     // Every rank's ops reordered like the source rank's (rank_schedule.h).
@@ -215,10 +225,8 @@ model::Result model_check_dir(const std::string& trace_dir, int order_from, std:
     const SchedProcess original = s.procs[source];
     for (SchedProcess& p : s.procs) reorder_like(p, original, s.sigs);
   }
-  model::Options mo;
-  for (const Unproven& u : an.unproven)
-    for (int p : u.stopped) mo.stopped_procs.push_back(p);
-  model::Result r = model::check(s, mo);
+  // The schedule is released once the model's work list is built from it.
+  model::Result r = model::check(std::move(s), mo);
   if (problems) *problems = r.problems;
   return r;
 }

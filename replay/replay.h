@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <ostream>
 #include <stdexcept>
@@ -99,8 +100,10 @@ std::vector<std::string> retired_history_lines(const RetiredHistory& h);
 // model::format_json(r), with "retired_history" (windows, digest_mismatch) when not empty.
 std::string model_json(const model::Result& r, const RetiredHistory& h);
 
+// on_step: called after each step ("load", "analysis", then model::Options::on_step's).
 model::Result model_check_dir(const std::string& trace_dir, int order_from, std::vector<std::string>* problems,
-                              std::vector<std::string>* incomplete = nullptr, RetiredHistory* retired = nullptr);
+                              std::vector<std::string>* incomplete = nullptr, RetiredHistory* retired = nullptr,
+                              const std::function<void(const char*)>& on_step = {});
 
 // The trace file of each global rank 0..N-1 in a trace directory. Throws ReplayError:
 // kIncomplete if ranks are missing, kInputError if repeated or out of range.

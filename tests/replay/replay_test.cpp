@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -541,6 +542,41 @@ std::pair<int, std::string> replay_cli(const std::string& dir, const std::string
 const char* kFirstOp = "(SELECT min(call_index) FROM op_rows)";
 std::string first_op_signature(const std::string& set) {
   return "UPDATE signatures SET " + set + " WHERE id=(SELECT sig FROM op_rows WHERE call_index=" + kFirstOp + ")";
+}
+
+// The loader takes each op's thread from its signature's tid in its one pass over the op rows.
+// A crafted signatures table whose ids repeat (no primary key) sends it back to the pass it made
+// before, joining each op row to every signature row of its id: both tids are threads, as they
+// were (the one pass would keep one). A table without tid is skipped for the same reason as before.
+TEST(ModelFromFiles, OpThreadsOfCraftedSignaturesAreReadAsBefore) {
+  RowsBuilder b(2);
+  b.comm_all("A", {0, 1});
+  for (int r = 0; r < 2; ++r) b.op(r, "A", "all_reduce", 1, 32);
+  LoadOptions lo;
+  lo.host_waits = true;
+  const std::string plain = write("threads-plain", b);
+  EXPECT_EQ(load_schedule(plain, lo).procs[0].threads, std::vector<int64_t>{100});
+
+  const std::string repeated = write("threads-repeated-signature-ids", b);
+  sql(rank_file(repeated, 0),
+      "PRAGMA legacy_alter_table = ON; "  // the schema-1 views name signatures (the loader never runs them)
+      "CREATE TABLE s2 AS SELECT * FROM signatures; INSERT INTO s2 SELECT * FROM signatures; "
+      "UPDATE s2 SET tid = 777 WHERE rowid > (SELECT count(*) FROM signatures); "
+      "DROP TABLE signatures; ALTER TABLE s2 RENAME TO signatures");
+  const Schedule s = load_schedule(repeated, lo);
+  ASSERT_EQ(s.procs.size(), 2u);
+  std::vector<int64_t> threads = s.procs[0].threads;
+  std::sort(threads.begin(), threads.end());
+  EXPECT_EQ(threads, (std::vector<int64_t>{100, 777}));
+  EXPECT_EQ(s.procs[0].op_threads.size(), s.procs[0].ops.size());
+
+  const std::string no_tid = write("threads-no-tid-column", b);
+  sql(rank_file(no_tid, 0),
+      "DROP VIEW ops; DROP VIEW op_parts; DROP VIEW completions; DROP VIEW op_rows_all; "
+      "ALTER TABLE signatures DROP COLUMN tid");
+  const Schedule t = load_schedule(no_tid, lo);
+  ASSERT_EQ(t.skipped.size(), 1u);
+  EXPECT_TRUE(contains(t.skipped[0].reason, "op threads")) << t.skipped[0].reason;
 }
 
 TEST(ReplayValidation, HugeCountIsCannotRunWithTheReasonNotACrashReportedAsHang) {
