@@ -79,6 +79,7 @@ Result check_models(const WorkList& schedule, const Options& options) {
 
 // The checker on its work list (the two models, then what a hole or a stop makes unknown).
 Result check_work_list(WorkList model, const Options& options) {
+  step(options, "work list");
   for (int32_t p : options.stopped_procs)
     if (p >= 0 && static_cast<size_t>(p) < model.procs.size()) model.procs[p].stopped = true;
   Result r = check_models(model, options);
@@ -109,15 +110,12 @@ Result check_work_list(WorkList model, const Options& options) {
 }  // namespace
 
 Result check(const Schedule& schedule, const Options& options) {
-  WorkList model = build_work_list(schedule);
-  step(options, "work list");
-  return check_work_list(std::move(model), options);
+  return check_work_list(build_work_list(schedule), options);
 }
 
 Result check(Schedule&& schedule, const Options& options) {
   WorkList model = build_work_list(schedule);
   { Schedule gone = std::move(schedule); }
-  step(options, "work list");
   return check_work_list(std::move(model), options);
 }
 

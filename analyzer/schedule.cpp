@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <charconv>
 #include <map>
+#include <tuple>
 
 #include "saturating.h"
 
@@ -29,6 +30,14 @@ std::string signature_key(const Signature& s) {
     add(p.peer, ','), add(static_cast<int>(p.redop), ';');
   }
   return k;
+}
+
+bool same_signature(const Signature& a, const Signature& b) {
+  auto fields = [](const auto& x) { return std::tie(x.op, x.dtype, x.redop, x.count, x.root, x.peer); };
+  if (fields(a) != fields(b) || a.parts.size() != b.parts.size()) return false;
+  for (size_t k = 0; k < a.parts.size(); ++k)
+    if (fields(a.parts[k]) != fields(b.parts[k])) return false;
+  return true;
 }
 
 uint32_t SignatureTable::intern(Signature sig) {

@@ -206,6 +206,8 @@ class SignatureTable {
 };
 
 std::string signature_key(const Signature& s);
+// signature_key(a) == signature_key(b), without building either (the same fields, compared).
+bool same_signature(const Signature& a, const Signature& b);
 
 // The index of rows in memory (test builders, shrink's candidates), through ScheduleBuilder as
 // the loader builds it from files, with the model checker's side data (host waits, op threads).

@@ -1239,23 +1239,6 @@ void load_file(const std::string& path, const LoadOptions& options, bool summary
   }
 }
 
-bool same_part(const OpPart& a, const OpPart& b) {
-  return a.op == b.op && a.dtype == b.dtype && a.count == b.count && a.root == b.root && a.peer == b.peer && a.redop == b.redop;
-}
-// Equal lists of signatures, element by element, by every field signature_key holds.
-bool same_signatures(const std::vector<Signature>& a, const std::vector<Signature>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t k = 0; k < a.size(); ++k) {
-    const Signature &x = a[k], &y = b[k];
-    if (!same_part(OpPart{x.op, x.dtype, x.count, x.root, x.peer, x.redop}, OpPart{y.op, y.dtype, y.count, y.root, y.peer, y.redop}) ||
-        x.parts.size() != y.parts.size())
-      return false;
-    for (size_t j = 0; j < x.parts.size(); ++j)
-      if (!same_part(x.parts[j], y.parts[j])) return false;
-  }
-  return true;
-}
-
 // The full rows of `files` into s (its skipped list appended); rank identity not resolved.
 void load_files(Schedule& s, const std::string& dir, const std::vector<std::string>& files, const LoadOptions& options) {
   std::vector<SchedProcess> procs(files.size());
@@ -1313,7 +1296,7 @@ void load_files(Schedule& s, const std::string& dir, const std::vector<std::stri
     std::vector<Signature> sigs = from_summary[i] ? std::move(summary_sigs[i]) : local_sigs[i].take();
     // Ranks of one job mostly issue the same signatures: the previous file's list, equal field
     // for field (the relation signature_key interns by), keeps its remap.
-    if (!same_signatures(sigs, previous)) {
+    if (!std::equal(sigs.begin(), sigs.end(), previous.begin(), previous.end(), same_signature)) {
       remap.clear();
       for (const Signature& sig : sigs) remap.push_back(global.intern(sig));
       previous = std::move(sigs);

@@ -1,12 +1,12 @@
 // lockstep analyze DIR: first divergence, order inversions, hang explanation.
 #include <algorithm>
-#include <chrono>
 #include <fstream>
 #include <iostream>
 
 #include "analyze_common.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "step_timer.h"
 #include "steps.h"
 #include "summary_read.h"
 
@@ -35,14 +35,14 @@ struct AnalyzeArgs {
 };
 
 int analyze_dir(const AnalyzeArgs& a) {
-  auto t0 = std::chrono::steady_clock::now();
+  StepTimer timer("analyze", a.timing);
   auto s = load_for_analysis("analyze", a.dir, !a.full_read, a.threads);
   if (!s) return kExitUsage;
-  auto t1 = std::chrono::steady_clock::now();
+  timer.step("load");
   AnalyzeOptions opt;
   opt.hang.stale_ns = static_cast<int64_t>(a.stale_s * 1e9);
   Analysis an = analyze(*s, opt);
-  auto t2 = std::chrono::steady_clock::now();
+  timer.step("analyse");
   auto details = details_from_files(*s);
   ReportOptions ro;
   ro.color = !a.json && stdout_color();
@@ -54,12 +54,7 @@ int analyze_dir(const AnalyzeArgs& a) {
                        : render_text(an, *details, ro) + line(steps_text(an, place)) +
                              line(unread_text(unread)));
   std::cout.flush();
-  auto t3 = std::chrono::steady_clock::now();
-  if (a.timing) {
-    auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
-    std::cerr << "lockstep analyze: load " << ms(t1 - t0) << " ms, analyse " << ms(t2 - t1) << " ms, report "
-              << ms(t3 - t2) << " ms\n";
-  }
+  timer.step("report");
   if (!a.junit.empty() && !write_file("analyze", a.junit, render_junit("lockstep analyze " + a.dir, junit_cases(an))))
     return kExitUsage;
   return analyze_exit_code(an);
@@ -79,7 +74,7 @@ void add_analyze_command(Command& app, int* exit_code) {
                 "Read every op row of every file (default: summary first, docs/scaling.md: rows before the newest "
                 "checkpoint on which every member agrees are known by digest only)");
   sub->add_option("--threads", args->threads, "Files read at once (default 0: one per hardware thread)")->non_negative();
-  sub->add_flag("--timing", args->timing, "Print how long loading, analysis and the report took (stderr)");
+  sub->add_flag("--timing", args->timing, "Print how long loading, analysis and the report took: wall, CPU, peak RSS (stderr)");
   sub->footer("Exit code: 0 clean (or a live job whose ranks are only behind), 1 problem found, 2 input error, "
               "4 incomplete evidence. Works while the job still runs or hangs.");
   sub->callback([args, exit_code] { *exit_code = analyze_dir(*args); });

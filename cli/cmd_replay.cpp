@@ -1,10 +1,8 @@
 // lockstep replay DIR: re-run a recorded schedule (one process per rank, under the recorder) or
 // check it without processes (--model). docs/replay.md.
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -18,6 +16,7 @@
 #include "text_escape.h"
 #include "rank_env.h"
 #include "rank_schedule.h"
+#include "step_timer.h"
 #include "replay.h"
 #include "trace_loader.h"
 #include "worker.h"
@@ -50,30 +49,9 @@ using replay::Outcome;
 int run_model(const ReplayArgs& a) {
   std::vector<std::string> incomplete;
   replay::RetiredHistory retired;
-  // --timing: each step's wall and CPU time (both threads of the loader) and the peak RSS, on stderr.
+  StepTimer timer("replay --model", a.timing);
   std::function<void(const char*)> on_step;
-  auto usage = [] {
-    rusage ru{};
-    getrusage(RUSAGE_SELF, &ru);
-    return ru;
-  };
-  auto cpu_ms = [&] {
-    const rusage ru = usage();
-    return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000.0 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000.0;
-  };
-  auto last = std::chrono::steady_clock::now();
-  double last_cpu = cpu_ms();
-  if (a.timing)
-    on_step = [&](const char* step) {
-      const auto now = std::chrono::steady_clock::now();
-      const double cpu = cpu_ms();
-      std::cerr << "lockstep replay --model: " << step << " "
-                << std::chrono::duration_cast<std::chrono::milliseconds>(now - last).count() << " ms, "
-                << static_cast<int64_t>(cpu - last_cpu) << " ms CPU (peak RSS so far " << usage().ru_maxrss / 1024
-                << " MiB)\n";
-      last = now;
-      last_cpu = cpu;
-    };
+  if (timer.on()) on_step = [&](const char* step) { timer.step(step); };
   model::Result r = replay::model_check_dir(a.dir, a.order_from, nullptr, &incomplete, &retired, on_step);
   // File names (skipped files, file-based labels) can hold control characters: printed escaped,
   // line by line.

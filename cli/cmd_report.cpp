@@ -1,11 +1,11 @@
 // lockstep report DIR -o job.html: the analysis as one self-contained HTML page (docs/report.md).
-#include <chrono>
 #include <filesystem>
 #include <iostream>
 
 #include "analyze_common.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "step_timer.h"
 #include "report.h"
 #include "steps.h"
 #include "summary_read.h"
@@ -24,14 +24,14 @@ struct ReportArgs {
 
 int report_dir(const ReportArgs& a) {
   if (trace_files_in(a.dir).empty() && is_snapshot_dir(a.dir)) return report_snapshot_dir(a.dir, a.output);
-  auto t0 = std::chrono::steady_clock::now();
+  StepTimer timer("report", a.timing);
   auto s = load_for_analysis("report", a.dir, !a.full_read, a.threads);
   if (!s) return kExitUsage;
-  auto t1 = std::chrono::steady_clock::now();
+  timer.step("load");
   AnalyzeOptions opt;
   opt.hang.stale_ns = static_cast<int64_t>(a.stale_s * 1e9);
   Analysis an = analyze(*s, opt);
-  auto t_analysed = std::chrono::steady_clock::now();
+  timer.step("analysis");
   auto details = details_from_files(*s);
   report::ReportOptions ro;
   if (a.output != "-") ro.timeline_json_hint = std::filesystem::path(a.output).stem().string() + ".timeline.json";
@@ -40,18 +40,13 @@ int report_dir(const ReportArgs& a) {
   const std::string data = add_steps_json(add_unread_json(report::report_data_json(an, *details, ro), unread_summary(*s, an), -1),
                                           an, locate_in_steps(an), -1);
   std::string page = report::render_page(data);
-  auto t2 = std::chrono::steady_clock::now();
   if (a.output == "-") {
     std::cout << page;
     std::cout.flush();
   } else if (!write_file("report", a.output, page)) {
     return kExitUsage;
   }
-  if (a.timing) {
-    auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
-    std::cerr << "lockstep report: load " << ms(t1 - t0) << " ms, analysis " << ms(t_analysed - t1) << " ms, page "
-              << ms(t2 - t_analysed) << " ms, " << page.size() << " bytes\n";
-  }
+  timer.step("page", std::to_string(page.size()) + " bytes");
   if (a.output != "-") std::cerr << "lockstep report: wrote " << a.output << " (" << summary_line(an) << ")\n";
   return kExitOk;
 }
@@ -68,7 +63,7 @@ void add_report_command(Command& app, int* exit_code) {
   sub->add_flag("--full-read", args->full_read,
                 "Read every op row of every file (default: summary first, as analyze; docs/scaling.md)");
   sub->add_option("--threads", args->threads, "Files read at once (default 0: one per hardware thread)")->non_negative();
-  sub->add_flag("--timing", args->timing, "Print how long loading and building the page took, and its size (stderr)");
+  sub->add_flag("--timing", args->timing, "Print how long loading, analysis and building the page took (wall, CPU, peak RSS) and its size (stderr)");
   sub->footer("Exit code: 0 the page was written (whatever it found; use analyze/check to gate), 2 input error.");
   sub->callback([args, exit_code] { *exit_code = report_dir(*args); });
 }
