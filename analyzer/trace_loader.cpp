@@ -1,9 +1,11 @@
 #include "trace_loader.h"
 #include "node_summary.h"
 
+#include <fcntl.h>
 #include <malloc.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,7 +13,6 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -120,37 +121,54 @@ class Query {
   trace_file::Stmt st_;
 };
 
-bool table_exists(sqlite3* db, const char* name) {
-  Query st(db, "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?");
-  st.bind().text(1, name);
-  return st.step();
+// From the schema SQLite parsed already (no statement; the table's columns by the name SQLite
+// resolves them with).
+bool table_has_column(sqlite3* db, const char* table, const char* column) {
+  return sqlite3_table_column_metadata(db, "main", table, column, nullptr, nullptr, nullptr, nullptr, nullptr) == SQLITE_OK;
 }
 
-bool table_has_column(sqlite3* db, const char* table, const char* column) {
-  Query st(db, "SELECT 1 FROM pragma_table_info(?) WHERE name=?");
-  st.bind().text(1, table).text(2, column);
-  return st.step();
-}
+// What validate read of a file that the reads after it use: its schema (which tables it has) and
+// its meta rows, each read once.
+struct Validated {
+  trace_file::FileSchema schema;
+  std::vector<std::pair<std::string, std::string>> meta;  // key, value as printable text, in rowid order
+};
 
 // Checks that come before trusting any table: magic bytes, size, application_id, schema version.
-void validate(sqlite3* db, const std::string& path) {
+Validated validate(sqlite3* db, const std::string& path) {
   std::error_code ec;
   auto size = fs::file_size(path, ec);
   if (ec) throw FileSkip("cannot stat: " + ec.message());
   if (size == 0) throw FileSkip("empty file (the recorder created it but wrote nothing)");
   {
     char magic[16] = {};
-    std::ifstream in(path, std::ios::binary);
-    in.read(magic, sizeof magic);
-    if (in.gcount() < 16 || std::memcmp(magic, "SQLite format 3", 16) != 0)
+    ssize_t got = -1;
+    if (int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK); fd >= 0) {
+      got = ::pread(fd, magic, sizeof magic, 0);
+      ::close(fd);
+    }
+    if (got < 16 || std::memcmp(magic, "SQLite format 3", 16) != 0)
       throw FileSkip(size < 100 ? "not a trace: too short to be an SQLite database"
                                 : "not a trace: not an SQLite database");
   }
-  // One statement for the header's pragmas (a statement each cost as much as reading them).
-  Query header(db, "SELECT * FROM pragma_application_id, pragma_journal_mode, pragma_page_count, pragma_page_size");
-  const bool header_row = header.step();
+  // The header's pragmas as plain PRAGMA statements: the pragma_* table-valued functions of one
+  // SELECT each declared a virtual table (a CREATE TABLE parsed) on every file's connection.
+  auto pragma = [db](const char* sql, bool& row) {
+    Query q(db, sql);
+    row = q.step();
+    return std::make_pair(row ? q.i64(0) : int64_t(0), row ? q.str(0) : std::string());
+  };
+  bool header_row = true, one = false;
+  const int64_t app_id = pragma("PRAGMA application_id", one).first;
+  header_row &= one;
+  const std::string journal_mode = pragma("PRAGMA journal_mode", one).second;
+  header_row &= one;
+  const int64_t page_count = pragma("PRAGMA page_count", one).first;
+  header_row &= one;
+  const int64_t page_size_bytes = pragma("PRAGMA page_size", one).first;
+  header_row &= one;
   {
-    int64_t app = header_row ? header.i64(0) : 0;
+    int64_t app = header_row ? app_id : 0;
     if (app != schema::kApplicationId) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "0x%08llX", static_cast<unsigned long long>(app));
@@ -161,21 +179,37 @@ void validate(sqlite3* db, const std::string& path) {
   // A truncated copy (partial rsync, full disk) is shorter than its header says. In WAL mode
   // the newest pages live in the -wal file, so the check does not apply there.
   {
-    std::string mode = header_row ? header.str(1) : "";
-    int64_t pages = header_row ? header.i64(2) : 0;
-    int64_t page_size = header_row ? header.i64(3) : 0;
+    std::string mode = header_row ? journal_mode : "";
+    int64_t pages = header_row ? page_count : 0;
+    int64_t page_size = header_row ? page_size_bytes : 0;
     auto now_size = fs::file_size(path, ec);
     if (mode != "wal" && !ec && static_cast<int64_t>(now_size) < pages * page_size)
       throw FileSkip("truncated: file has " + std::to_string(now_size) + " bytes, its header says " +
                      std::to_string(pages * page_size));
   }
-  if (!table_exists(db, "meta")) throw FileSkip("corrupt: lockstep application_id but no meta table");
+  // The schema, read once: every later "has it this table" is answered from it.
+  Validated out;
+  {
+    Query st(db, "SELECT type, name, tbl_name, sql FROM sqlite_schema");
+    while (st.step())
+      out.schema.objects.push_back({std::string(st.view(0)), std::string(st.view(1)), std::string(st.view(2)), std::string(st.view(3))});
+  }
+  if (!out.schema.has_table("meta")) throw FileSkip("corrupt: lockstep application_id but no meta table");
   // meta is read before the version is known: only its shape is checked here, every other
   // table once the version says which ones are tables.
-  if (std::string why = trace_file::unsafe_object(db, schema::kSchemaVersion); !why.empty()) throw FileSkip(why);
-  Query st(db, "SELECT value FROM meta WHERE key='schema_version'");
-  if (!st.step() || st.null(0)) throw FileSkip("no schema_version in meta (recorder died while creating the file?)");
-  std::string v = st.str(0);
+  if (std::string why = trace_file::unsafe_object(db, out.schema, schema::kSchemaVersion); !why.empty()) throw FileSkip(why);
+  // Every meta row, once (read_header takes them); the version is its first schema_version row.
+  std::optional<std::string> version_text;  // nullopt: no row; "" with version_null: NULL
+  bool version_null = false;
+  {
+    Query st(db, "SELECT key, value FROM meta");
+    while (st.step()) {
+      if (!version_text && st.stmt().is_text(0) && st.view(0) == "schema_version") version_text = st.str(1), version_null = st.null(1);
+      out.meta.emplace_back(st.str(0), st.str(1));
+    }
+  }
+  if (!version_text || version_null) throw FileSkip("no schema_version in meta (recorder died while creating the file?)");
+  std::string v = *version_text;
   const trace_file::TextInt parsed = trace_file::parse_int(v);
   if (parsed.kind == trace_file::TextInt::kAbsent || parsed.kind == trace_file::TextInt::kMalformed)
     throw FileSkip("bad schema_version '" + v + "'");
@@ -188,17 +222,11 @@ void validate(sqlite3* db, const std::string& path) {
                    std::to_string(schema::kOldestReadableSchema) + ".." + std::to_string(schema::kSchemaVersion) +
                    "): analyze it with the lockstep that recorded it");
   if (version < 2)
-    if (std::string why = trace_file::unsafe_object(db, version); !why.empty()) throw FileSkip(why);
-  if (version >= 2) {
-    const char* tables[] = {"signatures", "signature_parts", "op_rows", "op_graph", "checkpoints"};
-    bool present[std::size(tables)] = {};
-    Query st(db, "SELECT name FROM sqlite_master WHERE type='table' AND name IN "
-                "('signatures','signature_parts','op_rows','op_graph','checkpoints')");
-    while (st.step())
-      for (size_t i = 0; i < std::size(tables); ++i) present[i] |= st.view(0) == tables[i];
-    for (size_t i = 0; i < std::size(tables); ++i)
-      if (!present[i]) throw FileSkip(std::string("corrupt: schema ") + v + " trace without its " + tables[i] + " table");
-  }
+    if (std::string why = trace_file::unsafe_object(db, out.schema, version); !why.empty()) throw FileSkip(why);
+  if (version >= 2)
+    for (const char* table : {"signatures", "signature_parts", "op_rows", "op_graph", "checkpoints"})
+      if (!out.schema.has_table(table)) throw FileSkip(std::string("corrupt: schema ") + v + " trace without its " + table + " table");
+  return out;
 }
 
 // Schema 2 stores ops as signatures + op rows (trace_schema.h); schema 1 as wide ops rows. Full
@@ -231,19 +259,10 @@ bool strict_flag(const Process& p, const char* key) {
 }
 
 // Bounded traces (schema 2): what the size cap retired, and the digest checkpoints.
+// (The comms' retired columns come with read_header's comms query.)
 void read_retired(sqlite3* db, Process& p) {
   p.checkpoint_interval = strict_count(p, schema::meta::kCheckpointInterval);
   p.retired_ops = strict_count(p, schema::meta::kRetiredOps);
-  {
-    Query st(db, "SELECT id, retired_collectives, retired_digest, retired_through_seq FROM comms");
-    while (st.step())
-      for (Comm& c : p.comms)
-        if (c.local_id == st.i64(0)) {
-          c.retired_collectives = std::max<int64_t>(0, st.i64(1));
-          c.retired_digest = static_cast<uint64_t>(st.i64(2));
-          c.retired_through_seq = std::max<int64_t>(0, st.i64(3));
-        }
-  }
   Query st(db, "SELECT comm_id, ordinal, seq, digest FROM checkpoints ORDER BY comm_id, ordinal");
   while (st.step())
     for (Comm& c : p.comms)
@@ -298,22 +317,25 @@ void normalize_drop(DropRange& d) {
     d.first_seq = d.last_seq = 0, d.stop_point = false;
 }
 
-// meta, env, comms, hangs: everything but ops.
-void read_header(sqlite3* db, Process& p) {
-  {
-    Query st(db, "SELECT key, value FROM meta");
-    while (st.step()) p.meta[st.str(0)] = st.str(1);
-  }
+// meta, env, comms, hangs: everything but ops. `file`: what validate read of it.
+void read_header(sqlite3* db, const Validated& file, Process& p) {
+  for (const auto& [key, value] : file.meta) p.meta[key] = value;
   header_from_meta(p);
   {
     Query st(db, "SELECT name, value FROM env");
     while (st.step()) p.env[st.str(0)] = st.str(1);
   }
   std::vector<int64_t> parent_ids;
+  // One query of comms: with the bounded-trace columns (schema 2 on) and created_before_tracing
+  // when the file has them.
+  const bool retired = compact_rows(p), before_tracing = table_has_column(db, "comms", "created_before_tracing");
   {
-    Query st(db,
-            "SELECT id, comm_hash, handle, nranks, rank, cuda_device, parent_id, split_color, "
-            "split_key, name, init_call, init_rc, end_kind FROM comms ORDER BY id");
+    std::string sql =
+        "SELECT id, comm_hash, handle, nranks, rank, cuda_device, parent_id, split_color, "
+        "split_key, name, init_call, init_rc, end_kind";
+    if (retired) sql += ", retired_collectives, retired_digest, retired_through_seq";
+    if (before_tracing) sql += ", created_before_tracing != 0";
+    Query st(db, (sql + " FROM comms ORDER BY id").c_str());
     while (st.step()) {
       Comm c;
       c.local_id = static_cast<int>(st.i64(0));
@@ -334,6 +356,12 @@ void read_header(sqlite3* db, Process& p) {
       c.init_rc = static_cast<int>(st.i64(11));
       const std::string end = st.str(12);
       c.end_kind = end.empty() ? vocab::CommEnd::Alive : known(vocab::parse_comm_end(end), "comm end_kind", end);
+      if (retired) {
+        c.retired_collectives = std::max<int64_t>(0, st.i64(13));
+        c.retired_digest = static_cast<uint64_t>(st.i64(14));
+        c.retired_through_seq = std::max<int64_t>(0, st.i64(15));
+      }
+      if (before_tracing && st.i64(retired ? 16 : 13) != 0) c.created_before_tracing = true;
       p.comms.push_back(std::move(c));
     }
   }
@@ -342,13 +370,7 @@ void read_header(sqlite3* db, Process& p) {
     for (size_t j = 0; j < p.comms.size(); ++j)
       if (p.comms[j].local_id == parent_ids[i]) p.comms[i].parent = static_cast<int>(j);
   }
-  if (compact_rows(p)) read_retired(db, p);
-  if (table_has_column(db, "comms", "created_before_tracing")) {
-    Query st(db, "SELECT id FROM comms WHERE created_before_tracing != 0");
-    while (st.step())
-      for (Comm& c : p.comms)
-        if (c.local_id == st.i64(0)) c.created_before_tracing = true;
-  }
+  if (retired) read_retired(db, p);
   {
     // The recorder's only ncclCommSplit api_calls row is a NOCOLOR split (a split that created
     // a communicator is a comms row).
@@ -361,7 +383,7 @@ void read_header(sqlite3* db, Process& p) {
     Query st(db, "SELECT mono_ns, wall_ns, in_flight, message FROM hangs ORDER BY id");
     while (st.step()) p.hangs.push_back({st.i64(0), st.i64(1), static_cast<int>(st.i64(2)), st.str(3)});
   }
-  if (table_exists(db, "drops")) {
+  if (file.schema.has_table("drops")) {
     // Where dropped records were. A row naming a comm the file does not have, or seqs out of
     // order, still says records were dropped: kept with comm -1 (no seq range known).
     p.drops_known = true;
@@ -672,8 +694,8 @@ vocab::State state_v2(int64_t call_index, int64_t column, int version, bool sequ
 // threads: also fill sp.threads and sp.op_threads from the signatures' tid (the model checker's
 // side data, schedule_waits.h) in the same pass; left false when they were not (a cut read,
 // signature ids that repeat: read_host_waits reads them as before).
-void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, const Cuts* cuts = nullptr,
-                         bool* threads = nullptr) {
+void read_ops_compact_v2(sqlite3* db, const Validated& file, SchedProcess& sp, SignatureTable& sigs,
+                         const Cuts* cuts = nullptr, bool* threads = nullptr) {
   const bool want_threads = threads && *threads;
   if (threads) *threads = false;
   CommIds ids(sp.info);
@@ -746,7 +768,7 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, co
   };
   // The op rows in their chunks (schema 3; schema 2 has op_rows only), read in chunk order:
   // call_index increases across them, checked here (a crafted file may say otherwise).
-  const std::vector<std::string> chunks = trace_file::op_chunk_tables(db);
+  const std::vector<std::string> chunks = trace_file::op_chunk_tables(file.schema);
   int64_t total = 0;
   for (const std::string& t : chunks) {
     Query n(db, ("SELECT count(*) FROM " + t).c_str());
@@ -800,9 +822,9 @@ void read_ops_compact_v2(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, co
 // The hot loop of `lockstep analyze`: one pass over ops, one over parts, one over completions,
 // all in call_index order (the rowid), merged without lookups; op descriptions interned through
 // a reused key buffer so a repeated op allocates nothing.
-void read_ops_compact(sqlite3* db, SchedProcess& sp, SignatureTable& sigs, const Cuts* cuts = nullptr,
-                      bool* threads = nullptr) {
-  if (compact_rows(sp.info)) return read_ops_compact_v2(db, sp, sigs, cuts, threads);
+void read_ops_compact(sqlite3* db, const Validated& file, SchedProcess& sp, SignatureTable& sigs,
+                      const Cuts* cuts = nullptr, bool* threads = nullptr) {
+  if (compact_rows(sp.info)) return read_ops_compact_v2(db, file, sp, sigs, cuts, threads);
   if (threads) *threads = false;
   CommIds ids(sp.info);
   // NULL handling runs inside SQLite: one column call per value here. Rows that enqueued
@@ -958,13 +980,13 @@ void read_file(const std::string& path, const LoadOptions& opt, Fn&& fn) {
       // busy_timeout), as it already did for the longest statement.
       db.exec("BEGIN");
       try {
-        validate(db.get(), path);
-        fn(db.get());
+        const Validated file = validate(db.get(), path);
+        fn(db.get(), file);
       } catch (const FileSkip& e) {
         if (sqlite3_extended_errcode(db.get()) != SQLITE_READONLY_ROLLBACK) throw;
         with_rollback_copy(path, opt, [&](sqlite3* copy) {
-          validate(copy, path);
-          fn(copy);
+          const Validated file = validate(copy, path);
+          fn(copy, file);
         });
       }
       return;
@@ -1036,10 +1058,10 @@ void sort_processes(std::vector<SchedProcess>& procs) {
 Process load_process_file(const std::string& path, const LoadOptions& options) {
   Process p;
   try {
-    read_file(path, options, [&](sqlite3* db) {
+    read_file(path, options, [&](sqlite3* db, const Validated& file) {
       p = Process{};
       p.path = path;
-      read_header(db, p);
+      read_header(db, file, p);
       read_ops_full(db, p);
     });
   } catch (const FileSkip& e) {
@@ -1051,24 +1073,24 @@ Process load_process_file(const std::string& path, const LoadOptions& options) {
 Process load_process_counts(const std::string& path, RecordCounts& counts, const LoadOptions& options) {
   Process p;
   try {
-    read_file(path, options, [&](sqlite3* db) {
+    read_file(path, options, [&](sqlite3* db, const Validated& file) {
       p = Process{};
       p.path = path;
       counts = RecordCounts{};
-      read_header(db, p);
+      read_header(db, file, p);
       const bool v2 = compact_rows(p);
       // Schema 3 packs rc into state (trace_schema.h kOpRcShift).
       const std::string sql = v2 ? "SELECT count(*), coalesce(sum((state & 15) = ?1), 0) FROM " +
-                                       trace_file::op_rows_source(trace_file::op_chunk_tables(db))
+                                       trace_file::op_rows_source(trace_file::op_chunk_tables(file.schema))
                                  : "SELECT count(*), coalesce(sum(state = ?2), 0) FROM ops";
       Query ops(db, sql.c_str());
       ops.bind().i64(1, static_cast<int>(vocab::State::Captured)).text(2, vocab::name(vocab::State::Captured));
       if (ops.step()) counts.op_rows = ops.i64(0), counts.captured = ops.i64(1);
-      if (table_exists(db, "graph_launches")) {
+      if (file.schema.has_table("graph_launches")) {
         Query launches(db, "SELECT count(*) FROM graph_launches");
         if (launches.step()) counts.graph_launches = launches.i64(0);
       }
-      if (p.meta.count(schema::meta::kProfilerPlugin) && table_exists(db, "profiler_ops")) {
+      if (p.meta.count(schema::meta::kProfilerPlugin) && file.schema.has_table("profiler_ops")) {
         Query plugin(db, "SELECT count(*), coalesce(sum(seen_by != ?1), 0) FROM profiler_ops");
         plugin.bind().text(1, schema::kSeenByBoth);
         if (plugin.step()) counts.plugin_calls = plugin.i64(0), counts.plugin_only = plugin.i64(1);
@@ -1100,10 +1122,10 @@ Schedule load_headers(const std::string& dir, const LoadOptions& options) {
   parallel_for(files.size(), options.threads, [&](size_t i) {
     if (from_summary[i]) return;
     try {
-      read_file(files[i], options, [&](sqlite3* db) {
+      read_file(files[i], options, [&](sqlite3* db, const Validated& file) {
         procs[i] = Process{};
         procs[i].path = files[i];
-        read_header(db, procs[i]);
+        read_header(db, file, procs[i]);
       });
     } catch (const FileSkip& e) {
       reasons[i] = e.what();
@@ -1211,22 +1233,22 @@ void load_file(const std::string& path, const LoadOptions& options, bool summary
                SchedProcess& sp, SignatureTable& sigs, std::string& reason) {
   reason.clear();
   try {
-    read_file(path, options, [&](sqlite3* db) {
+    read_file(path, options, [&](sqlite3* db, const Validated& file) {
       sp = SchedProcess{};
       sigs = SignatureTable{};
       sp.info.path = path;
-      read_header(db, sp.info);
+      read_header(db, file, sp.info);
       const Cuts cuts = forced ? *forced : summary_first ? own_cuts(sp.info) : Cuts{};
       bool op_threads = options.host_waits;  // in: wanted; out: read with the ops
       try {
         try {
-          read_ops_compact(db, sp, sigs, cuts.empty() ? nullptr : &cuts, &op_threads);
+          read_ops_compact(db, file, sp, sigs, cuts.empty() ? nullptr : &cuts, &op_threads);
         } catch (const CutUnproven&) {
           Process info = std::move(sp.info);
           sp = SchedProcess{};
           sp.info = std::move(info);
           op_threads = options.host_waits;
-          read_ops_compact(db, sp, sigs, nullptr, &op_threads);
+          read_ops_compact(db, file, sp, sigs, nullptr, &op_threads);
         }
       } catch (const IndexError& e) {
         throw FileSkip(std::string("corrupt: ") + e.what());

@@ -92,16 +92,62 @@ int Db::open_untrusted(const std::string& path, int flags) {
 
 bool Db::budget_exhausted() const { return budget_ && budget_->exhausted; }
 
+std::string read_schema(sqlite3* db, FileSchema& out) {
+  out.objects.clear();
+  Stmt st(db, "SELECT type, name, tbl_name, sql FROM sqlite_schema", false);
+  if (!st.ok()) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
+  int rc;
+  while ((rc = st.step()) == SQLITE_ROW)
+    out.objects.push_back({std::string(st.column_text(0)), std::string(st.column_text(1)), std::string(st.column_text(2)),
+                           std::string(st.column_text(3))});
+  if (rc != SQLITE_DONE) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
+  return "";
+}
+
+bool FileSchema::has_table(std::string_view name) const {
+  for (const SchemaObject& o : objects)
+    if (o.type == "table" && o.name == name) return true;
+  return false;
+}
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
+  return r;
+}
+
+// Whether `sql` has the word AS anywhere, quoted or not: a generated column is declared with
+// AS (GENERATED ALWAYS is optional), and SQLite's tokenizer ends a word only at a character that
+// is not a letter, digit, '_', '$' or a byte >= 0x80, so any AS keyword it reads is found here.
+// Also true for CAST(x AS ...), a name containing " as ", and the like: those tables are asked.
+bool may_declare_generated(std::string_view sql) {
+  auto word_char = [](unsigned char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$' || c >= 0x80;
+  };
+  for (size_t i = 0; i + 1 < sql.size(); ++i) {
+    if ((sql[i] | 0x20) != 'a' || (sql[i + 1] | 0x20) != 's') continue;
+    if (i > 0 && word_char(static_cast<unsigned char>(sql[i - 1]))) continue;
+    if (i + 2 < sql.size() && word_char(static_cast<unsigned char>(sql[i + 2]))) continue;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string unsafe_object(sqlite3* db, int64_t schema_version) {
+  FileSchema schema;
+  if (std::string why = read_schema(db, schema); !why.empty()) return why;
+  return unsafe_object(db, schema, schema_version);
+}
+
+std::string unsafe_object(sqlite3* db, const FileSchema& schema, int64_t schema_version) {
   static const char* const kRead[] = {"meta", "env", "comms", "hangs", "api_calls", "checkpoints", "signatures",
                                       "signature_parts", "op_graph", "stacks", "frames", "graph_launches", "waits",
-                                      "profiler_ops", "profiler_comms", "op_rows"};
+                                      "profiler_ops", "profiler_comms", "op_rows", "drops"};
   static const char* const kReadV1[] = {"ops", "op_parts", "completions"};
-  auto lower = [](std::string_view s) {
-    std::string r(s);
-    for (char& c : r) c = char(c >= 'A' && c <= 'Z' ? c - 'A' + 'a' : c);
-    return r;
-  };
   auto is_read = [&](const std::string& name) {
     for (const char* t : kRead)
       if (name == t) return true;
@@ -112,31 +158,27 @@ std::string unsafe_object(sqlite3* db, int64_t schema_version) {
     return name.rfind("op_rows_", 0) == 0 && name.size() > 8 &&
            name.find_first_not_of("0123456789", 8) == std::string::npos;
   };
-  std::vector<std::string> names;
-  Stmt st(db, "SELECT type, name, tbl_name, sql FROM sqlite_schema", false);
-  if (!st.ok()) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
-  int rc;
-  while ((rc = st.step()) == SQLITE_ROW) {
-    const std::string type = lower(st.column_text(0)), name = lower(st.column_text(1)),
-                      table = lower(st.column_text(2)), sql = lower(st.column_text(3));
+  std::vector<std::string> ask;  // tables whose SQL may declare a generated column
+  for (const SchemaObject& o : schema.objects) {
+    const std::string type = lower(o.type), name = lower(o.name), table = lower(o.tbl_name), sql = lower(o.sql);
     if (type == "trigger" && is_read(table)) return "corrupt: its " + table + " table has a trigger";
     if (!is_read(name)) continue;
     if (type == "view") return "corrupt: its " + name + " is a view, not a table";
     if (type != "table") continue;  // an index of one of them
     if (sql.rfind("create virtual", 0) == 0) return "corrupt: its " + name + " is a virtual table";
-    names.push_back(name);
+    if (may_declare_generated(sql)) ask.push_back(name);
   }
-  if (rc != SQLITE_DONE) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
-  // A generated column computes its value on every read: no writer makes one. One query for
-  // every table (a statement per table was a tenth of a small file's read); the names are the
-  // reader's own (is_read: lower-case letters, digits and '_'), safe inside quotes.
-  if (names.empty()) return "";
+  // A generated column computes its value on every read: no writer makes one. The tables the
+  // writers make have no AS in their SQL and are not asked; the others in one query (the names
+  // are the reader's own, is_read: lower-case letters, digits and '_', safe inside quotes).
+  if (ask.empty()) return "";
   std::string sql;
-  for (const std::string& name : names)
+  for (const std::string& name : ask)
     sql += (sql.empty() ? "" : " UNION ALL ") + std::string("SELECT '") + name + "' FROM pragma_table_xinfo('" + name +
            "') WHERE hidden != 0";
   Stmt cols(db, (sql + " LIMIT 1").c_str(), false);
   if (!cols.ok()) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
+  int rc;
   if ((rc = cols.step()) == SQLITE_ROW) return "corrupt: its " + std::string(cols.column_text(0)) + " table has a generated column";
   if (rc != SQLITE_DONE) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
   return "";
@@ -212,14 +254,13 @@ std::string op_chunk_table(int64_t k) {
   return k == 0 ? std::string(schema::kOpRowsTable) : std::string(schema::kOpRowsTable) + "_" + std::to_string(k);
 }
 
-std::vector<std::string> op_chunk_tables(sqlite3* db) {
+namespace {
+
+// The chunk tables among `names` (each a table's name), in chunk order.
+std::vector<std::string> chunk_tables_of(const std::vector<std::string>& names) {
   std::vector<std::pair<int64_t, std::string>> found;
-  Stmt st(db, "SELECT name FROM sqlite_master WHERE type='table' AND name GLOB 'op_rows*'", false);
-  if (!st.ok()) return {};
   const std::string_view prefix = "op_rows_";
-  while (st.step() == SQLITE_ROW) {
-    const unsigned char* t = sqlite3_column_text(st.get(), 0);
-    std::string name = t ? reinterpret_cast<const char*>(t) : "";
+  for (const std::string& name : names) {
     if (name == schema::kOpRowsTable) {
       found.emplace_back(0, name);
       continue;
@@ -239,6 +280,26 @@ std::vector<std::string> op_chunk_tables(sqlite3* db) {
   std::vector<std::string> out;
   for (auto& f : found) out.push_back(std::move(f.second));
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> op_chunk_tables(sqlite3* db) {
+  Stmt st(db, "SELECT name FROM sqlite_master WHERE type='table' AND name GLOB 'op_rows*'", false);
+  if (!st.ok()) return {};
+  std::vector<std::string> names;
+  while (st.step() == SQLITE_ROW) {
+    const unsigned char* t = sqlite3_column_text(st.get(), 0);
+    names.emplace_back(t ? reinterpret_cast<const char*>(t) : "");
+  }
+  return chunk_tables_of(names);
+}
+
+std::vector<std::string> op_chunk_tables(const FileSchema& schema) {
+  std::vector<std::string> names;
+  for (const SchemaObject& o : schema.objects)
+    if (o.type == "table" && o.name.rfind("op_rows", 0) == 0) names.push_back(o.name);  // GLOB 'op_rows*'
+  return chunk_tables_of(names);
 }
 
 namespace {

@@ -134,6 +134,22 @@ inline constexpr int kMaxValueBytes = 16 << 20;
 // which no reader reads). "" when the file passes, else the reason, naming the object.
 std::string unsafe_object(sqlite3* db, int64_t schema_version);
 
+// A file's sqlite_schema, read once: each object as stored (type, name, tbl_name, sql). The
+// loader reads it once a file and answers every "which tables" question from it.
+struct SchemaObject {
+  std::string type, name, tbl_name, sql;
+};
+struct FileSchema {
+  std::vector<SchemaObject> objects;
+  // An object of type 'table' named exactly `name` (sqlite_schema's own comparison).
+  bool has_table(std::string_view name) const;
+};
+// "" and `out` filled, or why the schema cannot be read.
+std::string read_schema(sqlite3* db, FileSchema& out);
+// unsafe_object over a schema read before; `db` is asked only about a table whose SQL could
+// declare a generated column.
+std::string unsafe_object(sqlite3* db, const FileSchema& schema, int64_t schema_version);
+
 // ---- the rows ---------------------------------------------------------------------------------
 // Fields map to schema/trace_schema.h columns; -1 (or 0 where noted) stands for SQL NULL.
 
@@ -267,6 +283,7 @@ std::string op_chunk_table(int64_t k);
 // (schema 2 has no other) and every table named op_rows_<k>, k >= 1 written without leading
 // zeros. Empty when the query fails.
 std::vector<std::string> op_chunk_tables(sqlite3* db);
+std::vector<std::string> op_chunk_tables(const FileSchema& schema);
 // A FROM source with every row of those tables: the table, or a UNION ALL subquery.
 std::string op_rows_source(const std::vector<std::string>& chunk_tables);
 

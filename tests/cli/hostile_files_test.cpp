@@ -103,6 +103,31 @@ TEST(CliHostileFile, generated_column_is_skipped_with_its_reason) {
   every_reader_skips(dir, "env table has a generated column");
 }
 
+// The reader asks SQLite about generated columns only for tables whose SQL has the word AS: the
+// shortest spellings SQLite accepts (no GENERATED ALWAYS, no spaces, lower case, after a quoted
+// name) must still be asked.
+TEST(CliHostileFile, generated_column_in_its_shortest_spellings_is_skipped) {
+  const char* spellings[] = {
+      "ALTER TABLE comms ADD COLUMN pad as(zeroblob(1000000000));",
+      "ALTER TABLE signatures ADD COLUMN \"pad\"As(zeroblob(1000000000)) VIRTUAL;",
+      "ALTER TABLE meta ADD COLUMN [pad]aS\n(zeroblob(1000000000));",
+  };
+  const char* tables[] = {"comms", "signatures", "meta"};
+  for (size_t i = 0; i < std::size(spellings); ++i) {
+    auto dir = hostile_dir("hostile-generated-" + std::to_string(i), spellings[i]);
+    every_reader_skips(dir, std::string(tables[i]) + " table has a generated column");
+  }
+}
+
+// drops is read like the other tables: a view of that name is not (it was ignored, as if the
+// file had no drops table).
+TEST(CliHostileFile, view_for_drops_is_skipped_with_its_reason) {
+  auto dir = hostile_dir("hostile-view-drops",
+                         "DROP TABLE IF EXISTS drops; CREATE VIEW drops AS SELECT 0 AS comm_id, 1 AS first_seq, 2 AS last_seq, "
+                         "1 AS records, 'x' AS reason;");
+  every_reader_skips(dir, "drops is a view, not a table");
+}
+
 // ---- item 5: fields with a meaning are parsed strictly, and every command reads them alike ----
 
 // An op state the vocabulary does not know: check said clean, ops said corrupt.
