@@ -35,5 +35,8 @@ set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 # Declared by hand (dpkg-shlibdeps needs dpkg-dev): what the executables and the recorder link,
 # and libunwind8, which the recorder dlopens for native stacks (glibc's backtrace otherwise).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "libc6 (>= 2.34), libstdc++6 (>= 12), libgcc-s1, libsqlite3-0 (>= 3.35), libunwind8")
+if(LOCKSTEP_MIMALLOC)  # the CLI's allocator (cli/CMakeLists.txt)
+  string(APPEND CPACK_DEBIAN_PACKAGE_DEPENDS ", libmimalloc2.0")
+endif()
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "python3, chromium")
 include(CPack)

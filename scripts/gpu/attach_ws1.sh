@@ -26,10 +26,10 @@ if [ "$cmd" = stage ]; then
   mkdir -p "$D/bin" "$D/lib"
   strip -o "$D/bin/lockstep" "$ROOT/build/bin/lockstep"
   # Every library lockstep needs from libunwind's family, resolved here (their DT_NEEDED
-  # included), plus liblzma (libunwind's dependency).
-  for l in $(ldd "$ROOT/build/bin/lockstep" | awk '/libunwind|liblzma/ {print $3}'); do cp -L "$l" "$D/lib/"; done
+  # included), plus liblzma (libunwind's dependency) and the CLI's allocator (libmimalloc).
+  for l in $(ldd "$ROOT/build/bin/lockstep" | awk '/libunwind|liblzma|libmimalloc/ {print $3}'); do cp -L "$l" "$D/lib/"; done
   ls -la "$D"/*
-  LD_LIBRARY_PATH=$D/lib ldd "$D/bin/lockstep" | grep -E "not found|unwind|lzma" || true
+  LD_LIBRARY_PATH=$D/lib ldd "$D/bin/lockstep" | grep -E "not found|unwind|lzma|mimalloc" || true
   exit 0
 fi
 [ "$cmd" = run ] || { echo "unknown command $cmd"; exit 2; }

@@ -36,6 +36,8 @@ if [ "$cmd" = stage ]; then
   g++ -std=c++20 -O2 -I/usr/local/cuda/include "$ROOT/bench/nccl_call_overhead.cpp" \
       -o "$D/bin/nccl_call_overhead" -L/usr/local/cuda/lib64/stubs -lcuda -L/usr/local/cuda/lib64 -lnccl -ldl
   cp -L /usr/lib/x86_64-linux-gnu/libunwind.so.8 /lib/x86_64-linux-gnu/liblzma.so.5 "$D/lib/"
+  # The CLI's allocator when it was built with one (cli/CMakeLists.txt): the GPU image has none.
+  for l in $(ldd "$ROOT/build/bin/lockstep" | awk '/libmimalloc/ {print $3}'); do cp -L "$l" "$D/lib/"; done
   if [ -n "${NCCL_TESTS_BUILD:-}" ]; then
     for t in all_reduce_perf sendrecv_perf; do strip -o "$D/bin/$t" "$NCCL_TESTS_BUILD/$t"; done
   fi
