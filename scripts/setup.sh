@@ -4,7 +4,7 @@
 #   scripts/setup.sh --test   that, plus what the test suite needs (scripts/test.sh)
 set -euo pipefail
 pkgs=(cmake g++ make libsqlite3-dev libcli11-dev nlohmann-json3-dev libxxhash-dev
-      libmimalloc-dev         # the CLI's allocator (cli/CMakeLists.txt): reading many files
+      libmimalloc-dev         # the CLI's allocator, cli/CMakeLists.txt: reading many files
       libunwind8              # dlopened by the recorder for native stacks
       libunwind-dev)          # libunwind-ptrace: lockstep attach unwinds other processes
 if [ "${1:-}" = --test ]; then
