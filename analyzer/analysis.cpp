@@ -208,7 +208,7 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
         waited = std::max(waited, a.hang.ranks[sd.proc].in_flight_for_ns);
         seq = s.procs[sd.proc].ops[sd.op].seq;
       }
-    const std::string what = std::string(d.kind == FindingKind::kP2PPairing ? "message #" : "collective #") +
+    const std::string& what = u.stopped_what = std::string(d.kind == FindingKind::kP2PPairing ? "message #" : "collective #") +
                              std::to_string(d.ordinal) + " on " +
                              comm_label(a.index.comms[d.gcomm].hash, a.index.comms[d.gcomm].role) +
                              " not issued yet when the job's end stopped it in host code; its peers' oldest op in "

@@ -40,6 +40,9 @@ struct Unproven {
   // procs: stopped by the job's end (SIGTERM/SIGINT) in host code while the members that issued
   // it had it in flight for less than HangOptions::stuck_ns: not issued yet, not never.
   std::vector<int> stopped;
+  // What is known of `stopped` members, said once: their stopped_before_issue evidence and the
+  // unproven finding's detail both print it.
+  std::string stopped_what;
   bool peer_completed = false;  // a peer completed the op: the lost members issued it
 };
 

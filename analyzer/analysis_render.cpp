@@ -63,11 +63,10 @@ std::string unproven_line(const Analysis& a, const Unproven& u) {
            (u.peer_completed ? " completed on a peer, so issued here too: history lost after the last flush"
                              : " not in the trace, which ends without an exit record: unknown whether issued");
   }
-  if (!u.stopped.empty()) {
+  if (!u.stopped.empty()) {  // the stopped_before_issue evidence's own words
     auto r = ranks_of(s, u.stopped);
     if (!out.empty()) out += "; ";
-    out += ranks_phrase(r) + ": " + where + " not issued yet: " + printable(a.hang.ranks[u.stopped.front()].why) +
-           " (the job's end); unknown whether it would have been";
+    out += ranks_phrase(r) + ": " + u.stopped_what;
   }
   return out;
 }
