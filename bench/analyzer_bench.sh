@@ -16,6 +16,9 @@
 # Trace directories are kept in WORK_DIR so reruns skip generation (node summaries are removed
 # after each row). THREADS (default 0: one per hardware thread) is analyze's --threads. Each row
 # gives the 1-minute load average before it (figures from a shared machine are upper bounds).
+# CMD (default analyze) times another command on the same directories instead: check, report
+# (the page written to WORK_DIR/page.html) or replay (`replay --model`, which reads every row of
+# every file whatever READ says); the json column is then that command's output.
 # Times and peak RSS: /usr/bin/time -v.
 set -euo pipefail
 BUILD=${1:-build}
@@ -28,6 +31,8 @@ CORES=${CORES:-0,1}
 READ=${READ:-summary}
 SUMMARIZE=${SUMMARIZE:-host}
 THREADS=${THREADS:-0}
+CMD=${CMD:-analyze}
+case "$CMD" in analyze|check|report|replay) ;; *) echo "analyzer_bench: CMD must be analyze, check, report or replay" >&2; exit 2 ;; esac
 RPH=${RANKS_PER_HOST:-8}
 times() {  # wall, cpu (user + sys) and rss (KB) of the last /usr/bin/time -v
   wall=$(awk -F': ' '/Elapsed \(wall clock\)/ { n = split($2, t, ":"); s = 0; for (i = 1; i <= n; i++) s = s * 60 + t[i]; print s }' "$WORK/time.txt")
@@ -40,7 +45,7 @@ times() {  # wall, cpu (user + sys) and rss (KB) of the last /usr/bin/time -v
 read_flag=()
 [ "$READ" = full ] && read_flag=(--full-read)
 mkdir -p "$WORK"
-echo "read: $READ; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "read: $READ; command: $CMD; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf "%-6s %-8s %-4s %-9s %-7s %-7s %-7s %-8s %-10s %s\n" ranks ops lag trace_MB wall_s cpu_s rss_MB load_ms analyse_ms loadavg
 for spec in "${SIZES[@]}"; do
   size=${spec%:*} lag=0
@@ -78,8 +83,14 @@ for spec in "${SIZES[@]}"; do
   fi
   rc=0
   loadavg=$(cut -d' ' -f1 /proc/loadavg)
-  taskset -c "$CORES" /usr/bin/time -v -o "$WORK/time.txt" "$BUILD/bin/lockstep" analyze "$dir" "${read_flag[@]}" --timing \
-    --threads "$THREADS" --json >"$WORK/out.json" 2>"$WORK/timing.txt" || rc=$?
+  case "$CMD" in
+    analyze) cmd=(analyze "$dir" "${read_flag[@]}" --timing --threads "$THREADS" --json) ;;
+    check) cmd=(check "$dir" "${read_flag[@]}" --threads "$THREADS") ;;
+    report) cmd=(report "$dir" "${read_flag[@]}" --timing --threads "$THREADS" -o "$WORK/page.html") ;;
+    replay) cmd=(replay --model --timing --json "$dir") ;;
+  esac
+  taskset -c "$CORES" /usr/bin/time -v -o "$WORK/time.txt" "$BUILD/bin/lockstep" "${cmd[@]}" \
+    >"$WORK/out.json" 2>"$WORK/timing.txt" || rc=$?
   rm -f "$dir"/*.lockstep-summary
   # analyze exits 1 (a finding) on these directories.
   times
