@@ -189,11 +189,7 @@ Validated validate(sqlite3* db, const std::string& path) {
   }
   // The schema, read once: every later "has it this table" is answered from it.
   Validated out;
-  {
-    Query st(db, "SELECT type, name, tbl_name, sql FROM sqlite_schema");
-    while (st.step())
-      out.schema.objects.push_back({std::string(st.view(0)), std::string(st.view(1)), std::string(st.view(2)), std::string(st.view(3))});
-  }
+  if (int rc = trace_file::read_schema(db, out.schema); rc != SQLITE_OK) fail(db, rc, "read failed (its schema)");
   if (!out.schema.has_table("meta")) throw FileSkip("corrupt: lockstep application_id but no meta table");
   // meta is read before the version is known: only its shape is checked here, every other
   // table once the version says which ones are tables.

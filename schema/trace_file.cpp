@@ -92,16 +92,15 @@ int Db::open_untrusted(const std::string& path, int flags) {
 
 bool Db::budget_exhausted() const { return budget_ && budget_->exhausted; }
 
-std::string read_schema(sqlite3* db, FileSchema& out) {
+int read_schema(sqlite3* db, FileSchema& out) {
   out.objects.clear();
   Stmt st(db, "SELECT type, name, tbl_name, sql FROM sqlite_schema", false);
-  if (!st.ok()) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
+  if (!st.ok()) return sqlite3_errcode(db) != SQLITE_OK ? sqlite3_errcode(db) : SQLITE_ERROR;
   int rc;
   while ((rc = st.step()) == SQLITE_ROW)
     out.objects.push_back({std::string(st.column_text(0)), std::string(st.column_text(1)), std::string(st.column_text(2)),
                            std::string(st.column_text(3))});
-  if (rc != SQLITE_DONE) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
-  return "";
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
 bool FileSchema::has_table(std::string_view name) const {
@@ -139,7 +138,7 @@ bool may_declare_generated(std::string_view sql) {
 
 std::string unsafe_object(sqlite3* db, int64_t schema_version) {
   FileSchema schema;
-  if (std::string why = read_schema(db, schema); !why.empty()) return why;
+  if (read_schema(db, schema) != SQLITE_OK) return std::string("cannot read its schema: ") + sqlite3_errmsg(db);
   return unsafe_object(db, schema, schema_version);
 }
 

@@ -144,8 +144,8 @@ struct FileSchema {
   // An object of type 'table' named exactly `name` (sqlite_schema's own comparison).
   bool has_table(std::string_view name) const;
 };
-// "" and `out` filled, or why the schema cannot be read.
-std::string read_schema(sqlite3* db, FileSchema& out);
+// SQLITE_OK and `out` filled, or the failing result code (sqlite3_errmsg says why).
+int read_schema(sqlite3* db, FileSchema& out);
 // unsafe_object over a schema read before; `db` is asked only about a table whose SQL could
 // declare a generated column.
 std::string unsafe_object(sqlite3* db, const FileSchema& schema, int64_t schema_version);
