@@ -2,7 +2,9 @@
 // renderers (human text, versioned JSON, JUnit XML). Analyses are pure functions of the Schedule.
 #pragma once
 
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "checkpoints.h"
@@ -107,6 +109,12 @@ struct ReportOptions {
 
 std::string render_text(const Analysis& a, TraceDetails& details, const ReportOptions& options = {});
 std::string render_json(const Analysis& a, TraceDetails& details, const ReportOptions& options = {});
+// The same report written through `put` as it is made: its per-rank arrays (processes, evidence,
+// comms, hang.ranks; 200 MB of text at 131,072 ranks) are never held whole. `add_members`, when
+// given, adds top-level members to the report (add_json_member) before it is written.
+void write_json(const Analysis& a, TraceDetails& details, const ReportOptions& options,
+                const std::function<std::string(std::string)>& add_members,
+                const std::function<void(std::string_view)>& put);
 
 struct JUnitCase {
   std::string name;

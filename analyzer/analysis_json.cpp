@@ -106,18 +106,18 @@ json finding_json(const Ctx& c, const Divergence& d) {
 }
 
 // The per-rank arrays of a large job's report (processes, evidence, comms, hang.ranks) are
-// written element by element: each is built, dumped and freed at once, and the arrays' text is
-// spliced into the dumped report where a placeholder holds its place. One DOM of the whole report
-// was most of the analyzer's memory and a third of its CPU time at 16,384 ranks.
+// written element by element as the report is written: each element is built, dumped and
+// written in chunks of about 1 MiB, where a placeholder held the array's place in the dumped DOM
+// of the rest. One DOM of the whole report was most of the analyzer's memory and a third of its
+// CPU time at 16,384 ranks; the arrays' whole text was 200 MB at 131,072.
 class SplicedArrays {
  public:
+  using Sink = std::function<void(std::string_view)>;
   // An array whose closing bracket is indented `depth` levels (top-level members: 1).
   class Array {
    public:
     void add(const json& e) {
-      // In chunks of about 1 MiB, copied once into the report: one growing string of a 100 MB
-      // array was copied (and faulted in) again at every doubling.
-      if (text_.size() > kChunk) chunks_.push_back(std::move(text_)), text_ = std::string();
+      if (text_.size() > kChunk) flush();
       if (text_.capacity() < kChunk) text_.reserve(kChunk + kChunk / 4);
       text_ += n_++ ? ",\n" : "[\n";
       text_ += inner_;
@@ -130,74 +130,83 @@ class SplicedArrays {
    private:
     friend class SplicedArrays;
     static constexpr size_t kChunk = size_t(1) << 20;
-    explicit Array(int depth) : inner_(static_cast<size_t>(2 * (depth + 1)), ' '), outer_(static_cast<size_t>(2 * depth), ' ') {}
-    std::vector<std::string> chunks() && {
-      if (n_ == 0) return {"[]"};
-      text_ += "\n" + outer_ + "]";
-      chunks_.push_back(std::move(text_));
-      return std::move(chunks_);
+    Array(int depth, const Sink& sink)
+        : sink_(sink), inner_(static_cast<size_t>(2 * (depth + 1)), ' '), outer_(static_cast<size_t>(2 * depth), ' ') {}
+    void flush() {
+      sink_(text_);
+      text_.clear();
     }
-    std::vector<std::string> chunks_;
+    void finish() {
+      if (n_ == 0) text_ = "[]";
+      else text_ += "\n" + outer_ + "]";
+      flush();
+    }
+    const Sink& sink_;
     std::string text_, inner_, outer_;
     size_t n_ = 0;
   };
+  using Fill = std::function<void(Array&)>;
 
-  Array array(int depth) const { return Array(depth); }
-  // The placeholder to store in the DOM in place of the array.
-  json hold(Array&& a) {
+  // The placeholder to store in the DOM in place of the array that `fill` makes when the report is
+  // written (what it reads must live until then).
+  json hold(int depth, Fill fill) {
     const std::string tag = "\x01lockstep:spliced:" + std::to_string(held_.size()) + "\x01";
-    held_.push_back({json(tag).dump(), std::move(a).chunks()});
+    held_.push_back({json(tag).dump(), depth, std::move(fill)});
     return tag;
   }
-  // The report with every placeholder replaced by its array. A placeholder's text found other than
-  // once (a directory path that holds it) puts the arrays into the DOM instead.
-  std::string dump(json& j) {
-    std::string out = j.dump(2, ' ', false, json::error_handler_t::replace);
+  // The report through `put`: `j` dumped (and given the members `edit` adds), each placeholder
+  // replaced by its array as it is made. A placeholder's text found other than once (a directory
+  // path that holds it) puts the arrays into the DOM instead.
+  void write(json& j, const std::function<std::string(std::string)>& edit, const Sink& put) {
+    std::string out = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+    if (edit) out = edit(std::move(out));
     std::vector<size_t> at;
     for (const Held& h : held_) {
       const size_t i = out.find(h.placeholder);
-      if (i == std::string::npos || out.find(h.placeholder, i + 1) != std::string::npos) return dump_in_dom(j);
+      if (i == std::string::npos || out.find(h.placeholder, i + 1) != std::string::npos) return write_in_dom(j, edit, put);
       at.push_back(i);
     }
     std::vector<size_t> order(held_.size());
     for (size_t k = 0; k < order.size(); ++k) order[k] = k;
     std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return at[x] < at[y]; });
-    size_t extra = 0;
-    for (const Held& h : held_)
-      for (const std::string& c : h.text) extra += c.size();
-    std::string spliced;
-    // Room for the members the commands add after (add_json_member): no copy of the report.
-    spliced.reserve(out.size() + extra + (size_t(1) << 16));
+    const std::string_view text(out);
     size_t from = 0;
     for (size_t k : order) {
-      spliced.append(out, from, at[k] - from);
-      for (std::string& c : held_[k].text) spliced += c, std::string().swap(c);
+      put(text.substr(from, at[k] - from));
+      Array array(held_[k].depth, put);
+      held_[k].fill(array);
+      array.finish();
       from = at[k] + held_[k].placeholder.size();
     }
-    spliced.append(out, from, std::string::npos);
-    return spliced;
+    put(text.substr(from));
   }
 
  private:
   struct Held {
     std::string placeholder;  // as dumped, quotes included
-    std::vector<std::string> text;  // the array's text, in chunks
+    int depth = 1;
+    Fill fill;
   };
-  std::string dump_in_dom(json& j) {
-    std::function<void(json&)> put = [&](json& v) {
+  void write_in_dom(json& j, const std::function<std::string(std::string)>& edit, const Sink& put) {
+    std::function<void(json&)> replace = [&](json& v) {
       if (v.is_string()) {
         for (const Held& h : held_)
           if (json(v).dump() == h.placeholder) {
             std::string text;
-            for (const std::string& c : h.text) text += c;
+            const Sink into = [&text](std::string_view t) { text.append(t); };
+            Array array(h.depth, into);
+            h.fill(array);
+            array.finish();
             return void(v = json::parse(text));
           }
       } else if (v.is_structured()) {
-        for (auto& e : v) put(e);
+        for (auto& e : v) replace(e);
       }
     };
-    put(j);
-    return j.dump(2, ' ', false, json::error_handler_t::replace);
+    replace(j);
+    std::string out = j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+    if (edit) out = edit(std::move(out));
+    put(out);
   }
   std::vector<Held> held_;
 };
@@ -205,6 +214,14 @@ class SplicedArrays {
 }  // namespace
 
 std::string render_json(const Analysis& a, TraceDetails& details, const ReportOptions& opt) {
+  std::string out;
+  write_json(a, details, opt, {}, [&out](std::string_view t) { out.append(t); });
+  return out;
+}
+
+void write_json(const Analysis& a, TraceDetails& details, const ReportOptions& opt,
+                const std::function<std::string(std::string)>& add_members,
+                const std::function<void(std::string_view)>& put) {
   const Schedule& s = *a.schedule;
   Ctx c{a, s, details, opt};
   json j;
@@ -217,14 +234,14 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
   j["summary"] = summary_line(a);
   j["retired_history"] = window_note(a).empty() ? json(nullptr) : json(window_note(a));
   SplicedArrays spliced;
-  SplicedArrays::Array evidence = spliced.array(1);
-  for (auto& e : a.evidence) {
-    json ej = {{"kind", evidence_kind_name(e.kind)}, {"contradictory", e.contradictory}, {"ranks", e.ranks}, {"detail", e.detail}};
-    if (e.from_seq > 0) ej["comm"] = e.comm, ej["from_seq"] = e.from_seq;
-    if (!e.gap_cause.empty()) ej["gap_cause"] = e.gap_cause;
-    evidence.add(ej);
-  }
-  j["evidence"] = spliced.hold(std::move(evidence));
+  j["evidence"] = spliced.hold(1, [&](SplicedArrays::Array& evidence) {
+    for (auto& e : a.evidence) {
+      json ej = {{"kind", evidence_kind_name(e.kind)}, {"contradictory", e.contradictory}, {"ranks", e.ranks}, {"detail", e.detail}};
+      if (e.from_seq > 0) ej["comm"] = e.comm, ej["from_seq"] = e.from_seq;
+      if (!e.gap_cause.empty()) ej["gap_cause"] = e.gap_cause;
+      evidence.add(ej);
+    }
+  });
   // The same issues as the text prints them: one entry per kind and text, with its ranks.
   const std::vector<EvidenceGroup> evidence_groups = group_evidence(a.evidence);
   json grouped = json::array();
@@ -241,7 +258,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
                         {"detail", unproven_line(a, u)}});
   j["unproven"] = std::move(unproven);
   j["live_ranks"] = ranks_of(s, a.live);
-  SplicedArrays::Array procs = spliced.array(1);
+  j["processes"] = spliced.hold(1, [&](SplicedArrays::Array& procs) {
   for (size_t p = 0; p < s.procs.size(); ++p) {
     auto& i = s.procs[p].info;
     json pj = {{"rank", c.rank(static_cast<int>(p))},
@@ -258,7 +275,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
     add_process_identity_json(pj, i);
     procs.add(pj);
   }
-  j["processes"] = spliced.hold(std::move(procs));
+  });
   add_identity_json(j, s, a.hosts);
   json skipped = json::array();
   for (auto& sk : s.skipped) skipped.push_back({{"path", sk.path}, {"reason", sk.reason}});
@@ -270,7 +287,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
   for (auto& u : a.unproven)  // stopped members: in the evidence
     if (!u.behind.empty() || !u.lost.empty()) warnings.push_back(unproven_line(a, u));
   j["warnings"] = std::move(warnings);
-  SplicedArrays::Array comms = spliced.array(1);
+  j["comms"] = spliced.hold(1, [&](SplicedArrays::Array& comms) {
   for (auto& g : a.index.comms) {
     json members = json::array();
     int64_t longest = 0;
@@ -291,7 +308,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
     }
     comms.add(cj);
   }
-  j["comms"] = spliced.hold(std::move(comms));
+  });
   j["first_divergence"] = a.first ? finding_json(c, *a.first) : json(nullptr);
   json divs = json::array();
   for (auto& d : a.divergences) divs.push_back(finding_json(c, d));
@@ -300,7 +317,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
   for (auto& d : a.inversions) inv.push_back(finding_json(c, d));
   j["order_inversions"] = std::move(inv);
   json hang = {{"hung", a.hang.hung}, {"hang_timeout_fired", a.hang.any_marker}};
-  SplicedArrays::Array ranks = spliced.array(2);
+  hang["ranks"] = spliced.hold(2, [&](SplicedArrays::Array& ranks) {
   for (auto& r : a.hang.ranks) {
     const SchedProcess& sp = s.procs[r.proc];
     json rj = {{"rank", c.rank(r.proc)}, {"status", status_name(r.status)}, {"in_flight", r.in_flight}};
@@ -328,7 +345,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
     rj["blocked"] = std::move(blocked);
     ranks.add(rj);
   }
-  hang["ranks"] = spliced.hold(std::move(ranks));
+  });
   json cycles = json::array();
   for (auto& cyc : a.hang.cycles) {
     json hops = json::array();
@@ -350,7 +367,7 @@ std::string render_json(const Analysis& a, TraceDetails& details, const ReportOp
   j["hang"] = std::move(hang);
   j["coverage"] = json::parse(coverage_json(s, a.coverage));
   // Trace strings are printable already (loader); paths from the file system may not be UTF-8.
-  return spliced.dump(j) + "\n";
+  spliced.write(j, add_members, put);
 }
 
 }  // namespace lockstep

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "analysis.h"
+#include "summary_read.h"
 #include "trace_builder.h"
 #include "trace_loader.h"
 
@@ -165,6 +166,20 @@ TEST(Report, json_spliced_arrays_read_as_one_dump_writes_them) {
   ASSERT_EQ(j["hang"]["ranks"].size(), 2u);
   EXPECT_FALSE(j["comms"].empty());
   EXPECT_EQ(text, j.dump(2, ' ', false, json::error_handler_t::replace) + "\n");
+}
+
+// `analyze --json` writes the report as it is made, the commands' members added to it before
+// its arrays are written: the same text as adding them to the whole report.
+TEST(Report, json_written_as_made_with_members_added_is_the_whole_report_with_them) {
+  auto r = report_of(seed_trace(), "seed-json-streamed");
+  const std::string whole = add_json_member(render_json(r->a, *r->d), "extra", "{\n  \"n\": 1\n}", 2);
+  std::string streamed;
+  size_t writes = 0;
+  write_json(r->a, *r->d, {}, [](std::string t) { return add_json_member(std::move(t), "extra", "{\n  \"n\": 1\n}", 2); },
+             [&](std::string_view t) { streamed.append(t), ++writes; });
+  EXPECT_EQ(streamed, whole);
+  EXPECT_EQ(json::parse(streamed)["extra"]["n"], 1);
+  EXPECT_GE(writes, 9u);  // four arrays, each between two pieces of the rest
 }
 
 // A directory path that holds a placeholder's text: the arrays go into the report all the same.
