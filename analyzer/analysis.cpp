@@ -176,9 +176,19 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
     if (d.kind == FindingKind::kP2PPairing)
       for (auto& sd : d.sides)
         if (sd.op < 0) absent.push_back(sd.proc);
+    // Ended by the job with only young ops in flight that every peer issued too (its GPU queue cut
+    // short, its host thread between two calls): as good as stopped in host code.
+    auto between_calls = [&](int proc) {
+      const RankHang& rh = a.hang.ranks[proc];
+      if (!rh.ended_by_job || !rh.stopped_in_flight || rh.blocked.empty()) return false;
+      for (const BlockedOp& b : rh.blocked)
+        if (!b.waits.empty() || b.own_hole_from_seq != 0) return false;
+      return true;
+    };
     for (int proc : absent) {
       History h = a.history[proc];
-      if (h == History::kComplete && a.hang.ranks[proc].stopped_by_job && issued_young && !u.peer_completed)
+      if (h == History::kComplete && (a.hang.ranks[proc].stopped_by_job || between_calls(proc)) && issued_young &&
+          !u.peer_completed)
         u.stopped.push_back(proc);
       else if (h == History::kComplete || (h == History::kBehind && a.hang.any_marker)) proven = true;
       else if (h == History::kBehind) u.behind.push_back(proc);

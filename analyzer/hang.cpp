@@ -459,8 +459,8 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
     }
     // Stopped by SIGTERM/SIGINT (the scheduler or launcher ending the job) with nothing in
     // flight and not long before its neighbours: it was in host code, not dead.
-    bool ended_by_job = sp.info.exit_reason == "SIGTERM" || sp.info.exit_reason == "SIGINT";
-    if (c.status[p] == RankStatus::kDead && !rh.in_flight && !stale && ended_by_job) {
+    rh.ended_by_job = sp.info.exit_reason == "SIGTERM" || sp.info.exit_reason == "SIGINT";
+    if (c.status[p] == RankStatus::kDead && !rh.in_flight && !stale && rh.ended_by_job) {
       c.status[p] = RankStatus::kNoCollective;
       rh.why = "stopped by " + sp.info.exit_reason + " while in host code";
       rh.stopped_by_job = true;

@@ -81,6 +81,8 @@ struct RankHang {
   // in flight: it was in host code, so an op its peers issued after its last one it had not
   // issued yet; whether it would have is unknown.
   bool stopped_by_job = false;
+  // Its exit record says SIGTERM or SIGINT: the job's end (scancel, a time limit, the launcher).
+  bool ended_by_job = false;
 };
 
 struct WaitCycle {

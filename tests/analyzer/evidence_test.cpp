@@ -230,6 +230,30 @@ TEST(Evidence, rank_the_jobs_end_stopped_in_host_code_had_not_issued_yet) {
   EXPECT_EQ(stuck->a.exit_code(false), 1);
 }
 
+// The same with rank 1's own GPU queue cut short (seen in CI: a healthy 2-rank job SIGTERMed with
+// hundreds of ops in flight): its seq 5 in flight, which rank 0 issued too, and not seq 6 yet.
+// Its host thread was between two calls on that communicator: not issued yet, not "never issued".
+TEST(Evidence, rank_stopped_with_its_own_young_ops_in_flight_had_not_issued_yet) {
+  TraceBuilder b = two_ranks(4);
+  b.add(0, kComm, {.completed = false});
+  b.add(0, kComm, {.completed = false});
+  b.add(1, kComm, {.completed = false});
+  b.stopped(0, "SIGTERM").stopped(1, "SIGTERM");
+  auto r = run(b, issue_times_of_the_builder());
+  EXPECT_TRUE(r->a.divergences.empty()) << r->text;
+  EXPECT_FALSE(r->a.hang.hung) << r->text;
+  ASSERT_EQ(r->a.unproven.size(), 1u) << r->text;
+  EXPECT_EQ(r->a.unproven[0].stopped, std::vector<int>{1});
+  EXPECT_EQ(r->a.exit_code(false), 4) << r->text;
+  // Rank 1's op in flight past stuck_ns: its wait is a proven one, and rank 1 never issued seq 6.
+  AnalyzeOptions o = issue_times_of_the_builder();
+  o.hang.stuck_ns = 1'000'000'000;
+  auto stuck = run(b, o);
+  ASSERT_EQ(stuck->a.divergences.size(), 1u) << stuck->text;
+  EXPECT_EQ(stuck->a.divergences[0].kind, FindingKind::kNeverIssued);
+  EXPECT_EQ(stuck->a.exit_code(false), 1);
+}
+
 namespace {
 AnalyzeOptions live_on_node0(TraceBuilder& b) {
   AnalyzeOptions o;
