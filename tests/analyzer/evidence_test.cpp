@@ -202,6 +202,25 @@ TEST(Evidence, rank_that_exited_with_a_record_did_never_issue) {
   EXPECT_EQ(r->a.exit_code(false), 1);
 }
 
+// Rank 1 of `b` had not issued seq 6 when the job's end stopped both ranks, rank 0's op young:
+// unproven (exit 4), no divergence, no hang. With stuck_ns under the ops' age, the same trace is a
+// proven wait in which rank 1 never issued it (exit 1). Returns the first run.
+std::unique_ptr<Run> expect_not_issued_yet_unless_stuck(TraceBuilder& b) {
+  auto r = run(b, issue_times_of_the_builder());
+  EXPECT_TRUE(r->a.divergences.empty()) << r->text;
+  EXPECT_FALSE(r->a.hang.hung) << r->text;
+  EXPECT_EQ(r->a.unproven.size(), 1u) << r->text;
+  if (!r->a.unproven.empty()) EXPECT_EQ(r->a.unproven[0].stopped, std::vector<int>{1});
+  EXPECT_EQ(r->a.exit_code(false), 4) << r->text;
+  AnalyzeOptions o = issue_times_of_the_builder();
+  o.hang.stuck_ns = 1'000'000'000;
+  auto stuck = run(b, o);
+  EXPECT_EQ(stuck->a.divergences.size(), 1u) << stuck->text;
+  if (!stuck->a.divergences.empty()) EXPECT_EQ(stuck->a.divergences[0].kind, FindingKind::kNeverIssued);
+  EXPECT_EQ(stuck->a.exit_code(false), 1);
+  return r;
+}
+
 // Review G1: a healthy job ended by SIGTERM (scancel, a time limit) stops its ranks at different
 // points: rank 0 had issued seq 6 moments before (in flight ~5 s, under stuck_ns), rank 1 was in
 // host code about to. Not issued yet, not "never issued": no divergence, no hang, and not clean.
@@ -209,25 +228,13 @@ TEST(Evidence, rank_the_jobs_end_stopped_in_host_code_had_not_issued_yet) {
   TraceBuilder b = two_ranks(5);
   b.add(0, kComm, {.completed = false});
   b.stopped(0, "SIGTERM").stopped(1, "SIGTERM");
-  auto r = run(b, issue_times_of_the_builder());
-  EXPECT_TRUE(r->a.divergences.empty()) << r->text;
-  EXPECT_FALSE(r->a.hang.hung) << r->text;
-  ASSERT_EQ(r->a.unproven.size(), 1u) << r->text;
-  EXPECT_EQ(r->a.unproven[0].stopped, std::vector<int>{1});
+  auto r = expect_not_issued_yet_unless_stuck(b);
   EXPECT_EQ(r->j["unproven"][0]["stopped_ranks"], json::array({1})) << r->json_text;
   EXPECT_EQ(r->text.find("never issued"), std::string::npos) << r->text;
   // Neither seen to agree there nor to disagree: incomplete (exit 4), named in every format.
   expect_incomplete(*r, "rank 1: collective #6 on comm cccccccc (init0) not issued yet when the job's end stopped it in "
                         "host code; its peers' oldest op in flight was ");
   EXPECT_TRUE(has_kind(r->a, EvidenceKind::kStoppedBeforeIssue)) << kinds(r->a);
-  EXPECT_EQ(r->a.exit_code(false), 4) << r->text;
-  // The same trace, rank 0's op in flight past stuck_ns: a hang in which rank 1 never issued it.
-  AnalyzeOptions o = issue_times_of_the_builder();
-  o.hang.stuck_ns = 1'000'000'000;
-  auto stuck = run(b, o);
-  ASSERT_EQ(stuck->a.divergences.size(), 1u) << stuck->text;
-  EXPECT_EQ(stuck->a.divergences[0].kind, FindingKind::kNeverIssued);
-  EXPECT_EQ(stuck->a.exit_code(false), 1);
 }
 
 // The same with rank 1's own GPU queue cut short (seen in CI: a healthy 2-rank job SIGTERMed with
@@ -239,19 +246,7 @@ TEST(Evidence, rank_stopped_with_its_own_young_ops_in_flight_had_not_issued_yet)
   b.add(0, kComm, {.completed = false});
   b.add(1, kComm, {.completed = false});
   b.stopped(0, "SIGTERM").stopped(1, "SIGTERM");
-  auto r = run(b, issue_times_of_the_builder());
-  EXPECT_TRUE(r->a.divergences.empty()) << r->text;
-  EXPECT_FALSE(r->a.hang.hung) << r->text;
-  ASSERT_EQ(r->a.unproven.size(), 1u) << r->text;
-  EXPECT_EQ(r->a.unproven[0].stopped, std::vector<int>{1});
-  EXPECT_EQ(r->a.exit_code(false), 4) << r->text;
-  // Rank 1's op in flight past stuck_ns: its wait is a proven one, and rank 1 never issued seq 6.
-  AnalyzeOptions o = issue_times_of_the_builder();
-  o.hang.stuck_ns = 1'000'000'000;
-  auto stuck = run(b, o);
-  ASSERT_EQ(stuck->a.divergences.size(), 1u) << stuck->text;
-  EXPECT_EQ(stuck->a.divergences[0].kind, FindingKind::kNeverIssued);
-  EXPECT_EQ(stuck->a.exit_code(false), 1);
+  expect_not_issued_yet_unless_stuck(b);
 }
 
 namespace {
