@@ -253,13 +253,18 @@ std::string op_chunk_table(int64_t k) {
   return k == 0 ? std::string(schema::kOpRowsTable) : std::string(schema::kOpRowsTable) + "_" + std::to_string(k);
 }
 
-namespace {
+std::vector<std::string> op_chunk_tables(sqlite3* db) {
+  FileSchema schema;
+  if (read_schema(db, schema) != SQLITE_OK) return {};
+  return op_chunk_tables(schema);
+}
 
-// The chunk tables among `names` (each a table's name), in chunk order.
-std::vector<std::string> chunk_tables_of(const std::vector<std::string>& names) {
+std::vector<std::string> op_chunk_tables(const FileSchema& file) {
   std::vector<std::pair<int64_t, std::string>> found;
   const std::string_view prefix = "op_rows_";
-  for (const std::string& name : names) {
+  for (const SchemaObject& o : file.objects) {
+    if (o.type != "table") continue;
+    const std::string& name = o.name;
     if (name == schema::kOpRowsTable) {
       found.emplace_back(0, name);
       continue;
@@ -279,26 +284,6 @@ std::vector<std::string> chunk_tables_of(const std::vector<std::string>& names) 
   std::vector<std::string> out;
   for (auto& f : found) out.push_back(std::move(f.second));
   return out;
-}
-
-}  // namespace
-
-std::vector<std::string> op_chunk_tables(sqlite3* db) {
-  Stmt st(db, "SELECT name FROM sqlite_master WHERE type='table' AND name GLOB 'op_rows*'", false);
-  if (!st.ok()) return {};
-  std::vector<std::string> names;
-  while (st.step() == SQLITE_ROW) {
-    const unsigned char* t = sqlite3_column_text(st.get(), 0);
-    names.emplace_back(t ? reinterpret_cast<const char*>(t) : "");
-  }
-  return chunk_tables_of(names);
-}
-
-std::vector<std::string> op_chunk_tables(const FileSchema& schema) {
-  std::vector<std::string> names;
-  for (const SchemaObject& o : schema.objects)
-    if (o.type == "table" && o.name.rfind("op_rows", 0) == 0) names.push_back(o.name);  // GLOB 'op_rows*'
-  return chunk_tables_of(names);
 }
 
 namespace {
