@@ -15,9 +15,11 @@
 #include <unordered_set>
 
 #include "file_name.h"
+#include "meta_keys.h"
 #include "parallel_for.h"
 #include "schedule.h"
 #include "text_escape.h"
+#include "trace_file.h"
 #include "trace_schema.h"
 
 namespace lockstep {
@@ -27,7 +29,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[] = "lockstep-node-summary";  // with its NUL: 22 bytes
-constexpr uint64_t kVersion = 2;  // 2: summary_hash (1: FNV-1a, a byte at a time)
+constexpr uint64_t kVersion = 3;  // 3: FileIdentity::settled; 2: summary_hash (1: FNV-1a, a byte at a time)
 constexpr int64_t kMaxSummaryBytes = int64_t(4) << 30;
 constexpr size_t kIdentityBytes = 4096;
 
@@ -140,7 +142,7 @@ OpPart get_part(In& in) {
 }
 
 void put_entry(Out& o, const SummaryEntry& e) {
-  o.str(e.id.name), o.s(e.id.size), o.s(e.id.mtime_ns), o.fixed(e.id.content);
+  o.str(e.id.name), o.s(e.id.size), o.s(e.id.mtime_ns), o.fixed(e.id.content), o.fixed(e.id.settled);
   const SchedProcess& sp = e.file.proc;
   const Process& p = sp.info;
   o.u(p.meta.size());
@@ -192,6 +194,7 @@ SummaryEntry get_entry(In& in) {
   e.id.size = in.s(0, INT64_MAX);
   e.id.mtime_ns = in.s();
   e.id.content = in.fixed();
+  e.id.settled = in.fixed();
   SchedProcess& sp = e.file.proc;
   Process& p = sp.info;
   for (size_t n = in.count(); n-- > 0;) {
@@ -319,6 +322,38 @@ bool has_side_file(const std::string& path) {
   return lstat((path + "-wal").c_str(), &st) == 0;
 }
 
+// A covered file refreshed since summarizing: its meta last_flush_mono_ns (what the analyzer's
+// liveness checks read, analyzer/hang.cpp) moved by about `moved_ns`, the file's mtime difference.
+// The meta value, so that the header derived from it (check_loaded_file) says it.
+void take_heartbeat_forward(Process& p, int64_t moved_ns) {
+  auto it = p.meta.find(schema::meta::kLastFlushMonoNs);
+  if (it == p.meta.end()) return;
+  const trace_file::TextInt v = trace_file::parse_int(it->second);
+  int64_t later = 0;
+  if (v.kind != trace_file::TextInt::kValue || v.value <= 0 || __builtin_add_overflow(v.value, moved_ns, &later)) return;
+  it->second = std::to_string(later);
+}
+
+// FileIdentity::settled of a file's first `n` bytes (read from offset 0).
+uint64_t settled_hash(unsigned char* head, size_t n) {
+  constexpr size_t kHeader = 100;  // SQLite's database header
+  if (n < kHeader || std::memcmp(head, "SQLite format 3", 16) != 0) return 0;
+  auto be32 = [&](size_t at) {
+    return uint32_t(head[at]) << 24 | uint32_t(head[at + 1]) << 16 | uint32_t(head[at + 2]) << 8 | uint32_t(head[at + 3]);
+  };
+  if (be32(schema::kUserVersionOffset) == 0) return 0;  // says nothing of its generation
+  const uint32_t field = uint32_t(head[16]) << 8 | head[17];  // page size; 1 means 65,536
+  const size_t page = field == 1 ? 65536 : field;
+  if (page < 512 || (page & (page - 1)) != 0) return 0;
+  n = std::min(n, page);
+  unsigned char saved[8];
+  std::memcpy(saved, head + 24, 4), std::memcpy(saved + 4, head + 92, 4);
+  std::memset(head + 24, 0, 4), std::memset(head + 92, 0, 4);  // file change counter, version-valid-for
+  const uint64_t h = summary_hash(head, n, 0x5e771ed);
+  std::memcpy(head + 24, saved, 4), std::memcpy(head + 92, saved + 4, 4);
+  return h == 0 ? 1 : h;
+}
+
 }  // namespace
 
 FileIdentity file_identity(const std::string& path, std::string* why) {
@@ -336,11 +371,12 @@ FileIdentity file_identity(const std::string& path, std::string* why) {
   } else {
     id.size = st.st_size;
     id.mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    char buf[kIdentityBytes];
+    unsigned char buf[kIdentityBytes];
     uint64_t h = 0;
     const off_t size = st.st_size;
     const size_t head = static_cast<size_t>(std::min<off_t>(size, kIdentityBytes));
     const off_t tail_at = std::max<off_t>(0, size - static_cast<off_t>(kIdentityBytes));
+    bool first = true;
     for (auto [at, n] : {std::pair<off_t, size_t>(0, head), std::pair<off_t, size_t>(tail_at, static_cast<size_t>(size - tail_at))}) {
       const ssize_t r = pread(fd, buf, n, at);
       if (r != static_cast<ssize_t>(n)) {
@@ -348,11 +384,18 @@ FileIdentity file_identity(const std::string& path, std::string* why) {
         break;
       }
       h = summary_hash(buf, n, h);
+      if (first) id.settled = settled_hash(buf, n);
+      first = false;
     }
     id.content = h;
   }
   close(fd);
   return id;
+}
+
+bool only_heartbeats_since(const FileIdentity& then, const FileIdentity& now) {
+  return then.settled != 0 && now.settled == then.settled && now.size == then.size && now.name == then.name &&
+         now.mtime_ns >= then.mtime_ns;
 }
 
 uint64_t summary_hash(const void* data, size_t n, uint64_t seed) {
@@ -410,10 +453,10 @@ std::vector<SummaryEntry> decode_node_summary(std::string_view bytes, std::strin
   if (tail.fixed() != summary_hash(bytes.data(), body)) throw Corrupt("checksum mismatch (truncated or altered)");
   std::string h = in.str();
   if (host) *host = h;
-  // 25 bytes an entry at least (its identity's 8-byte hash and 17 integers); entries are decoded
+  // 33 bytes an entry at least (its identity's two 8-byte hashes and 17 integers); entries are decoded
   // into place, reserved only up to a few thousand (an entry is 872 bytes in memory: a crafted
   // count is not an allocation).
-  const size_t n = in.count(25);
+  const size_t n = in.count(33);
   std::vector<SummaryEntry> entries;
   entries.reserve(std::min<size_t>(n, 4096));
   for (size_t k = 0; k < n; ++k) entries.push_back(get_entry(in));
@@ -433,8 +476,14 @@ Summarized summarize_files(const std::vector<std::string>& files, const LoadOpti
     lo.summary_first = true;
     entries[i].file = load_file_summary_first(files[i], lo);
     if (!entries[i].file.reason.empty()) return void(why[i] = "unusable: " + entries[i].file.reason);
-    entries[i].id = file_identity(files[i], &w);
-    if (!w.empty() || !(entries[i].id == before) || has_side_file(files[i])) why[i] = "changed while read";
+    FileIdentity& after = entries[i].id;
+    after = file_identity(files[i], &w);
+    // A live recorder's heartbeat between the two looks is no change (the read transaction saw
+    // one state; its rows are the file's rows either way): the summary keeps the later identity.
+    if (!w.empty() || !(after == before || only_heartbeats_since(before, after)) || has_side_file(files[i]))
+      why[i] = "changed while read";
+    // A finished recorder never writes again: any later change is someone else's.
+    if (entries[i].file.proc.info.finished) after.settled = 0;
   });
   Summarized r;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -499,6 +548,7 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
   struct Result {
     std::string why;
     SummaryCover::Block block;
+    int64_t refreshed = 0;
   };
   std::vector<Result> results(summaries.size());
   parallel_for(summaries.size(), threads, [&](size_t k) {
@@ -519,8 +569,13 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
         std::string w;
         const FileIdentity now = file_identity(path, &w);
         if (!w.empty()) throw Corrupt(e.id.name + ": " + w);
-        if (!(now == e.id) || wal.count(e.id.name + "-wal"))
+        const bool same = now == e.id;
+        if (!(same || only_heartbeats_since(e.id, now)) || wal.count(e.id.name + "-wal"))
           throw Corrupt("stale: " + e.id.name + " changed after it was summarized (size, mtime, content or a -wal)");
+        if (!same) {  // the recorder's heartbeat only: its last flush is later by the mtime's move
+          ++r.refreshed;
+          take_heartbeat_forward(e.file.proc.info, now.mtime_ns - e.id.mtime_ns);
+        }
         if (std::string bad = check_loaded_file(e.file); !bad.empty()) throw Corrupt("corrupt entry for " + e.id.name + ": " + bad);
         r.block.file.push_back(it->second);
       }
@@ -547,6 +602,7 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
     }
     ++cover.use.used;
     cover.use.files += static_cast<int64_t>(r.block.file.size());
+    cover.use.refreshed += r.refreshed;
     for (size_t i : r.block.file) claimed[i] = static_cast<int64_t>(k);
     cover.blocks.push_back(std::move(r.block));
   }

@@ -25,10 +25,20 @@ struct FileIdentity {
   int64_t size = 0;
   int64_t mtime_ns = 0;
   uint64_t content = 0;  // summary_hash of the file's first and last 4 KiB (SQLite's header, its newest page)
+  // A live recorder's file (content generation in PRAGMA user_version, schema::kUserVersionOffset):
+  // summary_hash of its first page (at most 4 KiB) without the two counters every commit moves
+  // (SQLite's file change counter and version-valid-for), generation included. Equal, with the
+  // same size: only heartbeats were committed in between. 0: the file does not say (a finished
+  // file, another writer's, an older recorder's): any change is a change.
+  uint64_t settled = 0;
   bool operator==(const FileIdentity&) const = default;
 };
 // The identity of a regular file (a symlink is not followed). `why` empty on success.
 FileIdentity file_identity(const std::string& path, std::string* why);
+// `now` is `then` refreshed only by its recorder's heartbeat (meta last_flush_mono_ns): the rows
+// a summary took of it are still every row it has. The heartbeat moved by about the files'
+// mtime difference (both set by the same clock, whatever its offset from the recorder's).
+bool only_heartbeats_since(const FileIdentity& then, const FileIdentity& now);
 
 // The format's 64-bit hash (docs/schema.md "Node summaries"): of a file's first 4 KiB with seed 0,
 // then of its last 4 KiB with that as the seed (FileIdentity::content); of the summary's bytes
@@ -69,7 +79,7 @@ struct SummaryCover {
     std::vector<size_t> file;
   };
   std::vector<Block> blocks;
-  Schedule::SummaryUse use;
+  Schedule::SummaryUse use;  // use.refreshed: covered files only their heartbeat changed since
   // f(index into `files`, LoadedFile&) for every covered file.
   template <class F>
   void each(F&& f) {

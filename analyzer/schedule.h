@@ -184,6 +184,8 @@ struct Schedule {
   struct SummaryUse {
     int64_t used = 0;   // summaries
     int64_t files = 0;  // trace files they stood for
+    int64_t refreshed = 0;  // of them, files whose recorder committed only heartbeats since
+                            // (their last flush taken forward by the file's mtime)
     std::vector<SkippedFile> ignored;
   };
   SummaryUse summaries;

@@ -34,7 +34,11 @@ std::string summaries_text(const UnreadSummary& u) {
   std::string text;
   if (u.summaries.used > 0)
     text += "read: " + std::to_string(u.summaries.used) + (u.summaries.used == 1 ? " node summary" : " node summaries") +
-            " (lockstep summarize) stood for " + std::to_string(u.summaries.files) + " files, checked unchanged";
+            " (lockstep summarize) stood for " + std::to_string(u.summaries.files) + " files, checked unchanged" +
+            (u.summaries.refreshed == 0 ? std::string()
+                                        : " (" + std::to_string(u.summaries.refreshed) +
+                                              " of them refreshed since only by their recorder's heartbeat: their last flush "
+                                              "taken forward by the file's modification time)");
   // One line per reason: summaries of an older format, or written before the job's end, are
   // ignored on every node alike (2,048 nodes: one line, not 2,048).
   std::vector<std::pair<std::string, std::vector<std::string>>> by_reason;
@@ -112,7 +116,7 @@ std::string add_unread_json(std::string report_json, const UnreadSummary& u, int
                   {"communicators_cut", u.comms_cut},
                   {"cut_min", u.cut_min},
                   {"cut_max", u.cut_max},
-                  {"summaries", {{"used", u.summaries.used}, {"files", u.summaries.files}, {"ignored", ignored}}},
+                  {"summaries", {{"used", u.summaries.used}, {"files", u.summaries.files}, {"refreshed", u.summaries.refreshed}, {"ignored", ignored}}},
                   {"text", unread_text(u)}};
   return add_json_member(std::move(report_json), "reading", reading.dump(indent, ' ', false, json::error_handler_t::replace), indent);
 }

@@ -246,6 +246,11 @@ bool Writer::ok(int rc, const char* what) {
 
 bool Writer::exec(const char* sql) { return file_.exec(sql) == SQLITE_OK; }
 
+bool Writer::advance_generation() {
+  generation_ = generation_ >= 0x7fffffffu ? 1 : generation_ + 1;
+  return exec(("PRAGMA user_version=" + std::to_string(generation_)).c_str());
+}
+
 namespace {
 // <host>-<pid>.lockstep.sqlite, or <host>-<pid>.<n>.lockstep.sqlite when that name is taken: by
 // this pid's image before an exec, or by a process of another pid namespace. An existing trace is
@@ -354,6 +359,7 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   meta(schema::meta::kRetiredOps, "0");
   for (const auto& [k, v] : info.env) ok = ok && t.env(k, v) == SQLITE_DONE;
   ok = ok && w->exec(schema::kStopReserveSql);
+  ok = ok && w->exec("PRAGMA user_version=1");  // generation_
   if (!ok || !w->exec("COMMIT")) return fail_open("cannot write trace header");
 
   w->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -1051,7 +1057,9 @@ void Writer::commit_batch(bool force_meta) {
   take_spill(&spilled);
   Record r;
   bool have = queue_.pop(r);
-  if (!have && spilled.empty() && sig_->pending.empty() && dones_.empty() && held_dones_.empty()) {
+  // Nothing taken: a heartbeat, unless what else the commit writes says otherwise (below).
+  const bool nothing_new = !have && spilled.empty() && sig_->pending.empty() && dones_.empty() && held_dones_.empty();
+  if (nothing_new) {
     // Nothing new: still commit side-channel rows, and refresh meta about once a second so a
     // reader can tell a live-but-idle process from a dead one.
     std::lock_guard<std::mutex> g(side_mu_);
@@ -1064,6 +1072,9 @@ void Writer::commit_batch(bool force_meta) {
     fail("begin");
     return;
   }
+  // Rows changed and the schema, to tell a heartbeat from a commit that wrote more.
+  const int64_t changes_before = sqlite3_total_changes64(db_);
+  const int64_t schema_before = nothing_new ? file_.scalar("PRAGMA schema_version") : 0;
   intern_pending_stacks();
   // Bounded batch: a writer that falls behind still commits regularly.
   for (const Record& s : spilled) {
@@ -1117,6 +1128,22 @@ void Writer::commit_batch(bool force_meta) {
     if (!ok(tables_.meta(k, v), "update meta")) return;
   if (!profiler_commit_rows(db_)) {
     fail("insert profiler rows");
+    return;
+  }
+  // A heartbeat: nothing taken, no hang, no meta value but the last flush other than the file
+  // holds, one row changed per meta row and no table made or dropped. Anything else advances
+  // the generation (more often than needed is safe; a content change without it is not).
+  bool meta_moved = false;
+  for (auto& [k, v] : meta) {
+    if (k == schema::meta::kLastFlushMonoNs) continue;
+    auto [it, added] = written_meta_.try_emplace(k, v);
+    if (added || it->second != v) meta_moved = true, it->second = std::move(v);
+  }
+  const bool heartbeat = nothing_new && !last_round && hangs.empty() && !meta_moved &&
+                         sqlite3_total_changes64(db_) - changes_before == int64_t(meta.size()) &&
+                         file_.scalar("PRAGMA schema_version") == schema_before;
+  if (!heartbeat && !advance_generation()) {
+    fail("user_version");
     return;
   }
   if (!commit()) return;

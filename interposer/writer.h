@@ -254,6 +254,15 @@ class Writer {
   std::vector<CompletionRec> dones_;  // commit_batch: completion rows taken this round
   std::vector<CompletionRec> held_dones_;  // found no op last round: tried once more
   uint64_t last_dropped_ = 0;
+  // PRAGMA user_version is the file's content generation (schema::kUserVersionGeneration): 1 from
+  // the header on, advanced by every commit that writes anything but the heartbeat (meta
+  // last_flush_mono_ns, about once a second while idle), so that a reader can tell a file only
+  // refreshed since it looked from one that changed (node summaries: analyzer/node_summary.h).
+  uint32_t generation_ = 1;
+  bool advance_generation();  // in the open transaction
+  // Each meta value as commit_batch last wrote it: writing the same values again (and the last
+  // flush) and nothing else is a heartbeat.
+  std::unordered_map<std::string, std::string> written_meta_;
   // Per communicator id: the first seq not in the file at the last commit (CommDigest::next_seq
   // then). The stop point write_stop_meta records.
   std::unordered_map<int64_t, int64_t> committed_next_seq_;

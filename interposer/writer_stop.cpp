@@ -153,6 +153,7 @@ bool Writer::write_stop_meta(StopReason why, const std::string& detail, bool wit
   };
   bool ok = true;
   for (const auto& [k, v] : rows) ok = ok && tables_.meta(k, v) == SQLITE_DONE;
+  ok = ok && advance_generation();
   // Where each communicator's committed records end: every seq from there on is missing.
   int n = 0;
   if (with_stop_point)

@@ -2,6 +2,9 @@
 // bytes it did not write -- even behind a valid checksum -- are refused or caught by
 // check_loaded_file, never a crash or an unbounded allocation.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -193,4 +196,123 @@ TEST(NodeSummary, another_format_version_is_named_as_such) {
     EXPECT_NE(std::string(e.what()).find("format version 1, this lockstep reads"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("run lockstep summarize again"), std::string::npos) << e.what();
   }
+}
+
+namespace {
+
+void sql(const std::string& path, const std::string& statements) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  char* err = nullptr;
+  EXPECT_EQ(sqlite3_exec(db, statements.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(db);
+}
+
+void set_mtime(const std::string& path, int64_t ns) {
+  const timespec t[2] = {{ns / 1000000000, ns % 1000000000}, {ns / 1000000000, ns % 1000000000}};
+  ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), t, 0), 0);
+}
+
+// What a live recorder's heartbeat commits: the last flush alone (the same number of digits),
+// the file's mtime later by `seconds`.
+void heartbeat(const std::string& path, const FileIdentity& then, int seconds) {
+  sql(path, "UPDATE meta SET value = CAST(value AS INTEGER) + " + std::to_string(seconds) +
+                "000000000 WHERE key = 'last_flush_mono_ns'");
+  set_mtime(path, then.mtime_ns + int64_t(seconds) * 1000000000);
+}
+
+// `path` summarized alone into its directory's node summary; its identity as summarized.
+FileIdentity summarize_one(const std::string& path) {
+  lockstep::Summarized s = lockstep::summarize_files({path}, {});
+  EXPECT_EQ(s.entries.size(), 1u);
+  if (s.entries.empty()) return {};
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  lockstep::write_node_summary((dir / "node0.lockstep-summary").string(), "node0", s.entries);
+  return s.entries[0].id;
+}
+
+lockstep::SummaryCover cover_of(const std::string& path) {
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  std::vector<std::string> files;
+  for (auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().string().ends_with(".lockstep.sqlite")) files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return lockstep::cover_from_summaries(dir.string(), files, 1);
+}
+
+int64_t covered_last_flush(lockstep::SummaryCover& c) {
+  int64_t v = -1;
+  c.each([&](size_t, LoadedFile& f) { v = f.proc.info.last_flush_mono_ns; });
+  return v;
+}
+
+}  // namespace
+
+// A live recorder's file (content generation in user_version, not finished) committed only its
+// heartbeat since summarizing: the summary still stands for it, named refreshed, its last flush
+// taken forward by the mtime's move. Any other commit moves the generation: stale.
+TEST(NodeSummaryIdentity, a_live_recorders_heartbeat_keeps_the_summary_and_takes_its_last_flush_forward) {
+  const std::string path = sample_file();
+  sql(path, "PRAGMA user_version = 5");
+  const int64_t flushed = lockstep::load_file_summary_first(path).proc.info.last_flush_mono_ns;
+  ASSERT_GT(flushed, 0);
+  const FileIdentity then = summarize_one(path);
+  EXPECT_NE(then.settled, 0u);
+
+  heartbeat(path, then, 3);
+  std::string why;
+  const FileIdentity now = lockstep::file_identity(path, &why);
+  EXPECT_FALSE(now == then) << "the commit changed the file's first page (its change counter)";
+  EXPECT_TRUE(lockstep::only_heartbeats_since(then, now));
+  lockstep::SummaryCover c = cover_of(path);
+  EXPECT_EQ(c.use.used, 1);
+  EXPECT_EQ(c.use.files, 1);
+  EXPECT_EQ(c.use.refreshed, 1);
+  EXPECT_TRUE(c.use.ignored.empty()) << c.use.ignored[0].reason;
+  EXPECT_EQ(covered_last_flush(c), flushed + 3'000'000'000);
+
+  // A commit that wrote more moves the generation, whatever it wrote.
+  sql(path, "UPDATE meta SET value = value WHERE key = 'host'; PRAGMA user_version = 6");
+  set_mtime(path, then.mtime_ns + 4'000'000'000);
+  c = cover_of(path);
+  EXPECT_EQ(c.use.used, 0);
+  ASSERT_EQ(c.use.ignored.size(), 1u);
+  EXPECT_NE(c.use.ignored[0].reason.find("stale"), std::string::npos) << c.use.ignored[0].reason;
+}
+
+// A file that says nothing of its generation (other writers, older recorders), or whose
+// recorder had finished: any change after summarizing is a change.
+TEST(NodeSummaryIdentity, without_a_generation_or_once_finished_any_commit_is_a_change) {
+  for (const bool finished : {false, true}) {
+    const std::string path = sample_file();
+    if (finished) sql(path, "PRAGMA user_version = 5; INSERT OR REPLACE INTO meta(key, value) VALUES ('finished', '1')");
+    const FileIdentity then = summarize_one(path);
+    EXPECT_EQ(then.settled, 0u);
+    heartbeat(path, then, 3);
+    lockstep::SummaryCover c = cover_of(path);
+    EXPECT_EQ(c.use.used, 0) << "finished " << finished;
+    ASSERT_EQ(c.use.ignored.size(), 1u);
+    EXPECT_NE(c.use.ignored[0].reason.find("stale"), std::string::npos) << c.use.ignored[0].reason;
+  }
+}
+
+// Only heartbeats, but the file grew, or its mtime went back: not the same file's heartbeat.
+TEST(NodeSummaryIdentity, a_file_that_grew_or_went_back_in_time_is_a_change) {
+  FileIdentity then{"f", 100, 5'000, 1, 42};
+  FileIdentity now = then;
+  now.content = 2, now.mtime_ns += 1;
+  EXPECT_TRUE(lockstep::only_heartbeats_since(then, now));
+  FileIdentity grew = now;
+  grew.size += 1024;
+  EXPECT_FALSE(lockstep::only_heartbeats_since(then, grew));
+  FileIdentity earlier = now;
+  earlier.mtime_ns = then.mtime_ns - 1;
+  EXPECT_FALSE(lockstep::only_heartbeats_since(then, earlier));
+  FileIdentity regenerated = now;
+  regenerated.settled = 43;
+  EXPECT_FALSE(lockstep::only_heartbeats_since(then, regenerated));
+  FileIdentity unknown = then;
+  unknown.settled = 0;
+  EXPECT_FALSE(lockstep::only_heartbeats_since(unknown, unknown));
 }

@@ -218,7 +218,8 @@ def summary_hash(data, seed=0):  # node_summary.h
 f = os.path.join(d, "rank-0.lockstep.sqlite")
 raw = open(f, "rb").read(); info = os.stat(f)
 head, tail = raw[:4096], raw[max(0, len(raw) - 4096):]
-ident = st(b"rank-0.lockstep.sqlite") + s(len(raw)) + s(info.st_mtime_ns) + struct.pack("<Q", summary_hash(tail, summary_hash(head)))
+ident = (st(b"rank-0.lockstep.sqlite") + s(len(raw)) + s(info.st_mtime_ns) + struct.pack("<Q", summary_hash(tail, summary_hash(head)))
+         + struct.pack("<Q", 0))  # the settled hash: 0, the file says nothing of its generation
 meta = u(2) + st(b"schema_version") + st(b"3") + st(b"global_rank") + st(b"7")
 if kind == "huge_count":
     body = st(b"h") + u(1 << 62)
@@ -231,7 +232,7 @@ elif kind == "bad_sig":
 elif kind == "huge_comms":
     comm = s(1) + st(b"c") + u(0) + s(1 << 40) + s(0)
     body = st(b"h") + u(1) + ident + meta + u(0) + u(1) + comm
-data = b"lockstep-node-summary\0" + u(2) + body
+data = b"lockstep-node-summary\0" + u(3) + body
 open(os.path.join(d, name), "wb").write(data + struct.pack("<Q", summary_hash(data)))
 PY
 }
