@@ -4,13 +4,15 @@
 // a broadcast where its tensor-parallel peers issue all_gather; the ops after it stay in flight).
 //
 //   gen_trace DIR --ranks 256 --ops 100000 [--tp 8] [--diverge-from-end 100] [--lag-host-ops 0] [--threads 2]
-//            [--from-rank R] [--ranks-per-host 8] [--rank-names]
+//            [--from-rank R] [--ranks-per-host 8] [--rank-names] [--live]
 // Files are named as the recorder names them, <host>-<pid>.lockstep.sqlite, host "node<rank / N>"
 // (--ranks-per-host N, default 8: 8 GPUs a node) and pid 10000 + rank; --rank-names names them
 // rank-<rank>.lockstep.sqlite instead (tests that address one rank's file).
 // --from-rank R: write only ranks R.. (finishing an interrupted generation of a large directory).
 // --lag-host-ops K: the ranks of the last host issue K ops fewer (a lagging
 // host: never_issued on the world communicator).
+// --live: files as a live recorder leaves them (content generation 1 in PRAGMA user_version, no
+// exit): node summaries of them survive heartbeats (bench/live_summary_bench.sh).
 
 #include <algorithm>
 #include <atomic>
@@ -41,6 +43,7 @@ struct Options {
   int from_rank = 0;
   int ranks_per_host = 8;          // a host (node) runs this many ranks, as 8 GPUs a node do
   bool rank_names = false;         // name files rank-N (tests that address a file by rank)
+  bool live = false;               // a live recorder's files: content generation 1 (schema::kUserVersionOffset)
 };
 
 void check(int rc, const lockstep::trace_file::Db& db, const char* what) {
@@ -181,11 +184,12 @@ void write_rank(const Options& o, int rank) {
     if (digest::is_checkpoint(++ordinal[comm], digest::kDefaultInterval))
       check(t.checkpoint({comm, ordinal[comm], r.seq, dig[comm]}), db, "checkpoint");
   }
+  if (o.live) check(db.exec("PRAGMA user_version=1"), db, "user_version");
   check(db.exec("COMMIT"), db, "commit");
 }
 
 [[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr, "gen_trace: %s\nusage: gen_trace DIR --ranks N --ops M [--tp T] [--diverge-from-end K] [--lag-host-ops K] [--threads T] [--from-rank R] [--ranks-per-host N] [--rank-names]\n", msg);
+  std::fprintf(stderr, "gen_trace: %s\nusage: gen_trace DIR --ranks N --ops M [--tp T] [--diverge-from-end K] [--lag-host-ops K] [--threads T] [--from-rank R] [--ranks-per-host N] [--rank-names] [--live]\n", msg);
   std::exit(2);
 }
 
@@ -208,6 +212,7 @@ int main(int argc, char** argv) {
     else if (a == "--from-rank") o.from_rank = std::atoi(next());
     else if (a == "--ranks-per-host") o.ranks_per_host = std::atoi(next());
     else if (a == "--rank-names") o.rank_names = true;
+    else if (a == "--live") o.live = true;
     else if (!a.empty() && a[0] != '-' && o.dir.empty()) o.dir = a;
     else usage(("unknown argument " + a).c_str());
   }
