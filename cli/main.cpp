@@ -1,6 +1,10 @@
 // lockstep: record NCCL collectives of a job (run), find why it deadlocked (analyze), gate CI on
 // consistent collective order (check). Subcommands live in cmd_<name>.cpp (commands.h).
+#include <cstdlib>
 #include <iostream>
+#ifdef LOCKSTEP_MIMALLOC
+#include <mimalloc.h>
+#endif
 
 #include "commands.h"
 #include "exit_codes.h"
@@ -21,6 +25,13 @@ See docs/cli.md.)";
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef LOCKSTEP_MIMALLOC
+  // The analyzer's memory is mostly fresh arrays touched once (op rows, the model's units): on
+  // 4 KiB pages their first-touch faults were a fifth to a third of analyzing 16,384 files
+  // (docs/scaling.md). 2 MiB pages, unless MIMALLOC_LARGE_OS_PAGES says otherwise. `run` execs
+  // the traced command, which keeps its own allocator and environment.
+  if (!std::getenv("MIMALLOC_LARGE_OS_PAGES")) mi_option_set_enabled(mi_option_large_os_pages, true);
+#endif
   lockstep::Command app{"lockstep: find why a multi-GPU job deadlocked on NCCL collectives", "lockstep"};
   app.footer(kFooter);
   app.version_flag("--version", "lockstep " LOCKSTEP_VERSION);
