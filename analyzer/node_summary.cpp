@@ -142,7 +142,7 @@ OpPart get_part(In& in) {
 }
 
 void put_entry(Out& o, const SummaryEntry& e) {
-  o.str(e.id.name), o.s(e.id.size), o.s(e.id.mtime_ns), o.fixed(e.id.content), o.fixed(e.id.settled);
+  o.str(e.id.name), o.s(e.id.size), o.s(e.id.mtime_ns), o.fixed(e.id.content), o.fixed(e.id.settled), o.u(e.id.commits);
   const SchedProcess& sp = e.file.proc;
   const Process& p = sp.info;
   o.u(p.meta.size());
@@ -195,6 +195,9 @@ SummaryEntry get_entry(In& in) {
   e.id.mtime_ns = in.s();
   e.id.content = in.fixed();
   e.id.settled = in.fixed();
+  const uint64_t commits = in.u();
+  if (commits > UINT32_MAX) throw Corrupt("a change counter out of range");
+  e.id.commits = static_cast<uint32_t>(commits);
   SchedProcess& sp = e.file.proc;
   Process& p = sp.info;
   for (size_t n = in.count(); n-- > 0;) {
@@ -384,7 +387,10 @@ FileIdentity file_identity(const std::string& path, std::string* why) {
         break;
       }
       h = summary_hash(buf, n, h);
-      if (first) id.settled = settled_hash(buf, n);
+      if (first) {
+        id.settled = settled_hash(buf, n);
+        if (n >= 28) id.commits = uint32_t(buf[24]) << 24 | uint32_t(buf[25]) << 16 | uint32_t(buf[26]) << 8 | buf[27];
+      }
       first = false;
     }
     id.content = h;
@@ -395,7 +401,7 @@ FileIdentity file_identity(const std::string& path, std::string* why) {
 
 bool only_heartbeats_since(const FileIdentity& then, const FileIdentity& now) {
   return then.settled != 0 && now.settled == then.settled && now.size == then.size && now.name == then.name &&
-         now.mtime_ns >= then.mtime_ns;
+         now.commits != then.commits && now.mtime_ns >= then.mtime_ns;
 }
 
 uint64_t summary_hash(const void* data, size_t n, uint64_t seed) {
@@ -453,10 +459,10 @@ std::vector<SummaryEntry> decode_node_summary(std::string_view bytes, std::strin
   if (tail.fixed() != summary_hash(bytes.data(), body)) throw Corrupt("checksum mismatch (truncated or altered)");
   std::string h = in.str();
   if (host) *host = h;
-  // 33 bytes an entry at least (its identity's two 8-byte hashes and 17 integers); entries are decoded
+  // 34 bytes an entry at least (its identity's two 8-byte hashes and 18 integers); entries are decoded
   // into place, reserved only up to a few thousand (an entry is 872 bytes in memory: a crafted
   // count is not an allocation).
-  const size_t n = in.count(33);
+  const size_t n = in.count(34);
   std::vector<SummaryEntry> entries;
   entries.reserve(std::min<size_t>(n, 4096));
   for (size_t k = 0; k < n; ++k) entries.push_back(get_entry(in));
@@ -574,7 +580,8 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
           throw Corrupt("stale: " + e.id.name + " changed after it was summarized (size, mtime, content or a -wal)");
         if (!same) {  // the recorder's heartbeat only: its last flush is later by the mtime's move
           ++r.refreshed;
-          take_heartbeat_forward(e.file.proc.info, now.mtime_ns - e.id.mtime_ns);
+          int64_t moved = 0;  // the summary's mtime is untrusted: no overflow
+          if (!__builtin_sub_overflow(now.mtime_ns, e.id.mtime_ns, &moved)) take_heartbeat_forward(e.file.proc.info, moved);
         }
         if (std::string bad = check_loaded_file(e.file); !bad.empty()) throw Corrupt("corrupt entry for " + e.id.name + ": " + bad);
         r.block.file.push_back(it->second);

@@ -31,13 +31,16 @@ struct FileIdentity {
   // same size: only heartbeats were committed in between. 0: the file does not say (a finished
   // file, another writer's, an older recorder's): any change is a change.
   uint64_t settled = 0;
+  uint32_t commits = 0;  // SQLite's file change counter (bytes 24-27): every commit moves it
   bool operator==(const FileIdentity&) const = default;
 };
 // The identity of a regular file (a symlink is not followed). `why` empty on success.
 FileIdentity file_identity(const std::string& path, std::string* why);
 // `now` is `then` refreshed only by its recorder's heartbeat (meta last_flush_mono_ns): the rows
-// a summary took of it are still every row it has. The heartbeat moved by about the files'
-// mtime difference (both set by the same clock, whatever its offset from the recorder's).
+// a summary took of it are still every row it has, and SQLite committed since (a copy, `touch`
+// or a rollback moves the mtime, not the change counter: not a heartbeat). The heartbeat moved by
+// about the files' mtime difference (both set by the same clock, whatever its offset from the
+// recorder's).
 bool only_heartbeats_since(const FileIdentity& then, const FileIdentity& now);
 
 // The format's 64-bit hash (docs/schema.md "Node summaries"): of a file's first 4 KiB with seed 0,

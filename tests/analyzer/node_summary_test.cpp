@@ -260,6 +260,13 @@ TEST(NodeSummaryIdentity, a_live_recorders_heartbeat_keeps_the_summary_and_takes
   const FileIdentity then = summarize_one(path);
   EXPECT_NE(then.settled, 0u);
 
+  // Only the mtime moved (a copy that does not keep it, `touch`): no commit, no heartbeat.
+  set_mtime(path, then.mtime_ns + 2'000'000'000);
+  lockstep::SummaryCover touched = cover_of(path);
+  EXPECT_EQ(touched.use.used, 0);
+  EXPECT_EQ(touched.use.ignored.size(), 1u);
+  set_mtime(path, then.mtime_ns);
+
   heartbeat(path, then, 3);
   std::string why;
   const FileIdentity now = lockstep::file_identity(path, &why);
@@ -298,11 +305,16 @@ TEST(NodeSummaryIdentity, without_a_generation_or_once_finished_any_commit_is_a_
 }
 
 // Only heartbeats, but the file grew, or its mtime went back: not the same file's heartbeat.
-TEST(NodeSummaryIdentity, a_file_that_grew_or_went_back_in_time_is_a_change) {
-  FileIdentity then{"f", 100, 5'000, 1, 42};
+TEST(NodeSummaryIdentity, a_file_that_grew_went_back_in_time_or_saw_no_commit_is_a_change) {
+  FileIdentity then{"f", 100, 5'000, 1, 42, 7};
   FileIdentity now = then;
-  now.content = 2, now.mtime_ns += 1;
+  now.content = 2, now.mtime_ns += 1, now.commits = 8;
   EXPECT_TRUE(lockstep::only_heartbeats_since(then, now));
+  // The same bytes with a later mtime (a copy, `touch`, a rollback by another program): SQLite
+  // committed nothing, so no heartbeat either.
+  FileIdentity touched = then;
+  touched.mtime_ns += 3'000'000'000;
+  EXPECT_FALSE(lockstep::only_heartbeats_since(then, touched));
   FileIdentity grew = now;
   grew.size += 1024;
   EXPECT_FALSE(lockstep::only_heartbeats_since(then, grew));

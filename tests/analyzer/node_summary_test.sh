@@ -219,7 +219,7 @@ f = os.path.join(d, "rank-0.lockstep.sqlite")
 raw = open(f, "rb").read(); info = os.stat(f)
 head, tail = raw[:4096], raw[max(0, len(raw) - 4096):]
 ident = (st(b"rank-0.lockstep.sqlite") + s(len(raw)) + s(info.st_mtime_ns) + struct.pack("<Q", summary_hash(tail, summary_hash(head)))
-         + struct.pack("<Q", 0))  # the settled hash: 0, the file says nothing of its generation
+         + struct.pack("<Q", 0) + u(int.from_bytes(head[24:28], "big")))  # settled hash 0 (no generation), change counter
 meta = u(2) + st(b"schema_version") + st(b"3") + st(b"global_rank") + st(b"7")
 if kind == "huge_count":
     body = st(b"h") + u(1 << 62)

@@ -30,7 +30,8 @@ def files(d):
 def read(path, sql):
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
     try:
-        return db.execute(sql).fetchone()[0]
+        row = db.execute(sql).fetchone()
+        return row[0] if row else None
     finally:
         db.close()
 
@@ -60,13 +61,24 @@ job = None
 try:
     d = os.path.join(work, "t")
     log = open(os.path.join(work, "job.log"), "w")
-    job = subprocess.Popen([lockstep, "run", "-o", d, "--hang-timeout", "2", "--", launch, "-n", "2", "--timeout", "100",
+    job = subprocess.Popen([lockstep, "run", "-o", d, "--hang-timeout", "2", "--", launch, "-n", "2", "--timeout", "200",
                             "--", seed], stdout=log, stderr=subprocess.STDOUT)
     text = lambda: open(os.path.join(work, "job.log")).read()
     if not wait_for("both ranks' hang lines", lambda: text().count("no NCCL progress for") >= 2, 90):
         raise SystemExit(finish())
     fs = files(d)
     expect(len(fs) == 2, f"two trace files ({fs})")
+    # The hang line is printed before its row is committed (a content commit): summarize once
+    # every file's generation held still for two heartbeats.
+    stable = {"gen": None, "since": time.time()}
+
+    def settled():
+        g = [read(f, "PRAGMA user_version") for f in fs]
+        if g != stable["gen"]:
+            stable["gen"], stable["since"] = g, time.time()
+        return time.time() - stable["since"] >= 2.2
+
+    wait_for("each file's generation to hold still", settled, 30)
     gen = [read(f, "PRAGMA user_version") for f in fs]
     expect(all(g > 0 for g in gen), f"each recorder's file says its content generation ({gen})")
 
@@ -110,8 +122,9 @@ try:
 
     job.terminate()
     job.wait(timeout=60)
-    wait_for("the exit records", lambda: all(read(f, "SELECT value FROM meta WHERE key='finished'") is not None
-                                             and read(f, "PRAGMA user_version") != g for f, g in zip(fs, gen)), 20)
+    wait_for("the exit records (a content commit each)",
+             lambda: all(read(f, "SELECT value FROM meta WHERE key='exit_reason'") and read(f, "PRAGMA user_version") != g
+                         for f, g in zip(fs, gen)), 20)
     rc, after = analyze(d)
     reading = after.get("reading", {}).get("summaries", {})
     expect(reading.get("used") == 0 and len(reading.get("ignored", [])) == 1
