@@ -485,7 +485,8 @@ Summarized summarize_files(const std::vector<std::string>& files, const LoadOpti
     FileIdentity& after = entries[i].id;
     after = file_identity(files[i], &w);
     // A live recorder's heartbeat between the two looks is no change (the read transaction saw
-    // one state; its rows are the file's rows either way): the summary keeps the later identity.
+    // one state; its rows are the file's rows either way): the summary keeps the later identity,
+    // so a last flush taken forward from it reads at most one heartbeat early, never late.
     if (!w.empty() || !(after == before || only_heartbeats_since(before, after)) || has_side_file(files[i]))
       why[i] = "changed while read";
     // A finished recorder never writes again: any later change is someone else's.
