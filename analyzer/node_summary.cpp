@@ -337,23 +337,27 @@ void take_heartbeat_forward(Process& p, int64_t moved_ns) {
   it->second = std::to_string(later);
 }
 
+// SQLite's database header (its first 100 bytes): the two counters every commit moves.
+constexpr size_t kChangeCounterAt = 24, kVersionValidForAt = 92;
+
+uint32_t be32(const unsigned char* p) {
+  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]);
+}
+
 // FileIdentity::settled of a file's first `n` bytes (read from offset 0).
 uint64_t settled_hash(unsigned char* head, size_t n) {
-  constexpr size_t kHeader = 100;  // SQLite's database header
+  constexpr size_t kHeader = 100;
   if (n < kHeader || std::memcmp(head, "SQLite format 3", 16) != 0) return 0;
-  auto be32 = [&](size_t at) {
-    return uint32_t(head[at]) << 24 | uint32_t(head[at + 1]) << 16 | uint32_t(head[at + 2]) << 8 | uint32_t(head[at + 3]);
-  };
-  if (be32(schema::kUserVersionOffset) == 0) return 0;  // says nothing of its generation
+  if (be32(head + schema::kUserVersionOffset) == 0) return 0;  // says nothing of its generation
   const uint32_t field = uint32_t(head[16]) << 8 | head[17];  // page size; 1 means 65,536
   const size_t page = field == 1 ? 65536 : field;
   if (page < 512 || (page & (page - 1)) != 0) return 0;
   n = std::min(n, page);
   unsigned char saved[8];
-  std::memcpy(saved, head + 24, 4), std::memcpy(saved + 4, head + 92, 4);
-  std::memset(head + 24, 0, 4), std::memset(head + 92, 0, 4);  // file change counter, version-valid-for
+  std::memcpy(saved, head + kChangeCounterAt, 4), std::memcpy(saved + 4, head + kVersionValidForAt, 4);
+  std::memset(head + kChangeCounterAt, 0, 4), std::memset(head + kVersionValidForAt, 0, 4);
   const uint64_t h = summary_hash(head, n, 0x5e771ed);
-  std::memcpy(head + 24, saved, 4), std::memcpy(head + 92, saved + 4, 4);
+  std::memcpy(head + kChangeCounterAt, saved, 4), std::memcpy(head + kVersionValidForAt, saved + 4, 4);
   return h == 0 ? 1 : h;
 }
 
@@ -389,7 +393,7 @@ FileIdentity file_identity(const std::string& path, std::string* why) {
       h = summary_hash(buf, n, h);
       if (first) {
         id.settled = settled_hash(buf, n);
-        if (n >= 28) id.commits = uint32_t(buf[24]) << 24 | uint32_t(buf[25]) << 16 | uint32_t(buf[26]) << 8 | buf[27];
+        if (n >= kChangeCounterAt + 4) id.commits = be32(buf + kChangeCounterAt);
       }
       first = false;
     }

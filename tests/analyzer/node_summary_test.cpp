@@ -2,7 +2,6 @@
 // bytes it did not write -- even behind a valid checksum -- are refused or caught by
 // check_loaded_file, never a crash or an unbounded allocation.
 #include <gtest/gtest.h>
-#include <sqlite3.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -200,15 +199,6 @@ TEST(NodeSummary, another_format_version_is_named_as_such) {
 
 namespace {
 
-void sql(const std::string& path, const std::string& statements) {
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  char* err = nullptr;
-  EXPECT_EQ(sqlite3_exec(db, statements.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
-  sqlite3_free(err);
-  sqlite3_close(db);
-}
-
 void set_mtime(const std::string& path, int64_t ns) {
   const timespec t[2] = {{ns / 1000000000, ns % 1000000000}, {ns / 1000000000, ns % 1000000000}};
   ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), t, 0), 0);
@@ -217,7 +207,7 @@ void set_mtime(const std::string& path, int64_t ns) {
 // What a live recorder's heartbeat commits: the last flush alone (the same number of digits),
 // the file's mtime later by `seconds`.
 void heartbeat(const std::string& path, const FileIdentity& then, int seconds) {
-  sql(path, "UPDATE meta SET value = CAST(value AS INTEGER) + " + std::to_string(seconds) +
+  lockstep::testing::exec_sql(path, "UPDATE meta SET value = CAST(value AS INTEGER) + " + std::to_string(seconds) +
                 "000000000 WHERE key = 'last_flush_mono_ns'");
   set_mtime(path, then.mtime_ns + int64_t(seconds) * 1000000000);
 }
@@ -254,7 +244,7 @@ int64_t covered_last_flush(lockstep::SummaryCover& c) {
 // taken forward by the mtime's move. Any other commit moves the generation: stale.
 TEST(NodeSummaryIdentity, a_live_recorders_heartbeat_keeps_the_summary_and_takes_its_last_flush_forward) {
   const std::string path = sample_file();
-  sql(path, "PRAGMA user_version = 5");
+  lockstep::testing::exec_sql(path, "PRAGMA user_version = 5");
   const int64_t flushed = lockstep::load_file_summary_first(path).proc.info.last_flush_mono_ns;
   ASSERT_GT(flushed, 0);
   const FileIdentity then = summarize_one(path);
@@ -280,7 +270,7 @@ TEST(NodeSummaryIdentity, a_live_recorders_heartbeat_keeps_the_summary_and_takes
   EXPECT_EQ(covered_last_flush(c), flushed + 3'000'000'000);
 
   // A commit that wrote more moves the generation, whatever it wrote.
-  sql(path, "UPDATE meta SET value = value WHERE key = 'host'; PRAGMA user_version = 6");
+  lockstep::testing::exec_sql(path, "UPDATE meta SET value = value WHERE key = 'host'; PRAGMA user_version = 6");
   set_mtime(path, then.mtime_ns + 4'000'000'000);
   c = cover_of(path);
   EXPECT_EQ(c.use.used, 0);
@@ -293,7 +283,7 @@ TEST(NodeSummaryIdentity, a_live_recorders_heartbeat_keeps_the_summary_and_takes
 TEST(NodeSummaryIdentity, without_a_generation_or_once_finished_any_commit_is_a_change) {
   for (const bool finished : {false, true}) {
     const std::string path = sample_file();
-    if (finished) sql(path, "PRAGMA user_version = 5; INSERT OR REPLACE INTO meta(key, value) VALUES ('finished', '1')");
+    if (finished) lockstep::testing::exec_sql(path, "PRAGMA user_version = 5; INSERT OR REPLACE INTO meta(key, value) VALUES ('finished', '1')");
     const FileIdentity then = summarize_one(path);
     EXPECT_EQ(then.settled, 0u);
     heartbeat(path, then, 3);
