@@ -1,9 +1,10 @@
 """Step-time ratios with bootstrap 95% intervals, from bench/step_overhead.py's JSON lines.
 
-  python3 bench/step_ratio.py steps.jsonl [more.jsonl ...]
+  python3 bench/step_ratio.py [--base CONFIG] steps.jsonl [more.jsonl ...]
 
 Per label, every configuration is compared with the label's baseline ("paused" for the
-in-process lockstep A/B, "off" for the Flight Recorder children). The steps of each pair (one
+in-process lockstep A/B, "off" for the Flight Recorder children; --base names another, e.g.
+no-stacks to see what the stacks add). Files are pooled: their pairs are numbered per file. The steps of each pair (one
 block of every configuration run back to back, or one child process per side) are averaged per
 configuration; the ratio is the sum over pairs of the configuration's means over the sum of the
 baseline's, and its interval comes from 5,000 resamples of the pairs (percentile bootstrap,
@@ -31,8 +32,14 @@ def ratio_ci(means, rng):
 
 
 def main():
+    global BASELINES
+    args = sys.argv[1:]
+    if args and args[0].startswith("--base"):
+        name = args[0].split("=", 1)[1] if "=" in args[0] else args.pop(1)
+        BASELINES = (name,)
+        args = args[1:]
     rows = collections.defaultdict(lambda: collections.defaultdict(lambda: collections.defaultdict(list)))
-    for run, path in enumerate(sys.argv[1:]):
+    for run, path in enumerate(args):
         for line in (gzip.open(path, "rt") if path.endswith(".gz") else open(path)):
             if line.startswith("{"):
                 r = json.loads(line)
