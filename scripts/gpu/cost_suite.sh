@@ -232,7 +232,7 @@ for p in sorted(glob.glob(sys.argv[1] + "/t-ab/*.sqlite") + glob.glob(sys.argv[1
     print(p, db.execute("select count(*) from ops").fetchone()[0], "ops",
           db.execute("select count(*) from stacks").fetchone()[0], "stacks",
           dict(db.execute("select kind, count(*) from waits group by kind")), "waits rows",
-          {k: meta.get(k) for k in ("stack_mode", "native_stack_memo", "python_guard", "completion_adopted", "capture_queries", "dropped_records", "bench_off")})
+          {k: meta.get(k) for k in ("stack_mode", "native_stack_memo", "python_guard", "completion_adopted", "dropped_records", "bench_off")})
 EOF
   cat "$OUT/trace.txt"
 fi
