@@ -58,7 +58,7 @@ namespace {
 const struct { const char* name; unsigned bit; } kParts[] = {
     {"stack", 1u << 1},  {"capture", 1u << 2}, {"clock", 1u << 3},    {"event", 1u << 4},
     {"queue", 1u << 5},  {"watchdog", 1u << 6}, {"memop", 1u << 8}, {"covering", 1u << 14},
-    {"eager", 1u << 16}, {"donerows", 1u << 17}, {"captureseen", 1u << 24}};
+    {"eager", 1u << 16}, {"donerows", 1u << 17}};
 constexpr unsigned kOffRecorder = 1u << 0;
 
 const char* g_op = "allreduce";  // --op, for the JSON lines

@@ -175,7 +175,7 @@ OFF = {"recorder": 1 << 0, "stack": 1 << 1, "event": 1 << 4, "queue": 1 << 5, "w
        "waits": 1 << 7, "memop": 1 << 8, "python": 1 << 9, "unwind": 1 << 10, "pyguard": 1 << 11,
        "profile": 1 << 12, "unwindcap": 1 << 13, "covering": 1 << 14, "donerows": 1 << 17,
        "waitrow": 1 << 18, "waitclock": 1 << 19, "waitindex": 1 << 20,
-       "stackmemo": 1 << 21, "pycache": 1 << 22, "adopt": 1 << 23, "captureseen": 1 << 24}
+       "stackmemo": 1 << 21, "pycache": 1 << 22, "adopt": 1 << 23}
 CONFIGS = {
     "recording": 0,                                   # the stack mode the process runs with
     "no-stacks": OFF["stack"],
@@ -197,7 +197,6 @@ CONFIGS = {
     "no-memo": OFF["stackmemo"],                      # every native stack unwound (no memo)
     "py-walk": OFF["pycache"],                        # Python frames by the walk (no thread stack cache)
     "own-event": OFF["adopt"],                        # our own event after every op (no adoption)
-    "own-capture-query": OFF["captureseen"],          # our own capture query per op (not NCCL's seen)
     "paused": OFF["recorder"] | OFF["waits"],         # NCCL and runtime hooks forward only
 }
 # BenchCounter order (bench_knobs.h); the TSC follows the last one.

@@ -17,8 +17,7 @@ bool parse_bench_off(const char* s, unsigned* mask) {
       {"profile", kProfile},      {"unwindcap", kOffUnwindCap},
       {"covering", kOffCovering}, {"eager", kOffEagerWriter},
       {"donerows", kOffDoneRows}, {"waitrow", kOffWaitRow},
-      {"stackmemo", kOffStackMemo}, {"pycache", kOffPyCache}, {"adopt", kOffAdopt},
-      {"captureseen", kOffCaptureSeen}};
+      {"stackmemo", kOffStackMemo}, {"pycache", kOffPyCache}, {"adopt", kOffAdopt}};
   unsigned m = 0;
   std::string all(s ? s : "");
   if (all.empty()) {

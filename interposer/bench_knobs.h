@@ -37,15 +37,13 @@ enum BenchOff : unsigned {
                             // through the thread stack cache (capture_python_frames_cached)
   kOffAdopt = 1u << 23,     // "adopt": no adopted caller events: our own event recorded in the
                             // hook after every op (the completion signal before issue 31)
-  kOffCaptureSeen = 1u << 24,  // "captureseen": every op's capture state by a query of ours, not
-                               // from NCCL's own query during the call (Completion::capture_state_after)
 };
 
 // Where the hot path's time goes, summed over every thread while kProfile is set (ticks of
 // the TSC; lockstep_bench_counters copies them out). Relaxed adds: approximate under races.
 enum BenchCounter : unsigned {
   kCntOps,           // op_begin calls that recorded
-  kCntOpBeginTicks,  // op_begin's recorder work (clock, call index, stack)
+  kCntOpBeginTicks,  // op_begin's recorder work (clock, call index, stack, capture query)
   kCntOpEndTicks,    // op_end's recorder work (row, queue push, completion tracking)
   kCntStacks,        // stack captures
   kCntUnwindTicks,   // native unwind
@@ -58,7 +56,7 @@ enum BenchCounter : unsigned {
   kCntWaitTicks,     // their recorder work (call index, clock, row)
   kCntEventTicks,    // op_end's completion tracking (context query, event record, handoff)
   kCntEventRecordTicks,  // of which the driver's cuEventRecord
-  kCntCaptureTicks,  // op_end's stream capture state (NCCL's seen query, or cuStreamGetCaptureInfo)
+  kCntCaptureTicks,  // op_begin's stream capture query (cuStreamGetCaptureInfo)
   kCntRowPushTicks,  // op_end's op row into the writer's queue
   kCntUnwinds,       // native unwinds done (memo misses and samples; the rest were memo hits)
   kCntSettleTicks,   // an adopted event recorded again or destroyed: settling its adoption

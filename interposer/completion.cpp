@@ -13,7 +13,6 @@
 #include "config.h"
 #include "log.h"
 #include "record.h"
-#include "recorder.h"
 #include "writer.h"
 
 namespace lockstep::rec {
@@ -156,45 +155,6 @@ bool Completion::load_driver() {
     __atomic_store_n(&load_state_, ok ? 1 : -1, __ATOMIC_RELEASE);
   }
   return load_state_ > 0;
-}
-
-namespace {
-// The thread's last successful capture-status query by anyone (capture_info_seen): `n` counts
-// them, so a call's own query is the one seen after its mark.
-struct SeenCapture {
-  uint64_t n = 0;
-  void* stream = nullptr;
-  int status = 0;
-  bool whole = false;  // id and graph asked for (or not capturing: nothing more to know)
-  uint64_t id = 0, graph = 0;
-};
-__attribute__((tls_model("initial-exec"))) thread_local SeenCapture t_seen_capture;
-}  // namespace
-
-void capture_info_seen(void* stream, int status, const uint64_t* id, void* const* graph) noexcept {
-  SeenCapture& s = t_seen_capture;
-  s.stream = stream;
-  s.status = status;
-  s.whole = status == 0 || (id && graph);
-  s.id = id && status != 0 ? *id : 0;
-  s.graph = graph && status != 0 ? reinterpret_cast<uint64_t>(*graph) : 0;
-  s.n++;
-}
-
-uint64_t Completion::capture_mark() { return t_seen_capture.n; }
-
-CaptureState Completion::capture_state_after(void* stream, uint64_t mark) {
-  const SeenCapture& s = t_seen_capture;
-  if (s.n != mark && s.stream == stream && reinterpret_cast<uintptr_t>(stream) > 2 && s.whole &&
-      !(bench_off() & kOffCaptureSeen)) {
-    CaptureState cs;
-    cs.capturing = s.status != 0;  // ACTIVE or INVALIDATED, as capture_state reads it
-    cs.id = s.id;
-    cs.graph = s.graph;
-    return cs;
-  }
-  n_capture_queries_.fetch_add(1, std::memory_order_relaxed);
-  return capture_state(stream);
 }
 
 CaptureState Completion::capture_state(void* stream) {
@@ -552,7 +512,6 @@ bool Completion::track_in(void* ctx, void* stream, const InFlightOp& op) {
 
 void Completion::stop() {
   resolve_deferred();  // the exiting thread's (other threads' deferred ops keep no signal)
-  if (load_state_ > 0) writer_->set_meta("capture_queries", std::to_string(n_capture_queries_.load()));
   if (load_state_ > 0 && !memop_ && !covering_)
     writer_->set_meta("completion_adopted",
                       "adopted=" + std::to_string(n_adopted_.load()) + " own_after=" +

@@ -112,13 +112,6 @@ class Completion {
     return state != 0 ? state > 0 : load_driver();
   }
   CaptureState capture_state(void* stream);
-  // The capture state of `stream` after a call of this thread that began when the thread's
-  // count of seen queries (capture_info_seen, recorder.h) was `mark`: the call's own query of
-  // that stream when it made one with the answer whole (a real stream handle; the default
-  // streams' handles mean a stream per thread or per context, which the caller's flavour
-  // decides), else capture_state (counted: meta capture_queries).
-  static uint64_t capture_mark();
-  CaptureState capture_state_after(void* stream, uint64_t mark);
   // After a successful enqueue on a non-capturing stream; enqueued_mono: when it returned (0:
   // read the clock here). Returns false if not tracked.
   bool track(void* stream, const InFlightOp& op, int64_t enqueued_mono = 0);
@@ -199,7 +192,6 @@ class Completion {
   std::atomic<bool> signal_noted_{false};
   AdoptedEvents adopted_;
   std::atomic<uint64_t> n_adopted_{0}, n_own_after_{0}, n_lost_{0};  // meta completion_adopted
-  std::atomic<uint64_t> n_capture_queries_{0};  // meta capture_queries: ours, for ops
 
   // Hot path -> watchdog, lock-free; overflow_ (under mu_) only when the queue is full.
   BoundedQueue<Entry> incoming_{1 << 15};

@@ -5,8 +5,6 @@
 #include <initializer_list>
 #include <type_traits>
 
-#include "symbol_lookup.h"
-
 namespace lockstep::rec {
 
 CompletionDriver* load_completion_driver() {
@@ -15,9 +13,8 @@ CompletionDriver* load_completion_driver() {
   if (!h) return nullptr;
   auto* d = new CompletionDriver();
   auto sym = [&](auto& fn, std::initializer_list<const char*> names) {
-    // libc's dlsym: ours hands out our wrapper for the names driver_hooks.cpp wraps.
     for (const char* n : names)
-      if (void* p = real_dlsym(h, n)) {
+      if (void* p = dlsym(h, n)) {
         fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
         return;
       }
@@ -32,7 +29,7 @@ CompletionDriver* load_completion_driver() {
   sym(d->device_get_attribute, {"cuDeviceGetAttribute"});
   sym(d->capture_info, {"cuStreamGetCaptureInfo_v3"});
   using GetProc = int (*)(const char*, void**, int, unsigned long long, int*);
-  auto gp = reinterpret_cast<GetProc>(real_dlsym(h, "cuGetProcAddress_v2"));
+  auto gp = reinterpret_cast<GetProc>(dlsym(h, "cuGetProcAddress_v2"));
   if (!d->capture_info && gp) {
     // CUDA 13 exports the v3 argument list under the versioned name; older drivers via
     // cuGetProcAddress with an explicit version.

@@ -1,8 +1,6 @@
 // CUDA graphs driven through the driver API (JAX/XLA, statically linked cudart, the runtime's
 // own calls): cuStreamEndCapture, cuGraphInstantiate*, cuGraphExecUpdate, cuGraphLaunch,
-// cuGraphDestroy, cuGraphExecDestroy; and cuStreamGetCaptureInfo (v3 argument list), whose
-// answers the recorder reads instead of asking again (NCCL asks about an op's stream inside the
-// op's call: recorder.h capture_info_seen). Programs reach these three ways, all covered:
+// cuGraphDestroy, cuGraphExecDestroy. Programs reach these three ways, all covered:
 //  - linked against libcuda.so.1: the exported symbols below (global scope);
 //  - cuGetProcAddress (how libcudart and most frameworks get every driver function): our
 //    cuGetProcAddress (CUDA 11 form) / cuGetProcAddress_v2 forward, and hand out the wrapper for these names;
@@ -43,7 +41,7 @@ struct Wrapped {
 };
 
 std::atomic<void*> r_end_capture, r_instantiate, r_instantiate_params, r_exec_update, r_launch,
-    r_graph_destroy, r_exec_destroy, r_get_proc_v2, r_get_proc_v1, r_capture_info;
+    r_graph_destroy, r_exec_destroy, r_get_proc_v2, r_get_proc_v1;
 
 // cuGetProcAddress in its CUDA 11 form (4 arguments; cuda.h maps the name to _v2, so it is
 // declared under its symbol name): CUDA 11.3-11.8 runtimes get every driver function through it.
@@ -114,20 +112,6 @@ __attribute__((visibility("default"))) CUresult cuGraphLaunch(CUgraphExec exec, 
   return rc;
 }
 
-// cuda.h names the v3 argument list cuStreamGetCaptureInfo (CUDA 13); the symbol is _v3.
-__attribute__((visibility("default"))) CUresult cuStreamGetCaptureInfo_v3(
-    CUstream stream, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* graph,
-    const CUgraphNode** deps, const CUgraphEdgeData** edges, size_t* n_deps) {
-  auto real = real_driver<decltype(&cuStreamGetCaptureInfo_v3)>(r_capture_info,
-                                                                "cuStreamGetCaptureInfo_v3");
-  if (!real) return kNoDriver;
-  CUresult rc = real(stream, status, id, graph, deps, edges, n_deps);
-  if (rc == CUDA_SUCCESS && status && recorder_active())
-    capture_info_seen(stream, int(*status), reinterpret_cast<const uint64_t*>(id),
-                      reinterpret_cast<void* const*>(graph));
-  return rc;
-}
-
 __attribute__((visibility("default"))) CUresult cuGraphDestroy(CUgraph graph) {
   auto real = real_driver<decltype(&cuGraphDestroy)>(r_graph_destroy, "cuGraphDestroy");
   if (!real) return kNoDriver;
@@ -162,11 +146,6 @@ const Wrapped* wrapped_table() {
       {"cuGraphLaunch", reinterpret_cast<void*>(&cuGraphLaunch), &r_launch, 0},
       {"cuGraphDestroy", reinterpret_cast<void*>(&cuGraphDestroy), &r_graph_destroy, 0},
       {"cuGraphExecDestroy", reinterpret_cast<void*>(&cuGraphExecDestroy), &r_exec_destroy, 0},
-      // The v3 argument list: from CUDA 12.3 under the plain name (older versions: v1, v2).
-      {"cuStreamGetCaptureInfo", reinterpret_cast<void*>(&cuStreamGetCaptureInfo_v3),
-       &r_capture_info, 12030},
-      {"cuStreamGetCaptureInfo_v3", reinterpret_cast<void*>(&cuStreamGetCaptureInfo_v3),
-       &r_capture_info, 0},
       {nullptr, nullptr, nullptr, 0},
   };
   return table;

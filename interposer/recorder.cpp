@@ -380,8 +380,9 @@ OpToken op_begin(const OpDesc& d) noexcept {
   if (prev && prev->d.stream == d.stream) {
     t.capture = prev->capture;
   } else if (!(off & kOffCapture)) {
-    t.capture_pending = true;  // op_end, after the real call: NCCL's own query or ours
-    t.capture_mark = Completion::capture_mark();
+    const uint64_t c0 = (off & kProfile) ? bench_ticks() : 0;
+    t.capture = r->completion->capture_state(d.stream);
+    if (off & kProfile) bench_count(kCntCaptureTicks, bench_ticks() - c0);
   }
   if (off & kProfile) {
     bench_count(kCntOpBeginTicks, bench_ticks() - t0);
@@ -396,13 +397,6 @@ void op_end(OpToken& t, int rc) noexcept {
   if (!r) return;
   const bool profile = bench_off() & kProfile;
   const uint64_t t0 = profile ? bench_ticks() : 0;
-  if (t.capture_pending) {
-    // Whether the op went into a stream capture. Asked after the call, which cannot have begun
-    // or ended a capture of the op's stream: NCCL's own answer during the call when it asked
-    // (it does whenever the op's stream is new to its planner), else one query of ours.
-    t.capture = r->completion->capture_state_after(t.desc.stream, t.capture_mark);
-    if (profile) bench_count(kCntCaptureTicks, bench_ticks() - t0);
-  }
   ThreadState& ts = thread_state();
   if (t.grouped && enqueued_ok(rc)) {
     ts.parts.push_back({t.desc, t.issue_mono, t.issue_wall, t.stack_hash, t.capture});

@@ -41,10 +41,6 @@ struct OpToken {
   int64_t issue_mono = 0, issue_wall = 0;
   uint64_t stack_hash = 0;
   CaptureState capture;
-  // The capture state is taken after the real call (op_end): from NCCL's own query of the op's
-  // stream during the call when it made one (capture_seen), else from ours.
-  bool capture_pending = false;
-  uint64_t capture_mark = 0;  // the thread's count of seen capture queries before the call
   OpDesc desc;
 };
 OpToken op_begin(const OpDesc& d) noexcept;
@@ -108,10 +104,5 @@ void resolve_deferred_completions() noexcept;
 void event_reused(void* event) noexcept;
 // A stream (device: every stream) synchronize returned success on this thread.
 void synchronized(void* stream, bool device) noexcept;
-// A cuStreamGetCaptureInfo (v3 argument list) by anyone on this thread returned success: what
-// it said about `stream` (id and graph null where the caller did not ask for them). NCCL asks
-// about the op's stream inside every call on a new stream of its planner; op_end takes that
-// answer instead of making a query of its own. Any thread, any time; a few stores.
-void capture_info_seen(void* stream, int status, const uint64_t* id, void* const* graph) noexcept;
 
 }  // namespace lockstep::rec

@@ -3,8 +3,7 @@
 // op (PyTorch's work end event) has those events adopted as the ops' signals, completions read
 // as with our own per-op events, and a hang is still named as exactly one op; an event recorded
 // on another stream is never taken for an op's signal, and an adopted event recorded again
-// before its op completed leaves that op with no signal, named as a range. And the capture state
-// an op is recorded with comes from NCCL's own query of its stream during the call.
+// before its op completed leaves that op with no signal, named as a range.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -139,33 +138,5 @@ TEST(AdoptedCompletion, an_adopted_event_recorded_again_too_early_leaves_a_range
     EXPECT_NE(hang.find(std::string("seq 21 ") + op[r] + " count=64 or a later op up to comm"), std::string::npos)
         << hang << "\n" << job.result.err;
     EXPECT_NE(hang.find("seq 22 all_reduce"), std::string::npos) << hang;
-  }
-}
-
-// Each op's capture state is what the fixture NCCL's own cuStreamGetCaptureInfo of the op's
-// stream said during the call (as NCCL's ncclPlannerSetCapturingGraph asks), not a query of
-// ours: on the program's own stream ours are made only for the first call of each group (the
-// fixture asks at ncclGroupEnd, outside the calls); on the legacy default stream (handle 0, a
-// stream per thread or per context, which the caller's flavour decides) for every op. Ops,
-// states and completions are those of a run that queries for every op (bench knob captureseen).
-TEST(CaptureState, an_op_takes_the_query_nccl_made_during_its_call) {
-  for (const char* where : {"clean", "default"}) {
-    Job seen({"torch", "300", where}, {});
-    Job own({"torch", "300", where}, {{"LOCKSTEP_BENCH_OFF", "captureseen"}});
-    ASSERT_EQ(seen.result.exit_code, 0) << where << ": " << seen.describe();
-    ASSERT_EQ(own.result.exit_code, 0) << where << ": " << own.describe();
-    ASSERT_EQ(seen.by_rank.size(), 2u) << seen.describe();
-    ASSERT_EQ(own.by_rank.size(), 2u) << own.describe();
-    for (int rank = 0; rank < 2; rank++) {
-      Trace a(seen.by_rank[rank]), o(own.by_rank[rank]);
-      EXPECT_EQ(a.scalar(kOpsAndCompletions), o.scalar(kOpsAndCompletions)) << where << " rank " << rank;
-      const std::string ops = a.scalar("SELECT count(*) FROM ops");
-      const std::string groups = a.scalar("SELECT count(*) FROM ops WHERE group_id IS NOT NULL");
-      EXPECT_EQ(ops, "300") << where << " rank " << rank;
-      EXPECT_NE(groups, "0") << where << " rank " << rank;
-      EXPECT_EQ(a.meta("capture_queries"), where == std::string("clean") ? groups : ops)
-          << where << " rank " << rank;
-      EXPECT_EQ(o.meta("capture_queries"), ops) << where << " rank " << rank;
-    }
   }
 }
