@@ -1,6 +1,8 @@
-// CUDA graphs driven through the driver API (JAX/XLA, statically linked cudart, the runtime's
-// own calls): cuStreamEndCapture, cuGraphInstantiate*, cuGraphExecUpdate, cuGraphLaunch,
-// cuGraphDestroy, cuGraphExecDestroy. Programs reach these three ways, all covered:
+// CUDA graphs driven through the driver API (JAX/XLA, the runtime's own calls):
+// cuStreamEndCapture, cuGraphInstantiate*, cuGraphExecUpdate, cuGraphLaunch, cuGraphDestroy,
+// cuGraphExecDestroy. Programs reach these three ways, all covered (a statically linked cudart
+// gets its driver functions otherwise: on the H200, NCCL's own never reached a wrapper handed
+// out here; docs/limits.md):
 //  - linked against libcuda.so.1: the exported symbols below (global scope);
 //  - cuGetProcAddress (how libcudart and most frameworks get every driver function): our
 //    cuGetProcAddress (CUDA 11 form) / cuGetProcAddress_v2 forward, and hand out the wrapper for these names;
