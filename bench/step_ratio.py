@@ -4,8 +4,9 @@
 
 Per label, every configuration is compared with the label's baseline ("paused" for the
 in-process lockstep A/B, "off" for the Flight Recorder children; --base names another, e.g.
-no-stacks to see what the stacks add). Files are pooled: their pairs are numbered per file. The steps of each pair (one
-block of every configuration run back to back, or one child process per side) are averaged per
+no-stacks to see what the stacks add). Files are pooled: their pairs are numbered per file. The
+steps of each pair (one block of every configuration run back to back, or one child process per
+side) are averaged per
 configuration; the ratio is the sum over pairs of the configuration's means over the sum of the
 baseline's, and its interval comes from 5,000 resamples of the pairs (percentile bootstrap,
 fixed seed). Both the step time (`ms`, ends after torch.cuda.synchronize) and the host issue
@@ -14,6 +15,7 @@ then, for steps that carry the recorder's profile counters (step_overhead.py --p
 second one: per configuration, the mean per step of each counted part, in µs of the TSC (its
 rate taken from the TSC ticks over each step's wall time).
 """
+import argparse
 import collections
 import gzip
 import json
@@ -32,14 +34,13 @@ def ratio_ci(means, rng):
 
 
 def main():
-    global BASELINES
-    args = sys.argv[1:]
-    if args and args[0].startswith("--base"):
-        name = args[0].split("=", 1)[1] if "=" in args[0] else args.pop(1)
-        BASELINES = (name,)
-        args = args[1:]
+    parser = argparse.ArgumentParser(description="step-time ratios with bootstrap 95% intervals")
+    parser.add_argument("--base", help="the configuration every other is compared with")
+    parser.add_argument("files", nargs="+")
+    args = parser.parse_args()
+    baselines = (args.base,) if args.base else BASELINES
     rows = collections.defaultdict(lambda: collections.defaultdict(lambda: collections.defaultdict(list)))
-    for run, path in enumerate(args):
+    for run, path in enumerate(args.files):
         for line in (gzip.open(path, "rt") if path.endswith(".gz") else open(path)):
             if line.startswith("{"):
                 r = json.loads(line)
@@ -51,7 +52,7 @@ def main():
     rng = random.Random(15)
     for label, pairs in rows.items():
         configs = sorted({c for p in pairs.values() for c in p})
-        base = next((b for b in BASELINES if b in configs), None)
+        base = next((b for b in baselines if b in configs), None)
         if base is None:
             continue
         for conf in configs:
@@ -74,7 +75,7 @@ def main():
             print(f"| {label} | {conf} vs {base} | {len(both)} | {len(a)} | "
                   f"{statistics.median(a):.2f} / {statistics.median(b):.2f} | {cells[0]} | {cells[1]} |")
     profile_table(rows)
-    attribution_table(rows)
+    attribution_table(rows, baselines)
 
 
 def step_metrics(r, ghz):
@@ -101,7 +102,7 @@ def step_metrics(r, ghz):
     return m
 
 
-def attribution_table(rows):
+def attribution_table(rows, baselines):
     """Per configuration against the baseline: the mean difference per step of each metric
     (µs), with a 95% bootstrap interval over pairs."""
     rng = random.Random(15)
@@ -113,7 +114,7 @@ def attribution_table(rows):
             continue
         ghz = statistics.median(r["counters"].get("tsc", 0) / (r["ms"] * 1e6) for r in recs)
         configs = sorted({c for p in pairs.values() for c in p})
-        base = next((b for b in BASELINES if b in configs), None)
+        base = next((b for b in baselines if b in configs), None)
         if base is None:
             continue
         for conf in configs:
