@@ -1,10 +1,12 @@
 // lockstep stacks DIR --comm C --seq N: every member's op and full stack at one point.
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <optional>
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "analyze_common.h"
 #include "commands.h"
@@ -90,50 +92,70 @@ int stacks(const StacksArgs& a) {
       if (c.hash == gc.hash) gc.members = c.members;
     shown.push_back(std::move(gc));
   }
-  auto details = details_from_files(*s);
   bool any = false, untraced = false;
   for (const GlobalComm& gc : shown) {
     std::cout << printable(comm_label(gc.hash, gc.role)) << " seq " << a.seq << " (" << plural(gc.nranks, "rank", "ranks") << "):\n";
-    std::vector<Entry> entries;
-    std::map<std::string, size_t> by_body;
-    for (auto& m : gc.members) {
+    // Each member's entry: what its rows say, then its op's details and stack from its file.
+    // The files are read in parallel, each thread with its own connections: for a communicator
+    // of 16,384 ranks the opens are most of the command's time. Listed in member order.
+    std::vector<std::string> bodies(gc.members.size());
+    std::vector<const SchedOp*> hits(gc.members.size(), nullptr);
+    std::vector<size_t> found;
+    for (size_t k = 0; k < gc.members.size(); ++k) {
+      const CommMember& m = gc.members[k];
       const SchedProcess& sp = s->procs[m.proc];
-      int rank = display_rank(*s, m.proc);
-      const SchedOp* hit = nullptr;
       for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
         for (uint32_t i : *list)
-          if (sp.ops[i].seq == a.seq) hit = &sp.ops[i];
-      if (!hit) {
-        // Seqs the size cap retired were issued: said so, with what the file keeps (G7).
-        const Comm& cm = sp.info.comms[m.local];
-        int64_t kept = 0, kept_first = INT64_MAX, kept_last = 0;
-        for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
-          for (uint32_t i : *list) {
-            ++kept;
-            kept_first = std::min<int64_t>(kept_first, sp.ops[i].seq);
-            kept_last = std::max<int64_t>(kept_last, sp.ops[i].seq);
-          }
-        const std::string retired = retired_seq_text(sp.info, cm, a.seq, kept, kept_first, kept_last);
-        add_entry(entries, by_body, rank,
-                  !retired.empty() ? retired + "\n"
-                                   : "no op with seq " + std::to_string(a.seq) + " (issued " + std::to_string(issued_on_comm(cm, kept)) +
-                                         " ops on this comm)\n",
-                  a.per_rank);
+          if (sp.ops[i].seq == a.seq) hits[k] = &sp.ops[i];
+      if (hits[k]) {
+        found.push_back(k);
         continue;
       }
-      any = true;
-      auto op = details->op(m.proc, hit->call_index);
-      std::ostringstream body;
-      body << describe_signature(s->sigs[hit->sig]) << "  "
-           << progress_word(vocab::State::Enqueued, hit->completed(), sp.completion_known);
-      if (op && !op->thread_name.empty()) body << "  thread " << printable(op->thread_name);
-      body << "\n";
-      auto frames = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
-      if (!a.all_frames) frames = trim_stack(frames, 32);
-      if (frames.empty()) body << "    (no stack recorded)\n";
-      for (auto& f : frames) body << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << printable(format_frame(f)) << "\n";
-      add_entry(entries, by_body, rank, body.str(), a.per_rank);
+      // Seqs the size cap retired were issued: said so, with what the file keeps (G7).
+      const Comm& cm = sp.info.comms[m.local];
+      int64_t kept = 0, kept_first = INT64_MAX, kept_last = 0;
+      for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
+        for (uint32_t i : *list) {
+          ++kept;
+          kept_first = std::min<int64_t>(kept_first, sp.ops[i].seq);
+          kept_last = std::max<int64_t>(kept_last, sp.ops[i].seq);
+        }
+      const std::string retired = retired_seq_text(sp.info, cm, a.seq, kept, kept_first, kept_last);
+      bodies[k] = !retired.empty() ? retired + "\n"
+                                   : "no op with seq " + std::to_string(a.seq) + " (issued " + std::to_string(issued_on_comm(cm, kept)) +
+                                         " ops on this comm)\n";
     }
+    any |= !found.empty();
+    const unsigned threads = static_cast<unsigned>(std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), found.size()));
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      auto details = details_from_files(*s);
+      for (size_t j; (j = next.fetch_add(1)) < found.size();) {
+        const size_t k = found[j];
+        const CommMember& m = gc.members[k];
+        const SchedProcess& sp = s->procs[m.proc];
+        const SchedOp* hit = hits[k];
+        auto op = details->op(m.proc, hit->call_index);
+        std::ostringstream body;
+        body << describe_signature(s->sigs[hit->sig]) << "  "
+             << progress_word(vocab::State::Enqueued, hit->completed(), sp.completion_known);
+        if (op && !op->thread_name.empty()) body << "  thread " << printable(op->thread_name);
+        body << "\n";
+        auto frames = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
+        if (!a.all_frames) frames = trim_stack(frames, 32);
+        if (frames.empty()) body << "    (no stack recorded)\n";
+        for (auto& f : frames) body << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << printable(format_frame(f)) << "\n";
+        bodies[k] = body.str();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+    if (!found.empty()) worker();
+    for (auto& t : pool) t.join();
+    std::vector<Entry> entries;
+    std::map<std::string, size_t> by_body;
+    for (size_t k = 0; k < gc.members.size(); ++k)
+      add_entry(entries, by_body, display_rank(*s, gc.members[k].proc), std::move(bodies[k]), a.per_rank);
     print_entries(entries);
     // Members without a loaded file: named, never left out silently.
     for (int r : untraced_ranks(gc)) {
