@@ -5,6 +5,7 @@
 #include <optional>
 #include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -23,6 +24,7 @@ struct StacksArgs {
   int64_t seq = 0;
   bool all_frames = false;
   bool per_rank = false;
+  bool full_read = false;
 };
 
 // Members whose op, state, thread and stack are the same, as one entry: at 16,384 ranks the
@@ -75,22 +77,53 @@ int stacks(const StacksArgs& a) {
   std::sort(members.begin(), members.end());
   members.erase(std::unique(members.begin(), members.end()), members.end());
   std::optional<Schedule> s;
+  CommIndex idx;
+  // The same communicators in the loaded index, by hash; one whose every member's rows are
+  // unusable has none: its ranks are named below as untraced.
+  std::vector<GlobalComm> shown;
+  auto index_shown = [&] {
+    idx = build_comm_index(*s);
+    shown.clear();
+    for (int g : matches) {
+      GlobalComm gc = hidx.comms[g];
+      gc.members.clear();
+      for (const GlobalComm& c : idx.comms)
+        if (c.hash == gc.hash) gc.members = c.members;
+      shown.push_back(std::move(gc));
+    }
+  };
   try {
-    s = load_schedule_of(headers, members);
+    // A communicator of a large share of the job (a world or data-parallel one): the
+    // summary-first read of the directory, node summaries where consistent, holds every file's
+    // newest ops at a fraction of the cost of every row of its members. Used when seq N lies
+    // after every member's cut (the collectives before it are not read); else, and for a small
+    // communicator, every row of the members' files.
+    if (!a.full_read && members.size() * 4 >= headers.procs.size()) {
+      s = load_schedule(a.dir, {.summary_first = true, .use_summaries = true});
+      index_shown();
+      bool holds = true;
+      for (const GlobalComm& gc : shown)
+        for (const CommMember& m : gc.members) {
+          const auto& unread = s->procs[m.proc].unread;
+          holds &= static_cast<size_t>(m.local) >= unread.size() || unread[m.local].collectives < a.seq;
+        }
+      if (holds) {
+        // The files listed as skipped: the headers' and the members' (as reading the members alone lists them).
+        std::set<std::string> listed;
+        for (const SkippedFile& f : headers.skipped) listed.insert(f.path);
+        for (int p : members) listed.insert(headers.procs[p].info.path);
+        std::erase_if(s->skipped, [&](const SkippedFile& f) { return !listed.count(f.path); });
+      } else {
+        s.reset();
+      }
+    }
+    if (!s) {
+      s = load_schedule_of(headers, members);
+      index_shown();
+    }
   } catch (const LoadError& e) {
     std::cerr << "lockstep stacks: " << printable(e.what()) << "\n";
     return kExitUsage;
-  }
-  CommIndex idx = build_comm_index(*s);
-  // The same communicators in the members' index, by hash; one whose every member's rows are
-  // unusable has none: its ranks are named below as untraced.
-  std::vector<GlobalComm> shown;
-  for (int g : matches) {
-    GlobalComm gc = hidx.comms[g];
-    gc.members.clear();
-    for (const GlobalComm& c : idx.comms)
-      if (c.hash == gc.hash) gc.members = c.members;
-    shown.push_back(std::move(gc));
   }
   bool any = false, untraced = false;
   for (const GlobalComm& gc : shown) {
@@ -113,7 +146,9 @@ int stacks(const StacksArgs& a) {
       }
       // Seqs the size cap retired were issued: said so, with what the file keeps (G7).
       const Comm& cm = sp.info.comms[m.local];
-      int64_t kept = 0, kept_first = INT64_MAX, kept_last = 0;
+      // The collectives a summary-first read left unread count as kept: issued, not listed.
+      int64_t kept = static_cast<size_t>(m.local) < sp.unread.size() ? sp.unread[m.local].collectives : 0;
+      int64_t kept_first = INT64_MAX, kept_last = 0;
       for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
         for (uint32_t i : *list) {
           ++kept;
@@ -157,6 +192,17 @@ int stacks(const StacksArgs& a) {
     for (size_t k = 0; k < gc.members.size(); ++k)
       add_entry(entries, by_body, display_rank(*s, gc.members[k].proc), std::move(bodies[k]), a.per_rank);
     print_entries(entries);
+    // What was not read (the counts of ops issued above include it).
+    int64_t cut_min = INT64_MAX, cut_max = 0;
+    for (const CommMember& m : gc.members) {
+      const auto& unread = s->procs[m.proc].unread;
+      const int64_t c = static_cast<size_t>(m.local) < unread.size() ? unread[m.local].collectives : 0;
+      cut_min = std::min(cut_min, c), cut_max = std::max(cut_max, c);
+    }
+    if (cut_max > 0)
+      std::cout << "  read: summary first: collectives #1.."
+                << (cut_min == cut_max ? std::to_string(cut_max) : "(" + std::to_string(cut_min) + " to " + std::to_string(cut_max) + ")")
+                << " not read, known by checkpoint digest only (every member's agrees; --full-read reads them)\n";
     // Members without a loaded file: named, never left out silently.
     for (int r : untraced_ranks(gc)) {
       std::cout << "  comm rank " << r << ": no usable trace file (missing, skipped or of another job): its op is unknown\n";
@@ -180,6 +226,9 @@ void add_stacks_command(Command& app, int* exit_code) {
   sub->add_flag("--all-frames", args->all_frames, "Do not trim NCCL/lockstep/libc/interpreter frames");
   sub->add_flag("--per-rank", args->per_rank,
                 "One entry per rank (default: ranks whose op, state, thread and stack are the same share one entry)");
+  sub->add_flag("--full-read", args->full_read,
+                "Read every op row of the members' files (default for a communicator of a quarter of the ranks or more: "
+                "the summary-first read, node summaries included, when it holds the seq on every member)");
   sub->callback([args, exit_code] { *exit_code = stacks(*args); });
 }
 

@@ -135,6 +135,18 @@ for d in diverge clean lag early partial small corrupt; do
   summarized "$work/gen/$d" "$d"
   compare "$work/$d" "$work/gen/$d" used report
 done
+# stacks on the world communicator (of every rank) reads summary first, summaries included: the
+# listing of the summarized copy, but its "read:" line, is --full-read's of the traces alone.
+for d in diverge lag corrupt; do
+  for seq in 1000 1100 1124; do
+    rc_s=0 rc_f=0
+    "$LOCKSTEP" stacks "$work/$d" --comm init0 --seq $seq >"$work/st-s.txt" 2>&1 || rc_s=$?
+    "$LOCKSTEP" stacks "$work/gen/$d" --comm init0 --seq $seq --full-read 2>&1 | sed "s|$work/gen/$d|$work/$d|g" >"$work/st-f.txt" || rc_f=$?
+    if [ "$rc_s" != "$rc_f" ] || ! diff <(grep -v '^  read: summary first:' "$work/st-s.txt") "$work/st-f.txt" >/dev/null; then
+      echo "FAIL stacks $d --seq $seq from summaries: exit $rc_s vs $rc_f"; diff "$work/st-s.txt" "$work/st-f.txt" | head; fail=1
+    fi
+  done
+done
 # As on a cluster: files named as the recorder names them (<host>-<pid>), 4 ranks a host, each
 # node summarizing its own files (--host, no --every-host): one summary per node, all used.
 "$GEN" "$work/gen/nodes" --ranks 16 --ops 3000 --ranks-per-host 4 >/dev/null

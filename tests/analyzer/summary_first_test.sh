@@ -74,6 +74,24 @@ PY
   then fail=1; fi
 }
 
+# stacks on a communicator of every rank reads summary first when seq N lies after every member's
+# cut: the same listing as --full-read but its "read:" line, which must be there when expected.
+compare_stacks() {  # DIR COMM SEQ EXPECT_CUT(0|1)
+  local dir=$1 comm=$2 seq=$3 expect_cut=$4 rc_s=0 rc_f=0
+  "$LOCKSTEP" stacks "$dir" --comm "$comm" --seq "$seq" >"$work/st-s.txt" 2>&1 || rc_s=$?
+  "$LOCKSTEP" stacks "$dir" --comm "$comm" --seq "$seq" --full-read >"$work/st-f.txt" 2>&1 || rc_f=$?
+  local cut=0
+  grep -q '^  read: summary first:' "$work/st-s.txt" && cut=1
+  if [ "$rc_s" != "$rc_f" ] || ! diff <(grep -v '^  read: summary first:' "$work/st-s.txt") "$work/st-f.txt" >/dev/null ||
+     [ "$cut" != "$expect_cut" ] || grep -q '^  read:' "$work/st-f.txt"; then
+    echo "FAIL stacks $dir --comm $comm --seq $seq: exit $rc_s vs $rc_f (full read), cut $cut (expected $expect_cut)"
+    diff "$work/st-s.txt" "$work/st-f.txt" | head -20
+    fail=1
+    return
+  fi
+  echo "ok stacks $dir $comm $seq (cut $cut)"
+}
+
 # gen_trace: world, tp and dp communicators; checkpoints every 1,024 collectives (9,000 ops:
 # the world communicator's one checkpoint at its 1,024th all-to-all).
 "$GEN" "$work/diverge" --ranks 16 --ops 9000 --rank-names >/dev/null
@@ -90,6 +108,15 @@ cp -r "$work/diverge" "$work/missing" && rm "$work/missing/rank-5.lockstep.sqlit
 cp -r "$work/diverge" "$work/corrupt"
 dd if=/dev/urandom of="$work/corrupt/rank-9.lockstep.sqlite" bs=4096 seek=3 count=8 conv=notrunc status=none
 for d in diverge clean lag partial missing corrupt; do compare "$work/$d" 1 report; done
+# The world communicator (1,125 all-to-alls at 9,000 ops, one checkpoint at 1,024): a seq before the
+# cut is read from every row; after it, summary first; beyond the last, "no op" with the count
+# issued (the collectives not read included); a lagging host's members, a missing and a corrupt file.
+for d in diverge lag missing corrupt; do
+  compare_stacks "$work/$d" init0 1000 0
+  compare_stacks "$work/$d" init0 1100 1
+  compare_stacks "$work/$d" init0 1124 1
+  compare_stacks "$work/$d" init0 1200 1
+done
 # Ops in flight before the newest checkpoints (they never count as done): read whole.
 compare "$work/early" 0
 compare "$work/small" 0
