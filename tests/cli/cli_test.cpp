@@ -421,3 +421,35 @@ TEST(CliTimeline, file_whose_rows_cannot_be_read_is_named_and_exits_4) {
   EXPECT_EQ(slices_rank1, 0);
   EXPECT_NE(name1.find("not read: "), std::string::npos) << name1;
 }
+
+// doctor at scale: files whose reports are the same but for their counts share one report (the
+// first file's line, the ranks and hosts of all, the counts as a range); an unreadable file
+// keeps its own line unless others fail alike; --per-file lists every file.
+TEST(CliDoctor, files_with_the_same_report_share_one_with_their_counts_as_a_range) {
+  TraceBuilder b(4);
+  b.comm("aaaaaaaa00000001", {0, 1, 2, 3});
+  b.all({0, 1, 2, 3}, "aaaaaaaa00000001", {}, 5);
+  b.add(3, "aaaaaaaa00000001", {});
+  auto dir = write(b, "cli-doctor-grouped");
+  auto r = lockstep_cli({"doctor", dir});
+  EXPECT_EQ(r.exit_code, 0) << both(r);
+  EXPECT_NE(r.out.find("rank-0.lockstep.sqlite: rank 0, pid 1000 on node0 (this report for 4 files: ranks 0-3, on 1 host)\n"),
+            std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("  recorded: 5-6 op rows, 0 captured into graphs, 0 graph launches"), std::string::npos) << both(r);
+  for (const char* other : {"rank-1.", "rank-2.", "rank-3."}) EXPECT_EQ(r.out.find(other), std::string::npos) << both(r);
+
+  std::ofstream(dir + "/rank-8" + lockstep::schema::kFileSuffix) << "not a database";
+  auto mixed = lockstep_cli({"doctor", dir});
+  EXPECT_EQ(mixed.exit_code, 0) << both(mixed);
+  EXPECT_NE(mixed.out.find("rank-8.lockstep.sqlite: unreadable: "), std::string::npos) << both(mixed);
+  EXPECT_EQ(mixed.out.find("this report for 5 files"), std::string::npos) << both(mixed);
+
+  auto per_file = lockstep_cli({"doctor", dir, "--per-file"});
+  EXPECT_EQ(per_file.exit_code, 0) << both(per_file);
+  for (int p = 0; p < 4; ++p)
+    EXPECT_NE(per_file.out.find("rank-" + std::to_string(p) + ".lockstep.sqlite: rank " + std::to_string(p) + ", pid " +
+                                std::to_string(1000 + p) + " on node0\n"),
+              std::string::npos) << both(per_file);
+  EXPECT_NE(per_file.out.find("  recorded: 6 op rows"), std::string::npos) << both(per_file);
+  EXPECT_EQ(per_file.out.find("this report for"), std::string::npos) << both(per_file);
+}

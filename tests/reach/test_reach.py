@@ -105,11 +105,20 @@ class CtypesPynccl(unittest.TestCase):
                                     timeout=TIMEOUT)
             self.assertEqual(doctor.returncode, 0, doctor.stderr)
             lib = os.path.join(FIXTURE, "libnccl.so.2")
+            # The two ranks' reports are the same: one report for both (--per-file: each).
             self.assertEqual(doctor.stdout.count("reached through: a library loaded RTLD_LOCAL "
                                                  "(found by scanning); dlsym on a libnccl handle"),
-                             2, doctor.stdout)
-            self.assertEqual(doctor.stdout.count("libnccl used: " + lib), 2, doctor.stdout)
+                             1, doctor.stdout)
+            self.assertIn("(this report for 2 files: ranks 0-1, on 1 host)", doctor.stdout)
+            self.assertEqual(doctor.stdout.count("libnccl used: " + lib), 1, doctor.stdout)
             self.assertIn("recorded: 10 op rows", doctor.stdout)
+            per_file = subprocess.run([CLI, "doctor", "--per-file", trace_dir], capture_output=True,
+                                      text=True, timeout=TIMEOUT)
+            self.assertEqual(per_file.returncode, 0, per_file.stderr)
+            self.assertEqual(per_file.stdout.count("reached through: a library loaded RTLD_LOCAL "
+                                                   "(found by scanning); dlsym on a libnccl handle"),
+                             2, per_file.stdout)
+            self.assertEqual(per_file.stdout.count("libnccl used: " + lib), 2, per_file.stdout)
 
     def test_doctor_on_a_directory_without_traces_says_so(self):
         with tempfile.TemporaryDirectory() as tmp:
