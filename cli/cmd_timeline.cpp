@@ -14,6 +14,7 @@
 #include "exit_codes.h"
 #include "text_escape.h"
 #include "timeline.h"
+#include "trace_file.h"
 #include "trace_validation.h"
 
 namespace lockstep::cli {
@@ -23,6 +24,7 @@ struct TimelineArgs {
   std::string dir;
   std::string output;
   std::vector<int> ranks;
+  std::vector<std::string> ranks_text;  // --ranks as given: "0-7", "9"
   std::string comm;
   int64_t from_seq = 0;
   int64_t to_seq = 0;
@@ -47,7 +49,32 @@ std::vector<EvidenceIssue> evidence_of(const Schedule& headers, const std::vecto
   return validate_evidence(procs, skipped);
 }
 
-int timeline(const TimelineArgs& a) {
+// --ranks as the other commands print ranks ("0-7,9,12-15"): each item a rank or a range. false
+// (and why): not a rank, a range backwards, or more than 2^20 ranks in all.
+bool parse_ranks(const std::vector<std::string>& items, std::vector<int>& out, std::string& why) {
+  constexpr int64_t kMost = int64_t(1) << 20;
+  for (const std::string& item : items) {
+    const size_t dash = item.find('-', 1);
+    const auto lo = trace_file::parse_int(item.substr(0, dash));
+    const auto hi = dash == std::string::npos ? lo : trace_file::parse_int(item.substr(dash + 1));
+    if (!lo.integer() || !hi.integer() || lo.value < 0 || hi.value < lo.value || hi.value > INT32_MAX) {
+      why = "'" + printable(item) + "' is not a rank or a range of ranks (0-7)";
+      return false;
+    }
+    if (static_cast<int64_t>(out.size()) + (hi.value - lo.value) >= kMost) {
+      why = "more than " + std::to_string(kMost) + " ranks";
+      return false;
+    }
+    for (int64_t r = lo.value; r <= hi.value; ++r) out.push_back(static_cast<int>(r));
+  }
+  return true;
+}
+
+int timeline(TimelineArgs a) {
+  if (std::string why; !parse_ranks(a.ranks_text, a.ranks, why)) {
+    std::cerr << "lockstep timeline: --ranks: " << why << "\n";
+    return kExitUsage;
+  }
   if (a.to_seq > 0 && a.from_seq > a.to_seq) {
     std::cerr << "lockstep timeline: --from-seq " << a.from_seq << " is after --to-seq " << a.to_seq << "\n";
     return kExitUsage;
@@ -164,7 +191,7 @@ void add_timeline_command(Command& app, int* exit_code) {
   sub->footer("Exit code: 0 written, 2 input error, 4 written but the evidence is incomplete (each gap named on stderr).");
   sub->add_option("dir", args->dir, "Trace directory")->required();
   sub->add_option("-o,--output", args->output, "Write Chrome Trace Event JSON here ('-' = stdout)");
-  sub->add_option("--ranks", args->ranks, "Only these global ranks (comma-separated)")->delimiter(',');
+  sub->add_option("--ranks", args->ranks_text, "Only these global ranks (comma-separated ranks and ranges: 0-7,9)")->delimiter(',');
   sub->add_option("--comm", args->comm, "Only this communicator (hash prefix, role or name)");
   sub->add_option("--from-seq", args->from_seq, "Only ops with seq >= N (--text: the first row shown)")->positive();
   sub->add_option("--to-seq", args->to_seq, "Only ops with seq <= M (--text: the last row shown)")->positive();

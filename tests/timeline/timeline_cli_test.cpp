@@ -132,6 +132,27 @@ TEST(TimelineCli, ranks_option_shows_only_those_ranks) {
   EXPECT_EQ(pid_of(j, "rank 0"), pid_of(full, "rank 0"));
 }
 
+// --ranks takes ranks as every command prints them: "1-2" is ranks 1 and 2 (as "2,1" is); a
+// backwards range, a negative rank or one that is no number is a usage error naming the item.
+TEST(TimelineCli, ranks_option_takes_ranges_as_the_commands_print_them) {
+  Written w;
+  ProcResult range = run_program({LOCKSTEP_EXE, "timeline", w.dir, "--ranks", "1-2", "-o", "-"});
+  ProcResult list = run_program({LOCKSTEP_EXE, "timeline", w.dir, "--ranks", "2,1", "-o", "-"});
+  ASSERT_EQ(range.exit_code, 0) << range.err;
+  ASSERT_EQ(list.exit_code, 0) << list.err;
+  EXPECT_EQ(range.out, list.out);
+  EXPECT_NE(range.out.find("rank 1 ("), std::string::npos) << range.out.substr(0, 1000);
+  EXPECT_EQ(range.out.find("rank 0 ("), std::string::npos) << range.out.substr(0, 1000);
+  ProcResult text = run_program({LOCKSTEP_EXE, "timeline", w.dir, "--text", "--ranks", "0-1"});
+  EXPECT_NE(text.out.find("ranks 0-1"), std::string::npos) << text.out << text.err;
+  for (const char* bad : {"2-1", "-1", "x", "1-", "0-99999999"}) {
+    ProcResult r = run_program({LOCKSTEP_EXE, "timeline", w.dir, "--ranks", bad, "-o", "-"});
+    EXPECT_EQ(r.exit_code, 2) << bad << "\n" << r.err;
+    EXPECT_NE(r.err.find("lockstep timeline: --ranks: "), std::string::npos) << bad << "\n" << r.err;
+    EXPECT_TRUE(r.out.empty()) << bad;
+  }
+}
+
 TEST(TimelineCli, unknown_rank_or_comm_exits_2_with_what_exists_and_creates_no_file) {
   Written w;
   std::string out = w.dir + "/t.json";
