@@ -8,6 +8,8 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
+#include <unordered_map>
 
 #include "analyze_common.h"
 #include "commands.h"
@@ -76,140 +78,166 @@ int stacks(const StacksArgs& a) {
     for (const CommMember& m : hidx.comms[g].members) members.push_back(m.proc);
   std::sort(members.begin(), members.end());
   members.erase(std::unique(members.begin(), members.end()), members.end());
-  std::optional<Schedule> s;
-  CommIndex idx;
-  // The same communicators in the loaded index, by hash; one whose every member's rows are
-  // unusable has none: its ranks are named below as untraced.
-  std::vector<GlobalComm> shown;
-  auto index_shown = [&] {
-    idx = build_comm_index(*s);
-    shown.clear();
-    for (int g : matches) {
-      GlobalComm gc = hidx.comms[g];
-      gc.members.clear();
+  // What is said of each member of the shown communicators, read from one loaded schedule at a
+  // time (the whole directory summary first, or the members' files in batches).
+  struct MemberLine {
+    int comm_rank = 0;
+    int rank = 0;  // as analyze shows it: the global rank, else the file's place in the directory
+    std::string body;
+  };
+  struct Shown {
+    GlobalComm gc;                    // members: every member read, for the untraced ones
+    std::vector<MemberLine> lines;
+    int64_t cut_min = INT64_MAX, cut_max = 0;  // collectives not read (summary first)
+  };
+  std::vector<Shown> shown;
+  for (int g : matches) {
+    Shown& sh = shown.emplace_back();
+    sh.gc = hidx.comms[g];
+    sh.gc.members.clear();
+  }
+  std::unordered_map<std::string, int> header_index;
+  for (size_t i = 0; i < headers.procs.size(); ++i) header_index.emplace(headers.procs[i].info.path, static_cast<int>(i));
+  std::vector<SkippedFile> skipped = headers.skipped;
+  bool any = false;
+  auto collect = [&](const Schedule& s, const CommIndex& idx) {
+    for (Shown& sh : shown) {
+      const GlobalComm* loaded = nullptr;
       for (const GlobalComm& c : idx.comms)
-        if (c.hash == gc.hash) gc.members = c.members;
-      shown.push_back(std::move(gc));
+        if (c.hash == sh.gc.hash) loaded = &c;
+      if (!loaded) continue;
+      std::vector<const SchedOp*> hits;  // per line added here; null: said from the rows alone
+      const size_t first_line = sh.lines.size();
+      for (const CommMember& m : loaded->members) {
+        const SchedProcess& sp = s.procs[m.proc];
+        auto hp = header_index.find(sp.info.path);
+        const int rank = hp == header_index.end() ? display_rank(s, m.proc) : shown_rank(headers.procs[hp->second].info, hp->second);
+        sh.gc.members.push_back({m.proc, m.local, m.rank});
+        const int64_t not_read = static_cast<size_t>(m.local) < sp.unread.size() ? sp.unread[m.local].collectives : 0;
+        sh.cut_min = std::min(sh.cut_min, not_read), sh.cut_max = std::max(sh.cut_max, not_read);
+        MemberLine& line = sh.lines.emplace_back();
+        line.comm_rank = m.rank, line.rank = rank;
+        const SchedOp* hit = nullptr;
+        for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
+          for (uint32_t i : *list)
+            if (sp.ops[i].seq == a.seq) hit = &sp.ops[i];
+        hits.push_back(hit);
+        if (hit) continue;
+        // Seqs the size cap retired were issued: said so, with what the file keeps (G7). The
+        // collectives a summary-first read left unread count as kept: issued, not listed.
+        const Comm& cm = sp.info.comms[m.local];
+        int64_t kept = not_read, kept_first = INT64_MAX, kept_last = 0;
+        for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
+          for (uint32_t i : *list) {
+            ++kept;
+            kept_first = std::min<int64_t>(kept_first, sp.ops[i].seq);
+            kept_last = std::max<int64_t>(kept_last, sp.ops[i].seq);
+          }
+        const std::string retired = retired_seq_text(sp.info, cm, a.seq, kept, kept_first, kept_last);
+        line.body = !retired.empty() ? retired + "\n"
+                                     : "no op with seq " + std::to_string(a.seq) + " (issued " + std::to_string(issued_on_comm(cm, kept)) +
+                                           " ops on this comm)\n";
+      }
+      // The op's details and stack from each file, the files in parallel, each thread with its
+      // own connections: for a communicator of 16,384 ranks the opens are most of the time.
+      std::vector<size_t> found;
+      for (size_t k = 0; k < hits.size(); ++k)
+        if (hits[k]) found.push_back(k);
+      any |= !found.empty();
+      std::atomic<size_t> next{0};
+      auto worker = [&] {
+        auto details = details_from_files(s);
+        for (size_t j; (j = next.fetch_add(1)) < found.size();) {
+          const size_t k = found[j];
+          const CommMember& m = loaded->members[k];
+          const SchedOp* hit = hits[k];
+          auto op = details->op(m.proc, hit->call_index);
+          std::ostringstream body;
+          body << describe_signature(s.sigs[hit->sig]) << "  "
+               << progress_word(vocab::State::Enqueued, hit->completed(), s.procs[m.proc].completion_known);
+          if (op && !op->thread_name.empty()) body << "  thread " << printable(op->thread_name);
+          body << "\n";
+          auto frames = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
+          if (!a.all_frames) frames = trim_stack(frames, 32);
+          if (frames.empty()) body << "    (no stack recorded)\n";
+          for (auto& f : frames) body << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << printable(format_frame(f)) << "\n";
+          sh.lines[first_line + k].body = body.str();
+        }
+      };
+      const unsigned threads = static_cast<unsigned>(std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), found.size()));
+      std::vector<std::thread> pool;
+      for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
+      if (!found.empty()) worker();
+      for (auto& t : pool) t.join();
     }
   };
   try {
     // A communicator of a large share of the job (a world or data-parallel one): the
     // summary-first read of the directory, node summaries where consistent, holds every file's
     // newest ops at a fraction of the cost of every row of its members. Used when seq N lies
-    // after every member's cut (the collectives before it are not read); else, and for a small
-    // communicator, every row of the members' files.
+    // after every member's cut (the collectives before it are not read).
+    bool done = false;
     if (!a.full_read && members.size() * 4 >= headers.procs.size()) {
-      s = load_schedule(a.dir, {.summary_first = true, .use_summaries = true});
-      index_shown();
+      Schedule s = load_schedule(a.dir, {.summary_first = true, .use_summaries = true});
+      const CommIndex idx = build_comm_index(s);
       bool holds = true;
-      for (const GlobalComm& gc : shown)
-        for (const CommMember& m : gc.members) {
-          const auto& unread = s->procs[m.proc].unread;
-          holds &= static_cast<size_t>(m.local) >= unread.size() || unread[m.local].collectives < a.seq;
-        }
+      for (const GlobalComm& c : idx.comms)
+        for (const Shown& sh : shown)
+          if (c.hash == sh.gc.hash)
+            for (const CommMember& m : c.members) {
+              const auto& unread = s.procs[m.proc].unread;
+              holds &= static_cast<size_t>(m.local) >= unread.size() || unread[m.local].collectives < a.seq;
+            }
       if (holds) {
+        collect(s, idx);
         // The files listed as skipped: the headers' and the members' (as reading the members alone lists them).
         std::set<std::string> listed;
-        for (const SkippedFile& f : headers.skipped) listed.insert(f.path);
         for (int p : members) listed.insert(headers.procs[p].info.path);
-        std::erase_if(s->skipped, [&](const SkippedFile& f) { return !listed.count(f.path); });
-      } else {
-        s.reset();
+        for (const SkippedFile& f : s.skipped)
+          if (listed.count(f.path)) skipped.push_back(f);
+        done = true;
       }
     }
-    if (!s) {
-      s = load_schedule_of(headers, members);
-      index_shown();
+    // Else, and for a small communicator, every row of the members' files, a batch of files at a
+    // time: memory is one batch's rows (16,384 files of 10,000 ops at once: 4.2 GB).
+    constexpr size_t kBatch = 1024;
+    for (size_t b = 0; !done && b < members.size(); b += kBatch) {
+      const std::vector<int> batch(members.begin() + static_cast<ptrdiff_t>(b),
+                                   members.begin() + static_cast<ptrdiff_t>(std::min(members.size(), b + kBatch)));
+      Schedule s = load_schedule_of(headers, batch);
+      collect(s, build_comm_index(s));
+      skipped.insert(skipped.end(), s.skipped.begin() + static_cast<ptrdiff_t>(std::min(s.skipped.size(), headers.skipped.size())),
+                     s.skipped.end());
     }
   } catch (const LoadError& e) {
     std::cerr << "lockstep stacks: " << printable(e.what()) << "\n";
     return kExitUsage;
   }
-  bool any = false, untraced = false;
-  for (const GlobalComm& gc : shown) {
+  bool untraced = false;
+  for (Shown& sh : shown) {
+    const GlobalComm& gc = sh.gc;
     std::cout << printable(comm_label(gc.hash, gc.role)) << " seq " << a.seq << " (" << plural(gc.nranks, "rank", "ranks") << "):\n";
-    // Each member's entry: what its rows say, then its op's details and stack from its file.
-    // The files are read in parallel, each thread with its own connections: for a communicator
-    // of 16,384 ranks the opens are most of the command's time. Listed in member order.
-    std::vector<std::string> bodies(gc.members.size());
-    std::vector<const SchedOp*> hits(gc.members.size(), nullptr);
-    std::vector<size_t> found;
-    for (size_t k = 0; k < gc.members.size(); ++k) {
-      const CommMember& m = gc.members[k];
-      const SchedProcess& sp = s->procs[m.proc];
-      for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
-        for (uint32_t i : *list)
-          if (sp.ops[i].seq == a.seq) hits[k] = &sp.ops[i];
-      if (hits[k]) {
-        found.push_back(k);
-        continue;
-      }
-      // Seqs the size cap retired were issued: said so, with what the file keeps (G7).
-      const Comm& cm = sp.info.comms[m.local];
-      // The collectives a summary-first read left unread count as kept: issued, not listed.
-      int64_t kept = static_cast<size_t>(m.local) < sp.unread.size() ? sp.unread[m.local].collectives : 0;
-      int64_t kept_first = INT64_MAX, kept_last = 0;
-      for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
-        for (uint32_t i : *list) {
-          ++kept;
-          kept_first = std::min<int64_t>(kept_first, sp.ops[i].seq);
-          kept_last = std::max<int64_t>(kept_last, sp.ops[i].seq);
-        }
-      const std::string retired = retired_seq_text(sp.info, cm, a.seq, kept, kept_first, kept_last);
-      bodies[k] = !retired.empty() ? retired + "\n"
-                                   : "no op with seq " + std::to_string(a.seq) + " (issued " + std::to_string(issued_on_comm(cm, kept)) +
-                                         " ops on this comm)\n";
-    }
-    any |= !found.empty();
-    const unsigned threads = static_cast<unsigned>(std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), found.size()));
-    std::atomic<size_t> next{0};
-    auto worker = [&] {
-      auto details = details_from_files(*s);
-      for (size_t j; (j = next.fetch_add(1)) < found.size();) {
-        const size_t k = found[j];
-        const CommMember& m = gc.members[k];
-        const SchedProcess& sp = s->procs[m.proc];
-        const SchedOp* hit = hits[k];
-        auto op = details->op(m.proc, hit->call_index);
-        std::ostringstream body;
-        body << describe_signature(s->sigs[hit->sig]) << "  "
-             << progress_word(vocab::State::Enqueued, hit->completed(), sp.completion_known);
-        if (op && !op->thread_name.empty()) body << "  thread " << printable(op->thread_name);
-        body << "\n";
-        auto frames = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
-        if (!a.all_frames) frames = trim_stack(frames, 32);
-        if (frames.empty()) body << "    (no stack recorded)\n";
-        for (auto& f : frames) body << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << printable(format_frame(f)) << "\n";
-        bodies[k] = body.str();
-      }
-    };
-    std::vector<std::thread> pool;
-    for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-    if (!found.empty()) worker();
-    for (auto& t : pool) t.join();
+    std::stable_sort(sh.lines.begin(), sh.lines.end(), [](const MemberLine& x, const MemberLine& y) {
+      return std::tie(x.comm_rank, x.rank) < std::tie(y.comm_rank, y.rank);
+    });
     std::vector<Entry> entries;
     std::map<std::string, size_t> by_body;
-    for (size_t k = 0; k < gc.members.size(); ++k)
-      add_entry(entries, by_body, display_rank(*s, gc.members[k].proc), std::move(bodies[k]), a.per_rank);
+    for (MemberLine& line : sh.lines) add_entry(entries, by_body, line.rank, std::move(line.body), a.per_rank);
     print_entries(entries);
     // What was not read (the counts of ops issued above include it).
-    int64_t cut_min = INT64_MAX, cut_max = 0;
-    for (const CommMember& m : gc.members) {
-      const auto& unread = s->procs[m.proc].unread;
-      const int64_t c = static_cast<size_t>(m.local) < unread.size() ? unread[m.local].collectives : 0;
-      cut_min = std::min(cut_min, c), cut_max = std::max(cut_max, c);
-    }
-    if (cut_max > 0)
+    if (sh.cut_max > 0)
       std::cout << "  read: summary first: collectives #1.."
-                << (cut_min == cut_max ? std::to_string(cut_max) : "(" + std::to_string(cut_min) + " to " + std::to_string(cut_max) + ")")
+                << (sh.cut_min == sh.cut_max ? std::to_string(sh.cut_max)
+                                             : "(" + std::to_string(sh.cut_min) + " to " + std::to_string(sh.cut_max) + ")")
                 << " not read, known by checkpoint digest only (every member's agrees; --full-read reads them)\n";
     // Members without a loaded file: named, never left out silently.
-    for (int r : untraced_ranks(gc)) {
+    std::sort(sh.gc.members.begin(), sh.gc.members.end(), [](const CommMember& x, const CommMember& y) { return x.rank < y.rank; });
+    for (int r : untraced_ranks(sh.gc)) {
       std::cout << "  comm rank " << r << ": no usable trace file (missing, skipped or of another job): its op is unknown\n";
       untraced = true;
     }
   }
-  print_skipped(s->skipped);
+  print_skipped(skipped);
   if (!any) return kExitUsage;
   return untraced ? kExitIncomplete : kExitOk;
 }

@@ -117,6 +117,14 @@ for d in diverge lag missing corrupt; do
   compare_stacks "$work/$d" init0 1124 1
   compare_stacks "$work/$d" init0 1200 1
 done
+# More members than one batch of files (1,024) read every row of (--full-read): a lagging host,
+# a missing and an unreadable file; the summary-first read of the directory (no checkpoint at
+# 16 ops: nothing cut) must give the same listing.
+"$GEN" "$work/wide" --ranks 1032 --ops 16 --ranks-per-host 8 --lag-host-ops 4 --diverge-from-end 0 --threads 2 >/dev/null
+rm "$work/wide/node3-10026.lockstep.sqlite"
+echo garbage >"$work/wide/node100-10800.lockstep.sqlite"
+compare_stacks "$work/wide" init0 3 0
+compare_stacks "$work/wide" init0.split1 3 0
 # Ops in flight before the newest checkpoints (they never count as done): read whole.
 compare "$work/early" 0
 compare "$work/small" 0
