@@ -90,7 +90,10 @@ struct SummaryCover {
       for (size_t k = 0; k < b.entries.size(); ++k) f(b.file[k], b.entries[k].file);
   }
 };
-SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std::string>& files, unsigned threads);
+// headers_only: each entry keeps its process header (SchedProcess::info) once checked, its rows
+// dropped (load_headers: memory is one summary's rows a thread, not every file's).
+SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std::string>& files, unsigned threads,
+                                  bool headers_only = false);
 
 // The codec, for tests: the summary file's bytes of `entries` and back. decode throws
 // std::runtime_error on anything it would not have written (wrong magic or version, a length or

@@ -1118,7 +1118,7 @@ Schedule load_headers(const std::string& dir, const LoadOptions& options) {
   // opened instead of one a rank (16,384 headers: ~15 CPU-s read from the files).
   std::vector<char> from_summary(files.size(), 0);
   if (options.use_summaries) {
-    SummaryCover cover = cover_from_summaries(dir, files, options.threads);
+    SummaryCover cover = cover_from_summaries(dir, files, options.threads, /*headers_only=*/true);
     cover.each([&](size_t i, LoadedFile& f) {
       procs[i] = std::move(f.proc.info);
       procs[i].path = files[i];
