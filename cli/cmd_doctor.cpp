@@ -217,10 +217,10 @@ int doctor(const std::string& dir, bool per_file) {
         std::cout << c;
         continue;
       }
-      int64_t lo = INT64_MAX, hi = INT64_MIN, sum = 0;
+      int64_t lo = INT64_MAX, hi = INT64_MIN;
       for (size_t i : g) {
         const int64_t v = reads[i].facts.counts.*first.marks[mark];
-        lo = std::min(lo, v), hi = std::max(hi, v), sum += v;
+        lo = std::min(lo, v), hi = std::max(hi, v);
       }
       ++mark;
       std::cout << (lo == hi ? std::to_string(lo) : std::to_string(lo) + "-" + std::to_string(hi));

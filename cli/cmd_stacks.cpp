@@ -82,7 +82,7 @@ int stacks(const StacksArgs& a) {
   // time (the whole directory summary first, or the members' files in batches).
   struct MemberLine {
     int comm_rank = 0;
-    int rank = 0;  // as analyze shows it: the global rank, else the file's place in the directory
+    int rank = 0;  // the global rank, else the file's place among the directory's headers (not the batch's)
     std::string body;
   };
   struct Shown {
