@@ -129,9 +129,10 @@ mkdir -p "$work/gen"
 "$GEN" "$work/gen/early" --ranks 16 --ops 9000 --diverge-from-end 4000 --rank-names >/dev/null
 "$GEN" "$work/gen/partial" --ranks 16 --ops 3000 --rank-names >/dev/null
 "$GEN" "$work/gen/small" --ranks 8 --ops 600 --rank-names >/dev/null
+"$GEN" "$work/gen/nocompl" --ranks 16 --ops 40 --rank-names >/dev/null  # nothing completed
 cp -r "$work/gen/diverge" "$work/gen/corrupt"
 dd if=/dev/urandom of="$work/gen/corrupt/rank-9.lockstep.sqlite" bs=4096 seek=3 count=8 conv=notrunc status=none
-for d in diverge clean lag early partial small corrupt; do
+for d in diverge clean lag early partial small nocompl corrupt; do
   summarized "$work/gen/$d" "$d"
   compare "$work/$d" "$work/gen/$d" used report
 done

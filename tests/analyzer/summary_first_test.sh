@@ -99,6 +99,8 @@ compare_stacks() {  # DIR COMM SEQ EXPECT_CUT(0|1)
 "$GEN" "$work/lag" --ranks 16 --ops 9000 --diverge-from-end 0 --lag-host-ops 16 --rank-names >/dev/null
 "$GEN" "$work/early" --ranks 16 --ops 9000 --diverge-from-end 4000 --rank-names >/dev/null
 "$GEN" "$work/small" --ranks 8 --ops 600 --rank-names >/dev/null
+# Nothing completed anywhere (a job hung at its first collectives: 40 ops, all in flight).
+"$GEN" "$work/nocompl" --ranks 16 --ops 40 --rank-names >/dev/null
 # 3,000 ops: the tensor-parallel communicators pass a checkpoint, the world and data-parallel
 # ones do not (read whole while the others are cut).
 "$GEN" "$work/partial" --ranks 16 --ops 3000 --rank-names >/dev/null
@@ -128,6 +130,7 @@ compare_stacks "$work/wide" init0.split1 3 0
 # Ops in flight before the newest checkpoints (they never count as done): read whole.
 compare "$work/early" 0
 compare "$work/small" 0
+compare "$work/nocompl" 0
 # Every directory of tests/data that holds traces (Flight Recorder dumps included).
 while IFS= read -r d; do compare "$d" 0; done < <(find "$DATA" -type d | sort)
 exit $fail
