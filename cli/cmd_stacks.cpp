@@ -47,7 +47,9 @@ void add_entry(std::vector<Entry>& out, std::map<std::string, size_t>& by_body, 
 }
 void print_entries(const std::vector<Entry>& entries) {
   for (const Entry& e : entries) {
-    std::cout << "  " << ranks_phrase(e.ranks);
+    // A strided group (every 8th rank of 16,384) as analyze lists ranks: the first segments and
+    // how many more (--per-rank lists each).
+    std::cout << "  " << ranks_phrase(e.ranks, "rank", kMaxRangeSegments);
     if (e.ranks.size() > 1) std::cout << " (" << e.ranks.size() << " members)";
     std::cout << ": " << e.body;
   }

@@ -221,6 +221,27 @@ TEST(CliStacks, members_with_the_same_op_and_stack_share_one_entry) {
       << both(past);
 }
 
+// A strided group (the even ranks of 40) lists its first 16 segments and how many more, as
+// analyze lists ranks; --per-rank still names each rank.
+TEST(CliStacks, a_strided_group_lists_its_first_segments_and_how_many_more) {
+  const std::string comm = "aaaaaaaa00000001";
+  TraceBuilder b(40);
+  std::vector<int> all;
+  for (int p = 0; p < 40; ++p) all.push_back(p);
+  b.comm(comm, all);
+  for (int p = 0; p < 40; ++p) b.add(p, comm, {.op = p % 2 ? "all_gather" : "all_reduce", .redop = p % 2 ? "" : "sum", .completed = false});
+  for (int p = 0; p < 40; ++p) b.running(p);
+  auto dir = write(b, "cli-stacks-strided");
+  auto r = lockstep_cli({"stacks", dir, "--comm", "init0", "--seq", "1"});
+  EXPECT_EQ(r.exit_code, 0) << both(r);
+  EXPECT_NE(r.out.find("  ranks 0,2,4,6,8,10,12,14,16,18,20,22,24,26,28,30,... (+4 more) (20 members): all_reduce"),
+            std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("  ranks 1,3,5,7,9,11,13,15,17,19,21,23,25,27,29,31,... (+4 more) (20 members): all_gather"),
+            std::string::npos) << both(r);
+  auto per_rank = lockstep_cli({"stacks", dir, "--comm", "init0", "--seq", "1", "--per-rank"});
+  EXPECT_NE(per_rank.out.find("  rank 38: all_reduce"), std::string::npos) << both(per_rank);
+}
+
 TEST(CliOps, around_marks_the_op_with_that_seq) {
   auto dir = write(divergent_two_ranks(), "cli-ops");
   auto r = lockstep_cli({"ops", dir, "--rank", "1", "--around", "6", "--window", "2"});
