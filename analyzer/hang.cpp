@@ -81,25 +81,25 @@ struct Ctx {
   }
   // The comm ranks of op's communicator that no loaded file holds (missing, skipped, foreign):
   // nothing is known of what they issued, so no line may say every peer issued it.
-  // Once per communicator: a scan of its nranks, asked by every blocked member (a world
+  // Once per communicator: a scan of its nranks and its phrase, asked by every blocked member (a world
   // communicator of 100,000 ranks: 10^10 steps otherwise).
-  const std::vector<int>& untraced_ranks(int proc, uint32_t op) const {
-    static const std::vector<int> none;
+  struct Untraced {
+    std::vector<int> ranks;
+    std::string phrase;  // "; waits for comm ranks ... (no trace file ...)"; empty with no ranks
+  };
+  const Untraced& untraced_ranks(int proc, uint32_t op) const {
+    static const Untraced none;
     const int g = idx.per_proc[proc][s.procs[proc].ops[op].comm].gcomm;
     if (g < 0) return none;
     if (untraced.empty()) untraced.resize(idx.comms.size());
-    if (!untraced[g]) untraced[g] = lockstep::untraced_ranks(idx.comms[g]);
+    if (!untraced[g]) {
+      Untraced u{lockstep::untraced_ranks(idx.comms[g]), ""};
+      if (!u.ranks.empty()) u.phrase = "; waits for " + ranks_phrase(u.ranks, "comm rank") + " (no trace file: what it issued is unknown)";
+      untraced[g] = std::move(u);
+    }
     return *untraced[g];
   }
-  const std::string& untraced_phrase(int proc, uint32_t op) const {
-    const int g = idx.per_proc[proc][s.procs[proc].ops[op].comm].gcomm;
-    if (untraced_text.empty()) untraced_text.resize(idx.comms.size());
-    if (!untraced_text[g])
-      untraced_text[g] = "; waits for " + ranks_phrase(untraced_ranks(proc, op), "comm rank") + " (no trace file: what it issued is unknown)";
-    return *untraced_text[g];
-  }
-  mutable std::vector<std::optional<std::vector<int>>> untraced = {};  // by GlobalComm index
-  mutable std::vector<std::optional<std::string>> untraced_text = {};
+  mutable std::vector<std::optional<Untraced>> untraced = {};  // by GlobalComm index
   int nranks_of(int proc, uint32_t op) const {
     const int g = idx.per_proc[proc][s.procs[proc].ops[op].comm].gcomm;
     return g < 0 ? 0 : idx.comms[g].nranks;
@@ -679,8 +679,9 @@ std::vector<RankGroup> group_ranks(const Schedule& s, const Ctx& c, const HangRe
         if (b.own_hole_from_seq > 0)
           sum += "; its records from seq " + std::to_string(b.own_hole_from_seq) +
                  " on are missing: which op this is, and whom it waits for, is unknown";
-        const std::vector<int>& untraced = c.untraced_ranks(static_cast<int>(p), b.op);
-        if (!untraced.empty()) sum += c.untraced_phrase(static_cast<int>(p), b.op);
+        const Ctx::Untraced& u = c.untraced_ranks(static_cast<int>(p), b.op);
+        const std::vector<int>& untraced = u.ranks;
+        sum += u.phrase;
         const int traced_peers = c.nranks_of(static_cast<int>(p), b.op) - 1 - static_cast<int>(untraced.size());
         if (b.waits.empty() && c.nranks_of(static_cast<int>(p), b.op) == 1) sum += "; no peer (a 1-rank communicator)";
         else if (b.waits.empty() && traced_peers > 0 && b.own_hole_from_seq == 0) sum += untraced.empty() ? "; every peer issued it" : "; every traced peer issued it";

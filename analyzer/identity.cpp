@@ -1,10 +1,15 @@
 #include "identity.h"
 
 #include <algorithm>
+#include <charconv>
+#include <climits>
+#include <optional>
+#include <string_view>
 #include <filesystem>
 #include <map>
 
 #include "meta_keys.h"
+#include "text_escape.h"
 
 namespace lockstep {
 
@@ -21,6 +26,33 @@ std::string rank_ranges(std::vector<int> r, size_t max_segments) {
   }
   if (i < r.size()) out += ",... (+" + std::to_string(r.size() - i) + " more)";
   return out;
+}
+
+bool parse_rank_ranges(const std::vector<std::string>& items, std::vector<int>& out, std::string& why) {
+  constexpr int64_t kMost = int64_t(1) << 20;
+  // A whole decimal number or nothing (from_chars takes no sign but '-', no space).
+  auto number = [](std::string_view t) -> std::optional<int64_t> {
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+    if (ec != std::errc() || end != t.data() + t.size() || t.empty()) return std::nullopt;
+    return v;
+  };
+  for (const std::string& item : items) {
+    const size_t dash = item.find('-', 1);
+    const std::string_view text(item);
+    const auto lo = number(text.substr(0, dash));
+    const auto hi = dash == std::string::npos ? lo : number(text.substr(dash + 1));
+    if (!lo || !hi || *lo < 0 || *hi < *lo || *hi > INT32_MAX) {
+      why = "'" + printable(item) + "' is not a rank or a range of ranks (0-7)";
+      return false;
+    }
+    if (static_cast<int64_t>(out.size()) + (*hi - *lo) >= kMost) {
+      why = "more than " + std::to_string(kMost) + " ranks";
+      return false;
+    }
+    for (int64_t r = *lo; r <= *hi; ++r) out.push_back(static_cast<int>(r));
+  }
+  return true;
 }
 
 std::string ranks_phrase(std::vector<int> r, const std::string& noun, size_t max_segments) {

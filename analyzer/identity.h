@@ -91,6 +91,9 @@ inline constexpr size_t kMaxRangeSegments = 16;  // what a line of text lists
 std::string rank_ranges(std::vector<int> ranks, size_t max_segments = SIZE_MAX);
 // "rank 3", "ranks 0-3,7" (`noun` "comm rank": "comm ranks 1-2"): rank_ranges with its noun.
 std::string ranks_phrase(std::vector<int> ranks, const std::string& noun = "rank", size_t max_segments = SIZE_MAX);
+// rank_ranges read back, one item at a time ("0-7", "9"; a command line's comma-separated list),
+// appended to `out`. false, and why: not a rank, a range backwards, or more than 2^20 ranks.
+bool parse_rank_ranges(const std::vector<std::string>& items, std::vector<int>& out, std::string& why);
 // A process by what its file says: "vm pid 2981"; only what is known (a Flight Recorder dump gives
 // no host and no pid: "file nccl_trace_rank_0").
 std::string process_label(const Process& p);

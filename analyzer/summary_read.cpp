@@ -68,13 +68,16 @@ std::string summaries_text(const UnreadSummary& u) {
 }
 }  // namespace
 
+std::string unread_range(int64_t cut_min, int64_t cut_max) {
+  return cut_min == cut_max ? "#1.." + std::to_string(cut_max)
+                            : "#1..(" + std::to_string(cut_min) + " to " + std::to_string(cut_max) + ")";
+}
+
 std::string unread_text(const UnreadSummary& u) {
   const std::string summaries = summaries_text(u);
   if (u.ops_not_read == 0) return summaries;
-  const std::string through = u.cut_min == u.cut_max ? "#1.." + std::to_string(u.cut_max)
-                                                     : "#1..(" + std::to_string(u.cut_min) + " to " + std::to_string(u.cut_max) + ")";
   return "read: summary first: " + std::to_string(u.ops_not_read) + " ops of " + std::to_string(u.files_cut) +
-         " files not read: collectives " + through + " of " + std::to_string(u.comms_cut) +
+         " files not read: collectives " + unread_range(u.cut_min, u.cut_max) + " of " + std::to_string(u.comms_cut) +
          (u.comms_cut == 1 ? " communicator" : " communicators") +
          " known by checkpoint digest only (every member's agrees); their order across communicators and the files' "
          "rows there were not checked (--full-read reads every op)" +

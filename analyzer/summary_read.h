@@ -30,6 +30,8 @@ std::string add_json_member(std::string report_json, const std::string& key, con
 // "read: ..." (no newline), empty when everything was read and no node summary was found; a
 // line for the node summaries used, and one for each ignored, follow the first.
 std::string unread_text(const UnreadSummary& u);
+// The collectives not read, "#1..1024" or "#1..(1024 to 5120)" when the cuts differ.
+std::string unread_range(int64_t cut_min, int64_t cut_max);
 // report_json with a "reading" object added (mode, what was not read; "text": the read line,
 // empty when everything was read). indent: nlohmann's dump indent (-1: compact).
 std::string add_unread_json(std::string report_json, const UnreadSummary& u, int indent = 2);

@@ -73,7 +73,7 @@ std::string report_body(const FileFacts& f, const CountText& num) {
   };
   if (!f.error.empty()) return "unreadable: " + printable_prefix(f.error);
   out << "  libnccl used: " << (m(schema::meta::kNcclLibrary).empty() ? "(unknown)" : printable_prefix(m(schema::meta::kNcclLibrary)))
-            << " (version " << printable_prefix(m(schema::meta::kNcclVersion)) << ")\n";
+      << " (version " << printable_prefix(m(schema::meta::kNcclVersion)) << ")\n";
   std::string libs = m(schema::meta::kNcclLibraries);
   if (!libs.empty() && libs != m(schema::meta::kNcclLibrary))
     out << "  every libnccl it called: " << printable_prefix(libs) << "\n";
@@ -81,7 +81,7 @@ std::string report_body(const FileFacts& f, const CountText& num) {
   out << "  reached through: ";
   if (reached.empty()) {
     out << (f.counts.op_rows == 0 ? "(not recorded: the process made no NCCL call before its trace ended)\n"
-                                        : "(not recorded: a recorder older than this field)\n");
+                                  : "(not recorded: a recorder older than this field)\n");
   } else {
     std::vector<std::string> how;
     // Without the preloaded library no hook ran: the recorder only looked NCCL up for its meta.
@@ -97,11 +97,11 @@ std::string report_body(const FileFacts& f, const CountText& num) {
   bool plugin = has(reached, schema::meta::kReachProfilerPlugin);
   bool preloaded = !plugin || m(schema::meta::kInterposerPreloaded) == "1";
   out << "  capture paths: "
-            << (preloaded ? "NCCL entry points (LD_PRELOAD), CUDA graphs through the runtime "
-                            "and the driver API (cuGetProcAddress included)"
-                          : "none of the interposer's (liblockstep was not preloaded)")
-            << (plugin ? "; NCCL's profiler plugin (" + printable_prefix(m(schema::meta::kProfilerPlugin)) + ")" : std::string())
-            << "; CUPTI: not used\n";
+      << (preloaded ? "NCCL entry points (LD_PRELOAD), CUDA graphs through the runtime "
+                      "and the driver API (cuGetProcAddress included)"
+                    : "none of the interposer's (liblockstep was not preloaded)")
+      << (plugin ? "; NCCL's profiler plugin (" + printable_prefix(m(schema::meta::kProfilerPlugin)) + ")" : std::string())
+      << "; CUPTI: not used\n";
   if (plugin)
     out << "  coverage: the plugin saw " << num(&RecordCounts::plugin_calls) << " NCCL calls, " << num(&RecordCounts::plugin_only)
         << " of them not seen by the interposer\n";

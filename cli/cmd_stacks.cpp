@@ -1,13 +1,11 @@
 // lockstep stacks DIR --comm C --seq N: every member's op and full stack at one point.
 #include <algorithm>
-#include <atomic>
 #include <climits>
 #include <optional>
 #include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
-#include <thread>
 #include <tuple>
 #include <unordered_map>
 
@@ -15,6 +13,8 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "identity.h"
+#include "parallel_for.h"
+#include "summary_read.h"
 #include "text_escape.h"
 
 namespace lockstep::cli {
@@ -102,11 +102,19 @@ int stacks(const StacksArgs& a) {
   for (size_t i = 0; i < headers.procs.size(); ++i) header_index.emplace(headers.procs[i].info.path, static_cast<int>(i));
   std::vector<SkippedFile> skipped = headers.skipped;
   bool any = false;
+  // A shown communicator in a loaded schedule's index; null: none of its members was loaded.
+  auto find = [](const CommIndex& idx, const std::string& hash) -> const GlobalComm* {
+    for (const GlobalComm& c : idx.comms)
+      if (c.hash == hash) return &c;
+    return nullptr;
+  };
+  // The collectives of a member's communicator that a summary-first read left unread.
+  auto not_read = [](const SchedProcess& sp, int local) -> int64_t {
+    return static_cast<size_t>(local) < sp.unread.size() ? sp.unread[local].collectives : 0;
+  };
   auto collect = [&](const Schedule& s, const CommIndex& idx) {
     for (Shown& sh : shown) {
-      const GlobalComm* loaded = nullptr;
-      for (const GlobalComm& c : idx.comms)
-        if (c.hash == sh.gc.hash) loaded = &c;
+      const GlobalComm* loaded = find(idx, sh.gc.hash);
       if (!loaded) continue;
       std::vector<const SchedOp*> hits;  // per line added here; null: said from the rows alone
       const size_t first_line = sh.lines.size();
@@ -115,8 +123,8 @@ int stacks(const StacksArgs& a) {
         auto hp = header_index.find(sp.info.path);
         const int rank = hp == header_index.end() ? display_rank(s, m.proc) : shown_rank(headers.procs[hp->second].info, hp->second);
         sh.gc.members.push_back({m.proc, m.local, m.rank});
-        const int64_t not_read = static_cast<size_t>(m.local) < sp.unread.size() ? sp.unread[m.local].collectives : 0;
-        sh.cut_min = std::min(sh.cut_min, not_read), sh.cut_max = std::max(sh.cut_max, not_read);
+        const int64_t unread = not_read(sp, m.local);
+        sh.cut_min = std::min(sh.cut_min, unread), sh.cut_max = std::max(sh.cut_max, unread);
         MemberLine& line = sh.lines.emplace_back();
         line.comm_rank = m.rank, line.rank = rank;
         const SchedOp* hit = nullptr;
@@ -128,7 +136,7 @@ int stacks(const StacksArgs& a) {
         // Seqs the size cap retired were issued: said so, with what the file keeps (G7). The
         // collectives a summary-first read left unread count as kept: issued, not listed.
         const Comm& cm = sp.info.comms[m.local];
-        int64_t kept = not_read, kept_first = INT64_MAX, kept_last = 0;
+        int64_t kept = unread, kept_first = INT64_MAX, kept_last = 0;
         for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
           for (uint32_t i : *list) {
             ++kept;
@@ -146,31 +154,24 @@ int stacks(const StacksArgs& a) {
       for (size_t k = 0; k < hits.size(); ++k)
         if (hits[k]) found.push_back(k);
       any |= !found.empty();
-      std::atomic<size_t> next{0};
-      auto worker = [&] {
-        auto details = details_from_files(s);
-        for (size_t j; (j = next.fetch_add(1)) < found.size();) {
-          const size_t k = found[j];
-          const CommMember& m = loaded->members[k];
-          const SchedOp* hit = hits[k];
-          auto op = details->op(m.proc, hit->call_index);
-          std::ostringstream body;
-          body << describe_signature(s.sigs[hit->sig]) << "  "
-               << progress_word(vocab::State::Enqueued, hit->completed(), s.procs[m.proc].completion_known);
-          if (op && !op->thread_name.empty()) body << "  thread " << printable(op->thread_name);
-          body << "\n";
-          auto frames = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
-          if (!a.all_frames) frames = trim_stack(frames, 32);
-          if (frames.empty()) body << "    (no stack recorded)\n";
-          for (auto& f : frames) body << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << printable(format_frame(f)) << "\n";
-          sh.lines[first_line + k].body = body.str();
-        }
-      };
-      const unsigned threads = static_cast<unsigned>(std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), found.size()));
-      std::vector<std::thread> pool;
-      for (unsigned t = 1; t < threads; ++t) pool.emplace_back(worker);
-      if (!found.empty()) worker();
-      for (auto& t : pool) t.join();
+      parallel_for_with(
+          found.size(), 0, [&] { return details_from_files(s); },
+          [&](std::unique_ptr<TraceDetails>& details, size_t j) {
+            const size_t k = found[j];
+            const CommMember& m = loaded->members[k];
+            const SchedOp* hit = hits[k];
+            auto op = details->op(m.proc, hit->call_index);
+            std::ostringstream body;
+            body << describe_signature(s.sigs[hit->sig]) << "  "
+                 << progress_word(vocab::State::Enqueued, hit->completed(), s.procs[m.proc].completion_known);
+            if (op && !op->thread_name.empty()) body << "  thread " << printable(op->thread_name);
+            body << "\n";
+            auto frames = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
+            if (!a.all_frames) frames = trim_stack(frames, 32);
+            if (frames.empty()) body << "    (no stack recorded)\n";
+            for (auto& f : frames) body << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << printable(format_frame(f)) << "\n";
+            sh.lines[first_line + k].body = body.str();
+          });
     }
   };
   try {
@@ -183,13 +184,9 @@ int stacks(const StacksArgs& a) {
       Schedule s = load_schedule(a.dir, {.summary_first = true, .use_summaries = true});
       const CommIndex idx = build_comm_index(s);
       bool holds = true;
-      for (const GlobalComm& c : idx.comms)
-        for (const Shown& sh : shown)
-          if (c.hash == sh.gc.hash)
-            for (const CommMember& m : c.members) {
-              const auto& unread = s.procs[m.proc].unread;
-              holds &= static_cast<size_t>(m.local) >= unread.size() || unread[m.local].collectives < a.seq;
-            }
+      for (const Shown& sh : shown)
+        if (const GlobalComm* c = find(idx, sh.gc.hash))
+          for (const CommMember& m : c->members) holds &= not_read(s.procs[m.proc], m.local) < a.seq;
       if (holds) {
         collect(s, idx);
         // The files listed as skipped: the headers' and the members' (as reading the members alone lists them).
@@ -228,9 +225,7 @@ int stacks(const StacksArgs& a) {
     print_entries(entries);
     // What was not read (the counts of ops issued above include it).
     if (sh.cut_max > 0)
-      std::cout << "  read: summary first: collectives #1.."
-                << (sh.cut_min == sh.cut_max ? std::to_string(sh.cut_max)
-                                             : "(" + std::to_string(sh.cut_min) + " to " + std::to_string(sh.cut_max) + ")")
+      std::cout << "  read: summary first: collectives " << unread_range(sh.cut_min, sh.cut_max)
                 << " not read, known by checkpoint digest only (every member's agrees; --full-read reads them)\n";
     // Members without a loaded file: named, never left out silently.
     std::sort(sh.gc.members.begin(), sh.gc.members.end(), [](const CommMember& x, const CommMember& y) { return x.rank < y.rank; });

@@ -12,9 +12,9 @@
 #include "analyze_common.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "identity.h"
 #include "text_escape.h"
 #include "timeline.h"
-#include "trace_file.h"
 #include "trace_validation.h"
 
 namespace lockstep::cli {
@@ -49,29 +49,8 @@ std::vector<EvidenceIssue> evidence_of(const Schedule& headers, const std::vecto
   return validate_evidence(procs, skipped);
 }
 
-// --ranks as the other commands print ranks ("0-7,9,12-15"): each item a rank or a range. false
-// (and why): not a rank, a range backwards, or more than 2^20 ranks in all.
-bool parse_ranks(const std::vector<std::string>& items, std::vector<int>& out, std::string& why) {
-  constexpr int64_t kMost = int64_t(1) << 20;
-  for (const std::string& item : items) {
-    const size_t dash = item.find('-', 1);
-    const auto lo = trace_file::parse_int(item.substr(0, dash));
-    const auto hi = dash == std::string::npos ? lo : trace_file::parse_int(item.substr(dash + 1));
-    if (!lo.integer() || !hi.integer() || lo.value < 0 || hi.value < lo.value || hi.value > INT32_MAX) {
-      why = "'" + printable(item) + "' is not a rank or a range of ranks (0-7)";
-      return false;
-    }
-    if (static_cast<int64_t>(out.size()) + (hi.value - lo.value) >= kMost) {
-      why = "more than " + std::to_string(kMost) + " ranks";
-      return false;
-    }
-    for (int64_t r = lo.value; r <= hi.value; ++r) out.push_back(static_cast<int>(r));
-  }
-  return true;
-}
-
 int timeline(TimelineArgs a) {
-  if (std::string why; !parse_ranks(a.ranks_text, a.ranks, why)) {
+  if (std::string why; !parse_rank_ranges(a.ranks_text, a.ranks, why)) {
     std::cerr << "lockstep timeline: --ranks: " << why << "\n";
     return kExitUsage;
   }
