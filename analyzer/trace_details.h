@@ -20,7 +20,20 @@ class TraceDetails {
   // the last `limit` instead of the first.
   virtual std::vector<Op> ops_between(int proc, int64_t from, int64_t to, int limit, bool newest) = 0;
   virtual std::vector<Frame> stack(int proc, int64_t stack_id) = 0;
+  // The oldest sequenced op of communicator `comm` (index into Process::comms) with call_index
+  // in [from, to]: its call_index and seq only.
+  struct SeqAt {
+    int64_t call_index = 0;
+    int64_t seq = 0;
+  };
+  virtual std::optional<SeqAt> first_of_comm(int proc, int comm, int64_t from, int64_t to) = 0;
 };
+
+// The sequenced op of communicator `comm` with seq `seq` and call_index in [from, to], found by
+// bisection on call_index (at most 64 questions of first_of_comm, each a short indexed scan): a
+// communicator's seq grows with call_index in a file the recorder wrote. nullopt when the
+// bisection finds no such op (none, or a file whose seqs do not grow): read every row instead.
+std::optional<Op> find_op_by_seq(TraceDetails& details, int proc, int comm, int64_t seq, int64_t from, int64_t to);
 
 std::unique_ptr<TraceDetails> details_from_files(const Schedule& s);
 

@@ -1465,6 +1465,30 @@ class FileDetails : public TraceDetails {
   std::vector<Op> ops_between(int proc, int64_t from, int64_t to, int limit, bool newest) override {
     return ops_between(proc, from, to, limit, newest, true);
   }
+  std::optional<SeqAt> first_of_comm(int proc, int comm, int64_t from, int64_t to) override {
+    const std::vector<Comm>& comms = s_.procs[proc].info.comms;
+    if (comm < 0 || static_cast<size_t>(comm) >= comms.size()) return std::nullopt;
+    try {
+      // One statement a file, kept for the bisection's next question (find_op_by_seq).
+      if (probe_proc_ != proc || !probe_) {
+        probe_.reset();
+        sqlite3* db = open(proc);
+        const OpSources src = op_sources(db, s_.procs[proc].info);
+        probe_ = std::make_unique<Query>(db, ("SELECT call_index, seq FROM " + src.ops +
+                                              " WHERE call_index BETWEEN ?1 AND ?2 AND comm_id = ?3 AND seq IS NOT NULL"
+                                              " AND state != 'captured' ORDER BY call_index LIMIT 1")
+                                                 .c_str());
+        probe_proc_ = proc;
+      }
+      probe_->bind().reset();
+      probe_->bind().i64(1, from).i64(2, to).i64(3, comms[comm].local_id);
+      if (!probe_->step()) return std::nullopt;
+      return SeqAt{probe_->i64(0), probe_->i64(1)};
+    } catch (const std::exception&) {
+      probe_.reset();
+      return std::nullopt;
+    }
+  }
   std::vector<Frame> stack(int proc, int64_t stack_id) override {
     std::vector<Frame> out;
     if (stack_id < 0) return out;
@@ -1515,7 +1539,10 @@ class FileDetails : public TraceDetails {
   sqlite3* open(int proc) {
     // Connections are kept for the next question about the same rank, a bounded number of them:
     // each holds its schema and page cache (~80 KB), and a report may ask about every rank.
-    if (dbs_.size() >= kOpenAtMost && !dbs_.count(proc)) dbs_.clear();
+    if (dbs_.size() >= kOpenAtMost && !dbs_.count(proc)) {
+      probe_.reset();  // a statement is finalized before its connection closes
+      dbs_.clear();
+    }
     auto& db = dbs_[proc];
     if (!db) db = open_trace(s_.procs[proc].info.path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, 2000);
     return db.get();
@@ -1524,6 +1551,8 @@ class FileDetails : public TraceDetails {
   static constexpr size_t kOpenAtMost = 64;
   const Schedule& s_;
   std::map<int, trace_file::Db> dbs_;
+  int probe_proc_ = -1;
+  std::unique_ptr<Query> probe_;  // after dbs_: destroyed before the connections
 };
 
 }  // namespace

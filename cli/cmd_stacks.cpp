@@ -1,5 +1,6 @@
 // lockstep stacks DIR --comm C --seq N: every member's op and full stack at one point.
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <optional>
 #include <iostream>
@@ -91,6 +92,7 @@ int stacks(const StacksArgs& a) {
     GlobalComm gc;                    // members: every member read, for the untraced ones
     std::vector<MemberLine> lines;
     int64_t cut_min = INT64_MAX, cut_max = 0;  // collectives not read (summary first)
+    int64_t looked_up = 0;  // members whose op was found in their unread prefix
   };
   std::vector<Shown> shown;
   for (int g : matches) {
@@ -98,6 +100,8 @@ int stacks(const StacksArgs& a) {
     sh.gc = hidx.comms[g];
     sh.gc.members.clear();
   }
+  // Ops found in a member's unread prefix by bisection (find_op_by_seq), and whether any was not.
+  std::atomic<bool> lookups_failed = false;
   std::unordered_map<std::string, int> header_index;
   for (size_t i = 0; i < headers.procs.size(); ++i) header_index.emplace(headers.procs[i].info.path, static_cast<int>(i));
   std::vector<SkippedFile> skipped = headers.skipped;
@@ -117,6 +121,9 @@ int stacks(const StacksArgs& a) {
       const GlobalComm* loaded = find(idx, sh.gc.hash);
       if (!loaded) continue;
       std::vector<const SchedOp*> hits;  // per line added here; null: said from the rows alone
+      // Per line: the op is in the member's unread prefix, looked up in its file below
+      // call_index lookup_below[k]; -1: not looked up.
+      std::vector<int64_t> lookup_below;
       const size_t first_line = sh.lines.size();
       for (const CommMember& m : loaded->members) {
         const SchedProcess& sp = s.procs[m.proc];
@@ -132,7 +139,17 @@ int stacks(const StacksArgs& a) {
           for (uint32_t i : *list)
             if (sp.ops[i].seq == a.seq) hit = &sp.ops[i];
         hits.push_back(hit);
+        lookup_below.push_back(-1);
         if (hit) continue;
+        if (a.seq <= unread) {
+          // Before the member's cut: every op there is a collective whose seq is its ordinal
+          // (the cut is proven only so), issued before the first of the rows read.
+          int64_t below = kMaxCallIndex + 1;
+          for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
+            for (uint32_t i : *list) below = std::min<int64_t>(below, sp.ops[i].call_index);
+          lookup_below.back() = below;
+          continue;
+        }
         // Seqs the size cap retired were issued: said so, with what the file keeps (G7). The
         // collectives a summary-first read left unread count as kept: issued, not listed.
         const Comm& cm = sp.info.comms[m.local];
@@ -152,18 +169,34 @@ int stacks(const StacksArgs& a) {
       // own connections: for a communicator of 16,384 ranks the opens are most of the time.
       std::vector<size_t> found;
       for (size_t k = 0; k < hits.size(); ++k)
-        if (hits[k]) found.push_back(k);
+        if (hits[k] || lookup_below[k] >= 0) found.push_back(k);
       any |= !found.empty();
+      std::atomic<int64_t> looked_up = 0;
       parallel_for_with(
           found.size(), 0, [&] { return details_from_files(s); },
           [&](std::unique_ptr<TraceDetails>& details, size_t j) {
             const size_t k = found[j];
             const CommMember& m = loaded->members[k];
             const SchedOp* hit = hits[k];
-            auto op = details->op(m.proc, hit->call_index);
+            std::optional<Op> op;
+            std::string what;
+            bool completed = false;
+            if (hit) {
+              op = details->op(m.proc, hit->call_index);
+              what = describe_signature(s.sigs[hit->sig]), completed = hit->completed();
+            } else {
+              op = find_op_by_seq(*details, m.proc, m.local, a.seq, 0, lookup_below[k] - 1);
+              if (!op) {
+                lookups_failed = true;
+                return;
+              }
+              what = describe_signature(Signature{op->op, op->dtype, op->count, op->root, op->peer, op->redop, op->parts,
+                                                  classify_op(op->op)});
+              completed = op->completed;
+              ++looked_up;
+            }
             std::ostringstream body;
-            body << describe_signature(s.sigs[hit->sig]) << "  "
-                 << progress_word(vocab::State::Enqueued, hit->completed(), s.procs[m.proc].completion_known);
+            body << what << "  " << progress_word(vocab::State::Enqueued, completed, s.procs[m.proc].completion_known);
             if (op && !op->thread_name.empty()) body << "  thread " << printable(op->thread_name);
             body << "\n";
             auto frames = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
@@ -172,29 +205,32 @@ int stacks(const StacksArgs& a) {
             for (auto& f : frames) body << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << printable(format_frame(f)) << "\n";
             sh.lines[first_line + k].body = body.str();
           });
+      sh.looked_up += looked_up;
     }
   };
   try {
     // A communicator of a large share of the job (a world or data-parallel one): the
     // summary-first read of the directory, node summaries where consistent, holds every file's
-    // newest ops at a fraction of the cost of every row of its members. Used when seq N lies
-    // after every member's cut (the collectives before it are not read).
+    // newest ops at a fraction of the cost of every row of its members. A member whose seq N lies
+    // before its cut (the collectives there are not read) has that op looked up in its file by
+    // bisection on call_index; if any lookup fails, every row of the members is read instead.
     bool done = false;
     if (!a.full_read && members.size() * 4 >= headers.procs.size()) {
       Schedule s = load_schedule(a.dir, {.summary_first = true, .use_summaries = true});
-      const CommIndex idx = build_comm_index(s);
-      bool holds = true;
-      for (const Shown& sh : shown)
-        if (const GlobalComm* c = find(idx, sh.gc.hash))
-          for (const CommMember& m : c->members) holds &= not_read(s.procs[m.proc], m.local) < a.seq;
-      if (holds) {
-        collect(s, idx);
+      collect(s, build_comm_index(s));
+      if (!lookups_failed) {
         // The files listed as skipped: the headers' and the members' (as reading the members alone lists them).
         std::set<std::string> listed;
         for (int p : members) listed.insert(headers.procs[p].info.path);
         for (const SkippedFile& f : s.skipped)
           if (listed.count(f.path)) skipped.push_back(f);
         done = true;
+      } else {
+        for (Shown& sh : shown) {
+          sh.lines.clear(), sh.gc.members.clear();
+          sh.cut_min = INT64_MAX, sh.cut_max = 0, sh.looked_up = 0;
+        }
+        any = false;
       }
     }
     // Else, and for a small communicator, every row of the members' files, a batch of files at a
@@ -224,7 +260,11 @@ int stacks(const StacksArgs& a) {
     for (MemberLine& line : sh.lines) add_entry(entries, by_body, line.rank, std::move(line.body), a.per_rank);
     print_entries(entries);
     // What was not read (the counts of ops issued above include it).
-    if (sh.cut_max > 0)
+    if (sh.cut_max > 0 && sh.looked_up > 0)
+      std::cout << "  read: summary first: collectives " << unread_range(sh.cut_min, sh.cut_max)
+                << " not read but for seq " << a.seq << ", found in " << plural(sh.looked_up, "member's file", "members' files")
+                << " by its call index; the rest known by checkpoint digest only (every member's agrees; --full-read reads them)\n";
+    else if (sh.cut_max > 0)
       std::cout << "  read: summary first: collectives " << unread_range(sh.cut_min, sh.cut_max)
                 << " not read, known by checkpoint digest only (every member's agrees; --full-read reads them)\n";
     // Members without a loaded file: named, never left out silently.

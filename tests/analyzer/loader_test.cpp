@@ -359,3 +359,61 @@ TEST(Loader, the_file_and_the_rows_it_was_written_from_index_the_same_ops) {
     }
   }
 }
+
+// stacks looks up an op before a file's cut by bisection on call_index: from the file and from
+// the rows it was written from alike, every seq found, none invented; a file whose seqs do not
+// grow is never answered wrongly (nullopt: the caller reads every row).
+TEST(Details, an_op_is_found_by_its_seq_with_a_bisection_on_call_index) {
+  auto dir = lockstep::testing::fresh_dir("find-by-seq");
+  TraceBuilder b(2);
+  b.comm("00000000000000aa", {0, 1});
+  b.comm("00000000000000bb", {0, 1});
+  for (int i = 0; i < 400; ++i) {
+    b.all({0, 1}, "00000000000000aa", OpSpec{.count = 8 + i, .completed = i % 3 != 0});
+    if (i % 7 == 0) b.all({0, 1}, "00000000000000bb", OpSpec{.count = 1});
+    if (i % 11 == 0) b.add(0, "00000000000000aa", {.completed = true, .state = lockstep::vocab::State::Failed});  // no seq
+  }
+  lockstep::testing::write_trace(b.trace(), dir);
+  const Schedule f = load_schedule(dir);
+  ASSERT_TRUE(f.skipped.empty()) << f.skipped[0].reason;
+  auto files = lockstep::details_from_files(f);
+  auto memory = lockstep::details_from_trace(b.trace());
+  for (int p = 0; p < 2; ++p) {
+    const int proc = [&] {  // the loader sorts its processes: find the trace's process p in it
+      for (size_t i = 0; i < f.procs.size(); ++i)
+        if (f.procs[i].info.pid == b.trace().processes[p].pid) return static_cast<int>(i);
+      return -1;
+    }();
+    ASSERT_GE(proc, 0);
+    for (int comm = 0; comm < 2; ++comm) {
+      const int64_t last = comm == 0 ? 400 : 58;
+      for (int64_t seq : {int64_t(1), int64_t(2), int64_t(57), int64_t(58), int64_t(199), last, last + 1, int64_t(0)}) {
+        SCOPED_TRACE("proc " + std::to_string(p) + " comm " + std::to_string(comm) + " seq " + std::to_string(seq));
+        auto from_file = lockstep::find_op_by_seq(*files, proc, comm, seq, 0, lockstep::kMaxCallIndex);
+        auto from_memory = lockstep::find_op_by_seq(*memory, p, comm, seq, 0, lockstep::kMaxCallIndex);
+        ASSERT_EQ(from_file.has_value(), seq >= 1 && seq <= last);
+        ASSERT_EQ(from_memory.has_value(), from_file.has_value());
+        if (!from_file) continue;
+        EXPECT_EQ(from_file->seq, seq);
+        EXPECT_EQ(from_file->comm, comm);
+        EXPECT_EQ(from_file->call_index, from_memory->call_index);
+        EXPECT_EQ(from_file->count, from_memory->count);
+        EXPECT_EQ(from_file->completed, from_memory->completed);
+        // Bounded below the op: not found.
+        EXPECT_FALSE(lockstep::find_op_by_seq(*files, proc, comm, seq, 0, from_file->call_index - 1));
+      }
+    }
+  }
+  // Crafted: rank 0's seqs of communicator aa no longer grow with call_index (reversed).
+  const Process& p0 = f.procs[0].info;
+  sql(p0.path, "UPDATE op_rows SET seq = 401 - seq WHERE seq IS NOT NULL AND sig IN (SELECT id FROM signatures WHERE comm_id = " +
+                   std::to_string(p0.comms[0].local_id) + ")");
+  auto crafted = lockstep::details_from_files(f);
+  for (int64_t seq = 1; seq <= 400; ++seq) {
+    auto op = lockstep::find_op_by_seq(*crafted, 0, 0, seq, 0, lockstep::kMaxCallIndex);
+    if (op) {
+      EXPECT_EQ(op->seq, seq);  // found only where the bisection met it: never another op
+    }
+  }
+  EXPECT_FALSE(lockstep::find_op_by_seq(*crafted, 0, 0, 1, 0, lockstep::kMaxCallIndex));  // the first op now says 400
+}

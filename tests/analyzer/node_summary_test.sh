@@ -139,7 +139,7 @@ done
 # stacks on the world communicator (of every rank) reads summary first, summaries included: the
 # listing of the summarized copy, but its "read:" line, is --full-read's of the traces alone.
 for d in diverge lag corrupt; do
-  for seq in 1000 1100 1124; do
+  for seq in 1 1000 1024 1100 1124; do
     rc_s=0 rc_f=0
     "$LOCKSTEP" stacks "$work/$d" --comm init0 --seq $seq >"$work/st-s.txt" 2>&1 || rc_s=$?
     "$LOCKSTEP" stacks "$work/gen/$d" --comm init0 --seq $seq --full-read 2>&1 | sed "s|$work/gen/$d|$work/$d|g" >"$work/st-f.txt" || rc_f=$?

@@ -89,6 +89,12 @@ compare_stacks() {  # DIR COMM SEQ EXPECT_CUT(0|1)
     fail=1
     return
   fi
+  if [ "$cut" = 1 ] && [ "$seq" -le 1024 ] && ! grep -q "^  read: summary first: .* not read but for seq $seq, found in " "$work/st-s.txt"; then
+    echo "FAIL stacks $dir --comm $comm --seq $seq: the seq before the cut not said to be looked up"
+    cat "$work/st-s.txt" | tail -3
+    fail=1
+    return
+  fi
   echo "ok stacks $dir $comm $seq (cut $cut)"
 }
 
@@ -111,14 +117,32 @@ cp -r "$work/diverge" "$work/corrupt"
 dd if=/dev/urandom of="$work/corrupt/rank-9.lockstep.sqlite" bs=4096 seek=3 count=8 conv=notrunc status=none
 for d in diverge clean lag partial missing corrupt; do compare "$work/$d" 1 report; done
 # The world communicator (1,125 all-to-alls at 9,000 ops, one checkpoint at 1,024): a seq before the
-# cut is read from every row; after it, summary first; beyond the last, "no op" with the count
-# issued (the collectives not read included); a lagging host's members, a missing and a corrupt file.
+# cut is looked up in each member's file (bisection on call_index); after it, summary first; beyond
+# the last, "no op" with the count issued (the collectives not read included); a lagging host's
+# members, a missing and a corrupt file.
 for d in diverge lag missing corrupt; do
-  compare_stacks "$work/$d" init0 1000 0
+  compare_stacks "$work/$d" init0 1 1
+  compare_stacks "$work/$d" init0 1000 1
+  compare_stacks "$work/$d" init0 1024 1
   compare_stacks "$work/$d" init0 1100 1
   compare_stacks "$work/$d" init0 1124 1
   compare_stacks "$work/$d" init0 1200 1
 done
+# A file whose world seqs before the cut do not grow (rank 3's 400th and 600th swapped): the
+# lookup of those seqs fails and every row of the members is read (no "read:" line, the full
+# read's listing); another seq is still looked up.
+cp -r "$work/diverge" "$work/swapped"
+python3 - "$work/swapped/rank-3.lockstep.sqlite" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+world = "sig IN (SELECT id FROM signatures WHERE comm_id = (SELECT min(id) FROM comms))"
+n = db.execute(f"UPDATE op_rows SET seq = CASE seq WHEN 600 THEN 400 ELSE 600 END WHERE seq IN (400, 600) AND {world}").rowcount
+db.commit()
+sys.exit(0 if n == 2 else "swapped: %d rows changed" % n)
+PY
+compare_stacks "$work/swapped" init0 400 0
+compare_stacks "$work/swapped" init0 600 0
+compare_stacks "$work/swapped" init0 500 1
 # More members than one batch of files (1,024) read every row of (--full-read): a lagging host,
 # a missing and an unreadable file; the summary-first read of the directory (no checkpoint at
 # 16 ops: nothing cut) must give the same listing.

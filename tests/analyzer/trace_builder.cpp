@@ -190,6 +190,12 @@ class MemoryDetails : public TraceDetails {
     }
     return out;
   }
+  std::optional<SeqAt> first_of_comm(int proc, int comm, int64_t from, int64_t to) override {
+    for (const Op& o : t_.processes[proc].ops)  // in call_index order (the builder's)
+      if (o.call_index >= from && o.call_index <= to && o.comm == comm && o.seq > 0 && o.state != vocab::State::Captured)
+        return SeqAt{o.call_index, o.seq};
+    return std::nullopt;
+  }
   std::vector<Frame> stack(int proc, int64_t stack_id) override {
     auto& st = t_.processes[proc].stacks;
     auto it = st.find(stack_id);
