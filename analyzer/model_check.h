@@ -78,6 +78,11 @@ struct Options {
   std::function<void(const char* step)> on_step;
 };
 
+// The check's peak memory per op and host wait of the schedule, measured (docs/scaling.md:
+// 1,156 MiB for 16,384 ranks x 500 ops, 1,061 MiB for 2,048 x 4,000): the work list's item, the
+// engine's unit, their indices and the collectives' member slots, with some margin.
+inline constexpr uint64_t kPeakBytesPerItem = 150;
+
 // Throws std::runtime_error with a clear message when the schedule cannot be checked (no
 // processes, contradictory files, a communicator whose members disagree, a schedule loaded
 // without its side data...).

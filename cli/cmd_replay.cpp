@@ -32,6 +32,7 @@ struct ReplayArgs {
   bool model = false;
   bool timing = false;
   bool json = false;
+  double max_memory_gib = 0;  // 0: what this process can have
   bool rank_from_env = false;
   double timeout_s = 30;
   int order_from = -1;
@@ -52,7 +53,8 @@ int run_model(const ReplayArgs& a) {
   StepTimer timer("replay --model", a.timing);
   std::function<void(const char*)> on_step;
   if (timer.on()) on_step = [&](const char* step) { timer.step(step); };
-  model::Result r = replay::model_check_dir(a.dir, a.order_from, nullptr, &incomplete, &retired, on_step);
+  const auto limit = static_cast<uint64_t>(std::min(a.max_memory_gib, 1e9) * 1024 * 1024 * 1024);
+  model::Result r = replay::model_check_dir(a.dir, a.order_from, nullptr, &incomplete, &retired, on_step, limit);
   // File names (skipped files, file-based labels) can hold control characters: printed escaped,
   // line by line.
   std::string text = a.json ? replay::model_json(r, retired) + "\n" : model::format_text(r);
@@ -151,6 +153,10 @@ void add_replay_command(Command& app, int* exit_code) {
   sub->add_flag("--model", a->model, "Model check only: can the per-rank schedules deadlock under NCCL's semantics?");
   sub->add_flag("--json", a->json, "With --model: the verdict and witness as JSON");
   sub->add_flag("--timing", a->timing, "With --model: print how long each step took (stderr)");
+  sub->add_option("--max-memory", a->max_memory_gib,
+                  "With --model: GiB the model may use (default: the memory available to it); a larger model is not "
+                  "started (exit 2)")
+      ->positive();
   sub->add_option("--timeout", a->timeout_s, "Seconds without progress (no op completing) before a replay is declared hung (default 30)")->positive();
   sub->add_flag("--rank-from-env", a->rank_from_env,
                 "Run only this process's rank (RANK/SLURM_PROCID...), under srun or torchrun; needs LOCKSTEP_RENDEZVOUS_DIR");

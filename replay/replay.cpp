@@ -7,10 +7,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string_view>
 #include <set>
 #include <stdexcept>
 
@@ -188,12 +192,65 @@ std::string model_json(const model::Result& r, const RetiredHistory& h) {
   return j.dump(2);
 }
 
+uint64_t memory_this_process_can_use() {
+  auto read_number = [](const std::string& path, const char* key) -> std::optional<uint64_t> {
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+      if (key && line.rfind(key, 0) != 0) continue;
+      const char* p = line.c_str() + (key ? std::strlen(key) : 0);
+      while (*p == ' ' || *p == '\t') ++p;
+      uint64_t v = 0;
+      auto [end, ec] = std::from_chars(p, line.c_str() + line.size(), v);
+      if (ec != std::errc()) return std::nullopt;  // "max": no limit
+      return std::string_view(end).find("kB") != std::string_view::npos ? v * 1024 : v;
+    }
+    return std::nullopt;
+  };
+  const auto available = read_number("/proc/meminfo", "MemAvailable:");
+  if (!available) return 0;
+  uint64_t can = *available;
+  // cgroup v2: the process's group from /proc/self/cgroup ("0::/path").
+  std::ifstream cg("/proc/self/cgroup");
+  for (std::string line; std::getline(cg, line);)
+    if (line.rfind("0::", 0) == 0) {
+      const std::string dir = "/sys/fs/cgroup" + line.substr(3);
+      const auto max = read_number(dir + "/memory.max", nullptr), current = read_number(dir + "/memory.current", nullptr);
+      if (max && current) can = std::min(can, *max > *current ? *max - *current : 0);
+    }
+  std::ifstream statm("/proc/self/statm");
+  uint64_t size = 0, resident = 0;
+  if (statm >> size >> resident) can += resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  return can;
+}
+
 model::Result model_check_dir(const std::string& trace_dir, int order_from, std::vector<std::string>* problems,
                               std::vector<std::string>* incomplete, RetiredHistory* retired,
-                              const std::function<void(const char*)>& on_step) {
+                              const std::function<void(const char*)>& on_step, uint64_t memory_limit) {
   // The analyzer's loader, with the checker's side data (host waits, op threads).
   lockstep::Schedule s = load(trace_dir, true);
   if (on_step) on_step("load");
+  // A model larger than the memory there is would end in the kernel's OOM killer (at 16,384
+  // ranks x 10,000 ops: some 23 GB): said before it is built, with what gives the verdict instead.
+  {
+    uint64_t items = 0;
+    for (const SchedProcess& p : s.procs) items += p.ops.size() + p.waits.size();
+    const uint64_t need = items * model::kPeakBytesPerItem;
+    const uint64_t can = memory_limit ? memory_limit : memory_this_process_can_use();
+    if (can > 0 && need > can) {
+      auto gib = [](uint64_t b) {
+        char t[32];
+        if (b >= (uint64_t(1) << 30)) std::snprintf(t, sizeof t, "%.1f GiB", static_cast<double>(b) / (1024.0 * 1024 * 1024));
+        else std::snprintf(t, sizeof t, "%.1f MiB", static_cast<double>(b) / (1024.0 * 1024));
+        return std::string(t);
+      };
+      throw ReplayError(ErrorKind::kInputError,
+                        "the model of " + std::to_string(items) + " ops and host waits needs about " + gib(need) + " (" +
+                            std::to_string(model::kPeakBytesPerItem) + " bytes each); " + gib(can) +
+                            (memory_limit ? " allowed (--max-memory)" : " available to this process") +
+                            ": not started. `lockstep analyze` and `lockstep check` give the verdict at this scale "
+                            "(summary first); --max-memory GIB sets what the model may use");
+    }
+  }
   model::Options mo;
   mo.on_step = on_step;
   {

@@ -101,9 +101,17 @@ std::vector<std::string> retired_history_lines(const RetiredHistory& h);
 std::string model_json(const model::Result& r, const RetiredHistory& h);
 
 // on_step: called after each step ("load", "analysis", then model::Options::on_step's).
+// memory_limit: bytes the check may use at its peak; 0: what this process can have (the
+// machine's available memory, or its cgroup's limit, and what it holds already). Once the
+// trace is loaded, a model that would need more (model::kPeakBytesPerItem an op or host wait)
+// is not started: ReplayError kInputError says how much it needs and what is available.
 model::Result model_check_dir(const std::string& trace_dir, int order_from, std::vector<std::string>* problems,
                               std::vector<std::string>* incomplete = nullptr, RetiredHistory* retired = nullptr,
-                              const std::function<void(const char*)>& on_step = {});
+                              const std::function<void(const char*)>& on_step = {}, uint64_t memory_limit = 0);
+
+// Bytes this process can still grow to: MemAvailable (/proc/meminfo), bounded by its cgroup's
+// memory.max less memory.current, plus its own resident memory. 0: unknown.
+uint64_t memory_this_process_can_use();
 
 // The trace file of each global rank 0..N-1 in a trace directory. Throws ReplayError:
 // kIncomplete if ranks are missing, kInputError if repeated or out of range.

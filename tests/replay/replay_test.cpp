@@ -120,6 +120,21 @@ TEST_F(SeedReplay, RankDependentOrderHangsUnderReplayAndModelRejectsItAtSeq3750)
   EXPECT_TRUE(contains(r.trials[0].report, "reduce_scatter vs all_to_all")) << r.trials[0].report;
 }
 
+// A model larger than the memory it may use is not started: said with what it needs.
+TEST_F(SeedReplay, ModelLargerThanTheMemoryItMayUseIsNotStartedAndSaysWhatItNeeds) {
+  try {
+    replay::model_check_dir(good(), -1, nullptr, nullptr, nullptr, {}, /*memory_limit=*/64 * 1024);
+    ADD_FAILURE() << "a model of the seed's ops in 64 KiB was started";
+  } catch (const replay::ReplayError& e) {
+    EXPECT_EQ(e.kind, replay::ErrorKind::kInputError);
+    EXPECT_TRUE(contains(e.what(), " ops and host waits needs about ")) << e.what();
+    EXPECT_TRUE(contains(e.what(), "allowed (--max-memory): not started")) << e.what();
+  }
+  // What the machine has is more than the seed's model needs; so is a limit of 1 GiB.
+  EXPECT_GT(replay::memory_this_process_can_use(), 64u << 20);
+  EXPECT_EQ(replay::model_check_dir(good(), -1, nullptr, nullptr, nullptr, {}, uint64_t(1) << 30).verdict, Verdict::kCanComplete);
+}
+
 TEST_F(SeedReplay, FixedOrderPassesModelAndCompletesIn20PerturbedTrials) {
   model::Result m = replay::model_check_dir(good(), -1, nullptr);
   EXPECT_EQ(m.verdict, Verdict::kCanComplete) << model::format_text(m);
