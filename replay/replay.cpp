@@ -209,14 +209,21 @@ uint64_t memory_this_process_can_use() {
   const auto available = read_number("/proc/meminfo", "MemAvailable:");
   if (!available) return 0;
   uint64_t can = *available;
-  // cgroup v2: the process's group from /proc/self/cgroup ("0::/path").
+  // The process's cgroup from /proc/self/cgroup: v2 ("0::/path": memory.max, memory.current)
+  // or v1's memory controller ("N:memory:/path": memory.limit_in_bytes, memory.usage_in_bytes).
   std::ifstream cg("/proc/self/cgroup");
-  for (std::string line; std::getline(cg, line);)
+  for (std::string line; std::getline(cg, line);) {
+    std::string dir, limit, usage;
     if (line.rfind("0::", 0) == 0) {
-      const std::string dir = "/sys/fs/cgroup" + line.substr(3);
-      const auto max = read_number(dir + "/memory.max", nullptr), current = read_number(dir + "/memory.current", nullptr);
-      if (max && current) can = std::min(can, *max > *current ? *max - *current : 0);
+      dir = "/sys/fs/cgroup" + line.substr(3), limit = "/memory.max", usage = "/memory.current";
+    } else if (auto at = line.find(":memory:"); at != std::string::npos) {
+      dir = "/sys/fs/cgroup/memory" + line.substr(at + 8), limit = "/memory.limit_in_bytes", usage = "/memory.usage_in_bytes";
+    } else {
+      continue;
     }
+    const auto max = read_number(dir + limit, nullptr), current = read_number(dir + usage, nullptr);
+    if (max && current) can = std::min(can, *max > *current ? *max - *current : 0);
+  }
   std::ifstream statm("/proc/self/statm");
   uint64_t size = 0, resident = 0;
   if (statm >> size >> resident) can += resident * static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
