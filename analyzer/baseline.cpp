@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <sstream>
 #include <unordered_map>
+
+#include "trace_loader.h"
 
 namespace lockstep {
 namespace {
@@ -64,90 +67,155 @@ std::vector<std::string> lines_of(const std::string& text) {
 
 }  // namespace
 
-std::string canonical_schedule(const Analysis& a) {
-  const Schedule& s = *a.schedule;
+CanonicalSchedule::CanonicalSchedule(const Schedule& headers, const CommIndex& index)
+    : headers_(headers), index_(index), comms_(index.comms.size()), member_at_(headers.procs.size()) {
+  for (size_t g = 0; g < index.comms.size(); ++g) {
+    const GlobalComm& gc = index.comms[g];
+    comm_of_hash_.emplace(gc.hash, static_cast<int>(g));
+    for (size_t k = 0; k < gc.members.size(); ++k) {
+      const CommMember& m = gc.members[k];
+      auto& at = member_at_[static_cast<size_t>(m.proc)];
+      if (at.size() <= static_cast<size_t>(m.local)) at.resize(static_cast<size_t>(m.local) + 1, {-1, 0});
+      at[static_cast<size_t>(m.local)] = {static_cast<int>(g), k};
+    }
+  }
+}
+
+uint32_t CanonicalSchedule::intern(std::string s) {
+  auto [it, added] = string_ids_.try_emplace(std::move(s), static_cast<uint32_t>(strings_.size()));
+  if (added) strings_.push_back(it->first);
+  return it->second;
+}
+
+void CanonicalSchedule::add(const Schedule& batch, const CommIndex& bidx, const std::vector<int>& header_of) {
+  // Each communicator's schedule, from its member holding the longest history (the lowest-ranked
+  // among equals; ranks that disagree fail `check` anyway): the least (base, place in rank
+  // order) over the batches. A capped trace holds collectives #first..#last of it (text()).
+  std::vector<int64_t> line_of_sig(batch.sigs.size(), -1);
+  // The batch's communicators as the headers' (by hash) and as families (by number while
+  // grouping: a string an op was 8 M strings at 16,384 ranks x 500 ops; by name in the text).
+  std::vector<int32_t> family(bidx.comms.size());
+  for (size_t g = 0; g < bidx.comms.size(); ++g) {
+    auto h = comm_of_hash_.find(bidx.comms[g].hash);  // the names the headers' index gives, whatever the batch
+    const std::string& name = h != comm_of_hash_.end() ? index_.comms[static_cast<size_t>(h->second)].family : bidx.comms[g].family;
+    auto [it, fresh] = family_ids_.try_emplace(name, static_cast<int32_t>(family_names_.size()));
+    if (fresh) family_names_.push_back(it->first);
+    family[g] = it->second;
+  }
+  std::vector<int32_t> seq;
+  for (size_t p = 0; p < batch.procs.size(); ++p) {
+    const int hp = p < header_of.size() ? header_of[p] : -1;
+    if (hp < 0) continue;
+    const SchedProcess& sp = batch.procs[p];
+    const auto& at = member_at_[static_cast<size_t>(hp)];
+    for (size_t local = 0; local < bidx.per_proc[p].size() && local < at.size(); ++local) {
+      const ProcComm& pc = bidx.per_proc[p][local];
+      const auto [g, place] = at[local];
+      if (pc.gcomm < 0 || g < 0) continue;
+      Comm& c = comms_[static_cast<size_t>(g)];
+      if (pc.base > c.base || (pc.base == c.base && place >= c.member)) continue;
+      c.base = pc.base, c.member = place;
+      c.ops.clear();
+      for (uint32_t i : pc.colls) {
+        int64_t& line = line_of_sig[sp.ops[i].sig];
+        if (line < 0) line = intern(baseline_signature(batch.sigs[sp.ops[i].sig]));
+        c.ops.push_back(static_cast<uint32_t>(line));
+      }
+    }
+    // Interleaving between roles, per process; identical ones grouped. The family: the
+    // tensor-parallel groups of different ranks are one role, so 256 ranks with the same step
+    // pattern share one section.
+    const int rank = display_rank(headers_, hp);
+    if (sp.info.retired_ops > 0) {
+      windowed_.push_back(rank);
+      continue;
+    }
+    seq.clear();
+    for (auto& o : sp.ops) {
+      const ProcComm& pc = bidx.per_proc[p][o.comm];
+      if (pc.gcomm < 0 || batch.sigs[o.sig].cls == OpClass::kP2P) continue;
+      seq.push_back(family[static_cast<size_t>(pc.gcomm)]);
+    }
+    // Ranks with one communicator have no interleaving to keep.
+    if (std::all_of(seq.begin(), seq.end(), [&](int32_t f) { return f == seq.front(); })) continue;
+    auto [it, fresh] = orders_.try_emplace(seq);
+    if (fresh) first_seen_.push_back(&it->first);
+    it->second.push_back(rank);
+  }
+}
+
+std::string CanonicalSchedule::text() const {
   std::ostringstream os;
   os << kBaselineHeader << "\n"
      << "# Per communicator role: its collectives in order (xN = N times). Then per group of ranks: the\n"
      << "# order in which they issued the roles' collectives (split colors omitted).\n"
      << "# Regenerate: lockstep check DIR --write-baseline FILE\n";
-  // Each role's schedule, from its member holding the longest history (the lowest-ranked among
-  // equals; ranks that disagree fail `check` anyway). A capped trace holds collectives
-  // #first..#last of it: the header says so ("collectives=#first..#last"), and a comparison
-  // aligns by that absolute ordinal.
   struct Variant {
     int nranks;
     int64_t first;  // 1-based ordinal of ops[0]; 0: nothing retired
-    std::vector<std::string> ops;
-    bool operator==(const Variant& o) const { return nranks == o.nranks && first == o.first && ops == o.ops; }
+    const std::vector<uint32_t>* ops;
+    bool operator==(const Variant& o) const { return nranks == o.nranks && first == o.first && *ops == *o.ops; }
   };
   std::map<std::string, std::vector<Variant>> roles;
-  for (auto& g : a.index.comms) {
-    if (g.members.empty()) continue;
-    const CommMember* m = &g.members.front();
-    for (const CommMember& x : g.members)
-      if (a.index.of(x).base < a.index.of(*m).base) m = &x;
-    const ProcComm& pc = a.index.of(*m);
-    Variant v{g.nranks, pc.base > 0 ? pc.base + 1 : 0, {}};
-    for (uint32_t i : pc.colls) v.ops.push_back(baseline_signature(s.sigs[s.procs[m->proc].ops[i].sig]));
-    auto& variants = roles[g.role];
-    if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(std::move(v));
+  for (size_t g = 0; g < index_.comms.size(); ++g) {
+    const Comm& c = comms_[g];
+    if (c.base == INT64_MAX) continue;  // no member read
+    Variant v{index_.comms[g].nranks, c.base > 0 ? c.base + 1 : 0, &c.ops};
+    auto& variants = roles[index_.comms[g].role];
+    if (std::find(variants.begin(), variants.end(), v) == variants.end()) variants.push_back(v);
   }
+  std::vector<std::string> lines;
   for (auto& [role, variants] : roles)
     for (size_t v = 0; v < variants.size(); ++v) {
       const Variant& x = variants[v];
       os << "comm " << role;
       if (variants.size() > 1) os << " variant " << v + 1;
       os << " nranks=" << x.nranks << " collectives=";
-      if (x.first > 0) os << "#" << x.first << "..#" << x.first + static_cast<int64_t>(x.ops.size()) - 1 << "\n";
-      else os << x.ops.size() << "\n";
-      run_length(os, x.ops, "  ");
+      if (x.first > 0) os << "#" << x.first << "..#" << x.first + static_cast<int64_t>(x.ops->size()) - 1 << "\n";
+      else os << x.ops->size() << "\n";
+      lines.clear();
+      for (uint32_t id : *x.ops) lines.push_back(strings_[id]);
+      run_length(os, lines, "  ");
     }
-  // Interleaving between roles, per process; identical ones grouped. The family: the
-  // tensor-parallel groups of different ranks are one role, so 256 ranks with the same step
-  // pattern share one section. Families by number while grouping (a string an op was 8 M
-  // strings at 16,384 ranks x 500 ops), by name in the text.
-  std::vector<std::string> family_names;
-  std::vector<int32_t> family_of(a.index.comms.size());
-  {
-    std::unordered_map<std::string, int32_t> ids;
-    for (size_t g = 0; g < a.index.comms.size(); ++g) {
-      auto [it, added] = ids.try_emplace(a.index.comms[g].family, static_cast<int32_t>(family_names.size()));
-      if (added) family_names.push_back(it->first);
-      family_of[g] = it->second;
-    }
-  }
-  std::map<std::vector<int32_t>, std::vector<int>> orders;
-  std::vector<const std::vector<int32_t>*> first_seen;  // keys of `orders`, in order of first use
-  std::vector<int> windowed;  // ranks whose trace retired history: their interleaving is partial
-  std::vector<int32_t> seq;
-  for (size_t p = 0; p < s.procs.size(); ++p) {
-    if (s.procs[p].info.retired_ops > 0) {
-      windowed.push_back(display_rank(s, static_cast<int>(p)));
-      continue;
-    }
-    seq.clear();
-    for (auto& o : s.procs[p].ops) {
-      const ProcComm& pc = a.index.per_proc[p][o.comm];
-      if (pc.gcomm < 0 || s.sigs[o.sig].cls == OpClass::kP2P) continue;
-      seq.push_back(family_of[pc.gcomm]);
-    }
-    // Ranks with one communicator have no interleaving to keep.
-    if (std::all_of(seq.begin(), seq.end(), [&](int32_t f) { return f == seq.front(); })) continue;
-    auto [it, fresh] = orders.try_emplace(seq);
-    if (fresh) first_seen.push_back(&it->first);
-    it->second.push_back(display_rank(s, static_cast<int>(p)));
-  }
   std::vector<std::string> names;
-  for (const std::vector<int32_t>* ids : first_seen) {
-    os << "order ranks " << rank_ranges(orders[*ids]) << "\n";
+  for (const std::vector<int32_t>* ids : first_seen_) {
+    os << "order ranks " << rank_ranges(orders_.at(*ids)) << "\n";
     names.clear();
-    for (int32_t f : *ids) names.push_back(family_names[static_cast<size_t>(f)]);
+    for (int32_t f : *ids) names.push_back(family_names_[static_cast<size_t>(f)]);
     run_length(os, names, "  ");
   }
-  if (!windowed.empty())
-    os << "# order of ranks " << rank_ranges(windowed) << " not kept: the size cap retired their oldest ops\n";
+  if (!windowed_.empty())
+    os << "# order of ranks " << rank_ranges(windowed_) << " not kept: the size cap retired their oldest ops\n";
   return os.str();
+}
+
+std::string canonical_schedule(const Analysis& a) {
+  CanonicalSchedule c(*a.schedule, a.index);
+  std::vector<int> same(a.schedule->procs.size());
+  for (size_t p = 0; p < same.size(); ++p) same[p] = static_cast<int>(p);
+  c.add(*a.schedule, a.index, same);
+  return c.text();
+}
+
+std::string canonical_schedule_of_files(const Schedule& headers, const CommIndex& index, uint64_t batch_bytes) {
+  CanonicalSchedule c(headers, index);
+  std::unordered_map<std::string, int> header_of_path;
+  for (size_t p = 0; p < headers.procs.size(); ++p) header_of_path.emplace(headers.procs[p].info.path, static_cast<int>(p));
+  for (size_t next = 0; next < headers.procs.size();) {
+    std::vector<int> procs;
+    for (uint64_t bytes = 0; next < headers.procs.size() && (procs.empty() || bytes < batch_bytes); ++next) {
+      std::error_code ec;
+      const uintmax_t size = std::filesystem::file_size(headers.procs[next].info.path, ec);
+      bytes += ec ? 0 : size;
+      procs.push_back(static_cast<int>(next));
+    }
+    const Schedule s = load_schedule_of(headers, procs);
+    std::vector<int> header_of(s.procs.size(), -1);
+    for (size_t p = 0; p < s.procs.size(); ++p)
+      if (auto it = header_of_path.find(s.procs[p].info.path); it != header_of_path.end()) header_of[p] = it->second;
+    c.add(s, build_comm_index(s), header_of);
+  }
+  return c.text();
 }
 
 namespace {

@@ -4,7 +4,7 @@
 // a broadcast where its tensor-parallel peers issue all_gather; the ops after it stay in flight).
 //
 //   gen_trace DIR --ranks 256 --ops 100000 [--tp 8] [--diverge-from-end 100] [--lag-host-ops 0] [--threads 2]
-//            [--from-rank R] [--ranks-per-host 8] [--rank-names] [--live]
+//            [--from-rank R] [--ranks-per-host 8] [--rank-names] [--live] [--finished]
 // Files are named as the recorder names them, <host>-<pid>.lockstep.sqlite, host "node<rank / N>"
 // (--ranks-per-host N, default 8: 8 GPUs a node) and pid 10000 + rank; --rank-names names them
 // rank-<rank>.lockstep.sqlite instead (tests that address one rank's file).
@@ -13,6 +13,8 @@
 // host: never_issued on the world communicator).
 // --live: files as a live recorder leaves them (content generation 1 in PRAGMA user_version, no
 // exit): node summaries of them survive heartbeats (bench/live_summary_bench.sh).
+// --finished: every process exited cleanly (meta finished 1, exit_reason exit): with
+// --diverge-from-end 0, a run `check` passes (and writes a baseline of).
 
 #include <algorithm>
 #include <atomic>
@@ -43,6 +45,7 @@ struct Options {
   int from_rank = 0;
   int ranks_per_host = 8;          // a host (node) runs this many ranks, as 8 GPUs a node do
   bool rank_names = false;         // name files rank-N (tests that address a file by rank)
+  bool finished = false;           // every process exited cleanly (an exit record)
   bool live = false;               // a live recorder's files: content generation 1 (schema::kUserVersionOffset)
 };
 
@@ -87,7 +90,8 @@ void write_rank(const Options& o, int rank) {
   meta("host", host);
   meta("pid", std::to_string(pid));
   meta("global_rank", std::to_string(rank));
-  meta("finished", "0");
+  meta("finished", o.finished ? "1" : "0");
+  if (o.finished) meta("exit_reason", "exit");
   meta("last_flush_mono_ns", "1000000000000");
   meta("stack_mode", "python");
   meta("digest_version", std::to_string(digest::kDigestVersion));
@@ -189,7 +193,7 @@ void write_rank(const Options& o, int rank) {
 }
 
 [[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr, "gen_trace: %s\nusage: gen_trace DIR --ranks N --ops M [--tp T] [--diverge-from-end K] [--lag-host-ops K] [--threads T] [--from-rank R] [--ranks-per-host N] [--rank-names] [--live]\n", msg);
+  std::fprintf(stderr, "gen_trace: %s\nusage: gen_trace DIR --ranks N --ops M [--tp T] [--diverge-from-end K] [--lag-host-ops K] [--threads T] [--from-rank R] [--ranks-per-host N] [--rank-names] [--live] [--finished]\n", msg);
   std::exit(2);
 }
 
@@ -213,6 +217,7 @@ int main(int argc, char** argv) {
     else if (a == "--ranks-per-host") o.ranks_per_host = std::atoi(next());
     else if (a == "--rank-names") o.rank_names = true;
     else if (a == "--live") o.live = true;
+    else if (a == "--finished") o.finished = true;
     else if (!a.empty() && a[0] != '-' && o.dir.empty()) o.dir = a;
     else usage(("unknown argument " + a).c_str());
   }

@@ -1,7 +1,10 @@
 // The canonical schedule: stable across runs (roles, not hashes), sensitive to order changes.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "baseline.h"
+#include "trace_loader.h"
 #include "trace_builder.h"
 
 using namespace lockstep;
@@ -55,4 +58,42 @@ TEST(Baseline, changed_op_size_differs_and_comments_are_ignored) {
   EXPECT_FALSE(d.equal);
   EXPECT_NE(d.text.find("-   all_reduce float32 count=8 sum x4"), std::string::npos) << d.text;
   EXPECT_NE(d.text.find("+   all_reduce float32 count=16 sum x4"), std::string::npos) << d.text;
+}
+
+// check --baseline reads the canonical schedule a batch of files at a time: whatever the batch,
+// the text of every file read at once, from the summary-first read's headers or the headers alone.
+TEST(Baseline, read_a_batch_of_files_at_a_time_it_is_the_schedule_of_every_file_read_at_once) {
+  const int n = 6;
+  TraceBuilder b(n);
+  b.comm("0000000000000a11", {0, 1, 2, 3, 4, 5});
+  for (int pair = 0; pair < 3; ++pair) b.comm("00000000000000b" + std::to_string(pair), {2 * pair, 2 * pair + 1}, "0000000000000a11", pair);
+  for (int step = 0; step < 5; ++step)
+    for (int p = 0; p < n; ++p) {
+      const std::string tp = "00000000000000b" + std::to_string(p / 2);
+      // Ranks 4 and 5 issue their group's collective before the world's in step 3: another order.
+      const bool flip = p >= 4 && step == 3;
+      if (!flip) b.add(p, "0000000000000a11", {.count = 8 + step});
+      b.add(p, tp, {.op = "all_gather", .count = 16, .redop = ""});
+      if (p % 2 == 0) b.add(p, tp, {.op = "send", .count = 4, .peer = 1, .redop = ""});
+      else b.add(p, tp, {.op = "recv", .count = 4, .peer = 0, .redop = ""});
+      if (flip) b.add(p, "0000000000000a11", {.count = 8 + step});
+    }
+  auto dir = lockstep::testing::fresh_dir("baseline-batches");
+  lockstep::testing::write_trace(b.trace(), dir);
+  const Schedule full = load_schedule(dir);
+  ASSERT_TRUE(full.skipped.empty()) << full.skipped[0].reason;
+  const std::string every = canonical_schedule(analyze(full));
+  ASSERT_NE(every.find("order ranks 4-5"), std::string::npos) << every;
+  ASSERT_NE(every.find("comm init0.split0(color=2) nranks=2"), std::string::npos) << every;
+  const Schedule first = load_schedule(dir, {.summary_first = true});
+  const Analysis an = analyze(first);
+  const Schedule headers = load_headers(dir);
+  const CommIndex hidx = build_comm_index(headers);
+  // A file's bytes or more (one file a batch), two files' or three's, and every file at once.
+  const uint64_t file = std::filesystem::file_size(full.procs[0].info.path);
+  for (uint64_t batch : {uint64_t(1), file + 1, 2 * file + 1, kBaselineBatchBytes}) {
+    SCOPED_TRACE("batch " + std::to_string(batch) + " bytes");
+    EXPECT_EQ(canonical_schedule_of_files(first, an.index, batch), every);
+    EXPECT_EQ(canonical_schedule_of_files(headers, hidx, batch), every);
+  }
 }

@@ -151,6 +151,25 @@ rm "$work/wide/node3-10026.lockstep.sqlite"
 echo garbage >"$work/wide/node100-10800.lockstep.sqlite"
 compare_stacks "$work/wide" init0 3 0
 compare_stacks "$work/wide" init0.split1 3 0
+# check --write-baseline of traces over 1 GiB reads the canonical schedule 256 MiB of files at a
+# time: the baseline of the full read byte for byte (tests/analyzer/baseline_test.cpp across
+# batches). Here, under 1 GiB: one read, every row; the same baseline.
+"$GEN" "$work/passing" --ranks 16 --ops 9000 --diverge-from-end 0 --finished --rank-names >/dev/null
+"$GEN" "$work/passing-wide" --ranks 1032 --ops 16 --ranks-per-host 8 --diverge-from-end 0 --finished --threads 2 >/dev/null
+for d in passing passing-wide; do
+  rc_s=0 rc_f=0
+  "$LOCKSTEP" check "$work/$d" --write-baseline "$work/base-s.txt" >"$work/check-s.txt" 2>&1 || rc_s=$?
+  "$LOCKSTEP" check "$work/$d" --full-read --write-baseline "$work/base-f.txt" >/dev/null 2>&1 || rc_f=$?
+  if [ "$rc_s" != 0 ] || [ "$rc_f" != 0 ] || ! cmp -s "$work/base-s.txt" "$work/base-f.txt" ||
+     ! grep -q '^order ranks' "$work/base-s.txt"; then
+    echo "FAIL check --write-baseline $d: exit $rc_s vs $rc_f (full read), or baselines that differ"
+    tail -3 "$work/check-s.txt"; diff "$work/base-s.txt" "$work/base-f.txt" | head -10
+    fail=1
+  else
+    echo "ok check --write-baseline $d ($(wc -l <"$work/base-s.txt") lines)"
+  fi
+  "$LOCKSTEP" check "$work/$d" --baseline "$work/base-f.txt" >/dev/null 2>&1 || { echo "FAIL check --baseline $d: its own baseline"; fail=1; }
+done
 # Ops in flight before the newest checkpoints (they never count as done): read whole.
 compare "$work/early" 0
 compare "$work/small" 0
