@@ -211,18 +211,24 @@ uint64_t memory_this_process_can_use() {
   uint64_t can = *available;
   // The process's cgroup from /proc/self/cgroup: v2 ("0::/path": memory.max, memory.current)
   // or v1's memory controller ("N:memory:/path": memory.limit_in_bytes, memory.usage_in_bytes).
+  // Its usage counts the page cache, which the kernel reclaims before it kills: left out
+  // (memory.stat "file" / "total_cache"), or a group whose cache fills it would refuse any model.
   std::ifstream cg("/proc/self/cgroup");
   for (std::string line; std::getline(cg, line);) {
-    std::string dir, limit, usage;
+    std::string dir, limit, usage, cache;
     if (line.rfind("0::", 0) == 0) {
-      dir = "/sys/fs/cgroup" + line.substr(3), limit = "/memory.max", usage = "/memory.current";
+      dir = "/sys/fs/cgroup" + line.substr(3), limit = "/memory.max", usage = "/memory.current", cache = "file ";
     } else if (auto at = line.find(":memory:"); at != std::string::npos) {
-      dir = "/sys/fs/cgroup/memory" + line.substr(at + 8), limit = "/memory.limit_in_bytes", usage = "/memory.usage_in_bytes";
+      dir = "/sys/fs/cgroup/memory" + line.substr(at + 8), limit = "/memory.limit_in_bytes", usage = "/memory.usage_in_bytes",
+      cache = "total_cache ";
     } else {
       continue;
     }
-    const auto max = read_number(dir + limit, nullptr), current = read_number(dir + usage, nullptr);
-    if (max && current) can = std::min(can, *max > *current ? *max - *current : 0);
+    const auto max = read_number(dir + limit, nullptr);
+    auto used = read_number(dir + usage, nullptr);
+    if (!max || !used) continue;
+    if (const auto file = read_number(dir + "/memory.stat", cache.c_str())) *used -= std::min(*used, *file);
+    can = std::min(can, *max > *used ? *max - *used : 0);
   }
   std::ifstream statm("/proc/self/statm");
   uint64_t size = 0, resident = 0;

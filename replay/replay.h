@@ -110,7 +110,7 @@ model::Result model_check_dir(const std::string& trace_dir, int order_from, std:
                               const std::function<void(const char*)>& on_step = {}, uint64_t memory_limit = 0);
 
 // Bytes this process can still grow to: MemAvailable (/proc/meminfo), bounded by its cgroup's
-// memory.max less memory.current, plus its own resident memory. 0: unknown.
+// limit less its usage but the page cache (v2 or v1), plus its own resident memory. 0: unknown.
 uint64_t memory_this_process_can_use();
 
 // The trace file of each global rank 0..N-1 in a trace directory. Throws ReplayError:
