@@ -1,5 +1,7 @@
 #include "trace_file.h"
 
+#include "read_ahead_vfs.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -60,7 +62,8 @@ Db& Db::operator=(Db&& o) noexcept {
 }
 
 int Db::open_untrusted(const std::string& path, int flags) {
-  int rc = open(path, flags);
+  // Read-only: a window of the file a system call (read_ahead_vfs.h).
+  int rc = open(path, flags, (flags & SQLITE_OPEN_READONLY) ? read_ahead_vfs() : nullptr);
   if (rc != SQLITE_OK) return rc;
   int unused = 0;
   sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, &unused);

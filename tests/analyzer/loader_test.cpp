@@ -417,3 +417,34 @@ TEST(Details, an_op_is_found_by_its_seq_with_a_bisection_on_call_index) {
   }
   EXPECT_FALSE(lockstep::find_op_by_seq(*crafted, 0, 0, 1, 0, lockstep::kMaxCallIndex));  // the first op now says 400
 }
+
+// Readers open trace files through the read-ahead VFS (schema/read_ahead_vfs.h): a window of the
+// file is kept only under one shared lock. One read-only connection, a writer committing between
+// its reads (and while it opens the file, before any lock): every read sees the latest commit.
+TEST(ReadAheadVfs, a_window_never_outlives_the_shared_lock_it_was_read_under) {
+  auto dir = lockstep::testing::fresh_dir("read-ahead");
+  lockstep::testing::write_trace(two_rank_trace(5).trace(), dir);
+  const std::string path = dir + "/rank-0" + schema::kFileSuffix;
+  sqlite3* w = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &w), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(w, "PRAGMA synchronous=OFF", nullptr, nullptr, nullptr), SQLITE_OK);
+  lockstep::trace_file::Db r;
+  ASSERT_EQ(r.open_untrusted(path), SQLITE_OK);  // SQLite reads the header here, without a lock
+  auto count = [&] {
+    lockstep::trace_file::Stmt st(r.get(), "SELECT count(*), coalesce(sum(CASE WHEN call_index >= 1000 THEN done END), 0) FROM op_rows",
+                                  false);
+    EXPECT_TRUE(st.ok()) << sqlite3_errmsg(r.get());
+    EXPECT_EQ(st.step(), SQLITE_ROW);
+    return std::pair<int64_t, int64_t>(st.column_i64(0), st.column_i64(1));
+  };
+  EXPECT_EQ(count().first, 5);
+  for (int i = 0; i < 200; ++i) {  // enough rows to move pages past the first window's
+    const std::string sql = "INSERT INTO op_rows(call_index, sig, seq, t, wall, state, done) VALUES(" +
+                            std::to_string(1000 + i) + ", 1, " + std::to_string(6 + i) + ", 0, 0, 0, 1)";
+    ASSERT_EQ(sqlite3_exec(w, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
+    if (i % 50 == 49) EXPECT_EQ(count(), std::make_pair(int64_t(6 + i), int64_t(i + 1)));
+  }
+  ASSERT_EQ(sqlite3_exec(w, "UPDATE op_rows SET done = 7 WHERE call_index = 1000", nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_EQ(count(), std::make_pair(int64_t(205), int64_t(199 + 7)));
+  sqlite3_close(w);
+}
