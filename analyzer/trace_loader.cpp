@@ -78,15 +78,16 @@ vocab::RedOp redop_of(const std::string& s) {
   return s.empty() ? vocab::RedOp::None : known(vocab::parse_redop(s), "redop", s);
 }
 
-// Opened through trace_file's wrapper; a file SQLite cannot open is a skip reason.
-trace_file::Db open_trace(const std::string& path, int flags, int busy_ms) {
+// Opened through trace_file's wrapper; a file SQLite cannot open is a skip reason. read_ahead:
+// the loader reads most pages of a file (read_ahead_vfs.h), a detail a few.
+trace_file::Db open_trace(const std::string& path, int flags, int busy_ms, bool read_ahead = true) {
   trace_file::Db db;
-  if (int rc = db.open_untrusted(path, flags); rc != SQLITE_OK)
+  if (int rc = db.open_untrusted(path, flags, read_ahead); rc != SQLITE_OK)
     throw FileSkip("cannot open: " + (db ? db.errmsg() : std::string(sqlite3_errstr(rc))));
   db.busy_timeout(busy_ms);
-  // No memory map: a summary-first read touches a few pages of each of thousands of files, and
-  // mapping and unmapping each file (a TLB shootdown on every loader thread) cost more than
-  // read(2) copies of those pages; mapped pages also counted in the analyzer's RSS.
+  // No memory map: mapping and unmapping each of thousands of files (a TLB shootdown on every
+  // loader thread) cost more than read(2) copies of their pages; mapped pages also counted in
+  // the analyzer's RSS.
   return db;
 }
 
@@ -968,8 +969,9 @@ void configure_process_for_loading() {
   });
 }
 
+// read_ahead: fn reads most of the file (read_ahead_vfs.h); a header is a few pages.
 template <class Fn>
-void read_file(const std::string& path, const LoadOptions& opt, Fn&& fn) {
+void read_file(const std::string& path, const LoadOptions& opt, Fn&& fn, bool read_ahead = true) {
   std::string why = not_regular(path);
   if (!why.empty()) throw FileSkip(why);
   // SQLite opens these beside the database: they must not be FIFOs either.
@@ -980,7 +982,7 @@ void read_file(const std::string& path, const LoadOptions& opt, Fn&& fn) {
   }
   for (int attempt = 0;; ++attempt) {
     try {
-      trace_file::Db db = open_trace(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, opt.busy_timeout_ms);
+      trace_file::Db db = open_trace(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, opt.busy_timeout_ms, read_ahead);
       // One read transaction for the whole file: one shared lock (and one hot-journal check)
       // instead of one per statement -- ~70 fcntl/stat calls a file -- and one consistent
       // snapshot of a live file. A recorder's COMMIT waits the few ms this takes (its
@@ -1129,11 +1131,14 @@ Schedule load_headers(const std::string& dir, const LoadOptions& options) {
   parallel_for(files.size(), options.threads, [&](size_t i) {
     if (from_summary[i]) return;
     try {
-      read_file(files[i], options, [&](sqlite3* db, const Validated& file) {
-        procs[i] = Process{};
-        procs[i].path = files[i];
-        read_header(db, file, procs[i]);
-      });
+      read_file(
+          files[i], options,
+          [&](sqlite3* db, const Validated& file) {
+            procs[i] = Process{};
+            procs[i].path = files[i];
+            read_header(db, file, procs[i]);
+          },
+          /*read_ahead=*/false);
     } catch (const FileSkip& e) {
       reasons[i] = e.what();
     }
@@ -1544,7 +1549,7 @@ class FileDetails : public TraceDetails {
       dbs_.clear();
     }
     auto& db = dbs_[proc];
-    if (!db) db = open_trace(s_.procs[proc].info.path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, 2000);
+    if (!db) db = open_trace(s_.procs[proc].info.path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, 2000, /*read_ahead=*/false);
     return db.get();
   }
 

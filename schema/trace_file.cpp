@@ -61,9 +61,8 @@ Db& Db::operator=(Db&& o) noexcept {
   return *this;
 }
 
-int Db::open_untrusted(const std::string& path, int flags) {
-  // Read-only: a window of the file a system call (read_ahead_vfs.h).
-  int rc = open(path, flags, (flags & SQLITE_OPEN_READONLY) ? read_ahead_vfs() : nullptr);
+int Db::open_untrusted(const std::string& path, int flags, bool read_ahead) {
+  int rc = open(path, flags, read_ahead && (flags & SQLITE_OPEN_READONLY) ? read_ahead_vfs() : nullptr);
   if (rc != SQLITE_OK) return rc;
   int unused = 0;
   sqlite3_db_config(db_, SQLITE_DBCONFIG_ENABLE_LOAD_EXTENSION, 0, &unused);

@@ -113,8 +113,10 @@ class Db {
   // SQL), defensive mode, views and triggers disabled (a view can loop forever or build blobs
   // without end), no string or blob over kMaxValueBytes, and a progress handler that interrupts
   // the connection after a number of VM steps linear in the file's size (SQLITE_INTERRUPT:
-  // budget_exhausted() says why). SQLITE_OK or the error code, like open().
-  int open_untrusted(const std::string& path, int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX);
+  // budget_exhausted() says why). SQLITE_OK or the error code, like open(). Read-only with
+  // read_ahead: through read_ahead_vfs() (a window of 256 KiB a system call), for a reader of
+  // most of the file; without, a page a system call (a few ops' details of many files).
+  int open_untrusted(const std::string& path, int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, bool read_ahead = true);
   // The connection's queries ran past their step budget (the last error is SQLITE_INTERRUPT).
   bool budget_exhausted() const;
 

@@ -442,7 +442,9 @@ TEST(ReadAheadVfs, a_window_never_outlives_the_shared_lock_it_was_read_under) {
     const std::string sql = "INSERT INTO op_rows(call_index, sig, seq, t, wall, state, done) VALUES(" +
                             std::to_string(1000 + i) + ", 1, " + std::to_string(6 + i) + ", 0, 0, 0, 1)";
     ASSERT_EQ(sqlite3_exec(w, sql.c_str(), nullptr, nullptr, nullptr), SQLITE_OK);
-    if (i % 50 == 49) EXPECT_EQ(count(), std::make_pair(int64_t(6 + i), int64_t(i + 1)));
+    if (i % 50 == 49) {
+      EXPECT_EQ(count(), std::make_pair(int64_t(6 + i), int64_t(i + 1)));
+    }
   }
   ASSERT_EQ(sqlite3_exec(w, "UPDATE op_rows SET done = 7 WHERE call_index = 1000", nullptr, nullptr, nullptr), SQLITE_OK);
   EXPECT_EQ(count(), std::make_pair(int64_t(205), int64_t(199 + 7)));
