@@ -85,8 +85,8 @@ int check_dir(const CheckArgs& a) {
     std::cout << "lockstep check: " << summary_line(an) << "\n";
   }
   if (const std::string unread = unread_text(unread_summary(*s, an)); !unread.empty()) std::cout << unread << "\n";
-  // The canonical schedule only for a baseline: from the rows already read (--full-read), else
-  // every row of 1,024 files at a time (16,384 ranks x 10,000 ops at once: 5.3 GB).
+  // The canonical schedule only for a baseline: from the rows already read, else every row of
+  // 256 MiB of files at a time (16,384 ranks x 10,000 ops at once: 4.1 GiB).
   std::string actual;
   if (baseline) {
     try {
