@@ -1485,10 +1485,13 @@ class FileDetails : public TraceDetails {
                                                  .c_str());
         probe_proc_ = proc;
       }
-      probe_->bind().reset();
       probe_->bind().i64(1, from).i64(2, to).i64(3, comms[comm].local_id);
-      if (!probe_->step()) return std::nullopt;
-      return SeqAt{probe_->i64(0), probe_->i64(1)};
+      std::optional<SeqAt> first;
+      if (probe_->step()) first = SeqAt{probe_->i64(0), probe_->i64(1)};
+      // Reset at once: a statement left on its row keeps the file's shared lock, and a live
+      // recorder's next commit would wait for it.
+      probe_->bind().reset();
+      return first;
     } catch (const std::exception&) {
       probe_.reset();
       return std::nullopt;

@@ -404,6 +404,13 @@ TEST(Details, an_op_is_found_by_its_seq_with_a_bisection_on_call_index) {
       }
     }
   }
+  // The lookups leave no file locked: a writer (a live recorder) commits at once.
+  for (const lockstep::SchedProcess& sp : f.procs) {
+    sqlite3* w = nullptr;
+    ASSERT_EQ(sqlite3_open(sp.info.path.c_str(), &w), SQLITE_OK);
+    EXPECT_EQ(sqlite3_exec(w, "BEGIN EXCLUSIVE; COMMIT", nullptr, nullptr, nullptr), SQLITE_OK) << sp.info.path;
+    sqlite3_close(w);
+  }
   // Crafted: rank 0's seqs of communicator aa no longer grow with call_index (reversed).
   const Process& p0 = f.procs[0].info;
   sql(p0.path, "UPDATE op_rows SET seq = 401 - seq WHERE seq IS NOT NULL AND sig IN (SELECT id FROM signatures WHERE comm_id = " +
