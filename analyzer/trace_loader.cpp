@@ -80,9 +80,9 @@ vocab::RedOp redop_of(const std::string& s) {
 
 // Opened through trace_file's wrapper; a file SQLite cannot open is a skip reason. read_ahead:
 // the loader reads most pages of a file (read_ahead_vfs.h), a detail a few.
-trace_file::Db open_trace(const std::string& path, int flags, int busy_ms, bool read_ahead = true) {
+trace_file::Db open_trace(const std::string& path, int flags, int busy_ms, bool read_ahead = true, int64_t known_bytes = -1) {
   trace_file::Db db;
-  if (int rc = db.open_untrusted(path, flags, read_ahead); rc != SQLITE_OK)
+  if (int rc = db.open_untrusted(path, flags, read_ahead, known_bytes); rc != SQLITE_OK)
     throw FileSkip("cannot open: " + (db ? db.errmsg() : std::string(sqlite3_errstr(rc))));
   db.busy_timeout(busy_ms);
   // No memory map: mapping and unmapping each of thousands of files (a TLB shootdown on every
@@ -136,22 +136,23 @@ struct Validated {
 };
 
 // Checks that come before trusting any table: magic bytes, size, application_id, schema version.
-Validated validate(sqlite3* db, const std::string& path) {
+// size: the file's, from the stat that found it a regular file.
+Validated validate(sqlite3* db, const std::string& path, int64_t size) {
   std::error_code ec;
-  auto size = fs::file_size(path, ec);
-  if (ec) throw FileSkip("cannot stat: " + ec.message());
   if (size == 0) throw FileSkip("empty file (the recorder created it but wrote nothing)");
-  {
+  // The magic bytes are read only to say why SQLite could not read a file: its first statement
+  // reads the header (and fails on any other magic) within the read already made, where a check
+  // of our own first was an open, a read and a close more for every file.
+  auto not_sqlite = [&]() -> std::string {
     char magic[16] = {};
     ssize_t got = -1;
-    if (int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK); fd >= 0) {
+    if (int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW); fd >= 0) {
       got = ::pread(fd, magic, sizeof magic, 0);
       ::close(fd);
     }
-    if (got < 16 || std::memcmp(magic, "SQLite format 3", 16) != 0)
-      throw FileSkip(size < 100 ? "not a trace: too short to be an SQLite database"
-                                : "not a trace: not an SQLite database");
-  }
+    if (got >= 16 && std::memcmp(magic, "SQLite format 3", 16) == 0) return "";
+    return size < 100 ? "not a trace: too short to be an SQLite database" : "not a trace: not an SQLite database";
+  };
   // The header's pragmas as plain PRAGMA statements: the pragma_* table-valued functions of one
   // SELECT each declared a virtual table (a CREATE TABLE parsed) on every file's connection.
   auto pragma = [db](const char* sql, bool& row) {
@@ -160,7 +161,13 @@ Validated validate(sqlite3* db, const std::string& path) {
     return std::make_pair(row ? q.i64(0) : int64_t(0), row ? q.str(0) : std::string());
   };
   bool header_row = true, one = false;
-  const int64_t app_id = pragma("PRAGMA application_id", one).first;
+  int64_t app_id = 0;
+  try {
+    app_id = pragma("PRAGMA application_id", one).first;
+  } catch (const FileSkip&) {
+    if (std::string why = not_sqlite(); !why.empty()) throw FileSkip(why);
+    throw;
+  }
   header_row &= one;
   const std::string journal_mode = pragma("PRAGMA journal_mode", one).second;
   header_row &= one;
@@ -171,6 +178,7 @@ Validated validate(sqlite3* db, const std::string& path) {
   {
     int64_t app = header_row ? app_id : 0;
     if (app != schema::kApplicationId) {
+      if (std::string why = not_sqlite(); !why.empty()) throw FileSkip(why);
       char buf[32];
       std::snprintf(buf, sizeof buf, "0x%08llX", static_cast<unsigned long long>(app));
       throw FileSkip(std::string("not a lockstep trace (SQLite application_id ") + buf +
@@ -916,8 +924,12 @@ constexpr uintmax_t kJournalSlackBytes = 1 << 20;
 // A crashed writer can leave a hot rollback journal, which a read-only connection must not
 // replay. Read a private copy instead, so the trace itself is never modified.
 template <class Fn>
-void with_rollback_copy(const std::string& path, const LoadOptions& opt, Fn&& fn) {
+void with_rollback_copy(const std::string& given, const LoadOptions& opt, Fn&& fn) {
   std::error_code ec;
+  // SQLite found the journal beside the file a link names (it resolves a linked file's name):
+  // copy that file and that journal.
+  std::string path = fs::canonical(given, ec).string();
+  if (ec) path = given, ec.clear();
   // A rollback journal holds the original of each page a transaction changed: never more than
   // the pages the file had, plus a header per sector-sized segment. One larger (a sparse
   // gigabyte beside a small trace) is not copied into $TMPDIR: the file is skipped instead.
@@ -945,9 +957,10 @@ void with_rollback_copy(const std::string& path, const LoadOptions& opt, Fn&& fn
 
 // Only regular files are opened: a FIFO, device or directory named like a trace would block or
 // mislead the reader. stat, not open, decides (opening a FIFO for reading blocks).
-std::string not_regular(const std::string& path) {
+std::string not_regular(const std::string& path, int64_t* size = nullptr) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) return std::string("cannot stat: ") + std::strerror(errno);
+  if (size) *size = int64_t(st.st_size);
   if (S_ISREG(st.st_mode)) return "";
   const char* kind = S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
                    : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : S_ISSOCK(st.st_mode) ? "a socket" : "not a file";
@@ -972,7 +985,8 @@ void configure_process_for_loading() {
 // read_ahead: fn reads most of the file (read_ahead_vfs.h); a header is a few pages.
 template <class Fn>
 void read_file(const std::string& path, const LoadOptions& opt, Fn&& fn, bool read_ahead = true) {
-  std::string why = not_regular(path);
+  int64_t size = 0;
+  std::string why = not_regular(path, &size);
   if (!why.empty()) throw FileSkip(why);
   // SQLite opens these beside the database: they must not be FIFOs either.
   for (const char* side : {"-journal", "-wal", "-shm"}) {
@@ -982,19 +996,19 @@ void read_file(const std::string& path, const LoadOptions& opt, Fn&& fn, bool re
   }
   for (int attempt = 0;; ++attempt) {
     try {
-      trace_file::Db db = open_trace(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, opt.busy_timeout_ms, read_ahead);
+      trace_file::Db db = open_trace(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, opt.busy_timeout_ms, read_ahead, size);
       // One read transaction for the whole file: one shared lock (and one hot-journal check)
       // instead of one per statement -- ~70 fcntl/stat calls a file -- and one consistent
       // snapshot of a live file. A recorder's COMMIT waits the few ms this takes (its
       // busy_timeout), as it already did for the longest statement.
       db.exec("BEGIN");
       try {
-        const Validated file = validate(db.get(), path);
+        const Validated file = validate(db.get(), path, size);
         fn(db.get(), file);
       } catch (const FileSkip& e) {
         if (sqlite3_extended_errcode(db.get()) != SQLITE_READONLY_ROLLBACK) throw;
         with_rollback_copy(path, opt, [&](sqlite3* copy) {
-          const Validated file = validate(copy, path);
+          const Validated file = validate(copy, path, size);
           fn(copy, file);
         });
       }

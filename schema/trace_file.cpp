@@ -61,7 +61,7 @@ Db& Db::operator=(Db&& o) noexcept {
   return *this;
 }
 
-int Db::open_untrusted(const std::string& path, int flags, bool read_ahead) {
+int Db::open_untrusted(const std::string& path, int flags, bool read_ahead, int64_t known_bytes) {
   int rc = open(path, flags, read_ahead && (flags & SQLITE_OPEN_READONLY) ? read_ahead_vfs() : nullptr);
   if (rc != SQLITE_OK) return rc;
   int unused = 0;
@@ -77,7 +77,7 @@ int Db::open_untrusted(const std::string& path, int flags, bool read_ahead) {
   // hundred VM steps per stored byte at most. A billion steps on top covers small files; only a
   // query the file's own bytes made endless reaches the bound.
   struct stat st;
-  const int64_t bytes = ::stat(path.c_str(), &st) == 0 ? int64_t(st.st_size) : 0;
+  const int64_t bytes = known_bytes >= 0 ? known_bytes : ::stat(path.c_str(), &st) == 0 ? int64_t(st.st_size) : 0;
   budget_ = std::make_unique<ReadBudget>();
   budget_->left = (int64_t(1000000000) + 512 * bytes) / ReadBudget::kStepsPerCall;
   sqlite3_progress_handler(

@@ -116,7 +116,10 @@ class Db {
   // budget_exhausted() says why). SQLITE_OK or the error code, like open(). Read-only with
   // read_ahead: through read_ahead_vfs() (a window of 256 KiB a system call), for a reader of
   // most of the file; without, a page a system call (a few ops' details of many files).
-  int open_untrusted(const std::string& path, int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, bool read_ahead = true);
+  // known_bytes: the file's size from the caller's own stat (-1: stat it here), which sizes the
+  // step budget.
+  int open_untrusted(const std::string& path, int flags = SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX, bool read_ahead = true,
+                     int64_t known_bytes = -1);
   // The connection's queries ran past their step budget (the last error is SQLITE_INTERRUPT).
   bool budget_exhausted() const;
 

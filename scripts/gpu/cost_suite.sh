@@ -75,6 +75,9 @@ W=$(mktemp -d /tmp/cost-suite.XXXXXX)
   python3 -c 'import sys,torch; print("python", sys.version.split()[0], "torch", torch.__version__, "nccl", torch.cuda.nccl.version())'
   for l in $LIBS; do md5sum "$D/lib-$l/liblockstep.so"; done; date -u; } >"$OUT/machine.txt" 2>&1
 t_start=$(date +%s)
+# The arms of each library in sections 1 and 2: stacks none and native; COVERING=1 adds
+# "none+covering" for the new library (LOCKSTEP_COMPLETION=covering: the opt-in signal).
+arms_of() { echo none native; [ "${COVERING:-0}" = 1 ] && [ "$1" = new ] && echo none+covering; }
 say() { echo "== $* ($(( $(date +%s) - t_start )) s)"; }
 
 # 1. C++ per call
@@ -84,9 +87,10 @@ on c || PROC_ROUNDS=0
 for r in $(seq 1 "$PROC_ROUNDS"); do
   for op in allreduce sendrecv; do
     timeout -s KILL 60 "$B" --op=$op --rounds=11 >>"$OUT/c.jsonl" 2>>"$W/c.err"
-    for l in $LIBS; do for st in none native; do
-      LOCKSTEP_DIR=$W/t-$l LOCKSTEP_STACKS=$st LD_PRELOAD=$D/lib-$l/liblockstep.so \
-        timeout -s KILL 60 "$B" --op=$op --rounds=11 | sed "s/^{/{\"lib\": \"$l\", /" >>"$OUT/c.jsonl" 2>>"$W/c.err"
+    for l in $LIBS; do for arm in $(arms_of "$l"); do
+      st=${arm%%+*}; comp=event; [ "$arm" = "$st" ] || comp=${arm#*+}
+      LOCKSTEP_DIR=$W/t-$l LOCKSTEP_STACKS=$st LOCKSTEP_COMPLETION=$comp LD_PRELOAD=$D/lib-$l/liblockstep.so \
+        timeout -s KILL 60 "$B" --op=$op --rounds=11 | sed "s/^{/{\"lib\": \"$l\", /; s/\"stacks\": \"$st\"/\"stacks\": \"$arm\"/" >>"$OUT/c.jsonl" 2>>"$W/c.err"
     done; done
   done
 done
@@ -115,11 +119,14 @@ if [ -x "$D/bin/all_reduce_perf" ] && on nt; then
   say "nccl-tests"
   for r in $(seq 1 "$NT_ROUNDS"); do
     for t in all_reduce_perf sendrecv_perf; do
-      for arm in none $(for l in $LIBS; do echo "$l:none $l:native"; done); do
-        pre=""; st=""
-        if [ "$arm" != none ]; then pre=$D/lib-${arm%%:*}/liblockstep.so; st=${arm##*:}; fi
+      for arm in none $(for l in $LIBS; do for a in $(arms_of "$l"); do echo "$l:$a"; done; done); do
+        pre=""; st=""; comp=event
+        if [ "$arm" != none ]; then
+          pre=$D/lib-${arm%%:*}/liblockstep.so; st=${arm##*:}
+          [ "${st#*+}" = "$st" ] || { comp=${st#*+}; st=${st%%+*}; }
+        fi
         echo "### $t $arm round $r" >>"$OUT/nccl-tests.txt"
-        LOCKSTEP_DIR=$W/nt LOCKSTEP_STACKS=${st:-none} LD_PRELOAD=$pre timeout -s KILL 60 \
+        LOCKSTEP_DIR=$W/nt LOCKSTEP_STACKS=${st:-none} LOCKSTEP_COMPLETION=$comp LD_PRELOAD=$pre timeout -s KILL 60 \
           "$D/bin/$t" -b 8 -e 1M -f 8 -g 1 -n 500 -w 20 >>"$OUT/nccl-tests.txt" 2>&1
         rm -rf "$W/nt"
       done

@@ -200,6 +200,48 @@ TEST(Loader, never_modifies_a_trace_even_one_with_a_hot_journal) {
   EXPECT_EQ(slurp(path + "-journal"), journal) << "the journal was modified";
 }
 
+// Readers name a file by its path as given (read_ahead_vfs.h: no lstat of every directory level):
+// a trace reached through a linked directory, a linked file or a relative path is still read
+// with the hot journal beside it rolled back, and never modified.
+TEST(Loader, a_trace_through_a_linked_directory_a_linked_file_or_a_relative_path_finds_its_journal) {
+  auto dir = lockstep::testing::fresh_dir("linked");
+  lockstep::testing::write_trace(two_rank_trace(50).trace(), dir);
+  const std::string name = std::string("rank-0") + schema::kFileSuffix;
+  const std::string path = dir + "/" + name;
+  pid_t child = fork();
+  if (child == 0) {
+    sqlite3* w = nullptr;
+    sqlite3_open(path.c_str(), &w);
+    sqlite3_exec(w, "PRAGMA journal_mode=DELETE; PRAGMA cache_size=2; BEGIN; UPDATE signatures SET op=1; "
+                    "INSERT INTO op_rows SELECT call_index+100000, sig, seq+1000, t, ret, done, wall, state, group_id "
+                    "FROM op_rows",
+                 nullptr, nullptr, nullptr);
+    _exit(0);  // the journal stays hot
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(fs::exists(path + "-journal")) << "test setup: expected a hot journal";
+  const std::string before = slurp(path);
+  const std::string links = lockstep::testing::fresh_dir("linked-links");
+  fs::create_directory_symlink(fs::absolute(dir), links + "/dir");
+  fs::create_symlink(fs::absolute(path), links + "/file" + schema::kFileSuffix);
+  const fs::path cwd = fs::current_path();
+  fs::current_path(fs::path(dir).parent_path());
+  const std::string relative = fs::path(dir).filename().string() + "/" + name;
+  for (const std::string& p : {links + "/dir/" + name, links + "/file" + schema::kFileSuffix, relative}) {
+    SCOPED_TRACE(p);
+    try {
+      const Process proc = lockstep::load_process_file(p);
+      EXPECT_EQ(proc.ops.size(), 50u) << "the uncommitted transaction must be rolled back";
+      if (!proc.ops.empty()) EXPECT_EQ(proc.ops[0].op, lockstep::vocab::Op::AllReduce);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not read: " << e.what();
+    }
+  }
+  fs::current_path(cwd);
+  EXPECT_EQ(slurp(path), before) << "the trace file was modified";
+}
+
 // A journal far larger than any rollback of its trace could need (a 1 GiB sparse file beside a
 // small trace) is not copied into $TMPDIR: the file is skipped, the reason names the journal.
 TEST(Loader, oversized_hot_journal_is_skipped_not_copied) {
