@@ -47,6 +47,23 @@ std::string reason_for(const Schedule& s, const std::string& file) {
   return "(not skipped)";
 }
 
+// A writer that dies mid-transaction, after its page cache spilled into the file: `path` keeps
+// a hot journal beside it (its uncommitted change: every signature's op 1, the rows doubled).
+void leave_hot_journal(const std::string& path) {
+  pid_t child = fork();
+  if (child == 0) {
+    sqlite3* w = nullptr;
+    sqlite3_open(path.c_str(), &w);
+    sqlite3_exec(w, "PRAGMA journal_mode=DELETE; PRAGMA cache_size=2; BEGIN; UPDATE signatures SET op=1; "
+                    "INSERT INTO op_rows SELECT call_index+100000, sig, seq+1000, t, ret, done, wall, state, group_id "
+                    "FROM op_rows",
+                 nullptr, nullptr, nullptr);
+    _exit(0);  // no COMMIT, no close: the journal stays hot
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+}
+
 }  // namespace
 
 TEST(Loader, reads_back_every_field_the_writer_stored) {
@@ -178,19 +195,7 @@ TEST(Loader, never_modifies_a_trace_even_one_with_a_hot_journal) {
   auto dir = lockstep::testing::fresh_dir("readonly");
   lockstep::testing::write_trace(two_rank_trace(50).trace(), dir);
   std::string path = dir + "/rank-0" + schema::kFileSuffix;
-  // A writer that dies mid-transaction, after its page cache spilled into the file.
-  pid_t child = fork();
-  if (child == 0) {
-    sqlite3* w = nullptr;
-    sqlite3_open(path.c_str(), &w);
-    sqlite3_exec(w, "PRAGMA journal_mode=DELETE; PRAGMA cache_size=2; BEGIN; UPDATE signatures SET op=1; "
-                    "INSERT INTO op_rows SELECT call_index+100000, sig, seq+1000, t, ret, done, wall, state, group_id "
-                    "FROM op_rows",
-                 nullptr, nullptr, nullptr);
-    _exit(0);  // no COMMIT, no close: the journal stays hot
-  }
-  int status = 0;
-  waitpid(child, &status, 0);
+  leave_hot_journal(path);
   ASSERT_TRUE(fs::exists(path + "-journal")) << "test setup: expected a hot journal";
   std::string before = slurp(path), journal = slurp(path + "-journal");
   const Process p = lockstep::load_process_file(path);
@@ -208,18 +213,7 @@ TEST(Loader, a_trace_through_a_linked_directory_a_linked_file_or_a_relative_path
   lockstep::testing::write_trace(two_rank_trace(50).trace(), dir);
   const std::string name = std::string("rank-0") + schema::kFileSuffix;
   const std::string path = dir + "/" + name;
-  pid_t child = fork();
-  if (child == 0) {
-    sqlite3* w = nullptr;
-    sqlite3_open(path.c_str(), &w);
-    sqlite3_exec(w, "PRAGMA journal_mode=DELETE; PRAGMA cache_size=2; BEGIN; UPDATE signatures SET op=1; "
-                    "INSERT INTO op_rows SELECT call_index+100000, sig, seq+1000, t, ret, done, wall, state, group_id "
-                    "FROM op_rows",
-                 nullptr, nullptr, nullptr);
-    _exit(0);  // the journal stays hot
-  }
-  int status = 0;
-  waitpid(child, &status, 0);
+  leave_hot_journal(path);
   ASSERT_TRUE(fs::exists(path + "-journal")) << "test setup: expected a hot journal";
   const std::string before = slurp(path);
   const std::string links = lockstep::testing::fresh_dir("linked-links");
@@ -248,18 +242,7 @@ TEST(Loader, oversized_hot_journal_is_skipped_not_copied) {
   auto dir = lockstep::testing::fresh_dir("huge-journal");
   lockstep::testing::write_trace(two_rank_trace(50).trace(), dir);
   std::string path = dir + "/rank-0" + schema::kFileSuffix;
-  pid_t child = fork();
-  if (child == 0) {
-    sqlite3* w = nullptr;
-    sqlite3_open(path.c_str(), &w);
-    sqlite3_exec(w, "PRAGMA journal_mode=DELETE; PRAGMA cache_size=2; BEGIN; UPDATE signatures SET op=1; "
-                    "INSERT INTO op_rows SELECT call_index+100000, sig, seq+1000, t, ret, done, wall, state, group_id "
-                    "FROM op_rows",
-                 nullptr, nullptr, nullptr);
-    _exit(0);
-  }
-  int status = 0;
-  waitpid(child, &status, 0);
+  leave_hot_journal(path);
   ASSERT_TRUE(fs::exists(path + "-journal")) << "test setup: expected a hot journal";
   fs::resize_file(path + "-journal", uintmax_t(1) << 30);  // sparse: no disk used
   const std::string tmp = lockstep::testing::fresh_dir("huge-journal-tmp");
