@@ -146,7 +146,7 @@ Validated validate(sqlite3* db, const std::string& path, int64_t size) {
   auto not_sqlite = [&]() -> std::string {
     char magic[16] = {};
     ssize_t got = -1;
-    if (int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW); fd >= 0) {
+    if (int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK); fd >= 0) {
       got = ::pread(fd, magic, sizeof magic, 0);
       ::close(fd);
     }

@@ -234,6 +234,17 @@ TEST(Loader, a_trace_through_a_linked_directory_a_linked_file_or_a_relative_path
   }
   fs::current_path(cwd);
   EXPECT_EQ(slurp(path), before) << "the trace file was modified";
+  // A link to an SQLite database of another application: skipped for what it is, not as "not an
+  // SQLite database".
+  const std::string other = links + "/other.sqlite";
+  sql(other, "CREATE TABLE t(x); INSERT INTO t VALUES (1);");
+  fs::create_symlink(other, links + "/other" + schema::kFileSuffix);
+  try {
+    lockstep::load_process_file(links + "/other" + schema::kFileSuffix);
+    ADD_FAILURE() << "another application's database was read as a trace";
+  } catch (const lockstep::LoadError& e) {
+    EXPECT_NE(std::string(e.what()).find("application_id"), std::string::npos) << e.what();
+  }
 }
 
 // A journal far larger than any rollback of its trace could need (a 1 GiB sparse file beside a
