@@ -191,7 +191,13 @@ Validated validate(sqlite3* db, const std::string& path, int64_t size) {
     std::string mode = header_row ? journal_mode : "";
     int64_t pages = header_row ? page_count : 0;
     int64_t page_size = header_row ? page_size_bytes : 0;
-    auto now_size = fs::file_size(path, ec);
+    // The size of the file SQLite has open, under its read lock: an fstat of its descriptor,
+    // not another lookup of the path.
+    sqlite3_file* open_file = nullptr;
+    sqlite3_int64 now_size = 0;
+    if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &open_file) != SQLITE_OK || !open_file ||
+        !open_file->pMethods || open_file->pMethods->xFileSize(open_file, &now_size) != SQLITE_OK)
+      now_size = static_cast<sqlite3_int64>(fs::file_size(path, ec));
     if (mode != "wal" && !ec && static_cast<int64_t>(now_size) < pages * page_size)
       throw FileSkip("truncated: file has " + std::to_string(now_size) + " bytes, its header says " +
                      std::to_string(pages * page_size));
