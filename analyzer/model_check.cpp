@@ -89,18 +89,22 @@ Result check_work_list(WorkList model, const Options& options) {
   // what that rank had not done yet: unknown, unless a mismatch or a cycle of whole ranks proves it.
   auto hole = [&](int32_t p) { return p >= 0 && model.procs[p].hole; };
   auto cut = [&](int32_t p) { return p >= 0 && model.procs[p].end_unknown(); };
+  // A member with no trace file is unknown the same way: what it issued is not in the evidence.
   if (r.verdict != Verdict::kCanComplete && r.mismatch.empty()) {
-    bool on_hole = false, on_cut = false, whole_cycle = !r.cycle_steps.empty();
+    bool on_hole = false, on_cut = false, on_missing = false, whole_cycle = !r.cycle_steps.empty();
     for (const RankWitness& w : r.ranks) {
       on_hole |= hole(w.waits_on) || hole(w.proc);
       on_cut |= cut(w.waits_on) || cut(w.proc);
+      on_missing |= w.waits_on_missing;
     }
     for (const WitnessStep& st : r.cycle_steps) whole_cycle &= !cut(st.proc);
-    if (on_cut && !whole_cycle) {
+    if ((on_cut || on_missing) && !whole_cycle) {
       r.verdict = Verdict::kUnknown;
-      r.summary = (on_hole ? "no deadlock proven: the schedules stop where a rank's records stop being whole (a hole); "
-                           : "no deadlock proven: the job's end stopped a rank in host code before it issued what its "
-                             "peers wait for, so its schedule ends there; ") +
+      r.summary = (on_missing ? "no deadlock proven: a rank waits for a communicator member that has no trace file, so "
+                                "what that member issued is unknown; "
+                   : on_hole  ? "no deadlock proven: the schedules stop where a rank's records stop being whole (a hole); "
+                              : "no deadlock proven: the job's end stopped a rank in host code before it issued what its "
+                                "peers wait for, so its schedule ends there; ") +
                   r.summary;
     }
   }

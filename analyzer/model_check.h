@@ -44,6 +44,7 @@ struct RankWitness {
   int32_t op = -1;          // index into Schedule::procs[proc].ops of the first op of what it is
                             // blocked in; -1: a host wait or stream_wait_event
   bool never_issued = false; // it waits for an op that `waits_on` never issues (a schedule cut short)
+  bool waits_on_missing = false;  // it waits for a communicator member with no trace file
 };
 
 // A witness line in machine-readable form (tools that compare witnesses: shrink/).

@@ -171,6 +171,7 @@ class Engine {
     std::string text;
     int32_t unit = -1;  // the unit it waits on, -1: none
     int32_t proc = -1;  // the rank it waits on when that rank never issues the op, else -1
+    bool missing = false;  // it waits on a communicator member with no trace file: unknown
   };
   // explain = false: only the unit and rank it waits on, no text (the cycle search asks it of
   // every stuck unit: 1.5 M at 16,384 ranks).
@@ -188,10 +189,11 @@ class Engine {
   int32_t op_index(int32_t g) const { return item(g).kind == ItemKind::kOp ? item(g).op_index : -1; }
   const std::string& plabel(int32_t proc) const { return s_.procs[proc].label; }
   // A peer whose schedule ends short of what it did (ProcWork::end_unknown: a hole in its
-  // records, or the job's end stopping it in host code): the clause saying that what it did about
-  // `next` is unknown ("issued", "posted"), "" when its schedule is whole.
+  // records, or the job's end stopping it in host code) or a member with no trace file (proc
+  // -1): the clause saying that what it did about `next` is unknown ("issued", "posted"), ""
+  // when its schedule is whole.
   std::string unknown_past_end(int32_t proc, const std::string& next, const char* done) const {
-    if (proc < 0) return "";
+    if (proc < 0) return std::string(": what it ") + done + " is unknown";  // a member with no trace file
     const ProcWork& p = s_.procs[proc];
     if (p.hole) return ", whose records stop at a hole before " + next + ": what it " + done + " there is unknown";
     if (p.stopped)

@@ -182,7 +182,7 @@ Engine::Why Engine::why(int32_t u, bool explain) const {
                     return "waits on comm " + c.label + " for " + member_label(in.comm, r) +
                            (unknown.empty() ? ", which never issues " + next + " on it" : unknown);
                   }),
-                  -1, c.members[r]};
+                  -1, c.members[r], c.members[r] < 0};
         }
         const int32_t ou = item_unit_[og];
         if (!units_[ou].active)
@@ -211,7 +211,7 @@ Engine::Why Engine::why(int32_t u, bool explain) const {
                   return "waits on comm " + s_.comms[it.comm].label + " for " + peer +
                          (unknown.empty() ? ", which never posts the matching " + what : unknown);
                 }),
-                -1, peer_proc};
+                -1, peer_proc, peer_proc < 0};
       }
       return {text([&] { return "waits on comm " + s_.comms[it.comm].label + " for " + peer + "'s matching " + what + " (not there yet)"; }),
               item_unit_[part_item_[other]]};
@@ -248,6 +248,7 @@ Result Engine::witness(Verdict stuck_verdict) const {
       w.waits_on = y.proc >= 0 ? y.proc : y.unit >= 0 ? unit_proc(y.unit) : -1;
       w.op = op_index(units_[u].first_item);
       w.never_issued = y.proc >= 0 && !s_.procs[y.proc].end_unknown();
+      w.waits_on_missing = y.missing;
     } else {
       for (int32_t t = thread_base_[p]; t < thread_base_[p + 1]; ++t) {
         const HostThread& h = threads_[t];

@@ -263,7 +263,7 @@ WorkList build_work_list(const Schedule& sched) {
     if (missing)
       s.problems.push_back("communicator " + c.label + ": rank" + (missing > 1 ? "s " : " ") + list + " of " +
                            std::to_string(c.nranks) + (missing > 1 ? " have" : " has") +
-                           " no trace file; its ops on it are taken as never issued");
+                           " no trace file; what it issued on it is unknown (a peer waiting on it proves no deadlock)");
   }
   return s;
 }

@@ -280,13 +280,29 @@ TEST(ModelCheck, FailedOpsAreIgnored) {
   EXPECT_EQ(check(b.trace).verdict, Verdict::kCanComplete);
 }
 
-TEST(ModelCheck, MissingMemberIsReportedAsProblemAndNeverIssues) {
+// A member with no trace file: what it issued is unknown, so waiting on it proves no deadlock
+// (it was "never issues", a deadlock on records we do not have).
+TEST(ModelCheck, MissingMemberIsReportedAsProblemAndWaitingOnItIsUnknown) {
   RowsBuilder b(1);
   b.comm(0, "X", 2, 0);
   b.op(0, "X", "all_reduce");
   auto r = model::check(schedule_from_trace(b.trace));
   ASSERT_EQ(r.problems.size(), 1u);
   EXPECT_TRUE(contains(r.problems[0], "rank 1 of 2 has no trace file")) << r.problems[0];
+  EXPECT_EQ(r.verdict, Verdict::kUnknown) << dump(r);
+  ASSERT_EQ(r.ranks.size(), 1u) << dump(r);
+  EXPECT_TRUE(r.ranks[0].waits_on_missing) << dump(r);
+  EXPECT_TRUE(contains(r.ranks[0].waits_for, "(no trace file): what it issued is unknown")) << dump(r);
+}
+
+// With a member missing, a mismatch among the members present is still a proven deadlock.
+TEST(ModelCheck, MismatchAmongPresentMembersIsADeadlockDespiteAMissingOne) {
+  RowsBuilder b(2);
+  b.comm(0, "X", 3, 0);
+  b.comm(1, "X", 3, 1);
+  b.op(0, "X", "all_reduce");
+  b.op(1, "X", "broadcast");
+  auto r = model::check(schedule_from_trace(b.trace));
   EXPECT_EQ(r.verdict, Verdict::kDeadlock) << dump(r);
 }
 
