@@ -4,6 +4,7 @@
 
 #include "meta_keys.h"
 #include "identity.h"
+#include "summary_read.h"
 
 namespace lockstep {
 
@@ -293,6 +294,19 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
       e.detail = shown_rank_label(s.procs[p].info, static_cast<int>(p)) + ": " + e.what;
       a.evidence.push_back(std::move(e));
     }
+  // A summary-first read proves each communicator's collectives before its cut by digest; the
+  // order in which each rank issued them across communicators (an order inversion, a latent
+  // deadlock that the recorded run got past) is not in any digest: unread, so not ruled out.
+  if (const UnreadSummary u = unread_summary(s, a); u.ops_not_read > 0) {
+    EvidenceIssue e;
+    e.kind = EvidenceKind::kOrderNotRead;
+    e.detail = "summary first: the order across communicators of the " + std::to_string(u.ops_not_read) +
+               " ops not read (collectives " + unread_range(u.cut_min, u.cut_max) + " of " +
+               std::to_string(u.comms_cut) + (u.comms_cut == 1 ? " communicator" : " communicators") +
+               ", each proven the same on every member by checkpoint digest) was not checked: an order inversion "
+               "there is not ruled out (--full-read)";
+    a.evidence.push_back(std::move(e));
+  }
   // NCCL's profiler plugin: rows it lost are evidence lost (the calls only it saw are in the ops).
   a.coverage = read_coverage(s);
   for (auto& e : coverage_evidence(s, a.coverage)) a.evidence.push_back(std::move(e));

@@ -49,6 +49,7 @@ json side_json(const Ctx& c, const Side& sd, int g) {
   json st = json::array();
   for (auto& f : frames) st.push_back(frame_json(f));
   j["stack"] = std::move(st);
+  if (frames.empty()) j["stack_note"] = c.no_stack_note(sd);  // none recorded, or unreadable
   j["from"] = frame_origin(frames);
   return j;
 }
@@ -301,7 +302,7 @@ void write_json(const Analysis& a, TraceDetails& details, const ReportOptions& o
     if (gi < a.checkpoints.comms.size()) {
       const CommWindow& w = a.checkpoints.comms[gi];
       // Exact: retained on every member, compared op by op. Digest: retired, proven by checkpoints.
-      cj["history"] = {{"retired_min", w.retired_min}, {"retired_max", w.retired_max},
+      cj["history"] = {{"retired_min", w.retired_min}, {"retired_max", w.retired_max}, {"cap_retired_max", w.cap_retired_max},
                        {"exact_first", w.exact_first}, {"exact_last", w.exact_last},
                        {"digest_through", w.digest_through}, {"unverified", w.unverified},
                        {"p2p_cut", w.p2p_cut}};

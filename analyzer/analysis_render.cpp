@@ -16,7 +16,7 @@ std::string window_note(const Analysis& a) {
   size_t bounded = 0, proven = 0;
   int64_t through = 0, exact_from = INT64_MAX;
   for (auto& w : a.checkpoints.comms) {
-    if (w.retired_max == 0) continue;
+    if (w.cap_retired_max == 0) continue;  // nothing retired by the size cap, at most not read
     ++bounded;
     if (!w.unverified && w.digest_through >= w.retired_max) ++proven;
     through = std::max(through, w.digest_through);
@@ -83,6 +83,9 @@ std::string render::counts_phrase(const Analysis& a) {
   std::string out = plural(s.procs.size(), "process", "processes") + ", " +
                     plural(a.index.comms.size(), "communicator", "communicators") + ", " + plural(a.total_ops, "op", "ops");
   if (retired > 0) out += " retained (" + std::to_string(retired) + " retired by the size cap)";
+  int64_t unread = 0;
+  for (auto& p : s.procs) unread += p.unread_ops;
+  if (unread > 0) out += " (" + std::to_string(unread) + " of them not read: summary first)";
   return out;
 }
 
@@ -92,7 +95,7 @@ std::string summary_line(const Analysis& a) {
   if (!a.problems()) {
     const std::string counts = counts_phrase(a);
     if (a.incomplete()) {
-      os << "incomplete evidence: " << counts << " read; no divergence found in what was read, but "
+      os << "incomplete evidence: " << counts << "; no divergence found in what was read, but "
          << printable(evidence_summary(a.evidence));
       return os.str();
     }

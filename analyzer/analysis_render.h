@@ -75,6 +75,12 @@ struct Ctx {
     if (!o) return {};
     return trim_stack(details.stack(sd.proc, o->stack_id), opt.max_frames);
   }
+  // In place of an empty stack_of(sd): why there is nothing to show (trace_details.h).
+  std::string no_stack_note(const Side& sd) const {
+    auto o = full(sd);
+    if (!o) return "(its op row could not be read again from its file)";
+    return no_frames_note(details, sd.proc, o->stack_id, details.stack(sd.proc, o->stack_id));
+  }
   // The newest op of a process on a comm, for members that never issued the op in question.
   std::string last_on(int proc, int g) const {
     int l = a.index.local_of(g, proc);

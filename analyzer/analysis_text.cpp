@@ -42,7 +42,7 @@ void text_stack_and_context(std::ostream& os, const Ctx& c, const Side& sd) {
   const SchedOp& o = c.sop(sd);
   auto frames = c.stack_of(sd);
   os << "  stack of rank " << c.rank(sd.proc) << " (" << vocab::name(c.s.sigs[o.sig].op) << " seq " << o.seq << "):\n";
-  if (frames.empty()) os << "    (no stack recorded: run with --stacks native or python)\n";
+  if (frames.empty()) os << "    " << c.no_stack_note(sd) << "\n";
   for (auto& f : frames) os << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << format_frame(f) << "\n";
   auto before = c.details.ops_between(sd.proc, 0, o.call_index - 1, c.opt.ops_before, true);
   if (!before.empty()) {
@@ -82,8 +82,12 @@ std::string agreed_before(const Ctx& c, const Divergence& d) {
   std::string who = g.members.size() == 2 ? "both members" : "all " + std::to_string(g.members.size()) + " members";
   const auto& windows = c.a.checkpoints.comms;
   int64_t proven = static_cast<size_t>(d.gcomm) < windows.size() ? windows[d.gcomm].digest_through : 0;
-  std::string retired_note = proven >= retired ? " (retired history, known by digest only)"
-                                               : " retired and not verified by digest (see incomplete)";
+  // Before the finding: retired by the size cap, or held by the files but not read (summary first).
+  const int64_t cap = static_cast<size_t>(d.gcomm) < windows.size() ? windows[d.gcomm].cap_retired_max : 0;
+  const char* how = cap >= retired ? "retired history" : cap == 0 ? "not read: summary first" : "retired or not read";
+  std::string retired_note = proven >= retired ? std::string(" (") + how + ", known by digest only)"
+                                               : std::string(" ") + (cap == 0 ? "not read" : "retired") +
+                                                     " and not verified by digest (see incomplete)";
   if (retired >= d.ordinal - 1) return who + ": collectives #1.." + std::to_string(retired) + retired_note;
   std::string out = who + (completed ? " completed " : " issued the same ") + range;
   if (retired > 0) out += "; #1.." + std::to_string(retired) + retired_note;
@@ -232,7 +236,7 @@ std::string findings_text(const Analysis& a, TraceDetails& details, const Report
     if (!u.behind.empty() || !u.lost.empty()) os << "note: " << unproven_line(a, u) << "\n";
   size_t windows = 0;
   for (auto& w : a.checkpoints.comms) {
-    if (w.retired_max == 0) continue;
+    if (w.cap_retired_max == 0) continue;  // not read (summary first): the evidence and read lines say so
     if (windows++ == opt.max_findings) {
       os << "window: ... more communicators with retired history (see --json)\n";
       break;

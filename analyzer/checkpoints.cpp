@@ -72,6 +72,7 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
       const Process& info = s.procs[m.proc].info;
       w.retired_min = std::min(w.retired_min, pc.base);
       w.retired_max = std::max(w.retired_max, pc.base);
+      w.cap_retired_max = std::max<int64_t>(w.cap_retired_max, std::min<int64_t>(pc.base, info.comms[m.local].retired_collectives));
       min_end = std::min({min_end, pc.end(), pc.exact_through});
       comm_interval = std::max(comm_interval, info.checkpoint_interval);
       // Retired point-to-point ops alone bound it too (their pairing is cut, p2p_cut below).

@@ -39,6 +39,9 @@ struct CommWindow {
   bool bounded = false;        // some member retired history or records checkpoints
   int64_t retired_min = 0;     // fewest collectives retired by a member
   int64_t retired_max = 0;     // most collectives retired by a member
+  // Of those, the most the size cap retired (comms.retired_collectives); the rest of retired_max
+  // was not read (a summary-first read's cut), though the file holds it.
+  int64_t cap_retired_max = 0;
   // Ordinals retained on every member: compared op by op (exact_first > exact_last: none).
   int64_t exact_first = 1;
   int64_t exact_last = 0;

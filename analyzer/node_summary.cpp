@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
@@ -369,7 +370,11 @@ FileIdentity file_identity(const std::string& path, std::string* why) {
   why->clear();
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    *why = errno == ENOENT ? "missing" : std::string("cannot open: ") + std::strerror(errno);
+    // ELOOP: O_NOFOLLOW met a symbolic link (dangling or not): a summary covers regular files
+    // only, and the analyzer reads a link itself (it says what the link points to).
+    *why = errno == ENOENT ? "missing"
+           : errno == ELOOP ? "a symbolic link (not summarized: the analyzer reads it itself)"
+                            : std::string("cannot open: ") + std::strerror(errno);
     return id;
   }
   struct stat st;

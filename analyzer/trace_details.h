@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "schedule.h"
@@ -20,6 +21,9 @@ class TraceDetails {
   // the last `limit` instead of the first.
   virtual std::vector<Op> ops_between(int proc, int64_t from, int64_t to, int limit, bool newest) = 0;
   virtual std::vector<Frame> stack(int proc, int64_t stack_id) = 0;
+  // Why stack(proc, stack_id) is empty or short: what made the file's frames unreadable (the
+  // reader's error), "" when it read them whole. A corrupt page is not "no stack recorded".
+  virtual std::string stack_error(int /*proc*/, int64_t /*stack_id*/) { return {}; }
   // The oldest sequenced op of communicator `comm` (index into Process::comms) with call_index
   // in [from, to]: its call_index and seq only.
   struct SeqAt {
@@ -43,5 +47,9 @@ std::vector<Frame> trim_stack(const std::vector<Frame>& frames, size_t max_frame
 // "fsdp_post_backward (train.py:42)": the innermost kept frame, or "" when none.
 std::string frame_origin(const std::vector<Frame>& trimmed);
 std::string format_frame(const Frame& f);
+// What a listing prints in place of an op's stack when it has no frame to show: no stack
+// recorded (stack_id < 0), the stack unreadable (the file's error), or frames that trimming hid.
+// `raw`: the frames read, before trimming.
+std::string no_frames_note(TraceDetails& details, int proc, int64_t stack_id, const std::vector<Frame>& raw);
 
 }  // namespace lockstep

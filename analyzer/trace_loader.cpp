@@ -1525,10 +1525,16 @@ class FileDetails : public TraceDetails {
       Query fr(db, "SELECT kind, function, module, offset, file, line FROM frames WHERE stack_id=? ORDER BY depth");
       fr.bind().i64(1, stack_id);
       while (fr.step()) out.push_back(read_frame(fr, 0));
-    } catch (const std::exception&) {
-      // A detail that cannot be read is left out of the report; the analysis stands.
+    } catch (const std::exception& e) {
+      // A detail that cannot be read is left out of the report (the analysis stands) and said
+      // to be unreadable where the stack would be (stack_error).
+      stack_errors_[{proc, stack_id}] = e.what();
     }
     return out;
+  }
+  std::string stack_error(int proc, int64_t stack_id) override {
+    auto it = stack_errors_.find({proc, stack_id});
+    return it == stack_errors_.end() ? std::string() : it->second;
   }
 
  private:
@@ -1579,6 +1585,7 @@ class FileDetails : public TraceDetails {
   static constexpr size_t kOpenAtMost = 64;
   const Schedule& s_;
   std::map<int, trace_file::Db> dbs_;
+  std::map<std::pair<int, int64_t>, std::string> stack_errors_;  // (proc, stack_id): why unreadable
   int probe_proc_ = -1;
   std::unique_ptr<Query> probe_;  // after dbs_: destroyed before the connections
 };

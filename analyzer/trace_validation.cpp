@@ -34,6 +34,7 @@ const char* evidence_kind_name(EvidenceKind k) {
     case EvidenceKind::kFrHistoryDropped: return "fr_history_dropped";
     case EvidenceKind::kEvidenceGap: return "evidence_gap";
     case EvidenceKind::kStoppedBeforeIssue: return "stopped_before_issue";
+    case EvidenceKind::kOrderNotRead: return "order_not_read";
   }
   return "unknown";
 }

@@ -34,6 +34,8 @@ enum class EvidenceKind {
   kEvidenceGap,       // a member's records on a communicator have a hole (dropped): compared only up to it
   kStoppedBeforeIssue,// the job's end (SIGTERM/SIGINT) stopped a member in host code before an op its peers had
                       // issued moments before (Unproven::stopped): not issued yet, whether it would have is unknown
+  kOrderNotRead,      // a summary-first read left each communicator's collectives before its cut unread: their
+                      // sequence is proven by digest, their order across communicators (an inversion) is not
 };
 // "skipped_file", "missing_member", ... (the JSON spelling; docs/analyzer.md).
 const char* evidence_kind_name(EvidenceKind k);

@@ -47,7 +47,28 @@ std::optional<Schedule> load_or_explain(const std::string& cmd, const std::strin
   }
 }
 
-// summary_first: LoadOptions::summary_first (every command that takes --full-read); threads:
+// How the verdict commands (analyze, check, report) read a directory: every op row of every file
+// while its trace files add up to kFullReadBytes or less, so that a verdict rests on every op
+// (order inversions across communicators included); summary first above that, or where `lockstep
+// summarize` wrote node summaries (docs/scaling.md): what it does not read is evidence
+// (kOrderNotRead: never "clean" on it). One definition of the flags and of the rule.
+inline constexpr uint64_t kFullReadBytes = uint64_t(1) << 30;
+struct ReadArgs {
+  bool full_read = false;      // --full-read
+  bool summary_first = false;  // --summary-first
+  int threads = 0;             // --threads (0: one per hardware thread)
+};
+void add_read_options(Command* sub, ReadArgs& r);
+// The trace files (*.lockstep.sqlite) of DIR add up to at most n bytes (false: more, or DIR
+// unreadable); *summaries: DIR holds a node summary (*.lockstep-summary).
+bool trace_bytes_at_most(const std::string& dir, uint64_t n, bool* summaries = nullptr);
+inline bool read_summary_first(const std::string& dir, const ReadArgs& r) {
+  if (r.full_read) return false;
+  bool summaries = false;
+  return r.summary_first || !trace_bytes_at_most(dir, kFullReadBytes, &summaries) || summaries;
+}
+
+// summary_first: LoadOptions::summary_first (read_summary_first); threads:
 // LoadOptions::threads (--threads; 0: one per hardware thread).
 inline std::optional<Schedule> load_for_analysis(const std::string& cmd, const std::string& dir, bool summary_first = false,
                                                  unsigned threads = 0) {

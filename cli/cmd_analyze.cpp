@@ -30,13 +30,12 @@ struct AnalyzeArgs {
   std::string junit;
   double stale_s = 10;
   bool timing = false;
-  bool full_read = false;
-  int threads = 0;  // 0: one per hardware thread
+  ReadArgs read;
 };
 
 int analyze_dir(const AnalyzeArgs& a) {
   StepTimer timer("analyze", a.timing);
-  auto s = load_for_analysis("analyze", a.dir, !a.full_read, a.threads);
+  auto s = load_for_analysis("analyze", a.dir, read_summary_first(a.dir, a.read), a.read.threads);
   if (!s) return kExitUsage;
   timer.step("load");
   AnalyzeOptions opt;
@@ -71,13 +70,11 @@ void add_analyze_command(Command& app, int* exit_code) {
   sub->add_option("--junit", args->junit, "Also write JUnit XML to FILE");
   sub->add_option("--stale-seconds", args->stale_s,
                   "A process whose trace stopped this long before its host neighbours' is dead (default 10)");
-  sub->add_flag("--full-read", args->full_read,
-                "Read every op row of every file (default: summary first, docs/scaling.md: rows before the newest "
-                "checkpoint on which every member agrees are known by digest only)");
-  sub->add_option("--threads", args->threads, "Files read at once (default 0: one per hardware thread)")->non_negative();
+  add_read_options(sub, args->read);
   sub->add_flag("--timing", args->timing, "Print how long loading, analysis and the report took: wall, CPU, peak RSS (stderr)");
-  sub->footer("Exit code: 0 clean (or a live job whose ranks are only behind), 1 problem found, 2 input error, "
-              "4 incomplete evidence. Works while the job still runs or hangs.");
+  sub->footer("Exit code: 0 clean, 1 problem found, 2 input error, 4 incomplete evidence (also: a live job whose "
+              "ranks are only behind, not proven clean yet; a summary-first read's unread order). Works while the job "
+              "still runs or hangs.");
   sub->callback([args, exit_code] { *exit_code = analyze_dir(*args); });
 }
 

@@ -1,6 +1,5 @@
 // lockstep check DIR: the CI gate. Ranks must agree (no divergence, no order inversion, no hang)
 // and, with --baseline, the canonical schedule must equal the blessed one.
-#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -31,23 +30,8 @@ struct CheckArgs {
   std::string baseline;
   std::string write_baseline;
   std::string junit;
-  bool full_read = false;
-  int threads = 0;  // 0: one per hardware thread
+  ReadArgs read;
 };
-
-// The trace files in `dir` take at most `n` bytes (false also when it cannot be listed: the
-// loader says why).
-bool trace_bytes_at_most(const std::string& dir, uint64_t n) {
-  std::error_code ec;
-  uint64_t bytes = 0;
-  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-    if (!it->path().filename().string().ends_with(schema::kFileSuffix)) continue;
-    std::error_code size_ec;
-    const uintmax_t size = it->file_size(size_ec);
-    if (!size_ec && (bytes += size) > n) return false;
-  }
-  return !ec;
-}
 
 int check_dir(const CheckArgs& a) {
   std::string expected;
@@ -66,31 +50,19 @@ int check_dir(const CheckArgs& a) {
       return kExitUsage;
     }
   }
-  // Summary first (docs/scaling.md); a baseline's canonical schedule (every collective of every
-  // rank) is then read a batch of files at a time, below. Traces of up to 1 GiB are read once,
-  // every row (one read instead of two, at about 1 GiB).
-  const bool baseline = !a.baseline.empty() || !a.write_baseline.empty();
-  const bool full_read = a.full_read || (baseline && trace_bytes_at_most(a.dir, uint64_t(1) << 30));
-  auto s = load_for_analysis("check", a.dir, !full_read, a.threads);
+  // Every row up to 1 GiB of traces, summary first above (read_summary_first); a baseline's
+  // canonical schedule (every collective of every rank) is then read a batch of files at a time,
+  // below.
+  const bool full_read = !read_summary_first(a.dir, a.read);
+  auto s = load_for_analysis("check", a.dir, !full_read, a.read.threads);
   if (!s) return kExitUsage;
   Analysis an = analyze(*s);
-  std::vector<JUnitCase> cases = junit_cases(an);
-  int rc = check_exit_code(an);
-  if (rc != kExitOk) {
-    auto details = details_from_files(*s);
-    ReportOptions ro;
-    ro.color = stdout_color();
-    std::cout << render_text(an, *details, ro);
-  } else {
-    std::cout << "lockstep check: " << summary_line(an) << "\n";
-  }
-  if (const std::string unread = unread_text(unread_summary(*s, an)); !unread.empty()) std::cout << unread << "\n";
   // The canonical schedule only for a baseline: from the rows already read, else every row of
   // 256 MiB of files at a time (16,384 ranks x 10,000 ops at once: 4.1 GiB). Not for a
   // --write-baseline alone that the verdict refuses (below): at 16,384 x 10,000 that read was
   // 25 s for a file never written.
   std::string actual;
-  if (!a.baseline.empty() || (!a.write_baseline.empty() && rc == kExitOk)) {
+  if (!a.baseline.empty() || (!a.write_baseline.empty() && check_exit_code(an) == kExitOk)) {
     try {
       actual = full_read ? canonical_schedule(an) : canonical_schedule_of_files(*s, an.index);
     } catch (const LoadError& e) {
@@ -103,6 +75,25 @@ int check_dir(const CheckArgs& a) {
   const bool disagree = !an.divergences.empty() || !an.inversions.empty();
   BaselineDiff diff;
   if (!a.baseline.empty()) diff = compare_baseline(expected, actual);
+  // A summary-first read leaves each rank's order across communicators before the cuts unread
+  // (kOrderNotRead). The canonical schedule holds every rank's order of every collective: equal
+  // to a baseline, written only from a run whose verdict was clean, that order is proven too.
+  const bool order_by_baseline = !a.baseline.empty() && !disagree && diff.equal && !diff.partial &&
+                                 std::erase_if(an.evidence, [](const EvidenceIssue& e) { return e.kind == EvidenceKind::kOrderNotRead; }) > 0;
+  std::vector<JUnitCase> cases = junit_cases(an);
+  int rc = check_exit_code(an);
+  if (rc != kExitOk) {
+    auto details = details_from_files(*s);
+    ReportOptions ro;
+    ro.color = stdout_color();
+    std::cout << render_text(an, *details, ro);
+  } else {
+    std::cout << "lockstep check: " << summary_line(an) << "\n";
+  }
+  if (const std::string unread = unread_text(unread_summary(*s, an)); !unread.empty()) std::cout << unread << "\n";
+  if (order_by_baseline)
+    std::cout << "lockstep check: the order across communicators before the cuts was read with the canonical schedule "
+                 "and is the baseline's\n";
   if (!a.baseline.empty() && disagree && diff.equal) {
     cases.push_back({"matches_baseline", "not compared with " + a.baseline + ": the ranks disagree", ""});
     std::cout << "lockstep check: baseline " << a.baseline
@@ -155,10 +146,7 @@ void add_check_command(Command& app, int* exit_code) {
   sub->add_option("--baseline", args->baseline, "Compare the canonical schedule with this baseline file");
   sub->add_option("--write-baseline", args->write_baseline, "Write this run's canonical schedule (bless it)");
   sub->add_option("--junit", args->junit, "Also write JUnit XML to FILE");
-  sub->add_flag("--full-read", args->full_read,
-                "Read every op row of every file (default without --baseline/--write-baseline: summary first, as "
-                "analyze; docs/scaling.md)");
-  sub->add_option("--threads", args->threads, "Files read at once (default 0: one per hardware thread)")->non_negative();
+  add_read_options(sub, args->read);
   sub->footer("Exit code: 0 pass, 1 ranks disagree or hang, 2 input error, 3 differs from the baseline, "
               "4 incomplete evidence (a rank's history missing, torn, skipped, dropped, or the job still running).");
   sub->callback([args, exit_code] { *exit_code = check_dir(*args); });

@@ -18,14 +18,13 @@ struct ReportArgs {
   std::string output;
   double stale_s = 10;
   bool timing = false;
-  bool full_read = false;
-  int threads = 0;  // 0: one per hardware thread
+  ReadArgs read;
 };
 
 int report_dir(const ReportArgs& a) {
   if (trace_files_in(a.dir).empty() && is_snapshot_dir(a.dir)) return report_snapshot_dir(a.dir, a.output);
   StepTimer timer("report", a.timing);
-  auto s = load_for_analysis("report", a.dir, !a.full_read, a.threads);
+  auto s = load_for_analysis("report", a.dir, read_summary_first(a.dir, a.read), a.read.threads);
   if (!s) return kExitUsage;
   timer.step("load");
   AnalyzeOptions opt;
@@ -60,9 +59,7 @@ void add_report_command(Command& app, int* exit_code) {
   sub->add_option("-o,--output", args->output, "HTML file to write, or - for stdout")->required();
   sub->add_option("--stale-seconds", args->stale_s,
                   "A process whose trace stopped this long before its host neighbours' is dead (default 10)");
-  sub->add_flag("--full-read", args->full_read,
-                "Read every op row of every file (default: summary first, as analyze; docs/scaling.md)");
-  sub->add_option("--threads", args->threads, "Files read at once (default 0: one per hardware thread)")->non_negative();
+  add_read_options(sub, args->read);
   sub->add_flag("--timing", args->timing, "Print how long loading, analysis and building the page took (wall, CPU, peak RSS) and its size (stderr)");
   sub->footer("Exit code: 0 the page was written (whatever it found; use analyze/check to gate), 2 input error.");
   sub->callback([args, exit_code] { *exit_code = report_dir(*args); });

@@ -199,9 +199,9 @@ int stacks(const StacksArgs& a) {
             body << what << "  " << progress_word(vocab::State::Enqueued, completed, s.procs[m.proc].completion_known);
             if (op && !op->thread_name.empty()) body << "  thread " << printable(op->thread_name);
             body << "\n";
-            auto frames = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
-            if (!a.all_frames) frames = trim_stack(frames, 32);
-            if (frames.empty()) body << "    (no stack recorded)\n";
+            const auto raw = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
+            const auto frames = a.all_frames ? raw : trim_stack(raw, 32);
+            if (frames.empty()) body << "    " << (op ? no_frames_note(*details, m.proc, op->stack_id, raw) : "(no stack recorded)") << "\n";
             for (auto& f : frames) body << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << printable(format_frame(f)) << "\n";
             sh.lines[first_line + k].body = body.str();
           });

@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "flightrec.h"
+#include "node_summary.h"
 #include "trace_schema.h"
 
 namespace lockstep::cli {
@@ -65,6 +66,32 @@ bool check_dir(const std::string& cmd, const std::string& dir) {
     return false;
   }
   return true;
+}
+
+bool trace_bytes_at_most(const std::string& dir, uint64_t n, bool* summaries) {
+  std::error_code ec;
+  uint64_t bytes = 0;
+  for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (summaries && name.ends_with(kSummarySuffix)) *summaries = true;
+    if (!name.ends_with(schema::kFileSuffix)) continue;
+    std::error_code size_ec;
+    const uintmax_t size = it->file_size(size_ec);
+    if (!size_ec && (bytes += size) > n) return false;
+  }
+  return !ec;
+}
+
+void add_read_options(Command* sub, ReadArgs& r) {
+  auto* full = sub->add_flag("--full-read", r.full_read,
+                             "Read every op row of every file (the default while the directory's traces add up to 1 GiB "
+                             "or less and it holds no node summary)");
+  auto* first = sub->add_flag("--summary-first", r.summary_first,
+                              "Read each file from its newest op back to the newest checkpoint every member agrees on "
+                              "(the default above 1 GiB, or with node summaries: docs/scaling.md); what it does not read "
+                              "is named, and a clean verdict is not claimed on it (exit 4)");
+  first->excludes(full);
+  sub->add_option("--threads", r.threads, "Files read at once (default 0: one per hardware thread)")->non_negative();
 }
 
 void explain_no_trace_file(const std::string& dir) {

@@ -1,75 +1,75 @@
 #!/usr/bin/env bash
-# Summary-first (default) against --full-read (issue 33): the verdict JSON must be the same on
-# every trace directory the tests have -- tests/data and gen_trace directories with and without
-# a divergence, a lagging host, and a divergence early enough that the checkpoints disagree --
-# except for what says how it was read ("reading") and the per-communicator windows
-# (comms[].history, retired_history: which collectives were compared op by op, which by digest). Where a cut is possible it must have been made
-# (ops_not_read > 0), so the comparison is not vacuous. The files are read in parallel: one
-# thread (--threads 1) and the default must give the same report, byte for byte.
+# --summary-first (the default above 1 GiB of traces) against --full-read (issue 33): the verdict
+# JSON must be the same on every trace directory the tests have -- tests/data and gen_trace
+# directories with and without a divergence, a lagging host, and a divergence early enough that
+# the checkpoints disagree -- except for what summary_vs_full.py allows: how it was read
+# ("reading"), the per-communicator windows, and, where it cut anything, its one evidence item
+# that the order across communicators before the cut was not read (a clean full read is
+# incomplete here, exit 4). Where a cut is possible it must have been made (ops_not_read > 0), so
+# the comparison is not vacuous. The files are read in parallel: one thread (--threads 1) and
+# the default must give the same report, byte for byte. Without a flag, a directory this small is
+# read whole.
 #   summary_first_test.sh LOCKSTEP GEN_TRACE DATA_DIR
 set -euo pipefail
 LOCKSTEP=$1 GEN=$2 DATA=$3
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail=0
+here=$(cd "$(dirname "$0")" && pwd)
 
-compare() {  # DIR EXPECT_CUT(0|1)
-  local dir=$1 expect_cut=$2 rc_s=0 rc_f=0
-  "$LOCKSTEP" analyze "$dir" --json >"$work/s.json" 2>/dev/null || rc_s=$?
+compare() {  # DIR EXPECT_CUT(0|1) [report]
+  local dir=$1 expect_cut=$2 rc_s=0 rc_f=0 rc_d=0
+  "$LOCKSTEP" analyze "$dir" --json --summary-first >"$work/s.json" 2>/dev/null || rc_s=$?
   "$LOCKSTEP" analyze "$dir" --json --full-read >"$work/f.json" 2>/dev/null || rc_f=$?
-  if [ "$rc_s" != "$rc_f" ]; then
-    echo "FAIL $dir: exit $rc_s (summary first) vs $rc_f (full read)"; fail=1; return
+  # Without a flag, a directory under 1 GiB is read whole: the full read's report, byte for byte.
+  "$LOCKSTEP" analyze "$dir" --json >"$work/d.json" 2>/dev/null || rc_d=$?
+  if [ "$rc_d" != "$rc_f" ] || ! cmp -s "$work/d.json" "$work/f.json"; then
+    echo "FAIL $dir: the default read of a small directory is not the full read"; fail=1; return
   fi
   local rc_1=0 rc_1f=0
-  "$LOCKSTEP" analyze "$dir" --json --threads 1 >"$work/s1.json" 2>/dev/null || rc_1=$?
+  "$LOCKSTEP" analyze "$dir" --json --summary-first --threads 1 >"$work/s1.json" 2>/dev/null || rc_1=$?
   "$LOCKSTEP" analyze "$dir" --json --full-read --threads 3 >"$work/f3.json" 2>/dev/null || rc_1f=$?
   if [ "$rc_1" != "$rc_s" ] || ! cmp -s "$work/s1.json" "$work/s.json" || [ "$rc_1f" != "$rc_f" ] ||
      ! cmp -s "$work/f3.json" "$work/f.json"; then
     echo "FAIL $dir: the report depends on the number of reading threads"; fail=1; return
   fi
-  [ -s "$work/f.json" ] || { echo "skip $dir: no report (exit $rc_f)"; return; }
-  if ! python3 - "$work/s.json" "$work/f.json" "$expect_cut" "$dir" <<'PY'
+  if [ ! -s "$work/f.json" ]; then
+    [ "$rc_s" = "$rc_f" ] || { echo "FAIL $dir: exit $rc_s (summary first) vs $rc_f (full read), no report"; fail=1; }
+    echo "skip $dir: no report (exit $rc_f)"; return
+  fi
+  if ! python3 - "$work/s.json" "$work/f.json" "$expect_cut" "$dir" "$rc_s" "$rc_f" "$here" <<'PY'
 import json, sys
+sys.path.insert(0, sys.argv[7])
+import summary_vs_full
 s, f = (json.load(open(p)) for p in sys.argv[1:3])
 expect_cut, name = sys.argv[3] == "1", sys.argv[4]
-cut = s.get("reading", {}).get("ops_not_read", 0)
-assert f["reading"]["mode"] == "full" and f["reading"]["ops_not_read"] == 0, "full read cut something"
+cut = summary_vs_full.check(s, f, name, int(sys.argv[5]), int(sys.argv[6]))
 if expect_cut and cut == 0:
     sys.exit(f"{name}: summary first read everything (no cut made)")
-def strip(j):  # how it was read, and each communicator's window (what is exact, what by digest)
-    j = dict(j)
-    for k in ("reading", "retired_history"):
-        j.pop(k, None)
-    j["comms"] = [{k: v for k, v in c.items() if k != "history"} for c in j.get("comms", [])]
-    return j
-if strip(s) != strip(f):
-    a, b = strip(s), strip(f)
-    for k in sorted(set(a) | set(b)):
-        if a.get(k) != b.get(k):
-            print(f"{name}: key {k!r} differs:\n summary first: {json.dumps(a.get(k))[:600]}\n full read:     {json.dumps(b.get(k))[:600]}")
-    sys.exit(1)
 print(f"ok {name}: {cut} ops not read")
 PY
   then fail=1; fi
   [ "${3:-}" = report ] || return 0
   # report and check read summary first too: the same page data (but "reading") and exit code.
   local rc_cs=0 rc_cf=0
-  "$LOCKSTEP" check "$dir" >/dev/null 2>&1 || rc_cs=$?
+  "$LOCKSTEP" check "$dir" --summary-first >/dev/null 2>&1 || rc_cs=$?
   "$LOCKSTEP" check "$dir" --full-read >/dev/null 2>&1 || rc_cf=$?
-  [ "$rc_cs" = "$rc_cf" ] || { echo "FAIL $dir: check exit $rc_cs (summary first) vs $rc_cf (full read)"; fail=1; }
-  "$LOCKSTEP" report "$dir" -o "$work/page.html" 2>/dev/null && cp "$work/page.html" "$work/s.html"
+  local want=$rc_cf
+  [ "$rc_cf" = 0 ] && [ "$rc_s" = 4 ] && [ "$rc_f" = 0 ] && want=4
+  [ "$rc_cs" = "$want" ] || { echo "FAIL $dir: check exit $rc_cs (summary first) vs $rc_cf (full read), expected $want"; fail=1; }
+  "$LOCKSTEP" report "$dir" -o "$work/page.html" --summary-first 2>/dev/null && cp "$work/page.html" "$work/s.html"
   "$LOCKSTEP" report "$dir" -o "$work/page.html" --full-read 2>/dev/null && cp "$work/page.html" "$work/f.html"
-  if ! python3 - "$work/s.html" "$work/f.html" "$expect_cut" "$dir" <<'PY'
+  if ! python3 - "$work/s.html" "$work/f.html" "$expect_cut" "$dir" "$here" <<'PY'
 import json, re, sys
+sys.path.insert(0, sys.argv[5])
+import summary_vs_full
 def data(p):
     m = re.search(r'<script type="application/json" id="report-data">(.*?)</script>', open(p).read(), re.S)
     return json.loads(m.group(1))
 s, f = data(sys.argv[1]), data(sys.argv[2])
 if sys.argv[3] == "1" and not s["reading"]["text"]:
     sys.exit(f"{sys.argv[4]}: the report does not say what was not read")
-s.pop("reading"), f.pop("reading")
-if s != f:
-    sys.exit(f"{sys.argv[4]}: report data differs: " + ", ".join(k for k in s if s.get(k) != f.get(k)))
+summary_vs_full.check(s, f, sys.argv[4] + " (report page data)")
 PY
   then fail=1; fi
 }
@@ -169,7 +169,59 @@ for d in passing passing-wide; do
     echo "ok check --write-baseline $d ($(wc -l <"$work/base-s.txt") lines)"
   fi
   "$LOCKSTEP" check "$work/$d" --baseline "$work/base-f.txt" >/dev/null 2>&1 || { echo "FAIL check --baseline $d: its own baseline"; fail=1; }
+  # Summary first (what traces over 1 GiB get): the canonical schedule, every rank's order of every
+  # collective, equal to the baseline proves the order the verdict's read left unread (exit 0);
+  # without a baseline that order is not checked, so no baseline is written from it (exit 4).
+  rc_b=0 rc_w=0
+  "$LOCKSTEP" check "$work/$d" --summary-first --baseline "$work/base-f.txt" >"$work/check-b.txt" 2>&1 || rc_b=$?
+  "$LOCKSTEP" check "$work/$d" --summary-first --write-baseline "$work/base-w.txt" >"$work/check-w.txt" 2>&1 || rc_w=$?
+  if grep -q '^read: summary first' "$work/check-b.txt"; then
+    if [ "$rc_b" != 0 ] || ! grep -q "and is the baseline's" "$work/check-b.txt" || [ "$rc_w" != 4 ] || [ -e "$work/base-w.txt" ]; then
+      echo "FAIL check --summary-first $d: with its baseline exit $rc_b (want 0), --write-baseline exit $rc_w (want 4, no file)"
+      cat "$work/check-b.txt" "$work/check-w.txt" | tail -6; fail=1
+    else
+      echo "ok check --summary-first $d: the order proven by the baseline, none written without one"
+    fi
+  elif [ "$d" = passing ]; then
+    echo "FAIL check --summary-first $d: nothing cut"; fail=1
+  fi
+  rm -f "$work/base-w.txt"
 done
+# An order inversion before the cut (rank 3 issues two collectives of different communicators the
+# other way round; each communicator's own sequence, so every digest, unchanged): the full read,
+# and the default for a directory this small, names it (exit 1); summary first cannot see it and
+# must not say clean: the order it did not read is evidence (order_not_read, exit 4).
+cp -r "$work/passing" "$work/inverted"
+python3 - "$work/inverted/rank-3.lockstep.sqlite" <<'PY'
+import sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+rows = db.execute("SELECT r.call_index, s.comm_id FROM op_rows r JOIN signatures s ON s.id = r.sig "
+                  "WHERE r.seq BETWEEN 10 AND 1000 ORDER BY r.call_index").fetchall()
+# The world communicator and the one with the most collectives (a tensor-parallel group): the
+# group's other members share both, so the swap is an inversion; the latter reaches a checkpoint,
+# so its op is before a cut and not read (were both read whole, summary first would see it).
+most = db.execute("SELECT s.comm_id FROM op_rows r JOIN signatures s ON s.id = r.sig GROUP BY s.comm_id "
+                  "ORDER BY count(*) DESC LIMIT 1").fetchone()[0]
+world = db.execute("SELECT id FROM comms ORDER BY nranks DESC LIMIT 1").fetchone()[0]
+pair = next(((a, b) for (a, ca), (b, cb) in zip(rows, rows[1:]) if b == a + 1 and {ca, cb} == {most, world}), None)
+if not pair:
+    sys.exit("inverted: no two adjacent collectives of different communicators")
+a, b = pair
+db.execute("UPDATE op_rows SET call_index = -1 WHERE call_index = ?", (a,))
+db.execute("UPDATE op_rows SET call_index = ? WHERE call_index = ?", (a, b))
+db.execute("UPDATE op_rows SET call_index = ? WHERE call_index = -1", (b,))
+db.commit()
+PY
+rc_d=0 rc_s=0
+"$LOCKSTEP" analyze "$work/inverted" >"$work/inv-d.txt" 2>&1 || rc_d=$?
+"$LOCKSTEP" analyze "$work/inverted" --summary-first --json >"$work/inv-s.json" 2>/dev/null || rc_s=$?
+if [ "$rc_d" != 1 ] || ! grep -q "FIRST DIVERGENCE: order inversion" "$work/inv-d.txt" || [ "$rc_s" != 4 ] ||
+   ! python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["verdict"]=="incomplete" and any(e["kind"]=="order_not_read" for e in j["evidence"]) and j["reading"]["ops_not_read"]>0 else 1)' "$work/inv-s.json"; then
+  echo "FAIL inverted: default exit $rc_d (want 1, an order inversion), --summary-first exit $rc_s (want 4, order_not_read)"
+  head -3 "$work/inv-d.txt"; fail=1
+else
+  echo "ok inverted: the full read names the inversion, summary first says the order was not read"
+fi
 # Ops in flight before the newest checkpoints (they never count as done): read whole.
 compare "$work/early" 0
 compare "$work/small" 0

@@ -139,6 +139,56 @@ TEST(CliCheck, divergent_run_fails_with_1_and_is_not_blessed) {
   EXPECT_NE(r.err.find("not writing a baseline"), std::string::npos) << both(r);
 }
 
+// A communicator member with no trace file: what it issued is unknown, so a peer waiting on it is
+// no proven deadlock (the model said "deadlock ... which never issues collective #1"), unless a
+// mismatch among the files present proves one.
+TEST(CliReplay, model_waiting_on_a_member_with_no_trace_file_is_unknown_not_deadlock) {
+  auto dir = write(clean_two_ranks(), "cli-model-missing");
+  std::filesystem::remove(dir + "/rank-1" + lockstep::schema::kFileSuffix);
+  auto r = lockstep_cli({"replay", "--model", dir});
+  EXPECT_EQ(r.exit_code, 4) << both(r);
+  EXPECT_NE(r.out.find("model check: unknown"), std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("no deadlock proven: a rank waits for a communicator member that has no trace file"), std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("comm rank 1 (no trace file): what it issued is unknown"), std::string::npos) << both(r);
+  EXPECT_EQ(r.out.find("never issues"), std::string::npos) << both(r);
+  auto j = lockstep_cli({"replay", "--model", "--json", dir});
+  EXPECT_EQ(j.exit_code, 4) << both(j);
+  EXPECT_EQ(nlohmann::json::parse(j.out.substr(j.out.find('{')))["verdict"], "unknown") << both(j);
+  // Both files, the same ops: a mismatch among the files present is still proven.
+  auto div = write(divergent_two_ranks(), "cli-model-mismatch");
+  auto d = lockstep_cli({"replay", "--model", div});
+  EXPECT_NE(d.out.find("model check: deadlock"), std::string::npos) << both(d);
+}
+
+// A stack whose page is corrupt (the frames table's root page zeroed) is unreadable, and says so
+// in text, JSON and stacks: it was "(no stack recorded: run with --stacks ...)", a claim about
+// a recording that did happen.
+TEST(CliAnalyze, a_stack_that_cannot_be_read_is_named_unreadable_not_unrecorded) {
+  auto dir = write(divergent_two_ranks(), "cli-stack-corrupt");
+  const std::string f = dir + "/rank-0" + lockstep::schema::kFileSuffix;
+  auto root = run_program({"sqlite3", f, "SELECT rootpage FROM sqlite_schema WHERE name='frames'"});
+  auto size = run_program({"sqlite3", f, "PRAGMA page_size"});
+  ASSERT_EQ(root.exit_code, 0) << both(root);
+  const long page = std::stol(size.out), at = (std::stol(root.out) - 1) * page;
+  {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(at);
+    const std::string zeros(static_cast<size_t>(page), '\0');
+    io.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+  }
+  auto r = lockstep_cli({"analyze", dir});
+  EXPECT_EQ(r.exit_code, 1) << both(r);
+  EXPECT_NE(r.out.find("stack of rank 0 (broadcast seq 6):\n    (stack 1 unreadable in its file: "), std::string::npos) << both(r);
+  EXPECT_EQ(r.out.find("no stack recorded"), std::string::npos) << both(r);
+  auto j = lockstep_cli({"analyze", dir, "--json"});
+  auto side = nlohmann::json::parse(j.out)["first_divergence"]["sides"][0];
+  EXPECT_EQ(side["rank"], 0) << j.out.substr(0, 2000);
+  EXPECT_NE(side.value("stack_note", "").find("unreadable in its file"), std::string::npos) << side.dump();
+  auto st = lockstep_cli({"stacks", dir, "--comm", "aaaaaaaa", "--seq", "6"});
+  EXPECT_NE(st.out.find("(stack 1 unreadable in its file: "), std::string::npos) << both(st);
+  EXPECT_NE(st.out.find("py train_step (train.py:7)"), std::string::npos) << both(st);  // rank 1's, intact
+}
+
 TEST(CliCheck, baseline_file_that_is_not_one_is_an_input_error) {
   auto dir = write(clean_two_ranks(), "cli-badbase");
   std::ofstream(dir + "/x.txt") << "hello\n";
