@@ -76,8 +76,9 @@ W=$(mktemp -d /tmp/cost-suite.XXXXXX)
   for l in $LIBS; do md5sum "$D/lib-$l/liblockstep.so"; done; date -u; } >"$OUT/machine.txt" 2>&1
 t_start=$(date +%s)
 # The arms of each library in sections 1 and 2: stacks none and native; COVERING=1 adds
-# "none+covering" for the new library (LOCKSTEP_COMPLETION=covering: the opt-in signal).
-arms_of() { echo none native; [ "${COVERING:-0}" = 1 ] && [ "$1" = new ] && echo none+covering; }
+# "none+covering" and "native+covering" for the new library (LOCKSTEP_COMPLETION=covering: the
+# opt-in signal).
+arms_of() { echo none native; [ "${COVERING:-0}" = 1 ] && [ "$1" = new ] && echo none+covering native+covering; }
 say() { echo "== $* ($(( $(date +%s) - t_start )) s)"; }
 
 # 1. C++ per call
