@@ -1,6 +1,7 @@
 #include "analysis.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "meta_keys.h"
 #include "identity.h"
@@ -206,7 +207,13 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
 
   std::vector<const Process*> infos;
   for (auto& p : s.procs) infos.push_back(&p.info);
-  a.evidence = validate_evidence(infos, s.skipped);
+  // Communicators named as every text output names them: hash and role.
+  std::unordered_map<std::string, const GlobalComm*> by_hash;
+  for (const GlobalComm& g : a.index.comms) by_hash.emplace(g.hash, &g);
+  a.evidence = validate_evidence(infos, s.skipped, [&](const std::string& hash) {
+    auto it = by_hash.find(hash);
+    return it == by_hash.end() ? comm_label(hash) : comm_label(hash, it->second->role);
+  });
   a.evidence.insert(a.evidence.end(), a.checkpoints.evidence.begin(), a.checkpoints.evidence.end());
   // Members the job's end stopped before an op their peers had just issued: the job was not seen
   // to agree there, nor to disagree.

@@ -99,8 +99,10 @@ std::string header_defect(const Process& p) {
 }
 
 std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& procs,
-                                             const std::vector<SkippedFile>& skipped) {
+                                             const std::vector<SkippedFile>& skipped,
+                                             const std::function<std::string(const std::string&)>& comm_label) {
   std::vector<EvidenceIssue> out;
+  auto comm_named = [&](const std::string& hash) { return comm_label ? comm_label(hash) : "comm " + short_hash(hash); };
   auto ranks_of = [&](const std::vector<int>& ps) {
     std::vector<int> r;
     for (int p : ps)
@@ -167,7 +169,7 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
       if (m.nranks != c.nranks) {
         if (!m.mismatch)
           add(EvidenceKind::kNranksMismatch, true, {m.first, static_cast<int>(i)},
-              "comm " + short_hash(c.hash) + " has " + std::to_string(m.nranks) + " ranks in " + procs[m.first]->shown_path() +
+              comm_named(c.hash) + " has " + std::to_string(m.nranks) + " ranks in " + procs[m.first]->shown_path() +
                   " but " + std::to_string(c.nranks) + " in " + procs[i]->shown_path());
         m.mismatch = true;
       }
@@ -202,7 +204,7 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
     }
     if (missing > 8) list += ",... (" + std::to_string(missing) + " in all)";
     add(EvidenceKind::kMissingMember, false, {},
-        "comm " + short_hash(h) + " has " + std::to_string(m.nranks) + " ranks, " + std::to_string(m.by_rank.size()) +
+        comm_named(h) + " has " + std::to_string(m.nranks) + " ranks, " + std::to_string(m.by_rank.size()) +
             " traced: no usable file of comm rank" + (missing > 1 ? "s " : " ") + list);
   }
 

@@ -5,6 +5,7 @@
 // Pure functions of the loaded headers (no SQLite, no clock).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -82,9 +83,12 @@ inline constexpr int64_t kMaxSeq = UINT32_MAX;
 std::string header_defect(const Process& p);
 
 // Cross-file checks over the processes of one directory (the loaded ones, in order) and the
-// files that were skipped. Every issue makes a verdict incomplete.
+// files that were skipped. Every issue makes a verdict incomplete. comm_label: how a
+// communicator is named, from its hash ("comm 05163667 (init0)" once the analysis knows its
+// role); without it "comm 05163667".
 std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& procs,
-                                             const std::vector<SkippedFile>& skipped);
+                                             const std::vector<SkippedFile>& skipped,
+                                             const std::function<std::string(const std::string&)>& comm_label = {});
 
 // A one-line summary of the first `max_items` groups (group_evidence): "comm 3f2a9c01 has 2
 // ranks, 1 traced: ...; ranks 0-63: trace ends without an exit record ...; 2 more"
