@@ -5,7 +5,8 @@
 # summaries as a cluster does, one `lockstep summarize DIR --host NODE` per host (gen_trace puts
 # 8 ranks on a host, RANKS_PER_HOST; all of them run here one after another and are timed
 # together on their own row: on a cluster each node runs its own, about cpu_s / nodes each), then
-# times `analyze` reading them; default: the summary-first read of every file. SUMMARIZE=every-host
+# times `analyze` reading them; default: the summary-first read of every file (--summary-first:
+# the command's own default reads directories of 1 GiB or less whole). SUMMARIZE=every-host
 # (with READ=nodes) writes them with one `lockstep summarize DIR --every-host` instead (a copied
 # directory; 131,072 ranks are 16,384 hosts, too many processes one after another).
 #   bench/analyzer_bench.sh [BUILD_DIR=build] [WORK_DIR=/tmp/lockstep-bench] [SIZES...]
@@ -42,7 +43,7 @@ times() {  # wall, cpu (user + sys) and rss (KB) of the last /usr/bin/time -v
   sys=$(awk -F': ' '/System time/ { print $2 }' "$WORK/time.txt")
   cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')
 }
-read_flag=()
+read_flag=(--summary-first)
 [ "$READ" = full ] && read_flag=(--full-read)
 mkdir -p "$WORK"
 echo "read: $READ; command: $CMD; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
