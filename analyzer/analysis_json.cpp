@@ -49,7 +49,7 @@ json side_json(const Ctx& c, const Side& sd, int g) {
   json st = json::array();
   for (auto& f : frames) st.push_back(frame_json(f));
   j["stack"] = std::move(st);
-  if (frames.empty()) j["stack_note"] = c.no_stack_note(sd);  // none recorded, or unreadable
+  if (const std::string note = c.stack_note(sd, frames); !note.empty()) j["stack_note"] = note;  // none recorded, or unreadable
   j["from"] = frame_origin(frames);
   return j;
 }

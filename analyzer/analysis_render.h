@@ -75,10 +75,12 @@ struct Ctx {
     if (!o) return {};
     return trim_stack(details.stack(sd.proc, o->stack_id), opt.max_frames);
   }
-  // In place of an empty stack_of(sd): why there is nothing to show (trace_details.h).
-  std::string no_stack_note(const Side& sd) const {
+  // Beside stack_of(sd) (`shown`): why it is empty, or cut short by a page that could not be
+  // read; "" when it is whole (trace_details.h no_frames_note).
+  std::string stack_note(const Side& sd, const std::vector<Frame>& shown) const {
     auto o = full(sd);
-    if (!o) return "(its op row could not be read again from its file)";
+    if (!o) return shown.empty() ? "(its op row could not be read again from its file)" : "";
+    if (!shown.empty() && details.stack_error(sd.proc, o->stack_id).empty()) return "";
     return no_frames_note(details, sd.proc, o->stack_id, details.stack(sd.proc, o->stack_id));
   }
   // The newest op of a process on a comm, for members that never issued the op in question.

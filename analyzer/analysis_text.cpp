@@ -42,8 +42,8 @@ void text_stack_and_context(std::ostream& os, const Ctx& c, const Side& sd) {
   const SchedOp& o = c.sop(sd);
   auto frames = c.stack_of(sd);
   os << "  stack of rank " << c.rank(sd.proc) << " (" << vocab::name(c.s.sigs[o.sig].op) << " seq " << o.seq << "):\n";
-  if (frames.empty()) os << "    " << c.no_stack_note(sd) << "\n";
   for (auto& f : frames) os << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << format_frame(f) << "\n";
+  if (const std::string note = c.stack_note(sd, frames); !note.empty()) os << "    " << note << "\n";
   auto before = c.details.ops_between(sd.proc, 0, o.call_index - 1, c.opt.ops_before, true);
   if (!before.empty()) {
     os << "  ops just before on rank " << c.rank(sd.proc) << ":\n";

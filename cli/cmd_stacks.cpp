@@ -201,8 +201,10 @@ int stacks(const StacksArgs& a) {
             body << "\n";
             const auto raw = op ? details->stack(m.proc, op->stack_id) : std::vector<Frame>{};
             const auto frames = a.all_frames ? raw : trim_stack(raw, 32);
-            if (frames.empty()) body << "    " << (op ? no_frames_note(*details, m.proc, op->stack_id, raw) : "(no stack recorded)") << "\n";
             for (auto& f : frames) body << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << printable(format_frame(f)) << "\n";
+            if (!op) body << "    (no stack recorded)\n";
+            else if (frames.empty() || !details->stack_error(m.proc, op->stack_id).empty())
+              body << "    " << no_frames_note(*details, m.proc, op->stack_id, raw) << "\n";
             sh.lines[first_line + k].body = body.str();
           });
       sh.looked_up += looked_up;
