@@ -109,8 +109,11 @@ int check_dir(const CheckArgs& a) {
                 << " not verified: some communicator has no collective in common with it (see above)\n";
       if (rc == kExitOk) rc = kExitIncomplete;
     } else if (diff.equal) {
+      // The files read match; on incomplete evidence (a rank missing, two jobs in DIR) that is
+      // not the run matching (exit 4 above).
       std::cout << "lockstep check: schedule matches baseline " << a.baseline
-                << (diff.compared.empty() ? "" : " on the collectives both hold") << "\n";
+                << (diff.compared.empty() ? "" : " on the collectives both hold")
+                << (an.incomplete() ? ", for the files read only: the evidence is incomplete (above)" : "") << "\n";
     } else {
       std::cout << "lockstep check: schedule differs from baseline " << a.baseline << " (- baseline, + this run):\n"
                 << diff.text;

@@ -130,6 +130,23 @@ TEST(CliCheck, baseline_written_from_a_clean_run_passes_and_a_changed_run_fails_
   std::filesystem::remove(base);
 }
 
+// Every file copied under a second name (two runs in one directory, or a copied file): the files
+// read still match the baseline, but that is not the run matching it: exit 4, and the match line
+// says it holds for the files read only.
+TEST(CliCheck, a_baseline_match_on_incomplete_evidence_is_said_to_hold_for_the_files_read_only) {
+  auto dir = write(clean_two_ranks(64), "cli-base-copies");
+  auto base = dir + "/../cli-base-copies.baseline";
+  ASSERT_EQ(lockstep_cli({"check", dir, "--write-baseline", base}).exit_code, 0);
+  for (int r : {0, 1})
+    std::filesystem::copy_file(dir + "/rank-" + std::to_string(r) + lockstep::schema::kFileSuffix,
+                               dir + "/copy-" + std::to_string(r) + lockstep::schema::kFileSuffix);
+  auto c = lockstep_cli({"check", dir, "--baseline", base});
+  EXPECT_EQ(c.exit_code, 4) << both(c);
+  EXPECT_NE(c.out.find("schedule matches baseline " + base + ", for the files read only: the evidence is incomplete"),
+            std::string::npos) << both(c);
+  std::filesystem::remove(base);
+}
+
 TEST(CliCheck, divergent_run_fails_with_1_and_is_not_blessed) {
   auto dir = write(divergent_two_ranks(), "cli-check-div");
   auto base = dir + "/should-not-exist.baseline";
