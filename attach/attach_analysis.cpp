@@ -245,6 +245,32 @@ const char* evidence_name(Evidence e) {
   return "none";
 }
 
+namespace {
+// A process without a rank variable gets a placeholder rank (kUnknownRankBase and up) to sort
+// and group by; it is shown by its pid, never as that number.
+std::string rank_label(const RankFinding& f) {
+  return f.rank >= kUnknownRankBase ? "pid " + std::to_string(f.pid) + " (no rank variable)" : "rank " + std::to_string(f.rank);
+}
+std::string members_phrase(const std::vector<int>& ranks, const AttachReport& r) {
+  std::vector<int> known;
+  std::string others;
+  for (int k : ranks) {
+    if (k < kUnknownRankBase) {
+      known.push_back(k);
+      continue;
+    }
+    for (const RankFinding& f : r.ranks)
+      if (f.rank == k) others += std::string(others.empty() ? "" : ", ") + "pid " + std::to_string(f.pid);
+  }
+  std::string out = known.empty() ? "" : ranks_phrase(known);
+  if (!others.empty()) out += (out.empty() ? "" : ", ") + others + " (no rank variable)";
+  return out;
+}
+int snapped_any(const AttachReport& r) {
+  return static_cast<int>(std::count_if(r.ranks.begin(), r.ranks.end(), [](const RankFinding& f) { return f.snapshot; }));
+}
+}  // namespace
+
 AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std::vector<TraceSource>& given) {
   AttachReport r;
   std::map<std::pair<std::string, int>, size_t> by_host_pid;  // -> index in r.ranks
@@ -292,6 +318,10 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
         cd.comm = c.hash;
         cd.comm_size = c.size;
         std::map<std::string, std::map<int, uint64_t>> per_type;  // type -> global rank -> count
+        // RAS counts every rank of the communicator, read by this attach or not: the others are
+        // named by their communicator rank and pid, and count as much (a rank not attached to is
+        // no less counted).
+        std::map<std::string, std::map<uint64_t, std::vector<std::string>>> unattached;  // type -> count -> who
         for (const RasRank& rr : c.ranks) {
           // RAS names a rank by its node's address and pid; we know hosts by name: match the
           // pid on the same host name, else a pid that only one process has.
@@ -302,7 +332,12 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
               if (key.first == rr.host) idx = i;
             }
           if (idx == SIZE_MAX && pid_matches == 1) idx = pid_idx;
-          if (idx == SIZE_MAX) continue;  // a rank of a process we did not snapshot
+          if (idx == SIZE_MAX || !r.ranks[idx].snapshot) {  // a rank of a process we did not read
+            for (const auto& [type, count] : rr.coll_counts)
+              unattached[type][count].push_back("comm rank " + std::to_string(rr.rank) + " (pid " + std::to_string(rr.pid) +
+                                                ", not attached)");
+            continue;
+          }
           RankFinding& f = r.ranks[idx];
           const int global = f.rank;
           f.ras_counts[c.hash] = rr.coll_counts;
@@ -313,22 +348,36 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
                                   " has async error " + std::to_string(rr.async_error));
           if (rr.abort_flag) r.ras_notes.push_back("communicator " + c.hash + ": rank " + std::to_string(global) + " aborted");
         }
-        for (const RasMissingRank& m : c.missing)
+        for (const RasMissingRank& m : c.missing) {
           r.ras_notes.push_back("communicator " + c.hash + ": RAS reports comm rank " + std::to_string(m.rank) +
                                 " missing (pid " + std::to_string(m.pid) + (m.considered_dead ? ", considered dead" : "") +
                                 (m.unresponsive ? ", unresponsive" : "") + ")");
-        for (const auto& [type, counts] : per_type) {
+          if (m.considered_dead)
+            r.ras_dead.push_back("comm rank " + std::to_string(m.rank) + " (pid " + std::to_string(m.pid) +
+                                 ") of communicator " + c.hash);
+        }
+        std::set<std::string> types;
+        for (const auto& [type, counts] : per_type) types.insert(type);
+        for (const auto& [type, counts] : unattached) types.insert(type);
+        for (const std::string& type : types) {
           std::map<uint64_t, std::vector<int>> by_count;
-          for (const auto& [rank, cnt] : counts) by_count[cnt].push_back(rank);
-          if (by_count.size() < 2) continue;
+          if (auto it = per_type.find(type); it != per_type.end())
+            for (const auto& [rank, cnt] : it->second) by_count[cnt].push_back(rank);
+          const auto& others = unattached[type];
+          std::set<uint64_t> counts;
+          for (const auto& [cnt, rk] : by_count) counts.insert(cnt);
+          for (const auto& [cnt, who] : others) counts.insert(cnt);
+          if (counts.size() < 2) continue;
           CountDivergence d = cd;
           d.collective = type;
           d.ranks_by_count = by_count;
-          const uint64_t top = by_count.rbegin()->first;
-          for (int ahead : by_count.rbegin()->second)
-            for (const auto& [cnt, ranks] : by_count)
-              if (cnt < top)
-                for (int behind : ranks) d.waits_for.emplace_back(ahead, behind);
+          d.unattached_by_count = others;
+          const uint64_t top = *counts.rbegin();  // edges among the ranks read only
+          if (auto ahead = by_count.find(top); ahead != by_count.end())
+            for (int a : ahead->second)
+              for (const auto& [cnt, ranks] : by_count)
+                if (cnt < top)
+                  for (int behind : ranks) d.waits_for.emplace_back(a, behind);
           r.divergences.push_back(std::move(d));
         }
       }
@@ -380,21 +429,35 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
   if (!r.divergences.empty()) {
     const CountDivergence& d = r.divergences.front();
     v << sep << "the ranks diverged on communicator " << d.comm << " (" << d.comm_size << " ranks): ";
+    // Every count, highest first: the ranks read by rank number, the others as RAS names them.
+    std::map<uint64_t, std::vector<std::string>, std::greater<>> who;
+    for (const auto& [cnt, ranks] : d.ranks_by_count) who[cnt].push_back(ranks_phrase(ranks));
+    for (const auto& [cnt, names] : d.unattached_by_count)
+      for (const std::string& n : names) who[cnt].push_back(n);
     bool first = true;
-    for (auto it = d.ranks_by_count.rbegin(); it != d.ranks_by_count.rend(); ++it) {
-      v << (first ? "" : ", ") << ranks_phrase(it->second) << " enqueued " << it->first << " " << d.collective;
+    for (const auto& [cnt, names] : who) {
+      v << (first ? "" : ", ");
+      for (size_t i = 0; i < names.size(); ++i) v << (i ? " and " : "") << names[i];
+      v << " enqueued " << cnt << " " << d.collective;
       first = false;
     }
-    const uint64_t top = d.ranks_by_count.rbegin()->first;
+    v << " (proven: NCCL RAS counts)";
+    const uint64_t top = who.begin()->first;
     std::vector<int> behind;
     for (const auto& [cnt, ranks] : d.ranks_by_count)
       if (cnt < top) behind.insert(behind.end(), ranks.begin(), ranks.end());
-    const std::vector<int>& ahead = d.ranks_by_count.rbegin()->second;
-    v << " (proven: NCCL RAS counts). " << ranks_phrase(ahead) << (ahead.size() == 1 ? " waits" : " wait")
-      << " in " << d.collective << " #" << top << " for " << ranks_phrase(behind)
-      << ", which issued something else or never got there";
+    if (auto ahead = d.ranks_by_count.find(top); ahead != d.ranks_by_count.end() && !behind.empty())
+      v << ". " << ranks_phrase(ahead->second) << (ahead->second.size() == 1 ? " waits" : " wait") << " in "
+        << d.collective << " #" << top << " for " << ranks_phrase(behind) << ", which issued something else or never got there";
     if (r.divergences.size() > 1) v << "; " << r.divergences.size() - 1 << " more count difference(s) below";
     r.exit_code = 1;
+  } else if (!r.ras_dead.empty()) {
+    v << sep << "NCCL RAS reports " << r.ras_dead.front() << (r.ras_dead.size() > 1 ? " and " + std::to_string(r.ras_dead.size() - 1) + " more" : "")
+      << " missing and considered dead (proven: NCCL RAS): its peers cannot complete a collective with it";
+    r.exit_code = 1;
+  } else if (snapped_any(r) == 0) {
+    v << sep << "nothing read: no process could be attached to (each one's reason above), so nothing is proven or inferred";
+    if (r.exit_code == 0) r.exit_code = 4;
   } else if (r.all_blocked) {
     v << sep << "every rank read waits in NCCL or CUDA (inferred from stacks): the job hangs";
     v << (r.ras_notes.empty() && !comms_seen.empty()
@@ -442,6 +505,8 @@ std::string render_text(const AttachReport& r) {
   for (const CountDivergence& d : r.divergences) {
     o << "  communicator " << printable(d.comm) << " " << printable(d.collective) << ":";
     for (const auto& [cnt, ranks] : d.ranks_by_count) o << " " << ranks_phrase(ranks) << " enqueued " << cnt << ";";
+    for (const auto& [cnt, who] : d.unattached_by_count)
+      for (const std::string& w : who) o << " " << printable(w) << " enqueued " << cnt << ";";
     o << "\n";
     for (const auto& [a, b] : d.waits_for)
       o << "    rank " << a << " waits for rank " << b << " (" << printable(d.collective) << " #"
@@ -468,7 +533,7 @@ std::string render_text(const AttachReport& r) {
   for (const RankFinding& f : r.ranks)
     for (const auto& [comm, counts] : f.ras_counts) {
       any_ras = true;
-      o << "  rank " << f.rank << " on " << printable(comm) << ":";
+      o << "  " << rank_label(f) << " on " << printable(comm) << ":";
       for (const auto& [type, cnt] : counts)
         if (cnt) o << " " << printable(type) << "=" << cnt;
       o << "\n";
@@ -478,7 +543,7 @@ std::string render_text(const AttachReport& r) {
   o << "\nRanks grouped by identical stacks:\n";
   for (size_t g = 0; g < r.groups.size(); ++g) {
     const StackGroup& sg = r.groups[g];
-    o << "  " << (g == 0 || sg.ranks.size() == r.groups[0].ranks.size() ? "" : "odd one out: ") << ranks_phrase(sg.ranks)
+    o << "  " << (g == 0 || sg.ranks.size() == r.groups[0].ranks.size() ? "" : "odd one out: ") << members_phrase(sg.ranks, r)
       << " (" << sg.ranks.size() << "): ";
     for (size_t i = 0; i < sg.signature.size() && i < 4; ++i) o << (i ? " <- " : "") << printable(sg.signature[i]);
     if (sg.signature.size() > 4) o << " <- ...";
@@ -505,7 +570,7 @@ std::string render_text(const AttachReport& r) {
     o << "  not read: " << printable(d) << " is older than the job's processes (another job's Flight Recorder dump)\n";
   o << "\nEvidence per rank:\n";
   for (const RankFinding& f : r.ranks) {
-    o << "  rank " << f.rank << ": " << evidence_name(f.level);
+    o << "  " << rank_label(f) << ": " << evidence_name(f.level);
     const char* sep = " (";
     for (const RankEvidence& e : f.evidence) {
       o << sep << printable(e.source) << " " << evidence_name(e.level) << ": " << printable(e.detail);
@@ -546,7 +611,7 @@ nlohmann::json report_json(const AttachReport& r) {
   using nlohmann::json;
   json ranks = json::array();
   for (const RankFinding& f : r.ranks)
-    ranks.push_back({{"rank", f.rank}, {"host", f.host}, {"pid", f.pid}, {"snapshot", f.snapshot}, {"error", f.error},
+    ranks.push_back({{"rank", f.rank >= kUnknownRankBase ? json(nullptr) : json(f.rank)}, {"host", f.host}, {"pid", f.pid}, {"snapshot", f.snapshot}, {"error", f.error},
                      {"evidence", evidence_name(f.level)}, {"stopped_ms", f.stopped_ms}, {"threads", f.threads},
                      {"tid", f.tid}, {"waits_in", f.waits_in}, {"called_from", f.called_from},
                      {"python_where", f.python_where}, {"collective_in_stack", f.collective_in_stack},
@@ -560,13 +625,24 @@ nlohmann::json report_json(const AttachReport& r) {
   for (const CountDivergence& d : r.divergences) {
     json by = json::array();
     for (const auto& [cnt, rk] : d.ranks_by_count) by.push_back({{"count", cnt}, {"ranks", rk}});
+    json others = json::array();
+    for (const auto& [cnt, who] : d.unattached_by_count) others.push_back({{"count", cnt}, {"not_attached", who}});
     json edges = json::array();
     for (const auto& [a, b] : d.waits_for) edges.push_back({{"waiter", a}, {"waits_for", b}});
     divs.push_back({{"communicator", d.comm}, {"size", d.comm_size}, {"collective", d.collective},
-                    {"counts", by}, {"wait_for", edges}, {"evidence", "proven"}, {"source", "nccl_ras"}});
+                    {"counts", by}, {"counts_not_attached", others}, {"wait_for", edges}, {"evidence", "proven"},
+                    {"source", "nccl_ras"}});
   }
   json groups = json::array();
-  for (const StackGroup& g : r.groups) groups.push_back({{"ranks", g.ranks}, {"stack", g.signature}});
+  for (const StackGroup& g : r.groups) {
+    json ranks_of = json::array(), pids = json::array();  // processes without a rank variable: by pid
+    for (int k : g.ranks)
+      if (k < kUnknownRankBase) ranks_of.push_back(k);
+      else
+        for (const RankFinding& f : r.ranks)
+          if (f.rank == k) pids.push_back(f.pid);
+    groups.push_back({{"ranks", ranks_of}, {"pids_without_rank", pids}, {"stack", g.signature}});
+  }
   json traces = json::array();
   for (const TraceEvidence& t : r.traces) {
     json per_rank = json::object();

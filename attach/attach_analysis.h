@@ -83,6 +83,9 @@ struct CountDivergence {  // proven by RAS
   std::string collective;               // "ReduceScatter"
   std::map<uint64_t, std::vector<int>> ranks_by_count;  // count -> global ranks
   std::vector<std::pair<int, int>> waits_for;           // (rank ahead, rank behind)
+  // Ranks RAS counted that this attach did not read (no process of theirs snapshotted): RAS
+  // names them by communicator rank and pid. count -> "comm rank 1 (pid 4321, not attached)".
+  std::map<uint64_t, std::vector<std::string>> unattached_by_count;
 };
 
 struct StackGroup {
@@ -97,6 +100,7 @@ struct AttachReport {
   std::vector<StackGroup> groups;  // largest first
   std::vector<CountDivergence> divergences;
   std::vector<std::string> ras_notes;  // RAS not reached, missing ranks, async errors
+  std::vector<std::string> ras_dead;   // ranks RAS reports missing and considered dead (proven)
   std::vector<TraceEvidence> traces;  // the job's recorder traces and FR dumps, analysed
   std::vector<std::string> stale_fr_dumps;  // at the job's FR prefix but older than the job: not read
   bool all_blocked = false;  // every snapshotted rank's host waits in NCCL/CUDA

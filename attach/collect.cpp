@@ -109,7 +109,9 @@ ProcessSnapshot snapshot_process(int pid, const CollectOptions& o) {
   if (!nc.error.empty()) {
     p.error = nc.error;
     auto r = ptrace_refusal(pid);
-    p.fix = r ? r->reason + "; " + r->fix : "run as the job's user or as root (CAP_SYS_PTRACE)";
+    // A process that exited is no permission problem: no fix to give.
+    if (nc.error.rfind("ptrace refused", 0) == 0)
+      p.fix = r ? r->reason + "; " + r->fix : "run as the job's user or as root (CAP_SYS_PTRACE)";
   }
   merge_python_threads(py, p.threads);
   return p;

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -317,7 +318,19 @@ NativeCapture capture_native_stacks(int pid, std::vector<ThreadSnapshot>& thread
     if (::ptrace(PTRACE_SEIZE, t.tid, nullptr, nullptr) != 0) {
       t.native_error = std::string("PTRACE_SEIZE: ") + std::strerror(errno);
       if (errno == EPERM && seized.empty()) {
-        result.error = "ptrace refused (" + std::string(std::strerror(EPERM)) + ")";
+        // A zombie (or a process exiting right now) refuses PTRACE_SEIZE with EPERM too: say so
+        // rather than "run as root".
+        char state = '?';
+        if (FILE* f = std::fopen((proc + "/stat").c_str(), "re")) {
+          char buf[512];
+          const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+          std::fclose(f);
+          buf[n] = 0;
+          if (const char* close = std::strrchr(buf, ')'); close && close[1] == ' ') state = close[2];
+        }
+        result.error = state == 'Z' || state == 'X' || state == '?'
+                           ? std::string("the process exited (a zombie, or gone while attaching)")
+                           : "ptrace refused (" + std::string(std::strerror(EPERM)) + ")";
         return result;
       }
       continue;

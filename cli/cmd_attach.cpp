@@ -215,6 +215,14 @@ int attach(AttachArgs a) {
     tree.erase(std::remove(tree.begin(), tree.end(), static_cast<int>(::getpid())), tree.end());
     for (int p : rank_processes(tree)) pids.push_back(p);
   }
+  // A process named twice (a PID and the tree it is in, or a PID repeated) is read once: read
+  // twice it would stop twice and count as two ranks.
+  {
+    std::vector<int> once;
+    for (int p : pids)
+      if (std::find(once.begin(), once.end(), p) == once.end()) once.push_back(p);
+    pids = std::move(once);
+  }
   if (pids.empty()) {
     std::cerr << "lockstep attach: no process to read (give PIDs, --tree PID or --slurm JOBID)\n";
     return kExitUsage;
@@ -225,7 +233,8 @@ int attach(AttachArgs a) {
   at::NodeSnapshot node = at::collect_node(pids, o);
   for (const at::ProcessSnapshot& p : node.procs) {
     if (!p.error.empty())
-      std::cerr << "lockstep attach: pid " << p.pid << ": " << printable(p.error) << "\n  fix: " << printable(p.fix) << "\n";
+      std::cerr << "lockstep attach: pid " << p.pid << ": " << printable(p.error) << "\n"
+                << (p.fix.empty() ? "" : "  fix: " + printable(p.fix) + "\n");
     else
       std::fprintf(stderr,
                    "lockstep attach: pid %d stopped %.2f ms (%d threads; interrupt %.2f, unwind %.2f, python %.2f, "

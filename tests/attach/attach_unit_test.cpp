@@ -191,3 +191,70 @@ TEST(AttachAnalysis, OddStackAndMissingRankAreNamedNeverClean) {
   EXPECT_EQ(h.exit_code, 1);
   EXPECT_TRUE(h.no_snapshot.empty());
 }
+
+// RAS counts every rank of a communicator, attached to or not: with only rank 0's process read,
+// rank 1's smaller ReduceScatter count (RAS names it by comm rank and pid) is still a proven
+// divergence, never "RAS counts agree" (it was: only the ranks read were compared).
+TEST(AttachAnalysis, RasCountsOfRanksNotAttachedToStillProveADivergence) {
+  at::NodeSnapshot n;
+  n.host = "node";
+  n.procs.push_back(proc(100, 0, 2, "cuStreamSynchronize"));
+  at::RasAnswer a;
+  a.reached = a.json = true;
+  ASSERT_TRUE(at::parse_ras_json(kRasReport, a));
+  a.comms[0].missing.clear();
+  n.ras.push_back(a);
+  at::AttachReport r = at::analyze_snapshots({n});
+  EXPECT_EQ(r.exit_code, 1) << r.verdict;
+  ASSERT_EQ(r.divergences.size(), 1u) << r.verdict;
+  EXPECT_EQ(r.divergences[0].collective, "ReduceScatter");
+  EXPECT_NE(r.verdict.find("rank 0 enqueued 7 ReduceScatter, comm rank 1 (pid 101, not attached) enqueued 6 ReduceScatter"),
+            std::string::npos) << r.verdict;
+  EXPECT_EQ(r.verdict.find("agree"), std::string::npos) << r.verdict;
+  EXPECT_EQ(at::render_json(r)["divergences"][0]["counts_not_attached"][0]["count"], 6);
+}
+
+// RAS's missing rank considered dead is proven, and said in the verdict (it was "no NCCL RAS
+// counts to prove which collective" while the counts and the dead rank were printed below).
+TEST(AttachAnalysis, ARankRasConsidersDeadIsInTheVerdict) {
+  at::NodeSnapshot n;
+  n.host = "node";
+  n.procs.push_back(proc(100, 0, 3, "cuStreamSynchronize"));
+  n.procs.push_back(proc(101, 1, 3, "cuStreamSynchronize"));
+  at::RasAnswer a;
+  a.reached = a.json = true;
+  ASSERT_TRUE(at::parse_ras_json(kRasReport, a));
+  a.comms[0].ranks[1].coll_counts = a.comms[0].ranks[0].coll_counts;  // counts agree
+  n.ras.push_back(a);
+  at::AttachReport r = at::analyze_snapshots({n});
+  EXPECT_EQ(r.exit_code, 1) << r.verdict;
+  EXPECT_NE(r.verdict.find("NCCL RAS reports comm rank 2 (pid 300) of communicator 0xabc missing and considered dead"),
+            std::string::npos) << r.verdict;
+}
+
+// No process could be read (gone, refused): nothing is proven or inferred, and the verdict says
+// that instead of "not every rank waits in NCCL or CUDA, RAS counts agree". A process without a
+// rank variable is shown by its pid, never by its placeholder number, in text and JSON.
+TEST(AttachAnalysis, NothingReadIsSaidAndAProcessWithoutARankIsNamedByItsPid) {
+  at::NodeSnapshot n;
+  n.host = "node";
+  at::ProcessSnapshot gone = proc(4242, -1, 0, "cuStreamSynchronize");
+  gone.threads.clear();
+  gone.error = "no such process";
+  n.procs.push_back(gone);
+  at::AttachReport r = at::analyze_snapshots({n});
+  EXPECT_EQ(r.exit_code, 4);
+  EXPECT_NE(r.verdict.find("nothing read: no process could be attached to"), std::string::npos) << r.verdict;
+  EXPECT_EQ(r.verdict.find("agree"), std::string::npos) << r.verdict;
+  at::NodeSnapshot m;
+  m.host = "node";
+  m.procs.push_back(proc(4243, -1, 0, "epoll_wait"));
+  at::AttachReport p = at::analyze_snapshots({m});
+  const std::string text = at::render_text(p);
+  EXPECT_EQ(text.find("1048576"), std::string::npos) << text;
+  EXPECT_NE(text.find("pid 4243 (no rank variable)"), std::string::npos) << text;
+  const nlohmann::json j = at::render_json(p);
+  EXPECT_TRUE(j["ranks"][0]["rank"].is_null()) << j.dump();
+  EXPECT_EQ(j["stack_groups"][0]["pids_without_rank"][0], 4243) << j.dump();
+  EXPECT_EQ(j.dump().find("1048576"), std::string::npos) << j.dump();
+}
