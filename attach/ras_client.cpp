@@ -171,6 +171,8 @@ RasAnswer query_ras(const std::string& address, int timeout_s) {
   RasAnswer a;
   a.address = address;
   Conn c;
+  // RAS itself is told timeout_s (its TIMEOUT command); connecting, the handshake and reading the
+  // report get 2 s more (docs/attach.md, --ras-timeout).
   c.deadline = Clock::now() + std::chrono::seconds(timeout_s + 2);
   if (!connect_to(address, c, a.error)) {
     a.error = "NCCL RAS at " + address + ": " + a.error;

@@ -305,7 +305,10 @@ void add_attach_command(Command& app, int* exit_code) {
   cmd->add_flag("--json", a->json, "The report as JSON");
   cmd->add_option("--html", a->html, "Also write the report as one self-contained HTML page (as `lockstep report DIR`)");
   cmd->add_flag("--no-native", a->no_native, "Do not stop the processes (no native stacks; Python frames and RAS only)");
-  cmd->add_option("--ras-timeout", a->ras_timeout_s, "Seconds NCCL RAS may take to answer (default 5)");
+  cmd->add_option("--ras-timeout", a->ras_timeout_s,
+                  "Seconds NCCL RAS may take to collect its answer (1-600, default 5; the whole exchange may take 2 s "
+                  "more: connecting and reading)")
+      ->range(1, 600);
   cmd->footer(
       "Exit codes: 0 no hang found; 1 a divergence or hang found; 2 usage error; 4 incomplete evidence (a rank not read)");
   cmd->callback([a, exit_code] { *exit_code = attach(*a); });
