@@ -76,12 +76,11 @@ struct Ctx {
     return trim_stack(details.stack(sd.proc, o->stack_id), opt.max_frames);
   }
   // Beside stack_of(sd) (`shown`): why it is empty, or cut short by a page that could not be
-  // read; "" when it is whole (trace_details.h no_frames_note).
+  // read; "" when it is whole (trace_details.h stack_note).
   std::string stack_note(const Side& sd, const std::vector<Frame>& shown) const {
     auto o = full(sd);
     if (!o) return shown.empty() ? "(its op row could not be read again from its file)" : "";
-    if (!shown.empty() && details.stack_error(sd.proc, o->stack_id).empty()) return "";
-    return no_frames_note(details, sd.proc, o->stack_id, details.stack(sd.proc, o->stack_id));
+    return lockstep::stack_note(details, sd.proc, o->stack_id, shown);
   }
   // The newest op of a process on a comm, for members that never issued the op in question.
   std::string last_on(int proc, int g) const {

@@ -78,11 +78,13 @@ std::string frame_origin(const std::vector<Frame>& trimmed) {
   return trimmed.empty() ? std::string() : format_frame(trimmed.front());
 }
 
-std::string no_frames_note(TraceDetails& details, int proc, int64_t stack_id, const std::vector<Frame>& raw) {
+std::string stack_note(TraceDetails& details, int proc, int64_t stack_id, const std::vector<Frame>& shown) {
   if (stack_id < 0) return "(no stack recorded: run with --stacks native or python)";
   if (std::string why = details.stack_error(proc, stack_id); !why.empty())
     return "(stack " + std::to_string(stack_id) + " unreadable in its file: " + printable(why) + ")";
-  if (!raw.empty()) return "(" + std::to_string(raw.size()) + " frames, all in NCCL, lockstep, libc or the interpreter: lockstep stacks --all-frames shows them)";
+  if (!shown.empty()) return "";
+  if (const size_t raw = details.stack(proc, stack_id).size(); raw > 0)
+    return "(" + std::to_string(raw) + " frames, all in NCCL, lockstep, libc or the interpreter: lockstep stacks --all-frames shows them)";
   return "(stack " + std::to_string(stack_id) + " has no frames in its file)";
 }
 

@@ -47,9 +47,9 @@ std::vector<Frame> trim_stack(const std::vector<Frame>& frames, size_t max_frame
 // "fsdp_post_backward (train.py:42)": the innermost kept frame, or "" when none.
 std::string frame_origin(const std::vector<Frame>& trimmed);
 std::string format_frame(const Frame& f);
-// What a listing prints in place of an op's stack when it has no frame to show: no stack
-// recorded (stack_id < 0), the stack unreadable (the file's error), or frames that trimming hid.
-// `raw`: the frames read, before trimming.
-std::string no_frames_note(TraceDetails& details, int proc, int64_t stack_id, const std::vector<Frame>& raw);
+// What a listing prints after the frames it shows of an op's stack (`shown`, trimmed or not):
+// "" when they are the stack whole; else why there is nothing (more): no stack recorded
+// (stack_id < 0), the stack unreadable in its file (the reader's error), or frames trimming hid.
+std::string stack_note(TraceDetails& details, int proc, int64_t stack_id, const std::vector<Frame>& shown);
 
 }  // namespace lockstep

@@ -102,7 +102,7 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
                                              const std::vector<SkippedFile>& skipped,
                                              const std::function<std::string(const std::string&)>& comm_label) {
   std::vector<EvidenceIssue> out;
-  auto comm_named = [&](const std::string& hash) { return comm_label ? comm_label(hash) : "comm " + short_hash(hash); };
+  auto comm_named = [&](const std::string& hash) { return comm_label ? comm_label(hash) : lockstep::comm_label(hash); };
   auto ranks_of = [&](const std::vector<int>& ps) {
     std::vector<int> r;
     for (int p : ps)

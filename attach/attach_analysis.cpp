@@ -266,9 +266,6 @@ std::string members_phrase(const std::vector<int>& ranks, const AttachReport& r)
   if (!others.empty()) out += (out.empty() ? "" : ", ") + others + " (no rank variable)";
   return out;
 }
-int snapped_any(const AttachReport& r) {
-  return static_cast<int>(std::count_if(r.ranks.begin(), r.ranks.end(), [](const RankFinding& f) { return f.snapshot; }));
-}
 }  // namespace
 
 AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std::vector<TraceSource>& given) {
@@ -455,7 +452,7 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
     v << sep << "NCCL RAS reports " << r.ras_dead.front() << (r.ras_dead.size() > 1 ? " and " + std::to_string(r.ras_dead.size() - 1) + " more" : "")
       << " missing and considered dead (proven: NCCL RAS): its peers cannot complete a collective with it";
     r.exit_code = 1;
-  } else if (snapped_any(r) == 0) {
+  } else if (snapped == 0) {
     v << sep << "nothing read: no process could be attached to (each one's reason above), so nothing is proven or inferred";
     if (r.exit_code == 0) r.exit_code = 4;
   } else if (r.all_blocked) {

@@ -110,7 +110,7 @@ ProcessSnapshot snapshot_process(int pid, const CollectOptions& o) {
     p.error = nc.error;
     auto r = ptrace_refusal(pid);
     // A process that exited is no permission problem: no fix to give.
-    if (nc.error.rfind("ptrace refused", 0) == 0)
+    if (nc.refused)
       p.fix = r ? r->reason + "; " + r->fix : "run as the job's user or as root (CAP_SYS_PTRACE)";
   }
   merge_python_threads(py, p.threads);

@@ -328,9 +328,9 @@ NativeCapture capture_native_stacks(int pid, std::vector<ThreadSnapshot>& thread
           buf[n] = 0;
           if (const char* close = std::strrchr(buf, ')'); close && close[1] == ' ') state = close[2];
         }
-        result.error = state == 'Z' || state == 'X' || state == '?'
-                           ? std::string("the process exited (a zombie, or gone while attaching)")
-                           : "ptrace refused (" + std::string(std::strerror(EPERM)) + ")";
+        result.refused = state != 'Z' && state != 'X' && state != '?';
+        result.error = result.refused ? "ptrace refused (" + std::string(std::strerror(EPERM)) + ")"
+                                      : std::string("the process exited (a zombie, or gone while attaching)");
         return result;
       }
       continue;

@@ -19,6 +19,7 @@ namespace lockstep::attach {
 
 struct NativeCapture {
   std::string error;  // empty: the stop and unwind happened (threads may still carry errors)
+  bool refused = false;  // the error is a ptrace refusal (permissions), not a process that exited
   double stopped_ms = 0;
   int threads_stopped = 0;
   StopBreakdown stop;

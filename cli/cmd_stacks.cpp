@@ -203,8 +203,8 @@ int stacks(const StacksArgs& a) {
             const auto frames = a.all_frames ? raw : trim_stack(raw, 32);
             for (auto& f : frames) body << "    " << (f.kind == vocab::FrameKind::Python ? "py " : "   ") << printable(format_frame(f)) << "\n";
             if (!op) body << "    (no stack recorded)\n";
-            else if (frames.empty() || !details->stack_error(m.proc, op->stack_id).empty())
-              body << "    " << no_frames_note(*details, m.proc, op->stack_id, raw) << "\n";
+            else if (const std::string note = stack_note(*details, m.proc, op->stack_id, frames); !note.empty())
+              body << "    " << note << "\n";
             sh.lines[first_line + k].body = body.str();
           });
       sh.looked_up += looked_up;
