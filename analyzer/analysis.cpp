@@ -303,16 +303,28 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
     }
   // A summary-first read proves each communicator's collectives before its cut by digest; the
   // order in which each rank issued them across communicators (an order inversion, a latent
-  // deadlock that the recorded run got past) is not in any digest: unread, so not ruled out.
+  // deadlock that the recorded run got past) by the order digests when they agree, and an
+  // all-to-all's count and splits only when each member has one, without splits
+  // (prove_unread). What is not proven is unread, so not ruled out.
   if (const UnreadSummary u = unread_summary(s, a); u.ops_not_read > 0) {
-    EvidenceIssue e;
-    e.kind = EvidenceKind::kOrderNotRead;
-    e.detail = "summary first: the order across communicators of the " + std::to_string(u.ops_not_read) +
-               " ops not read (collectives " + unread_range(u.cut_min, u.cut_max) + " of " +
-               std::to_string(u.comms_cut) + (u.comms_cut == 1 ? " communicator" : " communicators") +
-               ", each proven the same on every member by checkpoint digest) was not checked: an order inversion "
-               "there is not ruled out (--full-read)";
-    a.evidence.push_back(std::move(e));
+    const std::string unread = " of the " + std::to_string(u.ops_not_read) + " ops not read (collectives " +
+                               unread_range(u.cut_min, u.cut_max) + " of " + std::to_string(u.comms_cut) +
+                               (u.comms_cut == 1 ? " communicator" : " communicators") +
+                               ", each proven the same on every member by checkpoint digest)";
+    if (!u.order_proven) {
+      EvidenceIssue e;
+      e.kind = EvidenceKind::kOrderNotRead;
+      e.detail = "summary first: the order across communicators" + unread + " was not checked: an order inversion "
+                 "there is not ruled out (--full-read): " + u.order_open;
+      a.evidence.push_back(std::move(e));
+    }
+    if (!u.all_to_all_proven) {
+      EvidenceIssue e;
+      e.kind = EvidenceKind::kAllToAllNotRead;
+      e.detail = "summary first: the all-to-alls" + unread + " were not compared peer by peer (--full-read): " +
+                 u.all_to_all_open;
+      a.evidence.push_back(std::move(e));
+    }
   }
   // NCCL's profiler plugin: rows it lost are evidence lost (the calls only it saw are in the ops).
   a.coverage = read_coverage(s);

@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <map>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 
+#include "op_digest.h"
 #include "trace_loader.h"
 
 namespace lockstep {
@@ -87,6 +89,21 @@ uint32_t CanonicalSchedule::intern(std::string s) {
   return it->second;
 }
 
+int32_t CanonicalSchedule::family_id(const std::string& name) {
+  auto [it, fresh] = family_ids_.try_emplace(name, static_cast<int32_t>(family_names_.size()));
+  if (fresh) family_names_.push_back(it->first);
+  return it->second;
+}
+
+// A rank's interleaving between roles (families), identical ones grouped; ranks with one
+// communicator have none to keep.
+void CanonicalSchedule::add_order(int header_proc, const std::vector<int32_t>& seq) {
+  if (std::all_of(seq.begin(), seq.end(), [&](int32_t f) { return f == seq.front(); })) return;
+  auto [it, fresh] = orders_.try_emplace(seq);
+  if (fresh) first_seen_.push_back(&it->first);
+  it->second.push_back(display_rank(headers_, header_proc));
+}
+
 void CanonicalSchedule::add(const Schedule& batch, const CommIndex& bidx, const std::vector<int>& header_of) {
   // Each communicator's schedule, from its member holding the longest history (the lowest-ranked
   // among equals; ranks that disagree fail `check` anyway): the least (base, place in rank
@@ -97,10 +114,7 @@ void CanonicalSchedule::add(const Schedule& batch, const CommIndex& bidx, const 
   std::vector<int32_t> family(bidx.comms.size());
   for (size_t g = 0; g < bidx.comms.size(); ++g) {
     auto h = comm_of_hash_.find(bidx.comms[g].hash);  // the names the headers' index gives, whatever the batch
-    const std::string& name = h != comm_of_hash_.end() ? index_.comms[static_cast<size_t>(h->second)].family : bidx.comms[g].family;
-    auto [it, fresh] = family_ids_.try_emplace(name, static_cast<int32_t>(family_names_.size()));
-    if (fresh) family_names_.push_back(it->first);
-    family[g] = it->second;
+    family[g] = family_id(h != comm_of_hash_.end() ? index_.comms[static_cast<size_t>(h->second)].family : bidx.comms[g].family);
   }
   std::vector<int32_t> seq;
   for (size_t p = 0; p < batch.procs.size(); ++p) {
@@ -136,11 +150,147 @@ void CanonicalSchedule::add(const Schedule& batch, const CommIndex& bidx, const 
       if (pc.gcomm < 0 || batch.sigs[o.sig].cls == OpClass::kP2P) continue;
       seq.push_back(family[static_cast<size_t>(pc.gcomm)]);
     }
-    // Ranks with one communicator have no interleaving to keep.
-    if (std::all_of(seq.begin(), seq.end(), [&](int32_t f) { return f == seq.front(); })) continue;
-    auto [it, fresh] = orders_.try_emplace(seq);
-    if (fresh) first_seen_.push_back(&it->first);
-    it->second.push_back(rank);
+    add_order(hp, seq);
+  }
+}
+
+void CanonicalSchedule::add_proven() {
+  const Schedule& s = headers_;
+  // A process's newest cut in call order: its order digest there (the most collectives).
+  struct Newest {
+    int64_t count = 0;  // 0: nothing cut, every row read
+    uint64_t digest = 0;
+    int64_t unread = 0;  // collectives before the cuts, of every communicator
+  };
+  auto cut_checkpoint = [&](size_t p, size_t local) -> const lockstep::Comm::Checkpoint* {
+    const auto& u = s.procs[p].unread;
+    if (local >= u.size() || u[local].collectives <= 0) return nullptr;
+    const auto& cps = s.procs[p].info.comms[local].checkpoints;
+    auto it = std::lower_bound(cps.begin(), cps.end(), u[local].collectives,
+                               [](const lockstep::Comm::Checkpoint& c, int64_t v) { return c.ordinal < v; });
+    if (it == cps.end() || it->ordinal != u[local].collectives || it->order_count <= 0)
+      throw LoadError("the order before the cuts is not proven by order digest");  // prove_unread said it was
+    return &*it;
+  };
+  auto family_of = [&](size_t p, size_t local) -> int32_t {  // -1: a communicator matched with no other file
+    const int g = local < index_.per_proc[p].size() ? index_.per_proc[p][local].gcomm : -1;
+    return g < 0 ? -1 : family_id(index_.comms[static_cast<size_t>(g)].family);
+  };
+  std::vector<Newest> newest(s.procs.size());
+  // Ranks whose collectives before their newest cut are the same sequence of communicator ids
+  // (the order digest) with the same communicators' roles behind the ids: one class, one file read.
+  std::map<std::tuple<int64_t, uint64_t, std::vector<std::pair<int64_t, int32_t>>>, int> class_rep;
+  std::vector<int> rep_of(s.procs.size(), -1);
+  std::vector<int> reps;
+  for (size_t p = 0; p < s.procs.size(); ++p) {
+    Newest& n = newest[p];
+    for (size_t l = 0; l < s.procs[p].info.comms.size(); ++l)
+      if (const lockstep::Comm::Checkpoint* cp = cut_checkpoint(p, l)) {
+        n.unread += cp->ordinal;
+        if (cp->order_count > n.count) n.count = cp->order_count, n.digest = cp->order_digest;
+      }
+    if (n.count == 0) continue;
+    std::vector<std::pair<int64_t, int32_t>> roles;
+    for (size_t l = 0; l < s.procs[p].info.comms.size(); ++l) roles.emplace_back(s.procs[p].info.comms[l].local_id, family_of(p, l));
+    auto [it, fresh] = class_rep.try_emplace({n.count, n.digest, std::move(roles)}, static_cast<int>(p));
+    if (fresh) reps.push_back(static_cast<int>(p));
+    rep_of[p] = it->second;
+  }
+  // Each cut communicator's collectives before its cut: from a file whose communicator has the
+  // same checkpoint digest there (a representative's, else one of its members').
+  std::map<std::pair<int64_t, uint64_t>, std::pair<int, size_t>> prefix_at;  // (ordinal, digest) -> (proc, local)
+  auto offer = [&](int p) {
+    for (size_t l = 0; l < s.procs[p].info.comms.size(); ++l)
+      for (const lockstep::Comm::Checkpoint& k : s.procs[p].info.comms[l].checkpoints) prefix_at.try_emplace({k.ordinal, k.digest}, p, l);
+  };
+  for (int p : reps) offer(p);
+  for (const GlobalComm& g : index_.comms)
+    for (const CommMember& m : g.members)
+      if (const auto& u = s.procs[m.proc].unread; static_cast<size_t>(m.local) < u.size() && u[m.local].collectives > 0 &&
+                                                  !prefix_at.count({u[m.local].collectives, u[m.local].digest})) {
+        reps.push_back(m.proc);
+        offer(m.proc);
+      }
+  std::sort(reps.begin(), reps.end());
+  reps.erase(std::unique(reps.begin(), reps.end()), reps.end());
+  // The representatives read whole: per file, its collectives in call order ((local comm, line)).
+  std::map<int, std::vector<std::pair<uint16_t, uint32_t>>> whole;
+  {
+    const Schedule f = load_schedule_of(s, reps);
+    std::unordered_map<std::string, int> proc_of_path;
+    for (int p : reps) proc_of_path.emplace(s.procs[p].info.path, p);
+    std::vector<int64_t> line_of_sig(f.sigs.size(), -1);
+    for (const SchedProcess& sp : f.procs) {
+      auto it = proc_of_path.find(sp.info.path);
+      if (it == proc_of_path.end()) continue;
+      auto& out = whole[it->second];
+      for (const SchedOp& o : sp.ops) {
+        if (!digest::in_collective_sequence(f.sigs[o.sig].op)) continue;
+        int64_t& line = line_of_sig[o.sig];
+        if (line < 0) line = intern(baseline_signature(f.sigs[o.sig]));
+        out.emplace_back(o.comm, static_cast<uint32_t>(line));
+      }
+    }
+    for (int p : reps)
+      if (!whole.count(p)) throw LoadError("a file read for the canonical schedule could not be read again: " + s.procs[p].info.path);
+  }
+  std::vector<int64_t> line_of_sig(s.sigs.size(), -1);
+  auto line = [&](uint32_t sig) {
+    int64_t& l = line_of_sig[sig];
+    if (l < 0) l = intern(baseline_signature(s.sigs[sig]));
+    return static_cast<uint32_t>(l);
+  };
+  // Communicators: the member kept as add() keeps one (the least base, then the lowest place),
+  // its collectives before the cut from the file proven to hold the same, then its own.
+  for (size_t g = 0; g < index_.comms.size(); ++g)
+    for (size_t k = 0; k < index_.comms[g].members.size(); ++k) {
+      const CommMember& m = index_.comms[g].members[k];
+      const ProcComm& pc = index_.of(m);
+      Comm& c = comms_[g];
+      if (pc.base > c.base || (pc.base == c.base && k >= c.member)) continue;
+      c.base = pc.base, c.member = k;
+      c.ops.clear();
+      const auto& u = s.procs[m.proc].unread;
+      if (static_cast<size_t>(m.local) < u.size() && u[m.local].collectives > 0) {
+        const auto [p, l] = prefix_at.at({u[m.local].collectives, u[m.local].digest});
+        for (const auto& [comm, id] : whole.at(p))
+          if (comm == l && static_cast<int64_t>(c.ops.size()) < u[m.local].collectives) c.ops.push_back(id);
+        c.base = 0;  // the whole history, as a full read has it
+      }
+      for (uint32_t i : pc.colls) c.ops.push_back(line(s.procs[m.proc].ops[i].sig));
+    }
+  // Ranks: the representative's first collectives up to the newest cut, then the rank's own
+  // collectives read after it (its first read ones lie before that cut: skipped).
+  std::vector<int32_t> seq;
+  std::vector<int32_t> families(UINT16_MAX + size_t(1));  // per local communicator (SchedOp::comm)
+  for (size_t p = 0; p < s.procs.size(); ++p) {
+    const SchedProcess& sp = s.procs[p];
+    if (sp.info.retired_ops > 0) {
+      windowed_.push_back(display_rank(s, static_cast<int>(p)));
+      continue;
+    }
+    seq.clear();
+    int64_t skip = 0;
+    if (rep_of[p] >= 0) {
+      const size_t r = static_cast<size_t>(rep_of[p]);
+      const auto& w = whole.at(rep_of[p]);
+      if (static_cast<int64_t>(w.size()) < newest[p].count)
+        throw LoadError("a file read for the canonical schedule holds fewer collectives than its order digest says");
+      for (size_t l = 0; l < s.procs[r].info.comms.size(); ++l) families[l] = family_of(r, l);
+      for (int64_t i = 0; i < newest[p].count; ++i)
+        if (const int32_t f = families[w[static_cast<size_t>(i)].first]; f >= 0) seq.push_back(f);
+      skip = newest[p].count - newest[p].unread;
+    }
+    for (size_t l = 0; l < sp.info.comms.size(); ++l) families[l] = family_of(p, l);
+    for (const SchedOp& o : sp.ops) {
+      if (!digest::in_collective_sequence(s.sigs[o.sig].op)) continue;
+      if (skip > 0) {
+        --skip;
+        continue;
+      }
+      if (const int32_t f = families[o.comm]; f >= 0) seq.push_back(f);
+    }
+    add_order(static_cast<int>(p), seq);
   }
 }
 
@@ -194,6 +344,12 @@ std::string canonical_schedule(const Analysis& a) {
   std::vector<int> same(a.schedule->procs.size());
   for (size_t p = 0; p < same.size(); ++p) same[p] = static_cast<int>(p);
   c.add(*a.schedule, a.index, same);
+  return c.text();
+}
+
+std::string canonical_schedule_proven(const Schedule& s, const CommIndex& index) {
+  CanonicalSchedule c(s, index);
+  c.add_proven();
   return c.text();
 }
 

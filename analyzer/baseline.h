@@ -31,10 +31,16 @@ class CanonicalSchedule {
   // A batch of those files read with every row, its own index; header_of[p]: the index in
   // `headers` of batch process p (-1: not there). Batches in the headers' order.
   void add(const Schedule& batch, const CommIndex& batch_index, const std::vector<int>& header_of);
+  // The headers are a summary-first read whose unread order and all-to-alls are proven
+  // (summary_read.h prove_unread): each rank's and each communicator's collectives before the
+  // cuts are read from a few files that the digests prove to hold the same (canonical_schedule_proven).
+  void add_proven();
   std::string text() const;
 
  private:
   uint32_t intern(std::string s);
+  int32_t family_id(const std::string& name);
+  void add_order(int header_proc, const std::vector<int32_t>& families);
   struct Comm {           // a communicator of the headers' index
     int64_t base = INT64_MAX;  // of the member whose collectives are kept (none yet: INT64_MAX)
     size_t member = SIZE_MAX;  // its place in the members' rank order
@@ -70,6 +76,14 @@ struct BaselineDiff {
   std::string compared;
   bool partial = false;
 };
+
+// The canonical schedule of a summary-first read (`s`, its index) whose order across
+// communicators and all-to-alls before the cuts are proven (prove_unread): the same text as
+// canonical_schedule_of_files, reading every row of a few files only. A rank's collectives are
+// those of a rank whose order digest agrees with its own at its newest cut, then its own read
+// after it; a communicator's before its cut, those of a communicator whose checkpoint digest
+// there is the same. 16,384 ranks x 10,000 ops of one program: one file read whole.
+std::string canonical_schedule_proven(const Schedule& s, const CommIndex& index);
 
 // Compares a baseline file's text with the run's canonical schedule; comment lines ('#') and
 // trailing blanks are ignored so reviewers can annotate the file. When either side holds a

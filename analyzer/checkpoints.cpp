@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <unordered_map>
 
+#include "meta_keys.h"
 #include "op_digest.h"
 
 namespace lockstep {
@@ -233,6 +234,41 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
     }
     if (!all_usable) w.unverified = true;
     r.comms.push_back(w);
+  }
+  // Each file read whole and holding every collective it issued (nothing retired, dropped or
+  // skipped by the digest): its order digests (op_digest.h order_step) against the order of the
+  // collectives it holds, as its checkpoints against their sequence above. A summary-first read
+  // trusts them to prove the order it does not read (summary_read.h prove_unread).
+  for (size_t p = 0; p < s.procs.size(); ++p) {
+    const SchedProcess& sp = s.procs[p];
+    const Process& info = sp.info;
+    if (info.checkpoint_interval <= 0 || info.retired_ops > 0 || info.dropped_records > 0 || sp.unread_ops > 0) continue;
+    if (auto gaps = info.meta.find(schema::meta::kDigestGaps); gaps != info.meta.end() && gaps->second != "0") continue;
+    bool any = false, whole = true;
+    for (const Comm& c : info.comms) {
+      whole &= c.retired_collectives == 0 && c.retired_through_seq == 0;
+      for (const Comm::Checkpoint& k : c.checkpoints) any |= k.order_count > 0;
+    }
+    if (!any || !whole) continue;
+    std::vector<int64_t> ordinal(info.comms.size(), 0);
+    uint64_t order = digest::kEmpty;
+    int64_t n = 0;
+    for (const SchedOp& o : sp.ops) {
+      if (o.comm >= info.comms.size() || !digest::in_collective_sequence(s.sigs[o.sig].op)) continue;
+      const Comm& c = info.comms[o.comm];
+      order = digest::order_step(order, c.local_id);
+      ++n;
+      const int64_t k = ++ordinal[o.comm];
+      auto it = std::lower_bound(c.checkpoints.begin(), c.checkpoints.end(), k,
+                                 [](const Comm::Checkpoint& cp, int64_t v) { return cp.ordinal < v; });
+      if (it == c.checkpoints.end() || it->ordinal != k || it->order_count <= 0) continue;
+      if (it->order_count != n || it->order_digest != order) {
+        issue(EvidenceKind::kDigestInconsistent, {static_cast<int>(p)},
+              shown_rank_label(info, static_cast<int>(p)) + ": " + comm_label(c.hash, "") + ": the trace's order digest at collective #" +
+                  std::to_string(k) + " does not match the order of the collectives it holds (the file is inconsistent)");
+        break;
+      }
+    }
   }
   return r;
 }

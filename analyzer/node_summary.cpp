@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[] = "lockstep-node-summary";  // with its NUL: 22 bytes
-constexpr uint64_t kVersion = 3;  // 3: FileIdentity::settled; 2: summary_hash (1: FNV-1a, a byte at a time)
+constexpr uint64_t kVersion = 4;  // 4: order digests, unread all-to-alls; 3: FileIdentity::settled; 2: summary_hash (1: FNV-1a, a byte at a time)
 constexpr int64_t kMaxSummaryBytes = int64_t(4) << 30;
 constexpr size_t kIdentityBytes = 4096;
 
@@ -157,7 +157,7 @@ void put_entry(Out& o, const SummaryEntry& e) {
     o.s(c.init_call), o.s(c.init_rc), o.u(ev(c.end_kind));
     o.s(c.retired_collectives), o.u(c.retired_digest), o.s(c.retired_through_seq);
     o.u(c.checkpoints.size());
-    for (const Comm::Checkpoint& k : c.checkpoints) o.s(k.ordinal), o.s(k.seq), o.u(k.digest);
+    for (const Comm::Checkpoint& k : c.checkpoints) o.s(k.ordinal), o.s(k.seq), o.u(k.digest), o.s(k.order_count), o.u(k.order_digest);
   }
   o.u(p.nocolor_splits.size());
   for (const NoColorSplit& x : p.nocolor_splits) o.s(x.call_index), o.s(x.parent);
@@ -174,7 +174,7 @@ void put_entry(Out& o, const SummaryEntry& e) {
   }
   o.u(sp.completion_known), o.s(sp.unsequenced_ops), o.s(sp.unread_ops);
   o.u(sp.unread.size());
-  for (const auto& u : sp.unread) o.s(u.collectives), o.u(u.digest);
+  for (const auto& u : sp.unread) o.s(u.collectives), o.u(u.digest), o.u(u.all_to_all), o.u(u.all_to_all_key);
   o.u(sp.in_flight_issue.size());
   for (auto& [ci, t] : sp.in_flight_issue) o.s(ci), o.s(t);
   // The rows as ScheduleBuilder takes them: decoding builds the same index (streams, groups).
@@ -222,7 +222,7 @@ SummaryEntry get_entry(In& in) {
     c.retired_collectives = in.s(), c.retired_digest = in.u(), c.retired_through_seq = in.s();
     for (size_t k = in.count(); k-- > 0;) {
       Comm::Checkpoint& cp = c.checkpoints.emplace_back();
-      cp.ordinal = in.s(), cp.seq = in.s(), cp.digest = in.u();
+      cp.ordinal = in.s(), cp.seq = in.s(), cp.digest = in.u(), cp.order_count = in.s(), cp.order_digest = in.u();
     }
   }
   for (size_t n = in.count(); n-- > 0;) {
@@ -252,6 +252,9 @@ SummaryEntry get_entry(In& in) {
   for (size_t n = in.count(); n-- > 0;) {
     auto& u = sp.unread.emplace_back();
     u.collectives = in.s(), u.digest = in.u();
+    const uint64_t a2a = in.u();
+    if (a2a > SchedProcess::UnreadPrefix::kAllToAllOpen) throw Corrupt("an unknown all-to-all state");
+    u.all_to_all = static_cast<uint8_t>(a2a), u.all_to_all_key = in.u();
   }
   const size_t n_in_flight = in.count(2);  // two integers
   sp.in_flight_issue.reserve(n_in_flight);

@@ -110,6 +110,13 @@ struct SchedProcess {
   struct UnreadPrefix {
     int64_t collectives = 0;  // ordinals 1..collectives not read
     uint64_t digest = 0;      // op_digest.h chain after them (the file's checkpoint)
+    // The digest holds an all-to-all's op and dtype only (op_digest.h): what else the full read
+    // compares of the unread ones is proven only when the file's signatures on this communicator
+    // hold one all-to-all, without per-peer parts (all_to_all_key: its fields' hash), and every
+    // member's is the same. kAllToAllOpen: several, or per-peer parts (their pairing is unread).
+    enum : uint8_t { kNoAllToAll = 0, kOneAllToAll = 1, kAllToAllOpen = 2 };
+    uint8_t all_to_all = kNoAllToAll;
+    uint64_t all_to_all_key = 0;
   };
   std::vector<UnreadPrefix> unread;
   int64_t unread_ops = 0;  // sequenced ops not read (in no SchedOp)

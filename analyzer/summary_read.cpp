@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "identity.h"
 #include "text_escape.h"
 
 namespace lockstep {
@@ -26,7 +27,76 @@ UnreadSummary unread_summary(const Schedule& s, const Analysis& a) {
     u.cut_max = std::max(u.cut_max, cut);
     ++u.comms_cut;
   }
+  if (u.ops_not_read > 0) {
+    UnreadProof p = prove_unread(s, a.index);
+    u.order_proven = p.order, u.order_open = std::move(p.order_open);
+    u.all_to_all_proven = p.all_to_all, u.all_to_all_open = std::move(p.all_to_all_open);
+  }
   return u;
+}
+
+UnreadProof prove_unread(const Schedule& s, const CommIndex& idx) {
+  UnreadProof proof;
+  auto who = [&](int proc) { return shown_rank_label(s.procs[proc].info, proc); };
+  auto comm_of = [&](const GlobalComm& g) { return comm_label(g.hash, g.role); };
+  auto cut_of = [&](const CommMember& m) -> const SchedProcess::UnreadPrefix* {
+    const auto& unread = s.procs[m.proc].unread;
+    return static_cast<size_t>(m.local) < unread.size() && unread[m.local].collectives > 0 ? &unread[m.local] : nullptr;
+  };
+  auto order_open = [&](std::string why) {
+    if (proof.order) proof.order = false, proof.order_open = std::move(why);
+  };
+  for (const GlobalComm& g : idx.comms) {
+    if (g.members.size() < 2) continue;
+    // Every member's collectives were chained into its order digest by this communicator's id
+    // in its file: the same id on every member, or equal digests prove nothing.
+    bool collectives = false;
+    for (const CommMember& m : g.members) collectives |= !idx.of(m).colls.empty() || cut_of(m);
+    const CommMember& m0 = g.members[0];
+    const int64_t id0 = s.procs[m0.proc].info.comms[m0.local].local_id;
+    for (const CommMember& m : g.members)
+      if (collectives && s.procs[m.proc].info.comms[m.local].local_id != id0)
+        order_open(comm_of(g) + " has id " + std::to_string(id0) + " in " + who(m0.proc) + "'s file and " +
+                   std::to_string(s.procs[m.proc].info.comms[m.local].local_id) + " in " + who(m.proc) +
+                   "'s (created in another order), so their order digests cannot be compared");
+    const SchedProcess::UnreadPrefix* u0 = cut_of(m0);
+    if (!u0) continue;  // not cut (the read cuts every member of a communicator alike)
+    const int64_t k = u0->collectives;
+    const Comm::Checkpoint* first = nullptr;
+    int first_proc = -1;
+    const SchedProcess::UnreadPrefix* first_a2a = nullptr;  // the first member with one all-to-all
+    int first_a2a_proc = -1;
+    for (const CommMember& m : g.members) {
+      const SchedProcess::UnreadPrefix* u = cut_of(m);
+      const auto& cps = s.procs[m.proc].info.comms[m.local].checkpoints;
+      auto it = std::lower_bound(cps.begin(), cps.end(), k, [](const Comm::Checkpoint& c, int64_t v) { return c.ordinal < v; });
+      const Comm::Checkpoint* cp = u && u->collectives == k && it != cps.end() && it->ordinal == k ? &*it : nullptr;
+      if (!cp || cp->order_count <= 0) {
+        order_open(who(m.proc) + "'s file holds no order digest at " + comm_of(g) + " collective #" + std::to_string(k) +
+                   " (recorded before lockstep wrote them, or its collectives reached the recorder out of order)");
+      } else if (!first) {
+        first = cp, first_proc = m.proc;
+      } else if (cp->order_count != first->order_count || cp->order_digest != first->order_digest) {
+        order_open(who(first_proc) + " and " + who(m.proc) + " issued the collectives before " + comm_of(g) +
+                   " collective #" + std::to_string(k) + " in different orders across communicators (their order "
+                   "digests differ there: " + std::to_string(first->order_count) + " and " + std::to_string(cp->order_count) +
+                   " collectives in all)");
+      }
+      if (proof.all_to_all && u) {
+        if (u->all_to_all == SchedProcess::UnreadPrefix::kAllToAllOpen)
+          proof.all_to_all = false,
+          proof.all_to_all_open = comm_of(g) + ": " + who(m.proc) + "'s all-to-alls have per-peer splits or several "
+                                  "signatures, which the checkpoint digest does not hold: those before the cut were not paired";
+        else if (u->all_to_all == SchedProcess::UnreadPrefix::kOneAllToAll && !first_a2a)
+          first_a2a = u, first_a2a_proc = m.proc;
+        else if (u->all_to_all == SchedProcess::UnreadPrefix::kOneAllToAll && u->all_to_all_key != first_a2a->all_to_all_key)
+          proof.all_to_all = false,
+          proof.all_to_all_open = comm_of(g) + ": " + who(first_a2a_proc) + " and " + who(m.proc) + " issued all-to-alls "
+                                  "of different counts, which the checkpoint digest does not hold: those before the cut were not compared";
+      }
+    }
+  }
+  return proof;
 }
 
 namespace {
@@ -76,11 +146,13 @@ std::string unread_range(int64_t cut_min, int64_t cut_max) {
 std::string unread_text(const UnreadSummary& u) {
   const std::string summaries = summaries_text(u);
   if (u.ops_not_read == 0) return summaries;
+  const std::string proven = u.order_proven && u.all_to_all_proven ? "; their order across communicators by order digest"
+                             : u.order_proven ? "; their order across communicators by order digest, not their all-to-alls' splits"
+                             : "; not their order across communicators";
   return "read: summary first: " + std::to_string(u.ops_not_read) + " ops of " + std::to_string(u.files_cut) +
          " files not read: collectives " + unread_range(u.cut_min, u.cut_max) + " of " + std::to_string(u.comms_cut) +
          (u.comms_cut == 1 ? " communicator" : " communicators") +
-         " known by checkpoint digest only (every member's agrees); their order across communicators and the files' "
-         "rows there were not checked (--full-read reads every op)" +
+         " known by checkpoint digest (every member's agrees)" + proven + " (--full-read reads every op)" +
          (summaries.empty() ? "" : "\n" + summaries);
 }
 
@@ -119,6 +191,8 @@ std::string add_unread_json(std::string report_json, const UnreadSummary& u, int
                   {"communicators_cut", u.comms_cut},
                   {"cut_min", u.cut_min},
                   {"cut_max", u.cut_max},
+                  {"order_proven", u.order_proven},
+                  {"all_to_all_proven", u.all_to_all_proven},
                   {"summaries", {{"used", u.summaries.used}, {"files", u.summaries.files}, {"refreshed", u.summaries.refreshed}, {"ignored", ignored}}},
                   {"text", unread_text(u)}};
   return add_json_member(std::move(report_json), "reading", reading.dump(indent, ' ', false, json::error_handler_t::replace), indent);

@@ -18,8 +18,31 @@ struct UnreadSummary {
   int64_t comms_cut = 0;       // communicators whose members were read from a common cut
   int64_t cut_min = 0, cut_max = 0;  // the cuts' collective ordinals (0 when none)
   Schedule::SummaryUse summaries;    // node summaries used and ignored (node_summary.h)
+  // What the files prove of the collectives not read beyond their signatures' digest
+  // (prove_unread); both true when nothing was cut.
+  bool order_proven = true;
+  std::string order_open;       // when not: why, for the evidence
+  bool all_to_all_proven = true;
+  std::string all_to_all_open;  // when not: why
 };
 UnreadSummary unread_summary(const Schedule& s, const Analysis& a);
+
+// The checkpoint digests prove each cut communicator's collectives before its cut the same on
+// every member, signature by signature (op_digest.h). Two things a full read checks there they
+// do not hold:
+//  - the order in which each rank issued them across communicators (an order inversion, a latent
+//    deadlock the run got past): proven when every communicator with collectives has the same id
+//    in every member's file and, at each cut, every member's order digest (op_digest.h
+//    order_step) agrees: then every member issued every collective before the cut in the same
+//    order across communicators, and no inversion hides there;
+//  - an all-to-all's fields past its op and dtype (its count, its per-peer splits): proven when
+//    every member's file holds one all-to-all signature on that communicator, the same, without
+//    per-peer parts (SchedProcess::UnreadPrefix::all_to_all).
+struct UnreadProof {
+  bool order = true, all_to_all = true;
+  std::string order_open, all_to_all_open;  // why not, naming a communicator and ranks
+};
+UnreadProof prove_unread(const Schedule& s, const CommIndex& idx);
 
 // report_json (an object, as render_json writes it) with "key": value added as its last member,
 // spliced into the text: a report of 100,000 ranks is not parsed into a DOM again (several GB).

@@ -274,10 +274,17 @@ bool strict_flag(const Process& p, const char* key) {
 void read_retired(sqlite3* db, Process& p) {
   p.checkpoint_interval = strict_count(p, schema::meta::kCheckpointInterval);
   p.retired_ops = strict_count(p, schema::meta::kRetiredOps);
-  Query st(db, "SELECT comm_id, ordinal, seq, digest FROM checkpoints ORDER BY comm_id, ordinal");
+  // The order digest columns (files written before they existed lack them; NULL: none recorded).
+  const bool order = table_has_column(db, "checkpoints", "order_digest") && table_has_column(db, "checkpoints", "order_count");
+  Query st(db, order ? "SELECT comm_id, ordinal, seq, digest, order_count, order_digest FROM checkpoints ORDER BY comm_id, ordinal"
+                     : "SELECT comm_id, ordinal, seq, digest FROM checkpoints ORDER BY comm_id, ordinal");
   while (st.step())
     for (Comm& c : p.comms)
-      if (c.local_id == st.i64(0)) c.checkpoints.push_back({st.i64(1), st.i64(2), static_cast<uint64_t>(st.i64(3))});
+      if (c.local_id == st.i64(0)) {
+        Comm::Checkpoint& k = c.checkpoints.emplace_back();
+        k.ordinal = st.i64(1), k.seq = st.i64(2), k.digest = static_cast<uint64_t>(st.i64(3));
+        if (order && st.i64(4) > 0) k.order_count = st.i64(4), k.order_digest = static_cast<uint64_t>(st.i64(5));
+      }
 }
 
 // Where a full read finds the schema-1 columns: the tables of schema 1, or for schema 2 the
@@ -724,6 +731,8 @@ void read_ops_compact_v2(sqlite3* db, const Validated& file, SchedProcess& sp, S
   std::vector<FileSig> dense;
   std::unordered_map<int64_t, FileSig> sparse;
   bool threads_here = want_threads;  // the tid column read, and every signature id once
+  // Per communicator: its all-to-all signatures as SchedProcess::UnreadPrefix tells them.
+  std::vector<std::pair<uint8_t, uint64_t>> all_to_all(sp.info.comms.size(), {SchedProcess::UnreadPrefix::kNoAllToAll, 0});
   {
     Query parts(db, "SELECT sig_id, op, dtype, count, root, peer, redop FROM signature_parts ORDER BY sig_id, part");
     bool parts_row = parts.step();
@@ -763,6 +772,15 @@ void read_ops_compact_v2(sqlite3* db, const Validated& file, SchedProcess& sp, S
       int comm = ids.index(st.i64(1));
       if (comm < 0) throw FileSkip("corrupt: signature " + std::to_string(id) + " names unknown comm_id " + std::to_string(st.i64(1)));
       comm_has_ops[static_cast<size_t>(comm)] = true;
+      if (sig.op == vocab::Op::AllToAll) {
+        auto& [kind, key] = all_to_all[static_cast<size_t>(comm)];
+        const int64_t f[] = {static_cast<int64_t>(sig.dtype), sig.count, sig.root, sig.peer, static_cast<int64_t>(sig.redop)};
+        const uint64_t k = XXH64(f, sizeof f, 0xa11);
+        if (!sig.parts.empty() || (kind == SchedProcess::UnreadPrefix::kOneAllToAll && key != k))
+          kind = SchedProcess::UnreadPrefix::kAllToAllOpen;
+        else if (kind == SchedProcess::UnreadPrefix::kNoAllToAll)
+          kind = SchedProcess::UnreadPrefix::kOneAllToAll, key = k;
+      }
       FileSig fs{sigs.intern(std::move(sig)), comm, static_cast<uint64_t>(st.i64(8)), true, tid ? st.i64(9) : 0};
       if (id >= 0 && id < int64_t(1) << 20 && static_cast<size_t>(id) <= 2 * dense.size() + 1024) {
         if (static_cast<size_t>(id) >= dense.size()) dense.resize(static_cast<size_t>(id) + 1);
@@ -789,7 +807,12 @@ void read_ops_compact_v2(sqlite3* db, const Validated& file, SchedProcess& sp, S
   bool cut = false;
   for (size_t c = 0; cuts && cuts->size() == comm_has_ops.size() && c < comm_has_ops.size(); ++c)
     cut |= comm_has_ops[c] && (*cuts)[c] > 0;
-  if (cut) return read_ops_tail(db, sp, chunks, total, *cuts, comm_has_ops, version, sig_of);
+  if (cut) {
+    read_ops_tail(db, sp, chunks, total, *cuts, comm_has_ops, version, sig_of);
+    for (size_t c = 0; c < sp.unread.size() && c < all_to_all.size(); ++c)
+      if (sp.unread[c].collectives > 0) std::tie(sp.unread[c].all_to_all, sp.unread[c].all_to_all_key) = all_to_all[c];
+    return;
+  }
   sp.ops.reserve(static_cast<size_t>(total));
   ScheduleBuilder index(sp);
   // The op threads as read_host_waits reads them (each sequenced op's signature's tid, in call

@@ -35,6 +35,7 @@ const char* evidence_kind_name(EvidenceKind k) {
     case EvidenceKind::kEvidenceGap: return "evidence_gap";
     case EvidenceKind::kStoppedBeforeIssue: return "stopped_before_issue";
     case EvidenceKind::kOrderNotRead: return "order_not_read";
+    case EvidenceKind::kAllToAllNotRead: return "all_to_all_not_read";
   }
   return "unknown";
 }

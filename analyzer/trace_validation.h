@@ -37,6 +37,9 @@ enum class EvidenceKind {
                       // issued moments before (Unproven::stopped): not issued yet, whether it would have is unknown
   kOrderNotRead,      // a summary-first read left each communicator's collectives before its cut unread: their
                       // sequence is proven by digest, their order across communicators (an inversion) is not
+                      // (no order digest, or members' differ: summary_read.h prove_unread)
+  kAllToAllNotRead,   // the same read's unread all-to-alls: their per-peer splits or counts are not in the
+                      // digest and not proven by their signatures
 };
 // "skipped_file", "missing_member", ... (the JSON spelling; docs/analyzer.md).
 const char* evidence_kind_name(EvidenceKind k);

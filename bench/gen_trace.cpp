@@ -15,6 +15,9 @@
 // exit): node summaries of them survive heartbeats (bench/live_summary_bench.sh).
 // --finished: every process exited cleanly (meta finished 1, exit_reason exit): with
 // --diverge-from-end 0, a run `check` passes (and writes a baseline of).
+// --invert-rank R --invert-at I: rank R issues ops I and I+1 the other way round (I % 8 == 7: the
+// world all-to-all and the next step's first tensor-parallel all_gather): an order inversion,
+// each communicator's own sequence (and digest) unchanged, its order digests as issued.
 
 #include <algorithm>
 #include <atomic>
@@ -47,6 +50,8 @@ struct Options {
   bool rank_names = false;         // name files rank-N (tests that address a file by rank)
   bool finished = false;           // every process exited cleanly (an exit record)
   bool live = false;               // a live recorder's files: content generation 1 (schema::kUserVersionOffset)
+  int invert_rank = -1;
+  int64_t invert_at = -1;
 };
 
 void check(int rc, const lockstep::trace_file::Db& db, const char* what) {
@@ -160,11 +165,14 @@ void write_rank(const Options& o, int rank) {
   }
   int64_t seq[4] = {0, 0, 0, 0}, ordinal[4] = {0, 0, 0, 0};
   uint64_t dig[4] = {0, 0, 0, 0};
+  uint64_t order = digest::kEmpty;  // the process's order digest (op_digest.h order_step)
   int64_t diverge_at = o.diverge_from_end > 0 ? o.ops - o.diverge_from_end : -1;
   bool odd_rank = rank == o.ranks - 1;
   int64_t ops = rank / o.ranks_per_host == (o.ranks - 1) / o.ranks_per_host ? std::max<int64_t>(1, o.ops - o.lag_host_ops) : o.ops;
-  for (int64_t i = 0; i < ops; ++i) {
-    int64_t ci = 10 + i;
+  for (int64_t j = 0; j < ops; ++j) {
+    const bool inverted = rank == o.invert_rank && j + 1 < ops && (j == o.invert_at || j == o.invert_at + 1);
+    const int64_t i = !inverted ? j : j == o.invert_at ? j + 1 : j - 1;  // the op issued j-th
+    int64_t ci = 10 + j;
     // Step of 8 ops: tp all_gather x3, tp reduce_scatter x2, dp all_reduce x2, world all_to_all.
     int k = static_cast<int>(i % 8);
     int comm = k < 5 ? 2 : k < 7 ? 3 : 1;
@@ -185,15 +193,16 @@ void write_rank(const Options& o, int rank) {
     check(t.op(r), db, "insert op");
     // The recorder's digest checkpoints (op_digest.h): every collective here is one.
     dig[comm] = digest::chain(dig[comm], sig_hash[sig]);
+    order = digest::order_step(order, comm);
     if (digest::is_checkpoint(++ordinal[comm], digest::kDefaultInterval))
-      check(t.checkpoint({comm, ordinal[comm], r.seq, dig[comm]}), db, "checkpoint");
+      check(t.checkpoint({comm, ordinal[comm], r.seq, dig[comm], j + 1, order}), db, "checkpoint");
   }
   if (o.live) check(db.exec("PRAGMA user_version=1"), db, "user_version");
   check(db.exec("COMMIT"), db, "commit");
 }
 
 [[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr, "gen_trace: %s\nusage: gen_trace DIR --ranks N --ops M [--tp T] [--diverge-from-end K] [--lag-host-ops K] [--threads T] [--from-rank R] [--ranks-per-host N] [--rank-names] [--live] [--finished]\n", msg);
+  std::fprintf(stderr, "gen_trace: %s\nusage: gen_trace DIR --ranks N --ops M [--tp T] [--diverge-from-end K] [--lag-host-ops K] [--threads T] [--from-rank R] [--ranks-per-host N] [--rank-names] [--live] [--finished] [--invert-rank R --invert-at I]\n", msg);
   std::exit(2);
 }
 
@@ -212,6 +221,8 @@ int main(int argc, char** argv) {
     else if (a == "--tp") o.tp = std::atoi(next());
     else if (a == "--diverge-from-end") o.diverge_from_end = std::atoll(next());
     else if (a == "--lag-host-ops") o.lag_host_ops = std::atoll(next());
+    else if (a == "--invert-rank") o.invert_rank = std::atoi(next());
+    else if (a == "--invert-at") o.invert_at = std::atoll(next());
     else if (a == "--threads") o.threads = static_cast<unsigned>(std::atoi(next()));
     else if (a == "--from-rank") o.from_rank = std::atoi(next());
     else if (a == "--ranks-per-host") o.ranks_per_host = std::atoi(next());

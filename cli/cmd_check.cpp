@@ -61,10 +61,16 @@ int check_dir(const CheckArgs& a) {
   // 256 MiB of files at a time (16,384 ranks x 10,000 ops at once: 4.1 GiB). Not for a
   // --write-baseline alone that the verdict refuses (below): at 16,384 x 10,000 that read was
   // 25 s for a file never written.
+  // After a summary-first read whose unread order and all-to-alls are proven, the files the
+  // digests prove alike are read once (canonical_schedule_proven).
   std::string actual;
   if (!a.baseline.empty() || (!a.write_baseline.empty() && check_exit_code(an) == kExitOk)) {
     try {
-      actual = full_read ? canonical_schedule(an) : canonical_schedule_of_files(*s, an.index);
+      const UnreadSummary unread = full_read ? UnreadSummary{} : unread_summary(*s, an);
+      actual = full_read ? canonical_schedule(an)
+               : unread.ops_not_read > 0 && unread.order_proven && unread.all_to_all_proven
+                   ? canonical_schedule_proven(*s, an.index)
+                   : canonical_schedule_of_files(*s, an.index);
     } catch (const LoadError& e) {
       std::cerr << "lockstep check: " << printable(e.what()) << "\n";
       return kExitUsage;

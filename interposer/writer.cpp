@@ -220,6 +220,22 @@ struct Writer::SigState {
   int64_t max_written_call = 0;
   int64_t next_boundary_id() const { return first_boundary_id + int64_t(boundaries.size()); }
   int64_t digest_gaps = 0;
+  // The process's order digest (op_digest.h order_step) over its collectives in call_index
+  // order. They are digested per communicator as they are written, which is call_index order
+  // but for ops held back (a grouped op waiting for its parts, a lower seq still to come, another
+  // thread's record still queued): collectives wait in order_held, checkpoints with them, until
+  // no op still pending precedes them (advance_order). One that comes after a later collective
+  // was chained breaks the chain for good: no later checkpoint carries an order digest.
+  struct OrderHeld {
+    int64_t call_index;
+    int64_t comm_id;
+    int64_t ordinal;  // > 0: the communicator's checkpoint at this ordinal is this collective
+  };
+  std::vector<OrderHeld> order_held;
+  uint64_t order_digest = digest::kEmpty;
+  int64_t order_count = 0;
+  int64_t order_last_call = INT64_MIN;
+  bool order_broken = false;
   int64_t rows_in_file = 0;                 // op rows written and not retired
   int64_t retired_ops = 0;
   int64_t late_parts = 0;
@@ -675,12 +691,46 @@ bool Writer::digest_step(int64_t comm_id, CommDigest& c, bool collective, uint64
   if (collective) {
     c.digest = digest::chain(c.digest, hash);
     ++c.ordinal;
-    if (digest::is_checkpoint(c.ordinal, checkpoint_interval_) &&
-        !ok(tables_.checkpoint({comm_id, c.ordinal, c.next_seq, c.digest}), "insert checkpoint"))
+    const bool checkpoint = digest::is_checkpoint(c.ordinal, checkpoint_interval_);
+    if (checkpoint && !ok(tables_.checkpoint({comm_id, c.ordinal, c.next_seq, c.digest}), "insert checkpoint"))
       return false;
+    if (!sig_->order_broken) sig_->order_held.push_back({call_index, comm_id, checkpoint ? c.ordinal : 0});
   }
   ++c.next_seq;
   return true;
+}
+
+// Chains the held collectives that no op still to be digested can precede (SigState::order_held)
+// and writes the order digest into their checkpoints. force: every one (the last batch).
+void Writer::advance_order(bool force) {
+  SigState& s = *sig_;
+  if (s.order_broken || s.order_held.empty()) return;
+  int64_t bound = INT64_MAX;  // the lowest call_index that may still be digested
+  if (!force) {
+    for (const PendingOp& p : s.pending) bound = std::min(bound, p.rec.call_index);
+    for (const auto& [id, c] : s.comms)
+      if (!c.waiting.empty()) bound = std::min(bound, c.waiting.begin()->second.call_index);
+  }
+  auto& held = s.order_held;
+  std::sort(held.begin(), held.end(), [](const SigState::OrderHeld& a, const SigState::OrderHeld& b) {
+    return a.call_index < b.call_index;
+  });
+  size_t n = 0;
+  for (; n < held.size() && held[n].call_index < bound; ++n) {
+    const SigState::OrderHeld& h = held[n];
+    if (h.call_index <= s.order_last_call) {  // came after a later collective was chained
+      s.order_broken = true;
+      break;
+    }
+    s.order_last_call = h.call_index;
+    s.order_digest = digest::order_step(s.order_digest, h.comm_id);
+    ++s.order_count;
+    if (h.ordinal > 0 && !ok(tables_.checkpoint_order(h.comm_id, h.ordinal, s.order_count, s.order_digest),
+                             "insert order digest"))
+      return;
+  }
+  if (s.order_broken) held.clear();
+  else held.erase(held.begin(), held.begin() + static_cast<long>(n));
 }
 
 // Capped traces: a retirement boundary about every 1/128 of the rows in the file (at least
@@ -782,6 +832,7 @@ void Writer::write_ready_ops(bool force) {
   }
   pending.swap(waiting);
   waiting.clear();
+  advance_order(force);
   sig_->pending_sorted = true;
   for (size_t i = 1; i < pending.size(); ++i)
     if (pending[i].rec.call_index <= pending[i - 1].rec.call_index) sig_->pending_sorted = false;

@@ -156,6 +156,7 @@ class Writer {
   void insert(const Record& r);
   void complete(const CompletionRec& d, bool last_try);
   void write_ready_ops(bool force);
+  void advance_order(bool force);
   struct PendingOp;
   void write_op(PendingOp& p);
   void digest_op(int64_t comm_id, int64_t seq, int64_t call_index, bool collective, uint64_t sig_hash);

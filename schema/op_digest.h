@@ -101,6 +101,22 @@ inline uint64_t chain(uint64_t digest, uint64_t sig_hash) {
   return b.finish();
 }
 
+// The order digest of a process: its collectives of every communicator, in call_index order,
+// chained by the id of their communicator in its trace file (comms.id):
+// order_0 = kEmpty, order_n = order_step(order_{n-1}, comm_id of collective n). Written with each
+// communicator's checkpoint (checkpoints.order_count = n, order_digest) when the recorder saw
+// every collective up to it in call_index order. Two processes whose files give the same
+// communicators the same ids and whose order digests agree after n collectives issued their
+// first n collectives in the same order across communicators (up to a 64-bit collision): no
+// order inversion among them (analyzer/inversion.cpp) hides before that point.
+inline uint64_t order_step(uint64_t order_digest, int64_t comm_id) {
+  detail::Bytes b;
+  b.u64(order_digest);
+  b.i64(comm_id);
+  b.u8(0x6f);  // 'o': not a chain() of the same two words
+  return b.finish();
+}
+
 // A checkpoint is written after collective ordinal k (1-based) when k % interval == 0.
 constexpr bool is_checkpoint(int64_t ordinal, int64_t interval) {
   return interval > 0 && ordinal > 0 && ordinal % interval == 0;

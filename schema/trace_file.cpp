@@ -430,7 +430,8 @@ int Tables::prepare(sqlite3* db, int64_t base, int64_t wall_offset) {
       {&wait_, "INSERT OR REPLACE INTO waits(call_index,kind,stream,event,tid,begin_mono_ns,end_mono_ns) VALUES(?,?,?,?,?,?,?)"},
       {&api_, "INSERT OR REPLACE INTO api_calls(call_index,name,comm_id,rc,detail,mono_ns) VALUES(?,?,?,?,?,?)"},
       {&hang_, "INSERT INTO hangs(mono_ns,wall_ns,in_flight,message) VALUES(?,?,?,?)"},
-      {&checkpoint_, "INSERT OR REPLACE INTO checkpoints(comm_id,ordinal,seq,digest) VALUES(?,?,?,?)"},
+      {&checkpoint_, "INSERT OR REPLACE INTO checkpoints(comm_id,ordinal,seq,digest,order_count,order_digest) VALUES(?,?,?,?,?,?)"},
+      {&checkpoint_order_, "UPDATE checkpoints SET order_count=?, order_digest=? WHERE comm_id=? AND ordinal=?"},
   };
   for (auto& s : all) {
     *s.st = Stmt(db, s.sql);
@@ -626,7 +627,14 @@ int Tables::hang(int64_t mono_ns, int64_t wall_ns, int32_t in_flight, std::strin
 }
 
 int Tables::checkpoint(const CheckpointRow& c) {
-  return checkpoint_.i64(1, c.comm_id).i64(2, c.ordinal).i64(3, c.seq).i64(4, int64_t(c.digest)).run();
+  checkpoint_.i64(1, c.comm_id).i64(2, c.ordinal).i64(3, c.seq).i64(4, int64_t(c.digest));
+  if (c.order_count > 0) checkpoint_.i64(5, c.order_count).i64(6, int64_t(c.order_digest));
+  else checkpoint_.null(5).null(6);
+  return checkpoint_.run();
+}
+
+int Tables::checkpoint_order(int64_t comm_id, int64_t ordinal, int64_t order_count, uint64_t order_digest) {
+  return checkpoint_order_.i64(1, order_count).i64(2, int64_t(order_digest)).i64(3, comm_id).i64(4, ordinal).run();
 }
 
 int Tables::drop(int64_t comm_id, int64_t first_seq, int64_t last_seq, int64_t records, std::string_view reason) {

@@ -247,6 +247,8 @@ struct WaitRow {
 struct CheckpointRow {
   int64_t comm_id = 0, ordinal = 0, seq = 0;
   uint64_t digest = 0;
+  int64_t order_count = 0;    // 0: no order digest (NULL columns)
+  uint64_t order_digest = 0;
 };
 
 // ---- creating a file --------------------------------------------------------------------------
@@ -330,6 +332,8 @@ class Tables {
           int64_t mono_ns);
   int hang(int64_t mono_ns, int64_t wall_ns, int32_t in_flight, std::string_view message);
   int checkpoint(const CheckpointRow& c);
+  // The order digest of a checkpoint already written (op_digest.h order_step).
+  int checkpoint_order(int64_t comm_id, int64_t ordinal, int64_t order_count, uint64_t order_digest);
   // Records the queue refused (trace_schema.h drops): comm_id -1 and seqs <= 0 are NULL.
   int drop(int64_t comm_id, int64_t first_seq, int64_t last_seq, int64_t records, std::string_view reason);
 
@@ -348,7 +352,7 @@ class Tables {
   std::deque<Chunk> chunks_;
   int64_t retired_through_ = INT64_MIN;
   Stmt meta_, env_, comm_, comm_end_, sig_, part_, op_graph_, stack_, frame_, launch_, wait_, api_, hang_,
-      checkpoint_, drop_;
+      checkpoint_, checkpoint_order_, drop_;
 };
 
 // SQL without its comments and with runs of blanks folded (what create() stores of the DDL).

@@ -65,7 +65,7 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
         ok(retired.i64(1, c.retired_collectives).i64(2, int64_t(c.retired_digest)).i64(3, c.retired_through_seq)
                .i64(4, c.local_id).run(),
            "comm");
-      for (const Comm::Checkpoint& k : c.checkpoints) ok(t.checkpoint({c.local_id, k.ordinal, k.seq, k.digest}), "checkpoint");
+      for (const Comm::Checkpoint& k : c.checkpoints) ok(t.checkpoint({c.local_id, k.ordinal, k.seq, k.digest, k.order_count, k.order_digest}), "checkpoint");
     }
   }
 

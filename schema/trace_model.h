@@ -98,6 +98,10 @@ struct Comm {
     int64_t ordinal = 0;     // collective ordinal k (1-based)
     int64_t seq = 0;         // seq of the k-th collective
     uint64_t digest = 0;     // op_digest.h chain after k collectives
+    // The process's order digest (op_digest.h order_step) after its order_count-th collective,
+    // this one; order_count 0: none recorded.
+    int64_t order_count = 0;
+    uint64_t order_digest = 0;
   };
   std::vector<Checkpoint> checkpoints;  // by ordinal; kept even for retired history
 };

@@ -136,6 +136,12 @@ CREATE TABLE IF NOT EXISTS checkpoints(
   ordinal       INTEGER NOT NULL,     -- k: 1-based collective ordinal, k % interval == 0
   seq           INTEGER NOT NULL,     -- ops.seq of the k-th collective
   digest        INTEGER NOT NULL,     -- digest after k collectives (uint64 stored as int64)
+  -- The process's order digest (op_digest.h order_step) after its order_count-th collective of
+  -- any communicator, this one; NULL when the recorder did not see every collective up to it in
+  -- call_index order (then no later checkpoint of the file has one either). Files written
+  -- before these columns existed lack them: the order is unknown there.
+  order_count   INTEGER,
+  order_digest  INTEGER,
   PRIMARY KEY(comm_id, ordinal)
 ) WITHOUT ROWID;
 

@@ -246,7 +246,7 @@ elif kind == "bad_sig":
 elif kind == "huge_comms":
     comm = s(1) + st(b"c") + u(0) + s(1 << 40) + s(0)
     body = st(b"h") + u(1) + ident + meta + u(0) + u(1) + comm
-data = b"lockstep-node-summary\0" + u(3) + body
+data = b"lockstep-node-summary\0" + u(4) + body
 open(os.path.join(d, name), "wb").write(data + struct.pack("<Q", summary_hash(data)))
 PY
 }

@@ -154,9 +154,13 @@ compare_stacks "$work/wide" init0.split1 3 0
 # check --write-baseline of traces over 1 GiB reads the canonical schedule 256 MiB of files at a
 # time: the baseline of the full read byte for byte (tests/analyzer/baseline_test.cpp across
 # batches). Here, under 1 GiB: one read, every row; the same baseline.
+# passing: 16 ranks, whose all-to-alls gen_trace gives per-peer splits; passing24: 24 ranks,
+# whose all-to-alls have none (one count, which the file's signatures prove).
 "$GEN" "$work/passing" --ranks 16 --ops 9000 --diverge-from-end 0 --finished --rank-names >/dev/null
+"$GEN" "$work/passing24" --ranks 24 --ops 9000 --diverge-from-end 0 --finished --rank-names >/dev/null
 "$GEN" "$work/passing-wide" --ranks 1032 --ops 16 --ranks-per-host 8 --diverge-from-end 0 --finished --threads 2 >/dev/null
-for d in passing passing-wide; do
+compare "$work/passing24" 1
+for d in passing passing24 passing-wide; do
   rc_s=0 rc_f=0
   "$LOCKSTEP" check "$work/$d" --write-baseline "$work/base-s.txt" >"$work/check-s.txt" 2>&1 || rc_s=$?
   "$LOCKSTEP" check "$work/$d" --full-read --write-baseline "$work/base-f.txt" >/dev/null 2>&1 || rc_f=$?
@@ -169,54 +173,65 @@ for d in passing passing-wide; do
     echo "ok check --write-baseline $d ($(wc -l <"$work/base-s.txt") lines)"
   fi
   "$LOCKSTEP" check "$work/$d" --baseline "$work/base-f.txt" >/dev/null 2>&1 || { echo "FAIL check --baseline $d: its own baseline"; fail=1; }
-  # Summary first (what traces over 1 GiB get): the canonical schedule, every rank's order of every
-  # collective, equal to the baseline proves the order the verdict's read left unread (exit 0);
-  # without a baseline that order is not checked, so no baseline is written from it (exit 4).
+  # Summary first (what traces over 1 GiB get): gen_trace writes order digests, as the recorder
+  # does, so the order before the cuts is proven. Where the all-to-alls are proven too (passing24)
+  # the verdict is the full read's: clean, its baseline matched and written, the full read's byte
+  # for byte. Where their per-peer splits were not read (passing), it stays incomplete (exit 4):
+  # a baseline, which keeps only that an all-to-all was uneven, does not prove them.
   rc_b=0 rc_w=0
   "$LOCKSTEP" check "$work/$d" --summary-first --baseline "$work/base-f.txt" >"$work/check-b.txt" 2>&1 || rc_b=$?
   "$LOCKSTEP" check "$work/$d" --summary-first --write-baseline "$work/base-w.txt" >"$work/check-w.txt" 2>&1 || rc_w=$?
-  if grep -q '^read: summary first' "$work/check-b.txt"; then
-    if [ "$rc_b" != 0 ] || ! grep -q "and is the baseline's" "$work/check-b.txt" || [ "$rc_w" != 4 ] || [ -e "$work/base-w.txt" ]; then
-      echo "FAIL check --summary-first $d: with its baseline exit $rc_b (want 0), --write-baseline exit $rc_w (want 4, no file)"
+  if ! grep -q '^read: summary first' "$work/check-b.txt"; then
+    [ "$d" = passing-wide ] || { echo "FAIL check --summary-first $d: nothing cut"; fail=1; }
+  elif ! grep -q "their order across communicators by order digest" "$work/check-b.txt"; then
+    echo "FAIL check --summary-first $d: the order not proven by order digest"; tail -3 "$work/check-b.txt"; fail=1
+  elif [ "$d" = passing24 ]; then
+    if [ "$rc_b" != 0 ] || [ "$rc_w" != 0 ] || ! cmp -s "$work/base-w.txt" "$work/base-f.txt"; then
+      echo "FAIL check --summary-first $d: with its baseline exit $rc_b (want 0), --write-baseline exit $rc_w (want 0, the full read's)"
       cat "$work/check-b.txt" "$work/check-w.txt" | tail -6; fail=1
     else
-      echo "ok check --summary-first $d: the order proven by the baseline, none written without one"
+      echo "ok check --summary-first $d: the order proven by order digest, the baseline matched and written"
     fi
-  elif [ "$d" = passing ]; then
-    echo "FAIL check --summary-first $d: nothing cut"; fail=1
+  elif [ "$rc_b" != 4 ] || ! grep -q "all-to-alls have per-peer splits" "$work/check-b.txt" || [ "$rc_w" != 4 ] || [ -e "$work/base-w.txt" ]; then
+    echo "FAIL check --summary-first $d: with its baseline exit $rc_b (want 4, the splits not read), --write-baseline exit $rc_w (want 4, no file)"
+    cat "$work/check-b.txt" "$work/check-w.txt" | tail -6; fail=1
+  else
+    echo "ok check --summary-first $d: the all-to-alls' splits not read, named, no baseline written"
   fi
   rm -f "$work/base-w.txt"
+  cp "$work/base-f.txt" "$work/base-$d.txt"
 done
-# An order inversion before the cut (rank 3 issues two collectives of different communicators the
-# other way round; each communicator's own sequence, so every digest, unchanged): the full read,
-# and the default for a directory this small, names it (exit 1); summary first cannot see it and
-# must not say clean: the order it did not read is evidence (order_not_read, exit 4).
-cp -r "$work/passing" "$work/inverted"
-python3 - "$work/inverted/rank-3.lockstep.sqlite" <<'PY'
-import sqlite3, sys
-db = sqlite3.connect(sys.argv[1])
-rows = db.execute("SELECT r.call_index, s.comm_id FROM op_rows r JOIN signatures s ON s.id = r.sig "
-                  "WHERE r.seq BETWEEN 10 AND 1000 ORDER BY r.call_index").fetchall()
-# The world communicator and the one with the most collectives (a tensor-parallel group): the
-# group's other members share both, so the swap is an inversion; the latter reaches a checkpoint,
-# so its op is before a cut and not read (were both read whole, summary first would see it).
-most = db.execute("SELECT s.comm_id FROM op_rows r JOIN signatures s ON s.id = r.sig GROUP BY s.comm_id "
-                  "ORDER BY count(*) DESC LIMIT 1").fetchone()[0]
-world = db.execute("SELECT id FROM comms ORDER BY nranks DESC LIMIT 1").fetchone()[0]
-pair = next(((a, b) for (a, ca), (b, cb) in zip(rows, rows[1:]) if b == a + 1 and {ca, cb} == {most, world}), None)
-if not pair:
-    sys.exit("inverted: no two adjacent collectives of different communicators")
-a, b = pair
-db.execute("UPDATE op_rows SET call_index = -1 WHERE call_index = ?", (a,))
-db.execute("UPDATE op_rows SET call_index = ? WHERE call_index = ?", (a, b))
-db.execute("UPDATE op_rows SET call_index = ? WHERE call_index = -1", (b,))
-db.commit()
-PY
+# Without order digests (files of an older lockstep: the columns NULL), summary first cannot prove
+# the order: the canonical schedule, every rank's order of every collective, equal to the
+# baseline proves it (exit 0); without a baseline that order is not checked, so no baseline is
+# written from it (exit 4).
+cp -r "$work/passing24" "$work/no-order"
+for f in "$work/no-order"/*.sqlite; do
+  python3 -c 'import sqlite3,sys; db=sqlite3.connect(sys.argv[1]); db.execute("UPDATE checkpoints SET order_count=NULL, order_digest=NULL"); db.commit()' "$f"
+done
+rc_b=0 rc_w=0 rc_a=0
+"$LOCKSTEP" check "$work/no-order" --summary-first --baseline "$work/base-passing24.txt" >"$work/check-b.txt" 2>&1 || rc_b=$?
+"$LOCKSTEP" check "$work/no-order" --summary-first --write-baseline "$work/base-w.txt" >"$work/check-w.txt" 2>&1 || rc_w=$?
+"$LOCKSTEP" analyze "$work/no-order" --summary-first --json >"$work/no-order.json" 2>/dev/null || rc_a=$?
+if [ "$rc_b" != 0 ] || ! grep -q "and is the baseline's" "$work/check-b.txt" || [ "$rc_w" != 4 ] || [ -e "$work/base-w.txt" ] ||
+   [ "$rc_a" != 4 ] || ! python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["reading"]["order_proven"] is False and any(e["kind"]=="order_not_read" and "no order digest" in e["detail"] for e in j["evidence"]) else 1)' "$work/no-order.json"; then
+  echo "FAIL no-order: with its baseline exit $rc_b (want 0), --write-baseline exit $rc_w (want 4, no file), analyze exit $rc_a (want 4, order_not_read)"
+  cat "$work/check-b.txt" "$work/check-w.txt" | tail -6; fail=1
+else
+  echo "ok no-order: the order proven by the baseline, none written without one"
+fi
+rm -f "$work/base-w.txt"
+# An order inversion before the cut: rank 3 issues the world all-to-all #51 after the next step's
+# first tensor-parallel all_gather (ops 407 and 408; each communicator's own sequence, so every
+# checkpoint digest, unchanged; its order digests as issued). The full read, and the default for
+# a directory this small, names it (exit 1); summary first must not say clean: rank 3's order
+# digests differ from its group's, so the order it did not read is evidence (order_not_read, exit 4).
+"$GEN" "$work/inverted" --ranks 16 --ops 9000 --diverge-from-end 0 --finished --rank-names --invert-rank 3 --invert-at 407 >/dev/null
 rc_d=0 rc_s=0
 "$LOCKSTEP" analyze "$work/inverted" >"$work/inv-d.txt" 2>&1 || rc_d=$?
 "$LOCKSTEP" analyze "$work/inverted" --summary-first --json >"$work/inv-s.json" 2>/dev/null || rc_s=$?
 if [ "$rc_d" != 1 ] || ! grep -q "FIRST DIVERGENCE: order inversion" "$work/inv-d.txt" || [ "$rc_s" != 4 ] ||
-   ! python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["verdict"]=="incomplete" and any(e["kind"]=="order_not_read" for e in j["evidence"]) and j["reading"]["ops_not_read"]>0 else 1)' "$work/inv-s.json"; then
+   ! python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); sys.exit(0 if j["verdict"]=="incomplete" and any(e["kind"]=="order_not_read" and "rank 3" in e["detail"] and "different orders" in e["detail"] for e in j["evidence"]) and j["reading"]["ops_not_read"]>0 else 1)' "$work/inv-s.json"; then
   echo "FAIL inverted: default exit $rc_d (want 1, an order inversion), --summary-first exit $rc_s (want 4, order_not_read)"
   head -3 "$work/inv-d.txt"; fail=1
 else

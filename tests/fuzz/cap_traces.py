@@ -21,7 +21,7 @@ for f in sorted(glob.glob(d + '/*.lockstep.sqlite')):
         k += 1
         dg = digests.setdefault(k, rng.getrandbits(63))
         if k % 4 == 0:
-            db.execute("INSERT OR REPLACE INTO checkpoints VALUES(?,?,?,?)", (comm, k, seq, dg))
+            db.execute("INSERT OR REPLACE INTO checkpoints(comm_id,ordinal,seq,digest) VALUES(?,?,?,?)", (comm, k, seq, dg))
         if k <= n:
             db.execute("DELETE FROM op_rows WHERE call_index<=?", (ci,))
             db.execute("UPDATE comms SET retired_collectives=?, retired_through_seq=?, retired_digest=? WHERE id=?",

@@ -8,11 +8,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "checkpoints.h"
+#include "comm_index.h"
 #include "op_digest.h"
 #include "process_info.h"
 #include "trace_file.h"
@@ -322,6 +325,83 @@ TEST(WriterOnDisk, a_capped_trace_keeps_the_newest_ops_exact_stays_under_the_cap
     EXPECT_GT(c.retired_collectives, 0);
     EXPECT_FALSE(c.checkpoints.empty());
     EXPECT_EQ(c.checkpoints.front().ordinal, interval);
+  }
+}
+
+// The order digest (op_digest.h order_step) over what was pushed: (count, digest) after each
+// collective, by call_index.
+std::map<int64_t, std::pair<int64_t, uint64_t>> order_after(const std::vector<Pushed>& ops) {
+  std::map<int64_t, std::pair<int64_t, uint64_t>> out;
+  int64_t n = 0;
+  uint64_t d = digest::kEmpty;
+  std::vector<Pushed> by_call = ops;
+  std::sort(by_call.begin(), by_call.end(), [](const Pushed& a, const Pushed& b) { return a.call_index < b.call_index; });
+  for (const Pushed& p : by_call) {
+    if (p.seq == 0 || p.op == OpKind::Send) continue;
+    d = digest::order_step(d, p.comm);
+    out[p.call_index] = {++n, d};
+  }
+  return out;
+}
+
+// Every checkpoint carries the process's order digest after its collective (the order across
+// communicators a summary-first read proves with it), and the analyzer's full read recomputes
+// the same from the rows. A collective whose record reaches the writer after a later one was
+// chained (another thread's record, committed in a later batch) breaks the chain: that
+// checkpoint and every later one carry none, never a wrong one.
+TEST(WriterOnDisk, order_digests_follow_call_order_and_stop_at_a_collective_that_comes_late) {
+  for (bool late : {false, true}) {
+    SCOPED_TRACE(late ? "a late collective" : "in order");
+    TempDir dir;
+    Writer* w = open_writer(dir.path, 0, 4);
+    ASSERT_NE(w, nullptr);
+    Workload load;
+    push_ops(w, load, 1, 300);
+    Record held;
+    if (late) {
+      held = load.op(301);  // issued now, its record pushed after 302's was committed
+      ASSERT_EQ(held.op.state, OpState::Enqueued);
+      push_ops(w, load, 302, 302);
+      w->flush(60000);
+      w->push(held);
+    } else {
+      push_ops(w, load, 301, 302);
+    }
+    push_ops(w, load, 303, 600);
+    w->stop("exit");
+    Db db(w->path());
+    ASSERT_EQ(db.num("SELECT value FROM meta WHERE key='dropped_records'"), 0);
+    const auto want = order_after(load.ops);
+    int64_t with = 0, without = 0;
+    for (auto& r : db.rows("SELECT c.comm_id, c.ordinal, o.call_index, c.order_count IS NOT NULL, c.order_count, c.order_digest "
+                           "FROM checkpoints c JOIN ops o ON o.comm_id = c.comm_id AND o.seq = c.seq ORDER BY o.call_index")) {
+      const int64_t call = r[2];
+      if (!r[3]) {
+        ++without;
+        EXPECT_TRUE(late && call >= 301) << "call " << call << ": no order digest";
+        continue;
+      }
+      ++with;
+      EXPECT_FALSE(late && call >= 301) << "call " << call << ": an order digest after the chain broke";
+      ASSERT_TRUE(want.count(call)) << call;
+      EXPECT_EQ(r[4], want.at(call).first) << "call " << call;
+      EXPECT_EQ(uint64_t(r[5]), want.at(call).second) << "call " << call;
+    }
+    EXPECT_GT(with, 20);
+    if (late) EXPECT_GT(without, 20);
+    else EXPECT_EQ(without, 0);
+    // The full read finds the file's order digests consistent with its rows; one altered is not.
+    Schedule s = load_schedule(dir.path);
+    ASSERT_EQ(s.procs.size(), 1u);
+    for (const EvidenceIssue& e : compare_checkpoints(s, build_comm_index(s)).evidence)
+      ADD_FAILURE() << e.detail;
+    for (Comm& c : s.procs[0].info.comms)
+      for (Comm::Checkpoint& k : c.checkpoints)
+        if (k.ordinal == 8) k.order_digest ^= 1;
+    const auto evidence = compare_checkpoints(s, build_comm_index(s)).evidence;
+    ASSERT_EQ(evidence.size(), 1u);
+    EXPECT_EQ(evidence[0].kind, EvidenceKind::kDigestInconsistent);
+    EXPECT_NE(evidence[0].detail.find("order digest at collective #8"), std::string::npos) << evidence[0].detail;
   }
 }
 
