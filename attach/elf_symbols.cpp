@@ -71,7 +71,7 @@ ElfSymbols read_elf_symbols(const std::string& path, const std::vector<std::stri
     for (const Elf64_Sym& sym : syms) {
       if (sym.st_name >= strs.sh_size || sym.st_shndx == SHN_UNDEF || sym.st_value == 0) continue;
       const char* name = names.data() + sym.st_name;
-      if (want.count(name)) out.values.emplace(name, sym.st_value);
+      if (want.count(name) && out.values.emplace(name, sym.st_value).second) out.sizes.emplace(name, sym.st_size);
     }
     if (out.values.size() == want.size()) break;
   }

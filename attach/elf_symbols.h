@@ -14,6 +14,7 @@ struct ElfSymbols {
   std::string error;                        // empty when the file was read
   uint64_t first_load_vaddr = 0;            // p_vaddr of the first PT_LOAD (page-aligned)
   std::map<std::string, uint64_t> values;   // the wanted names that were found
+  std::map<std::string, uint64_t> sizes;    // their st_size (0: the table does not say)
 };
 
 // Looks up `wanted` (exact names) in path's symbol tables. Untrusted input: every offset and

@@ -1,4 +1,5 @@
 #include "ptrace_stacks.h"
+#include "elf_symbols.h"
 
 #include <cxxabi.h>
 #include <elf.h>
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <ctime>
 #include <map>
+#include <set>
 #include <memory>
 
 #include "procfs.h"
@@ -243,7 +245,13 @@ void unwind(unw_addr_space_t as, Seized& s) {
 void symbolize(int pid, unw_addr_space_t as, std::vector<ThreadSnapshot>& threads) {
   const std::vector<Mapping> maps = mappings_of(pid);
   void* upt = _UPT_create(pid);
-  std::map<uint64_t, std::pair<std::string, uint64_t>> cache;
+  struct Name {
+    std::string raw, shown;
+    uint64_t offset = 0;
+  };
+  std::map<uint64_t, Name> cache;
+  std::map<std::string, std::set<std::string>> raw_names;  // per module: the symbols named
+  std::vector<std::pair<NativeFrame*, const Name*>> named;
   for (ThreadSnapshot& t : threads) {
     for (size_t i = 0; i < t.native.size(); ++i) {
       NativeFrame& f = t.native[i];
@@ -259,16 +267,39 @@ void symbolize(int pid, unw_addr_space_t as, std::vector<ThreadSnapshot>& thread
       if (it == cache.end()) {
         char name[1024];
         unw_word_t off = 0;
-        std::pair<std::string, uint64_t> v{"", 0};
+        Name v;
         if (upt && cache.size() < 65536 && _UPT_get_proc_name(as, pc, name, sizeof name, &off, upt) == 0)
-          v = {demangle(name), off};
+          v = {name, demangle(name), off};
         it = cache.emplace(pc, v).first;
       }
-      f.function = it->second.first;
-      f.function_offset = it->second.second;
+      f.function = it->second.shown;
+      f.function_offset = it->second.offset;
+      if (!f.function.empty() && !f.module.empty()) {
+        raw_names[f.module].insert(it->second.raw);
+        named.emplace_back(&f, &it->second);
+      }
     }
   }
   if (upt) _UPT_destroy(upt);
+  // The nearest symbol below an address in a stripped library is often an unrelated exported one
+  // (libc's __nptl_death_event for its internal futex wait): past the symbol's size the name is
+  // wrong, so the frame keeps its module and offset only. A size the tables do not give: kept.
+  const std::string root = "/proc/" + std::to_string(pid) + "/root";
+  std::map<std::string, ElfSymbols> tables;
+  for (const auto& [module, names] : raw_names) {
+    const std::vector<std::string> wanted(names.begin(), names.end());
+    ElfSymbols es = read_elf_symbols(root + module, wanted);
+    if (!es.error.empty()) es = read_elf_symbols(module, wanted);
+    tables.emplace(module, std::move(es));
+  }
+  for (auto& [f, name] : named) {
+    const ElfSymbols& es = tables[f->module];
+    auto size = es.sizes.find(name->raw);
+    if (size != es.sizes.end() && size->second > 0 && name->offset >= size->second) {
+      f->function.clear();
+      f->function_offset = 0;
+    }
+  }
 }
 
 std::string trim(std::string s) {

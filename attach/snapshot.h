@@ -112,6 +112,9 @@ struct ProcessSnapshot {
 struct NodeSnapshot {
   std::string host;
   std::string taken_at;  // UTC, ISO 8601
+  // The attach this snapshot is of (one per `lockstep attach`: its --slurm collectors share
+  // their coordinator's): snapshots of several attaches in one directory are never one job.
+  std::string session;
   std::string lockstep_version;
   std::vector<ProcessSnapshot> procs;
   std::vector<RasAnswer> ras;  // one per distinct RAS address of the processes

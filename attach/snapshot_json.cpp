@@ -52,7 +52,8 @@ template <class V> void fields(ProcessSnapshot& p, V&& v) {
       v("fr_dumps_stale", p.fr_dumps_stale), v("nccl_env", p.nccl_env);
 }
 template <class V> void fields(NodeSnapshot& n, V&& v) {
-  v("host", n.host), v("taken_at", n.taken_at), v("lockstep_version", n.lockstep_version), v("processes", n.procs),
+  v("host", n.host), v("taken_at", n.taken_at), v("session", n.session), v("lockstep_version", n.lockstep_version),
+      v("processes", n.procs),
       v("ras", n.ras);
 }
 

@@ -39,10 +39,21 @@ struct AttachArgs {
   std::string html;  // --html FILE: the report as a page too
   std::vector<std::string> trace_dirs;  // --trace: the job's lockstep trace directories
   std::vector<std::string> fr_dirs;     // --fr: directories of its Flight Recorder dumps
+  std::string session;  // --session: a --slurm collector's, its coordinator's attach
   bool json = false;
   bool no_native = false;
   int ras_timeout_s = 5;
 };
+
+// An id of this attach, written in each of its snapshots (NodeSnapshot::session).
+std::string new_session() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  char host[256] = {};
+  ::gethostname(host, sizeof host - 1);
+  return std::to_string(static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec) + "-" + host + "-" +
+         std::to_string(::getpid());
+}
 
 // Output of a command run without a shell (bounded), "" on failure.
 std::string run_capture(const std::vector<std::string>& argv, int* status) {
@@ -138,33 +149,70 @@ int report(const std::vector<at::NodeSnapshot>& nodes, const AttachArgs& a) {
   return r.exit_code;
 }
 
-std::vector<at::NodeSnapshot> read_snapshots(const std::string& dir, std::string& error) {
-  std::vector<at::NodeSnapshot> nodes;
-  for (const std::string& name : [&] {
-         std::vector<std::string> v;
-         if (DIR* d = ::opendir(dir.c_str())) {
-           while (dirent* e = ::readdir(d)) {
-             std::string n = e->d_name;
-             if (n.size() > 12 && n.compare(n.size() - 12, 12, ".attach.json") == 0) v.push_back(n);
-           }
-           ::closedir(d);
-         }
-         std::sort(v.begin(), v.end());
-         return v;
-       }()) {
+// The snapshots of one attach in dir: `session`'s, or when empty the newest attach's (the one
+// whose snapshot files were written last). Snapshots of other attaches in the same directory
+// (an -o DIR given twice) are named and left out: two attaches are never one job.
+std::vector<at::NodeSnapshot> read_snapshots(const std::string& dir, std::string& error, const std::string& session = "") {
+  struct Read {
+    std::string name;
+    int64_t mtime_ns = 0;
+    at::NodeSnapshot node;
+  };
+  std::vector<Read> all;
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      if (n.size() > 12 && n.compare(n.size() - 12, 12, ".attach.json") == 0) names.push_back(n);
+    }
+    ::closedir(d);
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
     auto text = at::read_small_file(dir + "/" + name, 256u << 20);
     nlohmann::json j = nlohmann::json::parse(text.value_or(""), nullptr, false);
     std::string why;
-    if (auto n = at::node_from_json(j, why))
-      nodes.push_back(std::move(*n));
-    else
+    auto n = at::node_from_json(j, why);
+    if (!n) {
       std::cerr << "lockstep attach: skipped " << printable(name) << ": " << printable(why) << "\n";
+      continue;
+    }
+    struct stat st {};
+    const int64_t mtime = ::stat((dir + "/" + name).c_str(), &st) == 0
+                              ? static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec
+                              : 0;
+    all.push_back({name, mtime, std::move(*n)});
   }
-  if (nodes.empty()) error = "no *.attach.json snapshot in " + dir;
+  std::string keep = session;
+  if (keep.empty()) {
+    int64_t newest = INT64_MIN;
+    for (const Read& r : all)
+      if (r.mtime_ns > newest) newest = r.mtime_ns, keep = r.node.session;
+  }
+  std::vector<at::NodeSnapshot> nodes;
+  std::vector<std::string> other;
+  for (Read& r : all) {
+    if (r.node.session == keep) nodes.push_back(std::move(r.node));
+    else other.push_back(r.name);
+  }
+  if (!other.empty()) {
+    std::string list;
+    for (size_t i = 0; i < other.size() && i < 4; ++i) list += (i ? ", " : "") + printable(other[i]);
+    if (other.size() > 4) list += " and " + std::to_string(other.size() - 4) + " more";
+    std::cerr << "lockstep attach: " << printable(dir) << " holds snapshots of another attach, left out: " << list
+              << " (read: " << nodes.size() << (nodes.size() == 1 ? " snapshot of " : " snapshots of ")
+              << (session.empty() ? "the newest attach" : "this attach") << "; give each attach its own -o DIR)\n";
+  }
+  if (nodes.empty()) error = all.empty() ? "no *.attach.json snapshot in " + dir : "no snapshot of this attach in " + dir;
   return nodes;
 }
 
 int attach(AttachArgs a) {
+  if (!a.from_dir.empty() && (!a.pids.empty() || a.tree > 0 || !a.slurm_job.empty())) {
+    std::cerr << "lockstep attach: --from DIR reads snapshots already taken; give it without PIDs, --tree or --slurm\n";
+    return kExitUsage;
+  }
+  if (a.session.empty()) a.session = new_session();
   if (!a.from_dir.empty()) {
     std::string error;
     auto nodes = read_snapshots(a.from_dir, error);
@@ -186,7 +234,7 @@ int attach(AttachArgs a) {
     std::string nodes = run_capture({"squeue", "-h", "-j", a.slurm_job, "-o", "%D"}, &st);
     if (int n = std::atoi(nodes.c_str()); n > 0) argv.push_back("--nodes=" + std::to_string(n));
     argv.insert(argv.end(), {self_exe(), "attach", "--local-job", a.slurm_job, "-o", a.out_dir, "--ras-timeout",
-                             std::to_string(a.ras_timeout_s)});
+                             std::to_string(a.ras_timeout_s), "--session", a.session});
     if (a.no_native) argv.push_back("--no-native");
     std::string out = run_capture(argv, &st);
     std::cerr << out;
@@ -194,7 +242,7 @@ int attach(AttachArgs a) {
       std::cerr << "lockstep attach: srun of the collectors exited " << (WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st))
                 << "; analysing what they wrote\n";
     std::string error;
-    auto snaps = read_snapshots(a.out_dir, error);
+    auto snaps = read_snapshots(a.out_dir, error, a.session);
     if (snaps.empty()) {
       std::cerr << "lockstep attach: " << printable(error) << "\n";
       return kExitUsage;
@@ -231,6 +279,7 @@ int attach(AttachArgs a) {
   o.native = !a.no_native;
   o.ras_timeout_s = a.ras_timeout_s;
   at::NodeSnapshot node = at::collect_node(pids, o);
+  node.session = a.session;
   for (const at::ProcessSnapshot& p : node.procs) {
     if (!p.error.empty())
       std::cerr << "lockstep attach: pid " << p.pid << ": " << printable(p.error) << "\n"
@@ -296,6 +345,7 @@ void add_attach_command(Command& app, int* exit_code) {
   cmd->add_option("--tree", a->tree, "A launcher's PID (torchrun, srun, lockstep-launch): read its rank processes");
   cmd->add_option("--slurm", a->slurm_job, "A Slurm job: one collector per node (srun --overlap), then the analysis");
   cmd->add_option("--local-job", a->local_job, "Collector of --slurm: this node's processes of the job")->hidden();
+  cmd->add_option("--session", a->session, "Collector of --slurm: the attach its snapshot is of")->hidden();
   cmd->add_option("-o,--out", a->out_dir, "Write the snapshots (<host>-<pid>.attach.json) and the report here");
   cmd->add_option("--from", a->from_dir, "Analyse the snapshots already in this directory");
   cmd->add_option("--trace", a->trace_dirs, "The job's lockstep trace directory (besides the LOCKSTEP_DIR its ranks name)")

@@ -68,6 +68,45 @@ try:
     # The text report reads the same snapshot back.
     t = subprocess.run([lockstep, "attach", "--from", out], capture_output=True, text=True, timeout=60)
     expect(t.returncode == 1 and "Verdict: the ranks diverged" in t.stdout, "attach --from DIR gives the same verdict")
+    # No frame is named by a symbol it lies past the end of (the nearest exported symbol below an
+    # address in a stripped library is often unrelated code): its size from the ELF file.
+    sizes = {}
+    def symbol_size(module, name):
+        if module not in sizes:
+            sizes[module] = {}
+            for flag in ("--dynamic", "--syms"):
+                r = subprocess.run(["readelf", "-W", flag, module], capture_output=True, text=True)
+                for line in r.stdout.splitlines():
+                    f = line.split()
+                    if len(f) >= 8 and f[0].endswith(":") and f[2].isdigit():
+                        sizes[module].setdefault(f[7].split("@")[0], int(f[2]))
+        return sizes[module].get(name)
+    named = past = 0
+    if shutil.which("readelf"):
+        for pr in json.load(open(os.path.join(out, snaps[0]))).get("processes", []):
+            for th in pr.get("threads", []):
+                for fr in th.get("native", []):
+                    fn, mod = fr.get("function"), fr.get("module")
+                    if not fn or not mod or not os.path.exists(mod) or "(" in fn or "::" in fn:
+                        continue
+                    size = symbol_size(mod, fn)
+                    if size:
+                        named += 1
+                        past += fr.get("function_offset", 0) >= size
+        expect(named > 0 and past == 0, f"{named} frames named by a symbol whose size readelf gives, {past} past its end")
+    # A second attach into the same directory: --from reads the newest attach's snapshot only and
+    # names the other (two attaches are never one job); PIDs with --from are a usage error.
+    r2 = subprocess.run([lockstep, "attach", "--tree", str(job.pid), "-o", out, "--no-native"], capture_output=True,
+                        text=True, timeout=120)
+    snaps2 = [f for f in os.listdir(out) if f.endswith(".attach.json")]
+    t2 = subprocess.run([lockstep, "attach", "--from", out, "--json"], capture_output=True, text=True, timeout=60)
+    rep2 = json.loads(t2.stdout) if t2.stdout.strip().startswith("{") else {}
+    expect(len(snaps2) == 2 and "holds snapshots of another attach, left out: " + snaps[0] in t2.stderr
+           and len(rep2.get("ranks", [])) == 2,
+           f"--from reads the newest of two attaches only: {snaps2}, {len(rep2.get('ranks', []))} ranks, "
+           f"{t2.stderr.strip()[-300:]}")
+    t3 = subprocess.run([lockstep, "attach", "--from", out, str(kids[0])], capture_output=True, text=True, timeout=60)
+    expect(t3.returncode == 2 and "--from DIR reads snapshots already taken" in t3.stderr, f"PIDs with --from: exit {t3.returncode}")
     # The target unchanged: alive, same state and threads, no tracer left, no signal pending.
     after = {k: proc_state(k) for k in kids}
     for k in kids:
