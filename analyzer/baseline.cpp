@@ -154,7 +154,7 @@ void CanonicalSchedule::add(const Schedule& batch, const CommIndex& bidx, const 
   }
 }
 
-void CanonicalSchedule::add_proven() {
+bool CanonicalSchedule::add_proven() try {
   const Schedule& s = headers_;
   // A process's newest cut in call order: its order digest there (the most collectives).
   struct Newest {
@@ -168,8 +168,9 @@ void CanonicalSchedule::add_proven() {
     const auto& cps = s.procs[p].info.comms[local].checkpoints;
     auto it = std::lower_bound(cps.begin(), cps.end(), u[local].collectives,
                                [](const lockstep::Comm::Checkpoint& c, int64_t v) { return c.ordinal < v; });
-    if (it == cps.end() || it->ordinal != u[local].collectives || it->order_count <= 0)
-      throw LoadError("the order before the cuts is not proven by order digest");  // prove_unread said it was
+    // prove_unread does not ask one of a communicator of one member: no order digest there
+    // (a chain the writer ended) leaves this rank's order to the full read.
+    if (it == cps.end() || it->ordinal != u[local].collectives || it->order_count <= 0) throw NotProven{};
     return &*it;
   };
   auto family_of = [&](size_t p, size_t local) -> int32_t {  // -1: a communicator matched with no other file
@@ -197,17 +198,25 @@ void CanonicalSchedule::add_proven() {
     rep_of[p] = it->second;
   }
   // Each cut communicator's collectives before its cut: from a file whose communicator has the
-  // same checkpoint digest there (a representative's, else one of its members').
-  std::map<std::pair<int64_t, uint64_t>, std::pair<int, size_t>> prefix_at;  // (ordinal, digest) -> (proc, local)
+  // same checkpoint digest there (a representative's, else one of its members') and the same
+  // all-to-all signature (the digest holds an all-to-all's op and dtype, its line its count too).
+  using PrefixKey = std::tuple<int64_t, uint64_t, uint8_t, uint64_t>;  // ordinal, digest, all-to-all, its key
+  std::map<PrefixKey, std::pair<int, size_t>> prefix_at;                // -> (proc, local)
   auto offer = [&](int p) {
-    for (size_t l = 0; l < s.procs[p].info.comms.size(); ++l)
-      for (const lockstep::Comm::Checkpoint& k : s.procs[p].info.comms[l].checkpoints) prefix_at.try_emplace({k.ordinal, k.digest}, p, l);
+    const auto& u = s.procs[p].unread;  // all-to-alls known of a file read from a cut only
+    for (size_t l = 0; l < s.procs[p].info.comms.size() && l < u.size(); ++l)
+      for (const lockstep::Comm::Checkpoint& k : s.procs[p].info.comms[l].checkpoints)
+        prefix_at.try_emplace({k.ordinal, k.digest, u[l].all_to_all, u[l].all_to_all_key}, p, l);
+  };
+  auto key_of = [&](const CommMember& m) {
+    const auto& u = s.procs[m.proc].unread[m.local];
+    return PrefixKey{u.collectives, u.digest, u.all_to_all, u.all_to_all_key};
   };
   for (int p : reps) offer(p);
   for (const GlobalComm& g : index_.comms)
     for (const CommMember& m : g.members)
       if (const auto& u = s.procs[m.proc].unread; static_cast<size_t>(m.local) < u.size() && u[m.local].collectives > 0 &&
-                                                  !prefix_at.count({u[m.local].collectives, u[m.local].digest})) {
+                                                  !prefix_at.count(key_of(m))) {
         reps.push_back(m.proc);
         offer(m.proc);
       }
@@ -252,7 +261,7 @@ void CanonicalSchedule::add_proven() {
       c.ops.clear();
       const auto& u = s.procs[m.proc].unread;
       if (static_cast<size_t>(m.local) < u.size() && u[m.local].collectives > 0) {
-        const auto [p, l] = prefix_at.at({u[m.local].collectives, u[m.local].digest});
+        const auto [p, l] = prefix_at.at(key_of(m));
         for (const auto& [comm, id] : whole.at(p))
           if (comm == l && static_cast<int64_t>(c.ops.size()) < u[m.local].collectives) c.ops.push_back(id);
         c.base = 0;  // the whole history, as a full read has it
@@ -292,6 +301,9 @@ void CanonicalSchedule::add_proven() {
     }
     add_order(static_cast<int>(p), seq);
   }
+  return true;
+} catch (const NotProven&) {
+  return false;
 }
 
 std::string CanonicalSchedule::text() const {
@@ -347,9 +359,9 @@ std::string canonical_schedule(const Analysis& a) {
   return c.text();
 }
 
-std::string canonical_schedule_proven(const Schedule& s, const CommIndex& index) {
+std::optional<std::string> canonical_schedule_proven(const Schedule& s, const CommIndex& index) {
   CanonicalSchedule c(s, index);
-  c.add_proven();
+  if (!c.add_proven()) return std::nullopt;
   return c.text();
 }
 

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -34,10 +35,13 @@ class CanonicalSchedule {
   // The headers are a summary-first read whose unread order and all-to-alls are proven
   // (summary_read.h prove_unread): each rank's and each communicator's collectives before the
   // cuts are read from a few files that the digests prove to hold the same (canonical_schedule_proven).
-  void add_proven();
+  // False, and nothing added, when a rank's order before a cut is not proven after all (a
+  // communicator of one member, which prove_unread does not ask, without an order digest).
+  bool add_proven();
   std::string text() const;
 
  private:
+  struct NotProven {};
   uint32_t intern(std::string s);
   int32_t family_id(const std::string& name);
   void add_order(int header_proc, const std::vector<int32_t>& families);
@@ -83,7 +87,8 @@ struct BaselineDiff {
 // those of a rank whose order digest agrees with its own at its newest cut, then its own read
 // after it; a communicator's before its cut, those of a communicator whose checkpoint digest
 // there is the same. 16,384 ranks x 10,000 ops of one program: one file read whole.
-std::string canonical_schedule_proven(const Schedule& s, const CommIndex& index);
+// None when add_proven finds a rank's order not proven: read every row instead.
+std::optional<std::string> canonical_schedule_proven(const Schedule& s, const CommIndex& index);
 
 // Compares a baseline file's text with the run's canonical schedule; comment lines ('#') and
 // trailing blanks are ignored so reviewers can annotate the file. When either side holds a

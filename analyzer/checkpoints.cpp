@@ -250,15 +250,27 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
       for (const Comm::Checkpoint& k : c.checkpoints) any |= k.order_count > 0;
     }
     if (!any || !whole) continue;
-    std::vector<int64_t> ordinal(info.comms.size(), 0);
+    // A collective's ordinal counts its communicator's collectives in seq order, as the writer
+    // numbers them (two threads on one communicator can take seqs in the other order than call
+    // indices); the order digest chains them in call order.
+    std::vector<std::vector<std::pair<uint32_t, uint32_t>>> by_seq(info.comms.size());  // (seq, op)
+    for (uint32_t i = 0; i < sp.ops.size(); ++i)
+      if (sp.ops[i].comm < info.comms.size() && digest::in_collective_sequence(s.sigs[sp.ops[i].sig].op))
+        by_seq[sp.ops[i].comm].emplace_back(sp.ops[i].seq, i);
+    std::vector<int64_t> ordinal_of(sp.ops.size(), 0);
+    for (auto& v : by_seq) {
+      std::sort(v.begin(), v.end());
+      for (size_t k = 0; k < v.size(); ++k) ordinal_of[v[k].second] = static_cast<int64_t>(k) + 1;
+    }
     uint64_t order = digest::kEmpty;
     int64_t n = 0;
-    for (const SchedOp& o : sp.ops) {
+    for (uint32_t i = 0; i < sp.ops.size(); ++i) {
+      const SchedOp& o = sp.ops[i];
       if (o.comm >= info.comms.size() || !digest::in_collective_sequence(s.sigs[o.sig].op)) continue;
       const Comm& c = info.comms[o.comm];
       order = digest::order_step(order, c.local_id);
       ++n;
-      const int64_t k = ++ordinal[o.comm];
+      const int64_t k = ordinal_of[i];
       auto it = std::lower_bound(c.checkpoints.begin(), c.checkpoints.end(), k,
                                  [](const Comm::Checkpoint& cp, int64_t v) { return cp.ordinal < v; });
       if (it == c.checkpoints.end() || it->ordinal != k || it->order_count <= 0) continue;

@@ -810,7 +810,7 @@ void read_ops_compact_v2(sqlite3* db, const Validated& file, SchedProcess& sp, S
   if (cut) {
     read_ops_tail(db, sp, chunks, total, *cuts, comm_has_ops, version, sig_of);
     for (size_t c = 0; c < sp.unread.size() && c < all_to_all.size(); ++c)
-      if (sp.unread[c].collectives > 0) std::tie(sp.unread[c].all_to_all, sp.unread[c].all_to_all_key) = all_to_all[c];
+      std::tie(sp.unread[c].all_to_all, sp.unread[c].all_to_all_key) = all_to_all[c];
     return;
   }
   sp.ops.reserve(static_cast<size_t>(total));

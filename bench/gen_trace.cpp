@@ -15,6 +15,9 @@
 // exit): node summaries of them survive heartbeats (bench/live_summary_bench.sh).
 // --finished: every process exited cleanly (meta finished 1, exit_reason exit): with
 // --diverge-from-end 0, a run `check` passes (and writes a baseline of).
+// --all-to-all-everywhere: every collective an all_to_all without per-peer parts, of one count per
+// communicator (tp 4096, dp 8192, world 32768): all-to-alls whose digest (op, dtype) is the same
+// on every communicator and whose count is not.
 // --invert-rank R --invert-at I: rank R issues ops I and I+1 the other way round (I % 8 == 7: the
 // world all-to-all and the next step's first tensor-parallel all_gather): an order inversion,
 // each communicator's own sequence (and digest) unchanged, its order digests as issued.
@@ -50,6 +53,7 @@ struct Options {
   bool rank_names = false;         // name files rank-N (tests that address a file by rank)
   bool finished = false;           // every process exited cleanly (an exit record)
   bool live = false;               // a live recorder's files: content generation 1 (schema::kUserVersionOffset)
+  bool all_to_all_everywhere = false;
   int invert_rank = -1;
   int64_t invert_at = -1;
 };
@@ -159,6 +163,10 @@ void write_rank(const Options& o, int rank) {
           check(t.part(r), db, "part");
           dp.push_back({dir, r.dtype, r.count, -1, peer, vocab::RedOp::None});
         }
+    if (o.all_to_all_everywhere && k != 8) {
+      s.op = vocab::Op::AllToAll, s.redop = vocab::RedOp::None;
+      s.count = s.comm_id == 2 ? 4096 : s.comm_id == 3 ? 8192 : 32768;
+    }
     s.nparts = int32_t(dp.size());
     s.hash = sig_hash[s.id] = digest::signature_hash(s.op, s.dtype, s.count, s.root, s.peer, s.redop, dp.data(), dp.size());
     check(t.signature(s), db, "signature");
@@ -202,7 +210,7 @@ void write_rank(const Options& o, int rank) {
 }
 
 [[noreturn]] void usage(const char* msg) {
-  std::fprintf(stderr, "gen_trace: %s\nusage: gen_trace DIR --ranks N --ops M [--tp T] [--diverge-from-end K] [--lag-host-ops K] [--threads T] [--from-rank R] [--ranks-per-host N] [--rank-names] [--live] [--finished] [--invert-rank R --invert-at I]\n", msg);
+  std::fprintf(stderr, "gen_trace: %s\nusage: gen_trace DIR --ranks N --ops M [--tp T] [--diverge-from-end K] [--lag-host-ops K] [--threads T] [--from-rank R] [--ranks-per-host N] [--rank-names] [--live] [--finished] [--invert-rank R --invert-at I] [--all-to-all-everywhere]\n", msg);
   std::exit(2);
 }
 
@@ -222,6 +230,7 @@ int main(int argc, char** argv) {
     else if (a == "--diverge-from-end") o.diverge_from_end = std::atoll(next());
     else if (a == "--lag-host-ops") o.lag_host_ops = std::atoll(next());
     else if (a == "--invert-rank") o.invert_rank = std::atoi(next());
+    else if (a == "--all-to-all-everywhere") o.all_to_all_everywhere = true;
     else if (a == "--invert-at") o.invert_at = std::atoll(next());
     else if (a == "--threads") o.threads = static_cast<unsigned>(std::atoi(next()));
     else if (a == "--from-rank") o.from_rank = std::atoi(next());

@@ -67,10 +67,10 @@ int check_dir(const CheckArgs& a) {
   if (!a.baseline.empty() || (!a.write_baseline.empty() && check_exit_code(an) == kExitOk)) {
     try {
       const UnreadSummary unread = full_read ? UnreadSummary{} : unread_summary(*s, an);
-      actual = full_read ? canonical_schedule(an)
-               : unread.ops_not_read > 0 && unread.order_proven && unread.all_to_all_proven
-                   ? canonical_schedule_proven(*s, an.index)
-                   : canonical_schedule_of_files(*s, an.index);
+      std::optional<std::string> proven;
+      if (!full_read && unread.ops_not_read > 0 && unread.order_proven && unread.all_to_all_proven)
+        proven = canonical_schedule_proven(*s, an.index);
+      actual = full_read ? canonical_schedule(an) : proven ? std::move(*proven) : canonical_schedule_of_files(*s, an.index);
     } catch (const LoadError& e) {
       std::cerr << "lockstep check: " << printable(e.what()) << "\n";
       return kExitUsage;

@@ -8,6 +8,7 @@
 // Event handles are opaque to NCCL: ours are tagged integers (no memory behind them), so a handle
 // NCCL keeps (a graph's persistent plan, a late host callback) can never point to freed memory.
 #include "profiler_plugin.h"
+#include "call_progress.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -341,6 +342,7 @@ void on_group_end() {
   int64_t group_id = g.depth > 1 ? r->next_group_id.fetch_add(1, std::memory_order_relaxed) : -1;
   int64_t now = mono_ns();
   std::vector<Context*> done;
+  progress_begin(r->next_call);  // until these ops are pushed (call_progress.h)
   for (size_t i = 0; i < g.calls.size(); i++) {
     const PendingCall& first = g.calls[i];
     if (first.seen_both || first.op < 0) continue;
@@ -362,7 +364,7 @@ void on_group_end() {
     CommState* cs = comm_of(r, first.ctx);
     Folded f = fold_parts(g.parts.data(), g.parts.size(), cs->nranks, cs->rank);
     OpRec o{};
-    o.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
+    o.call_index = r->next_call.fetch_add(1, std::memory_order_acq_rel);
     o.comm_id = cs->id;
     o.count = f.count;
     o.group_id = group_id;
@@ -407,6 +409,7 @@ void on_group_end() {
     if (o.state == OpState::Enqueued && all_launched)
       r->completion->track(first.stream, {o.call_index, cs->hash, o.seq, o.count, o.op});
   }
+  progress_end();
   for (const ProfRow& row : rows) push_row(row);
   g.calls.clear();
 }

@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "bench_knobs.h"
+#include "call_progress.h"
 #include "clock.h"
 #include "config.h"
 #include "group_fold.h"
@@ -55,6 +56,7 @@ struct ThreadState {
   static constexpr size_t kSeenStacks = 1024;
   uint64_t seen_stacks[kSeenStacks] = {};  // direct-mapped cache of stacks already submitted
   StackBuf stack;
+  ~ThreadState() { progress_release(); }
 };
 
 __attribute__((tls_model("initial-exec"))) thread_local ThreadState* t_state = nullptr;
@@ -102,6 +104,7 @@ Recorder* start_locked() {
     if (off & kOffPyGuard) lockstep::python_frames_bench_exact_guard(true);
     r->writer->set_meta("bench_off", std::to_string(off));
   }
+  r->writer->set_call_counter(&r->next_call);
   r->writer->start();
   return r;
 }
@@ -374,7 +377,10 @@ OpToken op_begin(const OpDesc& d) noexcept {
     t.issue_mono = prev->issue_mono;
     t.issue_wall = prev->issue_wall;
   }
-  if (!t.grouped) t.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
+  if (!t.grouped) {
+    progress_begin(r->next_call);  // until op_end pushed the op (call_progress.h)
+    t.call_index = r->next_call.fetch_add(1, std::memory_order_acq_rel);
+  }
   if (!prev) t.stack_hash = stack_for(r, ts, off);
   else t.stack_hash = prev->stack_hash;
   if (prev && prev->d.stream == d.stream) {
@@ -404,7 +410,10 @@ void op_end(OpToken& t, int rc) noexcept {
   }
   // Ungrouped, or a grouped call that failed on its own (it enqueued nothing: recorded now,
   // outside the sequence).
-  if (t.grouped) t.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
+  if (t.grouped) {
+    progress_begin(r->next_call);
+    t.call_index = r->next_call.fetch_add(1, std::memory_order_acq_rel);
+  }
   CommState* c = lookup_comm(r, t.desc.comm, t.call_index);
   OpRec o = base_op(t.desc, ts.tid);
   o.call_index = t.call_index;
@@ -419,6 +428,7 @@ void op_end(OpToken& t, int rc) noexcept {
     o.graph_id = t.capture.graph;
   }
   emit_op(r, c, t.desc.comm, o, rc, false);
+  progress_end();
   if (profile) bench_count(kCntOpEndTicks, bench_ticks() - t0);
 }
 
@@ -444,6 +454,7 @@ void group_end(int rc, bool simulate) noexcept {
   for (const PendingPart& p : ts.parts)
     if (std::find(ts.group_comms.begin(), ts.group_comms.end(), p.d.comm) == ts.group_comms.end())
       ts.group_comms.push_back(p.d.comm);
+  progress_begin(r->next_call);  // until the group's ops are pushed (call_progress.h)
   for (void* comm : ts.group_comms) {
     ts.scratch.clear();
     const PendingPart* first = nullptr;
@@ -452,7 +463,7 @@ void group_end(int rc, bool simulate) noexcept {
         if (!first) first = &p;
         ts.scratch.push_back(&p.d);
       }
-    int64_t call = r->next_call.fetch_add(1, std::memory_order_relaxed);
+    int64_t call = r->next_call.fetch_add(1, std::memory_order_acq_rel);
     CommState* c = lookup_comm(r, comm, call);
     Folded f = fold_parts(ts.scratch.data(), ts.scratch.size(), c->nranks, c->rank);
     OpRec o = base_op(first->d, ts.tid);
@@ -488,6 +499,7 @@ void group_end(int rc, bool simulate) noexcept {
     }
     emit_op(r, c, comm, o, rc, simulate, &ts.op_batch);
   }
+  progress_end();
   ts.parts.clear();
   ts.group_id = -1;
 }
@@ -709,9 +721,10 @@ void graph_launched(const CallStart& cs, void* exec, void* stream, int rc) noexc
   // One executed op per captured op, in capture order, each with a fresh sequence number:
   // the ops table then shows what ran, not just what was called.
   ThreadState& ts = thread_state();
+  progress_begin(r->next_call);  // until the launch's ops are pushed (call_progress.h)
   for (const CapturedOp& c : *ops) {
     OpRec o = c.rec;
-    o.call_index = r->next_call.fetch_add(1, std::memory_order_relaxed);
+    o.call_index = r->next_call.fetch_add(1, std::memory_order_acq_rel);
     o.origin_call = c.rec.call_index;
     o.graph_exec = reinterpret_cast<uint64_t>(exec);
     o.stream = reinterpret_cast<uint64_t>(stream);
@@ -729,6 +742,7 @@ void graph_launched(const CallStart& cs, void* exec, void* stream, int rc) noexc
     r->writer->push(orec);
     r->completion->track(stream, {o.call_index, c.comm->hash, o.seq, o.count, o.op});
   }
+  progress_end();
 }
 
 void synchronized(void* stream, bool device) noexcept {

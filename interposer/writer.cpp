@@ -1,4 +1,5 @@
 #include "writer.h"
+#include "call_progress.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -701,16 +702,16 @@ bool Writer::digest_step(int64_t comm_id, CommDigest& c, bool collective, uint64
 }
 
 // Chains the held collectives that no op still to be digested can precede (SigState::order_held)
-// and writes the order digest into their checkpoints. force: every one (the last batch).
-void Writer::advance_order(bool force) {
+// and writes the order digest into their checkpoints: below every op still pending or waiting
+// for a lower seq, and below every call whose records were not taken yet (order_bound_). What
+// stays held at the end is never chained: its checkpoints have no order digest.
+void Writer::advance_order() {
   SigState& s = *sig_;
   if (s.order_broken || s.order_held.empty()) return;
-  int64_t bound = INT64_MAX;  // the lowest call_index that may still be digested
-  if (!force) {
-    for (const PendingOp& p : s.pending) bound = std::min(bound, p.rec.call_index);
-    for (const auto& [id, c] : s.comms)
-      if (!c.waiting.empty()) bound = std::min(bound, c.waiting.begin()->second.call_index);
-  }
+  int64_t bound = order_bound_;  // the lowest call_index that may still be digested
+  for (const PendingOp& p : s.pending) bound = std::min(bound, p.rec.call_index);
+  for (const auto& [id, c] : s.comms)  // by seq: two threads on one communicator take seqs in either order
+    for (const auto& [seq, w] : c.waiting) bound = std::min(bound, w.call_index);
   auto& held = s.order_held;
   std::sort(held.begin(), held.end(), [](const SigState::OrderHeld& a, const SigState::OrderHeld& b) {
     return a.call_index < b.call_index;
@@ -832,7 +833,7 @@ void Writer::write_ready_ops(bool force) {
   }
   pending.swap(waiting);
   waiting.clear();
-  advance_order(force);
+  advance_order();
   sig_->pending_sorted = true;
   for (size_t i = 1; i < pending.size(); ++i)
     if (pending[i].rec.call_index <= pending[i - 1].rec.call_index) sig_->pending_sorted = false;
@@ -1100,6 +1101,8 @@ bool Writer::write_drops() {
 }
 
 void Writer::commit_batch(bool force_meta) {
+  // Before any record is taken: the calls still in progress (call_progress.h).
+  const int64_t in_progress = call_counter_ ? lowest_call_in_progress(*call_counter_) : INT64_MAX;
   // Completion rows first: each one's op record was pushed before it, so it is among the
   // records taken below or (see complete()) in a later round.
   dones_.clear();
@@ -1139,6 +1142,8 @@ void Writer::commit_batch(bool force_meta) {
     SqliteSection::let_fork_in();
     have = queue_.pop(r);
   }
+  // The queue left non-empty: records pushed before in_progress was read may still be in it.
+  order_bound_ = have ? INT64_MIN : in_progress;
   if (have && !failed()) insert(r);
   last_round_records_ = n + dones_.size();
   const bool last_round = force_meta || stop_.load();

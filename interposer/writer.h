@@ -129,6 +129,11 @@ class Writer {
   // Blocks until everything pushed before the call is committed (or timeout_ms passes).
   void flush(int timeout_ms);
 
+  // The recorder's call_index counter: the order digest chains a collective only once no call
+  // below it is still in progress (call_progress.h). Unset (tests that push records
+  // themselves): every record pushed is final.
+  void set_call_counter(const std::atomic<int64_t>* next_call) { call_counter_ = next_call; }
+
   // Async-signal-safe pair used by the signal handler: wake the writer asking for a commit that
   // records exit_reason ("" records none: the process may go on), then wait (poll on a pipe,
   // bounded) until it is done.
@@ -156,7 +161,7 @@ class Writer {
   void insert(const Record& r);
   void complete(const CompletionRec& d, bool last_try);
   void write_ready_ops(bool force);
-  void advance_order(bool force);
+  void advance_order();
   struct PendingOp;
   void write_op(PendingOp& p);
   void digest_op(int64_t comm_id, int64_t seq, int64_t call_index, bool collective, uint64_t sig_hash);
@@ -255,6 +260,10 @@ class Writer {
   std::vector<CompletionRec> dones_;  // commit_batch: completion rows taken this round
   std::vector<CompletionRec> held_dones_;  // found no op last round: tried once more
   uint64_t last_dropped_ = 0;
+  const std::atomic<int64_t>* call_counter_ = nullptr;
+  // This batch's bound for the order digest: below the lowest call still in progress when it
+  // began, once it took every record queued then (INT64_MIN: it did not).
+  int64_t order_bound_ = INT64_MAX;
   // PRAGMA user_version is the file's content generation (schema::kUserVersionGeneration): 1 from
   // the header on, advanced by every commit that writes anything but the heartbeat (meta
   // last_flush_mono_ns, about once a second while idle), so that a reader can tell a file only

@@ -9,11 +9,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <atomic>
 #include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
 
+#include "call_progress.h"
 #include "checkpoints.h"
 #include "comm_index.h"
 #include "op_digest.h"
@@ -346,50 +351,82 @@ std::map<int64_t, std::pair<int64_t, uint64_t>> order_after(const std::vector<Pu
 
 // Every checkpoint carries the process's order digest after its collective (the order across
 // communicators a summary-first read proves with it), and the analyzer's full read recomputes
-// the same from the rows. A collective whose record reaches the writer after a later one was
-// chained (another thread's record, committed in a later batch) breaks the chain: that
-// checkpoint and every later one carry none, never a wrong one.
-TEST(WriterOnDisk, order_digests_follow_call_order_and_stop_at_a_collective_that_comes_late) {
-  for (bool late : {false, true}) {
-    SCOPED_TRACE(late ? "a late collective" : "in order");
+// the same from the rows. A collective still inside its hook on another thread (its call_index
+// taken, its record pushed only when NCCL returns) holds the chain: the checkpoints of later
+// collectives, written meanwhile, get their order digest once it arrives, never one that
+// leaves it out (call_progress.h).
+TEST(WriterOnDisk, order_digests_follow_call_order_and_wait_for_a_call_still_in_progress) {
+  for (bool in_progress : {false, true}) {
+    SCOPED_TRACE(in_progress ? "a call in progress on another thread" : "in order");
     TempDir dir;
     Writer* w = open_writer(dir.path, 0, 4);
     ASSERT_NE(w, nullptr);
+    std::atomic<int64_t> next_call{1};  // the recorder's call_index counter
+    w->set_call_counter(&next_call);
     Workload load;
-    push_ops(w, load, 1, 300);
-    Record held;
-    if (late) {
-      held = load.op(301);  // issued now, its record pushed after 302's was committed
+    auto issue = [&](int64_t from, int64_t to) {
+      next_call.store(to + 1);
+      push_ops(w, load, from, to);
+    };
+    issue(1, 300);
+    if (in_progress) {
+      const Record held = load.op(301);  // its call_index taken; its record pushed when NCCL returns
       ASSERT_EQ(held.op.state, OpState::Enqueued);
-      push_ops(w, load, 302, 302);
+      std::mutex mu;
+      std::condition_variable cv;
+      int stage = 0;
+      std::thread t([&] {
+        progress_begin(next_call);
+        {
+          std::unique_lock<std::mutex> l(mu);
+          stage = 1;
+          cv.notify_all();
+          cv.wait(l, [&] { return stage == 2; });
+        }
+        w->push(held);
+        progress_end();
+      });
+      {
+        std::unique_lock<std::mutex> l(mu);
+        cv.wait(l, [&] { return stage == 1; });
+      }
+      issue(302, 340);
       w->flush(60000);
-      w->push(held);
+      {
+        Db db(w->path());
+        EXPECT_EQ(db.num("SELECT count(*) FROM checkpoints c JOIN ops o ON o.comm_id = c.comm_id AND o.seq = c.seq "
+                         "WHERE o.call_index > 301 AND c.order_count IS NOT NULL"),
+                  0)
+            << "an order digest that leaves out call 301, still in progress";
+        EXPECT_GT(db.num("SELECT count(*) FROM checkpoints c JOIN ops o ON o.comm_id = c.comm_id AND o.seq = c.seq "
+                         "WHERE o.call_index > 301"),
+                  3);
+      }
+      {
+        std::lock_guard<std::mutex> l(mu);
+        stage = 2;
+        cv.notify_all();
+      }
+      t.join();
+      issue(341, 600);
     } else {
-      push_ops(w, load, 301, 302);
+      issue(301, 600);
     }
-    push_ops(w, load, 303, 600);
     w->stop("exit");
     Db db(w->path());
     ASSERT_EQ(db.num("SELECT value FROM meta WHERE key='dropped_records'"), 0);
     const auto want = order_after(load.ops);
-    int64_t with = 0, without = 0;
+    int64_t with = 0;
     for (auto& r : db.rows("SELECT c.comm_id, c.ordinal, o.call_index, c.order_count IS NOT NULL, c.order_count, c.order_digest "
                            "FROM checkpoints c JOIN ops o ON o.comm_id = c.comm_id AND o.seq = c.seq ORDER BY o.call_index")) {
       const int64_t call = r[2];
-      if (!r[3]) {
-        ++without;
-        EXPECT_TRUE(late && call >= 301) << "call " << call << ": no order digest";
-        continue;
-      }
+      ASSERT_TRUE(r[3]) << "call " << call << ": no order digest";
       ++with;
-      EXPECT_FALSE(late && call >= 301) << "call " << call << ": an order digest after the chain broke";
       ASSERT_TRUE(want.count(call)) << call;
       EXPECT_EQ(r[4], want.at(call).first) << "call " << call;
       EXPECT_EQ(uint64_t(r[5]), want.at(call).second) << "call " << call;
     }
-    EXPECT_GT(with, 20);
-    if (late) EXPECT_GT(without, 20);
-    else EXPECT_EQ(without, 0);
+    EXPECT_GT(with, 50);
     // The full read finds the file's order digests consistent with its rows; one altered is not.
     Schedule s = load_schedule(dir.path);
     ASSERT_EQ(s.procs.size(), 1u);
@@ -403,6 +440,40 @@ TEST(WriterOnDisk, order_digests_follow_call_order_and_stop_at_a_collective_that
     EXPECT_EQ(evidence[0].kind, EvidenceKind::kDigestInconsistent);
     EXPECT_NE(evidence[0].detail.find("order digest at collective #8"), std::string::npos) << evidence[0].detail;
   }
+}
+
+// Two threads on one communicator can take seqs in the other order than call indices: the
+// writer numbers a communicator's collectives in seq order, the order digest chains them in
+// call order; the full read must check them the same way (no digest_inconsistent on an honest
+// file), and the chain waits for the collective that a lower seq still waits for.
+TEST(WriterOnDisk, order_digests_of_a_communicator_whose_seqs_are_not_in_call_order_are_consistent) {
+  TempDir dir;
+  Writer* w = open_writer(dir.path, 0, 4);
+  ASSERT_NE(w, nullptr);
+  Workload load;
+  std::vector<Record> recs;
+  for (int64_t call = 1; call <= 300; ++call) recs.push_back(load.op(call));
+  // Calls 100 and 128: the same communicator, op and count (call % 2, % 7, % 4 alike), so each
+  // communicator's own digest is the same in either seq order; their seqs swapped.
+  Record& a = recs[99];
+  Record& b = recs[127];
+  ASSERT_EQ(a.op.comm_id, b.op.comm_id);
+  ASSERT_EQ(a.op.state, OpState::Enqueued);
+  ASSERT_EQ(b.op.state, OpState::Enqueued);
+  std::swap(a.op.seq, b.op.seq);
+  for (const Record& r : recs) {
+    w->push(r);
+    Record c;
+    c.kind = RecKind::Completion;
+    c.done = {r.op.call_index, r.op.issue_mono + 20'000};
+    if (r.op.state == OpState::Enqueued) w->push(c);
+  }
+  w->stop("exit");
+  Db db(w->path());
+  EXPECT_GT(db.num("SELECT count(order_count) FROM checkpoints"), 20);
+  Schedule s = load_schedule(dir.path);
+  ASSERT_EQ(s.procs.size(), 1u);
+  for (const EvidenceIssue& e : compare_checkpoints(s, build_comm_index(s)).evidence) ADD_FAILURE() << e.detail;
 }
 
 // Chunks hold increasing call_index ranges; a file that says otherwise (a crafted one) is
