@@ -223,10 +223,11 @@ struct Writer::SigState {
   int64_t digest_gaps = 0;
   // The process's order digest (op_digest.h order_step) over its collectives in call_index
   // order. They are digested per communicator as they are written, which is call_index order
-  // but for ops held back (a grouped op waiting for its parts, a lower seq still to come, another
-  // thread's record still queued): collectives wait in order_held, checkpoints with them, until
-  // no op still pending precedes them (advance_order). One that comes after a later collective
-  // was chained breaks the chain for good: no later checkpoint carries an order digest.
+  // but for ops held back (a grouped op waiting for its parts, a lower seq still to come, a call
+  // another thread is still inside): collectives wait in order_held, checkpoints with them,
+  // until nothing below them can still come (advance_order, order_bound_, call_progress.h). One
+  // that comes after a later collective was chained all the same (a thread that found no
+  // progress slot) breaks the chain for good: no later checkpoint carries an order digest.
   struct OrderHeld {
     int64_t call_index;
     int64_t comm_id;
