@@ -95,13 +95,13 @@ int32_t CanonicalSchedule::family_id(const std::string& name) {
   return it->second;
 }
 
-// A rank's interleaving between roles (families), identical ones grouped; ranks with one
+// Ranks' interleaving between roles (families), identical ones grouped; ranks with one
 // communicator have none to keep.
-void CanonicalSchedule::add_order(int header_proc, const std::vector<int32_t>& seq) {
+void CanonicalSchedule::add_order(const std::vector<int>& header_procs, const std::vector<int32_t>& seq) {
   if (std::all_of(seq.begin(), seq.end(), [&](int32_t f) { return f == seq.front(); })) return;
   auto [it, fresh] = orders_.try_emplace(seq);
   if (fresh) first_seen_.push_back(&it->first);
-  it->second.push_back(display_rank(headers_, header_proc));
+  for (int p : header_procs) it->second.push_back(display_rank(headers_, p));
 }
 
 void CanonicalSchedule::add(const Schedule& batch, const CommIndex& bidx, const std::vector<int>& header_of) {
@@ -150,7 +150,7 @@ void CanonicalSchedule::add(const Schedule& batch, const CommIndex& bidx, const 
       if (pc.gcomm < 0 || batch.sigs[o.sig].cls == OpClass::kP2P) continue;
       seq.push_back(family[static_cast<size_t>(pc.gcomm)]);
     }
-    add_order(hp, seq);
+    add_order({hp}, seq);
   }
 }
 
@@ -269,8 +269,12 @@ bool CanonicalSchedule::add_proven() try {
       for (uint32_t i : pc.colls) c.ops.push_back(line(s.procs[m.proc].ops[i].sig));
     }
   // Ranks: the representative's first collectives up to the newest cut, then the rank's own
-  // collectives read after it (its first read ones lie before that cut: skipped).
-  std::vector<int32_t> seq;
+  // collectives read after it (its first read ones lie before that cut: skipped). Ranks of one
+  // representative with the same collectives after the cut share one sequence, built once (the
+  // 16,384 ranks of one program: one sequence of 10,000, not 16,384 of them).
+  std::map<std::pair<int, std::vector<int32_t>>, std::vector<int>> groups;  // (rep, tail) -> ranks' procs
+  std::vector<const std::pair<const std::pair<int, std::vector<int32_t>>, std::vector<int>>*> in_order;
+  std::vector<int32_t> tail;
   std::vector<int32_t> families(UINT16_MAX + size_t(1));  // per local communicator (SchedOp::comm)
   for (size_t p = 0; p < s.procs.size(); ++p) {
     const SchedProcess& sp = s.procs[p];
@@ -278,18 +282,8 @@ bool CanonicalSchedule::add_proven() try {
       windowed_.push_back(display_rank(s, static_cast<int>(p)));
       continue;
     }
-    seq.clear();
-    int64_t skip = 0;
-    if (rep_of[p] >= 0) {
-      const size_t r = static_cast<size_t>(rep_of[p]);
-      const auto& w = whole.at(rep_of[p]);
-      if (static_cast<int64_t>(w.size()) < newest[p].count)
-        throw LoadError("a file read for the canonical schedule holds fewer collectives than its order digest says");
-      for (size_t l = 0; l < s.procs[r].info.comms.size(); ++l) families[l] = family_of(r, l);
-      for (int64_t i = 0; i < newest[p].count; ++i)
-        if (const int32_t f = families[w[static_cast<size_t>(i)].first]; f >= 0) seq.push_back(f);
-      skip = newest[p].count - newest[p].unread;
-    }
+    tail.clear();
+    int64_t skip = rep_of[p] >= 0 ? newest[p].count - newest[p].unread : 0;
     for (size_t l = 0; l < sp.info.comms.size(); ++l) families[l] = family_of(p, l);
     for (const SchedOp& o : sp.ops) {
       if (!digest::in_collective_sequence(s.sigs[o.sig].op)) continue;
@@ -297,9 +291,28 @@ bool CanonicalSchedule::add_proven() try {
         --skip;
         continue;
       }
-      if (const int32_t f = families[o.comm]; f >= 0) seq.push_back(f);
+      if (const int32_t f = families[o.comm]; f >= 0) tail.push_back(f);
     }
-    add_order(static_cast<int>(p), seq);
+    auto [it, fresh] = groups.try_emplace({rep_of[p], tail});
+    if (fresh) in_order.push_back(&*it);
+    it->second.push_back(static_cast<int>(p));
+  }
+  std::vector<int32_t> seq;
+  for (const auto* g : in_order) {
+    const int rep = g->first.first;
+    const int first = g->second.front();
+    seq.clear();
+    if (rep >= 0) {
+      const size_t r = static_cast<size_t>(rep);
+      const auto& w = whole.at(rep);
+      if (static_cast<int64_t>(w.size()) < newest[first].count)
+        throw LoadError("a file read for the canonical schedule holds fewer collectives than its order digest says");
+      for (size_t l = 0; l < s.procs[r].info.comms.size(); ++l) families[l] = family_of(r, l);
+      for (int64_t i = 0; i < newest[first].count; ++i)
+        if (const int32_t f = families[w[static_cast<size_t>(i)].first]; f >= 0) seq.push_back(f);
+    }
+    seq.insert(seq.end(), g->first.second.begin(), g->first.second.end());
+    add_order(g->second, seq);
   }
   return true;
 } catch (const NotProven&) {

@@ -44,7 +44,7 @@ class CanonicalSchedule {
   struct NotProven {};
   uint32_t intern(std::string s);
   int32_t family_id(const std::string& name);
-  void add_order(int header_proc, const std::vector<int32_t>& families);
+  void add_order(const std::vector<int>& header_procs, const std::vector<int32_t>& families);
   struct Comm {           // a communicator of the headers' index
     int64_t base = INT64_MAX;  // of the member whose collectives are kept (none yet: INT64_MAX)
     size_t member = SIZE_MAX;  // its place in the members' rank order
