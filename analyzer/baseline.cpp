@@ -8,6 +8,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "checkpoints.h"
 #include "op_digest.h"
 #include "trace_loader.h"
 
@@ -165,13 +166,11 @@ bool CanonicalSchedule::add_proven() try {
   auto cut_checkpoint = [&](size_t p, size_t local) -> const lockstep::Comm::Checkpoint* {
     const auto& u = s.procs[p].unread;
     if (local >= u.size() || u[local].collectives <= 0) return nullptr;
-    const auto& cps = s.procs[p].info.comms[local].checkpoints;
-    auto it = std::lower_bound(cps.begin(), cps.end(), u[local].collectives,
-                               [](const lockstep::Comm::Checkpoint& c, int64_t v) { return c.ordinal < v; });
     // prove_unread does not ask one of a communicator of one member: no order digest there
     // (a chain the writer ended) leaves this rank's order to the full read.
-    if (it == cps.end() || it->ordinal != u[local].collectives || it->order_count <= 0) throw NotProven{};
-    return &*it;
+    const lockstep::Comm::Checkpoint* cp = checkpoint_at(s.procs[p].info.comms[local], u[local].collectives);
+    if (!cp || cp->order_count <= 0) throw NotProven{};
+    return cp;
   };
   auto family_of = [&](size_t p, size_t local) -> int32_t {  // -1: a communicator matched with no other file
     const int g = local < index_.per_proc[p].size() ? index_.per_proc[p][local].gcomm : -1;

@@ -16,6 +16,12 @@ uint64_t signature_digest(const Signature& s) {
                                 parts.size());
 }
 
+const Comm::Checkpoint* checkpoint_at(const Comm& c, int64_t k) {
+  auto it = std::lower_bound(c.checkpoints.begin(), c.checkpoints.end(), k,
+                             [](const Comm::Checkpoint& cp, int64_t v) { return cp.ordinal < v; });
+  return it != c.checkpoints.end() && it->ordinal == k ? &*it : nullptr;
+}
+
 bool CheckpointReport::any_bounded() const {
   for (auto& c : comms)
     if (c.bounded) return true;
@@ -271,10 +277,9 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
       order = digest::order_step(order, c.local_id);
       ++n;
       const int64_t k = ordinal_of[i];
-      auto it = std::lower_bound(c.checkpoints.begin(), c.checkpoints.end(), k,
-                                 [](const Comm::Checkpoint& cp, int64_t v) { return cp.ordinal < v; });
-      if (it == c.checkpoints.end() || it->ordinal != k || it->order_count <= 0) continue;
-      if (it->order_count != n || it->order_digest != order) {
+      const Comm::Checkpoint* cp = checkpoint_at(c, k);
+      if (!cp || cp->order_count <= 0) continue;
+      if (cp->order_count != n || cp->order_digest != order) {
         issue(EvidenceKind::kDigestInconsistent, {static_cast<int>(p)},
               shown_rank_label(info, static_cast<int>(p)) + ": " + comm_label(c.hash, "") + ": the trace's order digest at collective #" +
                   std::to_string(k) + " does not match the order of the collectives it holds (the file is inconsistent)");

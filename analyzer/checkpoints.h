@@ -19,6 +19,10 @@ namespace lockstep {
 // The op_digest.h signature hash of an interned signature (the recorder's definition).
 uint64_t signature_digest(const Signature& s);
 
+// A file's checkpoint of communicator `c` at collective ordinal k (Comm::checkpoints is by
+// ordinal), or null.
+const Comm::Checkpoint* checkpoint_at(const Comm& c, int64_t k);
+
 // One side of a digest disagreement: the members whose running digest at the ordinal is equal.
 struct DigestSide {
   uint64_t digest = 0;

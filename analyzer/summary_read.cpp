@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "checkpoints.h"
 #include "identity.h"
 #include "text_escape.h"
 
@@ -68,9 +69,7 @@ UnreadProof prove_unread(const Schedule& s, const CommIndex& idx) {
     int first_a2a_proc = -1;
     for (const CommMember& m : g.members) {
       const SchedProcess::UnreadPrefix* u = cut_of(m);
-      const auto& cps = s.procs[m.proc].info.comms[m.local].checkpoints;
-      auto it = std::lower_bound(cps.begin(), cps.end(), k, [](const Comm::Checkpoint& c, int64_t v) { return c.ordinal < v; });
-      const Comm::Checkpoint* cp = u && u->collectives == k && it != cps.end() && it->ordinal == k ? &*it : nullptr;
+      const Comm::Checkpoint* cp = u && u->collectives == k ? checkpoint_at(s.procs[m.proc].info.comms[m.local], k) : nullptr;
       if (!cp || cp->order_count <= 0) {
         order_open(who(m.proc) + "'s file holds no order digest at " + comm_of(g) + " collective #" + std::to_string(k) +
                    " (recorded before lockstep wrote them, or its collectives reached the recorder out of order)");

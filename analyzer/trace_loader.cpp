@@ -22,6 +22,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "checkpoints.h"
 #include "meta_keys.h"
 #include "text_escape.h"
 #include "flightrec.h"
@@ -1247,9 +1248,8 @@ std::vector<Cuts> agreed_cuts(const std::vector<SchedProcess>& procs, const std:
     return m.local < u.size() ? u[m.local].collectives : 0;
   };
   auto checkpoint = [&](const Member& m, int64_t k) -> const Comm::Checkpoint* {
-    const auto& cps = procs[m.proc].info.comms[m.local].checkpoints;
-    auto it = std::lower_bound(cps.begin(), cps.end(), k, [](const Comm::Checkpoint& c, int64_t v) { return c.ordinal < v; });
-    return it != cps.end() && it->ordinal == k && it->seq == k ? &*it : nullptr;
+    const Comm::Checkpoint* c = checkpoint_at(procs[m.proc].info.comms[m.local], k);
+    return c && c->seq == k ? c : nullptr;
   };
   std::vector<Cuts> out(procs.size());
   for (auto& [hash, ms] : by_hash) {
