@@ -285,6 +285,7 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
       std::string why;
       switch (pc.gap) {
         case GapCause::kSeqGap: why = seq + " is missing (its record was dropped)"; break;
+        case GapCause::kSeqMissing: why = seq + " is missing, though the file says no record was dropped (edited or damaged?)"; break;
         case GapCause::kDroppedRange: why = "the recorder dropped records from " + seq + " on"; break;
         case GapCause::kPartsDropped: why = "the part rows of its grouped op at " + seq + " were dropped"; break;
         case GapCause::kUnlocated: why = "records were dropped and the file does not say which ones"; break;

@@ -123,8 +123,9 @@ struct JUnitCase {
 };
 std::string render_junit(const std::string& suite, const std::vector<JUnitCase>& cases);
 // The analysis as CI test cases: ranks_agree, communicator_order, no_hang, evidence_complete,
-// and interposer_coverage where NCCL loaded the profiler plugin.
-std::vector<JUnitCase> junit_cases(const Analysis& a);
+// job_finished with require_finished (check), and interposer_coverage where NCCL loaded the
+// profiler plugin. A case fails whenever exit_code(require_finished) is not 0.
+std::vector<JUnitCase> junit_cases(const Analysis& a, bool require_finished);
 // One line per problem, for JUnit failure messages and `check`.
 std::string summary_line(const Analysis& a);
 

@@ -46,7 +46,7 @@ std::string render_junit(const std::string& suite, const std::vector<JUnitCase>&
   return os.str();
 }
 
-std::vector<JUnitCase> junit_cases(const Analysis& a) {
+std::vector<JUnitCase> junit_cases(const Analysis& a, bool require_finished) {
   std::vector<JUnitCase> out;
   std::string div;
   for (auto& d : a.divergences)
@@ -66,9 +66,21 @@ std::vector<JUnitCase> junit_cases(const Analysis& a) {
   out.push_back({"no_hang", hang, ""});
   std::string ev;
   for (auto& g : group_evidence(a.evidence)) ev += std::string(evidence_kind_name(g.kind)) + ": " + g.detail + "\n";
+  // Behind (a live rank that has not issued its peers' ops yet) and lost histories: exit 4 as
+  // the evidence above is (Analysis::exit_code), so a failure here too.
   for (auto& u : a.unproven)
-    if (!u.lost.empty()) ev += unproven_line(a, u) + "\n";
+    if (!u.lost.empty() || !u.behind.empty()) ev += unproven_line(a, u) + "\n";
   out.push_back({"evidence_complete", ev, ""});
+  // The CI gate needs a finished job: one still running is exit 4 even when nothing else fails.
+  if (require_finished) {
+    std::string running;
+    if (!a.live.empty()) {
+      std::vector<int> r;
+      for (int p : a.live) r.push_back(display_rank(*a.schedule, p));
+      running = ranks_phrase(r) + " still running: the job has not finished\n";
+    }
+    out.push_back({"job_finished", running, ""});
+  }
   if (!a.coverage.procs.empty())
     out.push_back({"interposer_coverage", coverage_junit_failure(*a.schedule, a.coverage), ""});
   return out;

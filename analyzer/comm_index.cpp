@@ -12,6 +12,7 @@ const char* gap_cause_name(GapCause c) {
   switch (c) {
     case GapCause::kNone: return "none";
     case GapCause::kSeqGap: return "seq_gap";
+    case GapCause::kSeqMissing: return "seq_missing";
     case GapCause::kDroppedRange: return "dropped_range";
     case GapCause::kPartsDropped: return "parts_dropped";
     case GapCause::kUnlocated: return "unlocated";
@@ -29,15 +30,19 @@ int CommIndex::local_of(int gcomm, int proc) const {
 
 namespace {
 
-// Where each of a process's communicators stops being whole (ProcComm::exact_through). Only in
-// a file whose recorder says it lost records (dropped_records, drops rows) or stopped: there a
-// seq missing from the file was dropped; elsewhere the rows are taken as they are.
+// Where each of a process's communicators stops being whole (ProcComm::exact_through). In a
+// file whose recorder says it lost records (dropped_records, drops rows) or stopped, a seq
+// missing from the file was dropped. In one that says it lost none, a missing seq contradicts
+// the file (edited, damaged): unknown from there on all the same (kSeqMissing), never compared
+// as if the next op were that seq. A converted Flight Recorder dump is taken as it is (torch
+// numbers its entries itself).
 void find_gaps(const Schedule& s, size_t p, std::vector<ProcComm>& pcs) {
   const SchedProcess& sp = s.procs[p];
   const Process& info = sp.info;
   auto st = info.meta.find(schema::meta::kRecorderStopped);
   const bool stopped = st != info.meta.end() && !st->second.empty();
-  if (!stopped && info.dropped_records <= 0 && info.drops.empty()) return;
+  const bool admits_drops = stopped || info.dropped_records > 0 || !info.drops.empty();
+  if (!admits_drops && info.exit_reason == schema::meta::kFrDump) return;
   int64_t located = 0;
   for (const DropRange& d : info.drops) located = sat_add(located, d.records);
   const bool unlocated = info.dropped_records > 0 && (!info.drops_known || located < info.dropped_records);
@@ -64,7 +69,7 @@ void find_gaps(const Schedule& s, size_t p, std::vector<ProcComm>& pcs) {
     for (int64_t q : seqs) {
       if (q < expected) continue;  // a seq twice: compared as it is
       if (q > expected) {
-        at(expected, GapCause::kSeqGap);
+        at(expected, admits_drops ? GapCause::kSeqGap : GapCause::kSeqMissing);
         break;
       }
       ++expected;

@@ -31,12 +31,13 @@ struct GlobalComm {
 enum class GapCause : uint8_t {
   kNone,
   kSeqGap,        // a seq is missing from the file (its record was dropped)
+  kSeqMissing,    // a seq is missing from a file that says it dropped nothing (edited, damaged)
   kDroppedRange,  // the drops table names the seqs the recorder dropped
   kPartsDropped,  // a grouped op's row is there, its part rows were dropped
   kUnlocated,     // records were dropped and the file does not say which: after its last op, unknown
   kStopped,       // the recorder stopped (meta recorder_stopped): every seq from its stop point on
 };
-const char* gap_cause_name(GapCause c);  // none seq_gap dropped_range parts_dropped unlocated recorder_stopped
+const char* gap_cause_name(GapCause c);  // none seq_gap seq_missing dropped_range parts_dropped unlocated recorder_stopped
 
 struct ProcComm {
   int gcomm = -1;

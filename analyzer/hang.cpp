@@ -378,16 +378,11 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
     const SchedProcess& sp = s.procs[p];
     RankHang& rh = r.ranks[p];
     rh.proc = static_cast<int>(p);
-    // SIGUSR1 only asks for a flush: the process lives on, like one with no record at all.
-    bool no_record = !sp.info.finished && (sp.info.exit_reason.empty() || sp.info.exit_reason == "SIGUSR1");
-    bool stopped = sp.info.meta.count(schema::meta::kRecorderStopped) && !sp.info.meta.at(schema::meta::kRecorderStopped).empty();
-    auto alive = [&](int64_t pid) {
-      if (opt.pid_alive) return opt.pid_alive(pid);
-      return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
-    };
-    rh.live = no_record && !stopped && !here.empty() && sp.info.host == here && sp.info.last_flush_mono_ns > 0 &&
-              now - sp.info.last_flush_mono_ns <= opt.stale_ns && alive(sp.info.pid);
-    rh.history_lost = (no_record && !rh.live) || stopped;
+    const TraceEnd end = trace_end(sp.info, opt, now, here);
+    const auto st = sp.info.meta.find(schema::meta::kRecorderStopped);
+    const bool stopped = st != sp.info.meta.end() && !st->second.empty();
+    rh.live = end.live;
+    rh.history_lost = end.lost;
     c.lost[p] = rh.history_lost;
     if (sp.info.finished) {
       c.status[p] = RankStatus::kFinished;
@@ -699,6 +694,37 @@ std::vector<RankGroup> group_ranks(const Schedule& s, const Ctx& c, const HangRe
 }
 
 }  // namespace
+
+TraceEnd trace_end(const Process& info, const HangOptions& opt, int64_t now_mono_ns, const std::string& this_host) {
+  // SIGUSR1 only asks for a flush: the process lives on, like one with no record at all.
+  const bool no_record = !info.finished && (info.exit_reason.empty() || info.exit_reason == "SIGUSR1");
+  const auto st = info.meta.find(schema::meta::kRecorderStopped);
+  const bool stopped = st != info.meta.end() && !st->second.empty();
+  auto alive = [&](int64_t pid) {
+    if (opt.pid_alive) return opt.pid_alive(pid);
+    return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+  };
+  TraceEnd e;
+  e.live = no_record && !stopped && !this_host.empty() && info.host == this_host && info.last_flush_mono_ns > 0 &&
+           now_mono_ns - info.last_flush_mono_ns <= opt.stale_ns && alive(info.pid);
+  e.lost = (no_record && !e.live) || stopped;
+  return e;
+}
+
+TraceEnd trace_end(const Process& info, const HangOptions& opt) {
+  int64_t now = opt.now_mono_ns;
+  if (now < 0) {
+    timespec ts{};
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    now = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  }
+  std::string here = opt.this_host;
+  if (here.empty()) {
+    char buf[256] = {};
+    if (gethostname(buf, sizeof buf - 1) == 0) here = buf;
+  }
+  return trace_end(info, opt, now, here);
+}
 
 HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptions& opt) {
   HangReport r;

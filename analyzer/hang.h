@@ -130,6 +130,18 @@ struct HangOptions {
   std::function<std::optional<int64_t>(int proc, int64_t call_index)> issue_mono_ns;
 };
 
+// How a process's trace ends: live (still being written, on this host: its process exists and
+// its last flush is fresh) or its history lost (no exit record and not live, or its recorder
+// stopped); neither: the trace holds the process's whole history. The one rule RankHang's live
+// and history_lost and the commands that read headers only (timeline -o) apply. The second form
+// reads the clock and the host name where `opt` leaves them unset.
+struct TraceEnd {
+  bool live = false;
+  bool lost = false;
+};
+TraceEnd trace_end(const Process& info, const HangOptions& opt, int64_t now_mono_ns, const std::string& this_host);
+TraceEnd trace_end(const Process& info, const HangOptions& opt = {});
+
 HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptions& opt = {});
 
 }  // namespace lockstep

@@ -456,7 +456,7 @@ std::string encode_node_summary(const std::string& host, const std::vector<Summa
   return std::move(o.bytes());
 }
 
-std::vector<SummaryEntry> decode_node_summary(std::string_view bytes, std::string* host) {
+std::vector<SummaryEntry> decode_node_summary(std::string_view bytes, std::string* host, size_t max_entries) {
   if (bytes.size() < sizeof kMagic + 8 || std::memcmp(bytes.data(), kMagic, sizeof kMagic) != 0)
     throw Corrupt("not a lockstep node summary");
   const size_t body = bytes.size() - 8;
@@ -475,6 +475,11 @@ std::vector<SummaryEntry> decode_node_summary(std::string_view bytes, std::strin
   // into place, reserved only up to a few thousand (an entry is 872 bytes in memory: a crafted
   // count is not an allocation).
   const size_t n = in.count(34);
+  // An entry takes ~25 times its encoded size in memory: a count beyond the files it could cover
+  // is refused before anything is decoded.
+  if (n > max_entries)
+    throw Corrupt("covers " + std::to_string(n) + " files, more than the " + std::to_string(max_entries) +
+                  " trace files of the directory");
   std::vector<SummaryEntry> entries;
   entries.reserve(std::min<size_t>(n, 4096));
   for (size_t k = 0; k < n; ++k) entries.push_back(get_entry(in));
@@ -501,8 +506,10 @@ Summarized summarize_files(const std::vector<std::string>& files, const LoadOpti
     // so a last flush taken forward from it reads at most one heartbeat early, never late.
     if (!w.empty() || !(after == before || only_heartbeats_since(before, after)) || has_side_file(files[i]))
       why[i] = "changed while read";
-    // A finished recorder never writes again: any later change is someone else's.
-    if (entries[i].file.proc.info.finished) after.settled = 0;
+    // A finished recorder, or one that wrote its last words (an exit reason other than the
+    // SIGUSR1 flush), never writes again: any later change is someone else's.
+    const Process& info = entries[i].file.proc.info;
+    if (info.finished || (!info.exit_reason.empty() && info.exit_reason != "SIGUSR1")) after.settled = 0;
   });
   Summarized r;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -542,8 +549,12 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
                                   bool headers_only) {
   SummaryCover cover;
   std::vector<std::string> summaries;
-  // The -wal files of the directory, from the same listing: one lstat per covered file was a
-  // tenth of the analysis at 16,384 ranks (has_side_file is the summarizer's check).
+  // SQLite's side files of the directory, from the same listing (one lstat per covered file was
+  // a tenth of the analysis at 16,384 ranks): a -wal or -shm, a -journal that holds anything (a
+  // transaction in progress, or a crashed writer's hot journal) or that is not a regular file.
+  // Such a file is read directly, where the loader's own rules for them apply
+  // (trace_loader.cpp read_file), not stood for by its summary. The recorder's journal between
+  // commits is an empty regular file (journal_mode truncate).
   std::unordered_set<std::string> wal;
   {
     std::error_code ec;
@@ -554,7 +565,11 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
     for (auto& e : fs::directory_iterator(dir, ec)) {
       const std::string name = e.path().filename().string();
       if (ends_with(name, suffix)) summaries.push_back(e.path().string());
-      else if (ends_with(name, "-wal")) wal.insert(name);
+      else if (ends_with(name, "-wal") || ends_with(name, "-shm")) wal.insert(name);
+      else if (ends_with(name, "-journal")) {
+        std::error_code fe;
+        if (e.is_symlink(fe) || !e.is_regular_file(fe) || e.file_size(fe) != 0 || fe) wal.insert(name);
+      }
     }
     if (ec || summaries.empty()) return cover;
   }
@@ -578,7 +593,7 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
     seen.resize(files.size());
     try {
       thread_local std::string buf;
-      r.block.entries = decode_node_summary(read_whole(summaries[k], buf));
+      r.block.entries = decode_node_summary(read_whole(summaries[k], buf), nullptr, by_name.size());
       r.block.file.reserve(r.block.entries.size());
       for (SummaryEntry& e : r.block.entries) {
         auto it = by_name.find(e.id.name);
@@ -590,8 +605,10 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
         const FileIdentity now = file_identity(path, &w);
         if (!w.empty()) throw Corrupt(e.id.name + ": " + w);
         const bool same = now == e.id;
-        if (!(same || only_heartbeats_since(e.id, now)) || wal.count(e.id.name + "-wal"))
-          throw Corrupt("stale: " + e.id.name + " changed after it was summarized (size, mtime, content or a -wal)");
+        if (wal.count(e.id.name + "-wal") || wal.count(e.id.name + "-journal") || wal.count(e.id.name + "-shm"))
+          throw Corrupt("stale: " + e.id.name + " has a -wal or -shm file, or a -journal that is not empty, beside it (read directly)");
+        if (!(same || only_heartbeats_since(e.id, now)))
+          throw Corrupt("stale: " + e.id.name + " changed after it was summarized (size, mtime or content)");
         if (!same) {  // the recorder's heartbeat only: its last flush is later by the mtime's move
           ++r.refreshed;
           int64_t moved = 0;  // the summary's mtime is untrusted: no overflow

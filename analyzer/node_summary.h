@@ -99,6 +99,8 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
 // std::runtime_error on anything it would not have written (wrong magic or version, a length or
 // count beyond the bytes, a value out of range, trailing bytes, a checksum that does not match).
 std::string encode_node_summary(const std::string& host, const std::vector<SummaryEntry>& entries);
-std::vector<SummaryEntry> decode_node_summary(std::string_view bytes, std::string* host = nullptr);
+// max_entries: more entries than this (the trace files it could cover) are refused undecoded.
+std::vector<SummaryEntry> decode_node_summary(std::string_view bytes, std::string* host = nullptr,
+                                              size_t max_entries = SIZE_MAX);
 
 }  // namespace lockstep

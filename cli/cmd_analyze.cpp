@@ -55,7 +55,7 @@ int analyze_dir(const AnalyzeArgs& a) {
     std::cout << render_text(an, *details, ro) + line(steps_text(an, place)) + line(unread_text(unread));
   std::cout.flush();
   timer.step("report");
-  if (!a.junit.empty() && !write_file("analyze", a.junit, render_junit("lockstep analyze " + a.dir, junit_cases(an))))
+  if (!a.junit.empty() && !write_file("analyze", a.junit, render_junit("lockstep analyze " + a.dir, junit_cases(an, false))))
     return kExitUsage;
   return analyze_exit_code(an);
 }

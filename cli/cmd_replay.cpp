@@ -57,7 +57,7 @@ int run_model(const ReplayArgs& a) {
   model::Result r = replay::model_check_dir(a.dir, a.order_from, nullptr, &incomplete, &retired, on_step, limit);
   // File names (skipped files, file-based labels) can hold control characters: printed escaped,
   // line by line.
-  std::string text = a.json ? replay::model_json(r, retired) + "\n" : model::format_text(r);
+  std::string text = a.json ? replay::model_json(r, retired, incomplete) + "\n" : model::format_text(r);
   std::ostream& o = a.json ? std::cerr : std::cout;
   if (!incomplete.empty()) {
     // The verdict is about the files that are there, not the recorded job's: said first, so

@@ -14,6 +14,7 @@
 #include "commands.h"
 #include "exit_codes.h"
 #include "identity.h"
+#include "meta_keys.h"
 #include "parallel_for.h"
 #include "summary_read.h"
 #include "text_escape.h"
@@ -46,6 +47,26 @@ void add_entry(std::vector<Entry>& out, std::map<std::string, size_t>& by_body, 
   if (!per_rank) by_body.emplace(body, out.size());
   out.push_back({{rank}, std::move(body)});
 }
+// Why a member's file may lack seq `seq` although the member issued it: a hole in its records
+// of the communicator, or a history that does not reach the process's end (its recorder
+// stopped; no exit record: still running, or killed after its last flush). Empty: the file is
+// whole to the end, so a seq it lacks was never issued. The verdict's rule (a record we do not
+// have is unknown, never missing): analyze says the same of the member.
+// A recorder's hang timeout that fired anywhere in the job (any_marker) proves the job stalled:
+// then a trace without an exit record is whole up to the stall, as analyze takes it.
+std::string unknown_why(const SchedProcess& sp, const ProcComm& pc, int64_t seq, bool any_marker) {
+  if (!pc.whole() && seq > pc.complete_through_seq)
+    return "unknown: its records of this comm are whole through seq " + std::to_string(pc.complete_through_seq) +
+           " only (" + gap_cause_name(pc.gap) + "): seq " + std::to_string(seq) + " may have been issued and not recorded\n";
+  const auto st = sp.info.meta.find(schema::meta::kRecorderStopped);
+  if (st != sp.info.meta.end() && !st->second.empty())
+    return "unknown: its recorder stopped (" + printable(st->second.substr(0, 300)) + "): what it issued after that is not recorded\n";
+  if (!any_marker && !sp.info.finished && (sp.info.exit_reason.empty() || sp.info.exit_reason == "SIGUSR1"))
+    return "unknown: its trace ends without an exit record (still running, or killed after its last flush): seq " +
+           std::to_string(seq) + " may have been issued after it\n";
+  return "";
+}
+
 void print_entries(const std::vector<Entry>& entries) {
   for (const Entry& e : entries) {
     // A strided group (every 8th rank of 16,384) as analyze lists ranks: the first segments and
@@ -116,6 +137,9 @@ int stacks(const StacksArgs& a) {
   auto not_read = [](const SchedProcess& sp, int local) -> int64_t {
     return static_cast<size_t>(local) < sp.unread.size() ? sp.unread[local].collectives : 0;
   };
+  bool unknown_member = false;  // a member lacks the seq and its records cannot say it never issued it
+  bool any_marker = false;
+  for (const SchedProcess& p : headers.procs) any_marker |= !p.info.hangs.empty();
   auto collect = [&](const Schedule& s, const CommIndex& idx) {
     for (Shown& sh : shown) {
       const GlobalComm* loaded = find(idx, sh.gc.hash);
@@ -161,9 +185,12 @@ int stacks(const StacksArgs& a) {
             kept_last = std::max<int64_t>(kept_last, sp.ops[i].seq);
           }
         const std::string retired = retired_seq_text(sp.info, cm, a.seq, kept, kept_first, kept_last);
-        line.body = !retired.empty() ? retired + "\n"
-                                     : "no op with seq " + std::to_string(a.seq) + " (issued " + std::to_string(issued_on_comm(cm, kept)) +
-                                           " ops on this comm)\n";
+        const std::string unknown = retired.empty() ? unknown_why(sp, idx.of(m), a.seq, any_marker) : "";
+        unknown_member |= !unknown.empty();
+        line.body = !retired.empty()   ? retired + "\n"
+                    : !unknown.empty() ? unknown
+                                       : "no op with seq " + std::to_string(a.seq) + " (issued " +
+                                             std::to_string(issued_on_comm(cm, kept)) + " ops on this comm)\n";
       }
       // The op's details and stack from each file, the files in parallel, each thread with its
       // own connections: for a communicator of 16,384 ranks the opens are most of the time.
@@ -277,8 +304,8 @@ int stacks(const StacksArgs& a) {
     }
   }
   print_skipped(skipped);
-  if (!any) return kExitUsage;
-  return untraced ? kExitIncomplete : kExitOk;
+  if (untraced || unknown_member) return kExitIncomplete;  // what a member did there is unknown
+  return any ? kExitOk : kExitUsage;
 }
 
 }  // namespace
@@ -286,7 +313,7 @@ int stacks(const StacksArgs& a) {
 void add_stacks_command(Command& app, int* exit_code) {
   auto args = std::make_shared<StacksArgs>();
   auto* sub = app.add_subcommand("stacks", "Show every member's op and call stack at one sequence number of a communicator");
-  sub->footer("Exit code: 0 shown, 2 input error (no such communicator, no member holds that seq: never issued, or retired by the size cap), 4 a member of the communicator has no usable trace file (named in the listing).");
+  sub->footer("Exit code: 0 shown, 2 input error (no such communicator, no member holds that seq: never issued, or retired by the size cap), 4 a member of the communicator has no usable trace file, or lacks the seq where its records cannot say it never issued it (a hole, a stopped recorder, no exit record; named in the listing).");
   sub->add_option("dir", args->dir, "Trace directory")->required();
   sub->add_option("--comm", args->comm, "Communicator: hash prefix (as printed by analyze) or role")->required();
   sub->add_option("--seq", args->seq, "Sequence number on that communicator")->required();

@@ -9,10 +9,13 @@
 #include <fstream>
 #include <iostream>
 
+#include "analysis_render.h"
 #include "analyze_common.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "hang.h"
 #include "identity.h"
+#include "meta_keys.h"
 #include "text_escape.h"
 #include "timeline.h"
 #include "trace_validation.h"
@@ -34,9 +37,11 @@ struct TimelineArgs {
   int64_t large_mb = 256;
 };
 
-// The evidence of what was read: every file's header, less the files whose rows could not be read
-// (write_timeline_json names them), as for analyze.
-std::vector<EvidenceIssue> evidence_of(const Schedule& headers, const std::vector<SkippedFile>& unread) {
+// The evidence of what was read, as lines: every file's header, less the files whose rows could
+// not be read (write_timeline_json names them), as for analyze; and each trace whose history
+// does not reach its process's end (trace_end: no exit record and not live, or its recorder
+// stopped), which analyze names from the same rule.
+std::vector<std::string> evidence_of(const Schedule& headers, const std::vector<SkippedFile>& unread) {
   std::vector<const Process*> procs;
   std::vector<SkippedFile> skipped = headers.skipped;
   for (auto& p : headers.procs) {
@@ -46,7 +51,20 @@ std::vector<EvidenceIssue> evidence_of(const Schedule& headers, const std::vecto
     else
       skipped.push_back(*bad);
   }
-  return validate_evidence(procs, skipped);
+  std::vector<std::string> out;
+  for (auto& g : group_evidence(validate_evidence(procs, skipped))) out.push_back(g.detail);
+  // (a stopped recorder is validate_evidence's own item, as in analyze)
+  std::vector<int> lost;
+  for (size_t i = 0; i < headers.procs.size(); ++i) {
+    const Process& info = headers.procs[i].info;
+    const auto st = info.meta.find(schema::meta::kRecorderStopped);
+    if (trace_end(info).lost && (st == info.meta.end() || st->second.empty()))
+      lost.push_back(display_rank(headers, static_cast<int>(i)));
+  }
+  if (!lost.empty())
+    out.push_back(ranks_phrase(lost) + ": trace ends without an exit record (not finished, not seen running): what it "
+                  "did after its last flush is unknown");
+  return out;
 }
 
 int timeline(TimelineArgs a) {
@@ -80,12 +98,12 @@ int timeline(TimelineArgs a) {
       std::cerr << "lockstep timeline: " << printable_lines(e.what()) << "\n";
       return kExitUsage;
     }
-    // As for -o: the files' evidence (skipped, missing, contradictory, dropped, stopped).
-    std::vector<const Process*> procs;
-    for (auto& p : s->procs) procs.push_back(&p.info);
-    auto evidence = validate_evidence(procs, s->skipped);
-    for (auto& g : group_evidence(evidence)) std::cerr << "incomplete: " << printable(g.detail) << "\n";
-    return evidence.empty() ? kExitOk : kExitIncomplete;
+    // The analysis's own evidence, as analyze names it (skipped, missing, contradictory, dropped,
+    // stopped, histories lost, holes), and the ranks behind or lost that it cannot prove.
+    for (auto& g : group_evidence(an.evidence)) std::cerr << "incomplete: " << printable(g.detail) << "\n";
+    for (auto& u : an.unproven)
+      if (!u.lost.empty() || !u.behind.empty()) std::cerr << "incomplete: " << printable(render::unproven_line(an, u)) << "\n";
+    return an.incomplete() || an.behind() ? kExitIncomplete : kExitOk;
   }
   if (a.output.empty()) {
     std::cerr << "lockstep timeline: give -o FILE.json (or -o - for stdout), or --text\n";
@@ -101,7 +119,7 @@ int timeline(TimelineArgs a) {
   // The timeline shows what was read; what was not is named on stderr and in the exit code.
   auto report = [&](const std::vector<SkippedFile>& unread) {
     auto evidence = evidence_of(headers, unread);
-    for (auto& g : group_evidence(evidence)) std::cerr << "incomplete: " << printable(g.detail) << "\n";
+    for (auto& line : evidence) std::cerr << "incomplete: " << printable(line) << "\n";
     return evidence.empty() ? kExitOk : kExitIncomplete;
   };
   TimelineOptions o;

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -264,6 +265,18 @@ bool Writer::ok(int rc, const char* what) {
 
 bool Writer::exec(const char* sql) { return file_.exec(sql) == SQLITE_OK; }
 
+static uint32_t initial_generation() {
+  uint32_t r = 0;
+  if (getrandom(&r, sizeof r, GRND_NONBLOCK) != static_cast<ssize_t>(sizeof r)) {
+    // No entropy yet (early boot) or no getrandom: the clock and the pid, mixed.
+    uint64_t x = static_cast<uint64_t>(mono_ns()) ^ (static_cast<uint64_t>(getpid()) << 32);
+    x ^= x >> 33, x *= 0xff51afd7ed558ccdULL, x ^= x >> 33;
+    r = static_cast<uint32_t>(x);
+  }
+  r &= 0x7fffffffu;
+  return r == 0 ? 1 : r;
+}
+
 bool Writer::advance_generation() {
   generation_ = generation_ >= 0x7fffffffu ? 1 : generation_ + 1;
   return exec(("PRAGMA user_version=" + std::to_string(generation_)).c_str());
@@ -377,7 +390,11 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   meta(schema::meta::kRetiredOps, "0");
   for (const auto& [k, v] : info.env) ok = ok && t.env(k, v) == SQLITE_DONE;
   ok = ok && w->exec(schema::kStopReserveSql);
-  ok = ok && w->exec("PRAGMA user_version=1");  // generation_
+  // The first generation is random (1..2^31-1), not 1: a node summary's identity of a live file
+  // holds it (FileIdentity::settled), so another file under the same name (another job's, a
+  // copy recreated in place) is not taken for this one refreshed by heartbeats.
+  w->generation_ = initial_generation();
+  ok = ok && w->exec(("PRAGMA user_version=" + std::to_string(w->generation_)).c_str());
   if (!ok || !w->exec("COMMIT")) return fail_open("cannot write trace header");
 
   w->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

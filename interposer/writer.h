@@ -264,8 +264,8 @@ class Writer {
   // This batch's bound for the order digest: below the lowest call still in progress when it
   // began, once it took every record queued then (INT64_MIN: it did not).
   int64_t order_bound_ = INT64_MAX;
-  // PRAGMA user_version is the file's content generation (schema::kUserVersionGeneration): 1 from
-  // the header on, advanced by every commit that writes anything but the heartbeat (meta
+  // PRAGMA user_version is the file's content generation (schema::kUserVersionGeneration): random
+  // from the header on (initial_generation), advanced by every commit that writes anything but the heartbeat (meta
   // last_flush_mono_ns, about once a second while idle), so that a reader can tell a file only
   // refreshed since it looked from one that changed (node summaries: analyzer/node_summary.h).
   uint32_t generation_ = 1;

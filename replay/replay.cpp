@@ -1,4 +1,5 @@
 #include "replay.h"
+#include "text_escape.h"
 
 #include "env_vars.h"
 #include "meta_keys.h"
@@ -168,9 +169,14 @@ std::vector<std::string> retired_history_lines(const RetiredHistory& h) {
   return lines;
 }
 
-std::string model_json(const model::Result& r, const RetiredHistory& h) {
-  if (h.empty()) return model::format_json(r);
+std::string model_json(const model::Result& r, const RetiredHistory& h, const std::vector<std::string>& incomplete) {
   nlohmann::json j = nlohmann::json::parse(model::format_json(r));
+  // The exit code's decision (4): files missing or unusable, retired histories that disagree,
+  // or a stuck state that waits on a rank past its records' end.
+  j["incomplete"] = !incomplete.empty() || !h.mismatches.empty() || r.verdict == model::Verdict::kUnknown;
+  j["incomplete_evidence"] = nlohmann::json::array();
+  for (const std::string& w : incomplete) j["incomplete_evidence"].push_back(printable(w));  // file names: any bytes
+  if (h.empty()) return j.dump(2);
   nlohmann::json& rh = j["retired_history"];
   rh["checked"] = "retained collectives only";
   rh["windows"] = nlohmann::json::array();

@@ -97,8 +97,9 @@ struct RetiredHistory {
 // The lines said before the model's verdict (not escaped): that the model checked only the
 // retained collectives, each window, each digest mismatch. Empty when nothing was retired.
 std::vector<std::string> retired_history_lines(const RetiredHistory& h);
-// model::format_json(r), with "retired_history" (windows, digest_mismatch) when not empty.
-std::string model_json(const model::Result& r, const RetiredHistory& h);
+// model::format_json(r), with "incomplete" (the exit code's 4) and "incomplete_evidence" (the
+// files the check could not cover), and "retired_history" (windows, digest_mismatch) when not empty.
+std::string model_json(const model::Result& r, const RetiredHistory& h, const std::vector<std::string>& incomplete = {});
 
 // on_step: called after each step ("load", "analysis", then model::Options::on_step's).
 // memory_limit: bytes the check may use at its peak; 0: what this process can have (the

@@ -15,8 +15,8 @@ inline constexpr int kOldestReadableSchema = 1;
 inline constexpr const char* kFileSuffix = ".lockstep.sqlite";
 inline constexpr const char* kApplicationIdHex = "0x4C4B5354";  // 'LKST'
 inline constexpr int kApplicationId = 0x4C4B5354;               // PRAGMA application_id
-// PRAGMA user_version of a file the recorder writes: its content generation, 1 from the header
-// on and advanced (1..2^31-1, then 1 again) by every commit that writes anything but the
+// PRAGMA user_version of a file the recorder writes: its content generation, random (1..2^31-1)
+// from the header on and advanced (then 1 again after 2^31-1) by every commit that writes anything but the
 // heartbeat (meta last_flush_mono_ns alone). 0: a file that says nothing of it (other writers,
 // older recorders). It sits in the file's first page, where a reader finds it without SQLite.
 inline constexpr int kUserVersionOffset = 60;  // big-endian, in SQLite's 100-byte header

@@ -91,7 +91,7 @@ void expect_incomplete(const Run& r, const std::string& needle) {
   EXPECT_FALSE(r.j["evidence"].empty()) << r.json_text;
   EXPECT_NE(r.j["warnings"].dump().find(needle), std::string::npos) << r.json_text;
   std::string junit;
-  for (auto& c : junit_cases(r.a))
+  for (auto& c : junit_cases(r.a, false))
     if (c.name == "evidence_complete") junit = c.failure;
   EXPECT_NE(junit.find(needle), std::string::npos) << "JUnit evidence_complete must fail naming: " << needle;
 }
@@ -276,6 +276,33 @@ TEST(Evidence, live_job_whose_peer_has_not_issued_the_newest_op_is_behind_not_di
   EXPECT_EQ(r->a.exit_code(true), 4);
   EXPECT_NE(r->text.find("rank 1 behind"), std::string::npos) << r->text;
   EXPECT_EQ(r->j["unproven"][0]["behind_ranks"], json::array({1})) << r->json_text;
+  // JUnit fails where the exit code does (a CI system may read only the XML).
+  for (bool check : {false, true}) {
+    std::string failed;
+    for (auto& c : junit_cases(r->a, check))
+      if (!c.failure.empty()) failed += c.name + ": " + c.failure;
+    EXPECT_NE(failed.find("evidence_complete: rank 1 behind"), std::string::npos) << failed;
+  }
+}
+
+// Clean so far, still running: analyze 0; check (the CI gate) 4, and its JUnit fails with it.
+TEST(Evidence, live_job_clean_so_far_fails_checks_junit_as_its_exit_code) {
+  TraceBuilder b = two_ranks(5);
+  b.running(0).running(1);
+  auto r = run(b, live_on_node0(b));
+  ASSERT_EQ(r->a.verdict(), Verdict::kClean) << r->text;
+  ASSERT_FALSE(r->a.live.empty());
+  EXPECT_EQ(r->a.exit_code(false), 0);
+  EXPECT_EQ(r->a.exit_code(true), 4);
+  for (bool check : {false, true}) {
+    std::string failed;
+    for (auto& c : junit_cases(r->a, check))
+      if (!c.failure.empty()) failed += c.name + ": " + c.failure;
+    if (check)
+      EXPECT_EQ(failed, "job_finished: ranks 0-1 still running: the job has not finished\n");
+    else
+      EXPECT_EQ(failed, "");
+  }
 }
 
 TEST(Evidence, live_job_whose_hang_timeout_fired_keeps_never_issued) {
@@ -524,7 +551,7 @@ TEST(Evidence, identical_gaps_of_many_ranks_are_one_line) {
   size_t lines = 0;
   for (auto& w : r->j["warnings"]) lines += w.get<std::string>().find("trace ends without") != std::string::npos;
   EXPECT_EQ(lines, 1u) << r->json_text;
-  const std::string xml = render_junit("s", junit_cases(r->a));
+  const std::string xml = render_junit("s", junit_cases(r->a, false));
   EXPECT_NE(xml.find("history_lost: ranks 0-7: trace ends"), std::string::npos) << xml;
 }
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "node_summary.h"
@@ -291,6 +292,70 @@ TEST(NodeSummaryIdentity, without_a_generation_or_once_finished_any_commit_is_a_
     EXPECT_EQ(c.use.used, 0) << "finished " << finished;
     ASSERT_EQ(c.use.ignored.size(), 1u);
     EXPECT_NE(c.use.ignored[0].reason.find("stale"), std::string::npos) << c.use.ignored[0].reason;
+  }
+}
+
+// A recorder that wrote its last words (an exit reason, here SIGTERM's) never writes again: no
+// heartbeat can follow, so any commit after summarizing is someone else's.
+TEST(NodeSummaryIdentity, after_an_exit_reason_any_commit_is_a_change) {
+  const std::string path = sample_file();
+  lockstep::testing::exec_sql(path, "PRAGMA user_version = 5; INSERT OR REPLACE INTO meta(key, value) VALUES ('exit_reason', 'SIGTERM')");
+  const FileIdentity then = summarize_one(path);
+  EXPECT_EQ(then.settled, 0u);
+  heartbeat(path, then, 3);
+  lockstep::SummaryCover c = cover_of(path);
+  EXPECT_EQ(c.use.used, 0);
+  ASSERT_EQ(c.use.ignored.size(), 1u);
+  EXPECT_NE(c.use.ignored[0].reason.find("stale"), std::string::npos) << c.use.ignored[0].reason;
+}
+
+// SQLite's side files: a file with a -wal or -shm, a -journal that holds anything, or one that
+// is not a regular file is read directly (where the loader skips it, or rolls a hot journal back
+// in a copy), never stood for by its summary. The recorder's empty journal between commits keeps it.
+TEST(NodeSummaryIdentity, a_side_file_beside_a_covered_file_sends_it_to_the_direct_read) {
+  namespace fs = std::filesystem;
+  struct Case {
+    const char* suffix;
+    int kind;  // 0 empty file, 1 file with bytes, 2 directory, 3 symbolic link
+    bool covered;
+  };
+  for (const Case c : {Case{"-journal", 0, true}, Case{"-journal", 1, false}, Case{"-journal", 2, false},
+                       Case{"-journal", 3, false}, Case{"-shm", 0, false}, Case{"-shm", 2, false}, Case{"-wal", 0, false}}) {
+    const std::string path = sample_file();
+    summarize_one(path);
+    const std::string side = path + c.suffix;
+    fs::remove_all(side);
+    if (c.kind == 0 || c.kind == 1) {
+      std::ofstream(side) << (c.kind == 1 ? "x" : "");
+    } else if (c.kind == 2) {
+      fs::create_directory(side);
+    } else {
+      std::ofstream(path + ".other");
+      fs::create_symlink(path + ".other", side);
+    }
+    lockstep::SummaryCover cover = cover_of(path);
+    EXPECT_EQ(cover.use.used, c.covered ? 1 : 0) << c.suffix << " kind " << c.kind;
+    if (!c.covered) {
+      ASSERT_EQ(cover.use.ignored.size(), 1u);
+      EXPECT_NE(cover.use.ignored[0].reason.find("read directly"), std::string::npos) << cover.use.ignored[0].reason;
+    }
+    fs::remove_all(side);
+  }
+}
+
+// A summary that claims more entries than the directory has trace files is refused before its
+// entries are decoded (each takes ~25 times its encoded size in memory).
+TEST(NodeSummary, more_entries_than_trace_files_are_refused_undecoded) {
+  const std::string path = sample_file();
+  lockstep::Summarized s = lockstep::summarize_files({path, path, path}, {});
+  ASSERT_EQ(s.entries.size(), 3u);
+  const std::string bytes = lockstep::encode_node_summary("node0", s.entries);
+  EXPECT_EQ(lockstep::decode_node_summary(bytes, nullptr, 3).size(), 3u);
+  try {
+    lockstep::decode_node_summary(bytes, nullptr, 2);
+    ADD_FAILURE() << "three entries decoded where two files are";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("covers 3 files, more than the 2 trace files"), std::string::npos) << e.what();
   }
 }
 

@@ -283,9 +283,45 @@ TEST(CliStacks, members_with_the_same_op_and_stack_share_one_entry) {
               std::string::npos) << both(per_rank);
   EXPECT_EQ(per_rank.out.find("ranks "), std::string::npos) << both(per_rank);
   // Ranks that hold no op at the seq are grouped by what is said of them too.
+  // Traces without an exit record (and no recorder's hang timeout fired): whether they issued
+  // seq 9 after their last flush is unknown, never "no op" (exit 4, as analyze's evidence).
   auto past = lockstep_cli({"stacks", dir, "--comm", "init0", "--seq", "9"});
-  EXPECT_NE(past.out.find("  ranks 0-5 (6 members): no op with seq 9 (issued 4 ops on this comm)\n"), std::string::npos)
+  EXPECT_EQ(past.exit_code, 4) << both(past);
+  EXPECT_NE(past.out.find("  ranks 0-5 (6 members): unknown: its trace ends without an exit record"), std::string::npos)
       << both(past);
+}
+
+// Finished traces say "no op" (never issued: exit 2); a member whose records have a hole there
+// (dropped records), or whose recorder stopped, is unknown (exit 4), and never counted short.
+TEST(CliStacks, a_member_whose_records_cannot_show_the_seq_is_unknown_not_never_issued) {
+  auto two = [] {
+    TraceBuilder b(2);
+    b.comm("aaaaaaaa00000002", {0, 1});
+    b.all({0, 1}, "aaaaaaaa00000002", OpSpec{}, 6);
+    return b;
+  };
+  TraceBuilder whole = two();
+  auto dir = write(whole, "cli-stacks-unknown");
+  auto past = lockstep_cli({"stacks", dir, "--comm", "aaaaaaaa", "--seq", "9"});
+  EXPECT_EQ(past.exit_code, 2) << both(past);
+  EXPECT_NE(past.out.find("no op with seq 9 (issued 6 ops on this comm)"), std::string::npos) << both(past);
+  // Rank 1's records of seqs 3 and 4 dropped (its file says so).
+  TraceBuilder holed = two();
+  std::erase_if(holed.trace().processes[1].ops, [](const auto& o) { return o.seq == 3 || o.seq == 4; });
+  holed.trace().processes[1].dropped_records = 2;
+  dir = write(holed, "cli-stacks-hole");
+  auto hole = lockstep_cli({"stacks", dir, "--comm", "aaaaaaaa", "--seq", "3"});
+  EXPECT_EQ(hole.exit_code, 4) << both(hole);
+  EXPECT_NE(hole.out.find("rank 1: unknown: its records of this comm are whole through seq 2 only"), std::string::npos)
+      << both(hole);
+  // Rank 1's recorder stopped (disk full) after seq 6.
+  TraceBuilder stopped = two();
+  stopped.trace().processes[1].meta["recorder_stopped"] = "disk_full";
+  dir = write(stopped, "cli-stacks-stopped");
+  auto st = lockstep_cli({"stacks", dir, "--comm", "aaaaaaaa", "--seq", "9"});
+  EXPECT_EQ(st.exit_code, 4) << both(st);
+  EXPECT_NE(st.out.find("rank 1: unknown:"), std::string::npos) << both(st);
+  EXPECT_NE(st.out.find("recorder_stopped"), std::string::npos) << both(st);
 }
 
 // A strided group (the even ranks of 40) lists its first 16 segments and how many more, as
@@ -451,7 +487,9 @@ TEST(CliEvidence, non_utf8_and_escape_bytes_in_a_trace_give_valid_json_and_escap
   EXPECT_EQ(t.out.find('\x07'), std::string::npos) << t.out;
   auto out = dir + "/t.json";
   auto tl = lockstep_cli({"timeline", dir, "-o", out});
-  EXPECT_EQ(tl.exit_code, 0) << both(tl);
+  // Written; exit 4 as analyze's evidence says: these traces end without an exit record.
+  EXPECT_EQ(tl.exit_code, 4) << both(tl);
+  EXPECT_NE(tl.err.find("trace ends without an exit record"), std::string::npos) << both(tl);
   EXPECT_NO_THROW(json::parse(slurp_file(out)));
   auto st = lockstep_cli({"stacks", dir, "--comm", "aaaaaaaa", "--seq", "6"});
   EXPECT_EQ(st.out.find('\x1b'), std::string::npos) << st.out;

@@ -82,12 +82,18 @@ try:
     short_base = os.path.join(work, "short.baseline")
     subprocess.run([lockstep, "check", short, "--write-baseline", short_base], capture_output=True, text=True,
                    timeout=120)
-    none = subprocess.run([lockstep, "check", trace, "--baseline", short_base], capture_output=True, text=True,
-                          timeout=120)
+    junit = os.path.join(work, "none.xml")
+    none = subprocess.run([lockstep, "check", trace, "--baseline", short_base, "--junit", junit], capture_output=True,
+                          text=True, timeout=120)
     expect(none.returncode == 4 and "compared none" in none.stdout and "not verified" in none.stdout
            and "schedule matches baseline" not in none.stdout,
            f"no collective in common with the baseline: incomplete, not a match (exit {none.returncode}): "
            f"{none.stdout[-800:]}")
+    # Every output says so: no line calls the run clean, and the JUnit file fails with the exit code.
+    expect(not none.stdout.startswith("lockstep check: clean"), f"not announced clean: {none.stdout[:300]}")
+    xml = open(junit).read()
+    expect('failures="0"' not in xml and 'name="matches_baseline"' in xml and "not verified" in xml,
+           f"JUnit fails matches_baseline when the baseline is not verified: {xml[-800:]}")
     # A changed collective inside the common window is a difference (exit 3).
     changed = os.path.join(work, "changed.baseline")
     lines = text.splitlines()

@@ -72,6 +72,15 @@ class RowsBuilder {
     p.ops.push_back(o);
     return p.ops.back();
   }
+  // An op that enqueued nothing (captured, failed, simulated): no seq, and the communicator's
+  // next op takes the seq it did not, as the recorder writes them.
+  Op& unsequenced(int rank, const std::string& comm_name, const std::string& kind, vocab::State state) {
+    Op& o = op(rank, comm_name, kind);
+    o.state = state;
+    o.seq = 0;
+    --seq_[{rank, comm_name}];
+    return o;
+  }
   Op& send(int rank, const std::string& comm_name, int peer, uint64_t stream = 7) {
     Op& o = op(rank, comm_name, "send", stream);
     o.peer = peer;

@@ -250,9 +250,7 @@ TEST(ModelCheck, GraphLaunchedOpsCountAndCapturedRowsDoNot) {
   RowsBuilder b(2);
   b.comm_all("X", {0, 1});
   // Rank 0 captured one all_reduce and launched the graph twice; rank 1 ran two eagerly.
-  const int64_t captured = b.op(0, "X", "all_reduce").call_index;
-  b.trace.processes[0].ops.back().state = lockstep::vocab::State::Captured;
-  b.trace.processes[0].ops.back().seq = 0;
+  const int64_t captured = b.unsequenced(0, "X", "all_reduce", lockstep::vocab::State::Captured).call_index;
   for (int i = 0; i < 2; ++i) {
     Op& g = b.op(0, "X", "all_reduce");
     g.state = lockstep::vocab::State::GraphLaunched;
@@ -272,8 +270,7 @@ TEST(ModelCheck, GraphLaunchedOpsCountAndCapturedRowsDoNot) {
 TEST(ModelCheck, FailedOpsAreIgnored) {
   RowsBuilder b(2);
   b.comm_all("X", {0, 1});
-  Op& f = b.op(0, "X", "broadcast");
-  f.state = lockstep::vocab::State::Failed;
+  Op& f = b.unsequenced(0, "X", "broadcast", lockstep::vocab::State::Failed);
   f.rc = 4;
   b.op(0, "X", "all_reduce");
   b.op(1, "X", "all_reduce");

@@ -331,9 +331,9 @@ TEST(ModelAgreesWithReplay, GraphLaunchedOpsAreReplayedAsTheyRan) {
   RowsBuilder b(2);
   b.comm_all("X", {0, 1});
   // Rank 0 captured an all_reduce once and launched its graph twice; rank 1 ran two eagerly.
-  const int64_t captured = b.op(0, "X", "all_reduce", 7, 32).call_index;
-  b.trace.processes[0].ops.back().state = lockstep::vocab::State::Captured;
-  b.trace.processes[0].ops.back().seq = 0;
+  Op& c = b.unsequenced(0, "X", "all_reduce", lockstep::vocab::State::Captured);
+  c.count = 32;
+  const int64_t captured = c.call_index;
   for (int i = 0; i < 2; ++i) {
     b.op(0, "X", "all_reduce", 7, 32).state = lockstep::vocab::State::GraphLaunched;
     b.trace.processes[0].ops.back().origin_call = captured;

@@ -21,18 +21,33 @@ namespace {
 // The seed's shape on 3 ranks: rank 2 issues an all_to_all where ranks 0 and 1 reduce-scatter.
 struct Written {
   std::string dir;
-  Written() {
+  explicit Written(bool running = false) {
     TraceBuilder b(3);
     b.comm("aaaa1111", {0, 1, 2});
     b.all({0, 1, 2}, "aaaa1111", {.op = "all_to_all", .redop = ""}, 3);
     for (int r : {0, 1}) b.add(r, "aaaa1111", {.op = "reduce_scatter", .completed = false});
     b.add(2, "aaaa1111", {.op = "all_to_all", .redop = "", .completed = false});
-    for (int r : {0, 1, 2}) b.running(r);
+    // Stopped by the launcher's SIGTERM (an exit record): the traces hold each rank's whole
+    // history. Without one (running), what a rank did after its last flush is unknown: exit 4
+    // (TimelineCli.a_trace_without_an_exit_record_is_written_and_named_incomplete).
+    for (int r : {0, 1, 2}) running ? b.running(r) : b.stopped(r, "SIGTERM");
     dir = lockstep::testing::fresh_dir("timeline-cli");
     lockstep::testing::write_trace(b.trace(), dir);
   }
   ~Written() { std::filesystem::remove_all(dir); }
 };
+
+TEST(TimelineCli, a_trace_without_an_exit_record_is_written_and_named_incomplete) {
+  Written w(/*running=*/true);
+  std::string out = w.dir + "/t.json";
+  ProcResult r = run_program({LOCKSTEP_EXE, "timeline", w.dir, "-o", out});
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_NE(r.err.find("incomplete: ranks 0-2: trace ends without an exit record"), std::string::npos) << r.err;
+  EXPECT_TRUE(std::filesystem::exists(out));
+  ProcResult text = run_program({LOCKSTEP_EXE, "timeline", w.dir, "--text"});
+  EXPECT_EQ(text.exit_code, 4) << text.out << text.err;
+  EXPECT_NE(text.err.find("incomplete:"), std::string::npos) << text.err;
+}
 
 TEST(TimelineCli, writes_a_json_file_that_parses_with_every_rank_and_stdout_gives_the_same_bytes) {
   Written w;
