@@ -612,7 +612,13 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
         if (!same) {  // the recorder's heartbeat only: its last flush is later by the mtime's move
           ++r.refreshed;
           int64_t moved = 0;  // the summary's mtime is untrusted: no overflow
-          if (!__builtin_sub_overflow(now.mtime_ns, e.id.mtime_ns, &moved)) take_heartbeat_forward(e.file.proc.info, moved);
+          if (!__builtin_sub_overflow(now.mtime_ns, e.id.mtime_ns, &moved)) {
+            // The mtime follows the wall clock, which may have been stepped forward: no more than
+            // the heartbeats committed since can span (a flush taken too far forward would make
+            // this rank look live, or its neighbours look stopped before it).
+            const int64_t heartbeats = static_cast<uint32_t>(now.commits - e.id.commits);
+            take_heartbeat_forward(e.file.proc.info, std::min(moved, heartbeats * schema::kHeartbeatMinIntervalNs));
+          }
         }
         if (std::string bad = check_loaded_file(e.file); !bad.empty()) throw Corrupt("corrupt entry for " + e.id.name + ": " + bad);
         r.block.file.push_back(it->second);

@@ -1,5 +1,6 @@
 // lockstep check DIR: the CI gate. Ranks must agree (no divergence, no order inversion, no hang)
 // and, with --baseline, the canonical schedule must equal the blessed one.
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -8,6 +9,7 @@
 #include "baseline.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "identity.h"
 #include "summary_read.h"
 
 namespace lockstep::cli {
@@ -82,10 +84,32 @@ int check_dir(const CheckArgs& a) {
   BaselineDiff diff;
   if (!a.baseline.empty()) diff = compare_baseline(expected, actual);
   // A summary-first read leaves each rank's order across communicators before the cuts unread
-  // (kOrderNotRead). The canonical schedule holds every rank's order of every collective: equal
-  // to a baseline, written only from a run whose verdict was clean, that order is proven too.
+  // (kOrderNotRead). The canonical schedule holds every rank's order of every collective, by
+  // family: equal to a baseline, that order is proven only where it cannot hide an inversion.
+  // That is one order section for every rank (each issued the same sequence of families) and no
+  // rank with two communicators of one family (a family sequence is then a communicator
+  // sequence, the same on every rank: no pair can be issued both ways). A clean baseline can
+  // hold several orders (grouped calls, ranks that share no pair of communicators) or name two
+  // communicators alike (one commName), and then a swapped pair would match it.
+  auto one_order_of_distinct_communicators = [&] {
+    size_t sections = 0;
+    for (size_t at = 0; at < actual.size();) {
+      const size_t nl = std::min(actual.find('\n', at), actual.size());
+      const std::string_view line(actual.data() + at, nl - at);
+      if (line.starts_with("order ")) ++sections;
+      if (line.starts_with("# order of ranks")) return false;  // ranks whose order the size cap retired
+      at = nl + 1;
+    }
+    if (sections != 1) return false;
+    for (const SchedProcess& p : s->procs) {
+      std::vector<std::string> families = comm_families(p.info);
+      std::sort(families.begin(), families.end());
+      if (std::adjacent_find(families.begin(), families.end()) != families.end()) return false;
+    }
+    return true;
+  };
   bool order_by_baseline = false;
-  if (!a.baseline.empty() && !disagree && diff.equal && !diff.partial)
+  if (!a.baseline.empty() && !disagree && diff.equal && !diff.partial && one_order_of_distinct_communicators())
     order_by_baseline =
         std::erase_if(an.evidence, [](const EvidenceIssue& e) { return e.kind == EvidenceKind::kOrderNotRead; }) > 0;
   std::vector<JUnitCase> cases = junit_cases(an, true);

@@ -285,21 +285,34 @@ bool Writer::advance_generation() {
 namespace {
 // <host>-<pid>.lockstep.sqlite, or <host>-<pid>.<n>.lockstep.sqlite when that name is taken: by
 // this pid's image before an exec, or by a process of another pid namespace. An existing trace is
-// never replaced (docs/review-2026-12-02.md L4); the claim is an O_EXCL create.
-std::string claim_trace_path(const std::string& dir, const std::string& host, int pid) {
+// never replaced; the claim is an O_EXCL create (which follows no link), and the file created is
+// the one SQLite must open (trace_file::create checks its device and inode). `claimed` false: no
+// name could be claimed (every one taken, or the directory refuses), `why` says so.
+struct Claim {
+  std::string path;
+  bool claimed = false;
+  uint64_t dev = 0, ino = 0;
+  int error = 0;
+};
+Claim claim_trace_path(const std::string& dir, const std::string& host, int pid) {
   // The host name is the machine's to choose ("../../x", control bytes): made one safe component.
   const std::string stem = dir + "/" + schema::safe_file_component(host) + "-" + std::to_string(pid);
-  std::string path = stem + schema::kFileSuffix;
-  for (int n = 1; n <= 1000; ++n) {
-    int fd = open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+  Claim c;
+  c.path = stem + schema::kFileSuffix;
+  for (int n = 1;; ++n) {
+    const int fd = open(c.path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
     if (fd >= 0) {
+      struct stat st;
+      c.claimed = fstat(fd, &st) == 0;
+      c.error = c.claimed ? 0 : errno;
+      c.dev = uint64_t(st.st_dev), c.ino = uint64_t(st.st_ino);
       close(fd);
-      break;
+      return c;
     }
-    if (errno != EEXIST) break;  // the create that follows reports it
-    path = stem + "." + std::to_string(n) + schema::kFileSuffix;
+    c.error = errno;
+    if (errno != EEXIST || n > 1000) return c;  // the last name tried is named in the error
+    c.path = stem + "." + std::to_string(n) + schema::kFileSuffix;
   }
-  return path;
 }
 }  // namespace
 
@@ -319,7 +332,8 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   auto* w = new Writer(size_t(h.queue_records > 0 ? h.queue_records : config().queue_records),
                        size_t(h.spill_mb >= 0 ? h.spill_mb : config().spill_mb) << 20);
   w->sig_ = new SigState();
-  w->path_ = claim_trace_path(info.trace_dir, info.host, info.pid);
+  const Claim claim = claim_trace_path(info.trace_dir, info.host, info.pid);
+  w->path_ = claim.path;
 
   auto fail_open = [&](const std::string& what) {
     *error = what + " (" + w->path_ + "): " + (w->file_ ? w->file_.errmsg() : "open failed");
@@ -330,6 +344,9 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
     return nullptr;
   };
   clear_last_write_errno();
+  if (!claim.claimed)
+    return fail_open(std::string("cannot claim a trace file name: ") + strerror(claim.error) +
+                     (claim.error == EEXIST ? " (1,001 names of this process taken)" : ""));
 
   // Journal mode. A rollback journal, not WAL: WAL needs a shared-memory index that readers on
   // other nodes cannot share (NFS/Lustre), and a WAL reader must be able to write the -shm
@@ -352,6 +369,7 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   // The hot path's own offset (clock.h wall_from_mono: wall at the midpoint of two monotonic
   // reads): an op row's wall column is then the clock's slew, 0 or 1 byte, not a clock read.
   co.wall_offset_ns = wall_from_mono(start_mono) - start_mono;
+  co.claimed = true, co.claimed_dev = claim.dev, co.claimed_ino = claim.ino;
   const char* what = "";
   if (trace_file::create(w->file_, w->path_, co, &what) != SQLITE_OK) return fail_open(what);
   w->db_ = w->file_.get();
@@ -1136,7 +1154,7 @@ void Writer::commit_batch(bool force_meta) {
     // reader can tell a live-but-idle process from a dead one.
     std::lock_guard<std::mutex> g(side_mu_);
     if (pending_stacks_.empty() && pending_meta_.empty() && pending_hangs_.empty() &&
-        !force_meta && mono_ns() - last_meta_mono_ < 1000000000 &&
+        !force_meta && mono_ns() - last_meta_mono_ < schema::kHeartbeatMinIntervalNs &&
         dropped_.load() == last_dropped_)
       return;
   }

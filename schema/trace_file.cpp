@@ -362,12 +362,22 @@ std::string chunk_views_sql(const std::vector<std::string>& tables) {
 
 int create(Db& db, const std::string& path, const CreateOptions& o, const char** what) {
   // Replaces what is there (offline writers); the recorder claims a name no trace has first
-  // (writer.cpp claim_trace_path), so it never replaces one.
-  unlink(path.c_str());
+  // (writer.cpp claim_trace_path), so it never replaces one, and keeps its claimed file.
+  if (!o.claimed) unlink(path.c_str());
   for (const char* ext : {"-journal", "-wal", "-shm"}) unlink((path + ext).c_str());
   *what = "cannot create trace file";
-  int rc = db.open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, o.vfs);
+  int rc = db.open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | (o.claimed ? SQLITE_OPEN_NOFOLLOW : 0),
+                   o.vfs);
   if (rc != SQLITE_OK) return rc;
+  if (o.claimed) {
+    // SQLite opened the name, not a link; still the file claimed (not another put in its place)?
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_dev) != o.claimed_dev ||
+        uint64_t(st.st_ino) != o.claimed_ino) {
+      *what = "trace file replaced by another while it was being created";
+      return SQLITE_CANTOPEN;
+    }
+  }
   if (o.busy_timeout_ms > 0) sqlite3_busy_timeout(db.get(), o.busy_timeout_ms);
   *what = "cannot configure trace file";
   // 1 KiB pages: a trace has ~20 tables and indexes of one page at least, most of them small
@@ -683,8 +693,15 @@ bool read_meta_value(sqlite3* db, const char* key, std::string* value) {
 }
 
 int read_global_rank(const std::string& path, int busy_timeout_ms) {
+  // A recorder reads its peers' files (the hang report): a FIFO or a link named like a trace,
+  // or beside one as its journal, would block it or lead it elsewhere. Regular files only, as
+  // the analyzer's loader reads them.
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return -1;
+  for (const char* side : {"-journal", "-wal", "-shm"})
+    if (lstat((path + side).c_str(), &st) == 0 && !S_ISREG(st.st_mode)) return -1;
   Db db;
-  if (db.open_untrusted(path) != SQLITE_OK) return -1;
+  if (db.open_untrusted(path, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW) != SQLITE_OK) return -1;
   sqlite3_busy_timeout(db.get(), busy_timeout_ms);
   std::string v;
   return read_meta_value(db.get(), "global_rank", &v) ? global_rank_from_meta(v) : -1;

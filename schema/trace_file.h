@@ -262,6 +262,13 @@ struct CreateOptions {
   // the process's start, so that a row's issue time is small and its wall time a drift.
   int64_t time_base_mono_ns = 0;
   int64_t wall_offset_ns = 0;           // start_wall_ns - start_mono_ns
+  // The caller claimed `path` itself: an empty file it created with O_EXCL (the recorder's
+  // claim_trace_path), of this device and inode. It is kept, not unlinked, opened without
+  // following a symbolic link, and checked to be that file still before anything is written: a
+  // name swapped in between (a link planted by whoever can write the directory) cannot move
+  // where the trace is written.
+  bool claimed = false;
+  uint64_t claimed_dev = 0, claimed_ino = 0;
 };
 
 // Unlinks any old file (and its journal), creates `path` with the application id, pragmas,

@@ -20,6 +20,10 @@ inline constexpr int kApplicationId = 0x4C4B5354;               // PRAGMA applic
 // heartbeat (meta last_flush_mono_ns alone). 0: a file that says nothing of it (other writers,
 // older recorders). It sits in the file's first page, where a reader finds it without SQLite.
 inline constexpr int kUserVersionOffset = 60;  // big-endian, in SQLite's 100-byte header
+// A live but idle recorder's heartbeat (meta last_flush_mono_ns alone) comes at least this long
+// after the previous meta commit: k heartbeats span about k of these at most when they run on
+// time (node summaries take a refreshed file's last flush forward by no more).
+inline constexpr int64_t kHeartbeatMinIntervalNs = 1'000'000'000;
 
 // Room the recorder keeps for its last words. When a write fails because the file hit its
 // size limit (ulimit -f) or the disk filled, the meta rows that say so need pages the file

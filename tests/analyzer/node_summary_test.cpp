@@ -205,12 +205,13 @@ void set_mtime(const std::string& path, int64_t ns) {
   ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), t, 0), 0);
 }
 
-// What a live recorder's heartbeat commits: the last flush alone (the same number of digits),
-// the file's mtime later by `seconds`.
-void heartbeat(const std::string& path, const FileIdentity& then, int seconds) {
-  lockstep::testing::exec_sql(path, "UPDATE meta SET value = CAST(value AS INTEGER) + " + std::to_string(seconds) +
-                "000000000 WHERE key = 'last_flush_mono_ns'");
-  set_mtime(path, then.mtime_ns + int64_t(seconds) * 1000000000);
+// What a live recorder's heartbeats commit over `seconds`: one a second, the last flush alone
+// (the same number of digits), the file's mtime later by `seconds` (or by `mtime_seconds`: a
+// wall clock stepped forward in between).
+void heartbeat(const std::string& path, const FileIdentity& then, int seconds, int mtime_seconds = -1) {
+  for (int i = 0; i < seconds; ++i)
+    lockstep::testing::exec_sql(path, "UPDATE meta SET value = CAST(value AS INTEGER) + 1000000000 WHERE key = 'last_flush_mono_ns'");
+  set_mtime(path, then.mtime_ns + int64_t(mtime_seconds < 0 ? seconds : mtime_seconds) * 1000000000);
 }
 
 // `path` summarized alone into its directory's node summary; its identity as summarized.
@@ -269,6 +270,13 @@ TEST(NodeSummaryIdentity, a_live_recorders_heartbeat_keeps_the_summary_and_takes
   EXPECT_EQ(c.use.refreshed, 1);
   EXPECT_TRUE(c.use.ignored.empty()) << c.use.ignored[0].reason;
   EXPECT_EQ(covered_last_flush(c), flushed + 3'000'000'000);
+
+  // The wall clock stepped an hour forward between two heartbeats: the last flush moves by no
+  // more than the heartbeats committed can span (5 commits since summarizing: 5 s), not an hour.
+  heartbeat(path, now, 2, 3600);
+  c = cover_of(path);
+  EXPECT_EQ(c.use.refreshed, 1);
+  EXPECT_EQ(covered_last_flush(c), flushed + 5'000'000'000);
 
   // A commit that wrote more moves the generation, whatever it wrote.
   lockstep::testing::exec_sql(path, "UPDATE meta SET value = value WHERE key = 'host'; PRAGMA user_version = 6");

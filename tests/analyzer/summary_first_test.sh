@@ -221,6 +221,25 @@ else
   echo "ok no-order: the order proven by the baseline, none written without one"
 fi
 rm -f "$work/base-w.txt"
+# Two communicators named alike (one commName: one family in the canonical schedule): a rank that
+# issues two of their collectives the other way round matches a clean run's baseline, so the
+# baseline cannot prove the order the order digests did not (exit 4, never 0; the full read
+# finds the inversion, exit 1).
+"$GEN" "$work/named-ok" --ranks 24 --ops 9000 --diverge-from-end 0 --finished --rank-names >/dev/null
+"$GEN" "$work/named-inv" --ranks 24 --ops 9000 --diverge-from-end 0 --finished --rank-names --invert-rank 5 --invert-at 7 >/dev/null
+for f in "$work/named-ok"/*.sqlite "$work/named-inv"/*.sqlite; do
+  python3 -c 'import sqlite3,sys; db=sqlite3.connect(sys.argv[1]); db.execute("UPDATE comms SET name=\x27x\x27 WHERE id IN (1,2)"); db.commit()' "$f"
+done
+rc_w=0 rc_b=0 rc_f=0
+"$LOCKSTEP" check "$work/named-ok" --full-read --write-baseline "$work/base-named.txt" >"$work/check-w.txt" 2>&1 || rc_w=$?
+"$LOCKSTEP" check "$work/named-inv" --summary-first --baseline "$work/base-named.txt" >"$work/check-b.txt" 2>&1 || rc_b=$?
+"$LOCKSTEP" check "$work/named-inv" --full-read >/dev/null 2>&1 || rc_f=$?
+if [ "$rc_w" != 0 ] || [ "$rc_b" != 4 ] || [ "$rc_f" != 1 ] || grep -q "and is the baseline's" "$work/check-b.txt"; then
+  echo "FAIL named alike: baseline written exit $rc_w (want 0), summary first with it exit $rc_b (want 4), full read exit $rc_f (want 1)"
+  cat "$work/check-w.txt" "$work/check-b.txt" | tail -8; fail=1
+else
+  echo "ok named alike: a baseline does not prove the order of two communicators of one family"
+fi
 # The canonical schedule summary first reads a few files the digests prove alike: it must be the
 # full read's byte for byte where (a) every communicator's collectives are all-to-alls, whose
 # digest (op, dtype) is the same on every communicator and whose count is not, so a

@@ -2,12 +2,15 @@
 // container's --hostname) and must not move the file out of the trace directory or put control
 // bytes into its name. schema/file_name.h is the one definition every writer uses.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "file_name.h"
 #include "process_info.h"
+#include "trace_file.h"
 #include "trace_schema.h"
 #include "trace_test_util.h"
 #include "writer.h"
@@ -55,6 +58,62 @@ TEST(WriterFileName, hostile_host_name_stays_inside_the_trace_directory) {
   // Nothing was written above the trace directory.
   for (const auto& e : fs::recursive_directory_iterator(tmp.path))
     if (e.is_regular_file()) EXPECT_EQ(fs::canonical(e.path().parent_path()), fs::canonical(dir)) << e.path();
+}
+
+// Every name this process may take is taken (1,001 of them): the recorder does not record,
+// and replaces none of them. A symbolic link at a name is never followed.
+TEST(WriterFileName, taken_names_are_never_replaced_and_links_never_followed) {
+  TempDir tmp;
+  const fs::path dir = fs::path(tmp.path) / "trace";
+  fs::create_directories(dir);
+  TraceHeader h;
+  h.info = read_process_info();
+  h.info.trace_dir = dir.string();
+  h.info.host = "node0";
+  const std::string stem = (dir / ("node0-" + std::to_string(h.info.pid))).string();
+  // The first name: a dangling link to a file outside the directory.
+  const fs::path outside = fs::path(tmp.path) / "outside";
+  fs::create_symlink(outside, stem + schema::kFileSuffix);
+  {
+    std::string err;
+    Writer* w = Writer::open(h, &err);
+    ASSERT_NE(w, nullptr) << err;
+    EXPECT_EQ(w->path(), stem + ".1" + schema::kFileSuffix);
+    w->start();
+    w->stop("exit");
+    EXPECT_FALSE(fs::exists(outside)) << "the link was followed";
+  }
+  for (int n = 2; n <= 1000; ++n) std::ofstream(stem + "." + std::to_string(n) + schema::kFileSuffix) << "precious";
+  std::string err;
+  EXPECT_EQ(Writer::open(h, &err), nullptr) << "every name was taken";
+  EXPECT_NE(err.find("cannot claim a trace file name"), std::string::npos) << err;
+  std::ifstream last(stem + ".1000" + schema::kFileSuffix);
+  std::string text;
+  last >> text;
+  EXPECT_EQ(text, "precious");
+  EXPECT_FALSE(fs::exists(stem + ".1001" + schema::kFileSuffix));
+}
+
+// A recorder reads its peers' files for the hang report (their global ranks): a FIFO named like a
+// trace, or as a trace's journal, is not opened (opening one would block until a writer came).
+TEST(WriterFileName, a_fifo_named_like_a_trace_is_not_opened_by_a_peer) {
+  TempDir tmp;
+  const std::string fifo = tmp.path + "/zz" + schema::kFileSuffix;
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  EXPECT_EQ(trace_file::read_global_rank(fifo, 200), -1);
+  // A regular trace beside a FIFO journal.
+  TraceHeader h;
+  h.info = read_process_info();
+  h.info.trace_dir = tmp.path;
+  std::string err;
+  Writer* w = Writer::open(h, &err);
+  ASSERT_NE(w, nullptr) << err;
+  const std::string path = w->path();
+  w->start();
+  w->stop("exit");
+  fs::remove(path + "-journal");
+  ASSERT_EQ(mkfifo((path + "-journal").c_str(), 0644), 0);
+  EXPECT_EQ(trace_file::read_global_rank(path, 200), -1);
 }
 
 }  // namespace
