@@ -39,6 +39,19 @@ const char* stop_cause_name(StopCause c) {
 
 namespace {
 
+// The analyzer's CLOCK_MONOTONIC and host name, where HangOptions leaves them unset.
+int64_t now_of(const HangOptions& opt) {
+  if (opt.now_mono_ns >= 0) return opt.now_mono_ns;
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+std::string host_of(const HangOptions& opt) {
+  if (!opt.this_host.empty()) return opt.this_host;
+  char buf[256] = {};
+  return gethostname(buf, sizeof buf - 1) == 0 ? std::string(buf) : std::string();
+}
+
 // Collective ordinal (1-based, absolute: retired history counted) of a process's op.
 int64_t ordinal_of(const ProcComm& pc, uint32_t op) {
   size_t k = std::lower_bound(pc.colls.begin(), pc.colls.end(), op) - pc.colls.begin();
@@ -358,17 +371,8 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
     auto& f = freshest[p.info.host];
     f = std::max(f, p.info.last_flush_mono_ns);
   }
-  int64_t now = opt.now_mono_ns;
-  if (now < 0) {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    now = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-  }
-  std::string here = opt.this_host;
-  if (here.empty()) {
-    char buf[256] = {};
-    if (gethostname(buf, sizeof buf - 1) == 0) here = buf;
-  }
+  const int64_t now = now_of(opt);
+  const std::string here = host_of(opt);
   PeersCompleted peers(s, idx);
   r.ranks.resize(n);
   // A recorder's hang timeout that fired proves the job stalled: then no rank was merely
@@ -712,18 +716,7 @@ TraceEnd trace_end(const Process& info, const HangOptions& opt, int64_t now_mono
 }
 
 TraceEnd trace_end(const Process& info, const HangOptions& opt) {
-  int64_t now = opt.now_mono_ns;
-  if (now < 0) {
-    timespec ts{};
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    now = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-  }
-  std::string here = opt.this_host;
-  if (here.empty()) {
-    char buf[256] = {};
-    if (gethostname(buf, sizeof buf - 1) == 0) here = buf;
-  }
-  return trace_end(info, opt, now, here);
+  return trace_end(info, opt, now_of(opt), host_of(opt));
 }
 
 HangReport explain_hang(const Schedule& s, const CommIndex& idx, const HangOptions& opt) {

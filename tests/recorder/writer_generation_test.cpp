@@ -69,14 +69,19 @@ Record op_record(int64_t call, int64_t seq) {
   return r;
 }
 
-TEST(WriterGeneration, advances_with_every_content_commit_and_never_with_the_heartbeat) {
-  test::TempDir dir;
+// A writer of this process's trace in `dir`, without a size cap.
+Writer* open_uncapped(const std::string& dir, std::string* err) {
   TraceHeader h;
   h.info = read_process_info();
-  h.info.trace_dir = dir.path;
+  h.info.trace_dir = dir;
   h.max_mb = 0;
+  return Writer::open(h, err);
+}
+
+TEST(WriterGeneration, advances_with_every_content_commit_and_never_with_the_heartbeat) {
+  test::TempDir dir;
   std::string err;
-  Writer* w = Writer::open(h, &err);
+  Writer* w = open_uncapped(dir.path, &err);
   ASSERT_NE(w, nullptr) << err;
   const std::string path = w->path();
   // Random from the header on (a node summary tells this file from another of its name by it).
@@ -115,12 +120,8 @@ TEST(WriterGeneration, starts_at_a_random_generation) {
   std::vector<int64_t> first;
   for (int i = 0; i < 3; ++i) {
     test::TempDir dir;
-    TraceHeader h;
-    h.info = read_process_info();
-    h.info.trace_dir = dir.path;
-    h.max_mb = 0;
     std::string err;
-    Writer* w = Writer::open(h, &err);
+    Writer* w = open_uncapped(dir.path, &err);
     ASSERT_NE(w, nullptr) << err;
     first.push_back(generation(w->path()));
     w->start();
