@@ -287,7 +287,7 @@ namespace {
 // this pid's image before an exec, or by a process of another pid namespace. An existing trace is
 // never replaced; the claim is an O_EXCL create (which follows no link), and the file created is
 // the one SQLite must open (trace_file::create checks its device and inode). `claimed` false: no
-// name could be claimed (every one taken, or the directory refuses), `why` says so.
+// name could be claimed (every one taken, or the directory refuses), `error` says why.
 struct Claim {
   std::string path;
   bool claimed = false;
