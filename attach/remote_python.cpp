@@ -181,7 +181,9 @@ struct RemotePythonReader::Impl {
     return true;
   }
 
-  CodeInfo code_info(uint64_t code, std::map<uint64_t, CodeInfo>& cache) const {
+  // By reference (a line table is up to 1 MiB: copied for every frame it was): the cached entry,
+  // or, once the cache is full, the last one computed (valid until the next call).
+  const CodeInfo& code_info(uint64_t code, std::map<uint64_t, CodeInfo>& cache) const {
     auto it = cache.find(code);
     if (it != cache.end()) return it->second;
     const lp::PyLayout& L = layout;
@@ -198,15 +200,24 @@ struct RemotePythonReader::Impl {
         if (!mem.read(table + L.bytes_sval, ci.linetable.data(), ci.linetable.size())) ci.linetable.clear();
       }
     }
-    if (cache.size() < 100000) cache.emplace(code, ci);
-    return ci;
+    if (cache.size() < 100000) return cache.emplace(code, std::move(ci)).first->second;
+    uncached_ = std::move(ci);
+    return uncached_;
   }
+  mutable CodeInfo uncached_;
+  // Line-table bytes decoded in one read, while the target is stopped: a hostile or damaged
+  // process (4,096 threads x 256 frames of 1 MiB tables) would otherwise stretch the stop by
+  // minutes. Past the budget, frames keep their file and function, not their line.
+  static constexpr size_t kMaxLineTableBytes = size_t(64) << 20;
+  mutable size_t line_table_bytes_ = 0;
 
   PythonFrame frame_of(const CodeInfo& ci, int32_t addr) const {
     PythonFrame f;
     f.file = ci.file;
     f.function = ci.function;
     if (addr == lp::kAddrNoLine) return f;
+    if (line_table_bytes_ + ci.linetable.size() > kMaxLineTableBytes) return f;
+    line_table_bytes_ += ci.linetable.size();
     const int line = layout.linetable == lp::LineTable::kPep626
                          ? lp::python_linetable_line_310(ci.linetable.data(), ci.linetable.size(), ci.firstlineno, addr)
                          : lp::python_linetable_line(ci.linetable.data(), ci.linetable.size(), ci.firstlineno, addr);
@@ -348,6 +359,7 @@ struct RemotePythonReader::Impl {
     out.status = status;
     if (!found) return out;
     std::map<uint64_t, CodeInfo> cache;
+    line_table_bytes_ = 0;
     mem.begin_pages();
     const ThreadListLayout& T = threads;
     uint64_t interp = mem.ptr(runtime + T.runtime_interpreters_head);
