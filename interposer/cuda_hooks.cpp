@@ -38,12 +38,15 @@ cudaError_t wait_hook(Fn real, WaitKind kind, void* stream, void* event, A... ar
   if (guard.nested()) return real(args...);
   uint64_t t0 = (off & kProfile) ? bench_ticks() : 0;
   CallStart c = call_start(false, record);
+  // The row of the record this wait refers to, before a wait that may block (a hang inside it
+  // leaves that row written).
+  if (c.active && (kind == WaitKind::StreamWaitEvent || kind == WaitKind::EventSync))
+    event_waited(event);
   uint64_t t1 = (off & kProfile) ? bench_ticks() : 0;
   cudaError_t rc = real(args...);
   uint64_t t2 = (off & kProfile) ? bench_ticks() : 0;
-  // Adopted by the thread's ops just before on that stream (a failed record: none adopted).
-  if (record && c.active) event_recorded(rc == cudaSuccess ? event : nullptr, stream);
-  wait_done(c, kind, stream, event);
+  if (record) event_recorded(c, event, stream, rc == cudaSuccess);
+  else wait_done(c, kind, stream, event);
   if (rc == cudaSuccess && (kind == WaitKind::StreamSync || kind == WaitKind::DeviceSync))
     synchronized(stream, kind == WaitKind::DeviceSync);
   if (off & kProfile) {
@@ -192,6 +195,7 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   auto real = REAL_RT(cudaEventDestroy);
   if (!real) return kNoRuntime;
   event_reused(event);
+  event_destroyed(event);
   return real(event);
 }
 

@@ -2,6 +2,7 @@
 // by recorder_test.cpp, which then checks the trace it left. Linked with -rdynamic so stack
 // frames carry these function names.
 //   recorder_probe SCENARIO [args]     (env PROBE_NRANKS, RANK: communicator size and rank)
+#include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -326,6 +327,31 @@ int scenario_nonblocking() {
 
 int scenario_nothing() { return 0; }
 
+// cudaEventRecord rows are written only for records a later wait names (recorder.cpp, "event
+// records"). 0xe100 and 0x12170 share a slot of the recorder's table: the second evicts the
+// first, whose row is then written at once. The stub fails a record of 0xbad0.
+int scenario_event_records() {
+  auto ev = [](uintptr_t v) { return reinterpret_cast<cudaEvent_t>(v); };
+  ncclComm_t c = init_comm();
+  probe_issue_all_reduce(c, 1);  // the runtime hooks record only once NCCL was called
+  cudaEventRecord(ev(0xe100), stream(0x51));       // row when evicted below
+  cudaEventRecord(ev(0xe200), stream(0x51));       // superseded: no row
+  cudaEventRecord(ev(0xe200), stream(0x52));       // row (the wait below names it)
+  cudaStreamWaitEvent(stream(0x53), ev(0xe200), 0);
+  cudaEventRecord(ev(0xe300), stream(0x51));       // row
+  cudaEventSynchronize(ev(0xe300));
+  cudaEventSynchronize(ev(0xe300));                // no second record row
+  cudaEventRecord(ev(0x12170), stream(0x51));      // evicts 0xe100; never waited: no row
+  if (cudaEventRecord(ev(0xbad0), stream(0x51)) == cudaSuccess) return 9;  // stub changed
+  cudaStreamWaitEvent(stream(0x51), ev(0xbad0), 0);  // a wait row only
+  cudaEventRecord(ev(0xe600), stream(0x51));
+  cudaEventDestroy(ev(0xe600));                    // forgotten
+  cudaStreamWaitEvent(stream(0x51), ev(0xe600), 0);  // a wait row only
+  cudaEventRecord(ev(0xe500), stream(0x51));       // never waited: no row
+  probe_issue_all_reduce(c, 1);
+  return 0;
+}
+
 // 60 ops 3 ms apart on a stream whose work takes 100 ms: every watchdog poll sees some of
 // them complete and some not.
 int scenario_slow_stream() {
@@ -469,6 +495,7 @@ int main(int argc, char** argv) {
   if (s == "ops_then_wait") return scenario_ops_then_wait(argc > 2 ? atoi(argv[2]) : 100);
   if (s == "graph") return scenario_graph();
   if (s == "nothing") return scenario_nothing();
+  if (s == "event_records") return scenario_event_records();
   if (s == "graph_handle_reuse") return scenario_graph_handle_reuse();
   if (s == "nonblocking") return scenario_nonblocking();
   if (s == "slow_stream") return scenario_slow_stream();

@@ -26,4 +26,8 @@ API cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
 API cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 API cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
 API cudaError_t cudaStreamWaitEvent(cudaStream_t, cudaEvent_t, unsigned int) { return cudaSuccess; }
-API cudaError_t cudaEventRecord(cudaEvent_t, cudaStream_t) { return cudaSuccess; }
+// 0xbad0: a record that fails (recorder_test: event records).
+API cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t) {
+  return reinterpret_cast<uintptr_t>(e) == 0xbad0 ? cudaErrorInvalidResourceHandle : cudaSuccess;
+}
+API cudaError_t cudaEventDestroy(cudaEvent_t) { return cudaSuccess; }
