@@ -233,11 +233,11 @@ fi
 t=$(ls -d "$W"/t-ab/* "$W"/t-parts/* 2>/dev/null | tail -1)
 if [ -n "$t" ]; then
   python3 - "$W" >"$OUT/trace.txt" 2>&1 <<'EOF'
-import glob, sqlite3, sys
+import glob, os, sqlite3, sys
 for p in sorted(glob.glob(sys.argv[1] + "/t-ab/*.sqlite") + glob.glob(sys.argv[1] + "/t-parts/*.sqlite"))[-3:]:
     db = sqlite3.connect(p)
     meta = dict(db.execute("select key, value from meta"))
-    print(p, db.execute("select count(*) from ops").fetchone()[0], "ops",
+    print(p, os.path.getsize(p), "bytes", db.execute("select count(*) from ops").fetchone()[0], "ops",
           db.execute("select count(*) from stacks").fetchone()[0], "stacks",
           dict(db.execute("select kind, count(*) from waits group by kind")), "waits rows",
           {k: meta.get(k) for k in ("stack_mode", "native_stack_memo", "python_guard", "completion_adopted", "dropped_records", "bench_off")})
