@@ -38,15 +38,14 @@ cudaError_t wait_hook(Fn real, WaitKind kind, void* stream, void* event, A... ar
   if (guard.nested()) return real(args...);
   uint64_t t0 = (off & kProfile) ? bench_ticks() : 0;
   CallStart c = call_start(false, record);
-  // The row of the record this wait refers to, before a wait that may block (a hang inside it
-  // leaves that row written).
-  if (c.active && (kind == WaitKind::StreamWaitEvent || kind == WaitKind::EventSync))
-    event_waited(event);
   uint64_t t1 = (off & kProfile) ? bench_ticks() : 0;
   cudaError_t rc = real(args...);
   uint64_t t2 = (off & kProfile) ? bench_ticks() : 0;
-  if (record) event_recorded(c, event, stream, rc == cudaSuccess);
-  else wait_done(c, kind, stream, event);
+  // Adopted by the thread's ops just before on that stream (a failed record: none adopted).
+  if (record && c.active) event_recorded(rc == cudaSuccess ? event : nullptr, stream);
+  // A failed record leaves the event as it was: no row (the model checker and replay would
+  // take it for the event's position).
+  if (!record || rc == cudaSuccess) wait_done(c, kind, stream, event);
   if (rc == cudaSuccess && (kind == WaitKind::StreamSync || kind == WaitKind::DeviceSync))
     synchronized(stream, kind == WaitKind::DeviceSync);
   if (off & kProfile) {
@@ -195,7 +194,6 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   auto real = REAL_RT(cudaEventDestroy);
   if (!real) return kNoRuntime;
   event_reused(event);
-  event_destroyed(event);
   return real(event);
 }
 

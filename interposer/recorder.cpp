@@ -751,83 +751,9 @@ void synchronized(void* stream, bool device) noexcept {
   r->completion->synced(stream, device);
 }
 
-// ---- event records ---------------------------------------------------------------------------
-// A cudaEventRecord's row is read only through a later wait naming its event: the model
-// checker's stream_wait_event barrier and event_sync marker (analyzer/model_engine.cpp) and
-// replay's worker take the event's last record before the wait. PyTorch records ~3 events a
-// collective and waits on few, so a record is kept in its event's slot and its row (with the
-// record's own call index, time and thread: readers order rows by call index) is written when
-// a wait names the event; when another event takes the slot, at once. A record on one thread
-// and a wait on another with no synchronization of their own between them race in the program
-// too: the wait may or may not see that record.
-namespace {
-
-PendingEventRecord& event_slot(Recorder* r, void* event) {
-  const uintptr_t v = reinterpret_cast<uintptr_t>(event);
-  return r->event_records[((v >> 4) ^ (v >> 14) ^ (v >> 24)) % Recorder::kEventRecordSlots];
-}
-
-struct SlotLock {
-  PendingEventRecord& s;
-  explicit SlotLock(PendingEventRecord& slot) : s(slot) {
-    while (s.busy.exchange(1, std::memory_order_acquire)) __builtin_ia32_pause();
-  }
-  ~SlotLock() { s.busy.store(0, std::memory_order_release); }
-};
-
-void push_wait_row(Recorder* r, const WaitRec& w) {
-  if (bench_off() & kOffWaitRow) return;
-  Record rec;
-  rec.kind = RecKind::Wait;
-  rec.wait = w;
-  r->writer->push(rec);
-}
-
-}  // namespace
-
-void event_recorded(const CallStart& cs, void* event, void* stream, bool rc_ok) noexcept {
+void event_recorded(void* event, void* stream) noexcept {
   Recorder* r = current_recorder();
-  if (!r || !cs.active) return;
-  if (!(bench_off() & kOffEvent)) r->completion->event_recorded(rc_ok ? event : nullptr, stream);
-  if (!rc_ok || !event) return;
-  const WaitRec w{cs.call_index, reinterpret_cast<uint64_t>(stream), reinterpret_cast<uint64_t>(event),
-                  cs.mono, cs.mono, thread_state().tid, WaitKind::EventRecord};
-  WaitRec evicted;
-  bool evict;
-  {
-    PendingEventRecord& s = event_slot(r, event);
-    SlotLock lock(s);
-    evict = s.pending && s.rec.event != w.event;
-    if (evict) evicted = s.rec;
-    s.rec = w;
-    s.pending = true;
-  }
-  if (evict) push_wait_row(r, evicted);
-}
-
-void event_waited(void* event) noexcept {
-  Recorder* r = current_recorder();
-  if (!r || !event) return;
-  WaitRec w;
-  bool found;
-  {
-    PendingEventRecord& s = event_slot(r, event);
-    SlotLock lock(s);
-    found = s.pending && s.rec.event == reinterpret_cast<uint64_t>(event);
-    if (found) {
-      w = s.rec;
-      s.pending = false;
-    }
-  }
-  if (found) push_wait_row(r, w);
-}
-
-void event_destroyed(void* event) noexcept {
-  Recorder* r = current_recorder();
-  if (!r || !event) return;
-  PendingEventRecord& s = event_slot(r, event);
-  SlotLock lock(s);
-  if (s.pending && s.rec.event == reinterpret_cast<uint64_t>(event)) s.pending = false;
+  if (r && !(bench_off() & kOffEvent)) r->completion->event_recorded(event, stream);
 }
 
 void resolve_deferred_completions() noexcept {
@@ -841,11 +767,14 @@ void event_reused(void* event) noexcept {
 void wait_done(const CallStart& cs, WaitKind kind, void* stream, void* event) noexcept {
   Recorder* r = current_recorder();
   if (!r || !cs.active) return;
-  // cudaStreamWaitEvent only enqueues (it returns in ~100 ns): its row ends where it begins,
-  // one clock read instead of two.
-  const bool enqueue_only = kind == WaitKind::StreamWaitEvent;
-  push_wait_row(r, {cs.call_index, reinterpret_cast<uint64_t>(stream), reinterpret_cast<uint64_t>(event),
-                    cs.mono, enqueue_only ? cs.mono : hot_mono_ns(), thread_state().tid, kind});
+  // cudaEventRecord / cudaStreamWaitEvent only enqueue (they return in ~100 ns, PyTorch makes
+  // several per collective): their row ends where it begins, one clock read instead of two.
+  bool enqueue_only = kind == WaitKind::EventRecord || kind == WaitKind::StreamWaitEvent;
+  Record rec;
+  rec.kind = RecKind::Wait;
+  rec.wait = {cs.call_index, reinterpret_cast<uint64_t>(stream), reinterpret_cast<uint64_t>(event),
+              cs.mono, enqueue_only ? cs.mono : hot_mono_ns(), thread_state().tid, kind};
+  if (!(bench_off() & kOffWaitRow)) r->writer->push(rec);
 }
 
 }  // namespace lockstep::rec

@@ -95,23 +95,13 @@ void graph_instantiated(void* exec, void* graph) noexcept;
 void graph_destroyed(void* graph) noexcept;
 void graph_exec_destroyed(void* exec) noexcept;
 void graph_launched(const CallStart& c, void* exec, void* stream, int rc) noexcept;
-// After a host wait (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize,
-// cudaStreamWaitEvent) returned: its row.
 void wait_done(const CallStart& c, WaitKind kind, void* stream, void* event) noexcept;
-// Before the real cudaStreamWaitEvent / cudaEventSynchronize of `event`: the row of the event's
-// last record, if not written yet (recorder.cpp, "event records").
-void event_waited(void* event) noexcept;
-// After the real cudaEventRecord(event, stream) succeeded (rc_ok): the record is kept for a later
-// wait that names the event (its row is written then), and adopted by the thread's ops just
-// before on that stream (completion.h). A failed record is neither.
-void event_recorded(const CallStart& c, void* event, void* stream, bool rc_ok) noexcept;
+// cudaEventRecord(event, stream) returned success on this thread (completion.h: adoption).
+void event_recorded(void* event, void* stream) noexcept;
 // Before a real call that must come after the thread's deferred ops' signals (a capture begins).
 void resolve_deferred_completions() noexcept;
 // Before the real cudaEventRecord[WithFlags] / cudaEventDestroy of `event`, on any thread.
 void event_reused(void* event) noexcept;
-// Before the real cudaEventDestroy: its record not written is forgotten (the handle may name
-// another event next).
-void event_destroyed(void* event) noexcept;
 // A stream (device: every stream) synchronize returned success on this thread.
 void synchronized(void* stream, bool device) noexcept;
 

@@ -38,14 +38,6 @@ struct DeferredTrack {
   InFlightOp op;
 };
 
-// A cudaEventRecord not yet written (recorder.cpp, "event records"): one slot per event,
-// direct-mapped by handle. `busy`: a spin lock held for a few stores.
-struct PendingEventRecord {
-  std::atomic<uint32_t> busy{0};
-  bool pending = false;
-  WaitRec rec{};
-};
-
 struct Recorder {
   ProcessInfo info;
   Writer* writer = nullptr;
@@ -65,9 +57,6 @@ struct Recorder {
   std::mutex deferred_mu;
   std::unordered_map<void*, std::vector<DeferredTrack>> deferred;   // comm handle -> ops
   std::atomic<int64_t> n_deferred{0};  // lets the hot paths skip deferred_mu when none
-
-  static constexpr size_t kEventRecordSlots = 1024;
-  PendingEventRecord event_records[kEventRecordSlots];
 };
 
 enum class RecorderState : int { NotStarted = 0, Active = 1, Off = -1 };

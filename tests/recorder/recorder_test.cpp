@@ -499,27 +499,16 @@ TEST(Recorder, graph_replays_record_one_sequenced_op_per_captured_op_per_launch)
   EXPECT_EQ(t.scalar("SELECT group_concat(kind) FROM waits"), "stream_sync");
 }
 
-TEST(Recorder, an_event_record_is_written_only_when_a_wait_names_its_event) {
+TEST(Recorder, a_failed_event_record_writes_no_row) {
   Probe p({"event_records"});
   ASSERT_ONE_TRACE(p);
   Trace t(p.files[0]);
-  auto rows = t.rows("SELECT kind, printf('%x', event), printf('%x', stream), call_index FROM waits "
-                     "ORDER BY call_index");
+  auto rows = t.rows("SELECT kind, printf('%x', event), printf('%x', stream) FROM waits ORDER BY call_index");
   std::vector<std::string> got;
   for (auto& r : rows) got.push_back(r[0] + "/" + r[1] + "/" + r[2]);
   EXPECT_EQ(join(got, " "),
-            "event_record/e100/51 event_record/e200/52 stream_wait_event/e200/53 "
-            "event_record/e300/51 event_sync/e300/0 event_sync/e300/0 "
-            "stream_wait_event/bad0/51 stream_wait_event/e600/51")
-      << "rows of the records waited on (the last before the wait) and of the evicted one; "
-         "none for a superseded, failed, destroyed or never-waited record";
-  ASSERT_EQ(rows.size(), 8u);
-  // Each record row keeps its own call: before the wait, after the record it superseded.
-  const auto ops = t.rows("SELECT call_index FROM ops ORDER BY call_index");
-  ASSERT_EQ(ops.size(), 2u);
-  EXPECT_EQ(std::stoll(rows[0][3]), std::stoll(ops[0][0]) + 1) << "0xe100: the first call after the op";
-  EXPECT_EQ(std::stoll(rows[1][3]), std::stoll(ops[0][0]) + 3) << "0xe200: its second record";
-  EXPECT_EQ(std::stoll(rows[2][3]), std::stoll(ops[0][0]) + 4);
+            "event_record/e100/51 stream_wait_event/e100/52 event_sync/e100/0 stream_wait_event/bad0/51")
+      << "a record that failed left the event where it was: the wait on it has no record to take";
 }
 
 TEST(Recorder, destroyed_graph_and_exec_handles_do_not_replay_their_old_ops_when_reused) {
