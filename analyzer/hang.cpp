@@ -383,8 +383,7 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
     RankHang& rh = r.ranks[p];
     rh.proc = static_cast<int>(p);
     const TraceEnd end = trace_end(sp.info, opt, now, here);
-    const auto st = sp.info.meta.find(schema::meta::kRecorderStopped);
-    const bool stopped = st != sp.info.meta.end() && !st->second.empty();
+    const bool stopped = end.stopped;
     rh.live = end.live;
     rh.history_lost = end.lost;
     c.lost[p] = rh.history_lost;
@@ -440,7 +439,7 @@ void classify_ranks(const Schedule& s, const CommIndex& idx, const HangOptions& 
     rh.in_flight = c.in_flight[p].size();
     bool stale = rh.cause == StopCause::kStaleFlush;
     if (rh.in_flight && !stale) c.status[p] = RankStatus::kBlocked;
-    std::string stop_why = stopped ? "its recorder stopped recording (" + sp.info.meta.at(schema::meta::kRecorderStopped) + ")" : "";
+    std::string stop_why = stopped ? "its recorder stopped recording (" + end.stop_reason + ")" : "";
     if (rh.history_lost && !stale && c.status[p] == RankStatus::kNoCollective) {
       c.status[p] = RankStatus::kEnded;
       rh.cause = stopped ? StopCause::kRecorderStopped : StopCause::kNoExitRecord;
@@ -702,16 +701,16 @@ std::vector<RankGroup> group_ranks(const Schedule& s, const Ctx& c, const HangRe
 TraceEnd trace_end(const Process& info, const HangOptions& opt, int64_t now_mono_ns, const std::string& this_host) {
   // SIGUSR1 only asks for a flush: the process lives on, like one with no record at all.
   const bool no_record = !info.finished && (info.exit_reason.empty() || info.exit_reason == "SIGUSR1");
-  const auto st = info.meta.find(schema::meta::kRecorderStopped);
-  const bool stopped = st != info.meta.end() && !st->second.empty();
   auto alive = [&](int64_t pid) {
     if (opt.pid_alive) return opt.pid_alive(pid);
     return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
   };
   TraceEnd e;
-  e.live = no_record && !stopped && !this_host.empty() && info.host == this_host && info.last_flush_mono_ns > 0 &&
+  if (const auto st = info.meta.find(schema::meta::kRecorderStopped); st != info.meta.end() && !st->second.empty())
+    e.stopped = true, e.stop_reason = st->second;
+  e.live = no_record && !e.stopped && !this_host.empty() && info.host == this_host && info.last_flush_mono_ns > 0 &&
            now_mono_ns - info.last_flush_mono_ns <= opt.stale_ns && alive(info.pid);
-  e.lost = (no_record && !e.live) || stopped;
+  e.lost = (no_record && !e.live) || e.stopped;
   return e;
 }
 

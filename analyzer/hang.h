@@ -133,11 +133,15 @@ struct HangOptions {
 // How a process's trace ends: live (still being written, on this host: its process exists and
 // its last flush is fresh) or its history lost (no exit record and not live, or its recorder
 // stopped); neither: the trace holds the process's whole history. The one rule RankHang's live
-// and history_lost and the commands that read headers only (timeline -o) apply. The second form
-// reads the clock and the host name where `opt` leaves them unset.
+// and history_lost and the commands that read headers only (timeline -o, stacks) apply. The
+// second form reads the clock and the host name where `opt` leaves them unset.
 struct TraceEnd {
   bool live = false;
   bool lost = false;
+  // Its recorder stopped recording (meta recorder_stopped, then lost too): stop_reason says why
+  // (the meta's value, as the file holds it: escape it before printing).
+  bool stopped = false;
+  std::string stop_reason;
 };
 TraceEnd trace_end(const Process& info, const HangOptions& opt, int64_t now_mono_ns, const std::string& this_host);
 TraceEnd trace_end(const Process& info, const HangOptions& opt = {});

@@ -13,8 +13,8 @@
 #include "analyze_common.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "hang.h"
 #include "identity.h"
-#include "meta_keys.h"
 #include "parallel_for.h"
 #include "summary_read.h"
 #include "text_escape.h"
@@ -48,20 +48,21 @@ void add_entry(std::vector<Entry>& out, std::map<std::string, size_t>& by_body, 
   out.push_back({{rank}, std::move(body)});
 }
 // Why a member's file may lack seq `seq` although the member issued it: a hole in its records
-// of the communicator, or a history that does not reach the process's end (its recorder
-// stopped; no exit record: still running, or killed after its last flush). Empty: the file is
-// whole to the end, so a seq it lacks was never issued. The verdict's rule (a record we do not
-// have is unknown, never missing): analyze says the same of the member.
+// of the communicator, or a history that does not reach the process's end (trace_end, the rule
+// analyze applies: its recorder stopped; no exit record and not seen running; or still running
+// here). Empty: the file is whole to the end, so a seq it lacks was never issued. The verdict's
+// rule (a record we do not have is unknown, never missing): analyze says the same of the member.
 // A recorder's hang timeout that fired anywhere in the job (any_marker) proves the job stalled:
-// then a trace without an exit record is whole up to the stall, as analyze takes it.
+// then a member still running here is whole up to the stall, as analyze takes it (a member
+// behind); one not seen running lost its history all the same.
 std::string unknown_why(const SchedProcess& sp, const ProcComm& pc, int64_t seq, bool any_marker) {
   if (!pc.whole() && seq > pc.complete_through_seq)
     return "unknown: its records of this comm are whole through seq " + std::to_string(pc.complete_through_seq) +
            " only (" + gap_cause_name(pc.gap) + "): seq " + std::to_string(seq) + " may have been issued and not recorded\n";
-  const auto st = sp.info.meta.find(schema::meta::kRecorderStopped);
-  if (st != sp.info.meta.end() && !st->second.empty())
-    return "unknown: its recorder stopped (" + printable(st->second.substr(0, 300)) + "): what it issued after that is not recorded\n";
-  if (!any_marker && !sp.info.finished && (sp.info.exit_reason.empty() || sp.info.exit_reason == "SIGUSR1"))
+  const TraceEnd end = trace_end(sp.info);
+  if (end.stopped)
+    return "unknown: its recorder stopped (" + printable(end.stop_reason.substr(0, 300)) + "): what it issued after that is not recorded\n";
+  if (end.lost || (end.live && !any_marker))
     return "unknown: its trace ends without an exit record (still running, or killed after its last flush): seq " +
            std::to_string(seq) + " may have been issued after it\n";
   return "";

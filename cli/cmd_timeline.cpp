@@ -15,7 +15,6 @@
 #include "exit_codes.h"
 #include "hang.h"
 #include "identity.h"
-#include "meta_keys.h"
 #include "text_escape.h"
 #include "timeline.h"
 #include "trace_validation.h"
@@ -57,8 +56,7 @@ std::vector<std::string> evidence_of(const Schedule& headers, const std::vector<
   std::vector<int> lost;
   for (size_t i = 0; i < headers.procs.size(); ++i) {
     const Process& info = headers.procs[i].info;
-    const auto st = info.meta.find(schema::meta::kRecorderStopped);
-    if (trace_end(info).lost && (st == info.meta.end() || st->second.empty()))
+    if (const TraceEnd end = trace_end(info); end.lost && !end.stopped)
       lost.push_back(display_rank(headers, static_cast<int>(i)));
   }
   if (!lost.empty())

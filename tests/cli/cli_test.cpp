@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -322,6 +323,49 @@ TEST(CliStacks, a_member_whose_records_cannot_show_the_seq_is_unknown_not_never_
   EXPECT_EQ(st.exit_code, 4) << both(st);
   EXPECT_NE(st.out.find("rank 1: unknown:"), std::string::npos) << both(st);
   EXPECT_NE(st.out.find("recorder_stopped"), std::string::npos) << both(st);
+}
+
+// A recorder's hang timeout that fired proves the job stalled, so a member still running here
+// (trace_end: live) shows everything it issued up to the stall: a seq it lacks was never issued,
+// as analyze takes it. A member whose trace ends without an exit record and that is not seen
+// running (SIGKILLed after the hang) lost its history all the same: unknown, as analyze says
+// (history_lost), never "no op" (the marker once made both whole).
+TEST(CliStacks, a_hang_timeout_makes_a_live_member_whole_but_not_a_lost_one) {
+  auto two = [] {
+    TraceBuilder b(2);
+    b.comm("aaaaaaaa00000003", {0, 1});
+    b.all({0, 1}, "aaaaaaaa00000003", OpSpec{}, 6);
+    b.running(0), b.running(1);
+    b.trace().processes[0].hangs.push_back({b.trace().processes[0].last_flush_mono_ns, 0, 1, "no progress for 60s"});
+    return b;
+  };
+  // Traces from another host: not seen running, their history lost.
+  TraceBuilder lost = two();
+  auto dir = write(lost, "cli-stacks-marker-lost");
+  auto r = lockstep_cli({"stacks", dir, "--comm", "aaaaaaaa", "--seq", "9"});
+  EXPECT_EQ(r.exit_code, 4) << both(r);
+  EXPECT_NE(r.out.find("ranks 0-1 (2 members): unknown: its trace ends without an exit record"), std::string::npos) << both(r);
+  // Both still running here (this host, this test's process, flushed just now): whole up to the stall.
+  TraceBuilder live = two();
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  for (auto& p : live.trace().processes) {
+    p.host = host;
+    p.pid = getpid();
+    p.last_flush_mono_ns = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  }
+  dir = write(live, "cli-stacks-marker-live");
+  r = lockstep_cli({"stacks", dir, "--comm", "aaaaaaaa", "--seq", "9"});
+  EXPECT_EQ(r.exit_code, 2) << both(r);
+  EXPECT_NE(r.out.find("ranks 0-1 (2 members): no op with seq 9 (issued 6 ops on this comm)"), std::string::npos) << both(r);
+  // No hang timeout fired: a live member may issue seq 9 yet.
+  live.trace().processes[0].hangs.clear();
+  dir = write(live, "cli-stacks-live");
+  r = lockstep_cli({"stacks", dir, "--comm", "aaaaaaaa", "--seq", "9"});
+  EXPECT_EQ(r.exit_code, 4) << both(r);
+  EXPECT_NE(r.out.find("unknown: its trace ends without an exit record"), std::string::npos) << both(r);
 }
 
 // A strided group (the even ranks of 40) lists its first 16 segments and how many more, as
