@@ -318,7 +318,7 @@ bool CanonicalSchedule::add_proven() try {
   return false;
 }
 
-std::string CanonicalSchedule::text() const {
+CanonicalText CanonicalSchedule::text() const {
   std::ostringstream os;
   os << kBaselineHeader << "\n"
      << "# Per communicator role: its collectives in order (xN = N times). Then per group of ranks: the\n"
@@ -360,10 +360,10 @@ std::string CanonicalSchedule::text() const {
   }
   if (!windowed_.empty())
     os << "# order of ranks " << rank_ranges(windowed_) << " not kept: the size cap retired their oldest ops\n";
-  return os.str();
+  return {os.str(), first_seen_.size(), !windowed_.empty()};
 }
 
-std::string canonical_schedule(const Analysis& a) {
+CanonicalText canonical_schedule(const Analysis& a) {
   CanonicalSchedule c(*a.schedule, a.index);
   std::vector<int> same(a.schedule->procs.size());
   for (size_t p = 0; p < same.size(); ++p) same[p] = static_cast<int>(p);
@@ -371,13 +371,13 @@ std::string canonical_schedule(const Analysis& a) {
   return c.text();
 }
 
-std::optional<std::string> canonical_schedule_proven(const Schedule& s, const CommIndex& index) {
+std::optional<CanonicalText> canonical_schedule_proven(const Schedule& s, const CommIndex& index) {
   CanonicalSchedule c(s, index);
   if (!c.add_proven()) return std::nullopt;
   return c.text();
 }
 
-std::string canonical_schedule_of_files(const Schedule& headers, const CommIndex& index, uint64_t batch_bytes) {
+CanonicalText canonical_schedule_of_files(const Schedule& headers, const CommIndex& index, uint64_t batch_bytes) {
   CanonicalSchedule c(headers, index);
   std::unordered_map<std::string, int> header_of_path;
   for (size_t p = 0; p < headers.procs.size(); ++p) header_of_path.emplace(headers.procs[p].info.path, static_cast<int>(p));

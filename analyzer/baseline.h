@@ -18,8 +18,16 @@ namespace lockstep {
 
 inline constexpr const char* kBaselineHeader = "# lockstep baseline 1";
 
+// The canonical schedule's text and what its order sections hold, as data: `check --baseline`
+// decides from these, never from the text.
+struct CanonicalText {
+  std::string text;
+  size_t order_groups = 0;      // order sections: groups of ranks with one interleaving of roles
+  bool order_windowed = false;  // some rank's order is not kept (the size cap retired its oldest ops)
+};
+
 // The canonical schedule of the analysed schedule (every row of every file read).
-std::string canonical_schedule(const Analysis& a);
+CanonicalText canonical_schedule(const Analysis& a);
 
 // The canonical schedule from a batch of files at a time, each read with every row: `check
 // --baseline` at 16,384 ranks x 10,000 ops holds one batch's rows instead of every file's. The
@@ -38,7 +46,7 @@ class CanonicalSchedule {
   // False, and nothing added, when a rank's order before a cut is not proven after all (a
   // communicator of one member, which prove_unread does not ask, without an order digest).
   bool add_proven();
-  std::string text() const;
+  CanonicalText text() const;
 
  private:
   struct NotProven {};
@@ -69,8 +77,8 @@ class CanonicalSchedule {
 // disk (a loaded op takes about what it takes on disk: 16,384 files of 10,000 ops, 4.3 GB,
 // peaked at 4.1 GiB read at once).
 inline constexpr uint64_t kBaselineBatchBytes = uint64_t(256) << 20;
-std::string canonical_schedule_of_files(const Schedule& headers, const CommIndex& index,
-                                        uint64_t batch_bytes = kBaselineBatchBytes);
+CanonicalText canonical_schedule_of_files(const Schedule& headers, const CommIndex& index,
+                                          uint64_t batch_bytes = kBaselineBatchBytes);
 
 struct BaselineDiff {
   bool equal = true;
@@ -88,7 +96,7 @@ struct BaselineDiff {
 // after it; a communicator's before its cut, those of a communicator whose checkpoint digest
 // there is the same. 16,384 ranks x 10,000 ops of one program: one file read whole.
 // None when add_proven finds a rank's order not proven: read every row instead.
-std::optional<std::string> canonical_schedule_proven(const Schedule& s, const CommIndex& index);
+std::optional<CanonicalText> canonical_schedule_proven(const Schedule& s, const CommIndex& index);
 
 // Compares a baseline file's text with the run's canonical schedule; comment lines ('#') and
 // trailing blanks are ignored so reviewers can annotate the file. When either side holds a

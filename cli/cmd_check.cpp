@@ -65,11 +65,11 @@ int check_dir(const CheckArgs& a) {
   // 25 s for a file never written.
   // After a summary-first read whose unread order and all-to-alls are proven, the files the
   // digests prove alike are read once (canonical_schedule_proven).
-  std::string actual;
+  CanonicalText actual;
   if (!a.baseline.empty() || (!a.write_baseline.empty() && check_exit_code(an) == kExitOk)) {
     try {
       const UnreadSummary unread = full_read ? UnreadSummary{} : unread_summary(*s, an);
-      std::optional<std::string> proven;
+      std::optional<CanonicalText> proven;
       if (!full_read && unread.ops_not_read > 0 && unread.order_proven && unread.all_to_all_proven)
         proven = canonical_schedule_proven(*s, an.index);
       actual = full_read ? canonical_schedule(an) : proven ? std::move(*proven) : canonical_schedule_of_files(*s, an.index);
@@ -82,7 +82,7 @@ int check_dir(const CheckArgs& a) {
   // against the baseline says nothing about the others (a difference is still a difference).
   const bool disagree = !an.divergences.empty() || !an.inversions.empty();
   BaselineDiff diff;
-  if (!a.baseline.empty()) diff = compare_baseline(expected, actual);
+  if (!a.baseline.empty()) diff = compare_baseline(expected, actual.text);
   // A summary-first read leaves each rank's order across communicators before the cuts unread
   // (kOrderNotRead). The canonical schedule holds every rank's order of every collective, by
   // family: equal to a baseline, that order is proven only where it cannot hide an inversion.
@@ -92,15 +92,8 @@ int check_dir(const CheckArgs& a) {
   // hold several orders (grouped calls, ranks that share no pair of communicators) or name two
   // communicators alike (one commName), and then a swapped pair would match it.
   auto one_order_of_distinct_communicators = [&] {
-    size_t sections = 0;
-    for (size_t at = 0; at < actual.size();) {
-      const size_t nl = std::min(actual.find('\n', at), actual.size());
-      const std::string_view line(actual.data() + at, nl - at);
-      if (line.starts_with("order ")) ++sections;
-      if (line.starts_with("# order of ranks")) return false;  // ranks whose order the size cap retired
-      at = nl + 1;
-    }
-    if (sections != 1) return false;
+    // Ranks whose order the size cap retired: not in any section.
+    if (actual.order_groups != 1 || actual.order_windowed) return false;
     for (const SchedProcess& p : s->procs) {
       std::vector<std::string> families = comm_families(p.info);
       std::sort(families.begin(), families.end());
@@ -177,7 +170,7 @@ int check_dir(const CheckArgs& a) {
       for (size_t i = 0; i < why.size(); ++i) list += (i ? (i + 1 == why.size() ? " and " : ", ") : "") + why[i];
       std::cerr << "lockstep check: " << list << "; not writing a baseline from this run\n";
     } else {
-      if (!write_file("check", a.write_baseline, actual)) return kExitUsage;
+      if (!write_file("check", a.write_baseline, actual.text)) return kExitUsage;
       std::cout << "lockstep check: wrote baseline " << printable(a.write_baseline) << " (review and commit it)\n";
     }
   }

@@ -27,7 +27,7 @@ std::string schedule_of(const std::string& salt, bool swap, int64_t count = 8) {
   Schedule s = schedule_from_trace(b.trace());
   Analysis a = analyze(s);
   EXPECT_FALSE(a.problems()) << summary_line(a);
-  return canonical_schedule(a);
+  return canonical_schedule(a).text;
 }
 
 }  // namespace
@@ -82,8 +82,11 @@ TEST(Baseline, read_a_batch_of_files_at_a_time_it_is_the_schedule_of_every_file_
   lockstep::testing::write_trace(b.trace(), dir);
   const Schedule full = load_schedule(dir);
   ASSERT_TRUE(full.skipped.empty()) << full.skipped[0].reason;
-  const std::string every = canonical_schedule(analyze(full));
+  const CanonicalText all = canonical_schedule(analyze(full));
+  const std::string& every = all.text;
   ASSERT_NE(every.find("order ranks 4-5"), std::string::npos) << every;
+  EXPECT_EQ(all.order_groups, 2u) << every;  // ranks 0-3, ranks 4-5
+  EXPECT_FALSE(all.order_windowed) << every;
   ASSERT_NE(every.find("comm init0.split0(color=2) nranks=2"), std::string::npos) << every;
   const Schedule first = load_schedule(dir, {.summary_first = true});
   const Analysis an = analyze(first);
@@ -93,7 +96,53 @@ TEST(Baseline, read_a_batch_of_files_at_a_time_it_is_the_schedule_of_every_file_
   const uint64_t file = std::filesystem::file_size(full.procs[0].info.path);
   for (uint64_t batch : {uint64_t(1), file + 1, 2 * file + 1, kBaselineBatchBytes}) {
     SCOPED_TRACE("batch " + std::to_string(batch) + " bytes");
-    EXPECT_EQ(canonical_schedule_of_files(first, an.index, batch), every);
-    EXPECT_EQ(canonical_schedule_of_files(headers, hidx, batch), every);
+    for (const CanonicalText& c : {canonical_schedule_of_files(first, an.index, batch), canonical_schedule_of_files(headers, hidx, batch)}) {
+      EXPECT_EQ(c.text, every);
+      EXPECT_EQ(c.order_groups, all.order_groups);
+      EXPECT_EQ(c.order_windowed, all.order_windowed);
+    }
   }
+}
+
+// What check --baseline decides from (whether the order across communicators is proven by the
+// baseline) is data beside the text: its order sections and whether a rank's order was not kept
+// (a capped trace), the same as the text lists.
+TEST(Baseline, its_order_sections_are_data_as_the_text_lists_them) {
+  auto sections = [](const std::string& text) {
+    size_t n = 0;
+    for (size_t at = 0; (at = text.find("\norder ", at)) != std::string::npos; ++at) ++n;
+    return n;
+  };
+  TraceBuilder b(3);
+  b.comm("world", {0, 1, 2}).comm("split", {0, 1, 2}, "world", 3);
+  for (int p : {0, 1, 2}) {
+    b.add(p, "world");
+    b.add(p, "split", {.op = "all_gather", .redop = ""});
+  }
+  // analyze keeps a pointer to the schedule: each held while its schedule is built.
+  const Schedule s1 = schedule_from_trace(b.trace());
+  const CanonicalText one = canonical_schedule(analyze(s1));
+  EXPECT_EQ(one.order_groups, 1u) << one.text;
+  EXPECT_EQ(sections(one.text), 1u) << one.text;
+  EXPECT_FALSE(one.order_windowed) << one.text;
+  // Rank 2's size cap retired ops: its order is not kept, and the text says so.
+  b.trace().processes[2].retired_ops = 1;
+  const Schedule s2 = schedule_from_trace(b.trace());
+  const CanonicalText capped = canonical_schedule(analyze(s2));
+  EXPECT_TRUE(capped.order_windowed) << capped.text;
+  EXPECT_NE(capped.text.find("# order of ranks 2 not kept"), std::string::npos) << capped.text;
+  EXPECT_EQ(capped.order_groups, 1u) << capped.text;
+  EXPECT_EQ(sections(capped.text), 1u) << capped.text;
+  // Rank 1 issues the split's first: two orders.
+  TraceBuilder two(3);
+  two.comm("world", {0, 1, 2}).comm("split", {0, 1, 2}, "world", 3);
+  for (int p : {0, 1, 2}) {
+    if (p != 1) two.add(p, "world");
+    two.add(p, "split", {.op = "all_gather", .redop = ""});
+    if (p == 1) two.add(p, "world");
+  }
+  const Schedule s3 = schedule_from_trace(two.trace());
+  const CanonicalText swapped = canonical_schedule(analyze(s3));
+  EXPECT_EQ(swapped.order_groups, 2u) << swapped.text;
+  EXPECT_EQ(sections(swapped.text), 2u) << swapped.text;
 }
