@@ -43,6 +43,8 @@ uint64_t cover_thread() {
 constexpr int kCaptureModeRelaxed = 2;         // CU_STREAM_CAPTURE_MODE_RELAXED
 constexpr int kCudaErrorNotReady = 600;        // CUDA_ERROR_NOT_READY
 constexpr int kWatchdogPollMs = 10;
+// At exit, how long stop() waits for the watchdog's last poll (Completion::stop).
+constexpr int kWatchdogStopWaitMs = 2000;
 }  // namespace
 
 // The streams on which a thread has deferred ops (track_or_defer): the ops are already with
@@ -490,7 +492,10 @@ void Completion::note_signal_kind() {
 void Completion::start_watchdog() {
   std::lock_guard<std::mutex> g(mu_);
   if (started_.load(std::memory_order_relaxed) || stop_.load()) return;
-  thread_ = std::thread([this] { watchdog(); });
+  thread_ = std::thread([this] {
+    watchdog();
+    thread_exit_.mark();
+  });
   started_.store(true, std::memory_order_release);
 }
 
@@ -520,7 +525,12 @@ void Completion::stop() {
     std::lock_guard<std::mutex> g(mu_);
     stop_.store(true, std::memory_order_release);
   }
-  if (thread_.joinable()) thread_.join();
+  // Within a bound: a watchdog stuck in a driver call (a GPU in a bad state) does not hold the
+  // program's exit; its last poll's rows are then missing.
+  if (thread_.joinable() && !thread_exit_.join_within(thread_, kWatchdogStopWaitMs))
+    writer_->set_meta("watchdog_at_exit", "not stopped within " +
+                                              std::to_string(kWatchdogStopWaitMs / 1000) +
+                                              " s (in a driver call): not waited for");
 }
 
 void Completion::take_incoming() {

@@ -44,6 +44,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bounded_join.h"
 #include "bounded_queue.h"
 #include "completion_signal.h"
 #include "hang_report.h"
@@ -200,6 +201,7 @@ class Completion {
   std::atomic<bool> stop_{false};
   std::atomic<bool> started_{false};
   std::thread thread_;
+  ThreadExit thread_exit_;
 
   // watchdog thread only
   // stream (covering mode: its CoverStream) -> entries in enqueue order

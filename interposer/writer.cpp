@@ -442,6 +442,7 @@ void Writer::start() {
       }
       run_failed_until_stop();
     }
+    thread_exit_.mark();
   });
 }
 
@@ -514,7 +515,11 @@ void Writer::stop(const char* exit_reason) {
   uint64_t one = 1;
   ssize_t ignored = write(wake_fd_, &one, sizeof one);
   (void)ignored;
-  thread_.join();
+  // The final commit, within a bound: a write stuck on a dead file system does not hold the
+  // program's exit (the trace then has no exit record: readers call it unfinished).
+  if (!thread_exit_.join_within(thread_, kStopWaitMs))
+    warn("the trace's final commit did not finish within %d s; the program exits without it",
+         kStopWaitMs / 1000);
 }
 
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench_knobs.h"
+#include "bounded_join.h"
 #include "bounded_queue.h"
 #include "trace_file.h"
 #include "process_info.h"
@@ -30,6 +31,8 @@ namespace lockstep::rec {
 using lockstep::PyFrameRaw;
 
 inline constexpr int kCommitIntervalMs = 50;
+// At exit, how long stop() waits for the writer's final commit (Writer::stop).
+inline constexpr int kStopWaitMs = 10000;
 inline constexpr size_t kDoneQueueRecords = 1 << 16;  // completion rows: 1.5 MiB
 
 // The bytes of r a push copies: its tag and the union member the tag names.
@@ -223,6 +226,7 @@ class Writer {
   std::atomic<bool> failed_{false};
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  ThreadExit thread_exit_;
   std::atomic<pid_t> writer_tid_{0};
   int wake_fd_ = -1;     // eventfd
   int ack_pipe_[2] = {-1, -1};

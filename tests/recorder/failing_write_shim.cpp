@@ -5,8 +5,11 @@
 //   LOCKSTEP_TEST_FAIL_ERRNO        errno to fail with (number)
 //   LOCKSTEP_TEST_FAIL_AFTER_BYTES  bytes written to trace files before the first failure
 //   LOCKSTEP_TEST_FAIL_COUNT        failing writes, then writes succeed again (0: fail forever)
+//   LOCKSTEP_TEST_STALL_WRITER_S    the recorder's writer thread's writes to trace files first
+//                                   sleep this long (a dead network file system)
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <sys/types.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -35,8 +38,18 @@ bool is_trace_fd(int fd) {
   return strstr(path, ".lockstep.sqlite") != nullptr;
 }
 
+void maybe_stall(int fd) {
+  static const long stall = env_long("LOCKSTEP_TEST_STALL_WRITER_S", 0);
+  if (stall <= 0 || !is_trace_fd(fd)) return;
+  char name[16] = {};
+  if (pthread_getname_np(pthread_self(), name, sizeof name) == 0 &&
+      strcmp(name, "lockstep-writer") == 0)
+    sleep(unsigned(stall));
+}
+
 // true: this write must fail (errno set).
 bool should_fail(int fd, size_t count) {
+  maybe_stall(fd);
   static const int err = int(env_long("LOCKSTEP_TEST_FAIL_ERRNO", 0));
   static const long after = env_long("LOCKSTEP_TEST_FAIL_AFTER_BYTES", 0);
   static const long limit = env_long("LOCKSTEP_TEST_FAIL_COUNT", 0);

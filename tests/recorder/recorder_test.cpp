@@ -511,6 +511,32 @@ TEST(Recorder, a_failed_event_record_writes_no_row) {
       << "a record that failed left the event where it was: the wait on it has no record to take";
 }
 
+// The program's exit waits for the recorder's threads within a bound: a watchdog stuck in a
+// driver call (here every cuEventQuery sleeps 60 s) is not waited for past 2 s.
+TEST(Recorder, a_watchdog_stuck_in_the_driver_does_not_hold_the_programs_exit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Probe p({"basic"}, {{"STUB_CUDA_QUERY_STALL_S", "60"}}, 40);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_ONE_TRACE(p);
+  EXPECT_LT(s, 20) << "the exit waited for the stuck watchdog";
+  Trace t(p.files[0]);
+  EXPECT_NE(t.meta("watchdog_at_exit").find("not waited for"), std::string::npos);
+  EXPECT_EQ(t.meta("exit_reason"), "exit") << "the writer's final commit still ran";
+}
+
+// A writer stuck writing (a dead file system: its writes sleep 60 s) holds the exit 10 s at
+// most; the program's output and exit code are its own.
+TEST(Recorder, a_writer_stuck_on_its_file_does_not_hold_the_programs_exit) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Probe p({"basic"}, {{"LD_PRELOAD", std::string(LIBLOCKSTEP_PATH) + ":" + FAILWRITE_SHIM_PATH},
+                      {"LOCKSTEP_TEST_STALL_WRITER_S", "60"}}, 50);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(p.result.exit_code, 0) << p.describe();
+  EXPECT_EQ(p.result.term_signal, 0) << p.describe();
+  EXPECT_LT(s, 30) << "the exit waited for the stuck writer";
+  EXPECT_NE(p.result.err.find("final commit did not finish"), std::string::npos) << p.describe();
+}
+
 TEST(Recorder, destroyed_graph_and_exec_handles_do_not_replay_their_old_ops_when_reused) {
   Probe p({"graph_handle_reuse"});
   ASSERT_ONE_TRACE(p);

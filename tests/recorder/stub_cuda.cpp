@@ -2,9 +2,11 @@
 // tests: events complete as soon as they are recorded, except on kStuckStream (a hung
 // collective); kCapturingStream reports an active capture into graph kGraph.
 #include <time.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 
 #include "stub_cuda.h"
 
@@ -35,7 +37,10 @@ API int cuEventRecord(void* ev, void* stream) {
                     : 0;
   return 0;
 }
+// STUB_CUDA_QUERY_STALL_S=N: every query first sleeps N seconds (a driver stuck in a GPU fault).
 API int cuEventQuery(void* ev) {
+  static const char* stall = getenv("STUB_CUDA_QUERY_STALL_S");
+  if (stall && *stall) sleep(unsigned(atoi(stall)));
   auto* e = static_cast<StubEvent*>(ev);
   return e->stuck || mono_now() < e->ready_ns ? 600 : 0;  // 600: CUDA_ERROR_NOT_READY
 }
