@@ -253,8 +253,7 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
         if (!issued_by_peer[p]) issued_by_peer[p] = &u;
   for (size_t p = 0; p < s.procs.size(); ++p) {
     const Process& info = s.procs[p].info;
-    bool stopped = info.meta.count(schema::meta::kRecorderStopped) && !info.meta.at(schema::meta::kRecorderStopped).empty();
-    if (a.history[p] != History::kLost || stopped) continue;  // recorder_stopped: its own issue
+    if (a.history[p] != History::kLost || !recorder_stop_reason(info).empty()) continue;  // recorder_stopped: its own issue
     EvidenceIssue e;
     e.kind = EvidenceKind::kHistoryLost;
     e.procs = {static_cast<int>(p)};
@@ -290,9 +289,8 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
         case GapCause::kPartsDropped: why = "the part rows of its grouped op at " + seq + " were dropped"; break;
         case GapCause::kUnlocated: why = "records were dropped and the file does not say which ones"; break;
         case GapCause::kStopped: {
-          const auto& m = s.procs[p].info.meta;
-          auto st = m.find(schema::meta::kRecorderStopped);
-          why = "its recorder stopped (" + (st == m.end() ? std::string("?") : st->second) + ") before " + seq;
+          const std::string reason = recorder_stop_reason(s.procs[p].info);
+          why = "its recorder stopped (" + (reason.empty() ? std::string("?") : reason) + ") before " + seq;
           break;
         }
         case GapCause::kNone: break;

@@ -698,6 +698,11 @@ std::vector<RankGroup> group_ranks(const Schedule& s, const Ctx& c, const HangRe
 
 }  // namespace
 
+std::string recorder_stop_reason(const Process& info) {
+  const auto st = info.meta.find(schema::meta::kRecorderStopped);
+  return st == info.meta.end() ? std::string() : st->second;
+}
+
 TraceEnd trace_end(const Process& info, const HangOptions& opt, int64_t now_mono_ns, const std::string& this_host) {
   // SIGUSR1 only asks for a flush: the process lives on, like one with no record at all.
   const bool no_record = !info.finished && (info.exit_reason.empty() || info.exit_reason == "SIGUSR1");
@@ -706,8 +711,8 @@ TraceEnd trace_end(const Process& info, const HangOptions& opt, int64_t now_mono
     return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
   };
   TraceEnd e;
-  if (const auto st = info.meta.find(schema::meta::kRecorderStopped); st != info.meta.end() && !st->second.empty())
-    e.stopped = true, e.stop_reason = st->second;
+  e.stop_reason = recorder_stop_reason(info);
+  e.stopped = !e.stop_reason.empty();
   e.live = no_record && !e.stopped && !this_host.empty() && info.host == this_host && info.last_flush_mono_ns > 0 &&
            now_mono_ns - info.last_flush_mono_ns <= opt.stale_ns && alive(info.pid);
   e.lost = (no_record && !e.live) || e.stopped;

@@ -143,6 +143,9 @@ struct TraceEnd {
   bool stopped = false;
   std::string stop_reason;
 };
+// Why the process's recorder stopped recording (meta recorder_stopped, as the file holds it:
+// escape it before printing); "" when it did not stop.
+std::string recorder_stop_reason(const Process& info);
 TraceEnd trace_end(const Process& info, const HangOptions& opt, int64_t now_mono_ns, const std::string& this_host);
 TraceEnd trace_end(const Process& info, const HangOptions& opt = {});
 
