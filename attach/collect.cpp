@@ -100,9 +100,10 @@ ProcessSnapshot snapshot_process(int pid, const CollectOptions& o) {
     p.error = r->reason, p.fix = r->fix;
     return p;
   }
-  NativeCapture nc = capture_native_stacks(pid, p.threads, [&] {
-    if (python.found()) py = python.read();
+  NativeCapture nc = capture_native_stacks(pid, p.threads, [&](std::chrono::steady_clock::time_point deadline) {
+    if (python.found()) py = python.read(deadline);
   });
+  if (python.found()) p.python_status = py.status;
   p.stopped_ms = nc.stopped_ms;
   p.threads_stopped = nc.threads_stopped;
   p.stop = nc.stop;

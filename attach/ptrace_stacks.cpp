@@ -338,8 +338,10 @@ void install_detach_on_signals() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
 }
 
-NativeCapture capture_native_stacks(int pid, std::vector<ThreadSnapshot>& threads,
-                                    const std::function<void()>& while_stopped) {
+NativeCapture capture_native_stacks(
+    int pid, std::vector<ThreadSnapshot>& threads,
+    const std::function<void(std::chrono::steady_clock::time_point deadline)>& while_stopped,
+    std::chrono::milliseconds read_budget) {
   NativeCapture result;
   threads.clear();
   const std::string proc = "/proc/" + std::to_string(pid);
@@ -411,12 +413,20 @@ NativeCapture capture_native_stacks(int pid, std::vector<ThreadSnapshot>& thread
   cache.pid = pid;
   g_cache = &cache;
   g_tables = &tables;
-  for (Seized& s : seized)
-    if (s.stopped && as) unwind(as, s);
+  const auto deadline = t_stopped + read_budget;
+  for (Seized& s : seized) {
+    if (!s.stopped || !as) continue;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      s.out->native_error = "not unwound: the stop's read budget of " + std::to_string(read_budget.count()) +
+                            " ms was spent on other threads";
+      continue;
+    }
+    unwind(as, s);
+  }
   g_cache = nullptr;
   g_tables = nullptr;
   const auto t_unwound = std::chrono::steady_clock::now();
-  if (while_stopped) while_stopped();
+  if (while_stopped) while_stopped(deadline);
   const auto t_python = std::chrono::steady_clock::now();
   for (Seized& s : seized)
     ::ptrace(PTRACE_DETACH, s.tid, nullptr, reinterpret_cast<void*>(static_cast<long>(s.signal)));

@@ -9,6 +9,7 @@
 // SIGSTOPped before we came) stays stopped, as it was.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <vector>
@@ -25,12 +26,19 @@ struct NativeCapture {
   StopBreakdown stop;
 };
 
+// How long the reads of a stop may take once its threads stopped (the unwinds, then the Python
+// frames): past it, the threads not read yet are named so and the process is let go.
+inline constexpr std::chrono::milliseconds kStopReadBudget{1000};
+
 // Stops every thread of pid (the ones listed in /proc/PID/task when called), unwinds each into
-// threads (which it fills: tid, name, state, wchan, native frames), calls while_stopped() with
-// the process still stopped (Python frames are read there, consistent with the native ones),
-// then resumes every thread. Symbolization happens after the resume.
-NativeCapture capture_native_stacks(int pid, std::vector<ThreadSnapshot>& threads,
-                                    const std::function<void()>& while_stopped);
+// threads (which it fills: tid, name, state, wchan, native frames), calls while_stopped(deadline)
+// with the process still stopped (Python frames are read there, consistent with the native
+// ones; what is not read by `deadline` is left), then resumes every thread. Symbolization
+// happens after the resume.
+NativeCapture capture_native_stacks(
+    int pid, std::vector<ThreadSnapshot>& threads,
+    const std::function<void(std::chrono::steady_clock::time_point deadline)>& while_stopped,
+    std::chrono::milliseconds read_budget = kStopReadBudget);
 
 // SIGINT/SIGTERM/SIGHUP: detach every thread stopped at that moment, then die of the signal
 // with its default action. Call once per process before capturing.

@@ -353,7 +353,7 @@ struct RemotePythonReader::Impl {
     status = tried.empty() ? "no CPython in the process" : "CPython mapped but _PyRuntime not found in its symbols";
   }
 
-  RemotePython read() const {
+  RemotePython read(std::chrono::steady_clock::time_point deadline) const {
     RemotePython out;
     out.found = found;
     out.status = status;
@@ -379,6 +379,12 @@ struct RemotePythonReader::Impl {
       }
       uint64_t ts = mem.ptr(interp + T.interp_threads_head);
       for (size_t nt = 0; ts && out.threads.size() < kMaxThreads && nt < kMaxThreads; ++nt) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+          out.status += "; the frames of " + std::to_string(out.threads.size()) +
+                        " thread states read, the rest not: the stop's read budget was spent";
+          mem.end_pages();
+          return out;
+        }
         PythonThread t;
         t.thread_id = mem.ptr(ts + T.ts_thread_id);
         if (T.ts_native_thread_id != UINT64_MAX) t.native_tid = static_cast<int>(mem.get<uint64_t>(ts + T.ts_native_thread_id));
@@ -398,7 +404,9 @@ RemotePythonReader::RemotePythonReader(int pid) : impl_(new Impl) { impl_->find(
 RemotePythonReader::~RemotePythonReader() { delete impl_; }
 const std::string& RemotePythonReader::status() const { return impl_->status; }
 bool RemotePythonReader::found() const { return impl_->found; }
-RemotePython RemotePythonReader::read() const { return impl_->read(); }
+RemotePython RemotePythonReader::read(std::chrono::steady_clock::time_point deadline) const {
+  return impl_->read(deadline);
+}
 
 void merge_python_threads(const RemotePython& py, std::vector<ThreadSnapshot>& threads) {
   for (const PythonThread& pt : py.threads) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,10 @@ class RemotePythonReader {
   RemotePythonReader& operator=(const RemotePythonReader&) = delete;
   const std::string& status() const;
   bool found() const;
-  // Reads every thread's frames now.
-  RemotePython read() const;
+  // Reads every thread's frames now; thread states not reached by `deadline` are not read
+  // (status says so).
+  RemotePython read(std::chrono::steady_clock::time_point deadline =
+                        std::chrono::steady_clock::time_point::max()) const;
 
  private:
   struct Impl;

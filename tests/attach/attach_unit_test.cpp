@@ -2,7 +2,15 @@
 // report shape), the snapshot file round trip, and the analysis' verdicts and exit codes.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
 #include "attach_analysis.h"
+#include "ptrace_stacks.h"
 #include "ras_client.h"
 #include "snapshot_json.h"
 
@@ -257,4 +265,48 @@ TEST(AttachAnalysis, NothingReadIsSaidAndAProcessWithoutARankIsNamedByItsPid) {
   EXPECT_TRUE(j["ranks"][0]["rank"].is_null()) << j.dump();
   EXPECT_EQ(j["stack_groups"][0]["pids_without_rank"][0], 4243) << j.dump();
   EXPECT_EQ(j.dump().find("1048576"), std::string::npos) << j.dump();
+}
+
+// The stop is bounded: with a read budget spent before the first unwind, no thread is unwound
+// (each says why), the Python read is handed a deadline already past, and the process runs on.
+TEST(AttachStop, AReadBudgetSpentLeavesThreadsUnreadAndTheProcessRunning) {
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::thread a([] { pause(); }), b([] { pause(); });
+    char c = 1;
+    if (write(ready[1], &c, 1) != 1) _exit(3);
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  std::vector<lockstep::attach::ThreadSnapshot> threads;
+  bool called = false;
+  bool deadline_past = false;
+  const auto nc = lockstep::attach::capture_native_stacks(
+      child, threads,
+      [&](std::chrono::steady_clock::time_point deadline) {
+        called = true;
+        deadline_past = std::chrono::steady_clock::now() >= deadline;
+      },
+      std::chrono::milliseconds(0));
+  EXPECT_TRUE(nc.error.empty()) << nc.error;
+  EXPECT_EQ(nc.threads_stopped, 3);
+  ASSERT_EQ(threads.size(), 3u);
+  for (const auto& t : threads) {
+    EXPECT_TRUE(t.native.empty());
+    EXPECT_NE(t.native_error.find("read budget of 0 ms was spent"), std::string::npos) << t.native_error;
+  }
+  EXPECT_TRUE(called);
+  EXPECT_TRUE(deadline_past);
+  // Let go: it still runs (a signal ends it as it would have without the attach).
+  EXPECT_EQ(waitpid(child, nullptr, WNOHANG), 0);
+  kill(child, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
 }
