@@ -283,6 +283,8 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
       f.stopped_ms = p.stopped_ms;
       f.threads = static_cast<int>(p.threads.size());
       f.python_status = p.python_status;
+      for (const ThreadSnapshot& t : p.threads) f.threads_unread += !t.native_error.empty() && t.native.empty() && !t.exited;
+      f.python_cut_short = p.python_cut_short;
       r.expected_ranks = std::max(r.expected_ranks, p.world_size);
       r.longest_stop_ms = std::max(r.longest_stop_ms, p.stopped_ms);
       if (f.snapshot) {
@@ -480,6 +482,15 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
   }
   for (const RankFinding& f : r.ranks)
     if (!f.snapshot && r.exit_code == 0) r.exit_code = 4;
+  // A rank read in part: its unread threads (or Python frames) may be where it waits, or not.
+  std::vector<int> partial;
+  for (const RankFinding& f : r.ranks)
+    if (f.snapshot && (f.threads_unread > 0 || f.python_cut_short)) partial.push_back(f.rank);
+  if (!partial.empty()) {
+    v << "; " << ranks_phrase(partial) << " read in part (threads not stopped or not unwound, or Python frames cut "
+      << "short: unknown, not different)";
+    if (r.exit_code == 0) r.exit_code = 4;
+  }
   r.verdict = v.str();
   return r;
 }
@@ -612,7 +623,8 @@ nlohmann::json report_json(const AttachReport& r) {
                      {"evidence", evidence_name(f.level)}, {"stopped_ms", f.stopped_ms}, {"threads", f.threads},
                      {"tid", f.tid}, {"waits_in", f.waits_in}, {"called_from", f.called_from},
                      {"python_where", f.python_where}, {"collective_in_stack", f.collective_in_stack},
-                     {"ras_counts", f.ras_counts}, {"python_status", f.python_status}, {"evidence_sources", [&] {
+                     {"ras_counts", f.ras_counts}, {"python_status", f.python_status},
+                     {"threads_unread", f.threads_unread}, {"python_cut_short", f.python_cut_short}, {"evidence_sources", [&] {
                         json e = json::array();
                         for (const RankEvidence& x : f.evidence)
                           e.push_back({{"source", x.source}, {"level", evidence_name(x.level)}, {"detail", x.detail}});

@@ -74,6 +74,10 @@ struct RankFinding {
   // RAS: comm hash -> type -> count (proven)
   std::map<std::string, std::map<std::string, uint64_t>> ras_counts;
   std::string python_status;
+  // Threads whose native stack was not read (did not stop, the stop's read budget ran out, not
+  // seized), and whether the Python frames were cut short: what they were doing is unknown.
+  int threads_unread = 0;
+  bool python_cut_short = false;
   std::vector<RankEvidence> evidence;  // every source that speaks for this rank, proven first
 };
 

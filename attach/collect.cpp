@@ -103,7 +103,7 @@ ProcessSnapshot snapshot_process(int pid, const CollectOptions& o) {
   NativeCapture nc = capture_native_stacks(pid, p.threads, [&](std::chrono::steady_clock::time_point deadline) {
     if (python.found()) py = python.read(deadline);
   });
-  if (python.found()) p.python_status = py.status;
+  if (python.found()) p.python_status = py.status, p.python_cut_short = py.cut_short;
   p.stopped_ms = nc.stopped_ms;
   p.threads_stopped = nc.threads_stopped;
   p.stop = nc.stop;

@@ -372,6 +372,7 @@ NativeCapture capture_native_stacks(
     }
     if (::ptrace(PTRACE_SEIZE, t.tid, nullptr, nullptr) != 0) {
       t.native_error = std::string("PTRACE_SEIZE: ") + std::strerror(errno);
+      t.exited = errno == ESRCH;
       if (errno == EPERM && seized.empty()) {
         // A zombie (or a process exiting right now) refuses PTRACE_SEIZE with EPERM too: say so
         // rather than "run as root".

@@ -377,9 +377,21 @@ struct RemotePythonReader::Impl {
         holder = mem.ptr(interp + T.gil_last_holder);
         locked = mem.get<int32_t>(interp + T.gil_locked);
       }
-      uint64_t ts = mem.ptr(interp + T.interp_threads_head);
-      for (size_t nt = 0; ts && out.threads.size() < kMaxThreads && nt < kMaxThreads; ++nt) {
+      // The thread states first (pointers only), then their frames in the order that matters
+      // if the stop's read budget runs out: the GIL holder, then the oldest (CPython lists the
+      // newest first; the main thread is the last).
+      std::vector<uint64_t> states;
+      for (uint64_t ts = mem.ptr(interp + T.interp_threads_head);
+           ts && out.threads.size() + states.size() < kMaxThreads && states.size() < kMaxThreads;
+           ts = mem.ptr(ts + T.ts_next))
+        states.push_back(ts);
+      std::reverse(states.begin(), states.end());
+      if (locked && !layout.free_threaded)
+        if (auto h = std::find(states.begin(), states.end(), holder); h != states.end())
+          std::rotate(states.begin(), h, h + 1);
+      for (uint64_t ts : states) {
         if (std::chrono::steady_clock::now() >= deadline) {
+          out.cut_short = true;
           out.status += "; the frames of " + std::to_string(out.threads.size()) +
                         " thread states read, the rest not: the stop's read budget was spent";
           mem.end_pages();
@@ -391,7 +403,6 @@ struct RemotePythonReader::Impl {
         t.gil_holder = locked && holder == ts && !layout.free_threaded;
         t.frames = frames_of(ts, cache);
         out.threads.push_back(std::move(t));
-        ts = mem.ptr(ts + T.ts_next);
       }
       interp = mem.ptr(interp + T.interp_next);
     }

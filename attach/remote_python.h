@@ -25,6 +25,7 @@ struct PythonThread {
 struct RemotePython {
   bool found = false;   // a supported CPython runs in the process
   std::string status;   // "CPython 3.12.1 (/usr/lib/libpython3.12.so.1.0)", or why not
+  bool cut_short = false;  // the stop's read budget ran out before every thread state was read
   std::vector<PythonThread> threads;
 };
 

@@ -33,6 +33,7 @@ struct ThreadSnapshot {
   uint64_t pthread_self = 0;  // its pthread_t (x86-64: fs base while stopped), 0 when unknown
   std::vector<NativeFrame> native;  // innermost first
   std::string native_error;         // why the native stack is missing or short
+  bool exited = false;              // it exited while being attached (no stack to read: not a gap)
   bool has_python = false;          // a CPython thread state belongs to this thread
   bool gil_holder = false;
   std::vector<PythonFrame> python;  // innermost first
@@ -96,6 +97,7 @@ struct ProcessSnapshot {
   StopBreakdown stop;
   std::vector<ThreadSnapshot> threads;
   std::string python_status;  // "CPython 3.12.1", "no CPython", or why frames were not read
+  bool python_cut_short = false;  // the stop's read budget ran out before every thread state was read
   std::string nccl_library;   // path of the libnccl mapped, "" when none
   std::string ras_address;    // NCCL_RAS_ADDR of its environment, or the default
   // The job's own evidence, found from its environment (attach_analysis reads it):

@@ -19,7 +19,7 @@ template <class V> void fields(NativeFrame& f, V&& v) {
 template <class V> void fields(PythonFrame& f, V&& v) { v("file", f.file), v("function", f.function), v("line", f.line); }
 template <class V> void fields(ThreadSnapshot& t, V&& v) {
   v("tid", t.tid), v("name", t.name), v("state", t.state), v("wchan", t.wchan), v("native", t.native),
-      v("native_error", t.native_error), v("has_python", t.has_python), v("gil_holder", t.gil_holder),
+      v("native_error", t.native_error), v("exited", t.exited), v("has_python", t.has_python), v("gil_holder", t.gil_holder),
       v("python", t.python);
 }
 template <class V> void fields(RasRank& r, V&& v) {
@@ -46,7 +46,8 @@ template <class V> void fields(StopBreakdown& s, V&& v) {
 template <class V> void fields(ProcessSnapshot& p, V&& v) {
   v("pid", p.pid), v("host", p.host), v("cmdline", p.cmdline), v("rank", p.rank), v("world_size", p.world_size),
       v("error", p.error), v("fix", p.fix), v("stopped_ms", p.stopped_ms), v("threads_stopped", p.threads_stopped),
-      v("stop", p.stop), v("threads", p.threads), v("python_status", p.python_status), v("nccl_library", p.nccl_library),
+      v("stop", p.stop), v("threads", p.threads), v("python_status", p.python_status),
+      v("python_cut_short", p.python_cut_short), v("nccl_library", p.nccl_library),
       v("ras_address", p.ras_address), v("lockstep_dir", p.lockstep_dir), v("lockstep_dir_from", p.lockstep_dir_from),
       v("fr_dump_prefix", p.fr_dump_prefix), v("fr_dump_variable", p.fr_dump_variable), v("fr_dumps", p.fr_dumps),
       v("fr_dumps_stale", p.fr_dumps_stale), v("nccl_env", p.nccl_env);

@@ -522,7 +522,9 @@ struct Stmts {
   sqlite3* db = nullptr;
   trace_file::Stmt comm, linked, fin, op;
 };
-Stmts g_stmts;  // writer thread only
+// Writer thread only. Never destroyed: at exit a writer still in its final commit (left behind
+// after Writer::stop's bound) would step statements a static destructor had finalized.
+Stmts& g_stmts = *new Stmts;
 uint64_t g_dropped_published = 0;
 
 bool prepare(sqlite3* db) {

@@ -149,6 +149,35 @@ TEST(AttachSnapshot, JsonRoundTripAndRejection) {
   EXPECT_FALSE(at::node_from_json(nlohmann::json::parse("[]"), why));
 }
 
+// A rank whose threads were not all read (the stop's read budget ran out, a thread did not stop)
+// or whose Python frames were cut short is known only in part: never "no hang proven" (exit 0).
+TEST(AttachAnalysis, ARankReadInPartIsUnknownNotClean) {
+  at::NodeSnapshot n;
+  n.host = "node";
+  n.procs.push_back(proc(100, 0, 2, "cuStreamSynchronize"));
+  n.procs.push_back(proc(101, 1, 2, "epoll_wait"));
+  EXPECT_EQ(at::analyze_snapshots({n}).exit_code, 0) << "whole: no hang proven";
+  at::ThreadSnapshot unread;
+  unread.tid = 2;
+  unread.native_error = "not unwound: the stop's read budget of 1000 ms was spent on other threads";
+  n.procs[1].threads.push_back(unread);
+  at::AttachReport r = at::analyze_snapshots({n});
+  EXPECT_EQ(r.exit_code, 4) << r.verdict;
+  EXPECT_NE(r.verdict.find("rank 1 read in part"), std::string::npos) << r.verdict;
+  EXPECT_EQ(r.ranks[1].threads_unread, 1);
+  // A thread that exited while being attached is no gap.
+  n.procs[1].threads.back().exited = true;
+  EXPECT_EQ(at::analyze_snapshots({n}).exit_code, 0);
+  // Python frames cut short: the same.
+  n.procs[1].python_cut_short = true;
+  EXPECT_EQ(at::analyze_snapshots({n}).exit_code, 4);
+  std::string why;
+  auto back = at::node_from_json(at::to_json(n), why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_TRUE(back->procs[1].python_cut_short);
+  EXPECT_TRUE(back->procs[1].threads.back().exited);
+}
+
 TEST(AttachAnalysis, RasCountsProveWhoIsBehind) {
   at::NodeSnapshot n;
   n.host = "node";
