@@ -210,13 +210,17 @@ std::unique_ptr<Run> expect_not_issued_yet_unless_stuck(TraceBuilder& b) {
   EXPECT_TRUE(r->a.divergences.empty()) << r->text;
   EXPECT_FALSE(r->a.hang.hung) << r->text;
   EXPECT_EQ(r->a.unproven.size(), 1u) << r->text;
-  if (!r->a.unproven.empty()) EXPECT_EQ(r->a.unproven[0].stopped, std::vector<int>{1});
+  if (!r->a.unproven.empty()) {
+    EXPECT_EQ(r->a.unproven[0].stopped, std::vector<int>{1});
+  }
   EXPECT_EQ(r->a.exit_code(false), 4) << r->text;
   AnalyzeOptions o = issue_times_of_the_builder();
   o.hang.stuck_ns = 1'000'000'000;
   auto stuck = run(b, o);
   EXPECT_EQ(stuck->a.divergences.size(), 1u) << stuck->text;
-  if (!stuck->a.divergences.empty()) EXPECT_EQ(stuck->a.divergences[0].kind, FindingKind::kNeverIssued);
+  if (!stuck->a.divergences.empty()) {
+    EXPECT_EQ(stuck->a.divergences[0].kind, FindingKind::kNeverIssued);
+  }
   EXPECT_EQ(stuck->a.exit_code(false), 1);
   return r;
 }

@@ -227,7 +227,9 @@ TEST(Loader, a_trace_through_a_linked_directory_a_linked_file_or_a_relative_path
     try {
       const Process proc = lockstep::load_process_file(p);
       EXPECT_EQ(proc.ops.size(), 50u) << "the uncommitted transaction must be rolled back";
-      if (!proc.ops.empty()) EXPECT_EQ(proc.ops[0].op, lockstep::vocab::Op::AllReduce);
+      if (!proc.ops.empty()) {
+        EXPECT_EQ(proc.ops[0].op, lockstep::vocab::Op::AllReduce);
+      }
     } catch (const std::exception& e) {
       ADD_FAILURE() << "not read: " << e.what();
     }

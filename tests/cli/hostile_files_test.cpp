@@ -62,7 +62,9 @@ void every_reader_skips(const std::string& dir, const std::string& reason, bool 
     std::string what;
     for (const auto& a : c.args) what += a + " ";
     ASSERT_FALSE(r.timed_out) << what << "hung\n" << both(r);
-    if (c.exit_code >= 0) EXPECT_EQ(r.exit_code, c.exit_code) << what << "\n" << both(r);
+    if (c.exit_code >= 0) {
+      EXPECT_EQ(r.exit_code, c.exit_code) << what << "\n" << both(r);
+    }
     std::string out = r.out + r.err;
     if (c.args[0] == "report") out = slurp_file(dir + "/report.html");
     EXPECT_NE(out.find(reason), std::string::npos) << what << "does not name '" << reason << "'\n" << both(r);
@@ -181,6 +183,8 @@ TEST(CliHostileFile, bidi_override_in_a_trace_string_is_escaped_in_text_json_and
     if (args[1] == "report") out = slurp_file(dir + "/bidi.html");
     EXPECT_EQ(out.find(rlo), std::string::npos) << args[1] << ": raw U+202E\n" << out.substr(0, 3000);
     EXPECT_EQ(out.find(lri), std::string::npos) << args[1] << ": raw U+2066";
-    if (args[1] != "ops") EXPECT_NE(out.find("202e"), std::string::npos) << args[1] << ": not shown escaped\n" << out.substr(0, 3000);
+    if (args[1] != "ops") {
+      EXPECT_NE(out.find("202e"), std::string::npos) << args[1] << ": not shown escaped\n" << out.substr(0, 3000);
+    }
   }
 }

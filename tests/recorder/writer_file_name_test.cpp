@@ -39,7 +39,7 @@ TEST(SafeFileComponent, names_one_entry_inside_its_directory_whatever_the_bytes)
 TEST(WriterFileName, hostile_host_name_stays_inside_the_trace_directory) {
   TempDir tmp;
   const fs::path dir = fs::path(tmp.path) / "a" / "b" / "trace";
-  for (const std::string host : {std::string("../../esc"), std::string("bad\nhost\x1b]0;x\x07")}) {
+  for (const std::string& host : {std::string("../../esc"), std::string("bad\nhost\x1b]0;x\x07")}) {
     TraceHeader h;
     h.info = read_process_info();
     h.info.trace_dir = dir.string();
@@ -56,8 +56,11 @@ TEST(WriterFileName, hostile_host_name_stays_inside_the_trace_directory) {
     EXPECT_TRUE(fs::exists(path)) << path;
   }
   // Nothing was written above the trace directory.
-  for (const auto& e : fs::recursive_directory_iterator(tmp.path))
-    if (e.is_regular_file()) EXPECT_EQ(fs::canonical(e.path().parent_path()), fs::canonical(dir)) << e.path();
+  for (const auto& e : fs::recursive_directory_iterator(tmp.path)) {
+    if (e.is_regular_file()) {
+      EXPECT_EQ(fs::canonical(e.path().parent_path()), fs::canonical(dir)) << e.path();
+    }
+  }
 }
 
 // Every name this process may take is taken (1,001 of them): the recorder does not record,
