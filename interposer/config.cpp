@@ -124,6 +124,15 @@ Config parse_config(const EnvLookup& env, std::vector<std::string>* warnings) {
       warn_default(vars::kSpillMb, v, expected, std::to_string(vars::kDefaultSpillMb));
     }
   }
+  if (const char* v = env(vars::kExitWait); v && *v) {
+    if (!parse_seconds(v, vars::kMinExitWaitS, vars::kMaxExitWaitS, &c.exit_wait_s)) {
+      c.exit_wait_s = vars::kDefaultExitWaitS;
+      char expected[96];
+      snprintf(expected, sizeof expected, "a number of seconds in [%g, %g]", vars::kMinExitWaitS,
+               vars::kMaxExitWaitS);
+      warn_default(vars::kExitWait, v, expected, std::to_string(int(vars::kDefaultExitWaitS)));
+    }
+  }
   if (const char* v = env(vars::kSigusr1); v && *v) {
     if (!strcmp(v, vars::kSigusr1Flush)) c.sigusr1_flush_only = true;
     else if (strcmp(v, vars::kSigusr1Default))

@@ -38,6 +38,7 @@ struct Config {
   bool sigusr1_flush_only = false;                 // LOCKSTEP_SIGUSR1 default|flush
   int64_t queue_records = kDefaultQueueRecords;    // LOCKSTEP_QUEUE_RECORDS (tests: force drops)
   int64_t spill_mb = schema::env::kDefaultSpillMb; // LOCKSTEP_SPILL_MB, 0 = no spill
+  double exit_wait_s = schema::env::kDefaultExitWaitS;  // LOCKSTEP_EXIT_WAIT: without progress
 };
 
 using EnvLookup = std::function<const char*(const char*)>;

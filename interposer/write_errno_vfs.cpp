@@ -3,12 +3,14 @@
 #include <errno.h>
 #include <sqlite3.h>
 
+#include <atomic>
 #include <mutex>
 
 namespace lockstep::rec {
 namespace {
 
 thread_local int t_last_errno = 0;
+std::atomic<uint64_t> g_io_returned{0};  // writes, truncates and syncs that returned
 sqlite3_vfs* g_base = nullptr;
 sqlite3_vfs g_vfs;
 
@@ -20,6 +22,7 @@ struct File {
 sqlite3_file* real(sqlite3_file* f) { return reinterpret_cast<File*>(f)->real; }
 
 int note(int rc) {
+  g_io_returned.fetch_add(1, std::memory_order_relaxed);
   if (rc != SQLITE_OK && errno != 0) t_last_errno = errno;
   return rc;
 }
@@ -109,6 +112,8 @@ int x_full_pathname(sqlite3_vfs*, const char* name, int n, char* out) {
 }
 
 }  // namespace
+
+uint64_t write_calls_returned() { return g_io_returned.load(std::memory_order_relaxed); }
 
 const char* write_errno_vfs_name() {
   static const char* name = [] () -> const char* {

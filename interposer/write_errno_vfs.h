@@ -4,6 +4,8 @@
 // why it stopped: EFBIG (file-size limit), ENOSPC, EIO, EROFS... (writer.cpp).
 #pragma once
 
+#include <cstdint>
+
 namespace lockstep::rec {
 
 // Registers the VFS on first use (never as the default: the application's SQLite is untouched)
@@ -13,5 +15,9 @@ const char* write_errno_vfs_name();
 // The calling thread's errno of the last failed write/truncate/sync through the VFS (0: none).
 int last_write_errno();
 void clear_last_write_errno();
+
+// Writes, truncates and syncs through the VFS that have returned, in every thread: how a
+// waiter tells a slow file system (it moves) from a dead one (it does not).
+uint64_t write_calls_returned();
 
 }  // namespace lockstep::rec

@@ -516,10 +516,17 @@ void Writer::stop(const char* exit_reason) {
   ssize_t ignored = write(wake_fd_, &one, sizeof one);
   (void)ignored;
   // The final commit, within a bound: a write stuck on a dead file system does not hold the
-  // program's exit (the trace then has no exit record: readers call it unfinished).
-  if (!thread_exit_.join_within(thread_, kStopWaitMs))
-    warn("the trace's final commit did not finish within %d s; the program exits without it",
-         kStopWaitMs / 1000);
+  // program's exit (the trace then has no exit record: readers call it unfinished); a slow one
+  // that still writes rows or returns from its writes is waited for, up to a total bound.
+  const double idle_s = config().exit_wait_s;
+  const int idle_ms = int(idle_s * 1000);
+  const int max_ms = idle_ms * schema::env::kExitWaitTotalFactor;
+  if (!thread_exit_.join_while_progressing(thread_, idle_ms, max_ms, [this] {
+        return rows_taken_.load(std::memory_order_relaxed) + write_calls_returned();
+      }))
+    warn("the trace's final commit did not finish (%g s without progress, at most %g s in all: "
+         "LOCKSTEP_EXIT_WAIT); the program exits without it",
+         idle_s, idle_s * schema::env::kExitWaitTotalFactor);
 }
 
 
@@ -791,6 +798,7 @@ void Writer::maybe_declare_boundary() {
 }
 
 void Writer::write_op(PendingOp& p) {
+  rows_taken_.fetch_add(1, std::memory_order_relaxed);
   const OpRec& o = p.rec;
   const std::vector<PartRec>* parts = &p.parts;
   std::vector<PartRec> none;
@@ -882,6 +890,7 @@ void Writer::write_ready_ops(bool force) {
 }
 
 void Writer::insert(const Record& r) {
+  rows_taken_.fetch_add(1, std::memory_order_relaxed);
   trace_file::Tables& t = tables_;
   int rc = SQLITE_DONE;
   switch (r.kind) {

@@ -31,8 +31,6 @@ namespace lockstep::rec {
 using lockstep::PyFrameRaw;
 
 inline constexpr int kCommitIntervalMs = 50;
-// At exit, how long stop() waits for the writer's final commit (Writer::stop).
-inline constexpr int kStopWaitMs = 10000;
 inline constexpr size_t kDoneQueueRecords = 1 << 16;  // completion rows: 1.5 MiB
 
 // The bytes of r a push copies: its tag and the union member the tag names.
@@ -225,6 +223,7 @@ class Writer {
   std::atomic<uint64_t> peak_spill_bytes_{0};
   std::atomic<bool> failed_{false};
   std::atomic<bool> stop_{false};
+  std::atomic<uint64_t> rows_taken_{0};  // records inserted and ops written: the exit's progress
   std::thread thread_;
   ThreadExit thread_exit_;
   std::atomic<pid_t> writer_tid_{0};

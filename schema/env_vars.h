@@ -52,6 +52,16 @@ inline constexpr const char* kSpillMb = "LOCKSTEP_SPILL_MB";
 inline constexpr int64_t kDefaultSpillMb = 64;
 inline constexpr int64_t kMaxSpillMb = 4096;
 
+// At exit, how long the program waits for the recorder's final commit while the commit makes no
+// progress (no record inserted, no write or sync of the trace returned): a dead file system holds
+// the exit this long at most; a slow one that still writes is waited for up to kExitWaitTotalFactor
+// times as long in all.
+inline constexpr const char* kExitWait = "LOCKSTEP_EXIT_WAIT";
+inline constexpr double kDefaultExitWaitS = 10;
+inline constexpr double kMinExitWaitS = 0.1;
+inline constexpr double kMaxExitWaitS = 600;
+inline constexpr int kExitWaitTotalFactor = 6;
+
 // What SIGUSR1 does to a program that left it at its default action (death): "default" flushes
 // the trace and then lets SIGUSR1 kill the program, as it would without the recorder; "flush"
 // flushes and lets the program live on (the flush-on-demand `lockstep run` sets, so that
@@ -85,6 +95,7 @@ inline constexpr Documented kDocumented[] = {
     {kQueueRecords, "`65536`"},
     {kSpillMb, "`64`"},
     {kSigusr1, "`default`"},
+    {kExitWait, "`10`"},
 };
 
 }  // namespace lockstep::schema::env

@@ -121,6 +121,23 @@ TEST(RecorderConfig, spill_size_is_range_checked_and_zero_turns_it_off) {
   }
 }
 
+TEST(RecorderConfig, exit_wait_is_range_checked_seconds) {
+  std::vector<std::string> w;
+  EXPECT_EQ(parse({}, &w).exit_wait_s, lockstep::schema::env::kDefaultExitWaitS);
+  Config c = parse({{"LOCKSTEP_EXIT_WAIT", "0.5"}}, &w);
+  EXPECT_TRUE(w.empty());
+  EXPECT_EQ(c.exit_wait_s, 0.5);
+  c = parse({{"LOCKSTEP_EXIT_WAIT", "600"}}, &w);
+  EXPECT_EQ(c.exit_wait_s, 600);
+  for (const char* bad : {"0", "0.05", "601", "inf", "nan", "-1", "1e9", "10s"}) {
+    w.clear();
+    c = parse({{"LOCKSTEP_EXIT_WAIT", bad}}, &w);
+    EXPECT_EQ(c.exit_wait_s, lockstep::schema::env::kDefaultExitWaitS) << bad;
+    ASSERT_EQ(w.size(), 1u) << bad;
+    EXPECT_NE(w[0].find("LOCKSTEP_EXIT_WAIT"), std::string::npos) << w[0];
+  }
+}
+
 TEST(RecorderConfig, bench_off_parts_by_name_and_nothing_else) {
   std::vector<std::string> w;
   EXPECT_EQ(parse({}, &w).bench_off, 0u);

@@ -7,6 +7,7 @@
 //   LOCKSTEP_TEST_FAIL_COUNT        failing writes, then writes succeed again (0: fail forever)
 //   LOCKSTEP_TEST_STALL_WRITER_S    the recorder's writer thread's writes to trace files first
 //                                   sleep this long (a dead network file system)
+//   LOCKSTEP_TEST_SLOW_WRITER_MS    ... each sleep this many milliseconds (a slow one)
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -40,11 +41,14 @@ bool is_trace_fd(int fd) {
 
 void maybe_stall(int fd) {
   static const long stall = env_long("LOCKSTEP_TEST_STALL_WRITER_S", 0);
-  if (stall <= 0 || !is_trace_fd(fd)) return;
+  static const long slow_ms = env_long("LOCKSTEP_TEST_SLOW_WRITER_MS", 0);
+  if ((stall <= 0 && slow_ms <= 0) || !is_trace_fd(fd)) return;
   char name[16] = {};
-  if (pthread_getname_np(pthread_self(), name, sizeof name) == 0 &&
-      strcmp(name, "lockstep-writer") == 0)
-    sleep(unsigned(stall));
+  if (pthread_getname_np(pthread_self(), name, sizeof name) != 0 ||
+      strcmp(name, "lockstep-writer") != 0)
+    return;
+  if (stall > 0) sleep(unsigned(stall));
+  if (slow_ms > 0) usleep(useconds_t(slow_ms) * 1000);
 }
 
 // true: this write must fail (errno set).

@@ -537,6 +537,37 @@ TEST(Recorder, a_writer_stuck_on_its_file_does_not_hold_the_programs_exit) {
   EXPECT_NE(p.result.err.find("final commit did not finish"), std::string::npos) << p.describe();
 }
 
+// A final commit on a slow file system that still writes (each write takes 100 ms: the exit
+// waits ~5 s for the writer's backlog) is waited for past LOCKSTEP_EXIT_WAIT (here 1.5 s
+// without progress), which bounds only a commit that makes none (and 6 times as long in all):
+// the trace ends with its exit record.
+TEST(Recorder, a_slow_final_commit_that_progresses_is_waited_for) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Probe p({"basic"}, {{"LD_PRELOAD", std::string(LIBLOCKSTEP_PATH) + ":" + FAILWRITE_SHIM_PATH},
+                      {"LOCKSTEP_TEST_SLOW_WRITER_MS", "100"},
+                      {"LOCKSTEP_EXIT_WAIT", "1.5"}}, 60);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(p.result.exit_code, 0) << p.describe();
+  EXPECT_EQ(p.result.err.find("final commit did not finish"), std::string::npos) << p.describe();
+  ASSERT_ONE_TRACE(p);
+  Trace t(p.files[0]);
+  EXPECT_EQ(t.meta("exit_reason"), "exit") << "the final commit was left behind";
+  EXPECT_GT(s, 2.0) << "the exit did not outlast LOCKSTEP_EXIT_WAIT: the test proves nothing";
+}
+
+// The same file system dead at exit (writes sleep 60 s): LOCKSTEP_EXIT_WAIT=0.5 lets the
+// program go after 0.5 s without progress.
+TEST(Recorder, a_final_commit_without_progress_holds_the_exit_only_the_exit_wait) {
+  const auto t0 = std::chrono::steady_clock::now();
+  Probe p({"basic"}, {{"LD_PRELOAD", std::string(LIBLOCKSTEP_PATH) + ":" + FAILWRITE_SHIM_PATH},
+                      {"LOCKSTEP_TEST_STALL_WRITER_S", "60"},
+                      {"LOCKSTEP_EXIT_WAIT", "0.5"}}, 50);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(p.result.exit_code, 0) << p.describe();
+  EXPECT_LT(s, 8) << "the exit waited past LOCKSTEP_EXIT_WAIT";
+  EXPECT_NE(p.result.err.find("final commit did not finish"), std::string::npos) << p.describe();
+}
+
 TEST(Recorder, destroyed_graph_and_exec_handles_do_not_replay_their_old_ops_when_reused) {
   Probe p({"graph_handle_reuse"});
   ASSERT_ONE_TRACE(p);
