@@ -53,10 +53,16 @@ std::vector<Divergence> find_order_inversions(const Schedule& s, const CommIndex
       int p = procs[pi];
       auto [pa, pb] = lists(p);
       auto ap = a_before_b(pa->colls, pb->colls);
-      int64_t first = std::max(ref_b->base, pb->base) + 1, last = std::min(ref_b->end(), pb->end());
+      // Past a hole in a member's records (dropped by its recorder) its ordinals are unknown:
+      // B#J is compared only where both hold B exactly up to it, and a(J) only where the A op
+      // after it is known too (a dropped A op could have come before B#J: the count would be
+      // short by it). What is not compared is the hole's evidence item, never an inversion.
+      int64_t first = std::max(ref_b->base, pb->base) + 1;
+      int64_t last = std::min({ref_b->end(), pb->end(), ref_b->exact_through, pb->exact_through});
       for (int64_t J = first; J <= last && !found; ++J) {
         int64_t ap_j = pa->base + ap[pb->at(J)], aref_j = ref_a->base + aref[ref_b->at(J)];
         if (ap_j == aref_j) continue;
+        if (ap_j >= pa->exact_through || aref_j >= ref_a->exact_through) continue;
         // On `late`, A#lo+1 comes after B#J; on `early`, before. Only an inversion if `late` has
         // issued A#lo+1 at all (otherwise it simply has not got there yet).
         bool p_late = ap_j < aref_j;

@@ -683,6 +683,73 @@ TEST(EvidenceGaps, a_grouped_op_whose_part_rows_were_dropped_is_unknown) {
   expect_incomplete(*r, "part rows of its grouped op at seq 3 were dropped");
 }
 
+// Two communicators issued in the same order by both ranks (A, B, A, B, ...); rank 1's
+// recorder dropped one record. Past the hole its ordinals are unknown: no order inversion may
+// be read into them (before: "rank 1 issues A #2 before B #4, rank 0 after it").
+namespace {
+TraceBuilder interleaved(int steps) {
+  TraceBuilder b(2);
+  b.comm("aaaa", {0, 1}).comm("bbbb", {0, 1});
+  for (int k = 0; k < steps; ++k) {
+    b.all({0, 1}, "aaaa", {});
+    b.all({0, 1}, "bbbb", {.op = "all_gather", .redop = ""});
+  }
+  return b;
+}
+void drop_op(Process& p, const std::string& comm, int64_t seq) {
+  std::erase_if(p.ops, [&](const Op& o) { return p.comms[size_t(o.comm)].hash == comm && o.seq == seq; });
+}
+}  // namespace
+
+TEST(EvidenceGaps, a_hole_in_the_later_communicator_is_no_order_inversion) {
+  TraceBuilder b = interleaved(6);
+  Process& p = b.trace().processes[1];
+  drop_op(p, "bbbb", 3);
+  p.dropped_records = 1;
+  p.drops_known = true;
+  p.drops = {DropRange{1, 3, 3, 1, "queue_full"}};
+  auto r = run(b);
+  EXPECT_TRUE(r->a.inversions.empty()) << r->text;
+  EXPECT_TRUE(r->a.divergences.empty()) << r->text;
+  EXPECT_EQ(r->a.verdict(), Verdict::kIncomplete) << r->text;
+}
+
+TEST(EvidenceGaps, a_hole_in_the_earlier_communicator_is_no_order_inversion) {
+  TraceBuilder b = interleaved(6);
+  Process& p = b.trace().processes[1];
+  drop_op(p, "aaaa", 3);
+  p.dropped_records = 1;
+  p.drops_known = true;
+  p.drops = {DropRange{0, 3, 3, 1, "queue_full"}};
+  auto r = run(b);
+  EXPECT_TRUE(r->a.inversions.empty()) << r->text;
+  EXPECT_TRUE(r->a.divergences.empty()) << r->text;
+  EXPECT_EQ(r->a.verdict(), Verdict::kIncomplete) << r->text;
+}
+
+// Before the hole the order is still compared: an inversion both ranks hold whole is found.
+TEST(EvidenceGaps, an_inversion_before_a_hole_is_still_found) {
+  TraceBuilder b(2);
+  b.comm("aaaa", {0, 1}).comm("bbbb", {0, 1});
+  b.add(0, "aaaa", {});
+  b.add(0, "bbbb", {.op = "all_gather", .redop = ""});
+  b.add(1, "bbbb", {.op = "all_gather", .redop = ""});
+  b.add(1, "aaaa", {});
+  for (int k = 0; k < 4; ++k) {
+    b.all({0, 1}, "aaaa", {});
+    b.all({0, 1}, "bbbb", {.op = "all_gather", .redop = ""});
+  }
+  Process& p = b.trace().processes[1];
+  drop_op(p, "bbbb", 4);
+  p.dropped_records = 1;
+  p.drops_known = true;
+  p.drops = {DropRange{1, 4, 4, 1, "queue_full"}};
+  auto r = run(b);
+  ASSERT_EQ(r->a.inversions.size(), 1u) << r->text;
+  EXPECT_EQ(r->a.inversions[0].ordinal, 1);
+  EXPECT_EQ(r->a.inversions[0].ordinal_b, 1);
+}
+
 TEST(EvidenceGaps, a_recorder_stopped_mid_run_is_compared_up_to_its_hole) {
   // The ulimit -f report: rank 1's rows resume after a hole; its seq 6 was compared with rank
   // 0's seq 4.
