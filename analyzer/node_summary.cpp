@@ -604,7 +604,11 @@ SummaryCover cover_from_summaries(const std::string& dir, const std::vector<std:
         std::string w;
         const FileIdentity now = file_identity(path, &w);
         if (!w.empty()) throw Corrupt(e.id.name + ": " + w);
-        const bool same = now == e.id;
+        // A finished file was summarized with settled 0 (no heartbeat may follow): compare the
+        // rest, or every recorder's file (settled is non-zero for it now) would look changed.
+        FileIdentity seen = now;
+        if (e.id.settled == 0) seen.settled = 0;
+        const bool same = seen == e.id;
         if (wal.count(e.id.name + "-wal") || wal.count(e.id.name + "-journal") || wal.count(e.id.name + "-shm"))
           throw Corrupt("stale: " + e.id.name + " has a -wal or -shm file, or a -journal that is not empty, beside it (read directly)");
         if (!(same || only_heartbeats_since(e.id, now)))

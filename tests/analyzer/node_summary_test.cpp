@@ -288,13 +288,16 @@ TEST(NodeSummaryIdentity, a_live_recorders_heartbeat_keeps_the_summary_and_takes
 }
 
 // A file that says nothing of its generation (other writers, older recorders), or whose
-// recorder had finished: any change after summarizing is a change.
+// recorder had finished: unchanged, its summary stands for it; any change after summarizing is a change.
 TEST(NodeSummaryIdentity, without_a_generation_or_once_finished_any_commit_is_a_change) {
   for (const bool finished : {false, true}) {
     const std::string path = sample_file();
     if (finished) lockstep::testing::exec_sql(path, "PRAGMA user_version = 5; INSERT OR REPLACE INTO meta(key, value) VALUES ('finished', '1')");
     const FileIdentity then = summarize_one(path);
     EXPECT_EQ(then.settled, 0u);
+    lockstep::SummaryCover unchanged = cover_of(path);
+    EXPECT_EQ(unchanged.use.used, 1) << "finished " << finished;
+    EXPECT_TRUE(unchanged.use.ignored.empty()) << unchanged.use.ignored[0].reason;
     heartbeat(path, then, 3);
     lockstep::SummaryCover c = cover_of(path);
     EXPECT_EQ(c.use.used, 0) << "finished " << finished;
@@ -310,6 +313,7 @@ TEST(NodeSummaryIdentity, after_an_exit_reason_any_commit_is_a_change) {
   lockstep::testing::exec_sql(path, "PRAGMA user_version = 5; INSERT OR REPLACE INTO meta(key, value) VALUES ('exit_reason', 'SIGTERM')");
   const FileIdentity then = summarize_one(path);
   EXPECT_EQ(then.settled, 0u);
+  EXPECT_EQ(cover_of(path).use.used, 1) << "unchanged since summarizing";
   heartbeat(path, then, 3);
   lockstep::SummaryCover c = cover_of(path);
   EXPECT_EQ(c.use.used, 0);
