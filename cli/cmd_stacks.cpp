@@ -299,8 +299,13 @@ int stacks(const StacksArgs& a) {
                 << " not read, known by checkpoint digest only (every member's agrees; --full-read reads them)\n";
     // Members without a loaded file: named, never left out silently.
     std::sort(sh.gc.members.begin(), sh.gc.members.end(), [](const CommMember& x, const CommMember& y) { return x.rank < y.rank; });
-    for (int r : untraced_ranks(sh.gc)) {
-      std::cout << "  comm rank " << r << ": no usable trace file (missing, skipped or of another job): its op is unknown\n";
+    // One line, ranges elided: nranks comes from the file (up to 2^24), not from what was found.
+    if (const std::vector<int> missing = untraced_ranks(sh.gc); !missing.empty()) {
+      const bool one = missing.size() == 1;
+      std::cout << "  " << ranks_phrase(missing, "comm rank", kMaxRangeSegments)
+                << (one ? "" : " (" + std::to_string(missing.size()) + " in all)")
+                << ": no usable trace file (missing, skipped or of another job): " << (one ? "its op is" : "their ops are")
+                << " unknown\n";
       untraced = true;
     }
   }

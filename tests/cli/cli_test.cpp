@@ -389,6 +389,22 @@ TEST(CliStacks, a_strided_group_lists_its_first_segments_and_how_many_more) {
   EXPECT_NE(per_rank.out.find("  rank 38: all_reduce"), std::string::npos) << both(per_rank);
 }
 
+// Members without a file are one line of elided ranges and their count, however many the files
+// claim (nranks comes from the file: a line per rank of 2^20 was 100 MB).
+TEST(CliStacks, missing_members_are_one_line_of_ranges_and_their_count) {
+  auto dir = write(clean_two_ranks(), "cli-stacks-missing-members");
+  for (int p : {0, 1}) {
+    auto claim = run_program({"sqlite3", dir + "/rank-" + std::to_string(p) + lockstep::schema::kFileSuffix,
+                              "UPDATE comms SET nranks = 1048576"});
+    ASSERT_EQ(claim.exit_code, 0) << both(claim);
+  }
+  auto r = lockstep_cli({"stacks", dir, "--comm", "aaaaaaaa", "--seq", "3"});
+  EXPECT_EQ(r.exit_code, 4) << both(r).substr(0, 4000);
+  EXPECT_LT(r.out.size(), 2000u) << r.out.substr(0, 4000);
+  EXPECT_NE(r.out.find("  comm ranks 2-1048575 (1048574 in all): no usable trace file (missing, skipped or of another job): their ops are unknown\n"),
+            std::string::npos) << both(r).substr(0, 4000);
+}
+
 TEST(CliOps, around_marks_the_op_with_that_seq) {
   auto dir = write(divergent_two_ranks(), "cli-ops");
   auto r = lockstep_cli({"ops", dir, "--rank", "1", "--around", "6", "--window", "2"});
