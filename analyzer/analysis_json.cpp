@@ -5,6 +5,7 @@
 #include <set>
 
 #include "analysis_render.h"
+#include "text_escape.h"
 
 namespace lockstep {
 
@@ -192,7 +193,7 @@ class SplicedArrays {
     std::function<void(json&)> replace = [&](json& v) {
       if (v.is_string()) {
         for (const Held& h : held_)
-          if (json(v).dump() == h.placeholder) {
+          if (json(v).dump(-1, ' ', false, json::error_handler_t::replace) == h.placeholder) {
             std::string text;
             const Sink into = [&text](std::string_view t) { text.append(t); };
             Array array(h.depth, into);
@@ -237,7 +238,8 @@ void write_json(const Analysis& a, TraceDetails& details, const ReportOptions& o
   SplicedArrays spliced;
   j["evidence"] = spliced.hold(1, [&](SplicedArrays::Array& evidence) {
     for (auto& e : a.evidence) {
-      json ej = {{"kind", evidence_kind_name(e.kind)}, {"contradictory", e.contradictory}, {"ranks", e.ranks}, {"detail", e.detail}};
+      // Details name files, whose names are any bytes (text_escape.h).
+      json ej = {{"kind", evidence_kind_name(e.kind)}, {"contradictory", e.contradictory}, {"ranks", e.ranks}, {"detail", printable(e.detail)}};
       if (e.from_seq > 0) ej["comm"] = e.comm, ej["from_seq"] = e.from_seq;
       if (!e.gap_cause.empty()) ej["gap_cause"] = e.gap_cause;
       evidence.add(ej);
@@ -248,7 +250,7 @@ void write_json(const Analysis& a, TraceDetails& details, const ReportOptions& o
   json grouped = json::array();
   for (auto& g : evidence_groups)
     grouped.push_back({{"kind", evidence_kind_name(g.kind)}, {"contradictory", g.contradictory},
-                       {"ranks", rank_ranges(g.ranks)}, {"count", g.issues.size()}, {"detail", g.detail}});
+                       {"ranks", rank_ranges(g.ranks)}, {"count", g.issues.size()}, {"detail", printable(g.detail)}});
   j["evidence_groups"] = std::move(grouped);
   json unproven = json::array();
   for (auto& u : a.unproven)
@@ -265,7 +267,7 @@ void write_json(const Analysis& a, TraceDetails& details, const ReportOptions& o
     json pj = {{"rank", c.rank(static_cast<int>(p))},
                      {"host", i.host},
                      {"pid", i.pid},
-                     {"file", i.shown_path()},
+                     {"file", printable(i.shown_path())},
                      {"ops", static_cast<int64_t>(s.procs[p].ops.size()) + s.procs[p].unread_ops},
                      {"unsequenced_ops", s.procs[p].unsequenced_ops},
                      {"finished", i.finished},
@@ -279,12 +281,12 @@ void write_json(const Analysis& a, TraceDetails& details, const ReportOptions& o
   });
   add_identity_json(j, s, a.hosts);
   json skipped = json::array();
-  for (auto& sk : s.skipped) skipped.push_back({{"path", sk.path}, {"reason", sk.reason}});
+  for (auto& sk : s.skipped) skipped.push_back({{"path", printable(sk.path)}, {"reason", printable(sk.reason)}});
   j["skipped"] = std::move(skipped);
   // Every caveat in one list of lines (as the text report prints them).
   json warnings = json::array();
-  for (auto& g : evidence_groups) warnings.push_back("incomplete: " + g.detail);
-  for (auto& w : a.index.warnings) warnings.push_back(w);
+  for (auto& g : evidence_groups) warnings.push_back("incomplete: " + printable(g.detail));
+  for (auto& w : a.index.warnings) warnings.push_back(printable(w));
   for (auto& u : a.unproven)  // stopped members: in the evidence
     if (!u.behind.empty() || !u.lost.empty()) warnings.push_back(unproven_line(a, u));
   j["warnings"] = std::move(warnings);
@@ -367,7 +369,7 @@ void write_json(const Analysis& a, TraceDetails& details, const ReportOptions& o
   hang["groups"] = std::move(groups);
   j["hang"] = std::move(hang);
   j["coverage"] = json::parse(coverage_json(s, a.coverage));
-  // Trace strings are printable already (loader); paths from the file system may not be UTF-8.
+  // Trace strings are printable already (loader), file names escaped above; replace: a last guard.
   spliced.write(j, add_members, put);
 }
 

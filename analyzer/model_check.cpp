@@ -7,6 +7,7 @@
 #include "model_check.h"
 
 #include "model_engine.h"
+#include "text_escape.h"
 
 #include <sstream>
 #include <string>
@@ -84,6 +85,7 @@ Result check_work_list(WorkList model, const Options& options) {
     if (p >= 0 && static_cast<size_t>(p) < model.procs.size()) model.procs[p].stopped = true;
   Result r = check_models(model, options);
   r.problems = model.problems;
+  for (std::string& p : r.problems) p = printable(p);  // they name files, whose names are any bytes
   // A stuck state that waits on a rank past the hole in its records is built on records we do
   // not have, and one that waits on a rank the job's end stopped before it issued the op on
   // what that rank had not done yet: unknown, unless a mismatch or a cycle of whole ranks proves it.
@@ -158,7 +160,7 @@ std::string format_json(const Result& r) {
     j["ranks"].push_back({{"rank", w.label}, {"blocked_in", w.blocked_in}, {"waits_for", w.waits_for}});
   j["cycle"] = r.cycle;
   j["problems"] = r.problems;
-  return j.dump(2);
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);  // a last guard: text is escaped
 }
 
 }  // namespace lockstep::model

@@ -3,6 +3,7 @@
 #include "comm_index.h"
 #include "identity.h"
 #include "meta_keys.h"
+#include "text_escape.h"
 #include "trace_validation.h"
 
 #include <algorithm>
@@ -63,7 +64,8 @@ WorkList build_work_list(const Schedule& sched) {
   for (const auto& p : sched.procs) rank_uses[p.info.global_rank]++;
   for (size_t i = 0; i < sched.procs.size(); ++i) {
     const Process& p = sched.procs[i].info;
-    s.procs[i].label = rank_label(p, static_cast<int>(i), rank_uses[p.global_rank] == 1);
+    // A file-based label names a file (a Flight Recorder dump), whose name is any bytes.
+    s.procs[i].label = printable(rank_label(p, static_cast<int>(i), rank_uses[p.global_rank] == 1));
   }
 
   for (size_t pi = 0; pi < sched.procs.size(); ++pi) {

@@ -28,6 +28,8 @@ namespace lockstep::cli {
 namespace {
 
 namespace at = lockstep::attach;
+// Process names and paths are any bytes: a JSON document with them never throws (invalid UTF-8 replaced).
+constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
 
 struct AttachArgs {
   std::vector<int> pids;
@@ -135,14 +137,14 @@ int report(const std::vector<at::NodeSnapshot>& nodes, const AttachArgs& a) {
   at::AttachReport r = at::analyze_snapshots(nodes, given);
   const nlohmann::json j = at::render_json(r);
   if (a.json)
-    std::cout << j.dump(2) << "\n";
+    std::cout << j.dump(2, ' ', false, kReplace) << "\n";
   else
     std::cout << at::render_text(r);
   if (!a.out_dir.empty()) {
     write_file(a.out_dir + "/attach-report.txt", at::render_text(r));
-    write_file(a.out_dir + "/attach-report.json", j.dump(2) + "\n");
+    write_file(a.out_dir + "/attach-report.json", j.dump(2, ' ', false, kReplace) + "\n");
   }
-  if (!a.html.empty() && !write_file(a.html, report::render_attach_page(j.dump()))) {
+  if (!a.html.empty() && !write_file(a.html, report::render_attach_page(j.dump(-1, ' ', false, kReplace)))) {
     std::cerr << "lockstep attach: cannot write " << printable(a.html) << "\n";
     return kExitUsage;
   }
@@ -293,7 +295,7 @@ int attach(AttachArgs a) {
   }
   if (!a.out_dir.empty()) {
     const std::string path = a.out_dir + "/" + node.host + "-" + std::to_string(::getpid()) + ".attach.json";
-    if (!write_file(path, at::to_json(node).dump(1) + "\n")) {
+    if (!write_file(path, at::to_json(node).dump(1, ' ', false, kReplace) + "\n")) {
       std::cerr << "lockstep attach: cannot write " << printable(path) << "\n";
       return kExitUsage;
     }
@@ -324,7 +326,7 @@ int report_snapshot_dir(const std::string& dir, const std::string& output) {
     return kExitUsage;
   }
   at::AttachReport r = at::analyze_snapshots(nodes);
-  const std::string page = report::render_attach_page(at::render_json(r).dump());
+  const std::string page = report::render_attach_page(at::render_json(r).dump(-1, ' ', false, kReplace));
   if (output == "-") {
     std::cout << page;
     return kExitOk;

@@ -176,7 +176,9 @@ std::string model_json(const model::Result& r, const RetiredHistory& h, const st
   j["incomplete"] = !incomplete.empty() || !h.mismatches.empty() || r.verdict == model::Verdict::kUnknown;
   j["incomplete_evidence"] = nlohmann::json::array();
   for (const std::string& w : incomplete) j["incomplete_evidence"].push_back(printable(w));  // file names: any bytes
-  if (h.empty()) return j.dump(2);
+  // replace: a last guard (the strings are escaped), never an exception instead of the verdict.
+  constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+  if (h.empty()) return j.dump(2, ' ', false, kReplace);
   nlohmann::json& rh = j["retired_history"];
   rh["checked"] = "retained collectives only";
   rh["windows"] = nlohmann::json::array();
@@ -194,8 +196,8 @@ std::string model_json(const model::Result& r, const RetiredHistory& h, const st
     rh["digest_mismatch"].push_back({{"comm", m.comm},
                                      {"first", m.finding.ordinal_first},
                                      {"last", m.finding.ordinal},
-                                     {"detail", m.finding.detail}});
-  return j.dump(2);
+                                     {"detail", printable(m.finding.detail)}});
+  return j.dump(2, ' ', false, kReplace);
 }
 
 uint64_t memory_this_process_can_use() {

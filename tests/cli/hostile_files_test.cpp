@@ -5,8 +5,11 @@
 #include <sqlite3.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "cli_runner.h"
 #include "trace_builder.h"
@@ -185,6 +188,31 @@ TEST(CliHostileFile, bidi_override_in_a_trace_string_is_escaped_in_text_json_and
     EXPECT_EQ(out.find(lri), std::string::npos) << args[1] << ": raw U+2066";
     if (args[1] != "ops") {
       EXPECT_NE(out.find("202e"), std::string::npos) << args[1] << ": not shown escaped\n" << out.substr(0, 3000);
+    }
+  }
+}
+
+// A junk file's name is any bytes: invalid UTF-8 (replay --model --json threw nlohmann's
+// type_error.316, exit 2, no verdict) or C1 and bidi characters (analyze --json wrote them raw).
+// Both JSON documents parse, name the file escaped, and exit with the verdict's code (4: a file skipped).
+TEST(CliHostileFile, hostile_file_names_are_escaped_in_analyze_and_replay_model_json) {
+  for (const std::string name : {"b\xfe\xc0-7", "b\xc2\x9b" "2J\xe2\x80\xae-7"}) {
+    auto dir = hostile_dir("hostile-name", "");
+    const std::string junk = dir + "/" + name + lockstep::schema::kFileSuffix;
+    ASSERT_TRUE(std::ofstream(junk) << "junk");
+    for (std::vector<std::string> args : {std::vector<std::string>{"analyze", "--json", dir},
+                                          std::vector<std::string>{"replay", "--model", "--json", dir}}) {
+      args.insert(args.begin(), kLockstep);
+      ProcResult r = run_program(args, {}, 60);
+      EXPECT_EQ(r.exit_code, 4) << args[1] << "\n" << both(r);
+      for (const std::string raw : {"\xfe", "\xc2\x9b", "\xe2\x80\xae"})
+        EXPECT_EQ(r.out.find(raw), std::string::npos) << args[1] << ": a raw byte of the name\n" << r.out.substr(0, 3000);
+      nlohmann::json j;
+      ASSERT_NO_THROW(j = nlohmann::json::parse(r.out)) << args[1] << "\n" << both(r);
+      const std::string shown = name[1] == '\xfe' ? "b\\xfe\\xc0-7" : "b\\u009b2J\\u202e-7";
+      const std::string quoted = nlohmann::json(shown).dump();
+      EXPECT_NE(j.dump().find(quoted.substr(1, quoted.size() - 2)), std::string::npos)
+          << args[1] << ": the file not named escaped\n" << r.out.substr(0, 3000);
     }
   }
 }
