@@ -286,14 +286,31 @@ namespace {
 // <host>-<pid>.lockstep.sqlite, or <host>-<pid>.<n>.lockstep.sqlite when that name is taken: by
 // this pid's image before an exec, or by a process of another pid namespace. An existing trace is
 // never replaced; the claim is an O_EXCL create (which follows no link), and the file created is
-// the one SQLite must open (trace_file::create checks its device and inode). `claimed` false: no
-// name could be claimed (every one taken, or the directory refuses), `error` says why.
+// the one SQLite must open (trace_file::create checks its device and inode). Its side files are
+// claimed with it (side_files_claimed): one left that cannot be removed makes the name taken too.
+// `claimed` false: no name could be claimed (every one taken, or the directory refuses), `error`
+// says why.
 struct Claim {
   std::string path;
   bool claimed = false;
   uint64_t dev = 0, ino = 0;
   int error = 0;
 };
+// SQLite's side files beside a name just claimed are not ours (the name was free): a leftover, or
+// a link or file another user planted in a shared (sticky) directory, which SQLite would open as
+// our journal or fail every transaction on. Removed, then the journal created empty by us
+// (O_EXCL: no link followed; the truncate mode keeps it, so SQLite writes only into ours).
+// false: one could not be removed (another user's in a sticky directory, a directory) or the
+// journal not created.
+bool side_files_claimed(const std::string& path) {
+  for (const char* ext : {"-journal", "-wal", "-shm"})
+    if (unlink((path + ext).c_str()) != 0 && errno != ENOENT) return false;
+  const int fd = open((path + "-journal").c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  close(fd);
+  return true;
+}
+
 Claim claim_trace_path(const std::string& dir, const std::string& host, int pid) {
   // The host name is the machine's to choose ("../../x", control bytes): made one safe component.
   const std::string stem = dir + "/" + schema::safe_file_component(host) + "-" + std::to_string(pid);
@@ -307,7 +324,12 @@ Claim claim_trace_path(const std::string& dir, const std::string& host, int pid)
       c.error = c.claimed ? 0 : errno;
       c.dev = uint64_t(st.st_dev), c.ino = uint64_t(st.st_ino);
       close(fd);
-      return c;
+      if (!c.claimed || side_files_claimed(c.path)) return c;
+      // Taken by its side file: our empty file goes (no 0-byte trace left behind), the next name.
+      c.claimed = false;
+      if (lstat(c.path.c_str(), &st) == 0 && uint64_t(st.st_dev) == c.dev && uint64_t(st.st_ino) == c.ino)
+        unlink(c.path.c_str());
+      errno = EEXIST;
     }
     c.error = errno;
     if (errno != EEXIST || n > 1000) return c;  // the last name tried is named in the error

@@ -362,9 +362,12 @@ std::string chunk_views_sql(const std::vector<std::string>& tables) {
 
 int create(Db& db, const std::string& path, const CreateOptions& o, const char** what) {
   // Replaces what is there (offline writers); the recorder claims a name no trace has first
-  // (writer.cpp claim_trace_path), so it never replaces one, and keeps its claimed file.
-  if (!o.claimed) unlink(path.c_str());
-  for (const char* ext : {"-journal", "-wal", "-shm"}) unlink((path + ext).c_str());
+  // (writer.cpp claim_trace_path), its side files with it, so it never replaces one, and keeps
+  // its claimed file and the empty journal it created (removed, a link could take its place).
+  if (!o.claimed) {
+    unlink(path.c_str());
+    for (const char* ext : {"-journal", "-wal", "-shm"}) unlink((path + ext).c_str());
+  }
   *what = "cannot create trace file";
   int rc = db.open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX | (o.claimed ? SQLITE_OPEN_NOFOLLOW : 0),
                    o.vfs);

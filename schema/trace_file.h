@@ -266,7 +266,8 @@ struct CreateOptions {
   // claim_trace_path), of this device and inode. It is kept, not unlinked, opened without
   // following a symbolic link, and checked to be that file still before anything is written: a
   // name swapped in between (a link planted by whoever can write the directory) cannot move
-  // where the trace is written.
+  // where the trace is written. Its side files are the caller's too (none, or an empty journal
+  // it created): left as they are.
   bool claimed = false;
   uint64_t claimed_dev = 0, claimed_ino = 0;
 };

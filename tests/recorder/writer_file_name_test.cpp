@@ -2,6 +2,7 @@
 // container's --hostname) and must not move the file out of the trace directory or put control
 // bytes into its name. schema/file_name.h is the one definition every writer uses.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -14,6 +15,7 @@
 #include "trace_schema.h"
 #include "trace_test_util.h"
 #include "writer.h"
+#include "writer_test_records.h"
 
 namespace lockstep::rec {
 namespace {
@@ -95,6 +97,60 @@ TEST(WriterFileName, taken_names_are_never_replaced_and_links_never_followed) {
   last >> text;
   EXPECT_EQ(text, "precious");
   EXPECT_FALSE(fs::exists(stem + ".1001" + schema::kFileSuffix));
+}
+
+int64_t count_rows(const std::string& path, const char* sql) {
+  sqlite3* db = nullptr;
+  int64_t v = -1;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READONLY, nullptr) == SQLITE_OK) {
+    sqlite3_stmt* st = nullptr;
+    if (sqlite3_prepare_v2(db, sql, -1, &st, nullptr) == SQLITE_OK && sqlite3_step(st) == SQLITE_ROW)
+      v = sqlite3_column_int64(st, 0);
+    sqlite3_finalize(st);
+  }
+  sqlite3_close(db);
+  return v;
+}
+
+// A side file planted at a free name in a shared (sticky, world-writable) directory, which this
+// process cannot remove (another user's; here a non-empty directory, which root cannot unlink
+// either): the rank ran untraced ("cannot create trace tables") and left a 0-byte trace. The name
+// is taken instead: the next one records, the first is not left as an empty file, and what was
+// planted is untouched. A link planted as the next name's journal is removed, never written through.
+TEST(WriterFileName, a_side_file_that_cannot_be_removed_makes_the_name_taken) {
+  TempDir tmp;
+  const fs::path dir = fs::path(tmp.path) / "trace";
+  fs::create_directories(dir);
+  TraceHeader h;
+  h.info = read_process_info();
+  h.info.trace_dir = dir.string();
+  h.info.host = "node0";
+  h.max_mb = 0;
+  const std::string stem = (dir / ("node0-" + std::to_string(h.info.pid))).string();
+  const std::string first = stem + schema::kFileSuffix, next = stem + ".1" + schema::kFileSuffix;
+  fs::create_directory(first + "-journal");
+  std::ofstream(first + "-journal/planted") << "theirs";
+  const fs::path outside = fs::path(tmp.path) / "outside";
+  std::ofstream(outside) << "precious";
+  fs::create_symlink(outside, next + "-journal");
+
+  std::string err;
+  Writer* w = Writer::open(h, &err);
+  ASSERT_NE(w, nullptr) << err;
+  EXPECT_EQ(w->path(), next);
+  w->start();
+  w->push(test::comm_init_record(1, 0xc0ffee01));
+  w->flush(60000);
+  w->stop("exit");
+  EXPECT_EQ(count_rows(next, "SELECT count(*) FROM comms"), 1) << "the trace under the next name has its records";
+  EXPECT_EQ(count_rows(next, "SELECT count(*) FROM meta WHERE key = 'finished' AND value = '1'"), 1);
+  EXPECT_FALSE(fs::exists(fs::symlink_status(first))) << "an empty file left at the name taken";
+  std::string text;
+  std::ifstream(first + "-journal/planted") >> text;
+  EXPECT_EQ(text, "theirs") << "the planted directory was changed";
+  std::ifstream(outside) >> text;
+  EXPECT_EQ(text, "precious") << "the planted link was written through";
+  EXPECT_FALSE(fs::is_symlink(next + "-journal"));
 }
 
 // A recorder reads its peers' files for the hang report (their global ranks): a FIFO named like a
