@@ -157,6 +157,55 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
   // fired while it was live). Otherwise the member is behind, its history was lost, or the job's
   // end stopped it in host code before it got there (a healthy job's ranks are rarely all stopped
   // at the same op; a real wait shows as a hang: its peers' ops were in flight long before the stop).
+  std::vector<const Process*> infos;
+  for (auto& p : s.procs) infos.push_back(&p.info);
+  // Communicators named as every text output names them: hash and role.
+  std::unordered_map<std::string, const GlobalComm*> by_hash;
+  for (const GlobalComm& g : a.index.comms) by_hash.emplace(g.hash, &g);
+  a.evidence = validate_evidence(infos, s.skipped, [&](const std::string& hash) {
+    auto it = by_hash.find(hash);
+    return it == by_hash.end() ? comm_label(hash) : comm_label(hash, it->second->role);
+  });
+  // Files that contradict each other (trace_validation.h): a finding on their records is not
+  // claimed (which of two files claiming one rank is its history is unknown).
+  std::vector<char> contested(s.procs.size(), 0);
+  for (const EvidenceIssue& e : a.evidence)
+    if (e.contradictory)
+      for (int p : e.procs)
+        if (p >= 0 && size_t(p) < contested.size()) contested[size_t(p)] = 1;
+  auto contested_in = [&](const Divergence& d) {
+    std::vector<int> out;
+    auto add = [&](int p) {
+      if (p >= 0 && size_t(p) < contested.size() && contested[size_t(p)] &&
+          std::find(out.begin(), out.end(), p) == out.end())
+        out.push_back(p);
+    };
+    for (const Side& sd : d.sides) add(sd.proc);
+    for (const Side& sd : d.sides_b) add(sd.proc);
+    for (const SideGroup& g : d.groups)
+      for (int p : g.procs) add(p);
+    for (int p : d.not_issued) add(p);
+    std::sort(out.begin(), out.end());
+    return out;
+  };
+  auto set_aside_contested = [&](std::vector<Divergence>& findings) {
+    std::vector<Divergence> kept_here;
+    for (auto& d : findings) {
+      std::vector<int> c = contested_in(d);
+      if (c.empty()) {
+        kept_here.push_back(std::move(d));
+        continue;
+      }
+      Unproven u;
+      u.contested = std::move(c);
+      u.finding = std::move(d);
+      a.unproven.push_back(std::move(u));
+    }
+    findings = std::move(kept_here);
+  };
+  set_aside_contested(a.divergences);
+  set_aside_contested(a.inversions);
+
   std::vector<Divergence> kept;
   for (auto& d : a.divergences) {
     if (d.kind != FindingKind::kNeverIssued && d.kind != FindingKind::kP2PPairing) {
@@ -205,15 +254,6 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
   }
   a.divergences = std::move(kept);
 
-  std::vector<const Process*> infos;
-  for (auto& p : s.procs) infos.push_back(&p.info);
-  // Communicators named as every text output names them: hash and role.
-  std::unordered_map<std::string, const GlobalComm*> by_hash;
-  for (const GlobalComm& g : a.index.comms) by_hash.emplace(g.hash, &g);
-  a.evidence = validate_evidence(infos, s.skipped, [&](const std::string& hash) {
-    auto it = by_hash.find(hash);
-    return it == by_hash.end() ? comm_label(hash) : comm_label(hash, it->second->role);
-  });
   a.evidence.insert(a.evidence.end(), a.checkpoints.evidence.begin(), a.checkpoints.evidence.end());
   // Members the job's end stopped before an op their peers had just issued: the job was not seen
   // to agree there, nor to disagree.

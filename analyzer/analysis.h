@@ -46,6 +46,12 @@ struct Unproven {
   // unproven finding's detail both print it.
   std::string stopped_what;
   bool peer_completed = false;  // a peer completed the op: the lost members issued it
+  // procs whose files contradict another's (two files claim one rank or comm rank, members
+  // disagree on the communicator's size, a copy): which file is the rank's history is unknown,
+  // so nothing is claimed on their records.
+  std::vector<int> contested;
+  // Said in the outputs' notes (the stopped members are said by their evidence items instead).
+  bool noted() const { return !behind.empty() || !lost.empty() || !contested.empty(); }
 };
 
 enum class Verdict { kClean, kDivergent, kHang, kIncomplete, kBehind };

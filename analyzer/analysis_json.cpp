@@ -257,6 +257,7 @@ void write_json(const Analysis& a, TraceDetails& details, const ReportOptions& o
     unproven.push_back({{"kind", kind_name(u.finding.kind)}, {"comm", a.index.comms[u.finding.gcomm].hash},
                         {"ordinal", u.finding.ordinal}, {"behind_ranks", ranks_of(s, u.behind)},
                         {"lost_ranks", ranks_of(s, u.lost)}, {"stopped_ranks", ranks_of(s, u.stopped)},
+                        {"contested_ranks", distinct_ranks_of(s, u.contested)},
                         {"peer_completed", u.peer_completed},
                         {"detail", unproven_line(a, u)}});
   j["unproven"] = std::move(unproven);
@@ -288,7 +289,7 @@ void write_json(const Analysis& a, TraceDetails& details, const ReportOptions& o
   for (auto& g : evidence_groups) warnings.push_back("incomplete: " + printable(g.detail));
   for (auto& w : a.index.warnings) warnings.push_back(printable(w));
   for (auto& u : a.unproven)  // stopped members: in the evidence
-    if (!u.behind.empty() || !u.lost.empty()) warnings.push_back(unproven_line(a, u));
+    if (u.noted()) warnings.push_back(unproven_line(a, u));
   j["warnings"] = std::move(warnings);
   j["comms"] = spliced.hold(1, [&](SplicedArrays::Array& comms) {
   for (auto& g : a.index.comms) {

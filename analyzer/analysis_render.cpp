@@ -44,6 +44,13 @@ std::vector<int> ranks_of(const Schedule& s, const std::vector<int>& procs) {
   return r;
 }
 
+std::vector<int> distinct_ranks_of(const Schedule& s, const std::vector<int>& procs) {
+  std::vector<int> r = ranks_of(s, procs);
+  std::sort(r.begin(), r.end());
+  r.erase(std::unique(r.begin(), r.end()), r.end());
+  return r;
+}
+
 std::string unproven_line(const Analysis& a, const Unproven& u) {
   const Schedule& s = *a.schedule;
   const Divergence& d = u.finding;
@@ -62,6 +69,13 @@ std::string unproven_line(const Analysis& a, const Unproven& u) {
     out += ranks_phrase(r) + ": " + where +
            (u.peer_completed ? " completed on a peer, so issued here too: history lost after the last flush"
                              : " not in the trace, which ends without an exit record: unknown whether issued");
+  }
+  if (!u.contested.empty()) {
+    auto r = distinct_ranks_of(s, u.contested);
+    if (!out.empty()) out += "; ";
+    out += ranks_phrase(r) + ": " + where + ": " + d.detail +
+           ": not claimed: these files contradict another (contradictory evidence above), which of them is the "
+           "rank's history is unknown";
   }
   if (!u.stopped.empty()) {  // the stopped_before_issue evidence's own words
     auto r = ranks_of(s, u.stopped);
@@ -95,8 +109,15 @@ std::string summary_line(const Analysis& a) {
   if (!a.problems()) {
     const std::string counts = counts_phrase(a);
     if (a.incomplete()) {
-      os << "incomplete evidence: " << counts << "; no divergence found in what was read, but "
-         << printable(evidence_summary(a.evidence));
+      size_t contested = 0;
+      for (auto& u : a.unproven) contested += !u.contested.empty();
+      os << "incomplete evidence: " << counts << "; ";
+      if (contested)
+        os << plural(contested, "finding", "findings") << " on files that contradict each other not claimed, "
+           << "none on the others";
+      else
+        os << "no divergence found in what was read";
+      os << ", but " << printable(evidence_summary(a.evidence));
       return os.str();
     }
     if (a.behind()) {

@@ -25,6 +25,8 @@ std::string window_note(const Analysis& a);
 // "completed", "in flight", or "issued" when the process recorded no completion at all.
 std::string op_state(const Schedule& s, int proc, const SchedOp& o);
 std::vector<int> ranks_of(const Schedule& s, const std::vector<int>& procs);
+// The same, each rank once, ascending (files that claim one rank: the rank once).
+std::vector<int> distinct_ranks_of(const Schedule& s, const std::vector<int>& procs);
 // "rank 1 is behind: has not issued collective #7 on comm 3f2a9c01 yet (still running)"
 std::string unproven_line(const Analysis& a, const Unproven& u);
 

@@ -233,7 +233,7 @@ std::string findings_text(const Analysis& a, TraceDetails& details, const Report
   for (auto& w : a.index.warnings) os << "warning: " << printable(w) << "\n";
   os << identity_warnings_text(s);
   for (auto& u : a.unproven)  // stopped members: in the evidence above
-    if (!u.behind.empty() || !u.lost.empty()) os << "note: " << unproven_line(a, u) << "\n";
+    if (u.noted()) os << "note: " << unproven_line(a, u) << "\n";
   size_t windows = 0;
   for (auto& w : a.checkpoints.comms) {
     if (w.cap_retired_max == 0) continue;  // not read (summary first): the evidence and read lines say so

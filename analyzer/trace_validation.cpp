@@ -2,6 +2,7 @@
 
 #include "identity.h"
 #include "meta_keys.h"
+#include "rank_env.h"
 #include "trace_file.h"
 
 #include <time.h>
@@ -209,17 +210,34 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
             " traced: no usable file of comm rank" + (missing > 1 ? "s " : " ") + list);
   }
 
-  // Global ranks below the highest one a file claims, with no file, that no communicator above
-  // names missing (a job whose communicators do not span its ranks): named here.
+  // Global ranks with no file that no communicator above names missing (a job whose
+  // communicators do not span its ranks): those below the highest one a file claims, and those
+  // below the job's size as its launcher gave it (WORLD_SIZE beside RANK, SLURM_NTASKS beside
+  // SLURM_PROCID: the last node's files lost leave no higher rank to tell). Named here.
   if (std::none_of(out.begin(), out.end(), [](const EvidenceIssue& e) { return e.kind == EvidenceKind::kMissingMember; })) {
-    const int highest = by_rank.empty() ? -1 : by_rank.rbegin()->first;
+    int highest = by_rank.empty() ? -1 : by_rank.rbegin()->first;
+    int world = 0;  // the largest size a launcher gave, in [1, kMaxRanks]
+    for (const Process* p : procs) {
+      for (const RankAndSize& v : kWorldSizeOfRank) {
+        if (p->global_rank_source != v.rank) continue;
+        std::string key = "launcher_";
+        for (const char* c = v.size; *c; ++c) key += char(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+        auto it = p->meta.find(key);
+        int n = 0;
+        if (it != p->meta.end() && parse_rank_value(it->second.c_str(), &n) && n >= 1 && n <= kMaxRanks)
+          world = std::max(world, n);
+      }
+    }
+    const bool by_launcher = world - 1 > highest;
+    if (by_launcher) highest = world - 1;
     const int64_t missing = static_cast<int64_t>(highest) + 1 - static_cast<int64_t>(by_rank.size());
     if (missing > 0) {
       std::vector<int> absent;  // the first few: a hostile global_rank must not make this long
       for (int r = 0; r <= highest && absent.size() < 8; ++r)
         if (!by_rank.count(r)) absent.push_back(r);
       add(EvidenceKind::kMissingMember, false, {},
-          "global ranks 0.." + std::to_string(highest) + ": no usable file of " + ranks_phrase(absent) +
+          "global ranks 0.." + std::to_string(highest) + (by_launcher ? " (the job's size as its launcher gave it)" : "") +
+              ": no usable file of " + ranks_phrase(absent) +
               (missing > static_cast<int64_t>(absent.size()) ? ",... (" + std::to_string(missing) + " in all)" : ""));
       out.back().ranks = absent;
     }

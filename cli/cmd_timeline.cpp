@@ -100,7 +100,7 @@ int timeline(TimelineArgs a) {
     // stopped, histories lost, holes), and the ranks behind or lost that it cannot prove.
     for (auto& g : group_evidence(an.evidence)) std::cerr << "incomplete: " << printable(g.detail) << "\n";
     for (auto& u : an.unproven)
-      if (!u.lost.empty() || !u.behind.empty()) std::cerr << "incomplete: " << printable(render::unproven_line(an, u)) << "\n";
+      if (u.noted()) std::cerr << "incomplete: " << printable(render::unproven_line(an, u)) << "\n";
     return an.incomplete() || an.behind() ? kExitIncomplete : kExitOk;
   }
   if (a.output.empty()) {

@@ -46,6 +46,20 @@ inline constexpr RankVariable kWorldSizeVariables[] = {
     {"MV2_COMM_WORLD_SIZE", "MVAPICH2"},
 };
 
+// The job's size beside each global rank variable, where the launcher sets one (and the
+// recorder keeps it: meta launcher_<name in lower case>). A process's global rank from `rank`
+// says the job has `size` ranks.
+struct RankAndSize {
+  const char* rank;
+  const char* size;
+};
+inline constexpr RankAndSize kWorldSizeOfRank[] = {
+    {"RANK", "WORLD_SIZE"},
+    {"SLURM_PROCID", "SLURM_NTASKS"},
+    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+    {"PMI_RANK", "PMI_SIZE"},
+};
+
 // A rank value: decimal digits only, 0..INT_MAX (no sign, no spaces, no trailing text).
 inline bool parse_rank_value(const char* s, int* out) {
   if (!s || *s < '0' || *s > '9') return false;

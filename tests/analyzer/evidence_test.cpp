@@ -355,6 +355,34 @@ TEST(Evidence, members_that_disagree_on_nranks_are_named) {
   EXPECT_TRUE(has_kind(r->a, EvidenceKind::kNranksMismatch));
 }
 
+// The last ranks' files lost, and no communicator spans the job to tell: the job's size as the
+// launcher gave it (WORLD_SIZE beside RANK) names them (before: clean).
+TEST(Evidence, ranks_missing_above_the_highest_file_are_named_by_the_launchers_world_size) {
+  TraceBuilder b = two_ranks();
+  for (Process& p : b.trace().processes) {
+    p.global_rank_source = "RANK";
+    p.meta["launcher_world_size"] = "4";
+  }
+  auto r = run(b);
+  expect_incomplete(*r, "global ranks 0..3 (the job's size as its launcher gave it): no usable file of ranks 2-3");
+  EXPECT_EQ(r->a.exit_code(false), 4);
+}
+
+// A size that is not the rank's own launcher's (the rank set by LOCKSTEP_RANK), or not a
+// size at all, says nothing.
+TEST(Evidence, a_world_size_beside_another_rank_variable_or_malformed_is_not_used) {
+  for (auto [source, size] : {std::pair{"LOCKSTEP_RANK", "4"}, {"RANK", "4x"}, {"RANK", "-4"}, {"RANK", "0"},
+                               {"RANK", "99999999999"}}) {
+    TraceBuilder b = two_ranks();
+    for (Process& p : b.trace().processes) {
+      p.global_rank_source = source;
+      p.meta["launcher_world_size"] = size;
+    }
+    auto r = run(b);
+    EXPECT_EQ(r->a.verdict(), Verdict::kClean) << source << " " << size << "\n" << r->text;
+  }
+}
+
 TEST(Evidence, duplicated_file_is_named) {
   TraceBuilder b = two_ranks();
   b.trace().processes.push_back(b.trace().processes[1]);
@@ -405,6 +433,47 @@ TEST(Evidence, global_rank_out_of_range_skips_the_file_with_its_reason) {
     auto r = run_schedule(std::move(s));
     expect_incomplete(*r, "global_rank");
   }
+}
+
+// A stale copy of rank 1's file (another run's, the same communicators) beside the real one:
+// the copy disagrees with rank 0 at collective #3, the real rank 1 does not. Which file is rank
+// 1's history is unknown, so no divergence is claimed on it (before: "op type differs", exit 1).
+TEST(Evidence, a_finding_on_files_that_contradict_each_other_is_not_claimed) {
+  TraceBuilder b = two_ranks();
+  Process stale = b.trace().processes[1];
+  stale.pid = 4242;
+  stale.path = "stale-rank-1";
+  for (Op& o : stale.ops)
+    if (o.seq == 3) o.op = vocab::Op::AllGather;
+  b.trace().processes.push_back(stale);
+  auto r = run(b);
+  EXPECT_TRUE(r->a.divergences.empty()) << r->text;
+  EXPECT_EQ(r->a.verdict(), Verdict::kIncomplete) << r->text;
+  EXPECT_EQ(r->a.exit_code(false), 4);
+  ASSERT_EQ(r->a.unproven.size(), 1u) << r->text;
+  EXPECT_FALSE(r->a.unproven[0].contested.empty());
+  EXPECT_NE(r->text.find("not claimed: these files contradict another"), std::string::npos) << r->text;
+  EXPECT_EQ(r->j["unproven"][0]["contested_ranks"], json::array({1})) << r->json_text;
+  EXPECT_EQ(r->j["verdict"], "incomplete");
+}
+
+// Findings among ranks whose files nobody contradicts are still claimed: comm A of ranks 0-1
+// diverges; rank 3 of comm B has a stale copy.
+TEST(Evidence, a_finding_among_uncontested_ranks_is_still_claimed) {
+  TraceBuilder b(4);
+  b.comm("aaaaaaaa", {0, 1}).comm("bbbbbbbb", {2, 3});
+  b.all({0, 1}, "aaaaaaaa", {}, 2);
+  b.add(0, "aaaaaaaa", {.op = "all_gather", .redop = ""});
+  b.add(1, "aaaaaaaa", {.op = "broadcast", .root = 0, .redop = ""});
+  b.all({2, 3}, "bbbbbbbb", {}, 3);
+  Process stale = b.trace().processes[3];
+  stale.pid = 4242;
+  stale.path = "stale-rank-3";
+  b.trace().processes.push_back(stale);
+  auto r = run(b);
+  ASSERT_EQ(r->a.divergences.size(), 1u) << r->text;
+  EXPECT_EQ(r->a.verdict(), Verdict::kDivergent) << r->text;
+  EXPECT_TRUE(r->a.incomplete()) << "the stale copy is still named";
 }
 
 TEST(Evidence, contradictory_directory_is_refused_by_the_model_checker) {
