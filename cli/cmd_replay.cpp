@@ -45,6 +45,11 @@ struct ReplayArgs {
 };
 
 using replay::exit_code_of;
+// One set of exit codes: replay's outcomes are cli/exit_codes.h's.
+static_assert(static_cast<int>(replay::Outcome::kCannotRun) == kExitCannotRun);
+static_assert(static_cast<int>(replay::Outcome::kIncomplete) == kExitIncomplete);
+static_assert(static_cast<int>(replay::Outcome::kHangs) == kExitFound);
+static_assert(static_cast<int>(replay::Outcome::kCompleted) == kExitOk);
 using replay::Outcome;
 
 int run_model(const ReplayArgs& a) {

@@ -34,7 +34,7 @@ int run(const RunArgs& a) {
   std::string lib = preload_library_path();
   if (!file_exists(lib)) {
     std::cerr << "lockstep run: recorder library not found at " << lib
-              << " (build target lockstep_recorder, or set LOCKSTEP_PRELOAD)\n";
+              << " (build the CMake target lockstep, or set LOCKSTEP_PRELOAD)\n";
     return kExitUsage;
   }
   std::error_code ec;
@@ -75,10 +75,10 @@ void add_run_command(Command& app, int* exit_code) {
   if (const char* d = std::getenv(schema::env::kDir); d && *d) args->dir = d;
   auto* sub = app.add_subcommand("run", "Run CMD with the recorder preloaded; every process writes into DIR");
   sub->add_option("-o,--output", args->dir, "Trace directory (created; default $LOCKSTEP_DIR or ./lockstep-trace)");
-  sub->add_option("--stacks", args->stacks, "Call stacks per op: none, native or python (recorder default if unset)")
+  sub->add_option("--stacks", args->stacks, "Call stacks per op: none, native or python (default: python when CPython is in the process, else native)")
       ->one_of({"none", "native", "python"});
   sub->add_option("--hang-timeout", args->hang_timeout,
-                  "Seconds without progress before the recorder reports a hang and runs `lockstep analyze`")
+                  "Seconds without progress before the recorder reports a hang and runs `lockstep analyze` (default 60)")
       ->non_negative();
   sub->add_option("--max-mb", args->max_mb,
                   "Trace size cap per process in MiB (0 = none; default 256): the oldest ops are retired, "

@@ -24,7 +24,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr int kExitNotConfirmed = 5;  // reproducer written, but the replay could not run or did not hang
 
 struct ShrinkArgs {
   std::string dir;
@@ -118,7 +117,7 @@ int run_shrink(const ShrinkArgs& a) {
   std::cout << printable_lines(o.str());
   if (!problem.empty()) {
     std::cerr << "lockstep shrink: " << printable(problem) << "\n";
-    return kExitNotConfirmed;
+    return kExitCannotRun;  // written, but its replay could not run or did not hang
   }
   return kExitOk;
 }

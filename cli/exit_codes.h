@@ -13,6 +13,9 @@ inline constexpr int kExitBaseline = 3;  // check: schedule differs from the bas
 // Incomplete evidence: some expected rank's history is missing, torn, skipped, dropped or its
 // recorder stopped (docs/analyzer.md "What lockstep promises"). Never reported as clean.
 inline constexpr int kExitIncomplete = 4;
+// `replay`: the replay could not run (replay::Outcome::kCannotRun); `shrink`: the reproducer is
+// written but its replay did not confirm it.
+inline constexpr int kExitCannotRun = 5;
 
 bool file_exists(const std::string& path);
 // Path of this executable (/proc/self/exe).

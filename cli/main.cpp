@@ -13,14 +13,17 @@
 namespace {
 
 constexpr const char* kFooter = R"(Exit codes:
-  0  clean: ranks agree (and match the baseline); for `run`: the command's own exit code
-  1  a divergence, order inversion or hang was found
-  2  usage or input error (no such directory, no usable trace file, bad option)
+  0  clean: ranks agree (and match the baseline); `replay`: the schedule completes;
+     `report`, `import`, `summarize`, `doctor`: done; `run`: the command's own exit code
+  1  a divergence, order inversion or hang was found; `replay`: the schedule hangs or may deadlock
+  2  could not run: usage or input error (no such directory, no usable trace file, bad option,
+     unreadable baseline)
   3  `check --baseline`: ranks agree but the schedule differs from the baseline
   4  incomplete evidence: a rank's history is missing, torn, skipped, dropped or its recorder
      stopped (never reported as clean); `check` also when the job is still running
- 128+N  `run`: the command was killed by signal N
-See docs/cli.md.)";
+  5  `replay`: the replay could not run; `shrink`: reproducer written, its replay did not confirm it
+ 128+N  `run`: the command was killed by signal N (127: not found, 126: not executable)
+See docs/cli.md "Exit codes".)";
 
 }  // namespace
 

@@ -228,7 +228,8 @@ int main(int argc, char** argv) {
     }
     bool last = !fixed && k + 1 == schedule.size();
     if (last) {
-      std::printf("rank %d: op #%zu (step %d, %s, layer %d): %s -- then waiting for it\n", w.rank, k + 1, s.step,
+      // Steps counted from 1, as lockstep analyze counts them ("seq 3750 = step 18").
+      std::printf("rank %d: op #%zu (step %d, %s, layer %d): %s -- then waiting for it\n", w.rank, k + 1, s.step + 1,
                   s.phase, s.layer, name(s));
       std::fflush(stdout);
     }
