@@ -159,10 +159,15 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
     }
     if (w.p2p_cut) {
       std::vector<int> cut;
+      bool dropped = false;  // retired seqs are counted, not listed: a dropped collective among them counts too
       for (auto& m : gc.members)
-        if (idx.of(m).retired_p2p > 0) cut.push_back(m.proc);
+        if (idx.of(m).retired_p2p > 0) {
+          cut.push_back(m.proc);
+          dropped |= s.procs[m.proc].info.dropped_records > 0;
+        }
       issue(EvidenceKind::kUnverifiedHistory, cut,
-            comm_of(gc) + ": point-to-point messages were retired by the size cap on " + std::to_string(cut.size()) +
+            comm_of(gc) + ": point-to-point messages were retired by the size cap" +
+                (dropped ? " (or the recorder dropped records there)" : "") + " on " + std::to_string(cut.size()) +
                 " member(s); p2p is outside the digest, so this comm's messages are not paired");
     }
     bool all_usable = std::all_of(md.begin(), md.end(), [](const MemberDigests& d) { return d.usable; });
