@@ -70,6 +70,12 @@ std::string replay_check(const ShrinkArgs& a, const shrink::Result& r, std::stri
 
 int run_shrink(const ShrinkArgs& a) {
   if (!check_dir("shrink", a.dir)) return kExitUsage;
+  // `shrink job/trace -o job` would write the reproducer's trace over the recorded one.
+  std::error_code same_ec;
+  if (fs::equivalent(fs::path(a.out) / "trace", a.dir, same_ec)) {
+    std::cerr << "lockstep shrink: " << printable(a.out) << "/trace is the trace being shrunk: choose another -o\n";
+    return kExitUsage;
+  }
   LoadOptions lo;
   lo.host_waits = true;  // the model checker's side data
   const Schedule t = load_schedule(a.dir, lo);

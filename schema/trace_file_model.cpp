@@ -1,7 +1,11 @@
 #include "trace_file_model.h"
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
 #include <map>
 #include <tuple>
 
@@ -143,9 +147,25 @@ void write_process(const Process& p, const std::string& path, const ModelWriteOp
 
 void write_trace_dir(const Trace& t, const std::string& dir, const ModelWriteOptions& opt) {
   namespace fs = std::filesystem;
+  // Only files this writer names (rank-N) are replaced: a directory that holds other trace
+  // files (a recorded job's: `shrink job/trace -o job`) is refused, never emptied, and a
+  // symbolic link is not followed to write or delete elsewhere.
+  if (fs::is_symlink(fs::symlink_status(dir)))
+    throw std::runtime_error(dir + " is a symbolic link: not written through");
   fs::create_directories(dir);
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().string().ends_with(schema::kFileSuffix)) fs::remove(e.path());
+  std::vector<fs::path> ours;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (!name.ends_with(schema::kFileSuffix)) continue;
+    const std::string stem = name.substr(0, name.size() - std::strlen(schema::kFileSuffix));
+    const bool written_here = stem.size() > 5 && stem.starts_with("rank-") &&
+                              stem.find_first_not_of("0123456789", stem[5] == '-' ? 6 : 5) == std::string::npos;
+    if (!written_here)
+      throw std::runtime_error(dir + " holds trace files not written by lockstep here (" + name +
+                               "): not replaced; choose another directory");
+    ours.push_back(e.path());
+  }
+  for (const fs::path& f : ours) fs::remove(f);
   for (const Process& p : t.processes)
     write_process(p, dir + "/" + schema::safe_file_component("rank-" + std::to_string(p.global_rank)) + schema::kFileSuffix,
                   opt);

@@ -417,7 +417,12 @@ void write_reproducer(const Result& r, const std::string& source_dir, const std:
   const std::string title = r.signature.text();
   const std::string c = emit_c(r.minimal, title);
   const std::string py = emit_python(r.minimal, title);
-  write_trace(r.minimal, (fs::path(dir) / "trace").string());
+  // The recorded trace is never the reproducer's: `shrink job/trace -o job` would replace it.
+  std::error_code ec;
+  const fs::path trace_out = fs::path(dir) / "trace";
+  if (fs::equivalent(trace_out, source_dir, ec))
+    throw std::runtime_error(trace_out.string() + " is the trace being shrunk: choose another -o");
+  write_trace(r.minimal, trace_out.string());
   auto put = [&](const std::string& name, const std::string& text) {
     std::ofstream f(fs::path(dir) / name, std::ios::trunc);
     f << text;

@@ -181,6 +181,48 @@ TEST(ShrinkE2E, RecordedSeedDemoShrinksToAHandfulOfOpsThatHangWithTheSameDiverge
   fs::remove_all(dir);
 }
 
+// The reproducer's trace never replaces a recorded one: `-o` the trace directory's parent, or
+// an output whose trace/ is a link to another job's traces, is refused and nothing is deleted
+// (before: the recorded files were deleted and replaced by the reproducer's).
+TEST(ShrinkE2E, OutputThatWouldReplaceARecordedTraceIsRefused) {
+  const std::string job = temp_dir("own");
+  const std::string dir = job + "/trace";
+  lockstep::shrink::write_trace(lockstep::testing::hidden_cycle(), dir);
+  // Names as the recorder writes them, not the reproducer's rank-N.
+  std::set<std::string> before;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    fs::path renamed = e.path().parent_path() / ("node0-" + e.path().filename().string());
+    fs::rename(e.path(), renamed);
+    before.insert(renamed.filename().string());
+  }
+  auto listing = [](const std::string& d) {
+    std::set<std::string> names;
+    for (const auto& e : fs::directory_iterator(d)) names.insert(e.path().filename().string());
+    return names;
+  };
+  ProcResult r = run_program({LOCKSTEP_EXE, "shrink", dir, "-o", job, "--no-replay", "-q"}, {}, 120);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("is the trace being shrunk"), std::string::npos) << r.err;
+  EXPECT_EQ(listing(dir), before);
+
+  // Another output whose trace/ is a symbolic link to the job's traces.
+  const std::string out = temp_dir("own-out");
+  fs::create_directory_symlink(dir, out + "/trace");
+  r = run_program({LOCKSTEP_EXE, "shrink", dir, "-o", out, "--no-replay", "-q"}, {}, 120);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_EQ(listing(dir), before);
+
+  // A directory of another job's traces under the output's trace/ (a copy, not a link).
+  const std::string other = temp_dir("own-other");
+  fs::create_directory(other + "/trace");
+  for (const auto& name : before) fs::copy_file(dir + "/" + name, other + "/trace/" + name);
+  r = run_program({LOCKSTEP_EXE, "shrink", dir, "-o", other, "--no-replay", "-q"}, {}, 120);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("not written by lockstep here"), std::string::npos) << r.err;
+  EXPECT_EQ(listing(other + "/trace"), before);
+  for (const std::string& d : {job, out, other}) fs::remove_all(d);
+}
+
 TEST(ShrinkE2E, HiddenCrossCommunicatorCycleShrinksToTwoRanksThatHangInTheSameCycle) {
   const std::string dir = temp_dir("hidden");
   lockstep::shrink::write_trace(lockstep::testing::hidden_cycle(), dir);
