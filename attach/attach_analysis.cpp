@@ -477,7 +477,7 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
     if ((!t.read || t.exit_code == 4) && r.exit_code == 0) r.exit_code = 4;
   }
   if (!r.no_snapshot.empty()) {
-    v << "; no snapshot of " << ranks_phrase(r.no_snapshot) << " (unknown, not different)";
+    v << "; no snapshot of " << members_phrase(r.no_snapshot, r) << " (unknown, not different)";
     if (r.exit_code == 0) r.exit_code = 4;
   }
   for (const RankFinding& f : r.ranks)
@@ -487,7 +487,7 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
   for (const RankFinding& f : r.ranks)
     if (f.snapshot && (f.threads_unread > 0 || f.python_cut_short)) partial.push_back(f.rank);
   if (!partial.empty()) {
-    v << "; " << ranks_phrase(partial) << " read in part (threads not stopped or not unwound, or Python frames cut "
+    v << "; " << members_phrase(partial, r) << " read in part (threads not stopped or not unwound, or Python frames cut "
       << "short: unknown, not different)";
     if (r.exit_code == 0) r.exit_code = 4;
   }

@@ -130,11 +130,18 @@ NodeSnapshot collect_node(const std::vector<int>& pids, const CollectOptions& o)
   n.taken_at = when;
   install_detach_on_signals();
   for (int pid : pids) n.procs.push_back(snapshot_process(pid, o));
+  // A thread that had not stopped within the stop's bound is still seized (ptrace_stacks.h):
+  // let go as soon as its system call returns, here and between the RAS queries.
+  release_late_threads(std::chrono::milliseconds(200));
   if (o.ras) {
     std::set<std::string> asked;
     for (const ProcessSnapshot& p : n.procs)
-      if (p.error.empty() && !p.nccl_library.empty() && asked.insert(p.ras_address).second) n.ras.push_back(query_ras(p.ras_address, o.ras_timeout_s));
+      if (p.error.empty() && !p.nccl_library.empty() && asked.insert(p.ras_address).second) {
+        n.ras.push_back(query_ras(p.ras_address, o.ras_timeout_s));
+        release_late_threads(std::chrono::milliseconds(0));
+      }
   }
+  release_late_threads(std::chrono::milliseconds(0));
   return n;
 }
 

@@ -230,6 +230,21 @@ void wait_all_stopped(std::vector<Seized>& seized) {
                              " ms (uninterruptible sleep?): its stack is not read";
 }
 
+// Threads seized that had not stopped when their process was let go (a vfork, a driver call,
+// uninterruptible sleep): PTRACE_DETACH needs a stopped tracee, so they stay seized, and our
+// interrupt stops them when their system call returns. They are detached as soon as that
+// stop is seen (release_late_threads), and the kernel detaches whatever is left when lockstep
+// exits. Their tids stay in g_seized[0..g_nseized) for the signal handlers.
+std::vector<Seized> g_late;
+
+void keep_late_in_handler_list() {
+  g_nseized.store(0);
+  int n = 0;
+  for (const Seized& s : g_late)
+    if (n < kMaxSeized) g_seized[n++].store(s.tid);
+  g_nseized.store(n);
+}
+
 // The thread's pthread_t (x86-64: its fs base), by which Python thread states are matched to it
 // (3.10 records no native id): one register read, done even for a thread left unwound.
 void read_thread_pointer(Seized& s) {
@@ -367,6 +382,12 @@ NativeCapture capture_native_stacks(
     return result;
   }
   const std::vector<UnwindTable> tables = unwind_tables(pid);
+  // Ctrl-Z (or a background job's terminal read or write) while the threads are stopped would
+  // stop lockstep with them held: the stop is deferred until they are let go.
+  sigset_t job_control, old_mask;
+  sigemptyset(&job_control);
+  for (int sig : {SIGTSTP, SIGTTIN, SIGTTOU}) sigaddset(&job_control, sig);
+  ::sigprocmask(SIG_BLOCK, &job_control, &old_mask);
   std::vector<Seized> seized;
   seized.reserve(threads.size());
   g_nseized.store(0);
@@ -394,6 +415,7 @@ NativeCapture capture_native_stacks(
         result.refused = state != 'Z' && state != 'X' && state != '?';
         result.error = result.refused ? "ptrace refused (" + std::string(std::strerror(EPERM)) + ")"
                                       : std::string("the process exited (a zombie, or gone while attaching)");
+        ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);
         return result;
       }
       continue;
@@ -438,11 +460,15 @@ NativeCapture capture_native_stacks(
   const auto t_unwound = std::chrono::steady_clock::now();
   if (while_stopped) while_stopped(deadline);
   const auto t_python = std::chrono::steady_clock::now();
-  for (Seized& s : seized)
-    ::ptrace(PTRACE_DETACH, s.tid, nullptr, reinterpret_cast<void*>(static_cast<long>(s.signal)));
+  for (Seized& s : seized) {
+    if (::ptrace(PTRACE_DETACH, s.tid, nullptr, reinterpret_cast<void*>(static_cast<long>(s.signal))) == 0) continue;
+    if (!s.stopped && errno == ESRCH && ::kill(s.tid, 0) == 0) g_late.push_back(Seized{s.tid, false, 0, nullptr});
+  }
   const auto t1 = std::chrono::steady_clock::now();
   const double cpu1 = cpu_now();
-  g_nseized.store(0);
+  keep_late_in_handler_list();
+  ::sigprocmask(SIG_SETMASK, &old_mask, nullptr);  // a job-control stop asked meanwhile: now, after the release
+  release_late_threads(std::chrono::milliseconds(0));
   const auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
   result.stopped_ms = ms(t0, t1);
   result.stop = {ms(t0, t_stopped), ms(t_stopped, t_unwound), ms(t_unwound, t_python), ms(t_python, t1), cpu1 - cpu0};
@@ -452,6 +478,21 @@ NativeCapture capture_native_stacks(
     unw_destroy_addr_space(as);
   }
   return result;
+}
+
+size_t release_late_threads(std::chrono::milliseconds wait) {
+  const auto until = std::chrono::steady_clock::now() + wait;
+  for (;;) {
+    std::erase_if(g_late, [](Seized& s) {
+      const int r = poll_stop(s);
+      if (r > 0) ::ptrace(PTRACE_DETACH, s.tid, nullptr, reinterpret_cast<void*>(static_cast<long>(s.signal)));
+      return r != 0;
+    });
+    if (g_late.empty() || std::chrono::steady_clock::now() >= until) break;
+    ::usleep(1000);
+  }
+  keep_late_in_handler_list();
+  return g_late.size();
 }
 
 }  // namespace lockstep::attach

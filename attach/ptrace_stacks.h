@@ -35,6 +35,12 @@ inline constexpr std::chrono::milliseconds kStopReadBudget{1000};
 // with the process still stopped (Python frames are read there, consistent with the native
 // ones; what is not read by `deadline` is left), then resumes every thread. Symbolization
 // happens after the resume.
+// Threads left seized by an earlier capture because they had not stopped when their process
+// was let go (uninterruptible sleep: their stop comes when the system call returns): detaches
+// those that have stopped since, waiting up to `wait` for the rest. Returns how many remain
+// (the kernel detaches them when lockstep exits). Each capture calls it with no wait.
+size_t release_late_threads(std::chrono::milliseconds wait);
+
 NativeCapture capture_native_stacks(
     int pid, std::vector<ThreadSnapshot>& threads,
     const std::function<void(std::chrono::steady_clock::time_point deadline)>& while_stopped,

@@ -2,6 +2,8 @@
 // report shape), the snapshot file round trip, and the analysis' verdicts and exit codes.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -178,6 +180,22 @@ TEST(AttachAnalysis, ARankReadInPartIsUnknownNotClean) {
   EXPECT_TRUE(back->procs[1].threads.back().exited);
 }
 
+// A process without a rank variable, read in part, is named by its pid, never by the placeholder
+// rank it sorts by (before: "rank 1048576 read in part").
+TEST(AttachAnalysis, AProcessWithoutARankReadInPartIsNamedByItsPid) {
+  at::NodeSnapshot n;
+  n.host = "node";
+  n.procs.push_back(proc(100, -1, 0, "epoll_wait"));
+  at::ThreadSnapshot unread;
+  unread.tid = 7;
+  unread.native_error = "did not stop within 200 ms (uninterruptible sleep?): its stack is not read";
+  n.procs[0].threads.push_back(unread);
+  at::AttachReport r = at::analyze_snapshots({n});
+  EXPECT_EQ(r.exit_code, 4) << r.verdict;
+  EXPECT_NE(r.verdict.find("pid 100 (no rank variable) read in part"), std::string::npos) << r.verdict;
+  EXPECT_EQ(r.verdict.find("rank 1048576"), std::string::npos) << r.verdict;
+}
+
 TEST(AttachAnalysis, RasCountsProveWhoIsBehind) {
   at::NodeSnapshot n;
   n.host = "node";
@@ -298,6 +316,58 @@ TEST(AttachAnalysis, NothingReadIsSaidAndAProcessWithoutARankIsNamedByItsPid) {
 
 // The stop is bounded: with a read budget spent before the first unwind, no thread is unwound
 // (each says why), the Python read is handed a deadline already past, and the process runs on.
+// A thread that cannot stop within the bound (here in vfork while its child sleeps 1.5 s) stays
+// seized: its stop comes when vfork returns, and release_late_threads lets it go then (before:
+// it was held in a tracing stop until lockstep exited, through the RAS wait).
+TEST(AttachStop, AThreadThatStopsLateIsLetGoWhenItStops) {
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::thread t([&] {
+      char c = 1;
+      if (write(ready[1], &c, 1) != 1) _exit(3);
+      const pid_t v = vfork();
+      if (v == 0) {
+        usleep(1500 * 1000);
+        _exit(0);
+      }
+      waitpid(v, nullptr, 0);
+      pause();
+    });
+    pause();
+    _exit(0);
+  }
+  close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  usleep(200 * 1000);  // the thread is inside vfork now
+  std::vector<lockstep::attach::ThreadSnapshot> threads;
+  const auto nc = lockstep::attach::capture_native_stacks(child, threads, nullptr, std::chrono::milliseconds(1000));
+  EXPECT_TRUE(nc.error.empty()) << nc.error;
+  int late = 0;
+  for (const auto& t : threads) late += t.native_error.find("did not stop within") != std::string::npos;
+  EXPECT_EQ(late, 1) << "the test did not catch a thread in vfork";
+  EXPECT_EQ(lockstep::attach::release_late_threads(std::chrono::milliseconds(5000)), 0u);
+  // Nothing of the child is traced any more.
+  for (const auto& t : threads) {
+    std::ifstream f("/proc/" + std::to_string(child) + "/task/" + std::to_string(t.tid) + "/status");
+    std::string line;
+    while (std::getline(f, line))
+      if (line.rfind("TracerPid:", 0) == 0) EXPECT_EQ(line, "TracerPid:\t0") << "thread " << t.tid;
+  }
+  EXPECT_EQ(waitpid(child, nullptr, WNOHANG), 0);
+  kill(child, SIGKILL);
+  // A thread still traced by this process must be reaped here first: wait for every child, with
+  // a bound, so that a failure above fails instead of hanging.
+  for (int i = 0; i < 500 && waitpid(child, nullptr, WNOHANG) == 0; ++i) {
+    while (waitpid(-1, nullptr, __WALL | WNOHANG) > 0) {
+    }
+    usleep(10 * 1000);
+  }
+}
+
 TEST(AttachStop, AReadBudgetSpentLeavesThreadsUnreadAndTheProcessRunning) {
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
