@@ -252,6 +252,11 @@ int attach(AttachArgs a) {
     return report(snaps, a);
   }
   std::vector<int> pids = a.pids;
+  // lockstep itself (it cannot trace itself; a PID of ours is a mistake, not a refusal to fix).
+  if (std::find(pids.begin(), pids.end(), static_cast<int>(::getpid())) != pids.end()) {
+    std::cerr << "lockstep attach: " << ::getpid() << " is this lockstep process\n";
+    return kExitUsage;
+  }
   if (!a.local_job.empty()) {
     std::string error;
     pids = rank_processes(slurm_local_pids(a.local_job, error));
@@ -343,7 +348,7 @@ void add_attach_command(Command& app, int* exit_code) {
   auto a = std::make_shared<AttachArgs>();
   Command* cmd = app.add_subcommand(
       "attach", "Diagnose a live (hung) job from outside: stacks, Python frames, NCCL RAS; read-only (docs/attach.md)");
-  cmd->add_option("pids", a->pids, "Processes to read (the ranks)");
+  cmd->add_option("pids", a->pids, "Processes to read (the ranks)")->range(1, INT32_MAX);
   cmd->add_option("--tree", a->tree, "A launcher's PID (torchrun, srun, lockstep-launch): read its rank processes");
   cmd->add_option("--slurm", a->slurm_job, "A Slurm job: one collector per node (srun --overlap), then the analysis");
   cmd->add_option("--local-job", a->local_job, "Collector of --slurm: this node's processes of the job")->hidden();

@@ -43,6 +43,10 @@ try:
     rep = json.loads(nn.stdout)
     expect(rep["ranks"][0]["snapshot"] is True and rep["ranks"][0]["python_status"].startswith("CPython"),
            f"--no-native reads it anyway: {rep['ranks'][0].get('python_status')}")
+    # No process at all: PID 0 and -1 (which kill(2) reads as groups) are usage errors, not ranks.
+    for bad in ("0", "-1"):
+        res = subprocess.run([lockstep, "attach", "--", bad], capture_output=True, text=True, timeout=60)
+        expect(res.returncode == 2 and "not in range 1" in res.stderr, f"attach {bad}: exit 2, got {res.returncode}")
 finally:
     os.kill(child, signal.SIGKILL)
     os.waitpid(child, 0)
