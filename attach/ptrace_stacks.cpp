@@ -412,6 +412,13 @@ NativeCapture capture_native_stacks(
           buf[n] = 0;
           if (const char* close = std::strrchr(buf, ')'); close && close[1] == ' ') state = close[2];
         }
+        // A main thread that exited (pthread_exit) while others run: the process lives on in
+        // them, so they are read.
+        if (state == 'Z' && t.tid == pid && threads.size() > 1) {
+          t.native_error = "the main thread exited (its process lives on in its other threads)";
+          t.exited = true;
+          continue;
+        }
         result.refused = state != 'Z' && state != 'X' && state != '?';
         result.error = result.refused ? "ptrace refused (" + std::string(std::strerror(EPERM)) + ")"
                                       : std::string("the process exited (a zombie, or gone while attaching)");

@@ -4,7 +4,9 @@
 
 #include <fstream>
 
+#include <pthread.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -366,6 +368,37 @@ TEST(AttachStop, AThreadThatStopsLateIsLetGoWhenItStops) {
     }
     usleep(10 * 1000);
   }
+}
+
+// A process whose main thread exited (SYS_exit, as pthread_exit) lives on in its other threads: they are read
+// (before: "the process exited (a zombie ...)", nothing read).
+TEST(AttachStop, AProcessWhoseMainThreadExitedIsReadInItsOtherThreads) {
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    static int fd = ready[1];
+    pthread_t t;
+    pthread_create(&t, nullptr, [](void*) -> void* {
+      char c = 1;
+      if (write(fd, &c, 1) != 1) _exit(3);
+      pause();
+      return nullptr;
+    }, nullptr);
+    syscall(SYS_exit, 0);  // this thread only, as pthread_exit does, without unwinding gtest's frames
+  }
+  close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  usleep(100 * 1000);  // the main thread has exited by now
+  std::vector<lockstep::attach::ThreadSnapshot> threads;
+  const auto nc = lockstep::attach::capture_native_stacks(child, threads, nullptr, std::chrono::milliseconds(1000));
+  EXPECT_TRUE(nc.error.empty()) << nc.error;
+  EXPECT_EQ(nc.threads_stopped, 1);
+  EXPECT_EQ(waitpid(child, nullptr, WNOHANG), 0) << "let go: it still runs";
+  kill(child, SIGKILL);
+  waitpid(child, nullptr, 0);
 }
 
 TEST(AttachStop, AReadBudgetSpentLeavesThreadsUnreadAndTheProcessRunning) {
