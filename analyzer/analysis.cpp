@@ -166,13 +166,15 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
     auto it = by_hash.find(hash);
     return it == by_hash.end() ? comm_label(hash) : comm_label(hash, it->second->role);
   });
-  // Files that contradict each other (trace_validation.h): a finding on their records is not
-  // claimed (which of two files claiming one rank is its history is unknown).
+  // Files that contradict each other (trace_validation.h), or themselves (checkpoints that do not
+  // match the rows they hold): a finding on their records is not claimed (which of two files
+  // claiming one rank, or which of a file's two records, is the rank's history is unknown).
   std::vector<char> contested(s.procs.size(), 0);
-  for (const EvidenceIssue& e : a.evidence)
-    if (e.contradictory)
-      for (int p : e.procs)
-        if (p >= 0 && size_t(p) < contested.size()) contested[size_t(p)] = 1;
+  for (const auto* issues : {&a.evidence, &a.checkpoints.evidence})
+    for (const EvidenceIssue& e : *issues)
+      if (e.contradictory)
+        for (int p : e.procs)
+          if (p >= 0 && size_t(p) < contested.size()) contested[size_t(p)] = 1;
   auto contested_in = [&](const Divergence& d) {
     std::vector<int> out;
     auto add = [&](int p) {

@@ -74,8 +74,8 @@ std::string unproven_line(const Analysis& a, const Unproven& u) {
     auto r = distinct_ranks_of(s, u.contested);
     if (!out.empty()) out += "; ";
     out += ranks_phrase(r) + ": " + where + ": " + d.detail +
-           ": not claimed: these files contradict another (contradictory evidence above), which of them is the "
-           "rank's history is unknown";
+           ": not claimed: these files contradict another or themselves (contradictory evidence above), which "
+           "record is the rank's history is unknown";
   }
   if (!u.stopped.empty()) {  // the stopped_before_issue evidence's own words
     auto r = ranks_of(s, u.stopped);
@@ -113,7 +113,7 @@ std::string summary_line(const Analysis& a) {
       for (auto& u : a.unproven) contested += !u.contested.empty();
       os << "incomplete evidence: " << counts << "; ";
       if (contested)
-        os << plural(contested, "finding", "findings") << " on files that contradict each other not claimed, "
+        os << plural(contested, "finding", "findings") << " on contradictory files not claimed, "
            << "none on the others";
       else
         os << "no divergence found in what was read";

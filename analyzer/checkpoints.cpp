@@ -65,6 +65,9 @@ CheckpointReport compare_checkpoints(const Schedule& s, const CommIndex& idx) {
     for (int p : procs)
       if (s.procs[p].info.global_rank >= 0) e.ranks.push_back(s.procs[p].info.global_rank);
     e.detail = std::move(detail);
+    // A file whose checkpoints do not match its rows contradicts itself: which record is the
+    // rank's history is unknown, so no finding on it is claimed (analysis.cpp).
+    e.contradictory = kind == EvidenceKind::kDigestInconsistent;
     r.evidence.push_back(std::move(e));
   };
 
