@@ -89,7 +89,8 @@ void add_read_options(Command* sub, ReadArgs& r) {
   auto* first = sub->add_flag("--summary-first", r.summary_first,
                               "Read each file from its newest op back to the newest checkpoint every member agrees on "
                               "(the default above 1 GiB, or with node summaries: docs/scaling.md); what it does not read "
-                              "is named, and a clean verdict is not claimed on it (exit 4)");
+                              "is named. Clean is said only where the rows it skips are proven to hold no order "
+                              "inversion and no all-to-all split that differs; else the verdict is incomplete (exit 4)");
   first->excludes(full);
   sub->add_option("--threads", r.threads, "Files read at once (default 0: one per hardware thread)")->non_negative();
 }
