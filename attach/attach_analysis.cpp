@@ -16,8 +16,9 @@
 namespace lockstep::attach {
 namespace {
 
-// Processes whose environment names no rank get numbers from here (after every real rank).
-constexpr int kUnknownRankBase = 1 << 20;
+// Processes whose environment names no rank get numbers from here, after every real rank (the
+// environment's ranks are below kMaxEnvRank).
+constexpr int kUnknownRankBase = kMaxEnvRank;
 
 bool starts_with(const std::string& s, const char* p) { return s.rfind(p, 0) == 0; }
 

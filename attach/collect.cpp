@@ -109,10 +109,8 @@ ProcessSnapshot snapshot_process(int pid, const CollectOptions& o) {
   p.stop = nc.stop;
   if (!nc.error.empty()) {
     p.error = nc.error;
-    auto r = ptrace_refusal(pid);
     // A process that exited is no permission problem: no fix to give.
-    if (nc.refused)
-      p.fix = r ? r->reason + "; " + r->fix : "run as the job's user or as root (CAP_SYS_PTRACE)";
+    if (nc.refused) p.fix = refusal_fix(ptrace_refusal(pid), have_cap_sys_ptrace());
   }
   merge_python_threads(py, p.threads);
   return p;

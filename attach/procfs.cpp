@@ -12,6 +12,8 @@
 #include <set>
 #include <sstream>
 
+#include "rank_env.h"
+
 namespace lockstep::attach {
 
 std::optional<std::string> read_small_file(const std::string& path, size_t max_bytes) {
@@ -189,19 +191,22 @@ std::vector<Mapping> mappings_of(int pid) {
   return out;
 }
 
+// The target's rank and job size from its environment, by the variables and in the order the
+// recorder labels its files (schema/rank_env.h): attach and the trace name a process alike.
 int rank_from_env(const std::map<std::string, std::string>& env) {
-  for (const char* k : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"})
-    if (int v = int_of(env, k); v >= 0) return v;
-  return -1;
+  auto get = [&](const char* k) -> const char* {
+    auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  const int rank = lockstep::rank_from_env(kGlobalRankVariables, get).rank;
+  return rank < kMaxEnvRank ? rank : -1;
 }
 
 int world_from_env(const std::map<std::string, std::string>& env) {
-  for (const char* k : {"WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
-    if (int v = int_of(env, k); v > 0) return v;
+  for (const RankVariable& v : kWorldSizeVariables)
+    if (int n = int_of(env, v.name); n > 0) return n;
   return -1;
 }
-
-namespace {
 
 bool have_cap_sys_ptrace() {
   auto s = read_small_file("/proc/self/status", 1 << 16);
@@ -211,6 +216,8 @@ bool have_cap_sys_ptrace() {
   unsigned long long caps = std::strtoull(s->c_str() + p + 7, nullptr, 16);
   return caps & (1ull << 19);  // CAP_SYS_PTRACE
 }
+
+namespace {
 
 long status_field(int pid, const char* key) {
   auto s = read_small_file("/proc/" + std::to_string(pid) + "/status", 1 << 16);
@@ -252,6 +259,14 @@ std::optional<Refusal> ptrace_refusal(int pid) {
                      "kernel.yama.ptrace_scope=0 (sysctl, needs root)"};
   }
   return std::nullopt;
+}
+
+std::string refusal_fix(const std::optional<Refusal>& found, bool have_cap) {
+  if (found) return found->reason + "; " + found->fix;
+  if (!have_cap) return "run as the job's user or as root (CAP_SYS_PTRACE)";
+  return "lockstep has CAP_SYS_PTRACE and was refused all the same: the process was exec'ing (a "
+         "set-user-ID program) or a security module (SELinux, AppArmor) or its container forbids "
+         "tracing; run attach again, and see the node's audit log if it persists";
 }
 
 std::string hostname() {

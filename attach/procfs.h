@@ -42,6 +42,8 @@ std::vector<Mapping> mappings_of(int pid);  // /proc/PID/maps
 
 // The first process rank variable of env (RANK, SLURM_PROCID, OMPI_COMM_WORLD_RANK, PMI_RANK),
 // -1 when none is an integer. world: WORLD_SIZE, SLURM_NTASKS, OMPI_COMM_WORLD_SIZE, PMI_SIZE.
+// A rank at or above this is no rank (as the analyzer's limit on a job's ranks).
+inline constexpr int kMaxEnvRank = 1 << 24;
 int rank_from_env(const std::map<std::string, std::string>& env);
 int world_from_env(const std::map<std::string, std::string>& env);
 
@@ -52,6 +54,12 @@ struct Refusal {
   std::string fix;
 };
 std::optional<Refusal> ptrace_refusal(int pid);
+// What to tell the user when ptrace refused a process: the refusal's own fix where
+// ptrace_refusal found one; else, without CAP_SYS_PTRACE, to run as the job's user or root; with
+// it (root already), that running as root is no fix: the process was changing identity or
+// something other than permissions refused.
+std::string refusal_fix(const std::optional<Refusal>& found, bool have_cap_sys_ptrace);
+bool have_cap_sys_ptrace();
 
 std::string hostname();
 

@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -398,7 +399,14 @@ NativeCapture capture_native_stacks(
       t.native_error = "not stopped: more than 16384 threads";
       continue;
     }
-    if (::ptrace(PTRACE_SEIZE, t.tid, nullptr, nullptr) != 0) {
+    // The kernel refuses a seize while the process execs (its credentials are being changed):
+    // the first thread is tried a few times before the refusal counts.
+    int seize_rc = ::ptrace(PTRACE_SEIZE, t.tid, nullptr, nullptr);
+    for (int retry = 0; seize_rc != 0 && errno == EPERM && seized.empty() && retry < 3; ++retry) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      seize_rc = ::ptrace(PTRACE_SEIZE, t.tid, nullptr, nullptr);
+    }
+    if (seize_rc != 0) {
       t.native_error = std::string("PTRACE_SEIZE: ") + std::strerror(errno);
       t.exited = errno == ESRCH;
       if (errno == EPERM && seized.empty()) {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "attach_analysis.h"
+#include "procfs.h"
 #include "ptrace_stacks.h"
 #include "ras_client.h"
 #include "snapshot_json.h"
@@ -183,7 +184,7 @@ TEST(AttachAnalysis, ARankReadInPartIsUnknownNotClean) {
 }
 
 // A process without a rank variable, read in part, is named by its pid, never by the placeholder
-// rank it sorts by (before: "rank 1048576 read in part").
+// rank it sorts by (before: "rank 1048576 read in part"; the placeholders start at 2^24).
 TEST(AttachAnalysis, AProcessWithoutARankReadInPartIsNamedByItsPid) {
   at::NodeSnapshot n;
   n.host = "node";
@@ -195,7 +196,32 @@ TEST(AttachAnalysis, AProcessWithoutARankReadInPartIsNamedByItsPid) {
   at::AttachReport r = at::analyze_snapshots({n});
   EXPECT_EQ(r.exit_code, 4) << r.verdict;
   EXPECT_NE(r.verdict.find("pid 100 (no rank variable) read in part"), std::string::npos) << r.verdict;
-  EXPECT_EQ(r.verdict.find("rank 1048576"), std::string::npos) << r.verdict;
+  EXPECT_EQ(r.verdict.find("rank 16777216"), std::string::npos) << r.verdict;
+}
+
+// A target's rank comes from the variables the recorder labels its file by, in the same order
+// (before: attach read RANK where the recorder read LOCKSTEP_RANK, so the two named one process
+// differently, and PMIx/MVAPICH2 ranks were no rank to attach).
+TEST(AttachEnvironment, RanksAreReadAsTheRecorderReadsThem) {
+  using Env = std::map<std::string, std::string>;
+  EXPECT_EQ(at::rank_from_env(Env{{"RANK", "3"}, {"LOCKSTEP_RANK", "7"}}), 7);
+  EXPECT_EQ(at::rank_from_env(Env{{"PMIX_RANK", "5"}}), 5);
+  EXPECT_EQ(at::rank_from_env(Env{{"MV2_COMM_WORLD_RANK", "6"}}), 6);
+  EXPECT_EQ(at::rank_from_env(Env{{"RANK", "+3"}, {"SLURM_PROCID", "4"}}), 4) << "not a rank: the next variable";
+  EXPECT_EQ(at::rank_from_env(Env{{"RANK", std::to_string(at::kMaxEnvRank)}}), -1)
+      << "a rank the placeholders of processes without one would collide with";
+  EXPECT_EQ(at::rank_from_env(Env{}), -1);
+  EXPECT_EQ(at::world_from_env(Env{{"MV2_COMM_WORLD_SIZE", "16"}}), 16);
+  EXPECT_EQ(at::world_from_env(Env{{"WORLD_SIZE", "0"}, {"SLURM_NTASKS", "8"}}), 8);
+}
+
+// ptrace refused without a reason lockstep can name: as root, "run as root" is no advice.
+TEST(AttachEnvironment, ARefusalAsRootDoesNotAdviseRunningAsRoot) {
+  EXPECT_NE(at::refusal_fix(std::nullopt, false).find("as root"), std::string::npos);
+  const std::string as_root = at::refusal_fix(std::nullopt, true);
+  EXPECT_EQ(as_root.find("run as"), std::string::npos) << as_root;
+  EXPECT_NE(as_root.find("run attach again"), std::string::npos) << as_root;
+  EXPECT_EQ(at::refusal_fix(at::Refusal{"the reason", "the fix"}, true), "the reason; the fix");
 }
 
 TEST(AttachAnalysis, RasCountsProveWhoIsBehind) {
@@ -308,12 +334,12 @@ TEST(AttachAnalysis, NothingReadIsSaidAndAProcessWithoutARankIsNamedByItsPid) {
   m.procs.push_back(proc(4243, -1, 0, "epoll_wait"));
   at::AttachReport p = at::analyze_snapshots({m});
   const std::string text = at::render_text(p);
-  EXPECT_EQ(text.find("1048576"), std::string::npos) << text;
+  EXPECT_EQ(text.find("16777216"), std::string::npos) << text;
   EXPECT_NE(text.find("pid 4243 (no rank variable)"), std::string::npos) << text;
   const nlohmann::json j = at::render_json(p);
   EXPECT_TRUE(j["ranks"][0]["rank"].is_null()) << j.dump();
   EXPECT_EQ(j["stack_groups"][0]["pids_without_rank"][0], 4243) << j.dump();
-  EXPECT_EQ(j.dump().find("1048576"), std::string::npos) << j.dump();
+  EXPECT_EQ(j.dump().find("16777216"), std::string::npos) << j.dump();
 }
 
 // The stop is bounded: with a read budget spent before the first unwind, no thread is unwound
