@@ -8,12 +8,11 @@
 
 #include "hang.h"
 #include "meta_keys.h"
+#include "rank_env.h"
 #include "trace_loader.h"
 
 namespace lockstep {
 namespace {
-
-constexpr const char kPrefix[] = "launcher_";
 
 std::string get(const std::map<std::string, std::string>& m, const char* k) {
   auto it = m.find(k);
@@ -94,8 +93,9 @@ std::string seconds(int64_t ns) { return std::to_string((ns + 500'000'000) / 1'0
 
 std::map<std::string, std::string> launcher_vars(const Process& p) {
   std::map<std::string, std::string> out;
-  for (auto it = p.meta.lower_bound(kPrefix); it != p.meta.end() && it->first.rfind(kPrefix, 0) == 0; ++it)
-    out[it->first.substr(sizeof kPrefix - 1)] = it->second;
+  for (auto it = p.meta.lower_bound(kLauncherMetaPrefix);
+       it != p.meta.end() && it->first.rfind(kLauncherMetaPrefix, 0) == 0; ++it)
+    out[it->first.substr(sizeof kLauncherMetaPrefix - 1)] = it->second;
   return out;
 }
 

@@ -220,9 +220,7 @@ std::vector<EvidenceIssue> validate_evidence(const std::vector<const Process*>& 
     for (const Process* p : procs) {
       for (const RankAndSize& v : kWorldSizeOfRank) {
         if (p->global_rank_source != v.rank) continue;
-        std::string key = "launcher_";
-        for (const char* c = v.size; *c; ++c) key += char(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
-        auto it = p->meta.find(key);
+        auto it = p->meta.find(launcher_meta_key(v.size));
         int n = 0;
         if (it != p->meta.end() && parse_rank_value(it->second.c_str(), &n) && n >= 1 && n <= kMaxRanks)
           world = std::max(world, n);

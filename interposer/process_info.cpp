@@ -32,9 +32,7 @@ ProcessInfo read_process_info() {
   for (const char* var : kLauncherVars) {
     const char* v = getenv(var);
     if (!v || !*v) continue;
-    std::string key = "launcher_";
-    for (const char* c = var; *c; ++c) key += char(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
-    p.launcher.emplace_back(std::move(key), std::string(v, strnlen(v, 4096)));  // a node list can be long
+    p.launcher.emplace_back(launcher_meta_key(var), std::string(v, strnlen(v, 4096)));  // a node list can be long
   }
 
   std::ifstream cmd("/proc/self/cmdline", std::ios::binary);

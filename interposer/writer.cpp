@@ -820,7 +820,7 @@ void Writer::maybe_declare_boundary() {
 }
 
 void Writer::write_op(PendingOp& p) {
-  rows_taken_.fetch_add(1, std::memory_order_relaxed);
+  count_row_taken();
   const OpRec& o = p.rec;
   const std::vector<PartRec>* parts = &p.parts;
   std::vector<PartRec> none;
@@ -912,7 +912,7 @@ void Writer::write_ready_ops(bool force) {
 }
 
 void Writer::insert(const Record& r) {
-  rows_taken_.fetch_add(1, std::memory_order_relaxed);
+  count_row_taken();
   trace_file::Tables& t = tables_;
   int rc = SQLITE_DONE;
   switch (r.kind) {

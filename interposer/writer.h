@@ -224,6 +224,10 @@ class Writer {
   std::atomic<bool> failed_{false};
   std::atomic<bool> stop_{false};
   std::atomic<uint64_t> rows_taken_{0};  // records inserted and ops written: the exit's progress
+  // Only the writer thread counts (its drain); the exiting thread reads: no read-modify-write.
+  void count_row_taken() {
+    rows_taken_.store(rows_taken_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
   std::thread thread_;
   ThreadExit thread_exit_;
   std::atomic<pid_t> writer_tid_{0};

@@ -60,6 +60,15 @@ inline constexpr RankAndSize kWorldSizeOfRank[] = {
     {"PMI_RANK", "PMI_SIZE"},
 };
 
+// The meta key under which the recorder keeps a launcher variable's value: "launcher_" and the
+// variable's name in lower case ("SLURM_NTASKS" -> "launcher_slurm_ntasks").
+inline constexpr const char kLauncherMetaPrefix[] = "launcher_";
+inline std::string launcher_meta_key(const char* variable) {
+  std::string key = kLauncherMetaPrefix;
+  for (const char* c = variable; *c; ++c) key += char(*c >= 'A' && *c <= 'Z' ? *c - 'A' + 'a' : *c);
+  return key;
+}
+
 // A rank value: decimal digits only, 0..INT_MAX (no sign, no spaces, no trailing text).
 inline bool parse_rank_value(const char* s, int* out) {
   if (!s || *s < '0' || *s > '9') return false;

@@ -28,13 +28,16 @@ struct Probe {
   TempDir dir;
   ProcResult result;
   std::vector<std::string> files;
+  double seconds = 0;  // the program's run, start to exit
 
   explicit Probe(std::vector<std::string> args, std::map<std::string, std::string> extra = {},
                  double timeout_s = 20) {
     std::map<std::string, std::string> env = recorder_env(dir.path);
     for (auto& [k, v] : extra) env[k] = v;
     args.insert(args.begin(), PROBE_PATH);
+    const auto t0 = std::chrono::steady_clock::now();
     result = run(args, env, timeout_s);
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     files = trace_files(dir.path);
   }
   std::string describe() const {
@@ -514,9 +517,8 @@ TEST(Recorder, a_failed_event_record_writes_no_row) {
 // The program's exit waits for the recorder's threads within a bound: a watchdog stuck in a
 // driver call (here every cuEventQuery sleeps 60 s) is not waited for past 2 s.
 TEST(Recorder, a_watchdog_stuck_in_the_driver_does_not_hold_the_programs_exit) {
-  const auto t0 = std::chrono::steady_clock::now();
   Probe p({"basic"}, {{"STUB_CUDA_QUERY_STALL_S", "60"}}, 40);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = p.seconds;
   ASSERT_ONE_TRACE(p);
   EXPECT_LT(s, 20) << "the exit waited for the stuck watchdog";
   Trace t(p.files[0]);
@@ -527,10 +529,9 @@ TEST(Recorder, a_watchdog_stuck_in_the_driver_does_not_hold_the_programs_exit) {
 // A writer stuck writing (a dead file system: its writes sleep 60 s) holds the exit 10 s at
 // most; the program's output and exit code are its own.
 TEST(Recorder, a_writer_stuck_on_its_file_does_not_hold_the_programs_exit) {
-  const auto t0 = std::chrono::steady_clock::now();
   Probe p({"basic"}, {{"LD_PRELOAD", std::string(LIBLOCKSTEP_PATH) + ":" + FAILWRITE_SHIM_PATH},
                       {"LOCKSTEP_TEST_STALL_WRITER_S", "60"}}, 50);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = p.seconds;
   EXPECT_EQ(p.result.exit_code, 0) << p.describe();
   EXPECT_EQ(p.result.term_signal, 0) << p.describe();
   EXPECT_LT(s, 30) << "the exit waited for the stuck writer";
@@ -542,11 +543,10 @@ TEST(Recorder, a_writer_stuck_on_its_file_does_not_hold_the_programs_exit) {
 // without progress), which bounds only a commit that makes none (and 6 times as long in all):
 // the trace ends with its exit record.
 TEST(Recorder, a_slow_final_commit_that_progresses_is_waited_for) {
-  const auto t0 = std::chrono::steady_clock::now();
   Probe p({"basic"}, {{"LD_PRELOAD", std::string(LIBLOCKSTEP_PATH) + ":" + FAILWRITE_SHIM_PATH},
                       {"LOCKSTEP_TEST_SLOW_WRITER_MS", "100"},
                       {"LOCKSTEP_EXIT_WAIT", "1.5"}}, 60);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = p.seconds;
   EXPECT_EQ(p.result.exit_code, 0) << p.describe();
   EXPECT_EQ(p.result.err.find("final commit did not finish"), std::string::npos) << p.describe();
   ASSERT_ONE_TRACE(p);
@@ -558,11 +558,10 @@ TEST(Recorder, a_slow_final_commit_that_progresses_is_waited_for) {
 // The same file system dead at exit (writes sleep 60 s): LOCKSTEP_EXIT_WAIT=0.5 lets the
 // program go after 0.5 s without progress.
 TEST(Recorder, a_final_commit_without_progress_holds_the_exit_only_the_exit_wait) {
-  const auto t0 = std::chrono::steady_clock::now();
   Probe p({"basic"}, {{"LD_PRELOAD", std::string(LIBLOCKSTEP_PATH) + ":" + FAILWRITE_SHIM_PATH},
                       {"LOCKSTEP_TEST_STALL_WRITER_S", "60"},
                       {"LOCKSTEP_EXIT_WAIT", "0.5"}}, 50);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double s = p.seconds;
   EXPECT_EQ(p.result.exit_code, 0) << p.describe();
   EXPECT_LT(s, 8) << "the exit waited past LOCKSTEP_EXIT_WAIT";
   EXPECT_NE(p.result.err.find("final commit did not finish"), std::string::npos) << p.describe();
