@@ -58,21 +58,34 @@ void find_gaps(const Schedule& s, size_t p, std::vector<ProcComm>& pcs) {
     };
     for (const DropRange& d : info.drops)
       if (d.comm == static_cast<int>(l) && d.first_seq > 0) at(d.first_seq, d.stop_point ? GapCause::kStopped : GapCause::kDroppedRange);
-    seqs.clear();
-    for (uint32_t i : pc.colls) seqs.push_back(sp.ops[i].seq);
-    for (uint32_t i : pc.p2p) seqs.push_back(sp.ops[i].seq);
-    std::sort(seqs.begin(), seqs.end());
     int64_t expected = std::max<int64_t>(c.retired_through_seq, 0) + 1;
     // Read from a cut (summary-first): the prefix is proven by digest, and a cut has no
     // point-to-point op before it (seq == ordinal).
     if (l < sp.unread.size()) expected = std::max(expected, sp.unread[l].collectives + 1);
-    for (int64_t q : seqs) {
-      if (q < expected) continue;  // a seq twice: compared as it is
+    // The seqs in order: the ops' own order where it is theirs (collectives only, seqs that do
+    // not go down: no copy, no sort), else sorted.
+    bool in_order = pc.p2p.empty();
+    for (size_t k = 1; in_order && k < pc.colls.size(); ++k)
+      in_order = sp.ops[pc.colls[k - 1]].seq <= sp.ops[pc.colls[k]].seq;
+    auto walk = [&](int64_t q) {  // false: stop
+      if (q < expected) return true;  // a seq twice: compared as it is
       if (q > expected) {
         at(expected, admits_drops ? GapCause::kSeqGap : GapCause::kSeqMissing);
-        break;
+        return false;
       }
       ++expected;
+      return true;
+    };
+    if (in_order) {
+      for (uint32_t i : pc.colls)
+        if (!walk(sp.ops[i].seq)) break;
+    } else {
+      seqs.clear();
+      for (uint32_t i : pc.colls) seqs.push_back(sp.ops[i].seq);
+      for (uint32_t i : pc.p2p) seqs.push_back(sp.ops[i].seq);
+      std::sort(seqs.begin(), seqs.end());
+      for (int64_t q : seqs)
+        if (!walk(q)) break;
     }
     for (uint32_t i : pc.colls) {
       const Signature& sig = s.sigs[sp.ops[i].sig];

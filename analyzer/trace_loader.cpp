@@ -1437,18 +1437,30 @@ std::string check_loaded_file(LoadedFile& f) {
         return "a drops range the loader does not make";
     }
     if (std::string defect = header_defect(p); !defect.empty()) return defect;
-    // Signatures as the loader checks them, interned again: equal ones share an index.
-    SignatureTable table;
-    std::vector<uint32_t> remap;
-    for (Signature& sig : f.sigs) {
+    // Signatures as the loader checks them, interned again: equal ones share an index. A file's
+    // few signatures are distinct as summarize wrote them: then compared pairwise (no key built,
+    // no table), each index is its own.
+    for (const Signature& sig : f.sigs) {
       check_op_numbers(0, 1, sig.count, sig.root, sig.peer);
       for (const OpPart& part : sig.parts) check_part(0, part);
-      remap.push_back(table.intern(std::move(sig)));
     }
-    f.sigs = table.take();
-    for (SchedOp& o : sp.ops) {
-      if (o.sig >= remap.size() || o.comm >= n) return "an op names no signature or communicator";
-      o.sig = remap[o.sig];
+    constexpr size_t kPairwise = 64;
+    bool distinct = f.sigs.size() <= kPairwise;
+    for (size_t a = 0; distinct && a < f.sigs.size(); ++a)
+      for (size_t b = a + 1; distinct && b < f.sigs.size(); ++b) distinct = !same_signature(f.sigs[a], f.sigs[b]);
+    if (distinct) {
+      for (Signature& sig : f.sigs) sig.cls = classify_op(sig.op);
+      for (const SchedOp& o : sp.ops)
+        if (o.sig >= f.sigs.size() || o.comm >= n) return "an op names no signature or communicator";
+    } else {
+      SignatureTable table;
+      std::vector<uint32_t> remap;
+      for (Signature& sig : f.sigs) remap.push_back(table.intern(std::move(sig)));
+      f.sigs = table.take();
+      for (SchedOp& o : sp.ops) {
+        if (o.sig >= remap.size() || o.comm >= n) return "an op names no signature or communicator";
+        o.sig = remap[o.sig];
+      }
     }
   } catch (const FileSkip& e) {
     return e.what();

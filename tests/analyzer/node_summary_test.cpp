@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -394,4 +395,75 @@ TEST(NodeSummaryIdentity, a_file_that_grew_went_back_in_time_or_saw_no_commit_is
   FileIdentity unknown = then;
   unknown.settled = 0;
   EXPECT_FALSE(lockstep::only_heartbeats_since(unknown, unknown));
+}
+
+// The format's hash is a fixed function of the bytes (summaries and file identities written by
+// one lockstep are read by another): little-endian words, whatever the load it is computed with.
+TEST(NodeSummary, the_hash_is_the_formats_on_every_length_and_seed) {
+  auto reference = [](const unsigned char* p, size_t n, uint64_t seed) {
+    constexpr uint64_t kMul = 0x9e3779b97f4a7c15ull;
+    auto rotl = [](uint64_t v, int r) { return (v << r) | (v >> (64 - r)); };
+    auto word = [](const unsigned char* q) {
+      uint64_t v = 0;
+      for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(q[i]) << (8 * i);
+      return v;
+    };
+    uint64_t lane[4] = {seed, seed ^ 1, seed ^ 2, seed ^ 3};
+    size_t i = 0;
+    for (; i + 32 <= n; i += 32)
+      for (int l = 0; l < 4; ++l) lane[l] = rotl((lane[l] ^ word(p + i + 8 * l)) * kMul, 29);
+    uint64_t h = seed ^ static_cast<uint64_t>(n);
+    for (uint64_t v : lane) h = rotl((h ^ v) * kMul, 29);
+    for (; i < n; ++i) h = (h ^ p[i]) * kMul;
+    h ^= h >> 33, h *= 0xff51afd7ed558ccdull, h ^= h >> 33, h *= 0xc4ceb9fe1a85ec53ull, h ^= h >> 33;
+    return h;
+  };
+  std::mt19937_64 rng(33);
+  std::vector<unsigned char> bytes(4096 + 64);
+  for (auto& b : bytes) b = static_cast<unsigned char>(rng());
+  for (size_t at : {size_t(0), size_t(1), size_t(7)})
+    for (size_t n : {size_t(0), size_t(5), size_t(31), size_t(32), size_t(33), size_t(100), size_t(4096)})
+      for (uint64_t seed : {uint64_t(0), uint64_t(0x5e771ed), ~uint64_t(0)})
+        EXPECT_EQ(lockstep::summary_hash(bytes.data() + at, n, seed), reference(bytes.data() + at, n, seed))
+            << "at " << at << " n " << n << " seed " << seed;
+  // Pinned: the value the format has always given (a change here is a new format version).
+  const char* text = "lockstep node summary hash";
+  EXPECT_EQ(lockstep::summary_hash(text, std::strlen(text)), reference(reinterpret_cast<const unsigned char*>(text), std::strlen(text), 0));
+}
+
+// check_loaded_file interns an entry's signatures: equal ones share an index and the ops follow
+// (a summary written by summarize has distinct ones; one that is not is read the same way).
+TEST(NodeSummary, an_entry_with_equal_signatures_is_interned_and_its_ops_remapped) {
+  const std::string path = sample_file();
+  LoadedFile distinct = lockstep::load_file_summary_first(path);
+  ASSERT_EQ(distinct.reason, "");
+  ASSERT_GE(distinct.sigs.size(), 2u);
+  const std::vector<lockstep::SchedOp> ops = distinct.proc.ops;
+  LoadedFile kept = distinct;
+  ASSERT_EQ(lockstep::check_loaded_file(kept), "");
+  ASSERT_EQ(kept.sigs.size(), distinct.sigs.size());  // distinct: every index its own
+  for (size_t i = 0; i < ops.size(); ++i) EXPECT_EQ(kept.proc.ops[i].sig, ops[i].sig);
+  for (size_t k = 0; k < kept.sigs.size(); ++k) {
+    EXPECT_TRUE(lockstep::same_signature(kept.sigs[k], distinct.sigs[k]));
+    EXPECT_EQ(kept.sigs[k].cls, lockstep::classify_op(kept.sigs[k].op));
+  }
+  // The first signature again at the end, named by the ops that named the first: interned back.
+  LoadedFile twice = distinct;
+  twice.sigs.push_back(twice.sigs[0]);
+  const uint32_t last = static_cast<uint32_t>(twice.sigs.size() - 1);
+  size_t moved = 0;
+  for (auto& o : twice.proc.ops)
+    if (o.sig == 0 && moved++ % 2 == 0) o.sig = last;
+  ASSERT_GT(moved, 1u);
+  ASSERT_EQ(lockstep::check_loaded_file(twice), "");
+  ASSERT_EQ(twice.sigs.size(), distinct.sigs.size());
+  for (size_t i = 0; i < ops.size(); ++i) EXPECT_EQ(twice.proc.ops[i].sig, ops[i].sig) << "op " << i;
+  // An op naming no signature is refused either way.
+  LoadedFile bad = distinct;
+  bad.proc.ops[0].sig = static_cast<uint32_t>(bad.sigs.size());
+  EXPECT_EQ(lockstep::check_loaded_file(bad), "an op names no signature or communicator");
+  LoadedFile bad_twice = twice;
+  bad_twice.sigs.push_back(bad_twice.sigs[0]);
+  bad_twice.proc.ops[0].sig = static_cast<uint32_t>(bad_twice.sigs.size());
+  EXPECT_EQ(lockstep::check_loaded_file(bad_twice), "an op names no signature or communicator");
 }
