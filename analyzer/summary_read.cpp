@@ -60,8 +60,12 @@ UnreadProof prove_unread(const Schedule& s, const CommIndex& idx) {
         order_open(comm_of(g) + " has id " + std::to_string(id0) + " in " + who(m0.proc) + "'s file and " +
                    std::to_string(s.procs[m.proc].info.comms[m.local].local_id) + " in " + who(m.proc) +
                    "'s (created in another order), so their order digests cannot be compared");
-    const SchedProcess::UnreadPrefix* u0 = cut_of(m0);
-    if (!u0) continue;  // not cut (the read cuts every member of a communicator alike)
+    // The read cuts every member of a communicator alike; a member read whole beside members cut
+    // (a read that fell back for some files only) leaves the order before the cut unproven.
+    const SchedProcess::UnreadPrefix* u0 = nullptr;
+    for (const CommMember& m : g.members)
+      if ((u0 = cut_of(m))) break;
+    if (!u0) continue;  // not cut
     const int64_t k = u0->collectives;
     const Comm::Checkpoint* first = nullptr;
     int first_proc = -1;
@@ -70,7 +74,11 @@ UnreadProof prove_unread(const Schedule& s, const CommIndex& idx) {
     for (const CommMember& m : g.members) {
       const SchedProcess::UnreadPrefix* u = cut_of(m);
       const Comm::Checkpoint* cp = u && u->collectives == k ? checkpoint_at(s.procs[m.proc].info.comms[m.local], k) : nullptr;
-      if (!cp || cp->order_count <= 0) {
+      if (!u || u->collectives != k) {
+        order_open(comm_of(g) + ": " + who(m.proc) + "'s file was read " +
+                   (u ? "from collective #" + std::to_string(u->collectives + 1) : std::string("whole")) +
+                   ", another member's from #" + std::to_string(k + 1) + ": their orders before are not compared");
+      } else if (!cp || cp->order_count <= 0) {
         order_open(who(m.proc) + "'s file holds no order digest at " + comm_of(g) + " collective #" + std::to_string(k) +
                    " (recorded before lockstep wrote them, or its collectives reached the recorder out of order)");
       } else if (!first) {
