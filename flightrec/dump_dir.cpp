@@ -25,9 +25,15 @@ std::vector<std::string> candidates(const std::string& dir) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) return out;
   std::string suffix = schema::kFileSuffix;
+  // lockstep's own node summaries (analyzer/node_summary.h kSummarySuffix, a magic of their own)
+  // are no dump: not opened (one a node, 2,048 at 16,384 ranks).
+  const std::string summary = ".lockstep-summary";
+  auto ends_with = [](const std::string& n, const std::string& end) {
+    return n.size() > end.size() && n.compare(n.size() - end.size(), end.size(), end) == 0;
+  };
   for (auto& e : fs::directory_iterator(dir, ec)) {
     std::string name = e.path().filename().string();
-    if (name.empty() || name[0] == '.' || name.find(suffix) != std::string::npos) continue;
+    if (name.empty() || name[0] == '.' || name.find(suffix) != std::string::npos || ends_with(name, summary)) continue;
     if (!e.is_regular_file(ec)) continue;
     std::ifstream in(e.path(), std::ios::binary);
     char head[64] = {};
