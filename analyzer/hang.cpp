@@ -295,7 +295,7 @@ class PeersCompleted {
     const int64_t k = ordinal_of(pc, op);
     const Tally& t = memo(pc.gcomm, k);
     // Every other member completed it (this one has not: it is in flight) with this signature.
-    return t.mixed == false && t.sig == o.sig && t.completed + 1 == t.members;
+    return !t.open && t.mixed == false && t.sig == o.sig && t.completed + 1 == t.members;
   }
 
  private:
@@ -304,6 +304,10 @@ class PeersCompleted {
     uint32_t sig = kNone;               // signature of the completed ones
     bool mixed = false;                 // completed ones disagree
     bool known = false;                 // tallied
+    // Two members or more have not completed it: no member's op is done by its peers, and the
+    // tally stops there (a job hung with every rank's last ops in flight: two members a tally,
+    // not every member of the world communicator for each of its ordinals in flight).
+    bool open = false;
   };
   // Per communicator, the tallies of a window of ordinals: the ops in flight of its members sit
   // near its end, so the window is short, and a lookup (once per op in flight of every rank:
@@ -347,12 +351,17 @@ class PeersCompleted {
         continue;
       }
       int64_t at = pc.at(k);
-      if (at < 0) continue;
-      const SchedOp& q = s_.procs[m.proc].ops[pc.colls[at]];
-      if (!q.completed() || !s_.procs[m.proc].completion_known) continue;
+      const SchedOp* q = at < 0 ? nullptr : &s_.procs[m.proc].ops[pc.colls[at]];
+      if (!q || !q->completed() || !s_.procs[m.proc].completion_known) {
+        if (t.members - t.completed >= 2) {
+          t.open = true;
+          return t;
+        }
+        continue;
+      }
       ++t.completed;
-      if (t.sig == kNone) t.sig = q.sig;
-      else if (t.sig != q.sig) t.mixed = true;
+      if (t.sig == kNone) t.sig = q->sig;
+      else if (t.sig != q->sig) t.mixed = true;
     }
     return t;
   }

@@ -1,6 +1,7 @@
 // Analyses over traces built in memory: each test is a small scenario and the finding expected.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 
 #include "analysis.h"
@@ -304,6 +305,35 @@ TEST(Hang, wait_cycle_across_two_communicators_on_one_stream) {
   EXPECT_EQ(r->a.hang.cycles[0].comms, 2);
   EXPECT_EQ(r->a.hang.cycles[0].hops.size(), 2u);
   ASSERT_EQ(r->a.inversions.size(), 1u);
+}
+
+// A collective every other member completed has completed on a member whose completion row is
+// missing; one that two members or more have not completed (or not issued) stays in flight on
+// each of them, wherever those members sit in the communicator (the tally stops at the second).
+TEST(Hang, an_op_in_flight_is_done_only_when_every_other_member_completed_it) {
+  auto hang_of = [](std::vector<int> in_flight, std::vector<int> not_issued) {
+    TraceBuilder b(4);
+    b.comm("c1", {0, 1, 2, 3});
+    b.all({0, 1, 2, 3}, "c1", {}, 3);
+    for (int r = 0; r < 4; ++r) {
+      if (std::find(not_issued.begin(), not_issued.end(), r) != not_issued.end()) continue;
+      const bool flying = std::find(in_flight.begin(), in_flight.end(), r) != in_flight.end();
+      b.add(r, "c1", {.completed = !flying});
+    }
+    for (int r = 0; r < 4; ++r) b.running(r);
+    auto r = run(b);
+    std::vector<size_t> n;
+    for (int p = 0; p < 4; ++p) n.push_back(r->a.hang.ranks[p].in_flight);
+    return n;
+  };
+  EXPECT_EQ(hang_of({0}, {}), (std::vector<size_t>{0, 0, 0, 0}));
+  EXPECT_EQ(hang_of({3}, {}), (std::vector<size_t>{0, 0, 0, 0}));
+  EXPECT_EQ(hang_of({0, 1}, {}), (std::vector<size_t>{1, 1, 0, 0}));
+  EXPECT_EQ(hang_of({2, 3}, {}), (std::vector<size_t>{0, 0, 1, 1}));
+  EXPECT_EQ(hang_of({0, 3}, {}), (std::vector<size_t>{1, 0, 0, 1}));
+  EXPECT_EQ(hang_of({0}, {3}), (std::vector<size_t>{1, 0, 0, 0}));
+  EXPECT_EQ(hang_of({3}, {0}), (std::vector<size_t>{0, 0, 0, 1}));
+  EXPECT_EQ(hang_of({0, 1, 2, 3}, {}), (std::vector<size_t>{1, 1, 1, 1}));
 }
 
 TEST(Hang, stopped_trace_is_a_dead_rank_and_peers_wait_for_it) {
