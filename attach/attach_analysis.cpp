@@ -10,6 +10,7 @@
 
 #include "analysis.h"
 #include "identity.h"
+#include "procfs.h"
 #include "text_escape.h"
 #include "trace_loader.h"
 
