@@ -16,8 +16,10 @@
 #include "hang.h"
 #include "identity.h"
 #include "parallel_for.h"
+#include "seq_evidence.h"
 #include "summary_read.h"
 #include "text_escape.h"
+#include "trace_validation.h"
 
 namespace lockstep::cli {
 namespace {
@@ -37,42 +39,28 @@ struct StacksArgs {
 struct Entry {
   std::vector<int> ranks;
   std::string body;  // after "rank R: "
+  std::string file;  // a file that contradicts another (contradictory evidence): named, never grouped
 };
-void add_entry(std::vector<Entry>& out, std::map<std::string, size_t>& by_body, int rank, std::string body, bool per_rank) {
+void add_entry(std::vector<Entry>& out, std::map<std::string, size_t>& by_body, int rank, std::string body, bool per_rank,
+               std::string file = "") {
+  if (!file.empty()) {
+    out.push_back({{rank}, std::move(body), std::move(file)});
+    return;
+  }
   auto it = per_rank ? by_body.end() : by_body.find(body);
   if (it != by_body.end()) {
     out[it->second].ranks.push_back(rank);
     return;
   }
   if (!per_rank) by_body.emplace(body, out.size());
-  out.push_back({{rank}, std::move(body)});
+  out.push_back({{rank}, std::move(body), ""});
 }
-// Why a member's file may lack seq `seq` although the member issued it: a hole in its records
-// of the communicator, or a history that does not reach the process's end (trace_end, the rule
-// analyze applies: its recorder stopped; no exit record and not seen running; or still running
-// here). Empty: the file is whole to the end, so a seq it lacks was never issued. The verdict's
-// rule (a record we do not have is unknown, never missing): analyze says the same of the member.
-// A recorder's hang timeout that fired anywhere in the job (any_marker) proves the job stalled:
-// then a member still running here is whole up to the stall, as analyze takes it (a member
-// behind); one not seen running lost its history all the same.
-std::string unknown_why(const SchedProcess& sp, const ProcComm& pc, int64_t seq, bool any_marker) {
-  if (!pc.whole() && seq > pc.complete_through_seq)
-    return "unknown: its records of this comm are whole through seq " + std::to_string(pc.complete_through_seq) +
-           " only (" + gap_cause_name(pc.gap) + "): seq " + std::to_string(seq) + " may have been issued and not recorded\n";
-  const TraceEnd end = trace_end(sp.info);
-  if (end.stopped)
-    return "unknown: its recorder stopped (" + printable(end.stop_reason.substr(0, 300)) + "): what it issued after that is not recorded\n";
-  if (end.lost || (end.live && !any_marker))
-    return "unknown: its trace ends without an exit record (still running, or killed after its last flush): seq " +
-           std::to_string(seq) + " may have been issued after it\n";
-  return "";
-}
-
 void print_entries(const std::vector<Entry>& entries) {
   for (const Entry& e : entries) {
     // A strided group (every 8th rank of 16,384) as analyze lists ranks: the first segments and
     // how many more (--per-rank lists each).
     std::cout << "  " << ranks_phrase(e.ranks, "rank", kMaxRangeSegments);
+    if (!e.file.empty()) std::cout << " (" << printable(e.file) << ", contradicted)";
     if (e.ranks.size() > 1) std::cout << " (" << e.ranks.size() << " members)";
     std::cout << ": " << e.body;
   }
@@ -98,6 +86,21 @@ int stacks(const StacksArgs& a) {
     std::cerr << "lockstep stacks: '" << printable(a.comm) << "' matches " << matches.size() << " communicators; give more of the hash\n";
     return kExitUsage;
   }
+  // Files that contradict each other (two files claim one rank or one comm rank, a copied file,
+  // members that disagree on the size), decided where analyze decides them (trace_validation.h):
+  // which file is the rank's history is unknown, so each is named and nothing is said as the rank's.
+  std::vector<const Process*> infos;
+  for (const SchedProcess& p : headers.procs) infos.push_back(&p.info);
+  const std::vector<EvidenceIssue> evidence = validate_evidence(infos, headers.skipped, [&](const std::string& hash) {
+    for (const GlobalComm& c : hidx.comms)
+      if (c.hash == hash) return comm_label(hash, c.role);
+    return comm_label(hash);
+  });
+  std::vector<char> contested(headers.procs.size(), 0);
+  for (const EvidenceIssue& e : evidence)
+    if (e.contradictory)
+      for (int p : e.procs)
+        if (p >= 0 && static_cast<size_t>(p) < contested.size()) contested[p] = 1;
   std::vector<int> members;
   for (int g : matches)
     for (const CommMember& m : hidx.comms[g].members) members.push_back(m.proc);
@@ -109,6 +112,7 @@ int stacks(const StacksArgs& a) {
     int comm_rank = 0;
     int rank = 0;  // the global rank, else the file's place among the directory's headers (not the batch's)
     std::string body;
+    int contested = -1;  // the header index of a file that contradicts another
   };
   struct Shown {
     GlobalComm gc;                    // members: every member read, for the untraced ones
@@ -159,6 +163,7 @@ int stacks(const StacksArgs& a) {
         sh.cut_min = std::min(sh.cut_min, unread), sh.cut_max = std::max(sh.cut_max, unread);
         MemberLine& line = sh.lines.emplace_back();
         line.comm_rank = m.rank, line.rank = rank;
+        if (hp != header_index.end() && contested[hp->second]) line.contested = hp->second;
         const SchedOp* hit = nullptr;
         for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
           for (uint32_t i : *list)
@@ -186,7 +191,7 @@ int stacks(const StacksArgs& a) {
             kept_last = std::max<int64_t>(kept_last, sp.ops[i].seq);
           }
         const std::string retired = retired_seq_text(sp.info, cm, a.seq, kept, kept_first, kept_last);
-        const std::string unknown = retired.empty() ? unknown_why(sp, idx.of(m), a.seq, any_marker) : "";
+        const std::string unknown = retired.empty() ? seq_unknown_why(sp.info, idx.of(m), a.seq, any_marker) : "";
         unknown_member |= !unknown.empty();
         line.body = !retired.empty()   ? retired + "\n"
                     : !unknown.empty() ? unknown
@@ -278,7 +283,7 @@ int stacks(const StacksArgs& a) {
     std::cerr << "lockstep stacks: " << printable(e.what()) << "\n";
     return kExitUsage;
   }
-  bool untraced = false;
+  bool untraced = false;  // a member's op unknown: no usable file, or files that contradict
   for (Shown& sh : shown) {
     const GlobalComm& gc = sh.gc;
     std::cout << printable(comm_label(gc.hash, gc.role)) << " seq " << a.seq << " (" << plural(gc.nranks, "rank", "ranks") << "):\n";
@@ -287,8 +292,21 @@ int stacks(const StacksArgs& a) {
     });
     std::vector<Entry> entries;
     std::map<std::string, size_t> by_body;
-    for (MemberLine& line : sh.lines) add_entry(entries, by_body, line.rank, std::move(line.body), a.per_rank);
+    std::set<int> contested_here;
+    for (MemberLine& line : sh.lines) {
+      if (line.contested >= 0) contested_here.insert(line.contested);
+      add_entry(entries, by_body, line.rank, std::move(line.body), a.per_rank,
+                line.contested >= 0 ? headers.procs[line.contested].info.shown_path() : "");
+    }
     print_entries(entries);
+    // The contradiction, as analyze names it: never shown as the members agreeing.
+    for (const EvidenceIssue& e : evidence) {
+      if (!e.contradictory ||
+          std::none_of(e.procs.begin(), e.procs.end(), [&](int p) { return contested_here.count(p) > 0; }))
+        continue;
+      std::cout << "  contradictory: " << printable(e.detail) << ": which file is the rank's history is unknown\n";
+      untraced = true;
+    }
     // What was not read (the counts of ops issued above include it).
     if (sh.cut_max > 0 && sh.looked_up > 0)
       std::cout << "  read: summary first: collectives " << unread_range(sh.cut_min, sh.cut_max)
@@ -319,7 +337,7 @@ int stacks(const StacksArgs& a) {
 void add_stacks_command(Command& app, int* exit_code) {
   auto args = std::make_shared<StacksArgs>();
   auto* sub = app.add_subcommand("stacks", "Show every member's op and call stack at one sequence number of a communicator");
-  sub->footer("Exit code: 0 shown, 2 input error (no such communicator, no member holds that seq: never issued, or retired by the size cap), 4 a member of the communicator has no usable trace file, or lacks the seq where its records cannot say it never issued it (a hole, a stopped recorder, no exit record; named in the listing).");
+  sub->footer("Exit code: 0 shown, 2 input error (no such communicator, no member holds that seq: never issued, or retired by the size cap), 4 a member of the communicator has no usable trace file, or lacks the seq where its records cannot say it never issued it (a hole, a stopped recorder, no exit record; named in the listing), or its file contradicts another (two files claim one rank, a copied file: each named).");
   sub->add_option("dir", args->dir, "Trace directory")->required();
   sub->add_option("--comm", args->comm, "Communicator: hash prefix (as printed by analyze) or role")->required();
   sub->add_option("--seq", args->seq, "Sequence number on that communicator")->required();

@@ -351,9 +351,11 @@ TEST(CliStacks, a_hang_timeout_makes_a_live_member_whole_but_not_a_lost_one) {
   ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
   timespec ts{};
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  // Two live processes (this test's and its parent): two files of one pid are one process
+  // written twice (a copied file: contradictory evidence), not two members.
   for (auto& p : live.trace().processes) {
     p.host = host;
-    p.pid = getpid();
+    p.pid = &p == &live.trace().processes[0] ? getpid() : getppid();
     p.last_flush_mono_ns = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
   }
   dir = write(live, "cli-stacks-marker-live");
@@ -432,6 +434,64 @@ TEST(CliOps, comm_selects_by_commname_role_or_hash_prefix) {
   EXPECT_NE(init0.out.find("> 4 "), std::string::npos) << both(init0);
   auto none = lockstep_cli({"ops", dir, "--rank", "0", "--around", "2", "--comm", "dp"});
   EXPECT_EQ(none.exit_code, 2) << both(none);
+}
+
+// Two files that claim one rank (a copied file): stacks listed "ranks 0-1 (3 members)" for a
+// 2-rank communicator, exit 0. Each contested file is named, the contradiction said as analyze
+// says it, exit 4.
+TEST(CliStacks, a_copied_file_is_named_as_a_contradiction_never_counted_as_a_member) {
+  auto dir = write(clean_two_ranks(), "cli-stacks-copied");
+  std::filesystem::copy_file(dir + "/rank-1" + lockstep::schema::kFileSuffix, dir + "/copy-1" + lockstep::schema::kFileSuffix);
+  auto r = lockstep_cli({"stacks", dir, "--comm", "init0", "--seq", "1"});
+  EXPECT_EQ(r.exit_code, 4) << both(r);
+  EXPECT_EQ(r.out.find("(3 members)"), std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("  contradictory: "), std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("copy-1" + std::string(lockstep::schema::kFileSuffix) + ", contradicted)"), std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("  rank 0: all_reduce"), std::string::npos) << "the uncontested member as before\n" << both(r);
+}
+
+// Another run's file for rank 1 beside this run's: ops showed one of them (the last file with
+// that rank won), exit 0. Both are listed, each named, the contradiction said, exit 4.
+TEST(CliOps, two_files_claiming_the_rank_are_both_listed_and_named_never_one_picked) {
+  auto dir = write(clean_two_ranks(), "cli-ops-two-files");
+  TraceBuilder other = clean_two_ranks(128);
+  for (auto& p : other.trace().processes) p.pid += 1000;
+  auto other_dir = write(other, "cli-ops-other-run");
+  std::filesystem::copy_file(other_dir + "/rank-1" + lockstep::schema::kFileSuffix,
+                             dir + "/other-1" + lockstep::schema::kFileSuffix);
+  auto r = lockstep_cli({"ops", dir, "--rank", "1"});
+  EXPECT_EQ(r.exit_code, 4) << both(r);
+  EXPECT_NE(r.out.find("rank 1 is claimed by 2 files"), std::string::npos) << both(r);
+  EXPECT_NE(r.out.find("count=64"), std::string::npos) << "this run's file\n" << both(r);
+  EXPECT_NE(r.out.find("count=128"), std::string::npos) << "the other run's file\n" << both(r);
+  EXPECT_NE(r.out.find("global rank 1 is claimed by two files"), std::string::npos) << both(r);
+  // Rank 0 is claimed once: listed as before.
+  auto zero = lockstep_cli({"ops", dir, "--rank", "0"});
+  EXPECT_EQ(zero.exit_code, 0) << both(zero);
+}
+
+// A file whose recorder dropped records: ops said "6 ops, the last 6" as if whole, and
+// "--around 3" said "rank 1 has no op with seq 3" (exit 2) where that record was dropped. The
+// drops are named above the listing (exit 4), and the seq is unknown (exit 4).
+TEST(CliOps, dropped_records_are_named_and_a_dropped_seq_is_unknown_not_absent) {
+  TraceBuilder holed(2);
+  holed.comm("aaaaaaaa00000002", {0, 1});
+  holed.all({0, 1}, "aaaaaaaa00000002", OpSpec{}, 6);
+  std::erase_if(holed.trace().processes[1].ops, [](const auto& o) { return o.seq == 3 || o.seq == 4; });
+  holed.trace().processes[1].dropped_records = 2;
+  auto dir = write(holed, "cli-ops-dropped");
+  auto list = lockstep_cli({"ops", dir, "--rank", "1"});
+  EXPECT_EQ(list.exit_code, 4) << both(list);
+  EXPECT_NE(list.out.find("incomplete: rank 1 dropped 2 records"), std::string::npos) << both(list);
+  EXPECT_NE(list.out.find("comm aaaaaaaa (init0): records whole through seq 2 only (seq_gap)"), std::string::npos) << both(list);
+  auto around = lockstep_cli({"ops", dir, "--rank", "1", "--around", "3", "--comm", "init0"});
+  EXPECT_EQ(around.exit_code, 4) << both(around);
+  EXPECT_EQ(around.err.find("has no op with seq 3"), std::string::npos) << both(around);
+  EXPECT_NE(around.err.find("unknown: its records of this comm are whole through seq 2 only"), std::string::npos) << both(around);
+  // Rank 0's records are whole: a seq past its end was never issued (exit 2, as before).
+  auto past = lockstep_cli({"ops", dir, "--rank", "0", "--around", "9"});
+  EXPECT_EQ(past.exit_code, 2) << both(past);
+  EXPECT_NE(past.err.find("rank 0 has no op with seq 9"), std::string::npos) << both(past);
 }
 
 TEST(CliRun, sets_preload_and_recorder_variables_and_returns_the_exit_code) {
