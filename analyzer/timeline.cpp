@@ -11,9 +11,11 @@
 #include <thread>
 #include <unordered_map>
 
+#include "analysis_render.h"
 #include "hang.h"
 #include "meta_keys.h"
 #include "saturating.h"
+#include "seq_evidence.h"
 #include "trace_schema.h"
 #include "trace_details.h"
 #include "trace_loader.h"
@@ -167,6 +169,41 @@ class RowsAhead {
 
 }  // namespace
 
+std::vector<EvidenceIssue> timeline_evidence(const Schedule& headers, const std::vector<SkippedFile>& unread) {
+  std::vector<const Process*> procs;
+  std::vector<SkippedFile> skipped = headers.skipped;
+  for (auto& p : headers.procs) {
+    auto bad = std::find_if(unread.begin(), unread.end(), [&](const SkippedFile& u) { return u.path == p.info.path; });
+    if (bad == unread.end())
+      procs.push_back(&p.info);
+    else
+      skipped.push_back(*bad);
+  }
+  // Communicators named as every other output names them: hash and role (comm_index.h's join,
+  // the one analyze's index is built on).
+  const CommJoin join = join_comms(procs);
+  std::vector<EvidenceIssue> out = validate_evidence(procs, skipped, [&](const std::string& hash) {
+    for (const GlobalComm& c : join.comms)
+      if (c.hash == hash) return comm_label(hash, c.role);
+    return comm_label(hash);
+  });
+  // (a stopped recorder is validate_evidence's own item, as in analyze)
+  for (size_t i = 0; i < headers.procs.size(); ++i) {
+    const Process& info = headers.procs[i].info;
+    const TraceEnd end = trace_end(info);
+    if (!end.lost || end.stopped) continue;
+    EvidenceIssue e;
+    e.kind = EvidenceKind::kHistoryLost;
+    e.procs = {static_cast<int>(i)};
+    e.ranks = {display_rank(headers, static_cast<int>(i))};
+    e.what = "trace ends without an exit record (not finished, not seen running): what it did after its last flush is "
+             "unknown";
+    e.detail = shown_rank_label(info, static_cast<int>(i)) + ": " + e.what;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 void check_timeline_options(const Schedule& t, const TimelineOptions& options) {
   const Selection checked(t, options);
   (void)checked;
@@ -230,8 +267,9 @@ std::vector<SkippedFile> write_timeline_json(const Schedule& t, const ProcessRow
   json skipped = json::array();
   for (const SkippedFile& sk : t.skipped) skipped.push_back({{"path", sk.path}, {"reason", sk.reason}});
   other["skipped"] = std::move(skipped);
-  out << "{\"displayTimeUnit\":\"ns\",\"otherData\":" << other.dump(-1, ' ', false, json::error_handler_t::replace)
-      << ",\n\"traceEvents\":[\n";
+  // otherData is written after the events: the files whose rows cannot be read are known only
+  // once they were asked for, and they are part of its evidence.
+  out << "{\"displayTimeUnit\":\"ns\",\n\"traceEvents\":[\n";
   bool first_event = true;
   auto emit = [&](const json& e) {
     out << (first_event ? "" : ",\n") << e.dump(-1, ' ', false, json::error_handler_t::replace);
@@ -445,7 +483,16 @@ std::vector<SkippedFile> write_timeline_json(const Schedule& t, const ProcessRow
     }
   }
 
-  out << "\n],\n\"stacks\":" << stacks.dump(-1, ' ', false, json::error_handler_t::replace) << "}\n";
+  // What the timeline does not cover (timeline_evidence, as stderr names it): files skipped or
+  // not read, members without a file, contradictory files, dropped records, stopped recorders,
+  // histories lost. Empty: the evidence read is whole.
+  json evidence = json::array();
+  for (const EvidenceGroup& g : group_evidence(timeline_evidence(t, unread)))
+    evidence.push_back({{"kind", evidence_kind_name(g.kind)}, {"contradictory", g.contradictory}, {"ranks", g.ranks},
+                        {"detail", g.detail}});
+  other["evidence"] = std::move(evidence);
+  out << "\n],\n\"stacks\":" << stacks.dump(-1, ' ', false, json::error_handler_t::replace)
+      << ",\n\"otherData\":" << other.dump(-1, ' ', false, json::error_handler_t::replace) << "}\n";
   return unread;
 }
 
@@ -520,15 +567,20 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
   std::set<int> want(o.ranks.begin(), o.ranks.end());
   struct Member {
     int rank;
+    int proc;
+    const ProcComm* pc;
     std::map<int64_t, const SchedOp*> by_seq;
     bool completion_known;
+    // Whether a seq its file lacks is unknown (seq_evidence.h), before and after its records'
+    // hole: -1 not asked yet, else 0/1. The rule depends on the seq only through the hole.
+    int unknown_below = -1, unknown_above = -1;
   };
   std::vector<Member> shown;
   int64_t last_seq = 0;
   for (const CommMember& m : gc.members) {
     int rank = display_rank(s, m.proc);
     if (!want.empty() && !want.count(rank)) continue;
-    Member mem{rank, {}, s.procs[m.proc].completion_known};
+    Member mem{rank, m.proc, &idx.of(m), {}, s.procs[m.proc].completion_known};
     for (auto* list : {&idx.of(m).colls, &idx.of(m).p2p})
       for (uint32_t k : *list) {
         const SchedOp& op = s.procs[m.proc].ops[k];
@@ -560,9 +612,20 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
 
   const std::string ok = o.unicode ? "✓" : "ok";
   const std::string waiting = o.unicode ? "…" : "..";
-  auto cell = [&](const Member& m, int64_t seq) -> std::string {
+  // A seq a member's file lacks is "not issued" only where its records are whole and its history
+  // reaches its process's end; past a hole (dropped records), a stopped recorder or a lost
+  // history it is unknown, as analyze and stacks say (seq_evidence.h).
+  const std::string unknown_mark = "?";
+  bool any_unknown = false;
+  auto cell = [&](Member& m, int64_t seq) -> std::string {
     auto it = m.by_seq.find(seq);
-    if (it == m.by_seq.end()) return "-";
+    if (it == m.by_seq.end()) {
+      int& known = seq > m.pc->complete_through_seq ? m.unknown_above : m.unknown_below;
+      if (known < 0) known = !seq_unknown_why(s.procs[m.proc].info, *m.pc, seq, a.hang.any_marker).empty();
+      if (!known) return "-";
+      any_unknown = true;
+      return unknown_mark;
+    }
     const SchedOp& op = *it->second;
     const Signature& sig = s.sigs[op.sig];
     std::string text = vocab::name(sig.op);
@@ -575,18 +638,22 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
   // ranks); columns in order of their lowest rank.
   std::map<std::vector<std::string>, std::vector<int>> groups;
   std::vector<std::vector<std::string>> order;
-  for (const Member& m : shown) {
+  for (Member& m : shown) {
     std::vector<std::string> cells;
     for (int64_t q = first; q <= last; ++q) cells.push_back(cell(m, q));
     auto [it, fresh] = groups.try_emplace(cells);
     if (fresh) order.push_back(cells);
     it->second.push_back(m.rank);
   }
-  // Drop rows nobody has (past the end of every member's ops).
+  // Drop rows nobody has (past the end of every member's ops). A window where no member's file
+  // holds an op but some member's record is unknown (dropped, lost, or a member with no file) is
+  // shown whole: "no rank issued" would be a claim about records we do not have.
+  const std::vector<int> untraced = untraced_ranks(gc);
   int64_t shown_last = first - 1;
   for (auto& cells : order)
     for (int64_t q = first; q <= last; ++q)
-      if (cells[q - first] != "-") shown_last = std::max(shown_last, q);
+      if (cells[q - first] != "-" && cells[q - first] != unknown_mark) shown_last = std::max(shown_last, q);
+  if (shown_last < first && (any_unknown || (!untraced.empty() && want.empty()))) shown_last = last;
 
   if (shown_last < first)
     throw TimelineError("no rank issued seq " + std::to_string(first) + ".." + std::to_string(last) + " on " +
@@ -594,7 +661,12 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
   std::ostringstream out;
   out << comm_label(gc.hash, gc.role) << ", " << gc.nranks << " ranks, seq " << first << ".." << shown_last << "; " << ok
       << " " << progress_word(vocab::State::Enqueued, true) << ", " << waiting << " "
-      << progress_word(vocab::State::Enqueued, false) << ", - not issued\n";
+      << progress_word(vocab::State::Enqueued, false) << ", - not issued";
+  bool unknown_shown = false;
+  for (auto& cells : order)
+    for (int64_t q = first; q <= shown_last; ++q) unknown_shown |= cells[q - first] == unknown_mark;
+  if (unknown_shown) out << ", " << unknown_mark << " unknown (not recorded: dropped, or after its trace's end)";
+  out << "\n";
   std::vector<std::string> headers;
   std::vector<size_t> widths;
   for (auto& cells : order) {
@@ -609,12 +681,55 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
   for (size_t k = 0; k < headers.size(); ++k) head += pad(headers[k], widths[k]);
   while (!head.empty() && head.back() == ' ') head.pop_back();
   out << head << "\n";
+  // Findings on files that contradict another (two files claim one rank, a copy): not claimed
+  // (analysis.cpp), listed below as analyze lists them, and their row marked.
+  std::vector<const Unproven*> contested;
+  std::map<int64_t, std::string> contested_at;
+  for (const Unproven& u : a.unproven)
+    if (!u.contested.empty() && (u.finding.gcomm == g || u.finding.gcomm_b == g)) {
+      contested.push_back(&u);
+      if (const int64_t q = finding_seq(s, u.finding, g); q > 0) contested_at.emplace(q, kind_name(u.finding.kind));
+    }
   for (int64_t q = first; q <= shown_last; ++q) {
     std::string line = pad(std::to_string(q), seq_w);
     for (size_t k = 0; k < order.size(); ++k) line += pad(order[k][q - first], widths[k]);
     if (q == diverge) line += "<- diverges (" + diverge_kind + ")";
+    else if (auto c = contested_at.find(q); c != contested_at.end())
+      line += "<- contested (" + c->second + "): files contradict, not claimed";
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out << line << "\n";
+  }
+  // What keeps this communicator's evidence from being whole, from the analysis's own evidence
+  // (analysis.cpp): members' holes on it and members whose history or recorder stopped short,
+  // members without a file, files that contradict; grouped as analyze groups them.
+  std::vector<std::string> gaps;
+  {
+    std::set<int> members;
+    for (const CommMember& m : gc.members) members.insert(m.proc);
+    std::vector<EvidenceIssue> here;
+    for (const EvidenceIssue& e : a.evidence) {
+      const bool of_member = std::any_of(e.procs.begin(), e.procs.end(), [&](int p) { return members.count(p) > 0; });
+      bool take = false;
+      switch (e.kind) {
+        case EvidenceKind::kEvidenceGap:
+        case EvidenceKind::kStoppedBeforeIssue: take = e.comm == gc.hash; break;
+        case EvidenceKind::kHistoryLost:
+        case EvidenceKind::kRecorderStopped:
+        case EvidenceKind::kFrHistoryDropped:
+        case EvidenceKind::kBenchmarkSwitches:
+        case EvidenceKind::kUnverifiedHistory:
+        case EvidenceKind::kDigestInconsistent: take = of_member; break;
+        case EvidenceKind::kDroppedRecords: break;  // located per communicator by kEvidenceGap
+        default: take = e.contradictory && of_member; break;
+      }
+      if (take) here.push_back(e);
+    }
+    if (!untraced.empty())
+      gaps.push_back(ranks_phrase(untraced, "comm rank", kMaxRangeSegments) + ": no usable trace file (missing, skipped or of " +
+                     "another job): " + (untraced.size() == 1 ? "its ops are" : "their ops are") + " unknown");
+    for (const EvidenceGroup& eg : group_evidence(here))
+      gaps.push_back(std::string(eg.contradictory ? "contradictory: " : "") + eg.detail);
+    for (const Unproven* u : contested) gaps.push_back("not claimed: " + render::unproven_line(a, *u));
   }
   // Bounded traces: the window above is exact; what the size cap retired is known by digest
   // only, and a divergence there is none of these rows (field review G6).
@@ -628,7 +743,15 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
   if (retired)
     out << "(the members diverge in history the size cap retired: between collectives #" << retired->first << " and #"
         << retired->last << ", known by digest only; not in these rows)\n";
-  else if (diverge == 0 && win && win->unverified)
+  else if (diverge == 0 && !gaps.empty()) {
+    // Agreement is claimed only on whole evidence: what was not read whole is named (analyze's
+    // evidence items about this communicator and its members, and its findings not claimed).
+    out << "no divergence in what was read" << (win && win->unverified ? " (retired history not verified)" : "")
+        << "; not claimed as agreement, the evidence is incomplete:\n";
+    constexpr size_t kMaxGaps = 8;
+    for (size_t k = 0; k < gaps.size() && k < kMaxGaps; ++k) out << "  " << gaps[k] << "\n";
+    if (gaps.size() > kMaxGaps) out << "  ... (" << gaps.size() - kMaxGaps << " more; lockstep analyze lists them)\n";
+  } else if (diverge == 0 && win && win->unverified)
     out << "(no divergence in the retained window; retired history not verified)\n";
   else if (diverge == 0)
     out << "(no divergence on this communicator)\n";

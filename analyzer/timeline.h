@@ -14,6 +14,7 @@
 #include "analysis.h"
 #include "schedule.h"
 #include "trace_model.h"
+#include "trace_validation.h"
 
 namespace lockstep {
 
@@ -43,6 +44,12 @@ using ProcessRows = std::function<Process(size_t proc)>;
 // and holds no events (the caller names them as missing evidence).
 std::vector<SkippedFile> write_timeline_json(const Schedule& headers, const ProcessRows& rows, const TimelineOptions& options,
                                              std::ostream& out);
+// What a timeline of `headers` does not cover, once `unread` (the files whose rows could not be
+// read) is known: validate_evidence over the files read (skipped files, members without a file,
+// contradictory files, dropped records, stopped recorders; communicators named with their role)
+// and each trace whose history does not reach its process's end (trace_end). The JSON's
+// otherData.evidence and the command's stderr both say these.
+std::vector<EvidenceIssue> timeline_evidence(const Schedule& headers, const std::vector<SkippedFile>& unread);
 // Throws the TimelineError write_timeline_json would throw, before any output is made.
 void check_timeline_options(const Schedule& headers, const TimelineOptions& options);
 std::string timeline_json(const Schedule& headers, const ProcessRows& rows, const TimelineOptions& options = {});

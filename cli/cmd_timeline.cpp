@@ -36,32 +36,10 @@ struct TimelineArgs {
   int64_t large_mb = 256;
 };
 
-// The evidence of what was read, as lines: every file's header, less the files whose rows could
-// not be read (write_timeline_json names them), as for analyze; and each trace whose history
-// does not reach its process's end (trace_end: no exit record and not live, or its recorder
-// stopped), which analyze names from the same rule.
+// The evidence of what was read, as lines (timeline_evidence: the same items otherData.evidence holds).
 std::vector<std::string> evidence_of(const Schedule& headers, const std::vector<SkippedFile>& unread) {
-  std::vector<const Process*> procs;
-  std::vector<SkippedFile> skipped = headers.skipped;
-  for (auto& p : headers.procs) {
-    auto bad = std::find_if(unread.begin(), unread.end(), [&](const SkippedFile& u) { return u.path == p.info.path; });
-    if (bad == unread.end())
-      procs.push_back(&p.info);
-    else
-      skipped.push_back(*bad);
-  }
   std::vector<std::string> out;
-  for (auto& g : group_evidence(validate_evidence(procs, skipped))) out.push_back(g.detail);
-  // (a stopped recorder is validate_evidence's own item, as in analyze)
-  std::vector<int> lost;
-  for (size_t i = 0; i < headers.procs.size(); ++i) {
-    const Process& info = headers.procs[i].info;
-    if (const TraceEnd end = trace_end(info); end.lost && !end.stopped)
-      lost.push_back(display_rank(headers, static_cast<int>(i)));
-  }
-  if (!lost.empty())
-    out.push_back(ranks_phrase(lost) + ": trace ends without an exit record (not finished, not seen running): what it "
-                  "did after its last flush is unknown");
+  for (auto& g : group_evidence(timeline_evidence(headers, unread))) out.push_back(g.detail);
   return out;
 }
 

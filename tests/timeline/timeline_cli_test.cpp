@@ -2,7 +2,9 @@
 // JSON file, stdout, the text view through a pipe, and exit code 2 for bad selections.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -183,6 +185,113 @@ TEST(TimelineCli, unknown_rank_or_comm_exits_2_with_what_exists_and_creates_no_f
   EXPECT_EQ(r.exit_code, 2) << "neither -o nor --text\n" << r.err;
   r = run_program({LOCKSTEP_EXE, "timeline", w.dir + "/missing", "--text"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
+}
+
+// Two ranks, six all-reduces, both finished; `drop` removes those seqs from rank `proc`'s file,
+// which says its recorder dropped them (a hole in its records).
+std::string two_ranks(const std::string& name, std::map<int, std::vector<int64_t>> drop = {}) {
+  TraceBuilder b(2);
+  b.comm("aaaaaaaa00000002", {0, 1});
+  b.all({0, 1}, "aaaaaaaa00000002", OpSpec{}, 6);
+  for (auto& [proc, seqs] : drop) {
+    std::erase_if(b.trace().processes[proc].ops,
+                  [&](const auto& o) { return std::find(seqs.begin(), seqs.end(), o.seq) != seqs.end(); });
+    b.trace().processes[proc].dropped_records = static_cast<int64_t>(seqs.size());
+  }
+  std::string dir = lockstep::testing::fresh_dir(name);
+  lockstep::testing::write_trace(b.trace(), dir);
+  return dir;
+}
+
+std::string row(const std::string& out, const std::string& seq) {
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind(seq + " ", 0) == 0) return line;
+  return "";
+}
+
+// A rank whose records of seqs 3 and 4 were dropped showed "-" (not issued) there while its peer
+// completed them, then "(no divergence on this communicator)", exit 4 only from stderr. Its
+// cells are unknown ("?", in the legend), and the closing line claims no agreement.
+TEST(TimelineCli, text_view_shows_dropped_records_as_unknown_and_claims_no_agreement_past_them) {
+  std::string dir = two_ranks("timeline-cli-hole", {{1, {3, 4}}});
+  ProcResult r = run_program({LOCKSTEP_EXE, "timeline", dir, "--text"});
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_NE(r.out.find("? unknown"), std::string::npos) << "the legend names the unknown mark\n" << r.out;
+  const std::string three = row(r.out, "3");
+  EXPECT_NE(three.find("all_reduce ok"), std::string::npos) << three << "\n" << r.out;
+  EXPECT_NE(three.find("?"), std::string::npos) << "rank 1's record of seq 3 was dropped: unknown\n" << r.out;
+  EXPECT_EQ(three.find(" -"), std::string::npos) << "never 'not issued'\n" << r.out;
+  EXPECT_EQ(r.out.find("(no divergence on this communicator)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no divergence in what was read"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1: comm aaaaaaaa (init0): evidence is whole through seq 2"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
+// Every rank's record of seq 3 dropped: "no rank issued seq 3..3" with exit 2 (as if nobody had
+// issued it) where stacks says unknown (4). The row shows unknown cells, exit 4.
+TEST(TimelineCli, a_window_whose_every_record_was_dropped_is_unknown_not_never_issued) {
+  std::string dir = two_ranks("timeline-cli-all-dropped", {{0, {3}}, {1, {3}}});
+  ProcResult r = run_program({LOCKSTEP_EXE, "timeline", dir, "--text", "--around", "3", "--window", "0"});
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_EQ(r.err.find("no rank issued"), std::string::npos) << r.err;
+  EXPECT_NE(row(r.out, "3").find("?"), std::string::npos) << r.out << r.err;
+  ProcResult stacks = run_program({LOCKSTEP_EXE, "stacks", dir, "--comm", "init0", "--seq", "3"});
+  EXPECT_EQ(stacks.exit_code, r.exit_code) << "stacks and timeline agree\n" << stacks.out << stacks.err;
+  // Seqs past every member's end on whole records: never issued, as before (exit 2).
+  std::string whole = two_ranks("timeline-cli-past-end");
+  ProcResult past = run_program({LOCKSTEP_EXE, "timeline", whole, "--text", "--around", "20", "--window", "0"});
+  EXPECT_EQ(past.exit_code, 2) << past.out << past.err;
+  EXPECT_NE(past.err.find("no rank issued seq 20..20"), std::string::npos) << past.err;
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(whole);
+}
+
+// A copied file (rank 1's file twice): the text view named no contradiction on its closing line
+// ("(no divergence on this communicator)"); it names it as analyze does.
+TEST(TimelineCli, text_view_names_contradictory_files_instead_of_claiming_agreement) {
+  std::string dir = two_ranks("timeline-cli-copied");
+  std::filesystem::copy_file(dir + "/rank-1.lockstep.sqlite", dir + "/copy-1.lockstep.sqlite");
+  ProcResult r = run_program({LOCKSTEP_EXE, "timeline", dir, "--text"});
+  EXPECT_EQ(r.exit_code, 4) << r.out << r.err;
+  EXPECT_EQ(r.out.find("(no divergence on this communicator)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("contradictory: "), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
+// The JSON file carried only otherData.skipped: the evidence gaps stderr names (dropped records,
+// a member without a file, contradictory files) are in the file too, and stderr names the
+// communicator with its role as every other output does.
+TEST(TimelineCli, json_file_carries_the_evidence_gaps_and_names_communicators_with_their_role) {
+  std::string dir = two_ranks("timeline-cli-json-evidence", {{1, {3, 4}}});
+  std::string out = dir + "/../timeline-cli-json-evidence.json";
+  ProcResult r = run_program({LOCKSTEP_EXE, "timeline", dir, "-o", out});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  json j = json::parse(lockstep::testing::slurp_file(out), nullptr, false);
+  ASSERT_FALSE(j.is_discarded());
+  ASSERT_TRUE(j["otherData"]["evidence"].is_array()) << j["otherData"].dump();
+  std::set<std::string> kinds;
+  for (const json& e : j["otherData"]["evidence"]) kinds.insert(e["kind"].get<std::string>());
+  EXPECT_TRUE(kinds.count("dropped_records")) << j["otherData"].dump();
+  // A member without a file: named with the communicator's role, in the file and on stderr.
+  std::filesystem::remove(dir + "/rank-1.lockstep.sqlite");
+  r = run_program({LOCKSTEP_EXE, "timeline", dir, "-o", out});
+  EXPECT_EQ(r.exit_code, 4) << r.err;
+  EXPECT_NE(r.err.find("incomplete: comm aaaaaaaa (init0) has 2 ranks, 1 traced"), std::string::npos) << r.err;
+  j = json::parse(lockstep::testing::slurp_file(out), nullptr, false);
+  bool missing = false;
+  for (const json& e : j["otherData"]["evidence"])
+    missing |= e["kind"] == "missing_member" && e["detail"].get<std::string>().find("(init0)") != std::string::npos;
+  EXPECT_TRUE(missing) << j["otherData"].dump();
+  // Whole evidence: an empty list.
+  std::string whole = two_ranks("timeline-cli-json-whole");
+  r = run_program({LOCKSTEP_EXE, "timeline", whole, "-o", out});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  j = json::parse(lockstep::testing::slurp_file(out), nullptr, false);
+  EXPECT_EQ(j["otherData"]["evidence"], json::array()) << j["otherData"].dump();
+  std::filesystem::remove(out);
+  std::filesystem::remove_all(dir);
+  std::filesystem::remove_all(whole);
 }
 
 }  // namespace
