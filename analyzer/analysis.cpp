@@ -327,7 +327,15 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
       switch (pc.gap) {
         case GapCause::kSeqGap: why = seq + " is missing (its record was dropped)"; break;
         case GapCause::kSeqMissing: why = seq + " is missing, though the file says no record was dropped (edited or damaged?)"; break;
-        case GapCause::kDroppedRange: why = "the recorder dropped records from " + seq + " on"; break;
+        case GapCause::kDroppedRange: {
+          // A converted Flight Recorder dump says why (flightrec/to_model.cpp add_hole).
+          std::string fr;
+          for (const DropRange& d : s.procs[p].info.drops)
+            if (d.first_seq == from && d.comm == &pc - a.index.per_proc[p].data() && d.reason.rfind("fr_", 0) == 0) fr = d.reason;
+          why = fr.empty() ? "the recorder dropped records from " + seq + " on"
+                           : "its Flight Recorder dump does not hold " + seq + " whole (" + fr + ")";
+          break;
+        }
         case GapCause::kPartsDropped: why = "the part rows of its grouped op at " + seq + " were dropped"; break;
         case GapCause::kUnlocated: why = "records were dropped and the file does not say which ones"; break;
         case GapCause::kStopped: {

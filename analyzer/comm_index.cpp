@@ -34,8 +34,9 @@ namespace {
 // file whose recorder says it lost records (dropped_records, drops rows) or stopped, a seq
 // missing from the file was dropped. In one that says it lost none, a missing seq contradicts
 // the file (edited, damaged): unknown from there on all the same (kSeqMissing), never compared
-// as if the next op were that seq. A converted Flight Recorder dump is taken as it is (torch
-// numbers its entries itself).
+// as if the next op were that seq. A converted Flight Recorder dump names its holes itself as
+// drops rows (flightrec/to_model.cpp): its window starts past seq 1 and its p2p seqs are numbered
+// apart, so its seqs are not walked.
 void find_gaps(const Schedule& s, size_t p, std::vector<ProcComm>& pcs) {
   const SchedProcess& sp = s.procs[p];
   const Process& info = sp.info;
@@ -62,6 +63,7 @@ void find_gaps(const Schedule& s, size_t p, std::vector<ProcComm>& pcs) {
     // Read from a cut (summary-first): the prefix is proven by digest, and a cut has no
     // point-to-point op before it (seq == ordinal).
     if (l < sp.unread.size()) expected = std::max(expected, sp.unread[l].collectives + 1);
+    if (info.exit_reason == schema::meta::kFrDump) expected = INT64_MAX;
     // The seqs in order: the ops' own order where it is theirs (collectives only, seqs that do
     // not go down: no copy, no sort), else sorted.
     bool in_order = pc.p2p.empty();

@@ -38,7 +38,8 @@ uint64_t fnv(std::string_view s, uint64_t h = 1469598103934665603ull) {
 }
 
 // c10::toString(ScalarType) -> the NCCL data type torch hands to NCCL. Types NCCL has no
-// name for (Short, complex: torch converts them before the call) are Mixed: not compared.
+// name for (Short, complex: torch converts them before the call) are Mixed here; an op that
+// names one is a hole (unknown_dtype below), since Mixed compares equal to Mixed.
 vocab::Dtype map_dtype(const std::string& t) {
   using D = vocab::Dtype;
   static const std::map<std::string, D> m = {
@@ -182,6 +183,40 @@ std::vector<Frame> frames_of(const std::vector<FrFrame>& fr) {
   return out;
 }
 
+// A hole in a process's evidence on one communicator: every op from `seq` on is unknown, not
+// compared. The recorder's own mechanism (trace_model.h DropRange, read by analyzer/comm_index.cpp
+// as ProcComm::exact_through): a converted dump names each hole it finds as a drops range, as a
+// recorder names the records it dropped. Collective seqs and p2p seqs (kP2PSeqBase + n) are
+// separate spaces: a hole in the p2p space leaves the collectives whole.
+void add_hole(Process& p, int comm, int64_t seq, const char* reason) {
+  if (comm < 0) return;
+  seq = std::clamp<int64_t>(seq, 1, UINT32_MAX);
+  for (const DropRange& d : p.drops)
+    if (d.comm == comm && d.first_seq == seq) return;
+  DropRange d;
+  d.comm = comm;
+  d.first_seq = d.last_seq = seq;
+  d.reason = reason;
+  p.drops.push_back(std::move(d));
+  p.drops_known = true;
+}
+
+bool p2p_seq(int64_t seq) { return seq >= kP2PSeqBase; }
+bool coll_seq(int64_t seq) { return seq > 0 && seq < kP2PSeqBase; }
+
+bool known_dtype(const std::string& t) {
+  vocab::Dtype d = map_dtype(t);
+  return d != vocab::Dtype::Mixed;
+}
+// An entry whose tensors name a type lockstep cannot compare (not an NCCL type, e.g. complex):
+// Mixed would compare equal to any other Mixed, so the op is unknown instead.
+bool unknown_dtype(const FrEntry& e) {
+  for (const auto* ts : {&e.input_dtypes, &e.output_dtypes})
+    for (const auto& t : *ts)
+      if (!known_dtype(t)) return true;
+  return false;
+}
+
 }  // namespace
 
 Process to_process(const FrDump& d, int global_rank) {
@@ -264,8 +299,14 @@ Process to_process(const FrDump& d, int global_rank) {
   p.meta[schema::meta::kFrHistoryDropped] = (first_record > 0 || gaps > 0) ? "1" : "0";
 
   auto seq_of = [](const FrEntry& e) { return e.is_p2p ? kP2PSeqBase + e.p2p_seq_id : e.collective_seq_id; };
+  // Whether the record just before order[k] is in the dump: a record the ring overwrote (before
+  // the window) or lost (a gap) may have been anything.
+  auto previous_held = [&](size_t k) {
+    return order[k]->record_id == 0 || (k > 0 && order[k - 1]->record_id == order[k]->record_id - 1);
+  };
   std::vector<bool> grouped(order.size(), false);
   std::map<size_t, std::vector<size_t>> groups_at;  // first member -> members (end marker last)
+  std::set<size_t> cut_groups;                      // first members of groups that may have lost parts
   for (size_t k = 0; k < order.size(); ++k) {
     if (!is_group_end(parse_name(order[k]->profiling_name).name)) continue;
     std::vector<size_t> members;
@@ -278,10 +319,18 @@ Process to_process(const FrDump& d, int global_rank) {
     members.push_back(k);
     for (size_t m : members) grouped[m] = true;
     groups_at[members.front()] = members;
+    // Parts lost before the first one held (the ring overwrote them, or a gap in record ids), or
+    // between the parts: the group is not whole, and a count or a part list compared would be
+    // the dump's, not the rank's.
+    bool cut = !previous_held(members.front());
+    for (size_t j = members.front() + 1; j <= k; ++j) cut |= !previous_held(j);
+    if (cut) cut_groups.insert(members.front());
   }
+  // Each communicator's newest collective seq held so far, and holes found on the way.
+  std::map<int, int64_t> last_coll;
 
   std::map<int, int64_t> first_seq;
-  int64_t newest_ns = 0;
+  int64_t newest_ns = 0, cut_at_start = 0;
   for (size_t k = 0; k < order.size(); ++k) {
     const FrEntry& e = *order[k];
     auto g = groups_at.find(k);
@@ -290,6 +339,16 @@ Process to_process(const FrDump& d, int global_rank) {
     if (comm == comm_of.end())
       throw DumpError("record " + std::to_string(e.record_id) + " is on process group " + e.pg_name + ", which does not list rank " +
                       std::to_string(global_rank));
+    if (cut_groups.count(k)) {
+      // A group cut at the window's start (no collective of its group held before it): the window
+      // starts after it. Cut later: a hole at its seq.
+      const bool at_start = e.is_p2p || !last_coll.count(comm->second);
+      if (at_start) {
+        ++cut_at_start;
+        continue;
+      }
+      add_hole(p, comm->second, seq_of(*order[g->second.back()]), "fr_group_cut");
+    }
     Op o;
     o.call_index = e.record_id + 1;
     o.comm = comm->second;
@@ -343,6 +402,22 @@ Process to_process(const FrDump& d, int global_rank) {
     o.complete_mono_ns = o.completed ? std::max(state_from->time_completed_ns, e.time_created_ns) : 0;
     newest_ns = std::max({newest_ns, e.time_created_ns, state_from->time_started_ns, state_from->time_completed_ns});
     if (o.seq <= 0 || o.seq > UINT32_MAX) o.seq = 0;  // unsequenced: never compared
+    // A collective without a seq (none in the entry, or 0) cannot be placed among its group's
+    // collectives: the group's ops from the one after the last seq held are unknown. A tensor
+    // type lockstep cannot name: the op is unknown from its seq on.
+    if (!e.is_p2p && o.seq == 0) add_hole(p, o.comm, (last_coll.count(o.comm) ? last_coll[o.comm] : 0) + 1, "fr_no_seq");
+    bool odd_dtype = unknown_dtype(e);
+    if (g != groups_at.end())
+      for (size_t m : g->second) odd_dtype |= unknown_dtype(*order[m]);
+    if (odd_dtype && o.seq > 0) add_hole(p, o.comm, o.seq, "fr_unknown_dtype");
+    if (coll_seq(o.seq)) {
+      auto [it, fresh] = last_coll.emplace(o.comm, o.seq);
+      // The same seq twice (a group's parts without the entry that closes it) or a seq skipped.
+      if (!fresh && o.seq == it->second) add_hole(p, o.comm, o.seq, "fr_seq_twice");
+      if (!fresh && o.seq > it->second + 1) add_hole(p, o.comm, it->second + 1, "fr_seq_gap");
+      if (!fresh && o.seq < it->second) add_hole(p, o.comm, o.seq, "fr_seq_order");
+      it->second = std::max(it->second, o.seq);
+    }
     if (o.seq > 0 && o.seq < kP2PSeqBase && !first_seq.count(o.comm)) first_seq[o.comm] = o.seq;
     p.ops.push_back(std::move(o));
   }
@@ -362,6 +437,34 @@ Process to_process(const FrDump& d, int global_rank) {
     p.hangs.push_back(h);
     break;
   }
+  // Records missing between two the dump holds (a gap in record_id): on each communicator, what
+  // follows the gap is whole only where its seqs prove that nothing of it was in the gap (the
+  // next collective seq is the one after the last before the gap; p2p seqs likewise).
+  for (size_t k = 1; k < order.size(); ++k) {
+    if (order[k]->record_id == order[k - 1]->record_id + 1) continue;
+    const int64_t gap_call = order[k]->record_id + 1;  // call_index of the first record after the gap
+    for (size_t c = 0; c < p.comms.size(); ++c) {
+      int64_t lc = 0, lp = 0, nc = -1, np = -1;
+      for (const Op& o : p.ops) {
+        if (o.comm != static_cast<int>(c) || o.seq <= 0) continue;
+        const bool before = o.call_index < gap_call;
+        if (coll_seq(o.seq)) {
+          if (before) lc = std::max(lc, o.seq);
+          else if (nc < 0) nc = o.seq;
+        } else if (p2p_seq(o.seq)) {
+          if (before) lp = std::max(lp, o.seq - kP2PSeqBase);
+          else if (np < 0) np = o.seq - kP2PSeqBase;
+        }
+      }
+      if (!(nc >= 0 && (nc == lc || nc == lc + 1))) add_hole(p, static_cast<int>(c), lc + 1, "fr_record_gap");
+      if (!(np >= 0 && (np == lp || np == lp + 1))) add_hole(p, static_cast<int>(c), kP2PSeqBase + lp + 1, "fr_record_gap");
+    }
+  }
+  // A dump that holds the process's whole history (its first record is record 0, no gap) holds
+  // each group's collectives from seq 1: a later first seq is a hole.
+  if (first_record == 0 && gaps == 0)
+    for (auto& [c, s] : first_seq)
+      if (s > 1) add_hole(p, c, 1, "fr_seq_gap");
   for (auto& [c, s] : first_seq) p.meta[schema::meta::kFrWindowFirstSeqPrefix + p.comms[c].name] = std::to_string(s);
   p.last_flush_mono_ns = newest_ns;
   p.meta[schema::meta::kLastFlushMonoNs] = std::to_string(newest_ns);
@@ -372,21 +475,57 @@ Process to_process(const FrDump& d, int global_rank) {
   return p;
 }
 
+namespace {
+
+// The dump lost history before its window (its ring wrapped) or in it (a record gap).
+bool lost_history(const Process& p) {
+  auto it = p.meta.find(schema::meta::kFrHistoryDropped);
+  return it != p.meta.end() && it->second == "1";
+}
+
+// The messages (send or recv, with their op and completion) of one op, for channel counting.
+template <class F>
+void each_message(const Op& o, F f) {
+  if (o.parts.empty()) {
+    f(o.op, o.peer);
+    return;
+  }
+  for (const OpPart& part : o.parts) f(part.op, part.peer);
+}
+
+}  // namespace
+
 void align_windows(std::vector<Process>& procs) {
-  // comm hash -> newest first collective seq among members.
+  // comm hash -> newest first collective seq among members, and whether some member lost history.
   std::map<std::string, int64_t> start;
+  std::map<std::string, bool> cut;
   for (auto& p : procs) {
     std::map<int, int64_t> first;
     for (auto& o : p.ops)
-      if (o.seq > 0 && o.seq < kP2PSeqBase && !first.count(o.comm)) first[o.comm] = o.seq;
+      if (coll_seq(o.seq) && !first.count(o.comm)) first[o.comm] = o.seq;
     for (auto& [c, s] : first) start[p.comms[c].hash] = std::max(start[p.comms[c].hash], s);
+    for (auto& c : p.comms) cut[c.hash] = cut[c.hash] || lost_history(p);
   }
   for (auto& p : procs) {
     std::map<int, int64_t> dropped;
+    // Point-to-point ops are paired by issue order: where some member's window was cut, each
+    // member's queue starts at its first collective of the aligned window (what every member
+    // holds from its start), and a member with no such collective cannot be aligned at all.
+    std::map<int, int64_t> anchor;  // comm -> call_index of its first kept collective
+    for (auto& o : p.ops) {
+      if (o.comm < 0) continue;
+      int64_t from = start[p.comms[o.comm].hash];
+      if (coll_seq(o.seq) && o.seq >= from && !anchor.count(o.comm)) anchor[o.comm] = o.call_index;
+    }
     std::vector<Op> kept;
     for (auto& o : p.ops) {
-      int64_t from = o.comm >= 0 ? start[p.comms[o.comm].hash] : 0;
-      if (o.seq > 0 && o.seq < kP2PSeqBase && o.seq < from) {
+      const std::string& h = o.comm >= 0 ? p.comms[o.comm].hash : std::string();
+      int64_t from = o.comm >= 0 ? start[h] : 0;
+      if (coll_seq(o.seq) && o.seq < from) {
+        dropped[o.comm]++;
+        continue;
+      }
+      if (o.comm >= 0 && p2p_seq(o.seq) && cut[h] && anchor.count(o.comm) && o.call_index < anchor[o.comm]) {
         dropped[o.comm]++;
         continue;
       }
@@ -397,7 +536,62 @@ void align_windows(std::vector<Process>& procs) {
       p.meta[schema::meta::kFrAlignedFromSeqPrefix + p.comms[c].name] = std::to_string(start[p.comms[c].hash]);
       p.meta[schema::meta::kFrAlignedDroppedPrefix + p.comms[c].name] = std::to_string(n);
     }
+    for (size_t c = 0; c < p.comms.size(); ++c) {
+      const std::string& h = p.comms[c].hash;
+      // No collective of the aligned window while others hold some: if its history was lost, it
+      // may have issued them before its window; unknown from the window's first seq.
+      if (start[h] > 0 && !anchor.count(static_cast<int>(c)) && lost_history(p))
+        add_hole(p, static_cast<int>(c), start[h], "fr_window_start");
+      // Its p2p queue cannot be aligned with the others'.
+      if (cut[h] && !anchor.count(static_cast<int>(c)))
+        for (const Op& o : p.ops)
+          if (o.comm == static_cast<int>(c) && p2p_seq(o.seq)) {
+            add_hole(p, static_cast<int>(c), o.seq, "fr_p2p_window");
+            break;
+          }
+    }
   }
+  // Dumps taken at different times: a collective a peer completed was issued by every member,
+  // so a member whose dump ends before it issued it after its dump (a completed receive likewise
+  // proves its send). Its dump end is not the end of its history there: unknown from the seq after
+  // its last one, never "never issued".
+  std::map<std::string, int64_t> completed_through;  // comm hash -> newest completed collective seq
+  for (auto& p : procs)
+    for (auto& o : p.ops)
+      if (o.comm >= 0 && coll_seq(o.seq) && o.completed)
+        completed_through[p.comms[o.comm].hash] = std::max(completed_through[p.comms[o.comm].hash], o.seq);
+  // Per (comm, src, dst): messages each end holds; recvs held with index >= sends held, completed.
+  std::map<std::tuple<std::string, int, int>, std::vector<bool>> recvs_done;  // completion per recv, in order
+  std::map<std::tuple<std::string, int, int>, int64_t> sends;
+  for (auto& p : procs)
+    for (auto& o : p.ops) {
+      if (o.comm < 0 || !p2p_seq(o.seq)) continue;
+      const Comm& c = p.comms[o.comm];
+      each_message(o, [&](vocab::Op op, int peer) {
+        if (peer < 0) return;
+        if (op == vocab::Op::Send) ++sends[{c.hash, c.rank, peer}];
+        if (op == vocab::Op::Recv) recvs_done[{c.hash, peer, c.rank}].push_back(o.completed);
+      });
+    }
+  for (auto& p : procs)
+    for (size_t c = 0; c < p.comms.size(); ++c) {
+      const Comm& cm = p.comms[c];
+      int64_t last = 0, last_p2p = 0;
+      for (const Op& o : p.ops)
+        if (o.comm == static_cast<int>(c)) {
+          if (coll_seq(o.seq)) last = std::max(last, o.seq);
+          if (p2p_seq(o.seq)) last_p2p = std::max(last_p2p, o.seq);
+        }
+      if (last == 0) last = start[cm.hash] > 0 ? start[cm.hash] - 1 : 0;
+      if (completed_through[cm.hash] > last) add_hole(p, static_cast<int>(c), last + 1, "fr_dump_ended");
+      for (auto& [key, done] : recvs_done) {
+        if (std::get<0>(key) != cm.hash || std::get<1>(key) != cm.rank) continue;
+        const int64_t held = sends[key];
+        bool proven = false;
+        for (size_t i = static_cast<size_t>(held); i < done.size(); ++i) proven |= done[i];
+        if (proven) add_hole(p, static_cast<int>(c), last_p2p > 0 ? last_p2p + 1 : kP2PSeqBase + 1, "fr_dump_ended");
+      }
+    }
 }
 
 }  // namespace lockstep::flightrec

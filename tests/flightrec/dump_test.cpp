@@ -109,6 +109,87 @@ TEST(Windows, MembersAlignedOnTheNewestFirstSeq) {
   EXPECT_EQ(ps[0].meta.at("fr_aligned_dropped.default_pg"), "2");
 }
 
+// Holes: what a dump does not hold whole is named as a drops range (trace_model.h DropRange, the
+// recorder's mechanism), from the first seq that is unknown.
+FrEntry entry(int64_t rid, int64_t seq, const std::string& name, bool completed = true) {
+  FrEntry e;
+  e.record_id = rid;
+  e.pg_name = "0";
+  e.pg_desc = "default_pg";
+  e.collective_seq_id = seq;
+  e.profiling_name = name;
+  e.input_sizes = e.output_sizes = {{1024}};
+  e.input_dtypes = e.output_dtypes = {"Float"};
+  e.state = completed ? "completed" : "scheduled";
+  e.time_created_ns = 1000 + rid;
+  return e;
+}
+FrDump two_rank_dump(std::vector<FrEntry> entries, int rank) {
+  FrDump d;
+  d.path = "nccl_trace_rank_" + std::to_string(rank);
+  d.version = "2.10";
+  d.groups = {{"0", "default_pg", {0, 1}}};
+  d.entries = std::move(entries);
+  return d;
+}
+std::map<int64_t, std::string> holes(const Process& p) {
+  std::map<int64_t, std::string> out;
+  for (const DropRange& d : p.drops) out[d.first_seq] = d.reason;
+  return out;
+}
+
+TEST(Holes, SeqGapAndRecordGap) {
+  // seqs 1 2 3 5: a hole at 4.
+  Process a = to_process(two_rank_dump({entry(0, 1, "nccl:all_reduce"), entry(1, 2, "nccl:all_reduce"), entry(2, 3, "nccl:all_reduce"),
+                                        entry(3, 5, "nccl:all_reduce")}, 1), 1);
+  EXPECT_EQ(holes(a), (std::map<int64_t, std::string>{{4, "fr_seq_gap"}}));
+  EXPECT_TRUE(a.drops_known);
+  // record 2 lost: seq 3 missing, and no p2p op after the gap proves the p2p queue whole.
+  Process b = to_process(two_rank_dump({entry(0, 1, "nccl:all_reduce"), entry(1, 2, "nccl:all_reduce"), entry(3, 4, "nccl:all_reduce")}, 1), 1);
+  EXPECT_EQ(holes(b), (std::map<int64_t, std::string>{{3, "fr_seq_gap"}, {kP2PSeqBase + 1, "fr_record_gap"}}));
+  // record 2 lost, seqs contiguous (it was on no group of this rank's collectives): the last
+  // collective before the gap may have been followed by one in it.
+  Process e = to_process(two_rank_dump({entry(0, 1, "nccl:all_reduce"), entry(1, 2, "nccl:all_reduce"), entry(3, 3, "nccl:all_reduce")}, 1), 1);
+  EXPECT_EQ(holes(e), (std::map<int64_t, std::string>{{kP2PSeqBase + 1, "fr_record_gap"}}));
+  // Whole and contiguous: no hole.
+  Process c = to_process(two_rank_dump({entry(0, 1, "nccl:all_reduce"), entry(1, 2, "nccl:all_reduce")}, 0), 0);
+  EXPECT_TRUE(holes(c).empty());
+  EXPECT_FALSE(c.drops_known);
+}
+
+TEST(Holes, UnsequencedAndUnknownDtype) {
+  FrEntry noseq = entry(1, 0, "nccl:all_reduce");
+  FrEntry complex = entry(2, 3, "nccl:all_reduce");
+  complex.input_dtypes = complex.output_dtypes = {"ComplexFloat"};
+  Process p = to_process(two_rank_dump({entry(0, 1, "nccl:all_reduce"), noseq, complex}, 0), 0);
+  auto h = holes(p);
+  EXPECT_EQ(h[2], "fr_no_seq");
+  EXPECT_EQ(h[3], "fr_unknown_dtype");
+}
+
+TEST(Holes, DumpEndedBeforeAPeerCompleted) {
+  std::vector<Process> ps{to_process(two_rank_dump({entry(0, 1, "nccl:all_reduce"), entry(1, 2, "nccl:all_reduce"),
+                                                    entry(2, 3, "nccl:all_reduce")}, 0), 0),
+                          to_process(two_rank_dump({entry(0, 1, "nccl:all_reduce")}, 1), 1)};
+  align_windows(ps);
+  EXPECT_TRUE(holes(ps[0]).empty());
+  EXPECT_EQ(holes(ps[1]), (std::map<int64_t, std::string>{{2, "fr_dump_ended"}}));
+  // In flight on the peer: the dump end stays the end (the peer waits for what it never issued).
+  std::vector<Process> qs{to_process(two_rank_dump({entry(0, 1, "nccl:all_reduce"), entry(1, 2, "nccl:all_reduce", false)}, 0), 0),
+                          to_process(two_rank_dump({entry(0, 1, "nccl:all_reduce")}, 1), 1)};
+  align_windows(qs);
+  EXPECT_TRUE(holes(qs[1]).empty());
+}
+
+TEST(Holes, CoalescedGroupCutAtTheWindowStartIsLeftOut) {
+  // The ring kept the group's second part and its end: the window starts after the group.
+  FrEntry part = entry(3, 3, "nccl:all_reduce");
+  part.input_sizes = part.output_sizes = {{16}};
+  Process p = to_process(two_rank_dump({part, entry(4, 3, "nccl:coalesced"), entry(5, 4, "nccl:all_reduce")}, 0), 0);
+  ASSERT_EQ(p.ops.size(), 1u);
+  EXPECT_EQ(p.ops[0].seq, 4);
+}
+
 // Hostile numbers (a crafted dump): each is named where it is read, or saturates, never
 // overflows (the FR fuzz target runs with UBSan; these pin the rules down).
 // A one-entry JSON dump; `fields` ("key": value, ...) replace or add entry fields.
