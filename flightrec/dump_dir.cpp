@@ -8,6 +8,7 @@
 #include <iostream>
 #include <map>
 #include <mutex>
+#include <nlohmann/json.hpp>
 
 #include "flightrec.h"
 #include "file_name.h"
@@ -18,6 +19,43 @@ namespace fs = std::filesystem;
 
 namespace lockstep::flightrec {
 namespace {
+
+// `lockstep import` writes the dumps it could not convert here, beside the trace files, so the
+// imported directory says what its source directory says: those dumps are evidence not read.
+constexpr const char* kImportSkippedFile = "lockstep-fr-import-skipped.json";
+
+// The skipped dumps an import recorded in `dir` (none when it has no such file). A record that
+// cannot be read is itself named: never silent.
+void read_import_skipped(const std::string& dir, std::vector<SkippedFile>& out) {
+  const fs::path path = fs::path(dir) / kImportSkippedFile;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return;
+  try {
+    std::ifstream in(path, std::ios::binary);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (text.size() > (64u << 20)) throw std::runtime_error("larger than 64 MiB");
+    const auto j = nlohmann::json::parse(text);
+    for (const auto& e : j.at("skipped"))
+      out.push_back({e.at("path").get<std::string>(), "(lockstep import) " + e.at("reason").get<std::string>()});
+  } catch (const std::exception& e) {
+    out.push_back({path.string(), std::string("lockstep import's list of skipped Flight Recorder dumps is unreadable: ") + e.what()});
+  }
+}
+
+void write_import_skipped(const std::string& dir, const std::vector<SkippedFile>& skipped) {
+  const fs::path path = fs::path(dir) / kImportSkippedFile;
+  std::error_code ec;
+  if (skipped.empty()) {
+    fs::remove(path, ec);
+    return;
+  }
+  nlohmann::json j;
+  j["skipped"] = nlohmann::json::array();
+  for (const SkippedFile& sk : skipped) j["skipped"].push_back({{"path", sk.path}, {"reason", sk.reason}});
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  if (!out) throw std::runtime_error("cannot write " + path.string());
+}
 
 // Candidate files: regular files directly in `dir` whose first bytes are a pickle PROTO or '{'.
 std::vector<std::string> candidates(const std::string& dir) {
@@ -33,7 +71,9 @@ std::vector<std::string> candidates(const std::string& dir) {
   };
   for (auto& e : fs::directory_iterator(dir, ec)) {
     std::string name = e.path().filename().string();
-    if (name.empty() || name[0] == '.' || name.find(suffix) != std::string::npos || ends_with(name, summary)) continue;
+    if (name.empty() || name[0] == '.' || name.find(suffix) != std::string::npos || ends_with(name, summary) ||
+        name == kImportSkippedFile)
+      continue;
     if (!e.is_regular_file(ec)) continue;
     std::ifstream in(e.path(), std::ios::binary);
     char head[64] = {};
@@ -119,6 +159,7 @@ DirDumps load_dir(const std::string& dir) {
       out.skipped.push_back({d.path, std::string("Flight Recorder dump: ") + e.what()});
     }
   }
+  read_import_skipped(dir, out.skipped);
   align_windows(out.processes);
   std::sort(out.processes.begin(), out.processes.end(), [](const Process& a, const Process& b) {
     return std::make_pair(a.global_rank, a.path) < std::make_pair(b.global_rank, b.path);
@@ -140,6 +181,7 @@ std::vector<std::string> import_dir(const std::string& src, const std::string& d
   std::vector<std::string> files;
   if (d.processes.empty()) return files;  // nothing to write: no empty directory left behind
   fs::create_directories(dst);
+  write_import_skipped(dst, skipped);
   for (auto& p : d.processes) {
     std::string out = (fs::path(dst) / trace_name(p.path)).string();
     write_trace_file(p, out);

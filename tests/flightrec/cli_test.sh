@@ -154,6 +154,18 @@ check "dump_times: rank 1 whole through seq 4" $(python3 -c "
 import json,sys; j=json.load(open('$work/sc-dump_times-j.out'))
 sys.exit(0 if any(e['kind']=='evidence_gap' and e.get('from_seq')==5 and e['ranks']==[1] for e in j['evidence']) else 1)"; echo $?)
 
+# import skips an unreadable dump: the imported trace still names it (analyze says incomplete).
+# (Two ranks read whole, and a third file that is a dump no reader can read: the only evidence
+# missing is that file.)
+python3 "$make" "$work/impbad" --ranks 2
+printf '\x80\x04unreadable' >"$work/impbad/nccl_trace_rank_2"
+run impbad import "$work/impbad" -o "$work/impbad-out"
+run impbad-a analyze --json "$work/impbad-out"
+check "import with an unreadable dump: analyze OUT exits 4 (rc=$rc)" $([ $rc = 4 ] && echo 0 || echo 1)
+check "import with an unreadable dump: analyze OUT names it" $(has impbad-a "nccl_trace_rank_2")
+run impbad-d analyze --json "$work/impbad"; r1=$rc
+check "import with an unreadable dump: same exit code as analyze DIR ($r1 vs $rc)" $([ $r1 = 4 ] && echo 0 || echo 1)
+
 # A dump over the reader's size limit (sparse, 1 GiB + 1 byte): named as skipped, never read.
 mkdir -p "$work/big" && python3 "$make" "$work/big" --ranks 2
 printf '\x80\x02' >"$work/big/nccl_trace_rank_1" && truncate -s $((1024 * 1024 * 1024 + 1)) "$work/big/nccl_trace_rank_1"
