@@ -413,6 +413,27 @@ TEST(TimelineText, window_around_a_seq_shows_only_that_range_and_an_unknown_comm
   }
 }
 
+// Another run's file for rank 1, which issued a broadcast at seq 6 where this run's rank 1 and
+// rank 0 all-reduce: analyze sets the finding aside (the files contradict: which is rank 1's
+// history is unknown). The text view said "(no divergence on this communicator)"; it marks the
+// row as contested and lists the finding not claimed, as analyze does.
+TEST(TimelineText, a_finding_on_contradictory_files_is_listed_as_not_claimed_never_agreement) {
+  TraceBuilder b(2);
+  b.comm("aaaa1111", {0, 1});
+  b.all({0, 1}, "aaaa1111", {}, 6);
+  lockstep::Process other = b.trace().processes[1];
+  other.pid += 1000;
+  other.ops.back().op = lockstep::vocab::Op::Broadcast;
+  other.ops.back().root = 0;
+  other.ops.back().redop = lockstep::vocab::RedOp::None;
+  b.trace().processes.push_back(other);
+  const std::string text = text_of(b.trace());
+  EXPECT_EQ(text.find("(no divergence on this communicator)"), std::string::npos) << text;
+  EXPECT_NE(line_of(text, "6").find("<- contested ("), std::string::npos) << text;
+  EXPECT_NE(text.find("not claimed: rank 1: collective #6 on comm aaaa1111 (init0)"), std::string::npos) << text;
+  EXPECT_NE(text.find("contradictory: global rank 1 is claimed by two files"), std::string::npos) << text;
+}
+
 }  // namespace
 
 // Issue 18: a trace with large stacks made `timeline -o` write 15 GB (each op embedded its full
