@@ -528,7 +528,7 @@ int64_t finding_seq(const Schedule& s, const Divergence& d, int g) {
 
 }  // namespace
 
-std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
+std::string timeline_text(const Analysis& a, const TextTimelineOptions& o, TextTimelineInfo* info) {
   const Schedule& s = *a.schedule;
   const CommIndex& idx = a.index;
   if (idx.comms.empty()) throw TimelineError("the trace has no communicators");
@@ -730,7 +730,22 @@ std::string timeline_text(const Analysis& a, const TextTimelineOptions& o) {
     for (const EvidenceGroup& eg : group_evidence(here))
       gaps.push_back(std::string(eg.contradictory ? "contradictory: " : "") + eg.detail);
     for (const Unproven* u : contested) gaps.push_back("not claimed: " + render::unproven_line(a, *u));
+    // Unknown cells no evidence item above explains (a member still running, no hang timeout
+    // fired: it may issue them yet): the members and why, as stacks says it.
+    if (gaps.empty() && unknown_shown) {
+      std::map<std::string, std::vector<int>> why;
+      for (const Member& m : shown)
+        for (int64_t q = first; q <= shown_last; ++q)
+          if (!m.by_seq.count(q))
+            if (std::string w = seq_unknown_why(s.procs[m.proc].info, *m.pc, q, a.hang.any_marker); !w.empty()) {
+              w.pop_back();  // the newline
+              why[w.substr(0, w.find(": seq "))].push_back(m.rank);
+              break;
+            }
+      for (auto& [w, ranks] : why) gaps.push_back(ranks_phrase(ranks, "rank", kMaxRangeSegments) + ": " + w);
+    }
   }
+  if (info) info->unknown_shown = unknown_shown;
   // Bounded traces: the window above is exact; what the size cap retired is known by digest
   // only, and a divergence there is none of these rows (field review G6).
   const CommWindow* win = nullptr;

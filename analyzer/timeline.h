@@ -66,8 +66,13 @@ struct TextTimelineOptions {
   bool unicode = true;  // ✓ … markers; false: ASCII (ok, ..) for pipes and logs
 };
 
+// What the text view showed that the caller's exit code must not deny.
+struct TextTimelineInfo {
+  bool unknown_shown = false;  // some cell is unknown ("?"): a record we do not have
+};
+
 // The terminal view: rows = seqs, one column per group of ranks with identical cells, the
 // divergence row marked. `a` is the analysis of the schedule its index was built from.
-std::string timeline_text(const Analysis& a, const TextTimelineOptions& options = {});
+std::string timeline_text(const Analysis& a, const TextTimelineOptions& options = {}, TextTimelineInfo* info = nullptr);
 
 }  // namespace lockstep

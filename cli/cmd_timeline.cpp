@@ -68,8 +68,9 @@ int timeline(TimelineArgs a) {
     o.to_seq = a.to_seq;
     o.ranks = a.ranks;
     o.unicode = isatty(STDOUT_FILENO);
+    TextTimelineInfo shown;
     try {
-      std::cout << timeline_text(an, o);
+      std::cout << timeline_text(an, o, &shown);
     } catch (const TimelineError& e) {
       std::cerr << "lockstep timeline: " << printable_lines(e.what()) << "\n";
       return kExitUsage;
@@ -79,7 +80,9 @@ int timeline(TimelineArgs a) {
     for (auto& g : group_evidence(an.evidence)) std::cerr << "incomplete: " << printable(g.detail) << "\n";
     for (auto& u : an.unproven)
       if (u.noted()) std::cerr << "incomplete: " << printable(render::unproven_line(an, u)) << "\n";
-    return an.incomplete() || an.behind() ? kExitIncomplete : kExitOk;
+    // A cell shown unknown is evidence missing (as stacks exits 4 for it), whatever the analysis's
+    // verdict says of the rest.
+    return an.incomplete() || an.behind() || shown.unknown_shown ? kExitIncomplete : kExitOk;
   }
   if (a.output.empty()) {
     std::cerr << "lockstep timeline: give -o FILE.json (or -o - for stdout), or --text\n";

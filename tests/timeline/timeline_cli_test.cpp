@@ -9,6 +9,9 @@
 #include <set>
 #include <sstream>
 
+#include <time.h>
+#include <unistd.h>
+
 #include "cli_runner.h"
 #include "trace_builder.h"
 
@@ -292,6 +295,36 @@ TEST(TimelineCli, json_file_carries_the_evidence_gaps_and_names_communicators_wi
   std::filesystem::remove(out);
   std::filesystem::remove_all(dir);
   std::filesystem::remove_all(whole);
+}
+
+// Two ranks still running on this host (no exit record, flushed just now), no hang timeout fired:
+// whether they issue seq 8 yet is unknown, and stacks says so (exit 4). The text view said "no rank
+// issued seq 8..8" (exit 2); it shows the row unknown, says why, and exits 4 as stacks does.
+TEST(TimelineCli, a_seq_live_ranks_may_issue_yet_is_unknown_as_stacks_says) {
+  TraceBuilder b(2);
+  b.comm("aaaaaaaa00000002", {0, 1});
+  b.all({0, 1}, "aaaaaaaa00000002", OpSpec{}, 6);
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  for (int r : {0, 1}) {
+    b.running(r);
+    auto& p = b.trace().processes[r];
+    p.host = host;
+    p.pid = r == 0 ? getpid() : getppid();
+    p.last_flush_mono_ns = static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+  }
+  std::string dir = lockstep::testing::fresh_dir("timeline-cli-live");
+  lockstep::testing::write_trace(b.trace(), dir);
+  ProcResult stacks = run_program({LOCKSTEP_EXE, "stacks", dir, "--comm", "init0", "--seq", "8"});
+  EXPECT_EQ(stacks.exit_code, 4) << stacks.out << stacks.err;
+  ProcResult r = run_program({LOCKSTEP_EXE, "timeline", dir, "--text", "--around", "8", "--window", "0"});
+  EXPECT_EQ(r.exit_code, stacks.exit_code) << r.out << r.err;
+  EXPECT_NE(row(r.out, "8").find("?"), std::string::npos) << r.out << r.err;
+  EXPECT_NE(r.out.find("ranks 0-1: unknown: its trace ends without an exit record"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("(no divergence on this communicator)"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
