@@ -164,7 +164,7 @@ int timeline(TimelineArgs a) {
 void add_timeline_command(Command& app, int* exit_code) {
   auto args = std::make_shared<TimelineArgs>();
   auto* sub = app.add_subcommand("timeline", "Timeline of every rank's ops: Perfetto/Chrome JSON (-o), or a text view (--text)");
-  sub->footer("Exit code: 0 written, 2 input error, 4 written but the evidence is incomplete (each gap named on stderr).");
+  sub->footer("Exit code: 0 written, 2 input error, 4 written but the evidence is incomplete (each gap named on stderr and in the JSON's otherData.evidence; --text: also when a cell is shown unknown, '?').");
   sub->add_option("dir", args->dir, "Trace directory")->required();
   sub->add_option("-o,--output", args->output, "Write Chrome Trace Event JSON here ('-' = stdout)");
   sub->add_option("--ranks", args->ranks_text, "Only these global ranks (comma-separated ranks and ranges: 0-7,9)")->delimiter(',');
