@@ -83,19 +83,34 @@ Result check_work_list(WorkList model, const Options& options) {
   step(options, "work list");
   for (int32_t p : options.stopped_procs)
     if (p >= 0 && static_cast<size_t>(p) < model.procs.size()) model.procs[p].stopped = true;
+  for (int32_t p : options.live_procs)
+    if (p >= 0 && static_cast<size_t>(p) < model.procs.size()) model.procs[p].live = true;
   Result r = check_models(model, options);
   r.problems = model.problems;
   for (std::string& p : r.problems) p = printable(p);  // they name files, whose names are any bytes
+  // Every op modelled completes, but a rank's schedule stops at a hole in its records: what the
+  // job did past it is not modelled, so that the job could complete is not proven either.
+  if (r.verdict == Verdict::kCanComplete)
+    for (const auto& p : model.procs)
+      if (p.hole) {
+        r.verdict = Verdict::kUnknown;
+        r.summary = "no deadlock proven, and completion not proven: every op modelled completes (" +
+                    std::to_string(r.ops) + "), but the schedules stop where a rank's records stop being whole "
+                    "(a hole): what the ranks issued past it is unknown";
+        break;
+      }
   // A stuck state that waits on a rank past the hole in its records is built on records we do
   // not have, and one that waits on a rank the job's end stopped before it issued the op on
   // what that rank had not done yet: unknown, unless a mismatch or a cycle of whole ranks proves it.
   auto hole = [&](int32_t p) { return p >= 0 && model.procs[p].hole; };
+  auto live = [&](int32_t p) { return p >= 0 && model.procs[p].live; };
   auto cut = [&](int32_t p) { return p >= 0 && model.procs[p].end_unknown(); };
   // A member with no trace file is unknown the same way: what it issued is not in the evidence.
   if (r.verdict != Verdict::kCanComplete && r.mismatch.empty()) {
-    bool on_hole = false, on_cut = false, on_missing = false, whole_cycle = !r.cycle_steps.empty();
+    bool on_hole = false, on_live = false, on_cut = false, on_missing = false, whole_cycle = !r.cycle_steps.empty();
     for (const RankWitness& w : r.ranks) {
       on_hole |= hole(w.waits_on) || hole(w.proc);
+      on_live |= live(w.waits_on) || live(w.proc);
       on_cut |= cut(w.waits_on) || cut(w.proc);
       on_missing |= w.waits_on_missing;
     }
@@ -105,6 +120,8 @@ Result check_work_list(WorkList model, const Options& options) {
       r.summary = (on_missing ? "no deadlock proven: a rank waits for a communicator member that has no trace file, so "
                                 "what that member issued is unknown; "
                    : on_hole  ? "no deadlock proven: the schedules stop where a rank's records stop being whole (a hole); "
+                   : on_live  ? "no deadlock proven: the job is still running, and a rank has not issued yet what its "
+                                "peers wait for; "
                               : "no deadlock proven: the job's end stopped a rank in host code before it issued what its "
                                 "peers wait for, so its schedule ends there; ") +
                   r.summary;
@@ -129,7 +146,8 @@ std::string format_text(const Result& r) {
   std::ostringstream o;
   for (const std::string& p : r.problems) o << "warning: " << p << "\n";
   o << "model check: " << verdict_name(r.verdict) << " (" << r.ops << " ops";
-  if (r.verdict != Verdict::kCanComplete) o << ", " << r.completed_ops << " complete before the stuck state";
+  if (r.verdict != Verdict::kCanComplete && !r.ranks.empty())
+    o << ", " << r.completed_ops << " complete before the stuck state";
   o << ")\n";
   if (r.verdict == Verdict::kCanComplete) {
     o << "every op completes, whether or not the GPU runs kernels of different streams concurrently\n";
@@ -139,6 +157,7 @@ std::string format_text(const Result& r) {
     o << "latent: completes only if the GPU runs NCCL kernels of different streams concurrently;\n"
          "with one kernel at a time, in issue order, it deadlocks:\n";
   o << "  " << r.summary << "\n";
+  if (r.ranks.empty()) return o.str();  // unknown without a stuck state: nothing modelled is stuck
   o << "stuck state (" << r.model << " model):\n";
   for (const RankWitness& w : r.ranks) o << "  " << w.label << ": " << w.blocked_in << ": " << w.waits_for << "\n";
   if (!r.cycle.empty()) {

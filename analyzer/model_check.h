@@ -74,6 +74,10 @@ struct Options {
   // what their peers had just issued (the analyzer's Unproven::stopped): their schedules end
   // there, and what they would have issued next is unknown, as past a hole in their records.
   std::vector<int32_t> stopped_procs;
+  // Processes still running when their traces were read (the analyzer's Analysis::live): their
+  // schedules are what they issued so far; a peer waiting past that waits for what they have not
+  // issued yet, not for what they never issue.
+  std::vector<int32_t> live_procs;
   // Called after each step of the check ("work list", "serialized model", "concurrent model",
   // "witness"): `replay --model --timing`.
   std::function<void(const char* step)> on_step;

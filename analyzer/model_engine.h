@@ -198,6 +198,7 @@ class Engine {
     if (p.hole) return ", whose records stop at a hole before " + next + ": what it " + done + " there is unknown";
     if (p.stopped)
       return ", which the job's end stopped in host code before " + next + ": whether it would have " + done + " it is unknown";
+    if (p.live) return ", which is still running and has not " + std::string(done) + " " + next + " yet";
     return "";
   }
   std::string member_label(int32_t comm, int32_t crank) const {

@@ -114,7 +114,8 @@ struct ProcWork {
   bool hole = false;         // some communicator's records of it stop being whole (cut or not)
   bool stopped = false;      // the job's end stopped it before it issued its peers' next op
                              // (Options::stopped_procs): what follows its schedule is unknown
-  bool end_unknown() const { return hole || stopped; }  // its schedule ends short of what it did
+  bool live = false;         // still running when read (Options::live_procs): its schedule so far
+  bool end_unknown() const { return hole || stopped || live; }  // its schedule ends short of what it did
   std::string problems_cut;  // the problem line that says where and why
 };
 

@@ -80,8 +80,9 @@ std::vector<std::string> rank_files(const Schedule& trace) {
     if (p.global_rank < 0)
       throw ReplayError(ErrorKind::kInputError, p.path + " has no global rank (one file per rank; set RANK when recording)");
     if (!files[p.global_rank].empty())
-      throw ReplayError(ErrorKind::kInputError, "global rank " + std::to_string(p.global_rank) + " appears in two files: " +
-                                                    files[p.global_rank] + " and " + p.path);
+      throw ReplayError(ErrorKind::kIncomplete, "global rank " + std::to_string(p.global_rank) + " appears in two files: " +
+                                                    files[p.global_rank] + " and " + p.path +
+                                                    ": which is the rank's history is unknown");
     files[p.global_rank] = p.path;
   }
   for (int r = 0; r < n; ++r)
@@ -280,6 +281,17 @@ model::Result model_check_dir(const std::string& trace_dir, int order_from, std:
     const Analysis an = analyze(s);
     if (on_step) on_step("analysis");
     if (incomplete) *incomplete = evidence_lines(an);
+    // Files that contradict each other (two claiming one rank, a copied file): which is a rank's
+    // schedule is unknown, so there is no schedule to model (analyze: incomplete, exit 4).
+    for (const EvidenceIssue& e : an.evidence)
+      if (e.contradictory) {
+        model::Result unknown;
+        unknown.verdict = model::Verdict::kUnknown;
+        unknown.summary = "not modelled: files contradict each other (" + e.detail +
+                          "): which is a rank's schedule is unknown";
+        if (incomplete && incomplete->empty()) incomplete->push_back(e.detail);
+        return unknown;
+      }
     if (retired) {
       *retired = {};
       const CommIndex& idx = an.index;
@@ -291,6 +303,9 @@ model::Result model_check_dir(const std::string& trace_dir, int order_from, std:
     }
     for (const Unproven& u : an.unproven)
       for (int p : u.stopped) mo.stopped_procs.push_back(p);
+    // A live job's ranks are only as far as they got; once a recorder's hang timeout fired, the
+    // job is hung and what they have not issued they never issue (as analyze reads it).
+    if (!an.hang.any_marker) mo.live_procs.assign(an.live.begin(), an.live.end());
   }
   if (order_from >= 0) {
     // Every rank's ops reordered like the source rank's (rank_schedule.h).

@@ -292,6 +292,46 @@ TEST(ModelCheck, MissingMemberIsReportedAsProblemAndWaitingOnItIsUnknown) {
   EXPECT_TRUE(contains(r.ranks[0].waits_for, "(no trace file): what it issued is unknown")) << dump(r);
 }
 
+// A live job read mid-run: rank 1 is one collective behind rank 0. Read as finished, the model
+// proves a deadlock; read as live (the analyzer's live ranks), rank 1 has not issued it yet, and
+// nothing is proven (before: "deadlock ... which never issues collective #3" on a healthy job).
+TEST(ModelCheck, ALiveRankThatHasNotIssuedYetIsNoDeadlock) {
+  RowsBuilder b(2);
+  b.comm_all("X", {0, 1});
+  for (int k = 0; k < 3; ++k) b.op(0, "X", "all_reduce");
+  for (int k = 0; k < 2; ++k) b.op(1, "X", "all_reduce");
+  EXPECT_EQ(check(b.trace).verdict, Verdict::kDeadlock) << "read as finished";
+  model::Options o;
+  o.live_procs = {1};
+  auto r = check(b.trace, o);
+  EXPECT_EQ(r.verdict, Verdict::kUnknown) << dump(r);
+  EXPECT_TRUE(contains(r.summary, "the job is still running")) << dump(r);
+  ASSERT_FALSE(r.ranks.empty()) << dump(r);
+  EXPECT_TRUE(contains(r.ranks[0].waits_for, "which is still running and has not issued collective #3 yet")) << dump(r);
+  // A mismatch between live ranks is still proven.
+  b.op(1, "X", "broadcast");
+  EXPECT_EQ(check(b.trace, o).verdict, Verdict::kDeadlock);
+}
+
+// Both ranks' recorders dropped the record of collective #3 (a queue that overflowed on every
+// rank at once): the model stops at the hole, and that everything before it completes proves
+// nothing about the job (before: "can complete" of the ops before the hole, of a job that hung).
+TEST(ModelCheck, CompletingUpToAHoleIsUnknownNotCanComplete) {
+  RowsBuilder b(2);
+  b.comm_all("X", {0, 1});
+  for (int r = 0; r < 2; ++r)
+    for (int k = 0; k < 5; ++k) b.op(r, "X", "all_reduce");
+  EXPECT_EQ(check(b.trace).verdict, Verdict::kCanComplete);
+  for (Process& p : b.trace.processes) {
+    std::erase_if(p.ops, [](const Op& o) { return o.seq == 3; });
+    p.dropped_records = 1;
+  }
+  auto r = check(b.trace);
+  EXPECT_EQ(r.verdict, Verdict::kUnknown) << dump(r);
+  EXPECT_TRUE(contains(r.summary, "completion not proven")) << dump(r);
+  EXPECT_FALSE(contains(model::format_text(r), "stuck state")) << dump(r);
+}
+
 // With a member missing, a mismatch among the members present is still a proven deadlock.
 TEST(ModelCheck, MismatchAmongPresentMembersIsADeadlockDespiteAMissingOne) {
   RowsBuilder b(2);
