@@ -111,6 +111,7 @@ struct ReportOptions {
   size_t max_frames = 8;    // per stack, after trimming
   size_t max_findings = 10; // further findings listed (the rest counted)
   bool color = false;       // bold headings (only when writing to a terminal)
+  bool require_finished = false;  // check: a job still running is incomplete, never worded clean
 };
 
 std::string render_text(const Analysis& a, TraceDetails& details, const ReportOptions& options = {});
@@ -132,7 +133,8 @@ std::string render_junit(const std::string& suite, const std::vector<JUnitCase>&
 // job_finished with require_finished (check), and interposer_coverage where NCCL loaded the
 // profiler plugin. A case fails whenever exit_code(require_finished) is not 0.
 std::vector<JUnitCase> junit_cases(const Analysis& a, bool require_finished);
-// One line per problem, for JUnit failure messages and `check`.
-std::string summary_line(const Analysis& a);
+// One line per problem, for JUnit failure messages and `check`. require_finished (check): a job
+// still running whose ranks agree so far is worded incomplete (check exits 4), not clean.
+std::string summary_line(const Analysis& a, bool require_finished = false);
 
 }  // namespace lockstep

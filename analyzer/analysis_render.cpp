@@ -103,7 +103,7 @@ std::string render::counts_phrase(const Analysis& a) {
   return out;
 }
 
-std::string summary_line(const Analysis& a) {
+std::string summary_line(const Analysis& a, bool require_finished) {
   std::ostringstream os;
   const Schedule& s = *a.schedule;
   if (!a.problems()) {
@@ -138,9 +138,13 @@ std::string summary_line(const Analysis& a) {
       auto r = ranks_of(s, g.procs);
       stuck += std::string(stuck.empty() ? "" : "; ") + ranks_phrase(r) + ": " + g.summary;
     }
-    os << "clean: " << counts << "; ranks agree, no order inversion, "
-       << (stuck.empty() ? "no hang" : "no rank waits for another, but " + printable(stuck));
-    if (!a.live.empty()) os << " (so far: " << plural(a.live.size(), "process", "processes") << " still running)";
+    if (require_finished && !a.live.empty())
+      os << "incomplete: the job is still running (" << plural(a.live.size(), "process", "processes")
+         << "); so far: " << counts << "; ranks agree, no order inversion, ";
+    else
+      os << "clean: " << counts << "; ranks agree, no order inversion, ";
+    os << (stuck.empty() ? "no hang" : "no rank waits for another, but " + printable(stuck));
+    if (!a.live.empty() && !require_finished) os << " (so far: " << plural(a.live.size(), "process", "processes") << " still running)";
     std::string note = window_note(a);
     if (!note.empty()) os << "; " << note;
     return os.str();

@@ -245,7 +245,7 @@ std::string findings_text(const Analysis& a, TraceDetails& details, const Report
   }
   os << job_header_text(s, a.hosts);
   if (!a.problems()) {
-    os << "lockstep: " << summary_line(a) << "\n";
+    os << "lockstep: " << summary_line(a, opt.require_finished) << "\n";
     return os.str();
   }
   os << "lockstep: " << counts_phrase(a) << "\n";
@@ -270,7 +270,7 @@ std::string findings_text(const Analysis& a, TraceDetails& details, const Report
     os << "\n";
     text_hang(os, c);
   }
-  os << "\nverdict: " << summary_line(a) << "\n";
+  os << "\nverdict: " << summary_line(a, opt.require_finished) << "\n";
   return os.str();
 }
 

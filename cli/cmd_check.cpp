@@ -114,11 +114,12 @@ int check_dir(const CheckArgs& a) {
   const std::string base = printable(a.baseline);
   if (baseline_unverified && !an.problems() && !an.incomplete() && !an.behind()) {
     std::cout << "lockstep check: incomplete: baseline " << base << " not verified (below); the ranks themselves: "
-              << summary_line(an) << "\n";
+              << summary_line(an, true) << "\n";
   } else if (rc != kExitOk) {
     auto details = details_from_files(*s);
     ReportOptions ro;
     ro.color = stdout_color();
+    ro.require_finished = true;
     std::cout << render_text(an, *details, ro);
   } else {
     std::cout << "lockstep check: " << summary_line(an) << "\n";

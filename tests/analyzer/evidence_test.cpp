@@ -307,6 +307,16 @@ TEST(Evidence, live_job_clean_so_far_fails_checks_junit_as_its_exit_code) {
     else
       EXPECT_EQ(failed, "");
   }
+  // check's words are its exit code's: never "clean" beside exit 4 (before: "lockstep: clean: ...
+  // (so far: 2 processes still running)" on a gate that failed).
+  EXPECT_EQ(summary_line(r->a).rfind("clean: ", 0), 0u) << summary_line(r->a);
+  const std::string gate = summary_line(r->a, true);
+  EXPECT_EQ(gate.rfind("incomplete: the job is still running (2 processes); so far: ", 0), 0u) << gate;
+  auto details = details_from_trace(b.trace());
+  ReportOptions ro;
+  ro.require_finished = true;
+  const std::string text = render_text(r->a, *details, ro);
+  EXPECT_EQ(text.find("clean"), std::string::npos) << text;
 }
 
 TEST(Evidence, live_job_whose_hang_timeout_fired_keeps_never_issued) {
