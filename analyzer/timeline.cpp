@@ -13,6 +13,7 @@
 
 #include "analysis_render.h"
 #include "hang.h"
+#include "json_printable.h"
 #include "meta_keys.h"
 #include "saturating.h"
 #include "seq_evidence.h"
@@ -265,13 +266,14 @@ std::vector<SkippedFile> write_timeline_json(const Schedule& t, const ProcessRow
                 {"clock", all_aligned ? "wall clock per process (start_wall_ns); across hosts as good as NTP"
                                       : "some processes lack start_wall_ns: their times are unaligned"}};
   json skipped = json::array();
-  for (const SkippedFile& sk : t.skipped) skipped.push_back({{"path", sk.path}, {"reason", sk.reason}});
+  for (const SkippedFile& sk : t.skipped) skipped.push_back({{"path", printable(sk.path)}, {"reason", printable(sk.reason)}});
   other["skipped"] = std::move(skipped);
   // otherData is written after the events: the files whose rows cannot be read are known only
   // once they were asked for, and they are part of its evidence.
   out << "{\"displayTimeUnit\":\"ns\",\n\"traceEvents\":[\n";
   bool first_event = true;
-  auto emit = [&](const json& e) {
+  auto emit = [&](json e) {  // built in place by each caller: no copy
+    make_printable(e);
     out << (first_event ? "" : ",\n") << e.dump(-1, ' ', false, json::error_handler_t::replace);
     first_event = false;
   };
@@ -491,6 +493,8 @@ std::vector<SkippedFile> write_timeline_json(const Schedule& t, const ProcessRow
     evidence.push_back({{"kind", evidence_kind_name(g.kind)}, {"contradictory", g.contradictory}, {"ranks", g.ranks},
                         {"detail", g.detail}});
   other["evidence"] = std::move(evidence);
+  make_printable(stacks);  // trace strings: any bytes (text_escape.h)
+  make_printable(other);
   out << "\n],\n\"stacks\":" << stacks.dump(-1, ' ', false, json::error_handler_t::replace)
       << ",\n\"otherData\":" << other.dump(-1, ' ', false, json::error_handler_t::replace) << "}\n";
   return unread;

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -213,6 +214,21 @@ TEST(CliHostileFile, hostile_file_names_are_escaped_in_analyze_and_replay_model_
       const std::string quoted = nlohmann::json(shown).dump();
       EXPECT_NE(j.dump().find(quoted.substr(1, quoted.size() - 2)), std::string::npos)
           << args[1] << ": the file not named escaped\n" << r.out.substr(0, 3000);
+    }
+    // The timeline's trace file names it escaped too (before: raw C1 and bidi bytes in its
+    // otherData). (The report page keeps trace strings as data: ReportEscaping.*.)
+    const std::string timeline = dir + "/timeline.json";
+    for (std::vector<std::string> args : {std::vector<std::string>{"timeline", dir, "-o", timeline}}) {
+      args.insert(args.begin(), kLockstep);
+      ProcResult r = run_program(args, {}, 60);
+      std::string written = r.out;
+      if (args[1] == "timeline") {
+        std::ifstream f(timeline);
+        written.assign(std::istreambuf_iterator<char>(f), {});
+      }
+      ASSERT_FALSE(written.empty()) << args[1] << "\n" << both(r);
+      for (const std::string raw : {"\xfe", "\xc2\x9b", "\xe2\x80\xae"})
+        EXPECT_EQ(written.find(raw), std::string::npos) << args[1] << ": a raw byte of the name";
     }
   }
 }
