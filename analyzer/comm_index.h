@@ -3,6 +3,7 @@
 // collectives (aligned by ordinal across members) and point-to-point ops (matched pairwise).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -88,5 +89,16 @@ CommIndex build_comm_index(const Schedule& s);
 
 // The comm ranks of a communicator with no loaded file (missing, skipped, of another job), ascending.
 std::vector<int> untraced_ranks(const GlobalComm& gc);
+
+// How every output names a communicator from its hash: "comm 05163667 (init0)", its role from
+// `comms` (validate_evidence's comm_label); "comm 05163667" when none of them has that hash.
+// `comms` must outlive the function.
+inline std::function<std::string(const std::string&)> comm_labeler(const std::vector<GlobalComm>& comms) {
+  return [&comms](const std::string& hash) {
+    for (const GlobalComm& c : comms)
+      if (c.hash == hash) return comm_label(hash, c.role);
+    return comm_label(hash);
+  };
+}
 
 }  // namespace lockstep

@@ -183,11 +183,7 @@ std::vector<EvidenceIssue> timeline_evidence(const Schedule& headers, const std:
   // Communicators named as every other output names them: hash and role (comm_index.h's join,
   // the one analyze's index is built on).
   const CommJoin join = join_comms(procs);
-  std::vector<EvidenceIssue> out = validate_evidence(procs, skipped, [&](const std::string& hash) {
-    for (const GlobalComm& c : join.comms)
-      if (c.hash == hash) return comm_label(hash, c.role);
-    return comm_label(hash);
-  });
+  std::vector<EvidenceIssue> out = validate_evidence(procs, skipped, comm_labeler(join.comms));
   // (a stopped recorder is validate_evidence's own item, as in analyze)
   for (size_t i = 0; i < headers.procs.size(); ++i) {
     const Process& info = headers.procs[i].info;

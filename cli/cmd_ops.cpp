@@ -183,11 +183,7 @@ int ops(const OpsArgs& a) {
   std::vector<const Process*> infos;
   for (const SchedProcess& h : headers.procs) infos.push_back(&h.info);
   const CommJoin join = join_comms(infos);
-  const std::vector<EvidenceIssue> evidence = validate_evidence(infos, headers.skipped, [&](const std::string& hash) {
-    for (const GlobalComm& c : join.comms)
-      if (c.hash == hash) return comm_label(hash, c.role);
-    return comm_label(hash);
-  });
+  const std::vector<EvidenceIssue> evidence = validate_evidence(infos, headers.skipped, comm_labeler(join.comms));
   std::vector<std::string> notes;
   for (const EvidenceIssue& e : evidence) {
     const bool about = std::any_of(e.procs.begin(), e.procs.end(), [&](int p) {

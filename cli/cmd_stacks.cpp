@@ -91,11 +91,7 @@ int stacks(const StacksArgs& a) {
   // which file is the rank's history is unknown, so each is named and nothing is said as the rank's.
   std::vector<const Process*> infos;
   for (const SchedProcess& p : headers.procs) infos.push_back(&p.info);
-  const std::vector<EvidenceIssue> evidence = validate_evidence(infos, headers.skipped, [&](const std::string& hash) {
-    for (const GlobalComm& c : hidx.comms)
-      if (c.hash == hash) return comm_label(hash, c.role);
-    return comm_label(hash);
-  });
+  const std::vector<EvidenceIssue> evidence = validate_evidence(infos, headers.skipped, comm_labeler(hidx.comms));
   std::vector<char> contested(headers.procs.size(), 0);
   for (const EvidenceIssue& e : evidence)
     if (e.contradictory)
