@@ -309,11 +309,19 @@ Process to_process(const FrDump& d, int global_rank) {
   std::set<size_t> cut_groups;                      // first members of groups that may have lost parts
   for (size_t k = 0; k < order.size(); ++k) {
     if (!is_group_end(parse_name(order[k]->profiling_name).name)) continue;
+    // A group's parts are all collectives or all point-to-point ops. torch (2.11) closes a
+    // batch of sends and receives with a "coalesced" entry that is not marked p2p: it carries
+    // the batch's p2p_seq_id, and the collective_seq_id of the group's last collective, which
+    // the batch did not advance. So a part is matched to the end by the seq of its own kind.
     std::vector<size_t> members;
     for (size_t j = k; j-- > 0;) {
       if (grouped[j]) break;
       if (order[j]->pg_name != order[k]->pg_name) continue;
-      if (seq_of(*order[j]) != seq_of(*order[k]) || is_group_end(parse_name(order[j]->profiling_name).name)) break;
+      const FrEntry& part = *order[j];
+      const bool same_kind = members.empty() || order[members.front()]->is_p2p == part.is_p2p;
+      const bool same_seq = part.is_p2p ? part.p2p_seq_id == order[k]->p2p_seq_id
+                                        : !order[k]->is_p2p && part.collective_seq_id == order[k]->collective_seq_id;
+      if (!same_kind || !same_seq || is_group_end(parse_name(part.profiling_name).name)) break;
       members.insert(members.begin(), j);
     }
     members.push_back(k);
@@ -380,7 +388,8 @@ Process to_process(const FrDump& d, int global_rank) {
       vocab::Dtype dt = vocab::Dtype::Mixed;
       for (size_t m = 0; m < o.parts.size(); ++m) dt = m == 0 || dt == o.parts[m].dtype ? o.parts[m].dtype : vocab::Dtype::Mixed;
       o.dtype = dt;
-      o.seq = seq_of(*state_from);
+      // The parts' seq (a batch of sends and receives: its p2p seq, whatever the end says).
+      o.seq = members.size() > 1 ? seq_of(*order[members.front()]) : seq_of(*state_from);
     } else {
       map_entry(e, o);
     }
@@ -425,7 +434,10 @@ Process to_process(const FrDump& d, int global_rank) {
   // Evidence of torch's watchdog timeout, as a hang marker: an entry retired before it completed
   // ("a retired but not completed event has timed out", FlightRecorder.hpp), or one still in
   // flight longer than its timeout_ms before the newest time in the dump.
-  for (const FrEntry* e : order) {
+  for (size_t k = 0; k < order.size(); ++k) {
+    const FrEntry* e = order[k];
+    // A group's parts stay "scheduled" in the dump: the group's end entry carries its state.
+    if (grouped[k] && !is_group_end(parse_name(e->profiling_name).name)) continue;
     bool timed_out = e->state != "completed" &&
                      (e->retired || (e->timeout_ms > 0 && newest_ns - e->time_created_ns > e->timeout_ms * 1000000));
     if (!timed_out) continue;

@@ -11,6 +11,8 @@ collective on a second process group ("tp"), then dumps its Flight Recorder ring
                   aborts the process; nothing is dumped by this script.
   --inflight      first park the stream behind a long GPU sleep, issue the collectives, and dump
                   while they are still scheduled/started, not completed.
+  --p2p-self      at world size 1, the batched send/recv goes to the rank itself (torch's
+                  batch_isend_irecv path: how it numbers collectives around a p2p batch)
 
 Runs under torchrun / srun, or alone (world size 1).
 """
@@ -21,7 +23,7 @@ import torch
 import torch.distributed as dist
 
 
-def schedule(dev, rank, world, tp):
+def schedule(dev, rank, world, tp, p2p_self=False):
     x = torch.ones(1024, device=dev)
     dist.all_reduce(x)
     dist.broadcast(x, src=0)
@@ -35,7 +37,7 @@ def schedule(dev, rank, world, tp):
     uneven_in = torch.ones(sum(splits), device=dev)
     dist.all_to_all_single(torch.empty(sum(splits), device=dev), uneven_in,
                            output_split_sizes=splits, input_split_sizes=splits)
-    if world > 1:
+    if world > 1 or p2p_self:
         nxt, prv = (rank + 1) % world, (rank - 1) % world
         buf = torch.empty(16, device=dev)
         reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, torch.ones(16, device=dev), nxt),
@@ -75,6 +77,7 @@ def main():
     ap.add_argument("--prefix", default="nccl_trace_rank_")
     ap.add_argument("--inflight", action="store_true")
     ap.add_argument("--watchdog", type=float, default=0)
+    ap.add_argument("--p2p-self", action="store_true")
     a = ap.parse_args()
     rank = int(os.environ.get("RANK", 0))
     local = int(os.environ.get("LOCAL_RANK", 0))
@@ -100,7 +103,7 @@ def main():
         import time
         time.sleep(10 * a.watchdog + 60)  # the watchdog dumps and aborts the process first
         return
-    schedule(dev, rank, world, tp)
+    schedule(dev, rank, world, tp, a.p2p_self)
     if not a.inflight:
         torch.cuda.synchronize()
         dist.barrier()

@@ -190,6 +190,52 @@ TEST(Holes, CoalescedGroupCutAtTheWindowStartIsLeftOut) {
   EXPECT_EQ(p.ops[0].seq, 4);
 }
 
+// torch 2.11's batch_isend_irecv (tests/data/fr-h200/ws1-p2p, a send and a receive to the rank
+// itself): the parts are p2p entries with p2p_seq_id 1 that stay "scheduled"; the "coalesced"
+// entry closing them is not marked p2p and repeats the last collective's collective_seq_id (7).
+// One send_recv op at p2p seq 1, completed, whole: no hole, no second seq 7, no timeout.
+TEST(RealDumps, BatchedSendRecvIsOneWholeOp) {
+  for (const char* rel : {"ws1-p2p/nccl_trace_rank_0", "ws1-p2p-json/nccl_trace_rank_0.json"}) {
+    FrDump d = read(rel);
+    ASSERT_EQ(d.entries.size(), 13u) << rel;
+    EXPECT_FALSE(d.entries[9].is_p2p) << rel;
+    EXPECT_EQ(d.entries[9].collective_seq_id, 7) << rel;
+    Process p = to_process(d, rank_from_file_name(d.path));
+    std::vector<std::string> ops;
+    for (auto& o : p.ops) ops.push_back(std::string(vocab::name(o.op)) + ":" + std::to_string(o.seq));
+    EXPECT_EQ(ops, (std::vector<std::string>{"all_reduce:1", "all_reduce:2", "broadcast:3", "all_gather:4", "reduce_scatter:5",
+                                             "all_to_all:6", "all_to_all:7", "send_recv:" + std::to_string(kP2PSeqBase + 1),
+                                             "coalesced:8", "all_reduce:1", "all_reduce:9"}))
+        << rel;
+    ASSERT_EQ(p.ops[7].parts.size(), 2u) << rel;
+    EXPECT_TRUE(p.ops[7].completed) << rel;
+    EXPECT_TRUE(holes(p).empty()) << rel;
+    EXPECT_TRUE(p.hangs.empty()) << rel;
+  }
+}
+
+TEST(Holes, ABatchsScheduledPartsAreNoTimeout) {
+  // A batch's parts stay "scheduled" while its end completed; a dump taken more than the
+  // timeout later (a long job's window) must not read them as timed out.
+  FrEntry send = entry(1, 1, "nccl:send 0->1", false), recv = entry(2, 1, "nccl:recv 0<-1", false);
+  for (FrEntry* e : {&send, &recv}) {
+    e->is_p2p = true;
+    e->p2p_seq_id = 1;
+    e->timeout_ms = 1;
+  }
+  FrEntry end = entry(3, 1, "nccl:coalesced");
+  end.p2p_seq_id = 1;
+  end.timeout_ms = 1;
+  FrEntry later = entry(4, 2, "nccl:all_reduce");
+  later.time_created_ns = 1000 + 60 * 1000000000LL;
+  Process p = to_process(two_rank_dump({entry(0, 1, "nccl:all_reduce"), send, recv, end, later}, 0), 0);
+  EXPECT_TRUE(p.hangs.empty());
+  ASSERT_EQ(p.ops.size(), 3u);
+  EXPECT_EQ(p.ops[1].seq, kP2PSeqBase + 1);
+  EXPECT_TRUE(p.ops[1].completed);
+  EXPECT_TRUE(holes(p).empty());
+}
+
 // Hostile numbers (a crafted dump): each is named where it is read, or saturates, never
 // overflows (the FR fuzz target runs with UBSan; these pin the rules down).
 // A one-entry JSON dump; `fields` ("key": value, ...) replace or add entry fields.
