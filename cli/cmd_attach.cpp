@@ -19,6 +19,7 @@
 #include "collect.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "file_io.h"
 #include "procfs.h"
 #include "report.h"
 #include "snapshot_json.h"
@@ -130,6 +131,17 @@ bool write_file(const std::string& path, const std::string& text) {
   return static_cast<bool>(f);
 }
 
+// A file of ours under a fixed name in -o DIR, a directory every node writes: renamed into place,
+// so that a link planted under the name is replaced, never written through.
+bool write_in_dir(const std::string& path, const std::string& text) {
+  try {
+    schema::write_file_replacing(path, text);
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 int report(const std::vector<at::NodeSnapshot>& nodes, const AttachArgs& a) {
   std::vector<at::TraceSource> given;
   for (const std::string& d : a.trace_dirs) given.push_back({at::TraceKind::kRecorder, d, {}, "--trace"});
@@ -141,8 +153,8 @@ int report(const std::vector<at::NodeSnapshot>& nodes, const AttachArgs& a) {
   else
     std::cout << at::render_text(r);
   if (!a.out_dir.empty()) {
-    write_file(a.out_dir + "/attach-report.txt", at::render_text(r));
-    write_file(a.out_dir + "/attach-report.json", j.dump(2, ' ', false, kReplace) + "\n");
+    write_in_dir(a.out_dir + "/attach-report.txt", at::render_text(r));
+    write_in_dir(a.out_dir + "/attach-report.json", j.dump(2, ' ', false, kReplace) + "\n");
   }
   if (!a.html.empty() && !write_file(a.html, report::render_attach_page(j.dump(-1, ' ', false, kReplace)))) {
     std::cerr << "lockstep attach: cannot write " << printable(a.html) << "\n";
@@ -171,10 +183,11 @@ std::vector<at::NodeSnapshot> read_snapshots(const std::string& dir, std::string
   }
   std::sort(names.begin(), names.end());
   for (const std::string& name : names) {
-    auto text = at::read_small_file(dir + "/" + name, 256u << 20);
-    nlohmann::json j = nlohmann::json::parse(text.value_or(""), nullptr, false);
     std::string why;
-    auto n = at::node_from_json(j, why);
+    // A FIFO or device planted under the name would block or never end: regular files only.
+    auto text = schema::read_regular_file(dir + "/" + name, 256u << 20, &why);
+    std::optional<at::NodeSnapshot> n;
+    if (text) n = at::node_from_json(nlohmann::json::parse(*text, nullptr, false), why);
     if (!n) {
       std::cerr << "lockstep attach: skipped " << printable(name) << ": " << printable(why) << "\n";
       continue;
@@ -300,7 +313,7 @@ int attach(AttachArgs a) {
   }
   if (!a.out_dir.empty()) {
     const std::string path = a.out_dir + "/" + node.host + "-" + std::to_string(::getpid()) + ".attach.json";
-    if (!write_file(path, at::to_json(node).dump(1, ' ', false, kReplace) + "\n")) {
+    if (!write_in_dir(path, at::to_json(node).dump(1, ' ', false, kReplace) + "\n")) {
       std::cerr << "lockstep attach: cannot write " << printable(path) << "\n";
       return kExitUsage;
     }

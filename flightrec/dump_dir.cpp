@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "flightrec.h"
+#include "file_io.h"
 #include "file_name.h"
 #include "meta_keys.h"
 #include "trace_schema.h"
@@ -29,12 +30,13 @@ constexpr const char* kImportSkippedFile = "lockstep-fr-import-skipped.json";
 void read_import_skipped(const std::string& dir, std::vector<SkippedFile>& out) {
   const fs::path path = fs::path(dir) / kImportSkippedFile;
   std::error_code ec;
-  if (!fs::exists(path, ec)) return;
+  if (!fs::exists(fs::symlink_status(path, ec)) && !fs::exists(path, ec)) return;
   try {
-    std::ifstream in(path, std::ios::binary);
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (text.size() > (64u << 20)) throw std::runtime_error("larger than 64 MiB");
-    const auto j = nlohmann::json::parse(text);
+    std::string why;
+    // Not a regular file (a FIFO would block), or larger than any import writes: unreadable.
+    const auto text = schema::read_regular_file(path.string(), 64u << 20, &why);
+    if (!text) throw std::runtime_error(why);
+    const auto j = nlohmann::json::parse(*text);
     for (const auto& e : j.at("skipped"))
       out.push_back({e.at("path").get<std::string>(), "(lockstep import) " + e.at("reason").get<std::string>()});
   } catch (const std::exception& e) {
@@ -52,9 +54,8 @@ void write_import_skipped(const std::string& dir, const std::vector<SkippedFile>
   nlohmann::json j;
   j["skipped"] = nlohmann::json::array();
   for (const SkippedFile& sk : skipped) j["skipped"].push_back({{"path", sk.path}, {"reason", sk.reason}});
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-  if (!out) throw std::runtime_error("cannot write " + path.string());
+  // Renamed into place: a link planted under the name is replaced, not written through.
+  schema::write_file_replacing(path.string(), j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 // Candidate files: regular files directly in `dir` whose first bytes are a pickle PROTO or '{'.

@@ -10,6 +10,7 @@
 
 #include "comm_index.h"
 #include "env_vars.h"
+#include "file_io.h"
 #include "identity.h"
 #include "rank_env.h"
 #include "trace_writer.h"
@@ -423,10 +424,9 @@ void write_reproducer(const Result& r, const std::string& source_dir, const std:
   if (fs::equivalent(trace_out, source_dir, ec))
     throw std::runtime_error(trace_out.string() + " is the trace being shrunk: choose another -o");
   write_trace(r.minimal, trace_out.string());
+  // Renamed into place: a link planted under one of these names is replaced, not written through.
   auto put = [&](const std::string& name, const std::string& text) {
-    std::ofstream f(fs::path(dir) / name, std::ios::trunc);
-    f << text;
-    if (!f.good()) throw std::runtime_error("cannot write " + (fs::path(dir) / name).string());
+    schema::write_file_replacing((fs::path(dir) / name).string(), text);
   };
   put("repro.c", c);
   put("repro.py", py);

@@ -3,6 +3,7 @@
 // rank 1's file the way an attacker (or a broken copy) could, then runs every reading command.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
@@ -231,4 +232,96 @@ TEST(CliHostileFile, hostile_file_names_are_escaped_in_analyze_and_replay_model_
         EXPECT_EQ(written.find(raw), std::string::npos) << args[1] << ": a raw byte of the name";
     }
   }
+}
+
+// ---- seq order: a recorder numbers a communicator's ops in call order --------------------------
+// Two collectives' seqs swapped (3 and 4): their call order says one thing, their seqs another.
+// Before: the full read aligned by call order and said clean while stacks and timeline (by seq)
+// showed the two ops differ. Now the communicator is unknown from seq 3 on, in every command.
+TEST(CliHostileFile, seqs_that_go_down_in_call_order_make_the_communicator_unknown_from_there) {
+  auto dir = hostile_dir("hostile-seq-order", "UPDATE op_rows SET seq = 7 - seq WHERE seq IN (3, 4);");
+  const std::string reason = "seq 3 comes after a higher seq in call order";
+  for (std::vector<std::string> args : {std::vector<std::string>{"analyze", dir}, std::vector<std::string>{"analyze", dir, "--json"},
+                                        std::vector<std::string>{"check", dir}, std::vector<std::string>{"check", dir, "--full-read"},
+                                        std::vector<std::string>{"replay", "--model", dir},
+                                        std::vector<std::string>{"report", dir, "-o", dir + "/report.html"}}) {
+    const bool report = args[0] == "report";
+    args.insert(args.begin(), kLockstep);
+    ProcResult r = run_program(args, {}, 60);
+    EXPECT_EQ(r.exit_code, report ? 0 : 4) << args[1] << "\n" << both(r);
+    const std::string out = report ? slurp_file(dir + "/report.html") : r.out + r.err;
+    EXPECT_NE(out.find(reason), std::string::npos) << args[1] << " does not name it\n" << both(r);
+    EXPECT_EQ(r.out.find("lockstep: clean"), std::string::npos) << args[1] << "\n" << both(r);
+  }
+}
+
+// ---- side files of a directory: never block, exhaust or redirect -------------------------------
+// What `lockstep import` writes beside the trace files (its skipped dumps), read by every reader:
+// a FIFO under its name hung analyze, check, report, ops, timeline and replay --model; a link to
+// /dev/zero was read until memory ran out. Both are named unreadable: evidence not read, exit 4.
+TEST(CliHostileFile, a_fifo_or_device_as_the_import_skipped_list_is_named_never_read) {
+  for (const std::string kind : {"fifo", "device"}) {
+    auto dir = hostile_dir("hostile-side-" + kind, "");
+    const std::string side = dir + "/lockstep-fr-import-skipped.json";
+    if (kind == "fifo")
+      ASSERT_EQ(mkfifo(side.c_str(), 0644), 0);
+    else
+      std::filesystem::create_symlink("/dev/zero", side);
+    for (std::vector<std::string> args : {std::vector<std::string>{"analyze", dir}, std::vector<std::string>{"check", dir},
+                                          std::vector<std::string>{"replay", "--model", dir}}) {
+      args.insert(args.begin(), kLockstep);
+      ProcResult r = run_program(args, {}, 30);
+      ASSERT_FALSE(r.timed_out) << kind << " " << args[1] << " hung\n" << both(r);
+      EXPECT_EQ(r.exit_code, 4) << kind << " " << args[1] << "\n" << both(r);
+      EXPECT_NE((r.out + r.err).find("not a regular file"), std::string::npos) << kind << " " << args[1] << "\n" << both(r);
+    }
+  }
+}
+
+// attach snapshots (*.attach.json) read by `report DIR` and `attach --from DIR`: a FIFO hung both.
+TEST(CliHostileFile, a_fifo_named_like_an_attach_snapshot_is_skipped) {
+  auto dir = fresh_dir("hostile-attach-fifo");
+  ASSERT_EQ(mkfifo((dir + "/n.attach.json").c_str(), 0644), 0);
+  for (std::vector<std::string> args : {std::vector<std::string>{"report", dir, "-o", dir + "/p.html"},
+                                        std::vector<std::string>{"attach", "--from", dir}}) {
+    args.insert(args.begin(), kLockstep);
+    ProcResult r = run_program(args, {}, 30);
+    ASSERT_FALSE(r.timed_out) << args[1] << " hung\n" << both(r);
+    EXPECT_NE(r.err.find("not a regular file"), std::string::npos) << args[1] << "\n" << both(r);
+  }
+}
+
+// Fixed names lockstep writes into an output directory (import's skipped list, shrink's
+// reproducer): a link planted under the name is replaced, never written through.
+TEST(CliHostileFile, a_link_planted_in_an_output_directory_is_replaced_not_written_through) {
+  auto base = fresh_dir("hostile-planted");
+  const std::string victim = base + "/victim";
+  ASSERT_TRUE(std::ofstream(victim) << "precious\n");
+  // import: one readable dump, one that is not (so the skipped list is written).
+  const std::string src = base + "/src", out = base + "/out";
+  std::filesystem::create_directories(src);
+  std::filesystem::create_directories(out);
+  std::filesystem::copy_file(std::string(LOCKSTEP_FR_DATA) + "/ws1-completed/nccl_trace_rank_0", src + "/nccl_trace_rank_0");
+  ASSERT_TRUE(std::ofstream(src + "/nccl_trace_rank_1", std::ios::binary) << std::string("\x80\x02\x63os\nsystem\n"));
+  std::filesystem::create_symlink(victim, out + "/lockstep-fr-import-skipped.json");
+  ProcResult imp = run_program({kLockstep, "import", src, "-o", out}, {}, 60);
+  EXPECT_FALSE(imp.timed_out) << both(imp);
+  EXPECT_EQ(slurp_file(victim), "precious\n") << both(imp);
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(out + "/lockstep-fr-import-skipped.json")))
+      << both(imp);
+  // shrink: a two-rank divergence, its reproducer written into a directory with a planted link.
+  TraceBuilder b(2);
+  b.comm("aaaaaaaa00000002", {0, 1});
+  b.all({0, 1}, "aaaaaaaa00000002", OpSpec{.count = 64}, 3);
+  b.add(0, "aaaaaaaa00000002", OpSpec{.completed = false});
+  b.add(1, "aaaaaaaa00000002", OpSpec{.op = lockstep::vocab::Op::AllGather, .completed = false});
+  const std::string trace = base + "/trace", repro = base + "/repro";
+  write_trace(b.trace(), trace);
+  std::filesystem::create_directories(repro);
+  std::filesystem::create_symlink(victim, repro + "/repro.py");
+  ProcResult sh = run_program({kLockstep, "shrink", trace, "-o", repro, "--no-replay", "-q"}, {}, 120);
+  EXPECT_FALSE(sh.timed_out) << both(sh);
+  EXPECT_EQ(slurp_file(victim), "precious\n") << both(sh);
+  EXPECT_TRUE(std::filesystem::is_regular_file(std::filesystem::symlink_status(repro + "/repro.py"))) << both(sh);
+  EXPECT_NE(slurp_file(repro + "/repro.py").find("import"), std::string::npos) << both(sh);
 }
