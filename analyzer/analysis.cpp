@@ -338,6 +338,9 @@ Analysis analyze(const Schedule& s, const AnalyzeOptions& options) {
         }
         case GapCause::kPartsDropped: why = "the part rows of its grouped op at " + seq + " were dropped"; break;
         case GapCause::kUnlocated: why = "records were dropped and the file does not say which ones"; break;
+        case GapCause::kSeqOrder:
+          why = seq + " comes after a higher seq in call order, which no recorder writes (edited or damaged?)";
+          break;
         case GapCause::kStopped: {
           const std::string reason = recorder_stop_reason(s.procs[p].info);
           why = "its recorder stopped (" + (reason.empty() ? std::string("?") : reason) + ") before " + seq;

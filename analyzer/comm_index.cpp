@@ -17,6 +17,7 @@ const char* gap_cause_name(GapCause c) {
     case GapCause::kPartsDropped: return "parts_dropped";
     case GapCause::kUnlocated: return "unlocated";
     case GapCause::kStopped: return "recorder_stopped";
+    case GapCause::kSeqOrder: return "seq_order";
   }
   return "none";
 }
@@ -88,6 +89,18 @@ void find_gaps(const Schedule& s, size_t p, std::vector<ProcComm>& pcs) {
       std::sort(seqs.begin(), seqs.end());
       for (int64_t q : seqs)
         if (!walk(q)) break;
+    }
+    // A recorder numbers a communicator's ops in the order they are issued: a collective whose
+    // seq is lower than an earlier call's contradicts the file (edited, damaged, or one
+    // communicator used by two threads at once). Which of the two is the rank's order is
+    // unknown: from the lower seq on.
+    if (info.exit_reason != schema::meta::kFrDump) {
+      int64_t newest = INT64_MIN;
+      for (uint32_t i : pc.colls) {
+        const int64_t q = sp.ops[i].seq;
+        if (q < newest) at(q, GapCause::kSeqOrder);
+        newest = std::max(newest, q);
+      }
     }
     for (uint32_t i : pc.colls) {
       const Signature& sig = s.sigs[sp.ops[i].sig];

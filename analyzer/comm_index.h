@@ -37,8 +37,9 @@ enum class GapCause : uint8_t {
   kPartsDropped,  // a grouped op's row is there, its part rows were dropped
   kUnlocated,     // records were dropped and the file does not say which: after its last op, unknown
   kStopped,       // the recorder stopped (meta recorder_stopped): every seq from its stop point on
+  kSeqOrder,      // a collective's seq is lower than an earlier call's on the communicator (edited, damaged)
 };
-const char* gap_cause_name(GapCause c);  // none seq_gap seq_missing dropped_range parts_dropped unlocated recorder_stopped
+const char* gap_cause_name(GapCause c);  // none seq_gap seq_missing dropped_range parts_dropped unlocated recorder_stopped seq_order
 
 struct ProcComm {
   int gcomm = -1;
