@@ -229,7 +229,7 @@ void write_json(const Analysis& a, TraceDetails& details, const ReportOptions& o
   json j;
   j["schema"] = "lockstep.analysis";
   j["version"] = kJsonReportVersion;
-  j["dir"] = s.dir;
+  j["dir"] = printable(s.dir);
   j["verdict"] = verdict_name(a.verdict());
   j["clean"] = a.verdict() == Verdict::kClean;
   j["incomplete"] = a.incomplete();

@@ -9,6 +9,7 @@
 #include <set>
 #include <tuple>
 
+#include "json_printable.h"
 #include "report.h"
 #include "meta_keys.h"
 #include "saturating.h"
@@ -745,6 +746,11 @@ struct Builder {
     j["wait_graph"] = wait_graph();
     j["timeline"] = timeline(f);
     j["stacks"] = std::move(stacks);  // last: every op above has referenced its stack by now
+    // Every string of the page in the printable form the text and JSON outputs use: control,
+    // C1 and bidi characters of a path, a frame or a host would otherwise reach the rendered
+    // page (textContent keeps them: a right-to-left override reorders a cell, and a copied
+    // command carries an escape sequence to the terminal it is pasted into).
+    make_printable(j);
     return j;
   }
 };
