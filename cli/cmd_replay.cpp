@@ -119,10 +119,21 @@ int run_rank_from_env(const ReplayArgs& a) {
   return rc == replay::kWorkerExitUsage ? kExitUsage : exit_code_of(Outcome::kCannotRun);
 }
 
+// DIR-replay beside DIR: "traces/" gives "traces-replay" (not "traces/-replay", inside it), and
+// "." or ".." the directory's own name.
+std::string default_replay_dir(const std::string& dir) {
+  fs::path p = fs::path(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  if (p.empty() || p.filename() == "." || p.filename() == ".." || p == p.root_path())
+    p = fs::absolute(p.empty() ? fs::path(".") : p).lexically_normal();
+  if (!p.has_filename() && p != p.root_path()) p = p.parent_path();
+  return p.string() + "-replay";
+}
+
 int run_local(const ReplayArgs& a) {
   replay::ReplayOptions o;
   o.trace_dir = a.dir;
-  o.out_dir = a.out.empty() ? (fs::path(a.dir).lexically_normal().string() + "-replay") : a.out;
+  o.out_dir = a.out.empty() ? default_replay_dir(a.dir) : a.out;
   o.timeout_s = a.timeout_s;
   o.order_from = a.order_from;
   o.perturb = a.perturb;

@@ -397,6 +397,18 @@ TEST(ReplayCli, ReportsModelVerdictAndReplayResultWithExitCodes) {
   EXPECT_TRUE(contains(out5, "model check: may deadlock")) << out5;
 }
 
+// Without -o the replay's trace goes beside DIR, as DIR-replay, whether DIR is written with a
+// trailing slash or not (before: "DIR/" wrote "DIR/-replay", inside the trace being replayed).
+TEST(ReplayCli, DefaultOutputIsBesideTheTraceDirectoryWithOrWithoutATrailingSlash) {
+  const std::string good = write("cli-slash", pipeline());
+  std::error_code ec;
+  std::filesystem::remove_all(good + "-replay", ec);
+  auto [rc, out] = run_cli("replay --timeout 10 " + good + "/");
+  EXPECT_EQ(rc, 0) << out;
+  EXPECT_TRUE(std::filesystem::is_directory(good + "-replay")) << out;
+  EXPECT_FALSE(std::filesystem::exists(good + "/-replay")) << out;
+}
+
 }  // namespace
 }  // namespace lockstep
 
