@@ -3,10 +3,13 @@
 #include "launcher.h"
 #include "env_vars.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,8 +62,25 @@ struct Child {
   bool running = true;
 };
 
+// A TCP port free on the loopback now (0: none found), for PyTorch's env:// rendezvous
+// (MASTER_ADDR / MASTER_PORT, as torchrun sets them): rank 0's store binds it.
+int free_loopback_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
 [[noreturn]] void exec_rank(const LaunchOptions& o, int rank, const std::string& rdv, const std::string& launch_id,
-                           int out_fd, pid_t parent) {
+                            int master_port, int out_fd, pid_t parent) {
   setpgid(0, 0);
   prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (getppid() != parent) _exit(1);  // the launcher died before prctl took effect
@@ -80,6 +100,9 @@ struct Child {
   setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
   setenv(schema::env::kRendezvousDir, rdv.c_str(), 1);
   setenv(schema::env::kLaunchId, launch_id.c_str(), 1);
+  // torchrun's rendezvous for PyTorch ranks, unless the caller set its own.
+  setenv("MASTER_ADDR", "127.0.0.1", 0);
+  if (master_port > 0) setenv("MASTER_PORT", std::to_string(master_port).c_str(), 0);
   for (const auto& [k, v] : o.env) setenv(k.c_str(), v.c_str(), 1);
   std::vector<char*> argv;
   for (const auto& a : o.argv) argv.push_back(const_cast<char*>(a.c_str()));
@@ -135,13 +158,14 @@ LaunchResult launch_ranks(const LaunchOptions& o) {
   const std::string launch_id = std::to_string(self) + "-" +
                                 std::to_string(std::chrono::system_clock::now().time_since_epoch().count()) + "-" +
                                 std::to_string(launches++);
+  const int master_port = getenv("MASTER_PORT") ? 0 : free_loopback_port();
   for (int r = 0; r < o.nranks; ++r) {
     int fds[2] = {-1, -1};
     if (o.capture_output && pipe2(fds, O_CLOEXEC) != 0)
       throw std::runtime_error(std::string("launch_ranks: pipe: ") + std::strerror(errno));
     pid_t pid = fork();
     if (pid < 0) throw std::runtime_error(std::string("launch_ranks: fork: ") + std::strerror(errno));
-    if (pid == 0) exec_rank(o, r, rdv, launch_id, fds[1], self);
+    if (pid == 0) exec_rank(o, r, rdv, launch_id, master_port, fds[1], self);
     setpgid(pid, pid);  // also here: no race with a kill before the child ran setpgid
     if (o.capture_output) {
       close(fds[1]);

@@ -69,6 +69,29 @@ TEST(Launcher, EveryLaunchHasItsOwnLaunchIdSharedByItsRanks) {
   EXPECT_NE(a.ranks[0].output, b.ranks[0].output);
 }
 
+// PyTorch's env:// rendezvous (torchrun's variables): one free loopback port shared by the
+// ranks, and a caller's own MASTER_ADDR / MASTER_PORT kept.
+TEST(Launcher, RanksShareAMasterAddressAndPortUnlessTheCallerSetOne) {
+  const char* old_port = getenv("MASTER_PORT");
+  const char* old_addr = getenv("MASTER_ADDR");
+  const std::string keep_port = old_port ? old_port : "", keep_addr = old_addr ? old_addr : "";
+  unsetenv("MASTER_PORT");
+  unsetenv("MASTER_ADDR");
+  auto a = launch_ranks(sh(2, "echo \"$MASTER_ADDR:$MASTER_PORT\""));
+  ASSERT_EQ(a.ranks.size(), 2u);
+  EXPECT_EQ(a.ranks[0].output, a.ranks[1].output);
+  EXPECT_EQ(a.ranks[0].output.rfind("127.0.0.1:", 0), 0u) << a.ranks[0].output;
+  const int port = std::atoi(a.ranks[0].output.substr(10).c_str());
+  EXPECT_GT(port, 0) << a.ranks[0].output;
+  EXPECT_LT(port, 65536);
+  setenv("MASTER_PORT", "29999", 1);
+  setenv("MASTER_ADDR", "10.1.2.3", 1);
+  auto b = launch_ranks(sh(1, "echo \"$MASTER_ADDR:$MASTER_PORT\""));
+  EXPECT_EQ(b.ranks[0].output, "10.1.2.3:29999\n");
+  if (old_port) setenv("MASTER_PORT", keep_port.c_str(), 1); else unsetenv("MASTER_PORT");
+  if (old_addr) setenv("MASTER_ADDR", keep_addr.c_str(), 1); else unsetenv("MASTER_ADDR");
+}
+
 TEST(Launcher, ExtraEnvironmentReachesEveryRank) {
   auto o = sh(2, "echo \"x=$LOCKSTEP_TEST_VAR\"");
   o.env["LOCKSTEP_TEST_VAR"] = "hello world";
