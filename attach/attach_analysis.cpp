@@ -1,10 +1,12 @@
 #include "attach_analysis.h"
 
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 #include <set>
 #include <sstream>
 
@@ -137,12 +139,18 @@ std::vector<TraceSource> trace_sources(const std::vector<NodeSnapshot>& nodes, c
   for (const NodeSnapshot& n : nodes)
     for (const ProcessSnapshot& p : n.procs) {
       const std::string who = (p.host.empty() ? n.host : p.host) + " pid " + std::to_string(p.pid);
-      if (!p.lockstep_dir.empty() && !find(TraceKind::kRecorder, p.lockstep_dir))
-        out.push_back({TraceKind::kRecorder, p.lockstep_dir, {}, p.lockstep_dir_from + " of " + who});
+      if (!p.lockstep_dir.empty()) {
+        TraceSource* t = find(TraceKind::kRecorder, p.lockstep_dir);
+        if (!t) {
+          out.push_back({TraceKind::kRecorder, p.lockstep_dir, {}, p.lockstep_dir_from + " of " + who, {}});
+          t = &out.back();
+        }
+        t->owners.push_back({p.host.empty() ? n.host : p.host, p.pid, p.start_time, p.recorder_mapped});
+      }
       if (p.fr_dump_prefix.empty() || p.fr_dumps.empty()) continue;
       TraceSource* t = find(TraceKind::kFlightRecorder, p.fr_dump_prefix);
       if (!t) {
-        out.push_back({TraceKind::kFlightRecorder, p.fr_dump_prefix, {}, p.fr_dump_variable + " of " + who});
+        out.push_back({TraceKind::kFlightRecorder, p.fr_dump_prefix, {}, p.fr_dump_variable + " of " + who, {}});
         t = &out.back();
       }
       for (const std::string& f : p.fr_dumps)
@@ -155,12 +163,14 @@ std::vector<TraceSource> trace_sources(const std::vector<NodeSnapshot>& nodes, c
 // directory, so they are linked into a private one first.
 class LinkedFiles {
  public:
-  explicit LinkedFiles(const std::vector<std::string>& files) {
+  // keep_names: files of one directory linked under their own names (a trace file and its
+  // SQLite journal must keep theirs), else numbered (dumps of several directories).
+  explicit LinkedFiles(const std::vector<std::string>& files, bool keep_names = false) {
     char tmpl[] = "/tmp/lockstep-attach-fr.XXXXXX";
     if (!::mkdtemp(tmpl)) return;
     dir_ = tmpl;
     for (size_t i = 0; i < files.size(); ++i) {
-      std::string link = dir_ + "/" + std::to_string(i) + "-" + base_name(files[i]);
+      std::string link = dir_ + "/" + (keep_names ? "" : std::to_string(i) + "-") + base_name(files[i]);
       if (::symlink(files[i].c_str(), link.c_str()) == 0) links_.emplace_back(link, files[i]);
     }
   }
@@ -203,6 +213,43 @@ TraceEvidence read_trace(const TraceSource& src) {
       return ev;
     }
   }
+  if (!src.owners.empty()) {
+    // A directory an environment names may hold another job's files (a reused LOCKSTEP_DIR): only
+    // those of the processes read count, the others are named.
+    std::vector<std::string> mine;
+    try {
+      for (const SchedProcess& h : load_headers(dir).procs) {
+        struct stat st{};
+        const double mtime = ::stat(h.info.path.c_str(), &st) == 0 ? double(st.st_mtim.tv_sec) : 0;
+        std::string why = "host " + h.info.host + " pid " + std::to_string(h.info.pid) + ": no process read";
+        bool ok = false;
+        for (const TraceOwner& o : src.owners)
+          if (o.host == h.info.host && o.pid == h.info.pid) {
+            // The start time has clock-tick resolution: a second of slack.
+            ok = o.recorder_mapped || (o.start_time > 0 && mtime + 1 >= o.start_time);
+            if (!ok) why = "host " + h.info.host + " pid " + std::to_string(h.info.pid) +
+                           ": older than that process, which runs no recorder (an earlier process's)";
+          }
+        if (ok) mine.push_back(h.info.path);
+        else ev.not_this_job.push_back(h.info.path + ": " + why);
+      }
+    } catch (const std::exception& e) {
+      ev.error = e.what();
+      return ev;
+    }
+    if (mine.empty()) {
+      ev.error = "none of its files is of a process read (another job's trace)";
+      return ev;
+    }
+    if (!ev.not_this_job.empty()) {
+      std::vector<std::string> with_journal;
+      for (const std::string& f : mine)
+        for (const char* suffix : {"", "-wal", "-shm"})
+          if (*suffix == 0 || ::access((f + suffix).c_str(), F_OK) == 0) with_journal.push_back(f + suffix);
+      linked.emplace(with_journal, /*keep_names=*/true);
+      dir = linked->dir();
+    }
+  }
   try {
     Schedule s = load_schedule(dir);
     for (const SkippedFile& sk : s.skipped) ev.skipped.push_back((linked ? linked->original(sk.path) : sk.path) + ": " + sk.reason);
@@ -234,7 +281,39 @@ TraceEvidence read_trace(const TraceSource& src) {
   return ev;
 }
 
+// Every rank's RAS counts of a look: (communicator, comm rank, pid, host) -> counts; the
+// communicators seen in `comms`. One comm reported by several answers: the first.
+using RasKey = std::tuple<std::string, int, int, std::string>;
+std::map<RasKey, std::map<std::string, uint64_t>> ras_table(const std::vector<RasAnswer>& answers,
+                                                            std::set<std::string>& comms) {
+  std::map<RasKey, std::map<std::string, uint64_t>> t;
+  std::set<std::string> seen;
+  for (const RasAnswer& a : answers) {
+    if (!a.reached || !a.error.empty() || !a.json) continue;
+    for (const RasComm& c : a.comms) {
+      if (!seen.insert(c.hash).second) continue;
+      comms.insert(c.hash);
+      for (const RasRank& rr : c.ranks) t.emplace(RasKey{c.hash, rr.rank, rr.pid, rr.host}, rr.coll_counts);
+    }
+  }
+  return t;
+}
+
 }  // namespace
+
+bool waits_in_nccl_or_cuda(const ProcessSnapshot& p) {
+  RankFinding f;
+  describe(p, f);
+  return is_wait_api(f.waits_in);
+}
+
+bool ras_counts_moved(const std::vector<RasAnswer>& first, const std::vector<RasAnswer>& second) {
+  std::set<std::string> c1, c2;
+  const auto t1 = ras_table(first, c1), t2 = ras_table(second, c2);
+  for (const auto& [k, v] : t1)
+    if (auto it = t2.find(k); it != t2.end() && it->second != v) return true;
+  return false;
+}
 
 const char* trace_kind_name(TraceKind k) { return k == TraceKind::kRecorder ? "recorder" : "flight_recorder"; }
 
@@ -252,6 +331,17 @@ namespace {
 // and group by; it is shown by its pid, never as that number.
 std::string rank_label(const RankFinding& f) {
   return f.rank >= kUnknownRankBase ? "pid " + std::to_string(f.pid) + " (no rank variable)" : "rank " + std::to_string(f.rank);
+}
+// "rank 3", "ranks 0-3,7" (as ranks_phrase) from ranges, at most 64 of them written out.
+std::string ranges_phrase(const std::vector<std::pair<int, int>>& ranges, bool noun = true) {
+  std::string out;
+  int64_t count = 0;
+  for (const auto& [a, b] : ranges) count += int64_t(b) - a + 1;
+  for (size_t i = 0; i < ranges.size() && i < 64; ++i)
+    out += (i ? "," : "") + std::to_string(ranges[i].first) +
+           (ranges[i].second > ranges[i].first ? "-" + std::to_string(ranges[i].second) : "");
+  if (ranges.size() > 64) out += " and " + std::to_string(ranges.size() - 64) + " more range(s)";
+  return noun ? (count == 1 ? "rank " : "ranks ") + out : out;
 }
 std::string members_phrase(const std::vector<int>& ranks, const AttachReport& r) {
   std::vector<int> known;
@@ -287,7 +377,8 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
       f.python_status = p.python_status;
       for (const ThreadSnapshot& t : p.threads) f.threads_unread += !t.native_error.empty() && t.native.empty() && !t.exited;
       f.python_cut_short = p.python_cut_short;
-      r.expected_ranks = std::max(r.expected_ranks, p.world_size);
+      // A snapshot is untrusted: a job's size is at most kMaxEnvRank (its ranks are below it).
+      if (p.world_size <= kMaxEnvRank) r.expected_ranks = std::max(r.expected_ranks, p.world_size);
       r.longest_stop_ms = std::max(r.longest_stop_ms, p.stopped_ms);
       if (f.snapshot) {
         describe(p, f);
@@ -323,16 +414,43 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
         // named by their communicator rank and pid, and count as much (a rank not attached to is
         // no less counted).
         std::map<std::string, std::map<uint64_t, std::vector<std::string>>> unattached;  // type -> count -> who
-        for (const RasRank& rr : c.ranks) {
-          // RAS names a rank by its node's address and pid; we know hosts by name: match the
-          // pid on the same host name, else a pid that only one process has.
+        // RAS names a rank by its node's address and pid; we know hosts by name. The same host
+        // name and pid attribute it; the pid alone only on one node, and only when no other RAS
+        // rank of the communicator has that pid and no other RAS rank takes the same process
+        // (pids repeat across nodes): else the counts are named, attributed to nobody.
+        std::set<std::string> hosts;
+        for (const auto& [key, i] : by_host_pid) hosts.insert(key.first);
+        std::map<int, int> ras_pids;
+        for (const RasRank& rr : c.ranks) ++ras_pids[rr.pid];
+        std::vector<size_t> match(c.ranks.size(), SIZE_MAX);
+        std::vector<bool> ambiguous(c.ranks.size(), false);
+        std::map<size_t, int> taken;
+        for (size_t k = 0; k < c.ranks.size(); ++k) {
+          const RasRank& rr = c.ranks[k];
           size_t idx = SIZE_MAX, pid_matches = 0, pid_idx = SIZE_MAX;
           for (const auto& [key, i] : by_host_pid)
             if (key.second == rr.pid) {
               ++pid_matches, pid_idx = i;
               if (key.first == rr.host) idx = i;
             }
-          if (idx == SIZE_MAX && pid_matches == 1) idx = pid_idx;
+          if (idx == SIZE_MAX && pid_matches > 0) {
+            if (pid_matches == 1 && hosts.size() <= 1 && nodes.size() <= 1 && ras_pids[rr.pid] == 1) idx = pid_idx;
+            else ambiguous[k] = true;
+          }
+          match[k] = idx;
+          if (idx != SIZE_MAX) ++taken[idx];
+        }
+        for (size_t k = 0; k < c.ranks.size(); ++k)
+          if (match[k] != SIZE_MAX && taken[match[k]] > 1) match[k] = SIZE_MAX, ambiguous[k] = true;
+        for (size_t k = 0; k < c.ranks.size(); ++k) {
+          const RasRank& rr = c.ranks[k];
+          const size_t idx = match[k];
+          if (ambiguous[k]) {
+            r.ras_notes.push_back("communicator " + c.hash + ": comm rank " + std::to_string(rr.rank) + " (host " + rr.host +
+                                  " pid " + std::to_string(rr.pid) +
+                                  ") not attributed: its pid is not one process's of one node here; its counts are not used");
+            continue;
+          }
           if (idx == SIZE_MAX || !r.ranks[idx].snapshot) {  // a rank of a process we did not read
             for (const auto& [type, count] : rr.coll_counts)
               unattached[type][count].push_back("comm rank " + std::to_string(rr.rank) + " (pid " + std::to_string(rr.pid) +
@@ -383,12 +501,86 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
         }
       }
     }
+  // The second look: what RAS counted then, and where each rank waited then.
+  r.second_look = !nodes.empty();
+  for (const NodeSnapshot& n : nodes) {
+    r.second_look = r.second_look && n.second.taken;
+    r.second_after_ms = r.second_after_ms == 0 ? n.second.after_ms : std::min(r.second_after_ms, n.second.after_ms);
+  }
+  {
+    std::vector<RasAnswer> first, second;
+    for (const NodeSnapshot& n : nodes) {
+      first.insert(first.end(), n.ras.begin(), n.ras.end());
+      if (r.second_look) second.insert(second.end(), n.second.ras.begin(), n.second.ras.end());
+    }
+    std::set<std::string> c1, c2;
+    const auto t1 = ras_table(first, c1), t2 = ras_table(second, c2);
+    std::set<std::string> unchanged;
+    for (const std::string& c : c1) {
+      bool same = c2.count(c) > 0;
+      for (const auto& [k, v] : t1)
+        if (std::get<0>(k) == c) {
+          auto it = t2.find(k);
+          if (it == t2.end()) same = false;
+          else if (it->second != v) same = false, r.ras_moved = true;
+        }
+      for (const auto& [k, v] : t2)
+        if (std::get<0>(k) == c && !t1.count(k)) same = false;
+      if (same) unchanged.insert(c);
+    }
+    r.ras_unchanged = r.second_look && !c1.empty() && unchanged.size() == c1.size();
+    std::vector<CountDivergence> confirmed;
+    for (CountDivergence& d : r.divergences)
+      (unchanged.count(d.comm) ? confirmed : r.unconfirmed).push_back(std::move(d));
+    r.divergences = std::move(confirmed);
+  }
+  for (const NodeSnapshot& n : nodes) {
+    if (!n.second.taken || n.second.procs.empty()) continue;
+    for (const ProcessSnapshot& p : n.procs) {
+      auto at = by_host_pid.find({p.host.empty() ? n.host : p.host, p.pid});
+      if (at == by_host_pid.end() || !r.ranks[at->second].snapshot) continue;
+      RankFinding& f = r.ranks[at->second];
+      const ProcessSnapshot* again = nullptr;
+      for (const ProcessSnapshot& q : n.second.procs)
+        if (q.pid == p.pid) again = &q;
+      RankFinding g;
+      if (again && again->error.empty()) describe(*again, g);
+      f.second_waits_in = g.waits_in;
+      if (!again || !again->error.empty() || g.waits_in.empty()) {
+        f.second = "not read again";
+        continue;
+      }
+      if (g.waits_in != f.waits_in || g.called_from != f.called_from || g.tid != f.tid || !is_wait_api(g.waits_in)) {
+        f.second = "moved";
+        continue;
+      }
+      f.second = "same";
+      // The same wait at both looks, but the thread went to sleep again in between: it woke (a
+      // progressing job waits in the same place again and again).
+      for (const ThreadSnapshot& t1 : p.threads)
+        for (const ThreadSnapshot& t2 : again->threads)
+          if (t1.tid == f.tid && t2.tid == f.tid && t1.switches_read && t2.switches_read &&
+              t1.voluntary_switches != t2.voluntary_switches)
+            f.second = "woke";
+    }
+  }
   std::sort(r.ranks.begin(), r.ranks.end(), [](const RankFinding& a, const RankFinding& b) { return a.rank < b.rank; });
-  std::set<int> have;
-  for (const RankFinding& f : r.ranks)
-    if (f.snapshot) have.insert(f.rank);
-  for (int k = 0; k < r.expected_ranks; ++k)
-    if (!have.count(k)) r.no_snapshot.push_back(k);
+  // The ranks below the job's size that no process was read for, as ranges between the ranks
+  // read: as long as the ranks read, whatever the size the environment claims.
+  {
+    std::set<int> have;
+    for (const RankFinding& f : r.ranks)
+      if (f.snapshot && f.rank >= 0 && f.rank < r.expected_ranks) have.insert(f.rank);
+    int next = 0;
+    auto gap = [&](int first, int last) {
+      if (first > last) return;
+      r.no_snapshot_ranges.emplace_back(first, last);
+      r.no_snapshot_count += int64_t(last) - first + 1;
+      for (int k = first; k <= last && r.no_snapshot.size() < kListedNoSnapshot; ++k) r.no_snapshot.push_back(k);
+    };
+    for (int k : have) gap(next, k - 1), next = k + 1;
+    gap(next, r.expected_ranks - 1);
+  }
   // groups by identical signature
   std::map<std::vector<std::string>, std::vector<int>> groups;
   for (const RankFinding& f : r.ranks)
@@ -419,6 +611,9 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
       f.evidence.push_back({"stack", Evidence::kInferred, "host waits in " + f.waits_in});
   }
 
+  char apart[64];
+  std::snprintf(apart, sizeof apart, "%.0f ms apart", r.second_after_ms);
+  const std::string looks_apart = apart;
   std::ostringstream v;
   const char* sep = "";
   for (const TraceEvidence& t : r.traces)
@@ -442,7 +637,7 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
       v << " enqueued " << cnt << " " << d.collective;
       first = false;
     }
-    v << " (proven: NCCL RAS counts)";
+    v << " (proven: NCCL RAS counts, the same at two looks " << looks_apart << ")";
     const uint64_t top = who.begin()->first;
     std::vector<int> behind;
     for (const auto& [cnt, ranks] : d.ranks_by_count)
@@ -459,31 +654,101 @@ AttachReport analyze_snapshots(const std::vector<NodeSnapshot>& nodes, const std
   } else if (snapped == 0) {
     v << sep << "nothing read: no process could be attached to (each one's reason above), so nothing is proven or inferred";
     if (r.exit_code == 0) r.exit_code = 4;
+  } else if (r.ras_moved) {
+    v << sep << "the job is making progress: NCCL RAS counts grew between two looks " << looks_apart
+      << " (proven: NCCL RAS counts)";
+    if (!r.unconfirmed.empty()) v << "; the counts that differed at the first look were still moving";
   } else if (r.all_blocked) {
-    v << sep << "every rank read waits in NCCL or CUDA (inferred from stacks): the job hangs";
-    v << (r.ras_notes.empty() && !comms_seen.empty()
-              ? "; NCCL RAS counts agree on every communicator, so the hang is not a missing collective of a counted type (all-to-all, send/recv and graph-captured ones are not counted)"
-              : "; no NCCL RAS counts to prove which collective");
-    r.exit_code = 1;
+    std::vector<int> same, moved, woke, unread;
+    for (const RankFinding& f : r.ranks)
+      if (f.snapshot)
+        (f.second == "same" ? same : f.second == "moved" ? moved : f.second == "woke" ? woke : unread).push_back(f.rank);
+    const std::string ras_words =
+        r.ras_unchanged ? "; NCCL RAS counts did not change between the looks and agree on every communicator, so the hang is "
+                          "not a missing collective of a counted type (all-to-all, send/recv and graph-captured ones are not counted)"
+        : r.ras_notes.empty() && !comms_seen.empty() ? "; NCCL RAS counts agree"
+                                                    : "; no NCCL RAS counts to prove which collective";
+    if (!r.second_look) {
+      v << sep << "every rank read waits in NCCL or CUDA now (inferred from stacks): waiting now, not proven hung (one look "
+        << "only: a hang needs a second look, --confirm-ms)";
+      if (r.exit_code == 0) r.exit_code = 4;
+    } else if (!moved.empty()) {
+      v << sep << "the job is making progress: " << members_phrase(moved, r) << " left " << (moved.size() == 1 ? "its" : "their")
+        << " wait between two looks " << looks_apart << " (inferred from stacks)";
+    } else if (unread.empty() && woke.empty()) {
+      v << sep << "every rank read waits in NCCL or CUDA, in the same place at two looks " << looks_apart
+        << " (inferred from stacks): the job hangs" << ras_words;
+      r.exit_code = 1;
+    } else {
+      v << sep << "every rank read waits in NCCL or CUDA at the first look, but ";
+      if (!woke.empty())
+        v << members_phrase(woke, r) << " woke between two looks " << looks_apart << " (waiting in the same place again)";
+      if (!woke.empty() && !unread.empty()) v << " and ";
+      if (!unread.empty()) v << members_phrase(unread, r) << " could not be read again";
+      v << ": waiting now, not proven hung";
+      if (r.exit_code == 0) r.exit_code = 4;
+    }
   } else if (r.exit_code == 0) {
-    v << "no hang proven: not every rank waits in NCCL or CUDA, NCCL RAS counts (if any) agree"
-      << (r.traces.empty() ? "" : ", and the job's traces show no divergence");
+    // "Not every rank waits" needs every rank's stack: a rank whose native stack was not read
+    // (--no-native, or nothing unwound) may wait in NCCL or CUDA as much as not.
+    std::vector<int> no_stack;
+    for (const RankFinding& f : r.ranks)
+      if (f.snapshot && f.waits_in.empty()) no_stack.push_back(f.rank);
+    if (!no_stack.empty()) {
+      v << "no hang proven, none ruled out: no native stack of " << members_phrase(no_stack, r)
+        << " was read (--no-native, or nothing unwound): where " << (no_stack.size() == 1 ? "it waits" : "they wait")
+        << " is unknown";
+      r.exit_code = 4;
+    } else {
+      v << "no hang proven: not every rank waits in NCCL or CUDA"
+        << (comms_seen.empty() ? "" : ", NCCL RAS counts agree")
+        << (std::any_of(r.traces.begin(), r.traces.end(), [](const TraceEvidence& t) { return t.read; })
+                ? ", and the job's traces show no divergence" : "");
+    }
+  }
+  // NCCL RAS asked and not read: its counts are unknown, never "agree".
+  for (const NodeSnapshot& n : nodes)
+    for (const RasAnswer& a : n.ras)
+      if (!a.reached || !a.error.empty() || !a.json) {
+        v << "; NCCL RAS at " << a.address << " " << (a.reached && a.error.empty() ? "answered in text only" : "not read")
+          << ": its counts are unknown";
+        if (r.exit_code == 0) r.exit_code = 4;
+      }
+  // Count differences the second look did not confirm: named, never proven.
+  if (!r.unconfirmed.empty() && !r.ras_moved) {
+    const CountDivergence& d = r.unconfirmed.front();
+    v << "; NCCL RAS counts of " << d.collective << " differ on communicator " << d.comm << " at the first look ("
+      << (r.second_look ? "not the same at the second" : "one look only") << "): not proven";
+    if (r.exit_code == 0) r.exit_code = 4;
   }
   // Trace evidence that could not be read, or that is incomplete, is named and keeps the verdict
   // from being clean.
   for (const TraceEvidence& t : r.traces) {
+    if (!t.read && !t.not_this_job.empty() && t.error.find("another job's") != std::string::npos)
+      continue;  // another job's files only: named below the verdict, not evidence of this job
     if (!t.read)
       v << "; " << trace_words(t.source.kind) << " at " << t.source.path << " not read (" << t.error << ")";
     else if (t.exit_code == 4)
       v << "; " << trace_words(t.source.kind) << " at " << t.source.path << ": " << t.summary;
     if ((!t.read || t.exit_code == 4) && r.exit_code == 0) r.exit_code = 4;
   }
-  if (!r.no_snapshot.empty()) {
-    v << "; no snapshot of " << members_phrase(r.no_snapshot, r) << " (unknown, not different)";
+  if (r.no_snapshot_count > 0) {
+    v << "; no snapshot of " << ranges_phrase(r.no_snapshot_ranges) << " (unknown, not different)";
     if (r.exit_code == 0) r.exit_code = 4;
   }
   for (const RankFinding& f : r.ranks)
     if (!f.snapshot && r.exit_code == 0) r.exit_code = 4;
+  // A rank several processes claim (a forked child inherits RANK: a DataLoader worker): which
+  // one is the rank is unknown, and counting both would double it.
+  for (size_t i = 0; i + 1 < r.ranks.size(); ++i) {
+    const int k = r.ranks[i].rank;
+    if (k >= kUnknownRankBase || r.ranks[i + 1].rank != k || (i > 0 && r.ranks[i - 1].rank == k)) continue;
+    std::string pids;
+    for (size_t j = i; j < r.ranks.size() && r.ranks[j].rank == k; ++j)
+      pids += std::string(pids.empty() ? "" : ", ") + r.ranks[j].host + " pid " + std::to_string(r.ranks[j].pid);
+    v << "; rank " << k << " is claimed by several processes (" << pids << "): which one is the rank is unknown";
+    if (r.exit_code == 0) r.exit_code = 4;
+  }
   // A rank read in part: its unread threads (or Python frames) may be where it waits, or not.
   std::vector<int> partial;
   for (const RankFinding& f : r.ranks)
@@ -511,7 +776,13 @@ std::string render_text(const AttachReport& r) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.1f", r.longest_stop_ms);
   o << "; longest stop " << buf << " ms\n\n";
-  o << "Verdict: " << printable(r.verdict) << "\n";
+  o << "Verdict: " << printable(r.verdict) << "\n";  if (r.second_look) {
+    std::snprintf(buf, sizeof buf, "%.0f", r.second_after_ms);
+    o << "Second look " << buf << " ms after the first: NCCL RAS counts "
+      << (r.ras_moved ? "moved" : r.ras_unchanged ? "unchanged" : "not compared (none at both looks)") << "\n";
+  } else {
+    o << "One look only (no second look: --confirm-ms 0, or snapshots without one): no hang or count divergence is proven\n";
+  }
   for (const CountDivergence& d : r.divergences) {
     o << "  communicator " << printable(d.comm) << " " << printable(d.collective) << ":";
     for (const auto& [cnt, ranks] : d.ranks_by_count) o << " " << ranks_phrase(ranks) << " enqueued " << cnt << ";";
@@ -536,7 +807,11 @@ std::string render_text(const AttachReport& r) {
     if (!f.called_from.empty()) o << ", called from " << printable(f.called_from);
     if (!f.collective_in_stack.empty()) o << "; inside " << printable(f.collective_in_stack);
     std::snprintf(buf, sizeof buf, "%.1f", f.stopped_ms);
-    o << " [thread " << f.tid << ", stopped " << buf << " ms, " << f.threads << " threads]\n";
+    o << " [thread " << f.tid << ", stopped " << buf << " ms, " << f.threads << " threads]";
+    if (f.second == "same") o << "; second look: the same";
+    else if (f.second == "moved") o << "; second look: in " << printable(f.second_waits_in.empty() ? "?" : f.second_waits_in);
+    else if (!f.second.empty()) o << "; second look: " << f.second;
+    o << "\n";
   }
   o << "\nNCCL state (RAS: proven), last counts per communicator and collective type:\n";
   bool any_ras = false;
@@ -575,6 +850,9 @@ std::string render_text(const AttachReport& r) {
            }())
         << " (`lockstep analyze` on it gives the full report)\n";
     for (const std::string& sk : t.skipped) o << "    skipped " << printable(sk) << "\n";
+    for (size_t i = 0; i < t.not_this_job.size() && i < 8; ++i)
+      o << "    not used (not this job's): " << printable(t.not_this_job[i]) << "\n";
+    if (t.not_this_job.size() > 8) o << "    and " << t.not_this_job.size() - 8 << " more file(s) not this job's\n";
   }
   for (const std::string& d : r.stale_fr_dumps)
     o << "  not read: " << printable(d) << " is older than the job's processes (another job's Flight Recorder dump)\n";
@@ -588,7 +866,7 @@ std::string render_text(const AttachReport& r) {
     }
     o << (f.evidence.empty() ? "" : ")") << "\n";
   }
-  if (!r.no_snapshot.empty()) o << "Ranks with no snapshot: " << rank_ranges(r.no_snapshot) << "\n";
+  if (r.no_snapshot_count > 0) o << "Ranks with no snapshot: " << ranges_phrase(r.no_snapshot_ranges, false) << "\n";
   return o.str();
 }
 
@@ -626,6 +904,7 @@ nlohmann::json report_json(const AttachReport& r) {
                      {"tid", f.tid}, {"waits_in", f.waits_in}, {"called_from", f.called_from},
                      {"python_where", f.python_where}, {"collective_in_stack", f.collective_in_stack},
                      {"ras_counts", f.ras_counts}, {"python_status", f.python_status},
+                     {"second_look", f.second}, {"second_look_waits_in", f.second_waits_in},
                      {"threads_unread", f.threads_unread}, {"python_cut_short", f.python_cut_short}, {"evidence_sources", [&] {
                         json e = json::array();
                         for (const RankEvidence& x : f.evidence)
@@ -661,13 +940,25 @@ nlohmann::json report_json(const AttachReport& r) {
     traces.push_back({{"kind", trace_kind_name(t.source.kind)}, {"path", t.source.path}, {"files", t.source.files},
                       {"found_by", t.source.found_by}, {"read", t.read}, {"error", t.error}, {"skipped", t.skipped},
                       {"verdict", t.verdict}, {"summary", t.summary}, {"exit_code", t.exit_code},
-                      {"divergence_ranks", t.divergence_ranks}, {"ops_per_rank", per_rank},
+                      {"divergence_ranks", t.divergence_ranks}, {"ops_per_rank", per_rank}, {"not_this_job", t.not_this_job},
                       {"evidence", t.read ? "proven" : "none"}});
   }
   return {{"verdict", r.verdict}, {"exit_code", r.exit_code}, {"expected_ranks", r.expected_ranks},
           {"all_blocked", r.all_blocked}, {"longest_stop_ms", r.longest_stop_ms}, {"ranks", ranks},
-          {"no_snapshot", r.no_snapshot}, {"divergences", divs}, {"stack_groups", groups},
-          {"ras_notes", r.ras_notes}, {"traces", traces}, {"stale_fr_dumps", r.stale_fr_dumps}};
+          {"no_snapshot", r.no_snapshot}, {"no_snapshot_count", r.no_snapshot_count},
+          {"no_snapshot_ranges", r.no_snapshot_ranges}, {"divergences", divs}, {"stack_groups", groups},
+          {"ras_notes", r.ras_notes}, {"traces", traces}, {"stale_fr_dumps", r.stale_fr_dumps},
+          {"second_look", {{"taken", r.second_look}, {"after_ms", r.second_after_ms}, {"ras_moved", r.ras_moved},
+                           {"ras_unchanged", r.ras_unchanged}}},
+          {"unconfirmed_count_differences", [&] {
+             json u = json::array();
+             for (const CountDivergence& d : r.unconfirmed) {
+               json by = json::array();
+               for (const auto& [cnt, rk] : d.ranks_by_count) by.push_back({{"count", cnt}, {"ranks", rk}});
+               u.push_back({{"communicator", d.comm}, {"collective", d.collective}, {"counts", by}, {"evidence", "none"}});
+             }
+             return u;
+           }()}};
 }
 }  // namespace
 

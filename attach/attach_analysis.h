@@ -29,17 +29,28 @@ const char* evidence_name(Evidence e);
 // Trace evidence of the job besides the snapshots: found in a rank's environment, or given.
 enum class TraceKind { kRecorder, kFlightRecorder };
 const char* trace_kind_name(TraceKind k);  // "recorder" "flight_recorder"
+// A process read that named a trace source: only its own files count (pid and host in the
+// file's meta, and the recorder running in it or the file written since it started).
+struct TraceOwner {
+  std::string host;
+  int pid = 0;
+  double start_time = 0;
+  bool recorder_mapped = false;
+};
 struct TraceSource {
   TraceKind kind = TraceKind::kRecorder;
   std::string path;                // recorder: its trace directory; FR: a directory of dumps
   std::vector<std::string> files;  // FR from an environment: the dump files at its prefix
   std::string found_by;            // "LOCKSTEP_DIR of host pid 123", "--trace", "--fr"
+  std::vector<TraceOwner> owners;  // found from environments: the processes that named it
 };
 struct TraceEvidence {
   TraceSource source;
   bool read = false;
   std::string error;                 // why nothing could be read
   std::vector<std::string> skipped;  // "file: reason" of the files the loader could not use
+  // "file: why" of the files there that are no process's read (another job's): named, not used.
+  std::vector<std::string> not_this_job;
   std::string verdict;               // the analyzer's: clean divergent hang incomplete behind
   std::string summary;               // its summary line (names the first divergence)
   int exit_code = 0;                 // its exit code (Analysis::exit_code)
@@ -79,6 +90,11 @@ struct RankFinding {
   int threads_unread = 0;
   bool python_cut_short = false;
   std::vector<RankEvidence> evidence;  // every source that speaks for this rank, proven first
+  // At the second look (SecondLook): "same" (in the same wait, not woken in between), "moved"
+  // (now elsewhere), "woke" (same wait, but it went to sleep again in between), "not read
+  // again"; "" when the stacks were not read twice.
+  std::string second;
+  std::string second_waits_in;
 };
 
 struct CountDivergence {  // proven by RAS
@@ -97,10 +113,16 @@ struct StackGroup {
   std::vector<std::string> signature;
 };
 
+inline constexpr size_t kListedNoSnapshot = 4096;
+
 struct AttachReport {
   int expected_ranks = 0;  // largest world size any process reports
   std::vector<RankFinding> ranks;  // sorted by rank
-  std::vector<int> no_snapshot;    // expected ranks no process was found for
+  // Expected ranks no process was found for: every one as ranges, and the first
+  // kListedNoSnapshot of them one by one.
+  std::vector<int> no_snapshot;
+  std::vector<std::pair<int, int>> no_snapshot_ranges;  // first, last
+  int64_t no_snapshot_count = 0;
   std::vector<StackGroup> groups;  // largest first
   std::vector<CountDivergence> divergences;
   std::vector<std::string> ras_notes;  // RAS not reached, missing ranks, async errors
@@ -108,10 +130,24 @@ struct AttachReport {
   std::vector<TraceEvidence> traces;  // the job's recorder traces and FR dumps, analysed
   std::vector<std::string> stale_fr_dumps;  // at the job's FR prefix but older than the job: not read
   bool all_blocked = false;  // every snapshotted rank's host waits in NCCL/CUDA
+  // The second look (every node took one), how long after the first, and what RAS said then:
+  // counts moved (the job progresses), or every communicator counted the same at both looks.
+  bool second_look = false;
+  double second_after_ms = 0;
+  bool ras_moved = false;
+  bool ras_unchanged = false;
+  // Count differences of the first look that the second look did not confirm (the counts moved,
+  // or there was no second look): not proven, named.
+  std::vector<CountDivergence> unconfirmed;
   double longest_stop_ms = 0;
   std::string verdict;
   int exit_code = 0;  // as `lockstep analyze` (docs/cli.md): 1 found, 4 incomplete, 0 clean
 };
+
+// Whether the process's thread that matters waits in NCCL or CUDA (as `all_blocked` counts it).
+bool waits_in_nccl_or_cuda(const ProcessSnapshot& p);
+// Whether any rank's RAS counts differ between two looks (matched by communicator, comm rank, pid).
+bool ras_counts_moved(const std::vector<RasAnswer>& first, const std::vector<RasAnswer>& second);
 
 // `given`: trace evidence named on the command line (--trace, --fr), read besides what the
 // snapshots' environments name.

@@ -4,8 +4,12 @@
 #include <sys/stat.h>
 
 #include <ctime>
+#include <algorithm>
 #include <set>
 
+#include <thread>
+
+#include "attach_analysis.h"
 #include "env_vars.h"
 #include "lockstep_version.h"
 #include "procfs.h"
@@ -28,10 +32,12 @@ bool maps_recorder(int pid) {
 // dumps (the prefix torch writes them at). A dump older than the process is another job's.
 void find_job_evidence(int pid, const std::map<std::string, std::string>& env, ProcessSnapshot& p) {
   const std::string cwd = cwd_of(pid);
+  p.recorder_mapped = maps_recorder(pid);
+  p.start_time = start_time_of(pid);
   if (auto d = env.find(schema::env::kDir); d != env.end() && !d->second.empty()) {
     p.lockstep_dir = absolute_in(cwd, d->second);
     p.lockstep_dir_from = schema::env::kDir;
-  } else if (maps_recorder(pid)) {
+  } else if (p.recorder_mapped) {
     p.lockstep_dir = absolute_in(cwd, schema::env::kDefaultDir);
     p.lockstep_dir_from = std::string("liblockstep.so mapped, no ") + schema::env::kDir + ": its default directory";
   }
@@ -54,6 +60,13 @@ void find_job_evidence(int pid, const std::map<std::string, std::string>& env, P
       (started > 0 && mtime + 1 < started ? p.fr_dumps_stale : p.fr_dumps).emplace_back(g.gl_pathv[i]);
     }
   ::globfree(&g);
+}
+
+// Each thread's voluntary context switches, read while the process runs (never during a stop:
+// the stop itself is a switch).
+void read_switches(int pid, std::vector<ThreadSnapshot>& threads) {
+  for (ThreadSnapshot& t : threads)
+    if (auto v = voluntary_switches(pid, t.tid)) t.switches_read = true, t.voluntary_switches = *v;
 }
 
 }  // namespace
@@ -131,14 +144,63 @@ NodeSnapshot collect_node(const std::vector<int>& pids, const CollectOptions& o)
   // A thread that had not stopped within the stop's bound is still seized (ptrace_stacks.h):
   // let go as soon as its system call returns, here and between the RAS queries.
   release_late_threads(std::chrono::milliseconds(200));
+  std::vector<std::string> asked;
   if (o.ras) {
-    std::set<std::string> asked;
     for (const ProcessSnapshot& p : n.procs)
-      if (p.error.empty() && !p.nccl_library.empty() && asked.insert(p.ras_address).second) {
+      if (p.error.empty() && !p.nccl_library.empty() &&
+          std::find(asked.begin(), asked.end(), p.ras_address) == asked.end()) {
+        asked.push_back(p.ras_address);
         n.ras.push_back(query_ras(p.ras_address, o.ras_timeout_s));
         release_late_threads(std::chrono::milliseconds(0));
       }
   }
+  if (o.confirm_ms <= 0) return release_late_threads(std::chrono::milliseconds(0)), n;
+  // The second look: one instant proves no hang. RAS again; the stacks again only when the job
+  // may be hung (the counts did not move, every rank read waited), since each read stops it.
+  for (ProcessSnapshot& p : n.procs)
+    if (p.error.empty()) read_switches(p.pid, p.threads);
+  const auto first_done = std::chrono::steady_clock::now();
+  const auto until = first_done + std::chrono::milliseconds(o.confirm_ms);
+  release_late_threads(std::chrono::milliseconds(o.confirm_ms));
+  std::this_thread::sleep_until(until);
+  n.second.taken = true;
+  n.second.after_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - first_done).count();
+  for (const std::string& addr : asked) {
+    n.second.ras.push_back(query_ras(addr, o.ras_timeout_s));
+    release_late_threads(std::chrono::milliseconds(0));
+  }
+  bool all_wait = false;
+  for (const ProcessSnapshot& p : n.procs) {
+    if (!p.error.empty()) continue;
+    if (!waits_in_nccl_or_cuda(p)) {
+      all_wait = false;
+      break;
+    }
+    all_wait = true;
+  }
+  if (ras_counts_moved(n.ras, n.second.ras))
+    n.second.stacks_skipped = "NCCL RAS counts moved between the looks";
+  else if (!o.native)
+    n.second.stacks_skipped = "--no-native";
+  else if (!all_wait)
+    n.second.stacks_skipped = "not every process read waited in NCCL or CUDA at the first look";
+  else
+    for (const ProcessSnapshot& p : n.procs) {
+      if (!p.error.empty()) continue;
+      std::vector<ThreadSnapshot> before;
+      for (int tid : thread_ids(p.pid)) {
+        ThreadSnapshot t;
+        t.tid = tid;
+        before.push_back(t);
+      }
+      read_switches(p.pid, before);
+      ProcessSnapshot again = snapshot_process(p.pid, o);
+      for (ThreadSnapshot& t : again.threads)
+        for (const ThreadSnapshot& b : before)
+          if (b.tid == t.tid) t.switches_read = b.switches_read, t.voluntary_switches = b.voluntary_switches;
+      n.second.procs.push_back(std::move(again));
+      release_late_threads(std::chrono::milliseconds(0));
+    }
   release_late_threads(std::chrono::milliseconds(0));
   return n;
 }

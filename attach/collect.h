@@ -13,6 +13,8 @@ struct CollectOptions {
   bool native = true;   // ptrace stop + unwind (false: procfs, Python and RAS only)
   bool ras = true;
   int ras_timeout_s = 5;
+  // The second look (SecondLook): this long after the first; 0: none (then nothing is proven hung).
+  int confirm_ms = 1000;
 };
 
 ProcessSnapshot snapshot_process(int pid, const CollectOptions& o);

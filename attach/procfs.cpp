@@ -82,6 +82,18 @@ int int_of(const std::map<std::string, std::string>& env, const char* key) {
 
 }  // namespace
 
+std::optional<uint64_t> voluntary_switches(int pid, int tid) {
+  auto s = read_small_file("/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/status", 1 << 16);
+  if (!s) return std::nullopt;
+  const char* key = "\nvoluntary_ctxt_switches:";
+  size_t p = s->find(key);
+  if (p == std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  const unsigned long long v = std::strtoull(s->c_str() + p + std::strlen(key), &end, 10);
+  if (end == s->c_str() + p + std::strlen(key)) return std::nullopt;
+  return static_cast<uint64_t>(v);
+}
+
 std::vector<int> thread_ids(int pid) { return numeric_entries("/proc/" + std::to_string(pid) + "/task"); }
 
 std::map<std::string, std::string> environment_of(int pid) {
@@ -204,7 +216,7 @@ int rank_from_env(const std::map<std::string, std::string>& env) {
 
 int world_from_env(const std::map<std::string, std::string>& env) {
   for (const RankVariable& v : kWorldSizeVariables)
-    if (int n = int_of(env, v.name); n > 0) return n;
+    if (int n = int_of(env, v.name); n > 0) return n <= kMaxEnvRank ? n : -1;  // a job's ranks are below kMaxEnvRank
   return -1;
 }
 

@@ -18,6 +18,8 @@ std::vector<int> thread_ids(int pid);                         // /proc/PID/task
 std::map<std::string, std::string> environment_of(int pid);   // /proc/PID/environ
 std::vector<std::string> cmdline_of(int pid);                 // /proc/PID/cmdline
 char thread_state(int pid, int tid);                          // stat field 3, '?' if unknown
+// voluntary_ctxt_switches of /proc/PID/task/TID/status (how often the thread went to sleep).
+std::optional<uint64_t> voluntary_switches(int pid, int tid);
 int parent_of(int pid);                                       // stat field 4, -1 if unknown
 // When the process started (stat field 22 over /proc/stat's btime), seconds since the epoch; 0
 // when unknown.

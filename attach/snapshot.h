@@ -37,6 +37,11 @@ struct ThreadSnapshot {
   bool has_python = false;          // a CPython thread state belongs to this thread
   bool gil_holder = false;
   std::vector<PythonFrame> python;  // innermost first
+  // voluntary_ctxt_switches of /proc/.../status, read with the process running (after a stop),
+  // when switches_read: the times the thread went to sleep; unchanged between two looks, it did
+  // not wake in between.
+  bool switches_read = false;
+  uint64_t voluntary_switches = 0;
 };
 
 // NCCL RAS (src/ras/ in NVIDIA/nccl): one answer covers every communicator of the job that the
@@ -104,11 +109,24 @@ struct ProcessSnapshot {
   std::string lockstep_dir;       // its lockstep trace directory (absolute): the job was recorded
   std::string lockstep_dir_from;  // how that was found: "LOCKSTEP_DIR", or the recorder mapped
                                   // without it (the default directory in its cwd)
+  bool recorder_mapped = false;   // liblockstep.so is mapped: its recorder runs in the process
+  double start_time = 0;          // when the process started, seconds since the epoch; 0: unknown
   std::string fr_dump_prefix;     // Flight Recorder's dump prefix (absolute), "" when not set
   std::string fr_dump_variable;   // TORCH_FR_DUMP_TEMP_FILE or TORCH_NCCL_DEBUG_INFO_TEMP_FILE
   std::vector<std::string> fr_dumps;        // files at that prefix written since the process started
   std::vector<std::string> fr_dumps_stale;  // files there older than the process: another job's
   std::map<std::string, std::string> nccl_env;  // NCCL_* variables of its environment
+};
+
+// The second look (docs/attach.md, "One instant proves no hang"): `after_ms` after the first,
+// NCCL RAS asked again, and, unless the RAS counts already moved, each process's stacks read
+// again. A hang or a count divergence is proven only when this look shows the same as the first.
+struct SecondLook {
+  bool taken = false;
+  double after_ms = 0;  // from the end of the first look to the start of this one
+  std::vector<RasAnswer> ras;          // one per RAS address asked in the first look
+  std::vector<ProcessSnapshot> procs;  // stacks read again (empty: not needed or not asked)
+  std::string stacks_skipped;          // why the stacks were not read again
 };
 
 struct NodeSnapshot {
@@ -120,6 +138,7 @@ struct NodeSnapshot {
   std::string lockstep_version;
   std::vector<ProcessSnapshot> procs;
   std::vector<RasAnswer> ras;  // one per distinct RAS address of the processes
+  SecondLook second;
 };
 
 }  // namespace lockstep::attach

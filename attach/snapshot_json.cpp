@@ -20,7 +20,7 @@ template <class V> void fields(PythonFrame& f, V&& v) { v("file", f.file), v("fu
 template <class V> void fields(ThreadSnapshot& t, V&& v) {
   v("tid", t.tid), v("name", t.name), v("state", t.state), v("wchan", t.wchan), v("native", t.native),
       v("native_error", t.native_error), v("exited", t.exited), v("has_python", t.has_python), v("gil_holder", t.gil_holder),
-      v("python", t.python);
+      v("python", t.python), v("switches_read", t.switches_read), v("voluntary_switches", t.voluntary_switches);
 }
 template <class V> void fields(RasRank& r, V&& v) {
   v("rank", r.rank), v("host", r.host), v("pid", r.pid), v("cuda_dev", r.cuda_dev), v("init_state", r.init_state),
@@ -50,12 +50,17 @@ template <class V> void fields(ProcessSnapshot& p, V&& v) {
       v("python_cut_short", p.python_cut_short), v("nccl_library", p.nccl_library),
       v("ras_address", p.ras_address), v("lockstep_dir", p.lockstep_dir), v("lockstep_dir_from", p.lockstep_dir_from),
       v("fr_dump_prefix", p.fr_dump_prefix), v("fr_dump_variable", p.fr_dump_variable), v("fr_dumps", p.fr_dumps),
-      v("fr_dumps_stale", p.fr_dumps_stale), v("nccl_env", p.nccl_env);
+      v("fr_dumps_stale", p.fr_dumps_stale), v("nccl_env", p.nccl_env), v("recorder_mapped", p.recorder_mapped),
+      v("start_time", p.start_time);
+}
+template <class V> void fields(SecondLook& l, V&& v) {
+  v("taken", l.taken), v("after_ms", l.after_ms), v("ras", l.ras), v("processes", l.procs),
+      v("stacks_skipped", l.stacks_skipped);
 }
 template <class V> void fields(NodeSnapshot& n, V&& v) {
   v("host", n.host), v("taken_at", n.taken_at), v("session", n.session), v("lockstep_version", n.lockstep_version),
       v("processes", n.procs),
-      v("ras", n.ras);
+      v("ras", n.ras), v("second_look", n.second);
 }
 
 template <class T> struct is_vector : std::false_type {};

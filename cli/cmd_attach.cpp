@@ -3,13 +3,19 @@
 // Per process, read-only and bounded: native stacks of every thread (ptrace stop, stated),
 // Python frames (process_vm_readv), NCCL RAS; then the analysis (attach/attach_analysis.h).
 #include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
 #include <cctype>
 #include <cstdio>
+#include <map>
 #include <set>
 #include <fstream>
 #include <iostream>
@@ -21,6 +27,7 @@
 #include "exit_codes.h"
 #include "file_io.h"
 #include "procfs.h"
+#include "ptrace_stacks.h"
 #include "report.h"
 #include "snapshot_json.h"
 #include "text_escape.h"
@@ -46,6 +53,7 @@ struct AttachArgs {
   bool json = false;
   bool no_native = false;
   int ras_timeout_s = 5;
+  int confirm_ms = 1000;
 };
 
 // An id of this attach, written in each of its snapshots (NodeSnapshot::session).
@@ -95,7 +103,27 @@ std::vector<int> rank_processes(const std::vector<int>& candidates) {
         with_nccl.push_back(p);
         break;
       }
-  return with_nccl.empty() ? at::leaf_processes(candidates) : with_nccl;
+  std::vector<int> picked = with_nccl.empty() ? at::leaf_processes(candidates) : with_nccl;
+  // A forked child inherits its parent's RANK and libnccl mapping (PyTorch DataLoader workers):
+  // of the processes claiming one rank, those whose ancestor claims it too are not the rank. Others
+  // claiming one rank are all kept: the analysis names them, and never counts the rank twice.
+  std::map<int, std::vector<int>> by_rank;
+  for (int p : picked)
+    if (int r = at::rank_from_env(at::environment_of(p)); r >= 0) by_rank[r].push_back(p);
+  std::set<int> drop;
+  for (const auto& [rank, procs] : by_rank) {
+    if (procs.size() < 2) continue;
+    for (int p : procs)
+      for (int up = at::parent_of(p), hops = 0; up > 1 && hops < 64; up = at::parent_of(up), ++hops)
+        if (std::find(procs.begin(), procs.end(), up) != procs.end()) {
+          std::cerr << "lockstep attach: pid " << p << " claims rank " << rank << " as its ancestor pid " << up
+                    << " does (a forked child, such as a DataLoader worker): not read as the rank\n";
+          drop.insert(p);
+          break;
+        }
+  }
+  std::erase_if(picked, [&](int p) { return drop.count(p) > 0; });
+  return picked;
 }
 
 // `scontrol listpids JOBID` on this node: PID JOBID STEPID LOCALID GLOBALID; the tasks of
@@ -144,8 +172,8 @@ bool write_in_dir(const std::string& path, const std::string& text) {
 
 int report(const std::vector<at::NodeSnapshot>& nodes, const AttachArgs& a) {
   std::vector<at::TraceSource> given;
-  for (const std::string& d : a.trace_dirs) given.push_back({at::TraceKind::kRecorder, d, {}, "--trace"});
-  for (const std::string& d : a.fr_dirs) given.push_back({at::TraceKind::kFlightRecorder, d, {}, "--fr"});
+  for (const std::string& d : a.trace_dirs) given.push_back({at::TraceKind::kRecorder, d, {}, "--trace", {}});
+  for (const std::string& d : a.fr_dirs) given.push_back({at::TraceKind::kFlightRecorder, d, {}, "--fr", {}});
   at::AttachReport r = at::analyze_snapshots(nodes, given);
   const nlohmann::json j = at::render_json(r);
   if (a.json)
@@ -237,7 +265,19 @@ int attach(AttachArgs a) {
     }
     return report(nodes, a);
   }
-  if (!a.out_dir.empty()) ::mkdir(a.out_dir.c_str(), 0755);
+  if (!a.out_dir.empty()) {
+    // Found unwritable only after the processes were stopped, the stop would be for nothing.
+    ::mkdir(a.out_dir.c_str(), 0755);
+    const std::string probe = a.out_dir + "/.lockstep-attach-probe-" + std::to_string(::getpid());
+    const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+      std::cerr << "lockstep attach: cannot write in " << printable(a.out_dir) << " (-o): " << std::strerror(errno)
+                << "; nothing was stopped\n";
+      return kExitUsage;
+    }
+    ::close(fd);
+    ::unlink(probe.c_str());
+  }
   if (!a.slurm_job.empty()) {
     if (a.out_dir.empty()) {
       std::cerr << "lockstep attach --slurm: give -o DIR (a directory every node can write)\n";
@@ -249,7 +289,8 @@ int attach(AttachArgs a) {
     std::string nodes = run_capture({"squeue", "-h", "-j", a.slurm_job, "-o", "%D"}, &st);
     if (int n = std::atoi(nodes.c_str()); n > 0) argv.push_back("--nodes=" + std::to_string(n));
     argv.insert(argv.end(), {self_exe(), "attach", "--local-job", a.slurm_job, "-o", a.out_dir, "--ras-timeout",
-                             std::to_string(a.ras_timeout_s), "--session", a.session});
+                             std::to_string(a.ras_timeout_s), "--confirm-ms", std::to_string(a.confirm_ms),
+                             "--session", a.session});
     if (a.no_native) argv.push_back("--no-native");
     std::string out = run_capture(argv, &st);
     std::cerr << out;
@@ -298,6 +339,7 @@ int attach(AttachArgs a) {
   at::CollectOptions o;
   o.native = !a.no_native;
   o.ras_timeout_s = a.ras_timeout_s;
+  o.confirm_ms = a.confirm_ms;
   at::NodeSnapshot node = at::collect_node(pids, o);
   node.session = a.session;
   for (const at::ProcessSnapshot& p : node.procs) {
@@ -319,7 +361,22 @@ int attach(AttachArgs a) {
     }
   }
   if (!a.local_job.empty()) return kExitOk;  // a collector of --slurm: the caller analyses DIR
-  return report({node}, a);
+  // A thread that had not stopped when its process was let go stops when its system call
+  // returns: the analysis runs beside this thread (the tracer), which lets such threads go as
+  // soon as they stop, instead of after the analysis.
+  int rc = 0;
+  std::atomic<bool> done{false};
+  std::thread analysis([&] {
+    rc = report({node}, a);
+    done = true;
+  });
+  while (!done) {
+    at::release_late_threads(std::chrono::milliseconds(0));
+    ::usleep(2000);
+  }
+  analysis.join();
+  at::release_late_threads(std::chrono::milliseconds(0));
+  return rc;
 }
 
 }  // namespace
@@ -379,6 +436,10 @@ void add_attach_command(Command& app, int* exit_code) {
                   "Seconds NCCL RAS may take to collect its answer (1-600, default 5; the whole exchange may take 2 s "
                   "more: connecting and reading)")
       ->range(1, 600);
+  cmd->add_option("--confirm-ms", a->confirm_ms,
+                  "Milliseconds between the first look and the second (NCCL RAS again; the stacks again when the job "
+                  "may be hung), 0-60000, default 1000; 0: one look, nothing proven hung")
+      ->range(0, 60000);
   cmd->footer(
       "Exit codes: 0 no hang found; 1 a divergence or hang found; 2 usage error; 4 incomplete evidence (a rank not read)");
   cmd->callback([a, exit_code] { *exit_code = attach(*a); });

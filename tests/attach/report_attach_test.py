@@ -51,7 +51,9 @@ ras = [{"address": "127.0.0.1:1", "reached": True, "error": "", "server_protocol
              "collective_counts": {"ReduceScatter": c}} for r, c in counts.items()]}]}]
 with open(os.path.join(snap, "node-1.attach.json"), "w") as f:
     json.dump({"lockstep_attach_format": 1, "host": "node", "taken_at": "2026-01-01T00:00:00Z",
-               "lockstep_version": "test", "processes": procs, "ras": ras}, f)
+               "lockstep_version": "test", "processes": procs, "ras": ras,
+               # looked at twice, the same both times: the count difference is proven
+               "second_look": {"taken": True, "after_ms": 1000.0, "ras": ras, "processes": procs}}, f)
 
 page = os.path.join(work, "snap.html")
 r = subprocess.run([lockstep, "report", snap, "-o", page], capture_output=True, text=True, timeout=60)
