@@ -2,6 +2,9 @@
 
 #include <errno.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cstring>
 
 #include <atomic>
 #include <mutex>
@@ -12,14 +15,50 @@ namespace {
 thread_local int t_last_errno = 0;
 std::atomic<uint64_t> g_io_returned{0};  // writes, truncates and syncs that returned
 sqlite3_vfs* g_base = nullptr;
+bool g_unix = false;  // the base is SQLite's unix VFS (its file's descriptor can be checked)
 sqlite3_vfs g_vfs;
 
 // The wrapped file; the base VFS's file follows it in the same allocation (szOsFile).
 struct File {
   sqlite3_file base;
   sqlite3_file* real;
+  // The descriptor the base file reads and writes, and what it named when opened: a program
+  // that closes every descriptor (a daemon's close_range(3, ~0)) and opens its own files gets
+  // the trace's numbers back; the file must then never be read, written, locked or closed
+  // through them. fd -1: not known (a base VFS other than SQLite's unix VFS): not checked.
+  int fd;
+  dev_t dev;
+  ino_t ino;
 };
 sqlite3_file* real(sqlite3_file* f) { return reinterpret_cast<File*>(f)->real; }
+
+// The first fields of SQLite's unixFile (os_unix.c, the same since 3.7): its descriptor follows
+// the methods, the VFS and the inode pointers. Trusted only once fstat of it names the file
+// just opened by name.
+struct UnixFileHead {
+  const sqlite3_io_methods* methods;
+  sqlite3_vfs* vfs;
+  void* inode;
+  int h;
+};
+
+std::atomic<bool> g_descriptor_lost{false};
+
+// Whether the file's descriptor still names the file opened (fstat: async-signal-safe).
+bool ours(sqlite3_file* f) {
+  File* w = reinterpret_cast<File*>(f);
+  if (w->fd < 0) return true;
+  struct stat st;
+  if (fstat(w->fd, &st) == 0 && st.st_dev == w->dev && st.st_ino == w->ino) return true;
+  g_descriptor_lost.store(true, std::memory_order_relaxed);
+  return false;
+}
+// A call on a descriptor that is no longer ours fails as a write would on a closed descriptor.
+int lost() {
+  errno = EBADF;
+  t_last_errno = EBADF;
+  return SQLITE_IOERR;
+}
 
 int note(int rc) {
   g_io_returned.fetch_add(1, std::memory_order_relaxed);
@@ -27,29 +66,41 @@ int note(int rc) {
   return rc;
 }
 
-int x_close(sqlite3_file* f) { return real(f)->pMethods->xClose(real(f)); }
+// Closing a descriptor that is no longer ours would close the program's file: the base file is
+// left as it is (its memory goes with SQLite's; the process keeps a few bytes).
+int x_close(sqlite3_file* f) { return ours(f) ? real(f)->pMethods->xClose(real(f)) : SQLITE_OK; }
 int x_read(sqlite3_file* f, void* b, int n, sqlite3_int64 o) {
+  if (!ours(f)) return lost();
   return real(f)->pMethods->xRead(real(f), b, n, o);
 }
 int x_write(sqlite3_file* f, const void* b, int n, sqlite3_int64 o) {
+  if (!ours(f)) return note(lost());
   errno = 0;
   return note(real(f)->pMethods->xWrite(real(f), b, n, o));
 }
 int x_truncate(sqlite3_file* f, sqlite3_int64 size) {
+  if (!ours(f)) return note(lost());
   errno = 0;
   return note(real(f)->pMethods->xTruncate(real(f), size));
 }
 int x_sync(sqlite3_file* f, int flags) {
+  if (!ours(f)) return note(lost());
   errno = 0;
   return note(real(f)->pMethods->xSync(real(f), flags));
 }
-int x_file_size(sqlite3_file* f, sqlite3_int64* s) { return real(f)->pMethods->xFileSize(real(f), s); }
-int x_lock(sqlite3_file* f, int l) { return real(f)->pMethods->xLock(real(f), l); }
-int x_unlock(sqlite3_file* f, int l) { return real(f)->pMethods->xUnlock(real(f), l); }
+int x_file_size(sqlite3_file* f, sqlite3_int64* s) {
+  if (!ours(f)) return lost();
+  return real(f)->pMethods->xFileSize(real(f), s);
+}
+// Locks are fcntl locks on the descriptor: on the program's file they would be the program's.
+int x_lock(sqlite3_file* f, int l) { return ours(f) ? real(f)->pMethods->xLock(real(f), l) : SQLITE_IOERR_LOCK; }
+int x_unlock(sqlite3_file* f, int l) { return ours(f) ? real(f)->pMethods->xUnlock(real(f), l) : SQLITE_OK; }
 int x_check_reserved(sqlite3_file* f, int* out) {
+  if (!ours(f)) return lost();
   return real(f)->pMethods->xCheckReservedLock(real(f), out);
 }
 int x_file_control(sqlite3_file* f, int op, void* arg) {
+  if (!ours(f)) return SQLITE_NOTFOUND;  // a size hint would ftruncate/fallocate the program's file
   return real(f)->pMethods->xFileControl(real(f), op, arg);
 }
 int x_sector_size(sqlite3_file* f) { return real(f)->pMethods->xSectorSize(real(f)); }
@@ -96,9 +147,18 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, i
   f->base.pMethods = nullptr;
   f->real = reinterpret_cast<sqlite3_file*>(f + 1);
   f->real->pMethods = nullptr;
+  f->fd = -1;
   errno = 0;
   int rc = note(g_base->xOpen(g_base, name, f->real, flags, out_flags));
   if (f->real->pMethods) f->base.pMethods = &kMethods;  // then SQLite closes it through us
+  // Its descriptor, when the base is SQLite's unix VFS and the descriptor names the file opened.
+  struct stat by_fd, by_name;
+  if (rc == SQLITE_OK && name && g_unix) {
+    const int h = reinterpret_cast<const UnixFileHead*>(f->real)->h;
+    if (h >= 0 && fstat(h, &by_fd) == 0 && stat(name, &by_name) == 0 && by_fd.st_dev == by_name.st_dev &&
+        by_fd.st_ino == by_name.st_ino)
+      f->fd = h, f->dev = by_fd.st_dev, f->ino = by_fd.st_ino;
+  }
   return rc;
 }
 int x_delete(sqlite3_vfs*, const char* name, int sync_dir) {
@@ -115,10 +175,13 @@ int x_full_pathname(sqlite3_vfs*, const char* name, int n, char* out) {
 
 uint64_t write_calls_returned() { return g_io_returned.load(std::memory_order_relaxed); }
 
+bool trace_descriptor_lost() { return g_descriptor_lost.load(std::memory_order_relaxed); }
+
 const char* write_errno_vfs_name() {
   static const char* name = [] () -> const char* {
     g_base = sqlite3_vfs_find(nullptr);
     if (!g_base) return nullptr;
+    g_unix = std::strcmp(g_base->zName, "unix") == 0;
     g_vfs = *g_base;
     g_vfs.pNext = nullptr;
     g_vfs.zName = "lockstep-errno";

@@ -20,4 +20,8 @@ void clear_last_write_errno();
 // waiter tells a slow file system (it moves) from a dead one (it does not).
 uint64_t write_calls_returned();
 
+// Whether a trace file's descriptor stopped naming the trace file (the program closed it and
+// opened something else under its number): the file was then left untouched (EBADF).
+bool trace_descriptor_lost();
+
 }  // namespace lockstep::rec

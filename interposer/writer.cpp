@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -437,10 +436,30 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   ok = ok && w->exec(("PRAGMA user_version=" + std::to_string(w->generation_)).c_str());
   if (!ok || !w->exec("COMMIT")) return fail_open("cannot write trace header");
 
-  w->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (w->wake_fd_ < 0 || pipe2(w->ack_pipe_, O_CLOEXEC | O_NONBLOCK) != 0)
+  int wake[2], ack[2];
+  if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(ack, O_CLOEXEC | O_NONBLOCK) != 0)
     return fail_open("cannot create writer wake-up descriptors");
+  for (int i = 0; i < 2; i++) w->wake_[i] = Fd::of(wake[i]), w->ack_[i] = Fd::of(ack[i]);
   return w;
+}
+
+Writer::Fd Writer::Fd::of(int fd) {
+  Fd f;
+  struct stat st;
+  if (fstat(fd, &st) == 0) f.fd = fd, f.dev = st.st_dev, f.ino = st.st_ino;
+  return f;
+}
+
+bool Writer::Fd::ours() const {
+  struct stat st;
+  return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
+void Writer::wake() {
+  if (!wake_[1].ours()) return;
+  char c = 1;
+  ssize_t ignored = write(wake_[1].fd, &c, 1);
+  (void)ignored;
 }
 
 void Writer::start() {
@@ -489,9 +508,7 @@ void Writer::add_hang(int64_t mono, int64_t wall, int in_flight, std::string mes
     std::lock_guard<std::mutex> g(side_mu_);
     pending_hangs_.push_back({mono, wall, in_flight, std::move(message)});
   }
-  uint64_t one = 1;
-  ssize_t ignored = write(wake_fd_, &one, sizeof one);
-  (void)ignored;
+  wake();
 }
 
 void Writer::flush(int timeout_ms) {
@@ -499,31 +516,33 @@ void Writer::flush(int timeout_ms) {
   std::unique_lock<std::mutex> lk(flush_mu_);
   uint64_t target = ++flush_requested_;
   flush_req_atomic_.store(target);
-  uint64_t one = 1;
-  ssize_t ignored = write(wake_fd_, &one, sizeof one);
-  (void)ignored;
+  wake();
   flush_cv_.wait_for(lk, std::chrono::milliseconds(timeout_ms),
                      [&] { return flush_done_ >= target || failed(); });
 }
 
 void Writer::signal_flush_begin(const char* exit_reason) {
-  // Only async-signal-safe operations: an atomic store and write(2).
-  char drain[64];
-  while (read(ack_pipe_[0], drain, sizeof drain) > 0) {
+  // Only async-signal-safe operations: atomics, fstat, read(2) and write(2).
+  if (ack_[0].ours()) {
+    char drain[64];
+    while (read(ack_[0].fd, drain, sizeof drain) > 0) {
+    }
   }
+  ack_base_.store(acks_.load());
   signal_reason_.store(exit_reason);
-  uint64_t one = 1;
-  ssize_t ignored = write(wake_fd_, &one, sizeof one);
-  (void)ignored;
+  wake();
 }
 
 bool Writer::signal_flush_wait(int timeout_ms) {
-  pollfd p{ack_pipe_[0], POLLIN, 0};
   int64_t deadline = mono_ns() + int64_t(timeout_ms) * 1000000;
+  const bool by_pipe = ack_[0].ours();
+  pollfd p{ack_[0].fd, POLLIN, 0};
   for (;;) {
+    if (acks_.load() > ack_base_.load()) return true;
     int left = int((deadline - mono_ns()) / 1000000);
     if (left <= 0) return false;
-    int r = poll(&p, 1, left);
+    // The pipe gone: the count, every millisecond.
+    int r = poll(by_pipe ? &p : nullptr, by_pipe ? 1 : 0, by_pipe ? left : 1);
     if (r > 0) return true;
     if (r < 0 && errno != EINTR) return false;
   }
@@ -534,9 +553,7 @@ void Writer::stop(const char* exit_reason) {
   set_meta(schema::meta::kExitReason, exit_reason);
   set_meta(schema::meta::kFinished, "1");
   stop_.store(true);
-  uint64_t one = 1;
-  ssize_t ignored = write(wake_fd_, &one, sizeof one);
-  (void)ignored;
+  wake();
   // The final commit, within a bound: a write stuck on a dead file system does not hold the
   // program's exit (the trace then has no exit record: readers call it unfinished); a slow one
   // that still writes rows or returns from its writes is waited for, up to a total bound.
@@ -563,11 +580,15 @@ void Writer::wait_for_wake() {
   if (last_round_records_ >= queue_.capacity() / 4) timeout_ms = 0;
   last_round_records_ = 0;  // set again only by a round that takes records
   if (bench_off() & kOffEagerWriter) timeout_ms = kCommitIntervalMs;  // as before (benchmarking)
-  pollfd p{wake_fd_, POLLIN, 0};
-  poll(&p, 1, timeout_ms);
-  uint64_t drained;
-  ssize_t ignored = read(wake_fd_, &drained, sizeof drained);
-  (void)ignored;
+  if (wake_[0].ours()) {
+    pollfd p{wake_[0].fd, POLLIN, 0};
+    poll(&p, 1, timeout_ms);
+    char drain[64];
+    while (read(wake_[0].fd, drain, sizeof drain) == ssize_t(sizeof drain)) {
+    }
+  } else {
+    poll(nullptr, 0, timeout_ms);  // the pipe is gone: rounds on the clock alone
+  }
   last_round_start_ = mono_ns();
 }
 
@@ -580,9 +601,12 @@ void Writer::round_done(uint64_t flush_target, bool signal_waits) {
   }
   flush_cv_.notify_all();
   if (signal_waits) {
-    char c = 1;
-    ssize_t ignored = write(ack_pipe_[1], &c, 1);
-    (void)ignored;
+    acks_.fetch_add(1);
+    if (ack_[1].ours()) {
+      char c = 1;
+      ssize_t ignored = write(ack_[1].fd, &c, 1);
+      (void)ignored;
+    }
   }
 }
 

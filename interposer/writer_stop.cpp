@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
@@ -112,6 +111,9 @@ void Writer::fail(const char* what) {
   if (!sys) sys = sqlite3_system_errno(db_);
   std::string detail = std::string(what) + ": " + sqlite3_errmsg(db_);
   if (sys) detail += std::string(" (") + strerror(sys) + ")";
+  if (trace_descriptor_lost())
+    detail += "; the program closed the trace's descriptor and opened another file under its number, which was "
+              "left untouched";
   if (sys == EFBIG) {
     rlimit lim{};
     if (getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)

@@ -4,6 +4,7 @@
 //   recorder_probe SCENARIO [args]     (env PROBE_NRANKS, RANK: communicator size and rank)
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -467,6 +468,42 @@ int scenario_memo_callers() {
   return 0;
 }
 
+// A daemon's descriptor hygiene: every descriptor from 3 up closed, then the program's own files
+// and a pipe, which get the recorder's old numbers (its trace file, journal, wake and ack pipes).
+// The program's bytes must be its own: its files hold exactly "data\n", its pipe gives back what
+// it wrote, and NCCL calls after the close still run. "term": ends by raising SIGTERM (the
+// recorder's signal flush); else returns 0. Prints "pipe ok" when the pipe's bytes came back.
+int scenario_close_all_fds(const char* dir, bool term) {
+  ncclComm_t c = init_comm();
+  for (int i = 0; i < 20; i++) probe_issue_all_reduce(c, size_t(i));
+  usleep(200 * 1000);  // the writer has committed and waits on its pipe
+  for (int fd = 3; fd < 1024; fd++) close(fd);
+  std::vector<int> files;
+  for (int i = 0; i < 6; i++) {
+    const std::string path = std::string(dir) + "/f" + std::to_string(i);
+    const int fd = open(path.c_str(), O_CREAT | O_TRUNC | O_RDWR, 0644);
+    if (fd < 0 || write(fd, "data\n", 5) != 5) return 3;
+    files.push_back(fd);
+  }
+  int p[2];
+  if (pipe(p) != 0) return 4;
+  const char msg[] = "0123456789abcdefghijklmnopqrstuvwxyz";
+  if (write(p[1], msg, 36) != 36) return 5;
+  char back[36];
+  size_t got = 0;
+  while (got < sizeof back) {  // blocking: a recorder that drains the pipe hangs the program here
+    const ssize_t n = read(p[0], back + got, sizeof back - got);
+    if (n <= 0) return 6;
+    got += size_t(n);
+  }
+  if (memcmp(back, msg, 36) == 0) printf("pipe ok\n");
+  fflush(stdout);
+  for (int i = 0; i < 50; i++) probe_issue_all_reduce(c, size_t(i));
+  usleep(200 * 1000);  // a few writer rounds with the program's files under the trace's numbers
+  if (term) raise(SIGTERM);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: recorder_probe SCENARIO\n");
@@ -495,6 +532,7 @@ int main(int argc, char** argv) {
   if (s == "own_sigint_handler") return scenario_own_sigint_handler();
   if (s == "abort_then_kill") return scenario_abort_then_kill();
   if (s == "flood") return scenario_flood(argc > 2 ? atoi(argv[2]) : 1000000);
+  if (s == "close_all_fds") return scenario_close_all_fds(argc > 2 ? argv[2] : ".", argc > 3 && std::string(argv[3]) == "term");
   if (s == "disk_full") return scenario_disk_full(argc > 2 ? atoi(argv[2]) : 50000);
   fprintf(stderr, "recorder_probe: unknown scenario %s\n", s.c_str());
   return 1;

@@ -389,6 +389,30 @@ TEST(Recorder, children_forked_while_the_writer_is_busy_neither_hang_nor_lose_th
   EXPECT_EQ(size_t(children), p.files.size() - 1) << join(p.files);
 }
 
+// A program that closes every descriptor and opens its own files and a pipe gets the recorder's
+// numbers back. Before: the writer read the program's pipe (the program hung), wrote its wake-up
+// bytes into the program's file at exit and in the signal flush, and SQLite read the program's
+// file as the trace. Now the recorder checks each descriptor before using it: the program's
+// bytes are its own, its fate unchanged, and the trace keeps what was committed, naming why it
+// stopped.
+TEST(Recorder, a_program_that_closes_every_descriptor_keeps_its_files_and_its_fate) {
+  for (const bool term : {false, true}) {
+    TempDir out;
+    Probe p({"close_all_fds", out.path, term ? "term" : "exit"}, {}, 30);
+    ASSERT_FALSE(p.result.timed_out) << "the program hung\n" << p.describe();
+    if (term)
+      EXPECT_EQ(p.result.term_signal, SIGTERM) << p.describe();
+    else
+      EXPECT_EQ(p.result.exit_code, 0) << p.describe();
+    EXPECT_NE(p.result.out.find("pipe ok"), std::string::npos) << p.result.out << "\n" << p.describe();
+    for (int i = 0; i < 6; i++)
+      EXPECT_EQ(read_file(out.path + "/f" + std::to_string(i)), "data\n") << "f" << i << (term ? " (SIGTERM)" : "");
+    ASSERT_EQ(p.files.size(), 1u) << p.describe();
+    Trace t(p.files[0]);
+    EXPECT_GE(std::stoll(t.scalar("SELECT count(*) FROM ops")), 20) << "what was committed before the close stays";
+  }
+}
+
 TEST(Recorder, several_threads_on_several_communicators_keep_per_comm_sequences) {
   Probe p({"threads"});
   ASSERT_ONE_TRACE(p);
