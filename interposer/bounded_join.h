@@ -2,6 +2,9 @@
 // GPU in a bad state) or in a write to a dead file system must not hold the program's exit.
 #pragma once
 
+#include <pthread.h>
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -27,7 +30,8 @@ class ThreadExit {
     return join_while_progressing(t, ms, ms, [] { return uint64_t(0); });
   }
   // Joins `t` if it marks its exit before `idle_ms` pass without `progress()` changing, and
-  // before `max_ms` in all; else leaves it running, detached, and returns false. `progress` is
+  // before `max_ms` in all; else leaves it running, detached, and returns false. True once it
+  // marked its exit (joined, or detached when its teardown outlasts kTeardownMs). `progress` is
   // read every 100 ms at most (a count the thread moves while it works).
   template <class Progress>
   bool join_while_progressing(std::thread& t, int idle_ms, int max_ms, Progress progress) {
@@ -55,12 +59,32 @@ class ThreadExit {
       }
     }
     l.unlock();
-    if (exited) t.join();
-    else t.detach();
+    // Marked: what is left is the thread's return and its teardown by the C library, which can
+    // block on a lock the exiting thread holds (exit() called from a signal handler that
+    // interrupted malloc: the teardown frees the thread's cache under the arena's lock). So
+    // that join is bounded too; past it the thread is left to the process's end. It marked its
+    // exit, so its work is done: true either way.
+    if (!exited || !join_for(t, kTeardownMs)) t.detach();
     return exited;
   }
 
+  static constexpr int kTeardownMs = 200;
+
  private:
+  static bool join_for(std::thread& t, int ms) {
+    timespec deadline{};
+    clock_gettime(CLOCK_REALTIME, &deadline);  // pthread_timedjoin_np's clock
+    deadline.tv_sec += ms / 1000;
+    deadline.tv_nsec += long(ms % 1000) * 1000000;
+    if (deadline.tv_nsec >= 1000000000) deadline.tv_sec += 1, deadline.tv_nsec -= 1000000000;
+    if (pthread_timedjoin_np(t.native_handle(), nullptr, &deadline) != 0) return false;
+    // Joined by pthread: its handle is gone, and std::thread has no way to forget it (its
+    // destructor would terminate, detach would reuse the freed handle): the empty shell is
+    // kept, unreachable (the process is exiting; a few bytes).
+    (void)new std::thread(std::move(t));
+    return true;
+  }
+
   std::mutex mu_;
   std::condition_variable cv_;
   bool exited_ = false;

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
 #include <cstddef>
 #include <cstring>
 #include <set>
@@ -9,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "bounded_join.h"
 #include "bounded_queue.h"
 #include "comm_table.h"
 
@@ -126,4 +129,35 @@ TEST(CommTable, many_handles_colliding_in_probing_stay_distinct) {
     CommState* want = i % 2 ? &states[i] : nullptr;
     ASSERT_EQ(table.find(reinterpret_cast<void*>(0x10000 + i * 0x1000)), want) << i;
   }
+}
+
+// exit() from a signal handler that interrupted malloc: the exiting thread holds the malloc
+// arena's lock while it joins the writer, and the writer, done (marked), blocks in its
+// teardown on that lock. Before: join_while_progressing joined without a bound once the thread
+// had marked its exit, and the program never exited. Here the lock is a mutex the joiner holds.
+TEST(ThreadExit, a_marked_thread_blocked_in_its_teardown_is_left_within_a_bound) {
+  using namespace lockstep::rec;
+  // Outlive the test: the thread is left running, detached, until the lock is released.
+  static std::mutex held;
+  static ThreadExit exit_mark;
+  std::unique_lock<std::mutex> lock(held);
+  std::thread t([] {
+    exit_mark.mark();
+    std::lock_guard<std::mutex> g(held);  // the teardown's lock
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool joined = exit_mark.join_while_progressing(t, 5000, 5000, [] { return uint64_t(0); });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(joined) << "it marked its exit: its work is done";
+  EXPECT_FALSE(t.joinable());
+  EXPECT_LT(s, 2.0) << "the join after the mark is bounded (ThreadExit::kTeardownMs)";
+  lock.unlock();  // the detached thread ends now
+}
+
+TEST(ThreadExit, a_thread_that_ends_after_its_mark_is_joined) {
+  using namespace lockstep::rec;
+  ThreadExit exit_mark;
+  std::thread t([&] { exit_mark.mark(); });
+  EXPECT_TRUE(exit_mark.join_while_progressing(t, 5000, 5000, [] { return uint64_t(0); }));
+  EXPECT_FALSE(t.joinable());
 }
