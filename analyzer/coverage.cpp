@@ -129,7 +129,7 @@ std::string coverage_json(const Schedule& s, const Coverage& c) {
   return j.dump();
 }
 
-std::string coverage_junit_failure(const Schedule& s, const Coverage& c) {
+std::string coverage_junit_text(const Schedule& s, const Coverage& c) {
   std::string out;
   for (const auto& p : c.procs) {
     if (!p.interposer || p.missed == 0) continue;

@@ -15,6 +15,7 @@ namespace lockstep::cli {
 bool write_file(const std::string& cmd, const std::string& path, const std::string& text) {
   std::ofstream out(path);
   out << text;
+  out.close();  // the write's error shows at the flush (a full disk: ENOSPC at close)
   if (!out) {
     std::cerr << "lockstep " << cmd << ": cannot write " << printable(path) << "\n";
     return false;

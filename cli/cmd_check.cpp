@@ -9,6 +9,7 @@
 #include "baseline.h"
 #include "commands.h"
 #include "exit_codes.h"
+#include "file_io.h"
 #include "identity.h"
 #include "summary_read.h"
 
@@ -33,19 +34,24 @@ struct CheckArgs {
   std::string write_baseline;
   std::string junit;
   ReadArgs read;
+  mutable bool junit_written = false;
 };
+
+// A baseline's canonical schedule is run-length encoded: far below this for any job.
+constexpr size_t kMaxBaselineBytes = size_t(1) << 30;
 
 int check_dir(const CheckArgs& a) {
   std::string expected;
   if (!a.baseline.empty()) {
-    std::ifstream in(a.baseline);
-    if (!in) {
-      std::cerr << "lockstep check: cannot read baseline " << printable(a.baseline) << "\n";
+    // Untrusted (a pull request can change it, into a link to /dev/zero or a FIFO): a regular
+    // file of bounded size, or not read.
+    std::string why;
+    auto text = schema::read_regular_file(a.baseline, kMaxBaselineBytes, &why);
+    if (!text) {
+      std::cerr << "lockstep check: cannot read baseline " << printable(a.baseline) << ": " << printable(why) << "\n";
       return kExitUsage;
     }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    expected = ss.str();
+    expected = std::move(*text);
     if (expected.rfind(kBaselineHeader, 0) != 0) {
       std::cerr << "lockstep check: " << printable(a.baseline) << " is not a lockstep baseline (first line must be '"
                 << kBaselineHeader << "')\n";
@@ -121,6 +127,10 @@ int check_dir(const CheckArgs& a) {
     ro.color = stdout_color();
     ro.require_finished = true;
     std::cout << render_text(an, *details, ro);
+  } else if (!a.baseline.empty() && !disagree && !diff.equal) {
+    // The ranks agree, the run is not the blessed one: exit 3, never worded "clean".
+    std::cout << "lockstep check: schedule differs from baseline " << base << " (below); the ranks themselves: "
+              << summary_line(an, true) << "\n";
   } else {
     std::cout << "lockstep check: " << summary_line(an) << "\n";
   }
@@ -175,7 +185,10 @@ int check_dir(const CheckArgs& a) {
       std::cout << "lockstep check: wrote baseline " << printable(a.write_baseline) << " (review and commit it)\n";
     }
   }
-  if (!a.junit.empty() && !write_file("check", a.junit, render_junit("lockstep check " + a.dir, cases))) return kExitUsage;
+  if (!a.junit.empty()) {
+    a.junit_written = true;
+    if (!write_file("check", a.junit, render_junit("lockstep check " + a.dir, cases))) return kExitUsage;
+  }
   return rc;
 }
 
@@ -185,13 +198,23 @@ void add_check_command(Command& app, int* exit_code) {
   auto args = std::make_shared<CheckArgs>();
   auto* sub = app.add_subcommand("check", "CI gate: fail when ranks' collective order disagrees or differs from a baseline");
   sub->add_option("dir", args->dir, "Trace directory")->required();
-  sub->add_option("--baseline", args->baseline, "Compare the canonical schedule with this baseline file");
-  sub->add_option("--write-baseline", args->write_baseline, "Write this run's canonical schedule (bless it)");
-  sub->add_option("--junit", args->junit, "Also write JUnit XML to FILE");
+  // An empty path ("--baseline \"$UNSET\"" in a CI script) would turn the comparison off.
+  auto named = [](const std::string& v) { return v.empty() ? std::string("needs a file name, not an empty one") : ""; };
+  sub->add_option("--baseline", args->baseline, "Compare the canonical schedule with this baseline file")->check(named);
+  sub->add_option("--write-baseline", args->write_baseline, "Write this run's canonical schedule (bless it)")->check(named);
+  sub->add_option("--junit", args->junit, "Also write JUnit XML to FILE")->check(named);
   add_read_options(sub, args->read);
   sub->footer("Exit code: 0 pass, 1 ranks disagree or hang, 2 input error, 3 differs from the baseline, "
               "4 incomplete evidence (a rank's history missing, torn, skipped, dropped, or the job still running).");
-  sub->callback([args, exit_code] { *exit_code = check_dir(*args); });
+  sub->callback([args, exit_code] {
+    *exit_code = check_dir(*args);
+    // A check that could not run (exit 2) leaves a JUnit file that says so: a CI system that
+    // reads only the XML must not find the last run's passing one.
+    if (*exit_code == kExitUsage && !args->junit.empty() && !args->junit_written)
+      write_file("check", args->junit,
+                 render_junit("lockstep check " + args->dir,
+                              {{"check_ran", "lockstep check could not run (exit 2: input error, said on stderr)", ""}}));
+  });
 }
 
 }  // namespace lockstep::cli

@@ -146,3 +146,30 @@ TEST(Baseline, its_order_sections_are_data_as_the_text_lists_them) {
   EXPECT_EQ(swapped.order_groups, 2u) << swapped.text;
   EXPECT_EQ(sections(swapped.text), 2u) << swapped.text;
 }
+
+// Windowed sections (capped runs): the last ordinal is the count of collectives issued, so two
+// counts differ whatever the windows share; a section whose lines are not the count its header
+// says is no section (compared as text), so an edited header cannot hide a changed op.
+TEST(Baseline, windows_of_runs_of_different_lengths_differ_and_a_section_must_hold_its_declared_count) {
+  const std::string head = std::string(kBaselineHeader) + "\n";
+  auto section = [](const std::string& header, int n, const std::string& op) {
+    std::string s = header + "\n";
+    for (int i = 0; i < n; ++i) s += "  " + op + "\n";
+    return s;
+  };
+  const std::string a = head + section("comm init0 nranks=2 collectives=#3..#6", 4, "all_reduce float32 count=8 sum");
+  const std::string same_len = head + section("comm init0 nranks=2 collectives=#5..#6", 2, "all_reduce float32 count=8 sum");
+  const std::string longer = head + section("comm init0 nranks=2 collectives=#5..#7", 3, "all_reduce float32 count=8 sum");
+  BaselineDiff ok = compare_baseline(a, same_len);
+  EXPECT_TRUE(ok.equal) << ok.text;
+  EXPECT_NE(ok.compared.find("compared #5..#6"), std::string::npos) << ok.compared;
+  BaselineDiff more = compare_baseline(a, longer);
+  EXPECT_FALSE(more.equal);
+  EXPECT_NE(more.text.find("issued 6 collectives, this run 7"), std::string::npos) << more.text;
+  // A baseline whose header claims #1..#2 over lines cut short, against a run whose op differs.
+  const std::string run = head + section("comm init0 nranks=2 collectives=#1..#4", 4, "all_reduce float32 count=16 sum");
+  const std::string edited = head + section("comm init0 nranks=2 collectives=#1..#2", 4, "all_reduce float32 count=8 sum");
+  EXPECT_FALSE(compare_baseline(edited, run).equal);
+  const std::string plain_short = head + section("comm init0 nranks=2 collectives=14", 4, "all_reduce float32 count=16 sum");
+  EXPECT_FALSE(compare_baseline(plain_short, run).equal) << "14 declared, 4 held: not the run's section";
+}

@@ -119,6 +119,16 @@ TEST(Report, junit_has_one_failing_case_per_problem_class) {
   EXPECT_NE(xml.find("name=\"evidence_complete\">"), std::string::npos) << xml;
 }
 
+// U+FFFE and U+FFFF are UTF-8 that XML 1.0 does not allow (a communicator named with them made
+// check's JUnit file not well-formed): written escaped.
+TEST(Report, junit_escapes_the_characters_xml_does_not_allow) {
+  const std::string ffff = "\xef\xbf\xbf", fffe = "\xef\xbf\xbe";
+  std::string xml = render_junit("suite " + ffff, {{"a" + fffe, "failed at " + ffff + "\n", "out " + fffe}});
+  EXPECT_EQ(xml.find(ffff), std::string::npos) << xml;
+  EXPECT_EQ(xml.find(fffe), std::string::npos) << xml;
+  EXPECT_NE(xml.find("\\uffff"), std::string::npos) << xml;
+}
+
 TEST(StackTrim, keeps_user_frames_python_first_and_shortens_cpp_names) {
   std::vector<Frame> frames = {
       {lockstep::vocab::FrameKind::Native, "ncclAllReduce", "/usr/lib/libnccl.so.2", 0x10, "", 0},

@@ -131,6 +131,38 @@ TEST(CliCheck, baseline_written_from_a_clean_run_passes_and_a_changed_run_fails_
   std::filesystem::remove(base);
 }
 
+// The gate's inputs from a CI script (review): an empty path ("$UNSET") is refused, not taken
+// as "no baseline"; a baseline that is no regular file (a FIFO hung check) is refused; a check
+// that cannot run replaces an old JUnit file with one that fails; a JUnit write that fails
+// (a full disk) is exit 2; a name with U+FFFF stays well-formed XML; a run that differs from
+// its baseline is never worded "clean".
+TEST(CliCheck, a_ci_scripts_inputs_are_refused_or_said_never_silently_passed) {
+  auto dir = write(clean_two_ranks(64), "cli-gate-inputs");
+  for (const char* flag : {"--baseline", "--junit", "--write-baseline"}) {
+    auto r = lockstep_cli({"check", dir, flag, ""});
+    EXPECT_EQ(r.exit_code, 2) << flag << "\n" << both(r);
+  }
+  const std::string fifo = dir + "/../cli-gate.fifo";
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0);
+  auto f = lockstep_cli({"check", dir, "--baseline", fifo});
+  EXPECT_EQ(f.exit_code, 2) << both(f);
+  EXPECT_NE(f.err.find("not a regular file"), std::string::npos) << both(f);
+  const std::string junit = dir + "/../cli-gate.xml";
+  auto pass = lockstep_cli({"check", dir, "--junit", junit});
+  ASSERT_EQ(pass.exit_code, 0) << both(pass);
+  ASSERT_NE(slurp_file(junit).find("failures=\"0\""), std::string::npos);
+  auto cannot = lockstep_cli({"check", dir + "/no-such-dir", "--junit", junit});
+  EXPECT_EQ(cannot.exit_code, 2) << both(cannot);
+  EXPECT_EQ(slurp_file(junit).find("failures=\"0\""), std::string::npos) << slurp_file(junit);
+  EXPECT_NE(slurp_file(junit).find("could not run"), std::string::npos) << slurp_file(junit);
+  if (std::filesystem::exists("/dev/full")) {
+    auto full = lockstep_cli({"check", dir, "--junit", "/dev/full"});
+    EXPECT_EQ(full.exit_code, 2) << both(full);
+  }
+  std::filesystem::remove(fifo);
+}
+
 // Every file copied under a second name (two runs in one directory, or a copied file): the files
 // read still match the baseline, but that is not the run matching it: exit 4, and the match line
 // says it holds for the files read only.

@@ -4,8 +4,9 @@ the recorder retires the oldest ops, the files stay under the cap, `lockstep che
 the retired history proven by checkpoint digests, and a tampered checkpoint makes the verdict
 incomplete (exit 4), never clean. `check --baseline` and `replay --model` align members and runs
 by absolute collective ordinal (retired + position): two capped runs whose retained windows differ
-are compared on the collectives both hold, and say which; a baseline with none in common is
-incomplete (exit 4), not a match.
+are compared on the collectives both hold, and say which; a run that issued a different number
+of collectives (a window's last ordinal is the count: the cap retires only the oldest) differs
+from the baseline (exit 3), whatever the windows share.
 
 usage: capped_run_test.py LOCKSTEP LOCKSTEP_LAUNCH FIXTURE_PROGRAM"""
 import os
@@ -66,16 +67,27 @@ try:
     expect(wrote.returncode == 0, f"a baseline is written from the capped run (exit {wrote.returncode})")
     text = open(base).read()
     expect("collectives=#" in text, "the baseline says which collectives of the communicator it holds")
-    longer = os.path.join(work, "longer")
-    run2 = subprocess.run([lockstep, "run", "-o", longer, "--max-mb", "1", "--", launch, "-n", "2", "--",
-                           program, "many", "70000"], capture_output=True, text=True, timeout=240)
+    # The same schedule under a larger cap: its window starts earlier; compared on what both hold.
+    wider = os.path.join(work, "wider")
+    run2 = subprocess.run([lockstep, "run", "-o", wider, "--max-mb", "2", "--", launch, "-n", "2", "--",
+                           program, "many", "60000"], capture_output=True, text=True, timeout=240)
     expect(run2.returncode == 0, f"the second capped run exits 0 (got {run2.returncode})")
-    same = subprocess.run([lockstep, "check", longer, "--baseline", base], capture_output=True, text=True, timeout=120)
+    same = subprocess.run([lockstep, "check", wider, "--baseline", base], capture_output=True, text=True, timeout=120)
     expect(same.returncode == 0 and "matches baseline" in same.stdout and "on the collectives both hold" in same.stdout,
            f"two capped runs of the same schedule match on the collectives both hold (exit {same.returncode}): "
            f"{same.stdout[-800:]}")
     expect("compared #" in same.stdout, "check says which collectives it compared")
-    # A baseline from a short uncapped run holds none of the capped run's window: not a match.
+    # A longer run (70,000 collectives against the baseline's 60,000): a different schedule,
+    # though its window shares collectives with the baseline's (before: "matches").
+    longer = os.path.join(work, "longer")
+    run3 = subprocess.run([lockstep, "run", "-o", longer, "--max-mb", "1", "--", launch, "-n", "2", "--",
+                           program, "many", "70000"], capture_output=True, text=True, timeout=240)
+    expect(run3.returncode == 0, f"the longer capped run exits 0 (got {run3.returncode})")
+    more = subprocess.run([lockstep, "check", longer, "--baseline", base], capture_output=True, text=True, timeout=120)
+    expect(more.returncode == 3 and "issued 60000 collectives, this run 70000" in more.stdout
+           and "schedule matches baseline" not in more.stdout,
+           f"a run that issued more collectives differs from the baseline (exit {more.returncode}): {more.stdout[-800:]}")
+    # A baseline from a short uncapped run (50 collectives) against the capped run's 60,000: differs.
     short = os.path.join(work, "short")
     subprocess.run([lockstep, "run", "-o", short, "--", launch, "-n", "2", "--", program, "many", "50"],
                    capture_output=True, text=True, timeout=120)
@@ -85,15 +97,14 @@ try:
     junit = os.path.join(work, "none.xml")
     none = subprocess.run([lockstep, "check", trace, "--baseline", short_base, "--junit", junit], capture_output=True,
                           text=True, timeout=120)
-    expect(none.returncode == 4 and "compared none" in none.stdout and "not verified" in none.stdout
+    expect(none.returncode == 3 and "issued 50 collectives, this run 60000" in none.stdout
            and "schedule matches baseline" not in none.stdout,
-           f"no collective in common with the baseline: incomplete, not a match (exit {none.returncode}): "
-           f"{none.stdout[-800:]}")
+           f"a baseline of another length: differs, not a match (exit {none.returncode}): {none.stdout[-800:]}")
     # Every output says so: no line calls the run clean, and the JUnit file fails with the exit code.
     expect(not none.stdout.startswith("lockstep check: clean"), f"not announced clean: {none.stdout[:300]}")
     xml = open(junit).read()
-    expect('failures="0"' not in xml and 'name="matches_baseline"' in xml and "not verified" in xml,
-           f"JUnit fails matches_baseline when the baseline is not verified: {xml[-800:]}")
+    expect('failures="0"' not in xml and 'name="matches_baseline"' in xml and "schedule differs" in xml,
+           f"JUnit fails matches_baseline when the schedule differs: {xml[-800:]}")
     # A changed collective inside the common window is a difference (exit 3).
     changed = os.path.join(work, "changed.baseline")
     lines = text.splitlines()
