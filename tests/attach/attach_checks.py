@@ -1,7 +1,9 @@
 """What the attach tests share: named checks that all run, then one exit status; helpers to read
 a live process's state from /proc and to pick a free TCP port for NCCL_RAS_ADDR."""
 import os
+import signal
 import socket
+import subprocess
 import sys
 import time
 
@@ -53,3 +55,12 @@ def wait_until(seconds, cond):
             return True
         time.sleep(0.2)
     return cond()
+
+
+def stop_job(job):
+    """Ends a job started in its own process group: SIGTERM, then SIGKILL after 20 s."""
+    os.killpg(job.pid, signal.SIGTERM)
+    try:
+        job.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)

@@ -23,7 +23,7 @@ import tempfile
 import threading
 import time
 
-from attach_checks import expect, finish, free_port, proc_state, wait_until
+from attach_checks import expect, finish, free_port, proc_state, wait_until, stop_job
 
 mode, lockstep, launch, seed, fixture, make_dumps = sys.argv[1:7]
 work = tempfile.mkdtemp(prefix=f"lockstep-attach-{mode}-")
@@ -150,10 +150,6 @@ try:
             expect({("recorder", "proven"), ("stack", "inferred")} <= s, f"rank {k}'s evidence: recorder proven: {s}")
     expect(job.poll() is None, "the job still runs (hangs) after the attaches")
 finally:
-    os.killpg(job.pid, signal.SIGTERM)
-    try:
-        job.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
+    stop_job(job)
 shutil.rmtree(work, ignore_errors=True)
 finish()

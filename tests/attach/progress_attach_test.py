@@ -15,7 +15,7 @@ import sys
 import tempfile
 import time
 
-from attach_checks import expect, finish, free_port, wait_until
+from attach_checks import expect, finish, free_port, wait_until, stop_job
 
 lockstep, launch, seed, fixture = sys.argv[1:5]
 env = dict(os.environ, LD_LIBRARY_PATH=fixture + ":" + os.environ.get("LD_LIBRARY_PATH", ""))
@@ -55,9 +55,5 @@ try:
     expect(ro.returncode == 2 and "nothing was stopped" in ro.stderr and " stopped " not in ro.stderr.replace("nothing was stopped", ""),
            f"unwritable -o: exit 2 before any stop: {ro.returncode} {ro.stderr[-300:]}")
 finally:
-    os.killpg(job.pid, signal.SIGTERM)
-    try:
-        job.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
+    stop_job(job)
 finish()

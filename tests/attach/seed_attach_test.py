@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 
-from attach_checks import expect, finish, free_port, proc_state, wait_until
+from attach_checks import expect, finish, free_port, proc_state, wait_until, stop_job
 
 lockstep, launch, seed, fixture = sys.argv[1:5]
 work = tempfile.mkdtemp(prefix="lockstep-attach-seed-")
@@ -113,10 +113,6 @@ try:
         expect(after[k] == before[k], f"pid {k} unchanged by the attach: {before[k]} -> {after[k]}")
     expect(job.poll() is None, "the job still runs (hangs) after the attach")
 finally:
-    os.killpg(job.pid, signal.SIGTERM)
-    try:
-        job.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
+    stop_job(job)
     shutil.rmtree(work, ignore_errors=True)
 finish()
