@@ -122,15 +122,21 @@ int list_file(const OpsArgs& a, const Schedule& headers, size_t file, const std:
   std::cout << "\n";
   // What the listing does not cover, before it: never a listing that looks whole when it is not.
   for (const auto& n : notes) std::cout << "  incomplete: " << printable(n) << "\n";
-  if (p.dropped_records > 0) {
-    try {
-      for (size_t c = 0; c < p.comms.size(); ++c)
-        if (const ProcComm* pc = proc_comm(c); pc && !pc->whole())
-          std::cout << "  " << printable(comm_label(p.comms[c].hash, roles[c])) << ": records whole through seq "
-                    << pc->complete_through_seq << " only (" << gap_cause_name(pc->gap)
-                    << "): an op missing after it may have been issued and not recorded\n";
-    } catch (const LoadError&) {
-    }
+  // Each communicator's records as analyze reads them (comm_index.h): a hole (dropped records)
+  // or a file that contradicts itself (a seq missing though nothing was dropped, seqs out of
+  // call order) is said, and makes the listing incomplete (exit 4).
+  bool gaps = false;
+  try {
+    for (size_t c = 0; c < p.comms.size(); ++c)
+      if (const ProcComm* pc = proc_comm(c); pc && !pc->whole()) {
+        const bool contradicts = pc->gap == GapCause::kSeqMissing || pc->gap == GapCause::kSeqOrder;
+        std::cout << "  " << printable(comm_label(p.comms[c].hash, roles[c])) << ": records whole through seq "
+                  << pc->complete_through_seq << " only (" << gap_cause_name(pc->gap) << "): "
+                  << (contradicts ? "the file contradicts itself there (edited or damaged?): what follows is unknown\n"
+                                  : "an op missing after it may have been issued and not recorded\n");
+        gaps = true;
+      }
+  } catch (const LoadError&) {
   }
   // The communicators the listing shows, by their labels (identity.h); the column has the hash.
   std::vector<bool> listed(p.comms.size(), false);
@@ -154,7 +160,7 @@ int list_file(const OpsArgs& a, const Schedule& headers, size_t file, const std:
     std::cout << line << describe_signature(sig) << "  [" << state << "]"
               << (o.thread_name.empty() ? "" : "  " + printable(o.thread_name)) << "\n";
   }
-  return notes.empty() ? kExitOk : kExitIncomplete;
+  return notes.empty() && !gaps ? kExitOk : kExitIncomplete;
 }
 
 int ops(const OpsArgs& a) {
@@ -210,7 +216,7 @@ int ops(const OpsArgs& a) {
 void add_ops_command(Command& app, int* exit_code) {
   auto args = std::make_shared<OpsArgs>();
   auto* sub = app.add_subcommand("ops", "List one rank's ops in call order (default: the last ones)");
-  sub->footer("Exit code: 0 listed, 2 input error (no usable trace of that rank, no such seq or communicator, a seq the size cap retired; skipped files are named), 4 listed, but the rank's file is not whole (dropped records, a stopped recorder) or contradicts another (two files claim the rank: each is listed), or the seq asked for is unknown (its record may have been dropped); named above the listing.");
+  sub->footer("Exit code: 0 listed, 2 input error (no usable trace of that rank, no such seq or communicator, a seq the size cap retired; skipped files are named), 4 listed, but the rank's file is not whole (dropped records, a stopped recorder, a seq missing or out of call order) or contradicts another (two files claim the rank: each is listed), or the seq asked for is unknown (its record may have been dropped); named above the listing.");
   sub->add_option("dir", args->dir, "Trace directory")->required();
   sub->add_option("--rank", args->rank, "Global rank")->required();
   sub->add_option("--around", args->around, "Centre the listing on the op with this seq");
