@@ -1,5 +1,7 @@
 #include "write_errno_vfs.h"
 
+#include "fd_identity.h"
+
 #include <errno.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
@@ -22,13 +24,9 @@ sqlite3_vfs g_vfs;
 struct File {
   sqlite3_file base;
   sqlite3_file* real;
-  // The descriptor the base file reads and writes, and what it named when opened: a program
-  // that closes every descriptor (a daemon's close_range(3, ~0)) and opens its own files gets
-  // the trace's numbers back; the file must then never be read, written, locked or closed
-  // through them. fd -1: not known (a base VFS other than SQLite's unix VFS): not checked.
-  int fd;
-  dev_t dev;
-  ino_t ino;
+  // The descriptor the base file reads and writes (fd_identity.h). fd -1: not known (a base
+  // VFS other than SQLite's unix VFS): not checked.
+  FdIdentity id;
 };
 sqlite3_file* real(sqlite3_file* f) { return reinterpret_cast<File*>(f)->real; }
 
@@ -46,10 +44,8 @@ std::atomic<bool> g_descriptor_lost{false};
 
 // Whether the file's descriptor still names the file opened (fstat: async-signal-safe).
 bool ours(sqlite3_file* f) {
-  File* w = reinterpret_cast<File*>(f);
-  if (w->fd < 0) return true;
-  struct stat st;
-  if (fstat(w->fd, &st) == 0 && st.st_dev == w->dev && st.st_ino == w->ino) return true;
+  const FdIdentity& id = reinterpret_cast<File*>(f)->id;
+  if (id.fd < 0 || id.ours()) return true;
   g_descriptor_lost.store(true, std::memory_order_relaxed);
   return false;
 }
@@ -147,17 +143,15 @@ int x_open(sqlite3_vfs*, sqlite3_filename name, sqlite3_file* file, int flags, i
   f->base.pMethods = nullptr;
   f->real = reinterpret_cast<sqlite3_file*>(f + 1);
   f->real->pMethods = nullptr;
-  f->fd = -1;
+  f->id = FdIdentity{};
   errno = 0;
   int rc = note(g_base->xOpen(g_base, name, f->real, flags, out_flags));
   if (f->real->pMethods) f->base.pMethods = &kMethods;  // then SQLite closes it through us
   // Its descriptor, when the base is SQLite's unix VFS and the descriptor names the file opened.
-  struct stat by_fd, by_name;
+  struct stat by_name;
   if (rc == SQLITE_OK && name && g_unix) {
-    const int h = reinterpret_cast<const UnixFileHead*>(f->real)->h;
-    if (h >= 0 && fstat(h, &by_fd) == 0 && stat(name, &by_name) == 0 && by_fd.st_dev == by_name.st_dev &&
-        by_fd.st_ino == by_name.st_ino)
-      f->fd = h, f->dev = by_fd.st_dev, f->ino = by_fd.st_ino;
+    const FdIdentity id = FdIdentity::of(reinterpret_cast<const UnixFileHead*>(f->real)->h);
+    if (id.fd >= 0 && stat(name, &by_name) == 0 && id.dev == by_name.st_dev && id.ino == by_name.st_ino) f->id = id;
   }
   return rc;
 }

@@ -439,20 +439,8 @@ Writer* Writer::open_unguarded(const TraceHeader& h, std::string* error) {
   int wake[2], ack[2];
   if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0 || pipe2(ack, O_CLOEXEC | O_NONBLOCK) != 0)
     return fail_open("cannot create writer wake-up descriptors");
-  for (int i = 0; i < 2; i++) w->wake_[i] = Fd::of(wake[i]), w->ack_[i] = Fd::of(ack[i]);
+  for (int i = 0; i < 2; i++) w->wake_[i] = FdIdentity::of(wake[i]), w->ack_[i] = FdIdentity::of(ack[i]);
   return w;
-}
-
-Writer::Fd Writer::Fd::of(int fd) {
-  Fd f;
-  struct stat st;
-  if (fstat(fd, &st) == 0) f.fd = fd, f.dev = st.st_dev, f.ino = st.st_ino;
-  return f;
-}
-
-bool Writer::Fd::ours() const {
-  struct stat st;
-  return fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
 }
 
 void Writer::wake() {

@@ -20,6 +20,7 @@
 
 #include "bench_knobs.h"
 #include "bounded_join.h"
+#include "fd_identity.h"
 #include "bounded_queue.h"
 #include "trace_file.h"
 #include "process_info.h"
@@ -231,19 +232,10 @@ class Writer {
   std::thread thread_;
   ThreadExit thread_exit_;
   std::atomic<pid_t> writer_tid_{0};
-  // The writer's wake-up pipe and the signal handler's acknowledgement pipe, each end with what
-  // it named when made: a program that closes every descriptor (a daemon's close_range(3, ~0))
-  // and opens its own files gets these numbers back, and its files must never be read or
-  // written by the recorder. Every use checks first (fstat: async-signal-safe); a lost wake
-  // pipe leaves rounds on the clock, a lost ack pipe leaves the signal handler the acks_ count.
-  struct Fd {
-    int fd = -1;
-    dev_t dev = 0;
-    ino_t ino = 0;
-    static Fd of(int fd);
-    bool ours() const;
-  };
-  Fd wake_[2], ack_[2];
+  // The writer's wake-up pipe and the signal handler's acknowledgement pipe (fd_identity.h:
+  // checked before every use); a lost wake pipe leaves rounds on the clock, a lost ack pipe
+  // leaves the signal handler the acks_ count.
+  FdIdentity wake_[2], ack_[2];
   void wake();  // async-signal-safe
   std::atomic<uint64_t> acks_{0};      // rounds acknowledged to a signal handler
   std::atomic<uint64_t> ack_base_{0};  // acks_ when the signal handler asked
