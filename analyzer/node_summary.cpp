@@ -16,6 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "file_io.h"
 #include "file_name.h"
 #include "meta_keys.h"
 #include "parallel_for.h"
@@ -531,26 +532,10 @@ Summarized summarize_files(const std::vector<std::string>& files, const LoadOpti
 }
 
 void write_node_summary(const std::string& out, const std::string& host, const std::vector<SummaryEntry>& entries) {
-  const std::string bytes = encode_node_summary(host, entries);
-  const std::string tmp = out + ".tmp." + std::to_string(getpid());
-  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) throw LoadError("cannot create " + tmp + ": " + std::strerror(errno));
-  size_t put = 0;
-  while (put < bytes.size()) {
-    const ssize_t w = write(fd, bytes.data() + put, bytes.size() - put);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      const std::string err = std::strerror(errno);
-      close(fd);
-      unlink(tmp.c_str());
-      throw LoadError("cannot write " + tmp + ": " + err);
-    }
-    put += static_cast<size_t>(w);
-  }
-  if (fsync(fd) != 0 || close(fd) != 0 || rename(tmp.c_str(), out.c_str()) != 0) {
-    const std::string err = std::strerror(errno);
-    unlink(tmp.c_str());
-    throw LoadError("cannot write " + out + ": " + err);
+  try {
+    schema::write_file_replacing(out, encode_node_summary(host, entries), /*sync=*/true);
+  } catch (const std::runtime_error& e) {
+    throw LoadError(e.what());
   }
 }
 

@@ -48,7 +48,7 @@ std::optional<std::string> read_regular_file(const std::string& path, size_t max
   return out;
 }
 
-void write_file_replacing(const std::string& path, std::string_view bytes) {
+void write_file_replacing(const std::string& path, std::string_view bytes, bool sync) {
   std::string tmp = path + ".partial-XXXXXX";
   const int fd = ::mkstemp(tmp.data());  // O_EXCL: never an existing file or link
   if (fd < 0) throw std::runtime_error("cannot write " + path + ": " + std::strerror(errno));
@@ -66,6 +66,7 @@ void write_file_replacing(const std::string& path, std::string_view bytes) {
     }
     put += static_cast<size_t>(w);
   }
+  if (!err && sync && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && !err) err = errno;
   if (!err && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
   if (err) {

@@ -18,7 +18,8 @@ std::optional<std::string> read_regular_file(const std::string& path, size_t max
 
 // Writes `bytes` to a new file beside `path` and renames it over `path`: whatever was at `path`
 // (a file, a link to anywhere) is replaced, never written through, and a failure leaves no
-// partial file. The new file gets mode 0666 & ~umask. Throws std::runtime_error on failure.
-void write_file_replacing(const std::string& path, std::string_view bytes);
+// partial file. The new file gets mode 0666 & ~umask; `sync`: fsync'd before the rename. Throws
+// std::runtime_error on failure.
+void write_file_replacing(const std::string& path, std::string_view bytes, bool sync = false);
 
 }  // namespace lockstep::schema
